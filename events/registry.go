@@ -1,0 +1,39 @@
+package events
+
+import "sort"
+
+// Kind describes one event type: its subject and how to make an empty value
+// of its payload. The registry is what a gateway or a schema test walks.
+type Kind struct {
+	// Type is the envelope type.
+	Type string
+	// Subject is the NATS subject the event is published on.
+	Subject string
+	// New returns a pointer to a zero payload.
+	New func() Event
+}
+
+var kinds = map[string]Kind{}
+
+func register(k Kind) { kinds[k.Type] = k }
+
+func init() {
+	register(Kind{Type: TypeEpisodeUpserted, Subject: SubjectEpisodeUpserted, New: func() Event { return new(EpisodeUpserted) }})
+	register(Kind{Type: TypeClipUpserted, Subject: SubjectClipUpserted, New: func() Event { return new(ClipUpserted) }})
+}
+
+// Lookup returns the kind of an event type.
+func Lookup(eventType string) (Kind, bool) {
+	k, ok := kinds[eventType]
+	return k, ok
+}
+
+// Kinds lists every registered event type, sorted by type.
+func Kinds() []Kind {
+	out := make([]Kind, 0, len(kinds))
+	for _, k := range kinds {
+		out = append(out, k)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Type < out[j].Type })
+	return out
+}

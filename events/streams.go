@@ -1,0 +1,143 @@
+package events
+
+import (
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Subjects. Every subject a service publishes to or consumes from is named
+// here and nowhere else.
+const (
+	// SubjectEpisodeUpserted carries EpisodeUpserted events.
+	SubjectEpisodeUpserted = "curation.episode.upserted"
+	// SubjectClipUpserted carries ClipUpserted events.
+	SubjectClipUpserted = "curation.clip.upserted"
+
+	// SubjectDeadLetterPrefix prefixes dead-lettered messages:
+	// deadletter.<stream>.<consumer>.
+	SubjectDeadLetterPrefix = "deadletter"
+
+	// SubjectMaxDeliveriesAdvisories is the advisory JetStream raises when a
+	// message reaches a consumer's MaxDeliver.
+	SubjectMaxDeliveriesAdvisories = "$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.>"
+)
+
+// Stream names.
+const (
+	// StreamCuration holds curation events from other systems.
+	StreamCuration = "CURATION"
+	// StreamDeadLetter holds messages that could not be processed, with the
+	// reason in their headers.
+	StreamDeadLetter = "DEADLETTER"
+	// StreamAdvisories captures max-deliveries advisories until the
+	// dead-letter mover has moved the message they name.
+	StreamAdvisories = "DLQ_ADVISORIES"
+)
+
+// Headers set on dead-lettered messages. The original message's own headers
+// are kept; its Nats-* headers are renamed with HeaderOriginalPrefix so that
+// they do not act on the dead-letter stream.
+const (
+	HeaderDLQReason           = "Archivist-DLQ-Reason"
+	HeaderDLQStream           = "Archivist-DLQ-Stream"
+	HeaderDLQConsumer         = "Archivist-DLQ-Consumer"
+	HeaderDLQSubject          = "Archivist-DLQ-Subject"
+	HeaderDLQSequence         = "Archivist-DLQ-Sequence"
+	HeaderDLQDeliveries       = "Archivist-DLQ-Deliveries"
+	HeaderDLQTime             = "Archivist-DLQ-Time"
+	HeaderOriginalPrefix      = "Archivist-Original-"
+	defaultDuplicateWindow    = 2 * time.Minute
+	deadLetterRetention       = 30 * 24 * time.Hour
+	curationRetention         = 30 * 24 * time.Hour
+	advisoryRetention         = 7 * 24 * time.Hour
+	defaultConsumerAckWait    = 30 * time.Second
+	defaultConsumerMaxDeliver = 5
+)
+
+// Streams returns every stream Archivist uses, with the given number of
+// replicas (1 for the embedded server, 3 in a production cluster).
+// Services create or update them idempotently at start.
+func Streams(replicas int) []jetstream.StreamConfig {
+	if replicas < 1 {
+		replicas = 1
+	}
+	return []jetstream.StreamConfig{
+		{
+			Name:        StreamCuration,
+			Description: "Curation events from other systems: episodes and clips.",
+			Subjects:    []string{"curation.>"},
+			Retention:   jetstream.LimitsPolicy,
+			MaxAge:      curationRetention,
+			Duplicates:  defaultDuplicateWindow,
+			Storage:     jetstream.FileStorage,
+			Replicas:    replicas,
+		},
+		{
+			Name:        StreamDeadLetter,
+			Description: "Messages no consumer could process, with the reason in Archivist-DLQ-* headers.",
+			Subjects:    []string{SubjectDeadLetterPrefix + ".>"},
+			Retention:   jetstream.LimitsPolicy,
+			MaxAge:      deadLetterRetention,
+			Duplicates:  defaultDuplicateWindow,
+			Storage:     jetstream.FileStorage,
+			Replicas:    replicas,
+		},
+		{
+			Name:        StreamAdvisories,
+			Description: "Max-deliveries advisories, kept until the dead-letter mover has moved the message they name.",
+			Subjects:    []string{SubjectMaxDeliveriesAdvisories},
+			Retention:   jetstream.WorkQueuePolicy,
+			MaxAge:      advisoryRetention,
+			Duplicates:  defaultDuplicateWindow,
+			Storage:     jetstream.FileStorage,
+			Replicas:    replicas,
+		},
+	}
+}
+
+// Consumer is a durable pull consumer on a stream.
+type Consumer struct {
+	// Stream is the stream the consumer reads.
+	Stream string
+	// Config is the consumer's JetStream configuration; Durable is its name.
+	Config jetstream.ConsumerConfig
+}
+
+// Durable consumers. Each is owned by one service; its replicas share it.
+var (
+	// CuratorCuration is the curator's consumer of curation events.
+	CuratorCuration = Consumer{
+		Stream: StreamCuration,
+		Config: jetstream.ConsumerConfig{
+			Durable:        "curator-curation",
+			Description:    "curator: stores curated episodes and clips, versioned by sent_at",
+			FilterSubjects: []string{SubjectEpisodeUpserted, SubjectClipUpserted},
+			AckPolicy:      jetstream.AckExplicitPolicy,
+			AckWait:        defaultConsumerAckWait,
+			MaxDeliver:     defaultConsumerMaxDeliver,
+			MaxAckPending:  1000,
+		},
+	}
+
+	// DeadLetterMover is the shared consumer of max-deliveries advisories:
+	// whichever service replica takes an advisory moves the message it names
+	// into the dead-letter stream.
+	DeadLetterMover = Consumer{
+		Stream: StreamAdvisories,
+		Config: jetstream.ConsumerConfig{
+			Durable:       "deadletter-mover",
+			Description:   "moves max-delivered messages into DEADLETTER",
+			AckPolicy:     jetstream.AckExplicitPolicy,
+			AckWait:       defaultConsumerAckWait,
+			MaxDeliver:    -1,
+			MaxAckPending: 100,
+		},
+	}
+)
+
+// DeadLetterSubject is the subject a message of stream and consumer is
+// dead-lettered on.
+func DeadLetterSubject(stream, consumer string) string {
+	return SubjectDeadLetterPrefix + "." + stream + "." + consumer
+}

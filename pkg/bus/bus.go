@@ -1,0 +1,226 @@
+// Package bus is Archivist's event bus on NATS JetStream: connecting,
+// creating streams and consumers, publishing events with de-duplication, and
+// a typed consume loop with redelivery, deadline extension and dead letters.
+//
+// Everything that is "in flight", "redeliver", "extend the deadline" and
+// "dead letter" is JetStream's own ack wait, nak with delay, in-progress and
+// max-deliver; the package only wires them together the same way for every
+// service.
+package bus
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/archivist/archivist/events"
+)
+
+// Config says how to reach NATS. Its fields are read from the environment by
+// the service kit.
+type Config struct {
+	// URL is the NATS server URL (a comma-separated list for a cluster).
+	URL string `env:"NATS_URL, default=nats://127.0.0.1:4222"`
+	// CredsFile is a NATS credentials file (JWT and nkey seed).
+	CredsFile string `env:"NATS_CREDS_FILE"`
+	// TLSCAFile is a PEM file of CAs to trust for the server's certificate.
+	TLSCAFile string `env:"NATS_TLS_CA_FILE"`
+	// TLSCertFile and TLSKeyFile are a client certificate for mutual TLS.
+	TLSCertFile string `env:"NATS_TLS_CERT_FILE"`
+	// TLSKeyFile is the client certificate's private key.
+	TLSKeyFile string `env:"NATS_TLS_KEY_FILE"`
+	// Replicas is the number of replicas of every stream (3 in a cluster).
+	Replicas int `env:"NATS_REPLICAS, default=1"`
+}
+
+// Bus is a connection to NATS JetStream on behalf of one service.
+type Bus struct {
+	nc       *nats.Conn
+	js       jetstream.JetStream
+	producer string
+	replicas int
+	log      *slog.Logger
+	metrics  *metrics
+}
+
+// Option configures Connect.
+type Option func(*connectOptions)
+
+type connectOptions struct {
+	logger   *slog.Logger
+	reg      prometheus.Registerer
+	natsOpts []nats.Option
+}
+
+// WithLogger sets the logger; the default is slog.Default().
+func WithLogger(l *slog.Logger) Option { return func(o *connectOptions) { o.logger = l } }
+
+// WithRegisterer registers the bus metrics with r.
+func WithRegisterer(r prometheus.Registerer) Option { return func(o *connectOptions) { o.reg = r } }
+
+// WithNATSOptions adds raw nats.go connect options.
+func WithNATSOptions(opts ...nats.Option) Option {
+	return func(o *connectOptions) { o.natsOpts = append(o.natsOpts, opts...) }
+}
+
+// Connect connects to NATS as producer (the service's name, which is also
+// the connection name and the producer of every event it publishes). It
+// reconnects forever after a lost connection.
+func Connect(ctx context.Context, cfg Config, producer string, opts ...Option) (*Bus, error) {
+	o := connectOptions{logger: slog.Default()}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	log := o.logger.With("component", "bus")
+	nopts := []nats.Option{
+		nats.Name(producer),
+		nats.MaxReconnects(-1),
+		nats.ReconnectWait(time.Second),
+		nats.RetryOnFailedConnect(false),
+		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
+			if err != nil {
+				log.Warn("nats disconnected", "err", err)
+			}
+		}),
+		nats.ReconnectHandler(func(c *nats.Conn) { log.Info("nats reconnected", "url", c.ConnectedUrlRedacted()) }),
+		nats.ErrorHandler(func(_ *nats.Conn, s *nats.Subscription, err error) {
+			subj := ""
+			if s != nil {
+				subj = s.Subject
+			}
+			log.Error("nats async error", "subject", subj, "err", err)
+		}),
+	}
+	if cfg.CredsFile != "" {
+		nopts = append(nopts, nats.UserCredentials(cfg.CredsFile))
+	}
+	if cfg.TLSCAFile != "" {
+		nopts = append(nopts, nats.RootCAs(cfg.TLSCAFile))
+	}
+	if cfg.TLSCertFile != "" || cfg.TLSKeyFile != "" {
+		nopts = append(nopts, nats.ClientCert(cfg.TLSCertFile, cfg.TLSKeyFile))
+	}
+	nopts = append(nopts, o.natsOpts...)
+
+	nc, err := nats.Connect(cfg.URL, nopts...)
+	if err != nil {
+		return nil, fmt.Errorf("connect to nats %s: %w", redactURL(cfg.URL), err)
+	}
+	js, err := jetstream.New(nc, jetstream.WithPublishAsyncMaxPending(4096))
+	if err != nil {
+		nc.Close()
+		return nil, fmt.Errorf("jetstream context: %w", err)
+	}
+	b := &Bus{nc: nc, js: js, producer: producer, replicas: max(cfg.Replicas, 1), log: log, metrics: newMetrics(o.reg)}
+	if _, err := js.AccountInfo(ctx); err != nil {
+		nc.Close()
+		return nil, fmt.Errorf("jetstream not available at %s: %w", redactURL(cfg.URL), err)
+	}
+	return b, nil
+}
+
+// Conn is the underlying NATS connection.
+func (b *Bus) Conn() *nats.Conn { return b.nc }
+
+// JetStream is the underlying JetStream context.
+func (b *Bus) JetStream() jetstream.JetStream { return b.js }
+
+// Producer is the name this bus publishes events as.
+func (b *Bus) Producer() string { return b.producer }
+
+// EnsureStreams creates or updates every stream of events.Streams, and the
+// dead-letter mover's consumer. It is idempotent: replicas of every service
+// call it at start.
+func (b *Bus) EnsureStreams(ctx context.Context) error {
+	for _, cfg := range events.Streams(b.replicas) {
+		if _, err := b.js.CreateOrUpdateStream(ctx, cfg); err != nil {
+			return fmt.Errorf("create or update stream %s: %w", cfg.Name, err)
+		}
+	}
+	if _, err := b.EnsureConsumer(ctx, events.DeadLetterMover); err != nil {
+		return err
+	}
+	return nil
+}
+
+// EnsureConsumer creates or updates a durable consumer.
+func (b *Bus) EnsureConsumer(ctx context.Context, c events.Consumer) (jetstream.Consumer, error) {
+	cfg := c.Config
+	if cfg.Replicas == 0 {
+		cfg.Replicas = b.replicas
+	}
+	cons, err := b.js.CreateOrUpdateConsumer(ctx, c.Stream, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("create or update consumer %s on %s: %w", cfg.Durable, c.Stream, err)
+	}
+	return cons, nil
+}
+
+// Close drains the connection: subscriptions stop taking messages, pending
+// publishes are flushed, then the connection closes. It waits until the
+// drain is complete or ctx is done.
+func (b *Bus) Close(ctx context.Context) error {
+	if b.nc.IsClosed() {
+		return nil
+	}
+	closed := make(chan struct{})
+	b.nc.SetClosedHandler(func(*nats.Conn) { close(closed) })
+	if err := b.nc.Drain(); err != nil {
+		b.nc.Close()
+		return fmt.Errorf("drain nats connection: %w", err)
+	}
+	select {
+	case <-closed:
+		return nil
+	case <-ctx.Done():
+		b.nc.Close()
+		return fmt.Errorf("drain nats connection: %w", ctx.Err())
+	}
+}
+
+// Healthy reports whether the connection is up.
+func (b *Bus) Healthy() error {
+	if s := b.nc.Status(); s != nats.CONNECTED {
+		return fmt.Errorf("nats connection is %s", s)
+	}
+	return nil
+}
+
+// ErrPermanent marks an error that retrying cannot cure: the message is
+// dead-lettered with the error as reason instead of being redelivered.
+var ErrPermanent = errors.New("permanent failure")
+
+// Permanent wraps err so that the consume loop dead-letters the message
+// instead of redelivering it.
+func Permanent(err error) error {
+	if err == nil {
+		return nil
+	}
+	return fmt.Errorf("%w: %w", ErrPermanent, err)
+}
+
+// redactURL hides the password of every URL in a comma-separated list.
+func redactURL(list string) string {
+	parts := strings.Split(list, ",")
+	for i, p := range parts {
+		u, err := url.Parse(strings.TrimSpace(p))
+		if err != nil || u.User == nil {
+			continue
+		}
+		if _, has := u.User.Password(); has {
+			u.User = url.UserPassword(u.User.Username(), "REDACTED")
+		} else {
+			u.User = url.User("REDACTED")
+		}
+		parts[i] = u.String()
+	}
+	return strings.Join(parts, ",")
+}

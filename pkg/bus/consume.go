@@ -1,0 +1,333 @@
+package bus
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/archivist/archivist/events"
+)
+
+// Message is one decoded event handed to a Handler.
+type Message[T any] struct {
+	// Envelope is the decoded envelope; its payload is Event.
+	Envelope events.Envelope
+	// Event is the decoded, validated payload.
+	Event *T
+	// Subject the message was published on.
+	Subject string
+	// Header holds the message's NATS headers.
+	Header nats.Header
+	// Metadata is JetStream's delivery metadata (stream sequence, number of
+	// deliveries so far, ...).
+	Metadata *jetstream.MsgMetadata
+}
+
+// Handler handles one message. Returning nil acks it. Returning an error
+// naks it with a delay that grows with each delivery, until the consumer's
+// MaxDeliver moves it to the dead-letter stream; an error wrapped with
+// Permanent dead-letters it at once. Handlers must be idempotent: JetStream
+// delivers at least once.
+type Handler[T any] func(ctx context.Context, m *Message[T]) error
+
+// RawHandler handles one undecoded JetStream message; its errors are treated
+// as a Handler's.
+type RawHandler func(ctx context.Context, m jetstream.Msg) error
+
+// ConsumeOption configures a consume loop.
+type ConsumeOption func(*consumeOptions)
+
+type consumeOptions struct {
+	concurrency int
+	retryBase   time.Duration
+	retryMax    time.Duration
+	pullMax     int
+}
+
+// WithConcurrency sets how many messages are handled at once (default 1).
+func WithConcurrency(n int) ConsumeOption {
+	return func(o *consumeOptions) { o.concurrency = max(n, 1) }
+}
+
+// WithRetryDelay sets the delay before redelivery after a handler error: base
+// after the first delivery, doubling with each further one, at most max
+// (defaults 1 s and 2 min).
+func WithRetryDelay(base, max time.Duration) ConsumeOption {
+	return func(o *consumeOptions) { o.retryBase, o.retryMax = base, max }
+}
+
+// WithPullMaxMessages sets how many messages the client buffers ahead of the
+// handlers (default 500).
+func WithPullMaxMessages(n int) ConsumeOption {
+	return func(o *consumeOptions) { o.pullMax = n }
+}
+
+// Subscription is a running consume loop.
+type Subscription struct {
+	b        *Bus
+	name     string
+	stream   string
+	log      *slog.Logger
+	opts     consumeOptions
+	handle   RawHandler
+	ackWait  time.Duration
+	cc       jetstream.ConsumeContext
+	work     chan jetstream.Msg
+	workers  sync.WaitGroup
+	hctx     context.Context
+	hcancel  context.CancelFunc
+	inflight inflight
+	hbDone   chan struct{}
+	stopOnce sync.Once
+	stopErr  error
+}
+
+// decodeError marks a message that is not a valid event.
+type decodeError struct{ err error }
+
+func (e decodeError) Error() string { return e.err.Error() }
+func (e decodeError) Unwrap() error { return e.err }
+
+// Consume starts a typed consume loop on consumer c (created or updated
+// first): every message is decoded as an envelope carrying a T, validated,
+// and handed to h. A message that does not decode or validate is
+// dead-lettered with the reason and terminated. Stop the loop with
+// Subscription.Stop.
+func Consume[T any, PT interface {
+	*T
+	events.Event
+}](ctx context.Context, b *Bus, c events.Consumer, h Handler[T], opts ...ConsumeOption) (*Subscription, error) {
+	return b.ConsumeRaw(ctx, c, func(ctx context.Context, msg jetstream.Msg) error {
+		env, err := events.Unmarshal(msg.Data())
+		if err != nil {
+			return decodeError{fmt.Errorf("undecodable message: %w", err)}
+		}
+		ev, err := events.Decode[T, PT](env)
+		if err != nil {
+			return decodeError{fmt.Errorf("invalid %s event %s: %w", env.Type, env.ID, err)}
+		}
+		meta, err := msg.Metadata()
+		if err != nil {
+			return fmt.Errorf("message metadata: %w", err)
+		}
+		return h(ctx, &Message[T]{Envelope: env, Event: ev, Subject: msg.Subject(), Header: msg.Headers(), Metadata: meta})
+	}, opts...)
+}
+
+// ConsumeRaw starts a consume loop of undecoded messages on consumer c.
+func (b *Bus) ConsumeRaw(ctx context.Context, c events.Consumer, h RawHandler, opts ...ConsumeOption) (*Subscription, error) {
+	o := consumeOptions{concurrency: 1, retryBase: time.Second, retryMax: 2 * time.Minute, pullMax: 500}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	cons, err := b.EnsureConsumer(ctx, c)
+	if err != nil {
+		return nil, err
+	}
+	ackWait := cons.CachedInfo().Config.AckWait
+	if ackWait <= 0 {
+		ackWait = 30 * time.Second
+	}
+	s := &Subscription{
+		b:       b,
+		name:    c.Config.Durable,
+		stream:  c.Stream,
+		log:     b.log.With("consumer", c.Config.Durable, "stream", c.Stream),
+		opts:    o,
+		handle:  h,
+		ackWait: ackWait,
+		hbDone:  make(chan struct{}),
+	}
+	s.inflight.m = make(map[*inflightEntry]struct{})
+	s.hctx, s.hcancel = context.WithCancel(context.WithoutCancel(ctx))
+
+	callback := s.process
+	if o.concurrency > 1 {
+		s.work = make(chan jetstream.Msg, o.concurrency)
+		for range o.concurrency {
+			s.workers.Add(1)
+			go func() {
+				defer s.workers.Done()
+				for m := range s.work {
+					s.process(m)
+				}
+			}()
+		}
+		callback = func(m jetstream.Msg) { s.work <- m }
+	}
+	go s.heartbeat()
+	s.cc, err = cons.Consume(callback,
+		jetstream.PullMaxMessages(o.pullMax),
+		jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
+			if !errors.Is(err, jetstream.ErrNoHeartbeat) || b.nc.IsConnected() {
+				s.log.Warn("consume error", "err", err)
+			}
+		}))
+	if err != nil {
+		s.hcancel()
+		if s.work != nil {
+			close(s.work)
+		}
+		close(s.hbDone)
+		return nil, fmt.Errorf("consume %s: %w", c.Config.Durable, err)
+	}
+	s.log.Debug("consuming", "ack_wait", ackWait, "concurrency", o.concurrency)
+	return s, nil
+}
+
+// Stop stops taking new messages, lets the handlers finish the messages they
+// hold (acking or nakking each), and returns. If ctx ends first, the
+// handlers' context is cancelled; whatever they leave unacked is redelivered
+// after the ack wait, so nothing is lost either way.
+func (s *Subscription) Stop(ctx context.Context) error {
+	s.stopOnce.Do(func() {
+		s.cc.Drain()
+		select {
+		case <-s.cc.Closed():
+		case <-ctx.Done():
+			s.cc.Stop()
+			s.stopErr = fmt.Errorf("stop consumer %s: %w", s.name, ctx.Err())
+		}
+		done := make(chan struct{})
+		go func() {
+			if s.work != nil {
+				close(s.work)
+			}
+			s.workers.Wait()
+			close(done)
+		}()
+		select {
+		case <-done:
+		case <-ctx.Done():
+			s.hcancel()
+			<-done
+			if s.stopErr == nil {
+				s.stopErr = fmt.Errorf("stop consumer %s: handlers cancelled: %w", s.name, ctx.Err())
+			}
+		}
+		s.hcancel()
+		<-s.hbDone
+	})
+	return s.stopErr
+}
+
+func (s *Subscription) process(msg jetstream.Msg) {
+	start := time.Now()
+	e := s.inflight.add(msg, start)
+	err := s.handle(s.hctx, msg)
+	s.inflight.remove(e)
+	s.b.metrics.handle.WithLabelValues(s.name).Observe(time.Since(start).Seconds())
+	if err == nil {
+		if aerr := msg.Ack(); aerr != nil {
+			s.log.Warn("ack failed; the message will be redelivered", "err", aerr, "subject", msg.Subject())
+		}
+		s.b.metrics.messages.WithLabelValues(s.name, outcomeAcked).Inc()
+		return
+	}
+	meta, merr := msg.Metadata()
+	var delivered, seq uint64 = 1, 0
+	if merr == nil {
+		delivered, seq = meta.NumDelivered, meta.Sequence.Stream
+	}
+	var de decodeError
+	if errors.As(err, &de) || errors.Is(err, ErrPermanent) {
+		reason := err.Error()
+		if dlErr := s.b.deadLetter(s.hctx, s.stream, s.name, seq, msg.Subject(), msg.Headers(), msg.Data(), delivered, reason); dlErr != nil {
+			s.log.Error("dead-letter failed; will retry", "err", dlErr, "seq", seq, "reason", reason)
+			_ = msg.NakWithDelay(s.retryDelay(delivered))
+			s.b.metrics.messages.WithLabelValues(s.name, outcomeRetried).Inc()
+			return
+		}
+		_ = msg.TermWithReason(truncate(reason, 256))
+		s.log.Warn("message dead-lettered", "seq", seq, "subject", msg.Subject(), "id", msg.Headers().Get(events.HeaderMsgID), "reason", reason)
+		s.b.metrics.messages.WithLabelValues(s.name, outcomeDeadLettered).Inc()
+		return
+	}
+	delay := s.retryDelay(delivered)
+	s.log.Warn("handler failed; will redeliver", "err", err, "seq", seq, "subject", msg.Subject(),
+		"id", msg.Headers().Get(events.HeaderMsgID), "delivery", delivered, "delay", delay)
+	if nerr := msg.NakWithDelay(delay); nerr != nil {
+		s.log.Warn("nak failed; the message will be redelivered after the ack wait", "err", nerr)
+	}
+	s.b.metrics.messages.WithLabelValues(s.name, outcomeRetried).Inc()
+}
+
+// retryDelay is base·2^(delivered-1), at most retryMax.
+func (s *Subscription) retryDelay(delivered uint64) time.Duration {
+	d := s.opts.retryBase
+	for i := uint64(1); i < delivered && d < s.opts.retryMax; i++ {
+		d *= 2
+	}
+	return min(d, s.opts.retryMax)
+}
+
+// heartbeat tells JetStream that messages held longer than 0.4 of the ack
+// wait are still being worked on, so that a slow handler's message is not
+// redelivered to someone else.
+func (s *Subscription) heartbeat() {
+	defer close(s.hbDone)
+	every := s.ackWait / 5
+	due := s.ackWait * 2 / 5
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.hctx.Done():
+			return
+		case now := <-t.C:
+			s.inflight.each(func(e *inflightEntry) {
+				if now.Sub(e.last) >= due {
+					if err := e.msg.InProgress(); err != nil {
+						s.log.Warn("in-progress failed", "err", err, "subject", e.msg.Subject())
+					}
+					e.last = now
+				}
+			})
+		}
+	}
+}
+
+type inflightEntry struct {
+	msg  jetstream.Msg
+	last time.Time
+}
+
+type inflight struct {
+	mu sync.Mutex
+	m  map[*inflightEntry]struct{}
+}
+
+func (f *inflight) add(msg jetstream.Msg, now time.Time) *inflightEntry {
+	e := &inflightEntry{msg: msg, last: now}
+	f.mu.Lock()
+	f.m[e] = struct{}{}
+	f.mu.Unlock()
+	return e
+}
+
+func (f *inflight) remove(e *inflightEntry) {
+	f.mu.Lock()
+	delete(f.m, e)
+	f.mu.Unlock()
+}
+
+func (f *inflight) each(fn func(*inflightEntry)) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for e := range f.m {
+		fn(e)
+	}
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n]
+}

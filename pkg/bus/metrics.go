@@ -1,0 +1,59 @@
+package bus
+
+import (
+	"errors"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Outcomes of a consumed message, the "outcome" label of
+// archivist_bus_messages_total.
+const (
+	outcomeAcked        = "acked"
+	outcomeRetried      = "retried"
+	outcomeDeadLettered = "dead_lettered"
+)
+
+type metrics struct {
+	messages *prometheus.CounterVec
+	handle   *prometheus.HistogramVec
+	moved    prometheus.Counter
+}
+
+func newMetrics(reg prometheus.Registerer) *metrics {
+	m := &metrics{
+		messages: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "archivist_bus_messages_total",
+			Help: "Messages consumed, by consumer and outcome (acked, retried, dead_lettered).",
+		}, []string{"consumer", "outcome"}),
+		handle: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "archivist_bus_handle_seconds",
+			Help:    "Time a handler took per message, by consumer.",
+			Buckets: prometheus.ExponentialBuckets(0.0005, 4, 10),
+		}, []string{"consumer"}),
+		moved: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "archivist_bus_max_delivered_moved_total",
+			Help: "Max-delivered messages moved to the dead-letter stream.",
+		}),
+	}
+	if reg != nil {
+		m.messages = register(reg, m.messages)
+		m.handle = register(reg, m.handle)
+		m.moved = register(reg, m.moved)
+	}
+	return m
+}
+
+// register registers c, or returns the collector already registered under
+// its name (a second bus in the same process shares the first's metrics).
+func register[C prometheus.Collector](reg prometheus.Registerer, c C) C {
+	if err := reg.Register(c); err != nil {
+		var are prometheus.AlreadyRegisteredError
+		if errors.As(err, &are) {
+			if existing, ok := are.ExistingCollector.(C); ok {
+				return existing
+			}
+		}
+	}
+	return c
+}

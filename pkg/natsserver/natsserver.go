@@ -1,0 +1,72 @@
+// Package natsserver runs an embedded NATS server with JetStream: the one
+// `archivist dev` starts, and the one every test package shares.
+package natsserver
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+)
+
+// Options configures an embedded server.
+type Options struct {
+	// Host to listen on (default 127.0.0.1).
+	Host string
+	// Port to listen on; -1 picks a free port.
+	Port int
+	// MonitorPort serves /healthz and /varz; 0 disables it.
+	MonitorPort int
+	// StoreDir is JetStream's file store.
+	StoreDir string
+	// SyncAlways fsyncs every write before it is acknowledged, as deployed
+	// NATS must (the Jepsen 2025 finding on lazy fsync).
+	SyncAlways bool
+	// ServerName names the server (default "archivist").
+	ServerName string
+	// Auth, when set, authenticates every client (tests use it to give each
+	// test its own account).
+	Auth server.Authentication
+}
+
+// Start starts a server and waits until it accepts connections.
+func Start(o Options) (*server.Server, error) {
+	if o.Host == "" {
+		o.Host = "127.0.0.1"
+	}
+	if o.ServerName == "" {
+		o.ServerName = "archivist"
+	}
+	opts := &server.Options{
+		ServerName:                 o.ServerName,
+		Host:                       o.Host,
+		Port:                       o.Port,
+		JetStream:                  true,
+		StoreDir:                   o.StoreDir,
+		SyncAlways:                 o.SyncAlways,
+		NoSigs:                     true,
+		NoLog:                      true,
+		MaxPayload:                 8 << 20,
+		CustomClientAuthentication: o.Auth,
+	}
+	if o.MonitorPort != 0 {
+		opts.HTTPHost = o.Host
+		opts.HTTPPort = o.MonitorPort
+	}
+	s, err := server.NewServer(opts)
+	if err != nil {
+		return nil, fmt.Errorf("new nats server: %w", err)
+	}
+	go s.Start()
+	if !s.ReadyForConnections(10 * time.Second) {
+		s.Shutdown()
+		return nil, fmt.Errorf("nats server on %s:%d not ready after 10s", o.Host, o.Port)
+	}
+	return s, nil
+}
+
+// Stop shuts the server down and waits until it has.
+func Stop(s *server.Server) {
+	s.Shutdown()
+	s.WaitForShutdown()
+}

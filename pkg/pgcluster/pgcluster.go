@@ -1,0 +1,236 @@
+// Package pgcluster creates and runs a private PostgreSQL cluster from the
+// machine's PostgreSQL binaries: the one `archivist dev` keeps under
+// ./.archivist/pg, and the throwaway one each test process starts.
+//
+// initdb and postgres refuse to run as root. When the caller is root, the
+// cluster runs as the unprivileged "postgres" user (or "nobody"), which is
+// given the data and socket directories.
+package pgcluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"os/user"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// Install says how to get PostgreSQL onto a machine that lacks it.
+const Install = "install PostgreSQL (Debian/Ubuntu: `apt-get install -y postgresql`; macOS: `brew install postgresql`), put its bin directory on PATH, or set DATABASE_URL to a server you have"
+
+// FindBinaries returns the directory holding initdb, pg_ctl and postgres:
+// from PATH, else the newest of Debian's /usr/lib/postgresql/*/bin.
+func FindBinaries() (string, error) {
+	if p, err := exec.LookPath("initdb"); err == nil {
+		if real, err := filepath.EvalSymlinks(p); err == nil {
+			p = real
+		}
+		dir := filepath.Dir(p)
+		if _, err := os.Stat(filepath.Join(dir, "postgres")); err == nil {
+			return dir, nil
+		}
+	}
+	dirs, _ := filepath.Glob("/usr/lib/postgresql/*/bin")
+	sort.Slice(dirs, func(i, j int) bool { return versionOf(dirs[i]) > versionOf(dirs[j]) })
+	for _, d := range append(dirs, "/usr/local/pgsql/bin", "/opt/homebrew/bin") {
+		if _, err := os.Stat(filepath.Join(d, "initdb")); err == nil {
+			return d, nil
+		}
+	}
+	return "", fmt.Errorf("no PostgreSQL binaries (initdb, postgres) found on PATH or in /usr/lib/postgresql/*/bin: %s", Install)
+}
+
+func versionOf(binDir string) int {
+	v, _ := strconv.Atoi(filepath.Base(filepath.Dir(binDir)))
+	return v
+}
+
+// Cluster is a PostgreSQL cluster in a directory.
+type Cluster struct {
+	// Dir is the data directory.
+	Dir string
+	// SocketDir holds the unix socket; it defaults to Dir.
+	SocketDir string
+	// Host is the TCP address to listen on; empty listens on the socket only.
+	Host string
+	// Port is the port (TCP and socket name); 0 picks a free one at Start.
+	Port int
+	// Durable keeps fsync on (a dev cluster); off, the cluster trades crash
+	// safety for speed (tests).
+	Durable bool
+
+	bin  string
+	cred *syscall.Credential
+	cmd  *exec.Cmd
+	done chan error
+}
+
+// Init creates the cluster with initdb unless Dir already holds one.
+func (c *Cluster) Init(ctx context.Context) error {
+	bin, err := FindBinaries()
+	if err != nil {
+		return err
+	}
+	c.bin = bin
+	if c.SocketDir == "" {
+		c.SocketDir = c.Dir
+	}
+	if c.cred, err = runAs(); err != nil {
+		return err
+	}
+	for _, d := range []string{c.Dir, c.SocketDir} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			return fmt.Errorf("create %s: %w", d, err)
+		}
+		if err := c.chown(d); err != nil {
+			return err
+		}
+	}
+	if _, err := os.Stat(filepath.Join(c.Dir, "PG_VERSION")); err == nil {
+		return nil
+	}
+	args := []string{"-D", c.Dir, "-U", "postgres", "-A", "trust", "-E", "UTF8", "--locale=C"}
+	if !c.Durable {
+		args = append(args, "--no-sync")
+	}
+	cmd := exec.CommandContext(ctx, filepath.Join(bin, "initdb"), args...)
+	c.prepare(cmd)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("initdb %s: %w: %s", c.Dir, err, strings.TrimSpace(string(out)))
+	}
+	return nil
+}
+
+// Start starts postgres and waits until it accepts connections.
+func (c *Cluster) Start(ctx context.Context) error {
+	if c.bin == "" {
+		return errors.New("pgcluster: Start before Init")
+	}
+	if c.Port == 0 {
+		p, err := freePort()
+		if err != nil {
+			return err
+		}
+		c.Port = p
+	}
+	args := []string{"-D", c.Dir, "-p", strconv.Itoa(c.Port), "-k", c.SocketDir,
+		"-c", "listen_addresses=" + c.Host, "-c", "max_connections=300", "-c", "shared_buffers=64MB"}
+	if !c.Durable {
+		args = append(args, "-c", "fsync=off", "-c", "synchronous_commit=off", "-c", "full_page_writes=off")
+	}
+	cmd := exec.Command(filepath.Join(c.bin, "postgres"), args...)
+	c.prepare(cmd)
+	cmd.SysProcAttr.Pdeathsig = syscall.SIGKILL
+	logf, err := os.OpenFile(filepath.Join(c.Dir, "postgres.log"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+	if err != nil {
+		return fmt.Errorf("open postgres log: %w", err)
+	}
+	cmd.Stdout, cmd.Stderr = logf, logf
+	if err := cmd.Start(); err != nil {
+		logf.Close()
+		return fmt.Errorf("start postgres: %w", err)
+	}
+	c.cmd = cmd
+	c.done = make(chan error, 1)
+	go func() { c.done <- cmd.Wait(); logf.Close() }()
+
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		conn, err := pgx.Connect(ctx, c.URL("postgres"))
+		if err == nil {
+			conn.Close(ctx)
+			return nil
+		}
+		select {
+		case werr := <-c.done:
+			return fmt.Errorf("postgres exited at start (%v); see %s", werr, filepath.Join(c.Dir, "postgres.log"))
+		case <-ctx.Done():
+			c.Stop()
+			return ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			c.Stop()
+			return fmt.Errorf("postgres not ready after 30s: %w (see %s)", err, filepath.Join(c.Dir, "postgres.log"))
+		}
+	}
+}
+
+// URL is a connection URL for database db, over TCP when the cluster listens
+// on it, else over the unix socket.
+func (c *Cluster) URL(db string) string {
+	if c.Host != "" {
+		return fmt.Sprintf("postgres://postgres@%s/%s?sslmode=disable", net.JoinHostPort(c.Host, strconv.Itoa(c.Port)), db)
+	}
+	return fmt.Sprintf("postgres://postgres@/%s?host=%s&port=%d&sslmode=disable", db, c.SocketDir, c.Port)
+}
+
+// Stop shuts postgres down (fast shutdown: open transactions roll back) and
+// waits for it to exit.
+func (c *Cluster) Stop() error {
+	if c.cmd == nil || c.cmd.Process == nil {
+		return nil
+	}
+	_ = c.cmd.Process.Signal(syscall.SIGINT)
+	select {
+	case <-c.done:
+	case <-time.After(30 * time.Second):
+		_ = c.cmd.Process.Kill()
+		<-c.done
+	}
+	c.cmd = nil
+	return nil
+}
+
+func (c *Cluster) prepare(cmd *exec.Cmd) {
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: c.cred, Setpgid: true}
+	cmd.Env = append(os.Environ(), "LC_ALL=C")
+	cmd.Dir = c.Dir
+}
+
+func (c *Cluster) chown(path string) error {
+	if c.cred == nil {
+		return nil
+	}
+	if err := os.Chown(path, int(c.cred.Uid), int(c.cred.Gid)); err != nil {
+		return fmt.Errorf("give %s to uid %d: %w", path, c.cred.Uid, err)
+	}
+	return nil
+}
+
+// runAs returns the credential to run PostgreSQL with: nil when not root,
+// else the postgres user's (or nobody's).
+func runAs() (*syscall.Credential, error) {
+	if os.Geteuid() != 0 {
+		return nil, nil
+	}
+	for _, name := range []string{"postgres", "nobody"} {
+		u, err := user.Lookup(name)
+		if err != nil {
+			continue
+		}
+		uid, _ := strconv.Atoi(u.Uid)
+		gid, _ := strconv.Atoi(u.Gid)
+		return &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}, nil
+	}
+	return nil, errors.New("running as root and neither a postgres nor a nobody user exists: PostgreSQL refuses to run as root")
+}
+
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, fmt.Errorf("find a free port: %w", err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}

@@ -1,0 +1,116 @@
+// Package store opens Archivist's PostgreSQL pool, runs each service's
+// versioned migrations into the schema it owns, and runs transactions.
+package store
+
+import (
+	"context"
+	"fmt"
+	"io/fs"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/jackc/tern/v2/migrate"
+)
+
+// Config says how to reach PostgreSQL.
+type Config struct {
+	// URL is a PostgreSQL connection URL or DSN.
+	URL string `env:"DATABASE_URL"`
+	// MaxConns caps the pool (default 10).
+	MaxConns int32 `env:"DATABASE_MAX_CONNS, default=10"`
+}
+
+// Open opens a pool and checks that the server answers.
+func Open(ctx context.Context, cfg Config, appName string) (*pgxpool.Pool, error) {
+	if cfg.URL == "" {
+		return nil, fmt.Errorf("DATABASE_URL is not set")
+	}
+	pc, err := pgxpool.ParseConfig(cfg.URL)
+	if err != nil {
+		return nil, fmt.Errorf("parse DATABASE_URL: %w", err)
+	}
+	if cfg.MaxConns > 0 {
+		pc.MaxConns = cfg.MaxConns
+	}
+	if appName != "" {
+		pc.ConnConfig.RuntimeParams["application_name"] = appName
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, pc)
+	if err != nil {
+		return nil, fmt.Errorf("open database pool: %w", err)
+	}
+	pctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if err := pool.Ping(pctx); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("ping database %s@%s: %w", pc.ConnConfig.User, pc.ConnConfig.Host, err)
+	}
+	return pool, nil
+}
+
+// Schema is a PostgreSQL schema a service owns, with the migrations that
+// build it. Migration files are tern's: NNN_name.sql, with an optional
+// "---- create above / drop below ----" line before the down migration.
+// They name their tables schema-qualified.
+type Schema struct {
+	// Name of the schema, e.g. "curator".
+	Name string
+	// Migrations holds the *.sql files.
+	Migrations fs.FS
+}
+
+// Migrate brings schema s up to its newest migration. It holds an advisory
+// lock for the schema meanwhile, so replicas that start together migrate
+// once. The version is kept in <schema>.schema_version.
+func Migrate(ctx context.Context, pool *pgxpool.Pool, s Schema) error {
+	conn, err := pool.Acquire(ctx)
+	if err != nil {
+		return fmt.Errorf("migrate %s: acquire connection: %w", s.Name, err)
+	}
+	defer conn.Release()
+	pc := conn.Conn()
+	lock := "archivist.migrate." + s.Name
+	if _, err := pc.Exec(ctx, "SELECT pg_advisory_lock(hashtext($1))", lock); err != nil {
+		return fmt.Errorf("migrate %s: take advisory lock: %w", s.Name, err)
+	}
+	defer func() {
+		// Unlock on a fresh context: ctx may be done, and a lock left behind on
+		// a pooled connection would block the next migration.
+		uctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if _, err := pc.Exec(uctx, "SELECT pg_advisory_unlock(hashtext($1))", lock); err != nil {
+			conn.Conn().Close(uctx)
+		}
+	}()
+	if _, err := pc.Exec(ctx, "CREATE SCHEMA IF NOT EXISTS "+pgx.Identifier{s.Name}.Sanitize()); err != nil {
+		return fmt.Errorf("migrate %s: create schema: %w", s.Name, err)
+	}
+	m, err := migrate.NewMigrator(ctx, pc, pgx.Identifier{s.Name, "schema_version"}.Sanitize())
+	if err != nil {
+		return fmt.Errorf("migrate %s: %w", s.Name, err)
+	}
+	if err := m.LoadMigrations(s.Migrations); err != nil {
+		return fmt.Errorf("migrate %s: load migrations: %w", s.Name, err)
+	}
+	if err := m.Migrate(ctx); err != nil {
+		return fmt.Errorf("migrate %s: %w", s.Name, err)
+	}
+	return nil
+}
+
+// Version returns the schema's current migration version.
+func Version(ctx context.Context, pool *pgxpool.Pool, schema string) (int32, error) {
+	var v int32
+	err := pool.QueryRow(ctx, "SELECT version FROM "+pgx.Identifier{schema, "schema_version"}.Sanitize()).Scan(&v)
+	if err != nil {
+		return 0, fmt.Errorf("read %s schema version: %w", schema, err)
+	}
+	return v, nil
+}
+
+// InTx runs fn in a transaction: committed if fn returns nil, rolled back
+// otherwise (and if fn panics).
+func InTx(ctx context.Context, pool *pgxpool.Pool, fn func(pgx.Tx) error) error {
+	return pgx.BeginFunc(ctx, pool, fn)
+}
