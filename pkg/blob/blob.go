@@ -1,0 +1,141 @@
+// Package blob is the blob store every Archivist service shares: audio, WARC
+// files and ingested content. It has two implementations behind one small
+// interface: a local directory (the default) and an S3-compatible bucket.
+// Both report the store's own checksum of each object: the auditor's
+// "storage provider checksum".
+package blob
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"iter"
+	"net/url"
+	"strings"
+	"time"
+)
+
+// ErrNotFound is returned (wrapped) for a key that names no object.
+var ErrNotFound = errors.New("blob not found")
+
+// Checksum is a store's own checksum of an object.
+type Checksum struct {
+	// Algorithm is "sha256" (local store), "md5" (an S3 ETag of a single-part
+	// upload) or "s3-etag" (a multipart ETag, not a digest of the content).
+	Algorithm string
+	// Value is the checksum in lower-case hex (or the ETag as the store gave it).
+	Value string
+}
+
+func (c Checksum) String() string { return c.Algorithm + ":" + c.Value }
+
+// Info describes a stored object.
+type Info struct {
+	// Key is the object's key.
+	Key string
+	// Size in bytes.
+	Size int64
+	// Checksum is the store's own checksum.
+	Checksum Checksum
+	// Modified is when the object was last written.
+	Modified time.Time
+	// Properties are the object's user properties (content type and the like).
+	Properties map[string]string
+}
+
+// Store is a blob store. Keys are slash-separated relative paths: no leading
+// slash, no empty, "." or ".." segments, no backslashes or control characters.
+type Store interface {
+	// Put streams r into key, replacing any object there, and returns what
+	// the store recorded. A reader of key sees the old object or the new one,
+	// never a part.
+	Put(ctx context.Context, key string, r io.Reader, props map[string]string) (Info, error)
+	// Get opens the object for reading.
+	Get(ctx context.Context, key string) (io.ReadCloser, Info, error)
+	// Stat describes the object without reading it.
+	Stat(ctx context.Context, key string) (Info, error)
+	// List yields every object whose key starts with prefix, in key order.
+	List(ctx context.Context, prefix string) iter.Seq2[Info, error]
+	// Delete removes the object; deleting a missing key is not an error.
+	Delete(ctx context.Context, key string) error
+}
+
+// Config says which store to open.
+type Config struct {
+	// URL is file:///abs/dir (or a plain path) for a local directory, or
+	// s3://bucket/prefix?endpoint=host:port&secure=true&region=r&path_style=false for a bucket.
+	URL string `env:"BLOB_URL, default=file://./.archivist/blobs"`
+	// S3AccessKeyID is the S3 access key.
+	S3AccessKeyID string `env:"S3_ACCESS_KEY_ID"`
+	// S3SecretAccessKey is the S3 secret key.
+	S3SecretAccessKey string `env:"S3_SECRET_ACCESS_KEY"`
+}
+
+// Open opens the store cfg names.
+func Open(ctx context.Context, cfg Config) (Store, error) {
+	u, err := url.Parse(cfg.URL)
+	if err != nil {
+		return nil, fmt.Errorf("parse BLOB_URL: %w", err)
+	}
+	switch u.Scheme {
+	case "", "file":
+		dir := u.Path
+		if u.Host != "" { // file://./rel → host "." path "/rel"
+			dir = u.Host + u.Path
+		}
+		if u.Scheme == "" {
+			dir = cfg.URL
+		}
+		return NewLocal(dir)
+	case "s3":
+		q := u.Query()
+		secure := q.Get("secure") != "false"
+		return NewS3(ctx, S3Options{
+			Endpoint:  q.Get("endpoint"),
+			Bucket:    u.Host,
+			Prefix:    strings.TrimPrefix(u.Path, "/"),
+			Region:    q.Get("region"),
+			AccessKey: cfg.S3AccessKeyID,
+			SecretKey: cfg.S3SecretAccessKey,
+			Secure:    secure,
+			PathStyle: q.Get("path_style") == "true",
+		})
+	default:
+		return nil, fmt.Errorf("BLOB_URL scheme %q: want file or s3", u.Scheme)
+	}
+}
+
+// ValidateKey checks that key is a safe relative key.
+func ValidateKey(key string) error {
+	if key == "" {
+		return errors.New("blob key is empty")
+	}
+	if len(key) > 1024 {
+		return fmt.Errorf("blob key is %d bytes long, at most 1024 allowed", len(key))
+	}
+	if strings.HasPrefix(key, "/") {
+		return fmt.Errorf("blob key %q starts with /", key)
+	}
+	if strings.ContainsAny(key, "\\\x00") {
+		return fmt.Errorf("blob key %q contains a backslash or NUL", key)
+	}
+	for _, r := range key {
+		if r < 0x20 || r == 0x7f {
+			return fmt.Errorf("blob key %q contains a control character", key)
+		}
+	}
+	for _, seg := range strings.Split(key, "/") {
+		switch seg {
+		case "", ".", "..":
+			return fmt.Errorf("blob key %q has an empty, '.' or '..' segment", key)
+		}
+		if strings.HasPrefix(seg, reservedPrefix) {
+			return fmt.Errorf("blob key %q uses the reserved prefix %q", key, reservedPrefix)
+		}
+	}
+	return nil
+}
+
+// reservedPrefix starts the names the local store keeps for itself.
+const reservedPrefix = ".archivist-"

@@ -1,0 +1,223 @@
+// Package blobtest is the test suite every blob.Store implementation must pass.
+package blobtest
+
+import (
+	"bytes"
+	"context"
+	"crypto/md5"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"io"
+	"math/rand/v2"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/archivist/archivist/pkg/blob"
+)
+
+// Run runs the suite against stores made by open; each call must return an
+// empty store.
+func Run(t *testing.T, open func(t *testing.T) blob.Store) {
+	ctx := context.Background()
+
+	t.Run("PutGetStat", func(t *testing.T) {
+		s := open(t)
+		data := randomBytes(3<<20 + 17)
+		info, err := s.Put(ctx, "audio/ep 1.mp3", bytes.NewReader(data), map[string]string{"content-type": "audio/mpeg"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if info.Size != int64(len(data)) {
+			t.Errorf("put size %d, want %d", info.Size, len(data))
+		}
+		checkChecksum(t, info.Checksum, data)
+		st, err := s.Stat(ctx, "audio/ep 1.mp3")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.Size != info.Size || st.Checksum != info.Checksum {
+			t.Errorf("stat %+v differs from put %+v", st, info)
+		}
+		if st.Properties["content-type"] != "audio/mpeg" {
+			t.Errorf("properties %v", st.Properties)
+		}
+		rc, gi, err := s.Get(ctx, "audio/ep 1.mp3")
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := io.ReadAll(rc)
+		rc.Close()
+		if err != nil || !bytes.Equal(got, data) {
+			t.Fatalf("get returned %d bytes (%v), want the %d put", len(got), err, len(data))
+		}
+		if gi.Checksum != info.Checksum {
+			t.Errorf("get checksum %v, want %v", gi.Checksum, info.Checksum)
+		}
+	})
+
+	t.Run("Overwrite", func(t *testing.T) {
+		s := open(t)
+		put(t, s, "k", "first")
+		info := put(t, s, "k", "second, longer")
+		checkChecksum(t, info.Checksum, []byte("second, longer"))
+		if got := read(t, s, "k"); got != "second, longer" {
+			t.Errorf("read %q", got)
+		}
+	})
+
+	t.Run("NotFound", func(t *testing.T) {
+		s := open(t)
+		if _, err := s.Stat(ctx, "missing/key"); !errors.Is(err, blob.ErrNotFound) {
+			t.Errorf("stat: %v, want ErrNotFound", err)
+		}
+		if _, _, err := s.Get(ctx, "missing/key"); !errors.Is(err, blob.ErrNotFound) {
+			t.Errorf("get: %v, want ErrNotFound", err)
+		}
+		if err := s.Delete(ctx, "missing/key"); err != nil {
+			t.Errorf("delete missing: %v", err)
+		}
+	})
+
+	t.Run("ListByPrefix", func(t *testing.T) {
+		s := open(t)
+		for _, k := range []string{"warc/b.warc.gz", "warc/a.warc.gz", "warc/2026/c.arc.gz", "warcs-other/x", "audio/x.mp3"} {
+			put(t, s, k, k)
+		}
+		var keys []string
+		for info, err := range s.List(ctx, "warc/") {
+			if err != nil {
+				t.Fatal(err)
+			}
+			if info.Size != int64(len(info.Key)) {
+				t.Errorf("%s: size %d", info.Key, info.Size)
+			}
+			keys = append(keys, info.Key)
+		}
+		if got, want := strings.Join(keys, ","), "warc/2026/c.arc.gz,warc/a.warc.gz,warc/b.warc.gz"; got != want {
+			t.Errorf("list warc/ = %s, want %s", got, want)
+		}
+		n := 0
+		for _, err := range s.List(ctx, "") {
+			if err != nil {
+				t.Fatal(err)
+			}
+			n++
+		}
+		if n != 5 {
+			t.Errorf("list all: %d objects, want 5", n)
+		}
+	})
+
+	t.Run("Delete", func(t *testing.T) {
+		s := open(t)
+		put(t, s, "a/b", "x")
+		if err := s.Delete(ctx, "a/b"); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.Stat(ctx, "a/b"); !errors.Is(err, blob.ErrNotFound) {
+			t.Errorf("stat after delete: %v", err)
+		}
+		for range s.List(ctx, "") {
+			t.Error("listing after delete is not empty")
+		}
+	})
+
+	t.Run("BadKeys", func(t *testing.T) {
+		s := open(t)
+		for _, k := range []string{"", "/etc/passwd", "../escape", "a/../../b", "a//b", "a/./b", "a\\b", "a\x00b", ".archivist-meta/x"} {
+			if _, err := s.Put(ctx, k, strings.NewReader("x"), nil); err == nil {
+				t.Errorf("put %q: no error", k)
+			}
+			if _, err := s.Stat(ctx, k); err == nil || errors.Is(err, blob.ErrNotFound) {
+				t.Errorf("stat %q: %v, want a key error", k, err)
+			}
+		}
+	})
+
+	t.Run("ConcurrentPutsOfOneKey", func(t *testing.T) {
+		s := open(t)
+		var wg sync.WaitGroup
+		bodies := []string{strings.Repeat("a", 1<<16), strings.Repeat("b", 1<<17), strings.Repeat("c", 1<<15)}
+		for i := range 12 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				if _, err := s.Put(ctx, "race", strings.NewReader(bodies[i%3]), nil); err != nil {
+					t.Error(err)
+				}
+			}()
+		}
+		wg.Wait()
+		got := read(t, s, "race")
+		ok := false
+		for _, b := range bodies {
+			ok = ok || got == b
+		}
+		if !ok {
+			t.Errorf("object is a mix of writes (%d bytes)", len(got))
+		}
+		info, err := s.Stat(ctx, "race")
+		if err != nil {
+			t.Fatal(err)
+		}
+		checkChecksum(t, info.Checksum, []byte(got))
+	})
+}
+
+func put(t *testing.T, s blob.Store, key, body string) blob.Info {
+	t.Helper()
+	info, err := s.Put(context.Background(), key, strings.NewReader(body), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return info
+}
+
+func read(t *testing.T, s blob.Store, key string) string {
+	t.Helper()
+	rc, _, err := s.Get(context.Background(), key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rc.Close()
+	b, err := io.ReadAll(rc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// checkChecksum checks a store checksum against the content, by its algorithm.
+func checkChecksum(t *testing.T, c blob.Checksum, data []byte) {
+	t.Helper()
+	var want string
+	switch c.Algorithm {
+	case "sha256":
+		s := sha256.Sum256(data)
+		want = hex.EncodeToString(s[:])
+	case "md5":
+		s := md5.Sum(data)
+		want = hex.EncodeToString(s[:])
+	case "s3-etag":
+		if c.Value == "" {
+			t.Error("empty multipart etag")
+		}
+		return
+	default:
+		t.Fatalf("unknown checksum algorithm %q", c.Algorithm)
+	}
+	if c.Value != want {
+		t.Errorf("checksum %s, want %s:%s", c, c.Algorithm, want)
+	}
+}
+
+func randomBytes(n int) []byte {
+	r := rand.New(rand.NewPCG(1, 2))
+	b := make([]byte, n)
+	for i := range b {
+		b[i] = byte(r.Uint32())
+	}
+	return b
+}

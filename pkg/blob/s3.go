@@ -1,0 +1,184 @@
+package blob
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"iter"
+	"regexp"
+	"strings"
+
+	"github.com/minio/minio-go/v7"
+	"github.com/minio/minio-go/v7/pkg/credentials"
+)
+
+// S3Options configures an S3-compatible store.
+type S3Options struct {
+	// Endpoint is host:port of the S3 API (e.g. s3.amazonaws.com).
+	Endpoint string
+	// Bucket holds the objects; it must exist.
+	Bucket string
+	// Prefix is prepended to every key ("archive/" say); may be empty.
+	Prefix string
+	// Region of the bucket (optional).
+	Region string
+	// AccessKey and SecretKey are static credentials; empty uses anonymous access.
+	AccessKey string
+	// SecretKey is the secret half of the credentials.
+	SecretKey string
+	// Secure uses https.
+	Secure bool
+	// PathStyle forces path-style bucket addressing (most S3-compatible servers).
+	PathStyle bool
+}
+
+// S3 is a blob store in an S3-compatible bucket. Its checksum is the
+// object's ETag: the MD5 of the content for a single-part upload.
+type S3 struct {
+	c      *minio.Client
+	bucket string
+	prefix string
+}
+
+// NewS3 opens a bucket and checks that it exists.
+func NewS3(ctx context.Context, o S3Options) (*S3, error) {
+	if o.Endpoint == "" || o.Bucket == "" {
+		return nil, errors.New("s3 blob store needs an endpoint and a bucket")
+	}
+	lookup := minio.BucketLookupAuto
+	if o.PathStyle {
+		lookup = minio.BucketLookupPath
+	}
+	c, err := minio.New(o.Endpoint, &minio.Options{
+		Creds:        credentials.NewStaticV4(o.AccessKey, o.SecretKey, ""),
+		Secure:       o.Secure,
+		Region:       o.Region,
+		BucketLookup: lookup,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("s3 client for %s: %w", o.Endpoint, err)
+	}
+	ok, err := c.BucketExists(ctx, o.Bucket)
+	if err != nil {
+		return nil, fmt.Errorf("s3 bucket %s at %s: %w", o.Bucket, o.Endpoint, err)
+	}
+	if !ok {
+		return nil, fmt.Errorf("s3 bucket %s does not exist at %s", o.Bucket, o.Endpoint)
+	}
+	prefix := o.Prefix
+	if prefix != "" && !strings.HasSuffix(prefix, "/") {
+		prefix += "/"
+	}
+	return &S3{c: c, bucket: o.Bucket, prefix: prefix}, nil
+}
+
+var md5Hex = regexp.MustCompile(`^[0-9a-f]{32}$`)
+
+func etagChecksum(etag string) Checksum {
+	etag = strings.Trim(strings.ToLower(etag), `"`)
+	if md5Hex.MatchString(etag) {
+		return Checksum{Algorithm: "md5", Value: etag}
+	}
+	return Checksum{Algorithm: "s3-etag", Value: etag}
+}
+
+func (s *S3) info(oi minio.ObjectInfo) Info {
+	var props map[string]string
+	if len(oi.UserMetadata) > 0 || (oi.ContentType != "" && oi.ContentType != "binary/octet-stream" && oi.ContentType != "application/octet-stream") {
+		props = make(map[string]string, len(oi.UserMetadata)+1)
+		for k, v := range oi.UserMetadata {
+			props[strings.ToLower(strings.TrimPrefix(strings.TrimPrefix(k, "X-Amz-Meta-"), "x-amz-meta-"))] = v
+		}
+		if oi.ContentType != "" && oi.ContentType != "binary/octet-stream" && oi.ContentType != "application/octet-stream" {
+			props["content-type"] = oi.ContentType
+		}
+	}
+	return Info{Key: strings.TrimPrefix(oi.Key, s.prefix), Size: oi.Size, Checksum: etagChecksum(oi.ETag),
+		Modified: oi.LastModified.UTC(), Properties: props}
+}
+
+func notFound(err error) bool {
+	code := minio.ToErrorResponse(err).Code
+	return code == "NoSuchKey" || code == "NotFound"
+}
+
+// Put implements Store. The payload is sent unsigned (as over TLS every
+// client does): S3-compatible servers differ in their support of streaming
+// signatures, and the ETag checks what arrived.
+func (s *S3) Put(ctx context.Context, key string, r io.Reader, props map[string]string) (Info, error) {
+	if err := ValidateKey(key); err != nil {
+		return Info{}, err
+	}
+	opts := minio.PutObjectOptions{PartSize: 64 << 20, DisableContentSha256: true}
+	for k, v := range props {
+		if strings.EqualFold(k, "content-type") {
+			opts.ContentType = v
+			continue
+		}
+		if opts.UserMetadata == nil {
+			opts.UserMetadata = map[string]string{}
+		}
+		opts.UserMetadata[k] = v
+	}
+	if _, err := s.c.PutObject(ctx, s.bucket, s.prefix+key, r, -1, opts); err != nil {
+		return Info{}, fmt.Errorf("put %s: %w", key, err)
+	}
+	// Report what the store now says of the object, as Stat will.
+	return s.Stat(ctx, key)
+}
+
+// Get implements Store.
+func (s *S3) Get(ctx context.Context, key string) (io.ReadCloser, Info, error) {
+	info, err := s.Stat(ctx, key)
+	if err != nil {
+		return nil, Info{}, err
+	}
+	obj, err := s.c.GetObject(ctx, s.bucket, s.prefix+key, minio.GetObjectOptions{})
+	if err != nil {
+		return nil, Info{}, fmt.Errorf("get %s: %w", key, err)
+	}
+	return obj, info, nil
+}
+
+// Stat implements Store.
+func (s *S3) Stat(ctx context.Context, key string) (Info, error) {
+	if err := ValidateKey(key); err != nil {
+		return Info{}, err
+	}
+	oi, err := s.c.StatObject(ctx, s.bucket, s.prefix+key, minio.StatObjectOptions{})
+	if notFound(err) {
+		return Info{}, fmt.Errorf("stat %s: %w", key, ErrNotFound)
+	}
+	if err != nil {
+		return Info{}, fmt.Errorf("stat %s: %w", key, err)
+	}
+	return s.info(oi), nil
+}
+
+// List implements Store. User properties are not part of a listing; Stat
+// an object for them.
+func (s *S3) List(ctx context.Context, prefix string) iter.Seq2[Info, error] {
+	return func(yield func(Info, error) bool) {
+		for oi := range s.c.ListObjects(ctx, s.bucket, minio.ListObjectsOptions{Prefix: s.prefix + prefix, Recursive: true}) {
+			if oi.Err != nil {
+				yield(Info{}, fmt.Errorf("list %q: %w", prefix, oi.Err))
+				return
+			}
+			if !yield(s.info(oi), nil) {
+				return
+			}
+		}
+	}
+}
+
+// Delete implements Store.
+func (s *S3) Delete(ctx context.Context, key string) error {
+	if err := ValidateKey(key); err != nil {
+		return err
+	}
+	if err := s.c.RemoveObject(ctx, s.bucket, s.prefix+key, minio.RemoveObjectOptions{}); err != nil && !notFound(err) {
+		return fmt.Errorf("delete %s: %w", key, err)
+	}
+	return nil
+}

@@ -1,0 +1,96 @@
+package store_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"testing/fstest"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/archivist/archivist/pkg/store"
+	"github.com/archivist/archivist/pkg/testenv"
+)
+
+func TestMain(m *testing.M) { testenv.Main(m) }
+
+var widgets = store.Schema{Name: "widgets", Migrations: fstest.MapFS{
+	"001_create_widgets.sql": {Data: []byte("CREATE TABLE widgets.widgets (id text PRIMARY KEY, n int NOT NULL);\n---- create above / drop below ----\nDROP TABLE widgets.widgets;\n")},
+	"002_add_note.sql":       {Data: []byte("ALTER TABLE widgets.widgets ADD COLUMN note text;\n")},
+}}
+
+func TestMigrateConcurrentlyFromManyReplicas(t *testing.T) {
+	pool := testenv.DB(t) // an empty database
+	ctx := context.Background()
+	var wg sync.WaitGroup
+	errs := make(chan error, 8)
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs <- store.Migrate(ctx, pool, widgets)
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatalf("concurrent migrate: %v", err)
+		}
+	}
+	v, err := store.Version(ctx, pool, "widgets")
+	if err != nil || v != 2 {
+		t.Fatalf("version %d (%v), want 2", v, err)
+	}
+	if _, err := pool.Exec(ctx, "INSERT INTO widgets.widgets (id, n, note) VALUES ('a', 1, 'x')"); err != nil {
+		t.Fatalf("migrated table unusable: %v", err)
+	}
+	// Running again is a no-op.
+	if err := store.Migrate(ctx, pool, widgets); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestTemplateCloneIsIsolated(t *testing.T) {
+	a := testenv.DB(t, widgets)
+	b := testenv.DB(t, widgets)
+	ctx := context.Background()
+	if _, err := a.Exec(ctx, "INSERT INTO widgets.widgets (id, n) VALUES ('only-in-a', 1)"); err != nil {
+		t.Fatal(err)
+	}
+	var n int
+	if err := b.QueryRow(ctx, "SELECT count(*) FROM widgets.widgets").Scan(&n); err != nil || n != 0 {
+		t.Fatalf("database b sees %d rows of a (%v)", n, err)
+	}
+}
+
+func TestInTxCommitsOrRollsBack(t *testing.T) {
+	pool := testenv.DB(t, widgets)
+	ctx := context.Background()
+	boom := errors.New("boom")
+	err := store.InTx(ctx, pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, "INSERT INTO widgets.widgets (id, n) VALUES ('rolled-back', 1)"); err != nil {
+			return err
+		}
+		return boom
+	})
+	if !errors.Is(err, boom) {
+		t.Fatalf("InTx returned %v", err)
+	}
+	if err := store.InTx(ctx, pool, func(tx pgx.Tx) error {
+		_, err := tx.Exec(ctx, "INSERT INTO widgets.widgets (id, n) VALUES ('committed', 1)")
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	rows, _ := pool.Query(ctx, "SELECT id FROM widgets.widgets ORDER BY id")
+	ids, err = pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ids) != 1 || ids[0] != "committed" {
+		t.Errorf("rows %v, want [committed]", ids)
+	}
+}
