@@ -106,17 +106,31 @@ type Consumer struct {
 
 // Durable consumers. Each is owned by one service; its replicas share it.
 var (
-	// CuratorCuration is the curator's consumer of curation events.
-	CuratorCuration = Consumer{
+	// CuratorEpisodes is the curator's consumer of episode curation events.
+	CuratorEpisodes = Consumer{
 		Stream: StreamCuration,
 		Config: jetstream.ConsumerConfig{
-			Durable:        "curator-curation",
-			Description:    "curator: stores curated episodes and clips, versioned by sent_at",
-			FilterSubjects: []string{SubjectEpisodeUpserted, SubjectClipUpserted},
-			AckPolicy:      jetstream.AckExplicitPolicy,
-			AckWait:        defaultConsumerAckWait,
-			MaxDeliver:     defaultConsumerMaxDeliver,
-			MaxAckPending:  1000,
+			Durable:       "curator-episodes",
+			Description:   "curator: stores curated episodes, versioned by sent_at",
+			FilterSubject: SubjectEpisodeUpserted,
+			AckPolicy:     jetstream.AckExplicitPolicy,
+			AckWait:       defaultConsumerAckWait,
+			MaxDeliver:    defaultConsumerMaxDeliver,
+			MaxAckPending: 1000,
+		},
+	}
+
+	// CuratorClips is the curator's consumer of clip curation events.
+	CuratorClips = Consumer{
+		Stream: StreamCuration,
+		Config: jetstream.ConsumerConfig{
+			Durable:       "curator-clips",
+			Description:   "curator: stores curated clips, versioned by sent_at",
+			FilterSubject: SubjectClipUpserted,
+			AckPolicy:     jetstream.AckExplicitPolicy,
+			AckWait:       defaultConsumerAckWait,
+			MaxDeliver:    defaultConsumerMaxDeliver,
+			MaxAckPending: 1000,
 		},
 	}
 

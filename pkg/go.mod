@@ -7,10 +7,13 @@ require (
 	github.com/jackc/pgx/v5 v5.12.0
 	github.com/jackc/tern/v2 v2.3.4
 	github.com/johannesboyne/gofakes3 v1.2.0
+	github.com/lmittmann/tint v1.2.1
 	github.com/minio/minio-go/v7 v7.4.1
 	github.com/nats-io/nats-server/v2 v2.15.2
 	github.com/nats-io/nats.go v1.55.0
 	github.com/prometheus/client_golang v1.25.0
+	github.com/sethvargo/go-envconfig v1.4.3
+	golang.org/x/term v0.47.0
 )
 
 require (

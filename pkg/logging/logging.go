@@ -1,0 +1,49 @@
+// Package logging builds the slog logger every Archivist process uses: tint's
+// coloured text on a terminal, JSON otherwise.
+package logging
+
+import (
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/lmittmann/tint"
+	"golang.org/x/term"
+)
+
+// Config selects level and format.
+type Config struct {
+	// Level is debug, info, warn or error.
+	Level string `env:"LOG_LEVEL, default=info"`
+	// Format is auto (text on a terminal, else JSON), text or json.
+	Format string `env:"LOG_FORMAT, default=auto"`
+}
+
+// New returns a logger writing to w (os.Stderr if nil).
+func New(cfg Config, w io.Writer) (*slog.Logger, error) {
+	if w == nil {
+		w = os.Stderr
+	}
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(cfg.Level)); err != nil {
+		return nil, fmt.Errorf("LOG_LEVEL %q: want debug, info, warn or error", cfg.Level)
+	}
+	format := strings.ToLower(cfg.Format)
+	if format == "auto" || format == "" {
+		format = "json"
+		if f, ok := w.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
+			format = "text"
+		}
+	}
+	switch format {
+	case "text":
+		return slog.New(tint.NewHandler(w, &tint.Options{Level: level, TimeFormat: time.TimeOnly})), nil
+	case "json":
+		return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: level})), nil
+	default:
+		return nil, fmt.Errorf("LOG_FORMAT %q: want auto, text or json", cfg.Format)
+	}
+}

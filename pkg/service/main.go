@@ -1,0 +1,144 @@
+package service
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/archivist/archivist/pkg/config"
+	"github.com/archivist/archivist/pkg/logging"
+	"github.com/archivist/archivist/pkg/store"
+)
+
+// Version is stamped in at build time with
+// -ldflags "-X github.com/archivist/archivist/pkg/service.Version=v1.2.3".
+var Version = "dev"
+
+// Main is a service binary's main: `<service>` (or `<service> serve`) runs
+// it until SIGTERM or SIGINT, `<service> migrate` runs its migrations and
+// exits, `<service> version` prints the version.
+func Main(def Definition) {
+	if err := run(def, os.Args[1:], os.Stderr); err != nil {
+		fmt.Fprintf(os.Stderr, "%s: %v\n", def.Name, err)
+		os.Exit(1)
+	}
+}
+
+func run(def Definition, args []string, stderr io.Writer) error {
+	cmd := "serve"
+	if len(args) > 0 {
+		cmd = args[0]
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	var lc logging.Config
+	if err := config.Load(ctx, &lc, nil); err != nil {
+		return err
+	}
+	log, err := logging.New(lc, stderr)
+	if err != nil {
+		return err
+	}
+	var common Common
+	if err := config.Load(ctx, &common, nil); err != nil {
+		return err
+	}
+	switch cmd {
+	case "serve":
+		return Serve(ctx, []Definition{def}, common, Deps{Log: log})
+	case "migrate":
+		return Migrate(ctx, []Definition{def}, common, log)
+	case "version":
+		fmt.Println(def.Name, Version)
+		return nil
+	case "help", "-h", "--help":
+		fmt.Fprintf(stderr, "usage: %s [serve|migrate|version]\n\n%s\n", def.Name, def.Summary)
+		return nil
+	default:
+		return fmt.Errorf("unknown command %q (want serve, migrate or version)", cmd)
+	}
+}
+
+// Migrate runs the migrations of every definition and returns.
+func Migrate(ctx context.Context, defs []Definition, common Common, log *slog.Logger) error {
+	var schemas []store.Schema
+	for _, d := range defs {
+		schemas = append(schemas, d.Schemas...)
+	}
+	if len(schemas) == 0 {
+		log.Info("nothing to migrate")
+		return nil
+	}
+	pool, err := store.Open(ctx, common.Store, "migrate")
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	for _, s := range schemas {
+		if err := store.Migrate(ctx, pool, s); err != nil {
+			return err
+		}
+		v, _ := store.Version(ctx, pool, s.Name)
+		log.Info("schema migrated", "schema", s.Name, "version", v)
+	}
+	return nil
+}
+
+// Serve starts the admin server (unless deps has one) and the definitions in
+// order, runs until ctx ends or a service fails, then stops them in reverse
+// order within common.ShutdownTimeout.
+func Serve(ctx context.Context, defs []Definition, common Common, deps Deps) (err error) {
+	log := deps.Log
+	if deps.Admin == nil {
+		admin, err := NewAdmin(common.AdminAddr, log)
+		if err != nil {
+			return err
+		}
+		deps.Admin = admin
+		defer func() {
+			sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), common.ShutdownTimeout)
+			defer cancel()
+			err = errors.Join(err, admin.Close(sctx))
+		}()
+		log.Info("admin server listening", "addr", admin.Addr())
+	}
+	log.Info("configuration", config.LogAttrs(&common)...)
+	var running []*Running
+	stopAll := func() error {
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), common.ShutdownTimeout)
+		defer cancel()
+		deps.Admin.ShuttingDown()
+		var errs []error
+		for i := len(running) - 1; i >= 0; i-- {
+			errs = append(errs, running[i].Stop(sctx))
+		}
+		return errors.Join(errs...)
+	}
+	failed := make(chan error, len(defs))
+	for _, d := range defs {
+		r, err := Start(ctx, d, common, deps)
+		if err != nil {
+			return errors.Join(err, stopAll())
+		}
+		running = append(running, r)
+		go func() {
+			<-r.Done()
+			if ctx.Err() == nil {
+				failed <- fmt.Errorf("%s stopped on its own: %w", d.Name, r.Err())
+			}
+		}()
+	}
+	select {
+	case <-ctx.Done():
+		log.Info("shutting down")
+		return stopAll()
+	case err := <-failed:
+		log.Error("service failed; shutting down", "err", err)
+		return errors.Join(err, stopAll())
+	}
+}

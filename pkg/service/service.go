@@ -1,0 +1,228 @@
+// Package service is the kit every Archivist service's main is wired with:
+// configuration from the environment, logging, the admin server, the
+// database (migrated at start), the bus, the blob store, and graceful
+// shutdown in reverse start order.
+//
+// A service is a Definition. Its main is one line, service.Main(def), and
+// `archivist dev` runs every Definition in one process with Start.
+package service
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/sethvargo/go-envconfig"
+
+	"github.com/archivist/archivist/pkg/blob"
+	"github.com/archivist/archivist/pkg/bus"
+	"github.com/archivist/archivist/pkg/config"
+	"github.com/archivist/archivist/pkg/store"
+)
+
+// Definition describes a service.
+type Definition struct {
+	// Name is the service's name: its binary, NATS connection, producer and
+	// log "service" attribute.
+	Name string
+	// Summary says in a sentence what the service does; logged at start.
+	Summary string
+	// Schemas are the PostgreSQL schemas the service owns, migrated at start.
+	Schemas []store.Schema
+	// NeedsDB, NeedsBus and NeedsBlob say which dependencies Run uses.
+	NeedsDB, NeedsBus, NeedsBlob bool
+	// Run runs the service until ctx ends, then stops its work cleanly
+	// (draining consumers) and returns. It calls env.Ready once it serves.
+	Run func(ctx context.Context, env *Env) error
+}
+
+// Common is the configuration every service reads.
+type Common struct {
+	// AdminAddr is the admin server's address (/healthz, /readyz, /metrics).
+	AdminAddr string `env:"ADMIN_ADDR, default=:9090"`
+	// ShutdownTimeout bounds a graceful shutdown.
+	ShutdownTimeout time.Duration `env:"SHUTDOWN_TIMEOUT, default=25s"`
+	// MigrateOnStart runs the service's migrations at start.
+	MigrateOnStart bool `env:"MIGRATE_ON_START, default=true"`
+	// Bus is how to reach NATS.
+	Bus bus.Config
+	// Store is how to reach PostgreSQL.
+	Store store.Config
+	// Blob is which blob store to use.
+	Blob blob.Config
+}
+
+// Env is what a running service is given.
+type Env struct {
+	// Name of the service.
+	Name string
+	// Log is the service's logger (with a "service" attribute).
+	Log *slog.Logger
+	// Bus is the service's NATS connection (nil unless NeedsBus).
+	Bus *bus.Bus
+	// DB is the service's pool (nil unless NeedsDB).
+	DB *pgxpool.Pool
+	// Blob is the blob store (nil unless NeedsBlob).
+	Blob blob.Store
+	// Metrics registers the service's metrics (labelled service=<name>).
+	Metrics prometheus.Registerer
+	// ShutdownTimeout bounds the service's own clean stop once Run's ctx ends.
+	ShutdownTimeout time.Duration
+
+	lookuper envconfig.Lookuper
+	admin    *Admin
+}
+
+// Ready marks the service as started: /readyz succeeds once every service of
+// the process is ready.
+func (e *Env) Ready() { e.admin.Started(e.Name) }
+
+// LoadConfig fills a service-specific configuration struct from the
+// environment and logs it, secrets redacted.
+func (e *Env) LoadConfig(ctx context.Context, v any) error {
+	if err := config.Load(ctx, v, e.lookuper); err != nil {
+		return fmt.Errorf("%s: %w", e.Name, err)
+	}
+	e.Log.Debug("configuration", config.LogAttrs(v)...)
+	return nil
+}
+
+// Deps are the pieces of a process that its services share.
+type Deps struct {
+	// Log is the process logger.
+	Log *slog.Logger
+	// Admin is the process's admin server.
+	Admin *Admin
+	// Blob, if set, is shared instead of opening Common.Blob.
+	Blob blob.Store
+	// Lookuper reads the environment (nil: the process environment).
+	Lookuper envconfig.Lookuper
+}
+
+// Running is a started service.
+type Running struct {
+	def     Definition
+	env     *Env
+	cancel  context.CancelFunc
+	done    chan struct{}
+	runErr  error
+	closers []closer
+}
+
+type closer struct {
+	name string
+	fn   func(context.Context) error
+}
+
+// Start starts a service: opens and migrates its database, connects its bus
+// and creates the streams, starts the dead-letter mover, opens the blob
+// store, and runs def.Run in the background. What it opened is closed, in
+// reverse order, by Stop (or here, if a later step fails).
+func Start(ctx context.Context, def Definition, common Common, deps Deps) (_ *Running, err error) {
+	log := deps.Log.With("service", def.Name)
+	reg := prometheus.WrapRegistererWith(prometheus.Labels{"service": def.Name}, deps.Admin.Registry)
+	env := &Env{Name: def.Name, Log: log, Metrics: reg, ShutdownTimeout: common.ShutdownTimeout, lookuper: deps.Lookuper, admin: deps.Admin}
+	r := &Running{def: def, env: env, done: make(chan struct{})}
+	deps.Admin.Starting(def.Name)
+	defer func() {
+		if err != nil {
+			sctx, cancel := context.WithTimeout(context.Background(), common.ShutdownTimeout)
+			defer cancel()
+			r.closeAll(sctx)
+		}
+	}()
+
+	if def.NeedsDB || len(def.Schemas) > 0 {
+		pool, err := store.Open(ctx, common.Store, def.Name)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", def.Name, err)
+		}
+		env.DB = pool
+		r.closers = append(r.closers, closer{"database", func(context.Context) error { pool.Close(); return nil }})
+		deps.Admin.AddCheck(def.Name+" database", pool.Ping)
+		if common.MigrateOnStart {
+			for _, s := range def.Schemas {
+				if err := store.Migrate(ctx, pool, s); err != nil {
+					return nil, fmt.Errorf("%s: %w", def.Name, err)
+				}
+				v, _ := store.Version(ctx, pool, s.Name)
+				log.Info("schema migrated", "schema", s.Name, "version", v)
+			}
+		}
+	}
+	if def.NeedsBus {
+		b, err := bus.Connect(ctx, common.Bus, def.Name, bus.WithLogger(log), bus.WithRegisterer(reg))
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", def.Name, err)
+		}
+		r.closers = append(r.closers, closer{"bus", b.Close})
+		env.Bus = b
+		deps.Admin.AddCheck(def.Name+" nats", func(context.Context) error { return b.Healthy() })
+		if err := b.EnsureStreams(ctx); err != nil {
+			return nil, fmt.Errorf("%s: %w", def.Name, err)
+		}
+		mover, err := b.StartDeadLetterMover(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", def.Name, err)
+		}
+		r.closers = append(r.closers, closer{"dead-letter mover", mover.Stop})
+	}
+	if def.NeedsBlob {
+		env.Blob = deps.Blob
+		if env.Blob == nil {
+			if env.Blob, err = blob.Open(ctx, common.Blob); err != nil {
+				return nil, fmt.Errorf("%s: %w", def.Name, err)
+			}
+		}
+	}
+
+	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	r.cancel = cancel
+	log.Info("starting", "summary", def.Summary)
+	go func() {
+		r.runErr = def.Run(runCtx, env)
+		close(r.done)
+	}()
+	return r, nil
+}
+
+// Done is closed when Run has returned.
+func (r *Running) Done() <-chan struct{} { return r.done }
+
+// Err is Run's result, once Done is closed.
+func (r *Running) Err() error { return r.runErr }
+
+// Stop cancels Run and waits for it, then closes what Start opened in
+// reverse order: dead-letter mover, bus (drained), database.
+func (r *Running) Stop(ctx context.Context) error {
+	r.env.admin.ShuttingDown()
+	r.cancel()
+	var errs []error
+	select {
+	case <-r.done:
+		if err := r.runErr; err != nil && !errors.Is(err, context.Canceled) {
+			errs = append(errs, fmt.Errorf("%s: %w", r.def.Name, err))
+		}
+	case <-ctx.Done():
+		errs = append(errs, fmt.Errorf("%s did not stop in time: %w", r.def.Name, ctx.Err()))
+	}
+	errs = append(errs, r.closeAll(ctx))
+	r.env.Log.Info("stopped")
+	return errors.Join(errs...)
+}
+
+func (r *Running) closeAll(ctx context.Context) error {
+	var errs []error
+	for i := len(r.closers) - 1; i >= 0; i-- {
+		c := r.closers[i]
+		if err := c.fn(ctx); err != nil {
+			errs = append(errs, fmt.Errorf("%s: close %s: %w", r.def.Name, c.name, err))
+		}
+	}
+	r.closers = nil
+	return errors.Join(errs...)
+}

@@ -1,0 +1,252 @@
+// Package api is the curator's HTTP API: curation events posted by systems
+// that do not speak NATS (published onto the bus, so they take the same path
+// as every other curation event), and reads of the stored records.
+package api
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"mime"
+	"net"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/vmihailenco/msgpack/v5"
+
+	"github.com/archivist/archivist/events"
+	"github.com/archivist/archivist/pkg/bus"
+	"github.com/archivist/archivist/services/curator/catalog"
+)
+
+// MaxBody is the largest request body accepted.
+const MaxBody = 1 << 20
+
+// Server serves the API.
+type Server struct {
+	bus *bus.Bus
+	cat *catalog.Catalog
+	log *slog.Logger
+}
+
+// New returns the API over a bus (to publish) and the catalog (to read).
+func New(b *bus.Bus, cat *catalog.Catalog, log *slog.Logger) *Server {
+	return &Server{bus: b, cat: cat, log: log}
+}
+
+// Handler routes the API.
+//
+//	POST /v1/episodes       an EpisodeUpserted payload (JSON or msgpack) → 202
+//	POST /v1/clips          a ClipUpserted payload → 202
+//	GET  /v1/episodes/{id}  the stored episode
+//	GET  /v1/clips/{id}     the stored clip
+//
+// A POST's event is sent now by the producer named in the Archivist-Producer
+// header (default "http"); an Idempotency-Key header becomes the event id, so
+// a retried POST is stored once.
+func (s *Server) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /v1/episodes", func(w http.ResponseWriter, r *http.Request) {
+		post[events.EpisodeUpserted](s, w, r)
+	})
+	mux.HandleFunc("POST /v1/clips", func(w http.ResponseWriter, r *http.Request) {
+		post[events.ClipUpserted](s, w, r)
+	})
+	mux.HandleFunc("GET /v1/episodes/{id}", func(w http.ResponseWriter, r *http.Request) { s.get(w, r, catalog.Episode) })
+	mux.HandleFunc("GET /v1/clips/{id}", func(w http.ResponseWriter, r *http.Request) { s.get(w, r, catalog.Clip) })
+	return mux
+}
+
+// Accepted is the body of a 202.
+type Accepted struct {
+	ID        string    `json:"id"`
+	Type      string    `json:"type"`
+	SentAt    time.Time `json:"sent_at"`
+	Stream    string    `json:"stream"`
+	Sequence  uint64    `json:"sequence"`
+	Duplicate bool      `json:"duplicate"`
+}
+
+// Problem is the body of an error response.
+type Problem struct {
+	Error string `json:"error"`
+	Field string `json:"field,omitempty"`
+}
+
+func post[T any, PT interface {
+	*T
+	events.Event
+}](s *Server, w http.ResponseWriter, r *http.Request) {
+	ev := PT(new(T))
+	if err := decodeBody(w, r, ev); err != nil {
+		writeProblem(w, err)
+		return
+	}
+	if err := ev.Validate(); err != nil {
+		writeProblem(w, err)
+		return
+	}
+	producer := r.Header.Get("Archivist-Producer")
+	if producer == "" {
+		producer = "http"
+	}
+	env, err := events.New(producer, ev)
+	if err != nil {
+		writeProblem(w, err)
+		return
+	}
+	if key := r.Header.Get("Idempotency-Key"); key != "" {
+		if err := events.ValidateID("Idempotency-Key", key); err != nil {
+			writeProblem(w, err)
+			return
+		}
+		// The key names the event: a retry is the same event, sent at the
+		// same time, so it is de-duplicated on the bus and a replay in PostgreSQL.
+		env.ID = key
+		if id, err := uuid.Parse(key); err == nil && id.Version() == 7 {
+			sec, nsec := id.Time().UnixTime()
+			env.SentAt = time.Unix(sec, nsec).UTC()
+		}
+	}
+	k, _ := events.Lookup(env.Type)
+	ack, err := s.bus.Publish(r.Context(), k.Subject, env)
+	if err != nil {
+		s.log.Error("publish curation event", "err", err, "type", env.Type, "event", env.ID)
+		writeJSON(w, http.StatusServiceUnavailable, Problem{Error: "the event bus did not accept the event; retry with the same Idempotency-Key"})
+		return
+	}
+	writeJSON(w, http.StatusAccepted, Accepted{ID: env.ID, Type: env.Type, SentAt: env.SentAt, Stream: ack.Stream, Sequence: ack.Sequence, Duplicate: ack.Duplicate})
+}
+
+// badRequest is a client error with the field it concerns.
+type badRequest struct {
+	status int
+	field  string
+	msg    string
+}
+
+func (e *badRequest) Error() string { return e.msg }
+
+func decodeBody(w http.ResponseWriter, r *http.Request, v any) error {
+	ct, _, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
+	if err != nil && r.Header.Get("Content-Type") != "" {
+		return &badRequest{status: http.StatusUnsupportedMediaType, msg: "unreadable Content-Type: " + err.Error()}
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBody))
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			return &badRequest{status: http.StatusRequestEntityTooLarge, msg: fmt.Sprintf("body larger than %d bytes", MaxBody)}
+		}
+		return &badRequest{status: http.StatusBadRequest, msg: "reading body: " + err.Error()}
+	}
+	if len(bytes.TrimSpace(body)) == 0 {
+		return &badRequest{status: http.StatusBadRequest, msg: "empty body"}
+	}
+	switch ct {
+	case "", "application/json":
+		dec := json.NewDecoder(bytes.NewReader(body))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(v); err != nil {
+			return jsonProblem(err)
+		}
+		if dec.More() {
+			return &badRequest{status: http.StatusBadRequest, msg: "body holds more than one JSON value"}
+		}
+	case "application/msgpack", "application/x-msgpack", "application/vnd.msgpack":
+		dec := msgpack.NewDecoder(bytes.NewReader(body))
+		dec.DisallowUnknownFields(true)
+		if err := dec.Decode(v); err != nil {
+			return &badRequest{status: http.StatusBadRequest, msg: "invalid msgpack: " + err.Error()}
+		}
+	default:
+		return &badRequest{status: http.StatusUnsupportedMediaType, msg: fmt.Sprintf("Content-Type %q: send application/json or application/msgpack", ct)}
+	}
+	return nil
+}
+
+func jsonProblem(err error) error {
+	var te *json.UnmarshalTypeError
+	var se *json.SyntaxError
+	switch {
+	case errors.As(err, &te):
+		return &badRequest{status: http.StatusBadRequest, field: te.Field, msg: fmt.Sprintf("%s: must be a %s, not a JSON %s", te.Field, te.Type, te.Value)}
+	case errors.As(err, &se):
+		return &badRequest{status: http.StatusBadRequest, msg: fmt.Sprintf("invalid JSON at byte %d: %v", se.Offset, err)}
+	case strings.HasPrefix(err.Error(), "json: unknown field "):
+		f := strings.Trim(strings.TrimPrefix(err.Error(), "json: unknown field "), `"`)
+		return &badRequest{status: http.StatusBadRequest, field: f, msg: fmt.Sprintf("%s: unknown field", f)}
+	}
+	var pe *time.ParseError
+	if errors.As(err, &pe) {
+		return &badRequest{status: http.StatusBadRequest, msg: "a time is not RFC 3339 (e.g. 2026-01-02T15:04:05Z): " + err.Error()}
+	}
+	return &badRequest{status: http.StatusBadRequest, msg: "invalid JSON: " + err.Error()}
+}
+
+func writeProblem(w http.ResponseWriter, err error) {
+	var br *badRequest
+	if errors.As(err, &br) {
+		writeJSON(w, br.status, Problem{Error: br.msg, Field: br.field})
+		return
+	}
+	if fe, ok := events.AsFieldError(err); ok {
+		writeJSON(w, http.StatusBadRequest, Problem{Error: fe.Error(), Field: fe.Field})
+		return
+	}
+	writeJSON(w, http.StatusInternalServerError, Problem{Error: err.Error()})
+}
+
+func (s *Server) get(w http.ResponseWriter, r *http.Request, k catalog.Kind) {
+	rec, err := s.cat.Get(r.Context(), k, r.PathValue("id"))
+	if errors.Is(err, catalog.ErrNotFound) {
+		writeJSON(w, http.StatusNotFound, Problem{Error: err.Error()})
+		return
+	}
+	if err != nil {
+		s.log.Error("read record", "err", err, "kind", k, "id", r.PathValue("id"))
+		writeJSON(w, http.StatusInternalServerError, Problem{Error: "reading the record failed"})
+		return
+	}
+	writeJSON(w, http.StatusOK, rec)
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+// Serve serves h on addr until ctx ends, then shuts down within timeout.
+func Serve(ctx context.Context, addr string, h http.Handler, timeout time.Duration, ready func(addr string)) error {
+	srv := &http.Server{Addr: addr, Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	ln, err := listen(addr)
+	if err != nil {
+		return err
+	}
+	ready(ln.Addr().String())
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return fmt.Errorf("http server on %s: %w", addr, err)
+	case <-ctx.Done():
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	return srv.Shutdown(sctx)
+}
+
+func listen(addr string) (net.Listener, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("listen on %s: %w", addr, err)
+	}
+	return ln, nil
+}
