@@ -162,4 +162,3 @@ func counter(t *testing.T, reg *prometheus.Registry, outcome string) prometheus.
 	}
 	return c
 }
-

@@ -79,4 +79,3 @@ func (h Handlers) Clip(ctx context.Context, m *bus.Message[events.ClipUpserted])
 	_, err := h.Catalog.Upsert(ctx, catalog.FromClip(m.Envelope, m.Event))
 	return err
 }
-

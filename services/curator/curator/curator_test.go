@@ -262,7 +262,7 @@ func TestHTTPBadPayloadsSayWhichField(t *testing.T) {
 	ok := `"id":"e","title":"t","media":{"key":"k"},"duration_ms":1,"priority":1,"initial_curated_at":"2026-01-01T00:00:00Z","latest_curated_at":"2026-01-01T00:00:00Z"`
 	cases := []struct {
 		name, ct, body, field string
-		status             int
+		status                int
 	}{
 		{"wrong type", "application/json", `{"id":"e","duration_ms":"long"}`, "duration_ms", 400},
 		{"unknown field", "application/json", `{` + ok + `,"colour":"red"}`, "colour", 400},
