@@ -1,0 +1,144 @@
+// Package dev runs the whole of Archivist in one process: an embedded NATS
+// server with JetStream, a private PostgreSQL cluster (unless DATABASE_URL is
+// set), a local blob store, and every service.
+package dev
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/sethvargo/go-envconfig"
+
+	"github.com/archivist/archivist/pkg/config"
+	"github.com/archivist/archivist/pkg/natsserver"
+	"github.com/archivist/archivist/pkg/pgcluster"
+	"github.com/archivist/archivist/pkg/service"
+)
+
+// Options are the flags of `archivist dev`.
+type Options struct {
+	// DataDir holds nats/, pg/ and blobs/.
+	DataDir string `env:"ARCHIVIST_DATA_DIR, default=.archivist"`
+	// NATSPort is the embedded NATS server's client port.
+	NATSPort int `env:"ARCHIVIST_NATS_PORT, default=4222"`
+	// NATSMonitorPort serves NATS monitoring (/healthz, /jsz); 0 disables it.
+	NATSMonitorPort int `env:"ARCHIVIST_NATS_MONITOR_PORT, default=8222"`
+	// PGPort is the private PostgreSQL cluster's port.
+	PGPort int `env:"ARCHIVIST_PG_PORT, default=54329"`
+	// AdminAddr is the admin server of the whole process.
+	AdminAddr string `env:"ADMIN_ADDR, default=127.0.0.1:9090"`
+	// CuratorAddr is the curation API's address.
+	CuratorAddr string `env:"CURATOR_HTTP_ADDR, default=127.0.0.1:8080"`
+}
+
+// Run runs everything until ctx ends, printing where each part listens to out.
+func Run(ctx context.Context, o Options, defs []service.Definition, log *slog.Logger, out io.Writer) (err error) {
+	dataDir, err := filepath.Abs(o.DataDir)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(dataDir, 0o755); err != nil {
+		return fmt.Errorf("data dir: %w", err)
+	}
+
+	ns, err := natsserver.Start(natsserver.Options{
+		Port: o.NATSPort, MonitorPort: o.NATSMonitorPort, StoreDir: filepath.Join(dataDir, "nats"), SyncAlways: true,
+	})
+	if err != nil {
+		return fmt.Errorf("embedded nats on port %d: %w", o.NATSPort, err)
+	}
+	defer natsserver.Stop(ns)
+	natsURL := ns.ClientURL()
+
+	dbURL := os.Getenv("DATABASE_URL")
+	if dbURL == "" {
+		pg := &pgcluster.Cluster{Dir: filepath.Join(dataDir, "pg"), Host: "127.0.0.1", Port: o.PGPort, Durable: true}
+		if err := pg.Init(ctx); err != nil {
+			return err
+		}
+		if err := pg.Start(ctx); err != nil {
+			return fmt.Errorf("private postgresql: %w", err)
+		}
+		defer pg.Stop()
+		if err := ensureDatabase(ctx, pg.URL("postgres"), "archivist"); err != nil {
+			return err
+		}
+		dbURL = pg.URL("archivist")
+	}
+
+	defaults := map[string]string{
+		"NATS_URL":          natsURL,
+		"DATABASE_URL":      dbURL,
+		"BLOB_URL":          "file://" + filepath.Join(dataDir, "blobs"),
+		"ADMIN_ADDR":        o.AdminAddr,
+		"CURATOR_HTTP_ADDR": o.CuratorAddr,
+	}
+	lookuper := envconfig.MultiLookuper(envconfig.OsLookuper(), envconfig.MapLookuper(defaults))
+	var common service.Common
+	if err := config.Load(ctx, &common, lookuper); err != nil {
+		return err
+	}
+	admin, err := service.NewAdmin(common.AdminAddr, log)
+	if err != nil {
+		return err
+	}
+	defer admin.Close(context.WithoutCancel(ctx))
+
+	monitor := "off"
+	if o.NATSMonitorPort != 0 {
+		monitor = "http://127.0.0.1:" + strconv.Itoa(o.NATSMonitorPort)
+	}
+	fmt.Fprintf(out, `Archivist is starting (data in %s)
+  NATS (JetStream)  %s   monitoring %s
+  PostgreSQL        %s
+  blob store        %s
+  curation API      http://%s/v1/episodes, /v1/clips
+  admin             http://%s/healthz  /readyz  /metrics
+Ctrl-C stops everything.
+`, dataDir, natsURL, monitor, redacted(dbURL), common.Blob.URL, hostPort(o.CuratorAddr), admin.Addr())
+
+	return service.Serve(ctx, defs, common, service.Deps{Log: log, Admin: admin, Lookuper: lookuper})
+}
+
+func ensureDatabase(ctx context.Context, adminURL, name string) error {
+	conn, err := pgx.Connect(ctx, adminURL)
+	if err != nil {
+		return fmt.Errorf("connect to private postgresql: %w", err)
+	}
+	defer conn.Close(ctx)
+	var exists bool
+	if err := conn.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = $1)", name).Scan(&exists); err != nil {
+		return fmt.Errorf("look up database %s: %w", name, err)
+	}
+	if exists {
+		return nil
+	}
+	if _, err := conn.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{name}.Sanitize()); err != nil {
+		return fmt.Errorf("create database %s: %w", name, err)
+	}
+	return nil
+}
+
+func hostPort(addr string) string {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil || host == "" || host == "0.0.0.0" || host == "::" {
+		return "127.0.0.1:" + port
+	}
+	return addr
+}
+
+func redacted(u string) string {
+	for _, v := range config.Vars(&struct {
+		U string `env:"U"`
+	}{u}) {
+		return v.Value
+	}
+	return u
+}

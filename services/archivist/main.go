@@ -1,0 +1,89 @@
+// Command archivist is the operator's tool: `archivist dev` runs the whole
+// system in one process, `archivist migrate` migrates every schema.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/archivist/archivist/pkg/config"
+	"github.com/archivist/archivist/pkg/logging"
+	"github.com/archivist/archivist/pkg/service"
+	"github.com/archivist/archivist/services/archivist/all"
+	"github.com/archivist/archivist/services/archivist/dev"
+)
+
+const usage = `usage: archivist <command> [flags]
+
+commands:
+  dev       run the whole system in one process: embedded NATS (JetStream),
+            a private PostgreSQL under the data dir unless DATABASE_URL is set,
+            a local blob store, and every service
+  migrate   run every service's migrations against DATABASE_URL
+  version   print the version
+
+Run 'archivist <command> -h' for a command's flags.
+`
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, os.Args[1:], os.Stdout, os.Stderr); err != nil {
+		fmt.Fprintln(os.Stderr, "archivist:", err)
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return fmt.Errorf("no command")
+	}
+	var lc logging.Config
+	if err := config.Load(ctx, &lc, nil); err != nil {
+		return err
+	}
+	log, err := logging.New(lc, stderr)
+	if err != nil {
+		return err
+	}
+	switch args[0] {
+	case "dev":
+		var o dev.Options
+		if err := config.Load(ctx, &o, nil); err != nil {
+			return err
+		}
+		fs := flag.NewFlagSet("dev", flag.ContinueOnError)
+		fs.SetOutput(stderr)
+		fs.StringVar(&o.DataDir, "data-dir", o.DataDir, "directory for NATS, PostgreSQL and blob data (ARCHIVIST_DATA_DIR)")
+		fs.IntVar(&o.NATSPort, "nats-port", o.NATSPort, "NATS client port (ARCHIVIST_NATS_PORT)")
+		fs.IntVar(&o.NATSMonitorPort, "nats-monitor-port", o.NATSMonitorPort, "NATS monitoring port, 0 to disable (ARCHIVIST_NATS_MONITOR_PORT)")
+		fs.IntVar(&o.PGPort, "pg-port", o.PGPort, "private PostgreSQL port (ARCHIVIST_PG_PORT)")
+		fs.StringVar(&o.AdminAddr, "admin-addr", o.AdminAddr, "admin server address (ADMIN_ADDR)")
+		fs.StringVar(&o.CuratorAddr, "curator-addr", o.CuratorAddr, "curation API address (CURATOR_HTTP_ADDR)")
+		if err := fs.Parse(args[1:]); err != nil {
+			return err
+		}
+		return dev.Run(ctx, o, all.Services(), log, stdout)
+	case "migrate":
+		var common service.Common
+		if err := config.Load(ctx, &common, nil); err != nil {
+			return err
+		}
+		return service.Migrate(ctx, all.Services(), common, log)
+	case "version":
+		fmt.Fprintln(stdout, "archivist", service.Version)
+		return nil
+	case "help", "-h", "--help":
+		fmt.Fprint(stdout, usage)
+		return nil
+	default:
+		fmt.Fprint(stderr, usage)
+		return fmt.Errorf("unknown command %q", args[0])
+	}
+}

@@ -1,0 +1,9 @@
+// Command indexer runs the indexer service: indexes every ARC/WARC file into CDX, one file per task. See docs/indexer.md.
+package main
+
+import (
+	"github.com/archivist/archivist/pkg/service"
+	"github.com/archivist/archivist/services/indexer/indexer"
+)
+
+func main() { service.Main(indexer.Definition()) }
