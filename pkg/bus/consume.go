@@ -10,6 +10,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/archivist/archivist/events"
 )
@@ -86,6 +87,10 @@ type Subscription struct {
 	hbDone   chan struct{}
 	stopOnce sync.Once
 	stopErr  error
+
+	// Metric children resolved once, not per message.
+	acked, retried, deadLettered prometheus.Counter
+	handleTime                   prometheus.Observer
 }
 
 // decodeError marks a message that is not a valid event.
@@ -145,6 +150,10 @@ func (b *Bus) ConsumeRaw(ctx context.Context, c events.Consumer, h RawHandler, o
 		hbDone:  make(chan struct{}),
 	}
 	s.inflight.m = make(map[*inflightEntry]struct{})
+	s.acked = b.metrics.messages.WithLabelValues(s.name, outcomeAcked)
+	s.retried = b.metrics.messages.WithLabelValues(s.name, outcomeRetried)
+	s.deadLettered = b.metrics.messages.WithLabelValues(s.name, outcomeDeadLettered)
+	s.handleTime = b.metrics.handle.WithLabelValues(s.name)
 	s.hctx, s.hcancel = context.WithCancel(context.WithoutCancel(ctx))
 
 	callback := s.process
@@ -222,12 +231,12 @@ func (s *Subscription) process(msg jetstream.Msg) {
 	e := s.inflight.add(msg, start)
 	err := s.handle(s.hctx, msg)
 	s.inflight.remove(e)
-	s.b.metrics.handle.WithLabelValues(s.name).Observe(time.Since(start).Seconds())
+	s.handleTime.Observe(time.Since(start).Seconds())
 	if err == nil {
 		if aerr := msg.Ack(); aerr != nil {
 			s.log.Warn("ack failed; the message will be redelivered", "err", aerr, "subject", msg.Subject())
 		}
-		s.b.metrics.messages.WithLabelValues(s.name, outcomeAcked).Inc()
+		s.acked.Inc()
 		return
 	}
 	meta, merr := msg.Metadata()
@@ -241,12 +250,12 @@ func (s *Subscription) process(msg jetstream.Msg) {
 		if dlErr := s.b.deadLetter(s.hctx, s.stream, s.name, seq, msg.Subject(), msg.Headers(), msg.Data(), delivered, reason); dlErr != nil {
 			s.log.Error("dead-letter failed; will retry", "err", dlErr, "seq", seq, "reason", reason)
 			_ = msg.NakWithDelay(s.retryDelay(delivered))
-			s.b.metrics.messages.WithLabelValues(s.name, outcomeRetried).Inc()
+			s.retried.Inc()
 			return
 		}
 		_ = msg.TermWithReason(truncate(reason, 256))
 		s.log.Warn("message dead-lettered", "seq", seq, "subject", msg.Subject(), "id", msg.Headers().Get(events.HeaderMsgID), "reason", reason)
-		s.b.metrics.messages.WithLabelValues(s.name, outcomeDeadLettered).Inc()
+		s.deadLettered.Inc()
 		return
 	}
 	delay := s.retryDelay(delivered)
@@ -255,7 +264,7 @@ func (s *Subscription) process(msg jetstream.Msg) {
 	if nerr := msg.NakWithDelay(delay); nerr != nil {
 		s.log.Warn("nak failed; the message will be redelivered after the ack wait", "err", nerr)
 	}
-	s.b.metrics.messages.WithLabelValues(s.name, outcomeRetried).Inc()
+	s.retried.Inc()
 }
 
 // retryDelay is base·2^(delivered-1), at most retryMax.
