@@ -89,6 +89,9 @@ func (c *Cluster) Init(ctx context.Context) error {
 		return err
 	}
 	for _, d := range []string{c.Dir, c.SocketDir} {
+		if err := c.reachable(filepath.Dir(d)); err != nil {
+			return err
+		}
 		if err := os.MkdirAll(d, 0o700); err != nil {
 			return fmt.Errorf("create %s: %w", d, err)
 		}
@@ -206,6 +209,30 @@ func (c *Cluster) chown(path string) error {
 		return fmt.Errorf("give %s to uid %d: %w", path, c.cred.Uid, err)
 	}
 	return nil
+}
+
+// reachable checks that the user PostgreSQL runs as can traverse every
+// directory from / down to dir (it is not the caller when that is root).
+func (c *Cluster) reachable(dir string) error {
+	if c.cred == nil {
+		return nil
+	}
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return err
+	}
+	for p := abs; ; p = filepath.Dir(p) {
+		fi, err := os.Stat(p)
+		if err == nil {
+			st, _ := fi.Sys().(*syscall.Stat_t)
+			if fi.Mode().Perm()&0o001 == 0 && (st == nil || st.Uid != c.cred.Uid) {
+				return fmt.Errorf("PostgreSQL runs as uid %d (it refuses root) and cannot reach %s: %s is not traversable by others (chmod o+x it), or set DATABASE_URL", c.cred.Uid, abs, p)
+			}
+		}
+		if p == filepath.Dir(p) {
+			return nil
+		}
+	}
 }
 
 // runAs returns the credential to run PostgreSQL with: nil when not root,

@@ -1,0 +1,126 @@
+package service_test
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/archivist/archivist/pkg/service"
+	"github.com/archivist/archivist/pkg/testenv"
+)
+
+func get(t *testing.T, url string) (int, string) {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+func TestAdminReadiness(t *testing.T) {
+	a, err := service.NewAdmin("127.0.0.1:0", testenv.Logger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close(context.Background())
+	base := "http://" + a.Addr()
+	if code, _ := get(t, base+"/healthz"); code != 200 {
+		t.Errorf("healthz %d", code)
+	}
+	a.Starting("curator")
+	if code, body := get(t, base+"/readyz"); code != 503 || !strings.Contains(body, "curator") {
+		t.Errorf("readyz while starting: %d %q", code, body)
+	}
+	a.Started("curator")
+	if code, _ := get(t, base+"/readyz"); code != 200 {
+		t.Errorf("readyz once started: %d", code)
+	}
+	broken := errors.New("connection refused")
+	a.AddCheck("database", func(context.Context) error { return broken })
+	if code, body := get(t, base+"/readyz"); code != 503 || !strings.Contains(body, "database: connection refused") {
+		t.Errorf("readyz with a failing check: %d %q", code, body)
+	}
+	broken = nil
+	a.AddCheck("database", func(context.Context) error { return nil })
+	a.ShuttingDown()
+	if code, body := get(t, base+"/readyz"); code != 503 || !strings.Contains(body, "shutting down") {
+		t.Errorf("readyz while shutting down: %d %q", code, body)
+	}
+	if code, body := get(t, base+"/metrics"); code != 200 || !strings.Contains(body, "go_goroutines") {
+		t.Errorf("metrics: %d", code)
+	}
+}
+
+// TestServeStopsInReverseOrder starts three services and checks that a
+// cancelled context stops them last-started first, each after it was ready.
+func TestServeStopsInReverseOrder(t *testing.T) {
+	var mu sync.Mutex
+	var events []string
+	record := func(s string) { mu.Lock(); events = append(events, s); mu.Unlock() }
+	def := func(name string) service.Definition {
+		return service.Definition{Name: name, Run: func(ctx context.Context, env *service.Env) error {
+			record("start " + name)
+			env.Ready()
+			<-ctx.Done()
+			time.Sleep(10 * time.Millisecond) // a drain that takes a moment
+			record("stop " + name)
+			return nil
+		}}
+	}
+	a, err := service.NewAdmin("127.0.0.1:0", testenv.Logger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close(context.Background())
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- service.Serve(ctx, []service.Definition{def("a"), def("b"), def("c")},
+			service.Common{ShutdownTimeout: 5 * time.Second}, service.Deps{Log: testenv.Logger(t), Admin: a})
+	}()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		if code, _ := get(t, "http://"+a.Addr()+"/readyz"); code == 200 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("never ready")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("serve: %v", err)
+	}
+	got := strings.Join(events[3:], ",")
+	if got != "stop c,stop b,stop a" {
+		t.Errorf("stop order %s", got)
+	}
+}
+
+// TestServeReportsAServiceThatDies checks that a service whose Run fails
+// brings the process down with its error instead of leaving it half alive.
+func TestServeReportsAServiceThatDies(t *testing.T) {
+	boom := errors.New("lost the plot")
+	defs := []service.Definition{
+		{Name: "steady", Run: func(ctx context.Context, env *service.Env) error { env.Ready(); <-ctx.Done(); return nil }},
+		{Name: "fragile", Run: func(ctx context.Context, env *service.Env) error { env.Ready(); return boom }},
+	}
+	a, err := service.NewAdmin("127.0.0.1:0", testenv.Logger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close(context.Background())
+	err = service.Serve(context.Background(), defs, service.Common{ShutdownTimeout: 5 * time.Second}, service.Deps{Log: testenv.Logger(t), Admin: a})
+	if !errors.Is(err, boom) || !strings.Contains(err.Error(), "fragile") {
+		t.Errorf("serve returned %v", err)
+	}
+}

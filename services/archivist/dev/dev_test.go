@@ -1,0 +1,149 @@
+package dev_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/archivist/archivist/pkg/testenv"
+	"github.com/archivist/archivist/services/archivist/all"
+	"github.com/archivist/archivist/services/archivist/dev"
+)
+
+func freePort(t *testing.T) int {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// runDev starts `archivist dev` in the background and returns a function
+// that stops it (as Ctrl-C does) and reports how it ended.
+func runDev(t *testing.T, o dev.Options) (stop func() error, out *bytes.Buffer) {
+	ctx, cancel := context.WithCancel(context.Background())
+	out = &bytes.Buffer{}
+	done := make(chan error, 1)
+	go func() { done <- dev.Run(ctx, o, all.Services(), testenv.Logger(t), out) }()
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		resp, err := http.Get("http://" + o.AdminAddr + "/readyz")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == 200 {
+				break
+			}
+		}
+		select {
+		case err := <-done:
+			t.Fatalf("archivist dev exited at start: %v", err)
+		default:
+		}
+		if time.Now().After(deadline) {
+			cancel()
+			t.Fatalf("archivist dev not ready after 60s")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	var once sync.Once
+	var stopErr error
+	stop = func() error {
+		once.Do(func() {
+			cancel()
+			select {
+			case stopErr = <-done:
+			case <-time.After(60 * time.Second):
+				stopErr = fmt.Errorf("archivist dev did not stop within 60s")
+			}
+		})
+		return stopErr
+	}
+	t.Cleanup(func() { _ = stop() })
+	return stop, out
+}
+
+// TestDevRunsTheSystemAndKeepsItsData is the README's first command end to
+// end: everything comes up, a curation event posted over HTTP reaches
+// PostgreSQL through JetStream, Ctrl-C stops it cleanly, and a second run
+// finds the data again.
+func TestDevRunsTheSystemAndKeepsItsData(t *testing.T) {
+	if os.Getenv("DATABASE_URL") != "" {
+		t.Setenv("DATABASE_URL", "") // dev must make its own cluster here
+	}
+	dir := t.TempDir()
+	// As root, PostgreSQL runs as another user, who must reach the data dir.
+	for _, d := range []string{dir, filepath.Dir(dir)} {
+		if err := os.Chmod(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	o := dev.Options{
+		DataDir:     filepath.Join(dir, "data"),
+		NATSPort:    freePort(t),
+		PGPort:      freePort(t),
+		AdminAddr:   fmt.Sprintf("127.0.0.1:%d", freePort(t)),
+		CuratorAddr: fmt.Sprintf("127.0.0.1:%d", freePort(t)),
+	}
+	stop, out := runDev(t, o)
+	for _, want := range []string{"NATS (JetStream)", "PostgreSQL", "curation API", o.CuratorAddr, o.AdminAddr} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("startup banner lacks %q:\n%s", want, out)
+		}
+	}
+	body := `{"id":"ep-dev","title":"Dev run","media":{"key":"audio/ep-dev.mp3","sha256":""},"duration_ms":1,"priority":1,
+		"initial_curated_at":"2026-01-01T00:00:00Z","latest_curated_at":"2026-01-01T00:00:00Z"}`
+	resp, err := http.Post("http://"+o.CuratorAddr+"/v1/episodes", "application/json", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusAccepted {
+		t.Fatalf("POST: %d", resp.StatusCode)
+	}
+	pgURL := fmt.Sprintf("postgres://postgres@127.0.0.1:%d/archivist?sslmode=disable", o.PGPort)
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		conn, err := pgx.Connect(context.Background(), pgURL)
+		if err == nil {
+			var title string
+			err = conn.QueryRow(context.Background(), "SELECT title FROM curator.episodes WHERE id = 'ep-dev'").Scan(&title)
+			conn.Close(context.Background())
+			if err == nil && title == "Dev run" {
+				break
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("episode never reached PostgreSQL: %v", err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if err := stop(); err != nil {
+		t.Fatalf("clean stop: %v", err)
+	}
+
+	stop, _ = runDev(t, o)
+	resp, err = http.Get("http://" + o.CuratorAddr + "/v1/episodes/ep-dev")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || !strings.Contains(string(b), "Dev run") {
+		t.Fatalf("second run lost the episode: %d %s", resp.StatusCode, b)
+	}
+	if err := stop(); err != nil {
+		t.Fatalf("clean stop of the second run: %v", err)
+	}
+}
