@@ -13,45 +13,35 @@ const (
 	TypeClipUpserted    = "curation.clip.upserted"
 )
 
-// EpisodeUpserted says that a curating system created or changed an episode.
-// The curator keeps the newest version of each episode by the envelope's
-// SentAt.
-type EpisodeUpserted struct {
-	// ID is the episode's id in the curating system (1 to 200 characters,
+// CuratedAudio is what a curating system says of a piece of audio: an
+// episode or a clip. EpisodeUpserted and ClipUpserted are this map under two
+// event types.
+type CuratedAudio struct {
+	// ID is the record's id in the curating system (1 to 200 characters,
 	// no whitespace).
 	ID string `msgpack:"id" json:"id"`
-	// Title is the episode's title.
+	// Title is the record's title.
 	Title string `msgpack:"title" json:"title"`
-	// Media is where the episode's audio lives.
+	// Media is where the audio lives.
 	Media Media `msgpack:"media" json:"media"`
 	// DurationMS is the audio's length in milliseconds (0 if unknown).
 	DurationMS int64 `msgpack:"duration_ms" json:"duration_ms"`
 	// Priority orders research: a higher number is researched first.
 	Priority int32 `msgpack:"priority" json:"priority"`
-	// InitialCuratedAt is when the episode was first curated.
+	// InitialCuratedAt is when the record was first curated.
 	InitialCuratedAt time.Time `msgpack:"initial_curated_at" json:"initial_curated_at"`
-	// LatestCuratedAt is when the episode was last curated.
+	// LatestCuratedAt is when the record was last curated.
 	LatestCuratedAt time.Time `msgpack:"latest_curated_at" json:"latest_curated_at"`
 }
 
+// EpisodeUpserted says that a curating system created or changed an episode.
+// The curator keeps the newest version of each episode by the envelope's
+// SentAt.
+type EpisodeUpserted CuratedAudio
+
 // ClipUpserted says that a curating system created or changed a clip: a short
 // piece of audio (a jingle, a drop, a spoken bit) to be located in episodes.
-type ClipUpserted struct {
-	// ID is the clip's id in the curating system (1 to 200 characters, no whitespace).
-	ID string `msgpack:"id" json:"id"`
-	// Title is the clip's title.
-	Title string `msgpack:"title" json:"title"`
-	// Media is where the clip's audio lives.
-	Media Media `msgpack:"media" json:"media"`
-	// DurationMS is the clip's length in milliseconds (0 if unknown).
-	DurationMS int64 `msgpack:"duration_ms" json:"duration_ms"`
-	// Priority orders research: a higher number is researched first.
-	Priority int32 `msgpack:"priority" json:"priority"`
-	// InitialCuratedAt is when the clip was first curated.
-	InitialCuratedAt time.Time `msgpack:"initial_curated_at" json:"initial_curated_at"`
-	// LatestCuratedAt is when the clip was last curated.
-	LatestCuratedAt time.Time `msgpack:"latest_curated_at" json:"latest_curated_at"`
-}
+type ClipUpserted CuratedAudio
 
 // Media locates a piece of audio in the blob store.
 type Media struct {
@@ -68,9 +58,7 @@ func (EpisodeUpserted) EventType() string { return TypeEpisodeUpserted }
 func (EpisodeUpserted) EventSchemaVersion() int { return 1 }
 
 // Validate implements Event.
-func (e *EpisodeUpserted) Validate() error {
-	return validateCurated(e.ID, e.Media, e.DurationMS, e.InitialCuratedAt, e.LatestCuratedAt)
-}
+func (e *EpisodeUpserted) Validate() error { return (*CuratedAudio)(e).Validate() }
 
 // EventType implements Event.
 func (ClipUpserted) EventType() string { return TypeClipUpserted }
@@ -79,9 +67,7 @@ func (ClipUpserted) EventType() string { return TypeClipUpserted }
 func (ClipUpserted) EventSchemaVersion() int { return 1 }
 
 // Validate implements Event.
-func (c *ClipUpserted) Validate() error {
-	return validateCurated(c.ID, c.Media, c.DurationMS, c.InitialCuratedAt, c.LatestCuratedAt)
-}
+func (c *ClipUpserted) Validate() error { return (*CuratedAudio)(c).Validate() }
 
 var sha256Hex = regexp.MustCompile(`^[0-9a-f]{64}$`)
 
@@ -98,7 +84,9 @@ func ValidateID(field, id string) error {
 	return nil
 }
 
-func validateCurated(id string, m Media, durationMS int64, initial, latest time.Time) error {
+// Validate reports the first invalid field.
+func (a *CuratedAudio) Validate() error {
+	id, m, durationMS, initial, latest := a.ID, a.Media, a.DurationMS, a.InitialCuratedAt, a.LatestCuratedAt
 	if err := ValidateID("id", id); err != nil {
 		return err
 	}

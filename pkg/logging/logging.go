@@ -3,6 +3,7 @@
 package logging
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"log/slog"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	"github.com/lmittmann/tint"
+	"github.com/sethvargo/go-envconfig"
 	"golang.org/x/term"
 )
 
@@ -20,6 +22,15 @@ type Config struct {
 	Level string `env:"LOG_LEVEL, default=info"`
 	// Format is auto (text on a terminal, else JSON), text or json.
 	Format string `env:"LOG_FORMAT, default=auto"`
+}
+
+// FromEnv reads LOG_LEVEL and LOG_FORMAT and returns a logger writing to w.
+func FromEnv(ctx context.Context, w io.Writer) (*slog.Logger, error) {
+	var cfg Config
+	if err := envconfig.Process(ctx, &cfg); err != nil {
+		return nil, fmt.Errorf("logging configuration: %w", err)
+	}
+	return New(cfg, w)
 }
 
 // New returns a logger writing to w (os.Stderr if nil).

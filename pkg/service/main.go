@@ -36,11 +36,7 @@ func run(def Definition, args []string, stderr io.Writer) error {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	var lc logging.Config
-	if err := config.Load(ctx, &lc, nil); err != nil {
-		return err
-	}
-	log, err := logging.New(lc, stderr)
+	log, err := logging.FromEnv(ctx, stderr)
 	if err != nil {
 		return err
 	}

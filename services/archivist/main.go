@@ -44,11 +44,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		fmt.Fprint(stderr, usage)
 		return fmt.Errorf("no command")
 	}
-	var lc logging.Config
-	if err := config.Load(ctx, &lc, nil); err != nil {
-		return err
-	}
-	log, err := logging.New(lc, stderr)
+	log, err := logging.FromEnv(ctx, stderr)
 	if err != nil {
 		return err
 	}

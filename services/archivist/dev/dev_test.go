@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -20,15 +19,6 @@ import (
 	"github.com/archivist/archivist/services/archivist/all"
 	"github.com/archivist/archivist/services/archivist/dev"
 )
-
-func freePort(t *testing.T) int {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
 
 // runDev starts `archivist dev` in the background and returns a function
 // that stops it (as Ctrl-C does) and reports how it ended.
@@ -91,10 +81,10 @@ func TestDevRunsTheSystemAndKeepsItsData(t *testing.T) {
 	}
 	o := dev.Options{
 		DataDir:     filepath.Join(dir, "data"),
-		NATSPort:    freePort(t),
-		PGPort:      freePort(t),
-		AdminAddr:   fmt.Sprintf("127.0.0.1:%d", freePort(t)),
-		CuratorAddr: fmt.Sprintf("127.0.0.1:%d", freePort(t)),
+		NATSPort:    testenv.FreePort(t),
+		PGPort:      testenv.FreePort(t),
+		AdminAddr:   fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(t)),
+		CuratorAddr: fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(t)),
 	}
 	stop, out := runDev(t, o)
 	for _, want := range []string{"NATS (JetStream)", "PostgreSQL", "curation API", o.CuratorAddr, o.AdminAddr} {

@@ -75,15 +75,17 @@ func New(db *pgxpool.Pool, reg prometheus.Registerer, log *slog.Logger) *Catalog
 
 // FromEpisode is the record an EpisodeUpserted event describes.
 func FromEpisode(env events.Envelope, e *events.EpisodeUpserted) Record {
-	return Record{Kind: Episode, ID: e.ID, Title: e.Title, MediaKey: e.Media.Key, MediaSHA256: e.Media.SHA256,
-		DurationMS: e.DurationMS, Priority: e.Priority, InitialCuratedAt: e.InitialCuratedAt, LatestCuratedAt: e.LatestCuratedAt,
-		Version: env.SentAt, EventID: env.ID, Producer: env.Producer}
+	return fromCurated(Episode, env, (*events.CuratedAudio)(e))
 }
 
 // FromClip is the record a ClipUpserted event describes.
 func FromClip(env events.Envelope, c *events.ClipUpserted) Record {
-	return Record{Kind: Clip, ID: c.ID, Title: c.Title, MediaKey: c.Media.Key, MediaSHA256: c.Media.SHA256,
-		DurationMS: c.DurationMS, Priority: c.Priority, InitialCuratedAt: c.InitialCuratedAt, LatestCuratedAt: c.LatestCuratedAt,
+	return fromCurated(Clip, env, (*events.CuratedAudio)(c))
+}
+
+func fromCurated(k Kind, env events.Envelope, a *events.CuratedAudio) Record {
+	return Record{Kind: k, ID: a.ID, Title: a.Title, MediaKey: a.Media.Key, MediaSHA256: a.Media.SHA256,
+		DurationMS: a.DurationMS, Priority: a.Priority, InitialCuratedAt: a.InitialCuratedAt, LatestCuratedAt: a.LatestCuratedAt,
 		Version: env.SentAt, EventID: env.ID, Producer: env.Producer}
 }
 

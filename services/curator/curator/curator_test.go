@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"strings"
 	"testing"
@@ -42,7 +41,7 @@ func start(t *testing.T) *harness {
 	ctx := context.Background()
 	natsURL := testenv.NATS(t)
 	dbURL := testenv.DBURL(t, migrations.Schema)
-	port := freePort(t)
+	port := testenv.FreePort(t)
 	admin, err := service.NewAdmin("127.0.0.1:0", testenv.Logger(t))
 	if err != nil {
 		t.Fatal(err)
@@ -87,15 +86,6 @@ func start(t *testing.T) *harness {
 		return resp.StatusCode == 200
 	})
 	return h
-}
-
-func freePort(t *testing.T) int {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
 }
 
 func waitFor(t *testing.T, what string, cond func() bool) {
