@@ -20,6 +20,14 @@ type CuratedAudio struct {
 	// ID is the record's id in the curating system (1 to 200 characters,
 	// no whitespace).
 	ID string `msgpack:"id" json:"id"`
+	// Source names the curating system ("feed", "station-log", "wiki": lower
+	// case letters, digits, '.', '_' and '-'). Empty means the envelope's
+	// producer. A record is known by source and id together.
+	Source string `msgpack:"source,omitempty" json:"source,omitempty"`
+	// SameAs lists records of other sources (or of this one) that describe the
+	// same episode or clip. The list replaces the one the record had: an
+	// empty list unlinks it.
+	SameAs []Ref `msgpack:"same_as,omitempty" json:"same_as,omitempty"`
 	// Title is the record's title.
 	Title string `msgpack:"title" json:"title"`
 	// Media is where the audio lives.
@@ -42,6 +50,30 @@ type EpisodeUpserted CuratedAudio
 // ClipUpserted says that a curating system created or changed a clip: a short
 // piece of audio (a jingle, a drop, a spoken bit) to be located in episodes.
 type ClipUpserted CuratedAudio
+
+// Ref names a source record.
+type Ref struct {
+	// Source is the curating system.
+	Source string `msgpack:"source" json:"source"`
+	// ID is the record's id in that system.
+	ID string `msgpack:"id" json:"id"`
+}
+
+// Key is the record's key, "source:id".
+func (r Ref) Key() string { return r.Source + ":" + r.ID }
+
+// MaxSameAs caps a record's same-as list.
+const MaxSameAs = 100
+
+var sourceName = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{0,63}$`)
+
+// ValidateSource checks a source name.
+func ValidateSource(field, s string) error {
+	if !sourceName.MatchString(s) {
+		return &FieldError{Field: field, Msg: "must be 1 to 64 of a-z, 0-9, '.', '_', '-', starting with a letter or digit"}
+	}
+	return nil
+}
 
 // Media locates a piece of audio in the blob store.
 type Media struct {
@@ -105,6 +137,21 @@ func (a *CuratedAudio) Validate() error {
 		return &FieldError{Field: "latest_curated_at", Msg: "is required"}
 	case latest.Before(initial):
 		return &FieldError{Field: "latest_curated_at", Msg: "is before initial_curated_at"}
+	case len(a.SameAs) > MaxSameAs:
+		return &FieldError{Field: "same_as", Msg: fmt.Sprintf("has %d entries, at most %d allowed", len(a.SameAs), MaxSameAs)}
+	}
+	if a.Source != "" {
+		if err := ValidateSource("source", a.Source); err != nil {
+			return err
+		}
+	}
+	for i, r := range a.SameAs {
+		if err := ValidateSource(fmt.Sprintf("same_as[%d].source", i), r.Source); err != nil {
+			return err
+		}
+		if err := ValidateID(fmt.Sprintf("same_as[%d].id", i), r.ID); err != nil {
+			return err
+		}
 	}
 	return nil
 }

@@ -20,6 +20,8 @@ func register(k Kind) { kinds[k.Type] = k }
 func init() {
 	register(Kind{Type: TypeEpisodeUpserted, Subject: SubjectEpisodeUpserted, New: func() Event { return new(EpisodeUpserted) }})
 	register(Kind{Type: TypeClipUpserted, Subject: SubjectClipUpserted, New: func() Event { return new(ClipUpserted) }})
+	register(Kind{Type: TypeGraphMatched, Subject: SubjectGraphMatched, New: func() Event { return new(GraphMatched) }})
+	register(Kind{Type: TypeWorkUpserted, Subject: SubjectWorkUpserted, New: func() Event { return new(WorkUpserted) }})
 }
 
 // Lookup returns the kind of an event type.

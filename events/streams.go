@@ -14,6 +14,11 @@ const (
 	// SubjectClipUpserted carries ClipUpserted events.
 	SubjectClipUpserted = "curation.clip.upserted"
 
+	// SubjectGraphMatched carries the matcher's GraphMatched results.
+	SubjectGraphMatched = "match.graph.matched"
+	// SubjectWorkUpserted carries the merger's WorkUpserted outputs.
+	SubjectWorkUpserted = "works.work.upserted"
+
 	// SubjectDeadLetterPrefix prefixes dead-lettered messages:
 	// deadletter.<stream>.<consumer>.
 	SubjectDeadLetterPrefix = "deadletter"
@@ -27,6 +32,10 @@ const (
 const (
 	// StreamCuration holds curation events from other systems.
 	StreamCuration = "CURATION"
+	// StreamMatches is the work queue from the matcher to the merger.
+	StreamMatches = "MATCHES"
+	// StreamWorks holds merged works for the research pipeline.
+	StreamWorks = "WORKS"
 	// StreamDeadLetter holds messages that could not be processed, with the
 	// reason in their headers.
 	StreamDeadLetter = "DEADLETTER"
@@ -67,6 +76,26 @@ func Streams(replicas int) []jetstream.StreamConfig {
 			Name:        StreamCuration,
 			Description: "Curation events from other systems: episodes and clips.",
 			Subjects:    []string{"curation.>"},
+			Retention:   jetstream.LimitsPolicy,
+			MaxAge:      curationRetention,
+			Duplicates:  defaultDuplicateWindow,
+			Storage:     jetstream.FileStorage,
+			Replicas:    replicas,
+		},
+		{
+			Name:        StreamMatches,
+			Description: "Matcher results (work graphs) waiting for the merger.",
+			Subjects:    []string{"match.>"},
+			Retention:   jetstream.WorkQueuePolicy,
+			MaxAge:      curationRetention,
+			Duplicates:  defaultDuplicateWindow,
+			Storage:     jetstream.FileStorage,
+			Replicas:    replicas,
+		},
+		{
+			Name:        StreamWorks,
+			Description: "Merged works, redirects and gone keys, versioned by the matcher's time.",
+			Subjects:    []string{"works.>"},
 			Retention:   jetstream.LimitsPolicy,
 			MaxAge:      curationRetention,
 			Duplicates:  defaultDuplicateWindow,
@@ -127,6 +156,21 @@ var (
 			Durable:       "curator-clips",
 			Description:   "curator: stores curated clips, versioned by sent_at",
 			FilterSubject: SubjectClipUpserted,
+			AckPolicy:     jetstream.AckExplicitPolicy,
+			AckWait:       defaultConsumerAckWait,
+			MaxDeliver:    defaultConsumerMaxDeliver,
+			MaxAckPending: 1000,
+		},
+	}
+
+	// CuratorMerger is the curator's merger: it turns match results into
+	// merged works.
+	CuratorMerger = Consumer{
+		Stream: StreamMatches,
+		Config: jetstream.ConsumerConfig{
+			Durable:       "curator-merger",
+			Description:   "curator: builds merged works from matcher results, versioned by the matcher's time",
+			FilterSubject: SubjectGraphMatched,
 			AckPolicy:     jetstream.AckExplicitPolicy,
 			AckWait:       defaultConsumerAckWait,
 			MaxDeliver:    defaultConsumerMaxDeliver,

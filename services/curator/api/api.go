@@ -23,6 +23,7 @@ import (
 	"github.com/archivist/archivist/events"
 	"github.com/archivist/archivist/pkg/bus"
 	"github.com/archivist/archivist/services/curator/catalog"
+	"github.com/archivist/archivist/services/curator/merger"
 )
 
 // MaxBody is the largest request body accepted.
@@ -44,8 +45,11 @@ func New(b *bus.Bus, cat *catalog.Catalog, log *slog.Logger) *Server {
 //
 //	POST /v1/episodes       an EpisodeUpserted payload (JSON or msgpack) → 202
 //	POST /v1/clips          a ClipUpserted payload → 202
-//	GET  /v1/episodes/{id}  the stored episode
-//	GET  /v1/clips/{id}     the stored clip
+//	GET  /v1/episodes/{key} the stored source record, key "source:id"
+//	GET  /v1/clips/{key}    the stored source record
+//	GET  /v1/works/episodes/{key}, /v1/works/clips/{key}
+//	                        the work a key resolves to: graph, sources,
+//	                        versions and redirects (merger.View)
 //
 // A POST's event is sent now by the producer named in the Archivist-Producer
 // header (default "http"); an Idempotency-Key header becomes the event id, so
@@ -60,6 +64,8 @@ func (s *Server) Handler() http.Handler {
 	})
 	mux.HandleFunc("GET /v1/episodes/{id}", func(w http.ResponseWriter, r *http.Request) { s.get(w, r, catalog.Episode) })
 	mux.HandleFunc("GET /v1/clips/{id}", func(w http.ResponseWriter, r *http.Request) { s.get(w, r, catalog.Clip) })
+	mux.HandleFunc("GET /v1/works/episodes/{key}", func(w http.ResponseWriter, r *http.Request) { s.work(w, r, catalog.Episode) })
+	mux.HandleFunc("GET /v1/works/clips/{key}", func(w http.ResponseWriter, r *http.Request) { s.work(w, r, catalog.Clip) })
 	return mux
 }
 
@@ -215,6 +221,20 @@ func (s *Server) get(w http.ResponseWriter, r *http.Request, k catalog.Kind) {
 		return
 	}
 	writeJSON(w, http.StatusOK, rec)
+}
+
+func (s *Server) work(w http.ResponseWriter, r *http.Request, k catalog.Kind) {
+	v, err := merger.Show(r.Context(), s.cat.DB(), k, r.PathValue("key"))
+	if errors.Is(err, merger.ErrNotFound) {
+		writeJSON(w, http.StatusNotFound, Problem{Error: err.Error()})
+		return
+	}
+	if err != nil {
+		s.log.Error("read work", "err", err, "kind", k, "key", r.PathValue("key"))
+		writeJSON(w, http.StatusInternalServerError, Problem{Error: "reading the work failed"})
+		return
+	}
+	writeJSON(w, http.StatusOK, v)
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {

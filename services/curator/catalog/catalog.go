@@ -1,5 +1,6 @@
-// Package catalog keeps the episodes and clips that curating systems
-// describe, versioned by the send time of the event that described them.
+// Package catalog keeps the source records: episodes and clips as each
+// curating system last described them, versioned by the send time of the
+// event that described them.
 package catalog
 
 import (
@@ -10,20 +11,29 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/archivist/archivist/events"
 )
 
-// Kind is what a record is: an episode or a clip.
+// Kind is what a record is: events.KindEpisode or events.KindClip.
 type Kind string
 
-// Kinds of records, also their table names in the curator schema.
+// Kinds of records.
 const (
-	Episode Kind = "episodes"
-	Clip    Kind = "clips"
+	Episode Kind = events.KindEpisode
+	Clip    Kind = events.KindClip
 )
+
+// Table is the kind's source-record table.
+func (k Kind) Table() string {
+	if k == Clip {
+		return "curator.clips"
+	}
+	return "curator.episodes"
+}
 
 // Outcome is what a versioned write did.
 type Outcome string
@@ -38,9 +48,22 @@ const (
 	Stale Outcome = "stale"
 )
 
-// Record is a stored episode or clip.
+// Classify is the outcome of a write of version incoming over stored.
+func Classify(stored, incoming time.Time) Outcome {
+	switch {
+	case stored.Before(incoming):
+		return Applied
+	case stored.Equal(incoming):
+		return Replay
+	default:
+		return Stale
+	}
+}
+
+// Record is a stored episode or clip of one source.
 type Record struct {
 	Kind             Kind      `json:"kind"`
+	Source           string    `json:"source"`
 	ID               string    `json:"id"`
 	Title            string    `json:"title"`
 	MediaKey         string    `json:"media_key"`
@@ -49,12 +72,23 @@ type Record struct {
 	Priority         int32     `json:"priority"`
 	InitialCuratedAt time.Time `json:"initial_curated_at"`
 	LatestCuratedAt  time.Time `json:"latest_curated_at"`
+	SameAs           []string  `json:"same_as"`
 	Version          time.Time `json:"version"`
 	EventID          string    `json:"event_id"`
 	Producer         string    `json:"producer"`
 }
 
-// Catalog is the curator's store of episodes and clips.
+// Key is the record's key, "source:id".
+func (r Record) Key() string { return r.Source + ":" + r.ID }
+
+// Querier runs statements: a pool, a connection or a transaction.
+type Querier interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+// Catalog is the curator's store of source records.
 type Catalog struct {
 	db      *pgxpool.Pool
 	log     *slog.Logger
@@ -65,13 +99,16 @@ type Catalog struct {
 func New(db *pgxpool.Pool, reg prometheus.Registerer, log *slog.Logger) *Catalog {
 	c := &Catalog{db: db, log: log, updates: prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "archivist_curator_updates_total",
-		Help: "Curation updates by kind (episodes, clips) and outcome (applied, replay, stale).",
+		Help: "Curation updates by kind (episode, clip) and outcome (applied, replay, stale).",
 	}, []string{"kind", "outcome"})}
 	if reg != nil {
 		reg.MustRegister(c.updates)
 	}
 	return c
 }
+
+// DB is the catalog's pool.
+func (c *Catalog) DB() *pgxpool.Pool { return c.db }
 
 // FromEpisode is the record an EpisodeUpserted event describes.
 func FromEpisode(env events.Envelope, e *events.EpisodeUpserted) Record {
@@ -84,42 +121,56 @@ func FromClip(env events.Envelope, c *events.ClipUpserted) Record {
 }
 
 func fromCurated(k Kind, env events.Envelope, a *events.CuratedAudio) Record {
-	return Record{Kind: k, ID: a.ID, Title: a.Title, MediaKey: a.Media.Key, MediaSHA256: a.Media.SHA256,
+	source := a.Source
+	if source == "" {
+		source = env.Producer
+	}
+	sameAs := make([]string, 0, len(a.SameAs))
+	for _, r := range a.SameAs {
+		if key := r.Key(); key != source+":"+a.ID {
+			sameAs = append(sameAs, key)
+		}
+	}
+	return Record{Kind: k, Source: source, ID: a.ID, Title: a.Title, MediaKey: a.Media.Key, MediaSHA256: a.Media.SHA256,
 		DurationMS: a.DurationMS, Priority: a.Priority, InitialCuratedAt: a.InitialCuratedAt, LatestCuratedAt: a.LatestCuratedAt,
-		Version: env.SentAt, EventID: env.ID, Producer: env.Producer}
+		SameAs: sameAs, Version: env.SentAt, EventID: env.ID, Producer: env.Producer}
 }
 
 // upsertSQL is the versioned write: one statement that inserts the record,
 // or replaces it only if the stored version is older, and reports whether
 // it wrote and which version was there before.
 func upsertSQL(k Kind) string {
-	t := "curator." + string(k)
-	return `WITH prior AS (SELECT version FROM ` + t + ` WHERE id = $1),
+	t := k.Table()
+	return `WITH prior AS (SELECT version FROM ` + t + ` WHERE source = $1 AND id = $2),
 up AS (
-	INSERT INTO ` + t + ` AS t (id, title, media_key, media_sha256, duration_ms, priority,
-		initial_curated_at, latest_curated_at, version, event_id, producer)
-	VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
-	ON CONFLICT (id) DO UPDATE SET
+	INSERT INTO ` + t + ` AS t (source, id, title, media_key, media_sha256, duration_ms, priority,
+		initial_curated_at, latest_curated_at, same_as, version, event_id, producer)
+	VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)
+	ON CONFLICT (source, id) DO UPDATE SET
 		title = EXCLUDED.title, media_key = EXCLUDED.media_key, media_sha256 = EXCLUDED.media_sha256,
 		duration_ms = EXCLUDED.duration_ms, priority = EXCLUDED.priority,
 		initial_curated_at = EXCLUDED.initial_curated_at, latest_curated_at = EXCLUDED.latest_curated_at,
-		version = EXCLUDED.version, event_id = EXCLUDED.event_id, producer = EXCLUDED.producer,
-		updated_at = now()
+		same_as = EXCLUDED.same_as, version = EXCLUDED.version, event_id = EXCLUDED.event_id,
+		producer = EXCLUDED.producer, updated_at = now()
 	WHERE t.version < EXCLUDED.version
 	RETURNING 1
 )
 SELECT (SELECT count(*) FROM up), (SELECT version FROM prior)`
 }
 
-// Upsert stores r under the versioning rule: newer wins, equal is a replay,
-// older is skipped (counted and logged).
-func (c *Catalog) Upsert(ctx context.Context, r Record) (Outcome, error) {
+// Upsert stores r with q under the versioning rule: newer wins, equal is a
+// replay, older is skipped (counted and logged).
+func (c *Catalog) Upsert(ctx context.Context, q Querier, r Record) (Outcome, error) {
 	var wrote int
 	var prior *time.Time
-	err := c.db.QueryRow(ctx, upsertSQL(r.Kind), r.ID, r.Title, r.MediaKey, r.MediaSHA256, r.DurationMS, r.Priority,
-		r.InitialCuratedAt, r.LatestCuratedAt, r.Version, r.EventID, r.Producer).Scan(&wrote, &prior)
+	sameAs := r.SameAs
+	if sameAs == nil {
+		sameAs = []string{}
+	}
+	err := q.QueryRow(ctx, upsertSQL(r.Kind), r.Source, r.ID, r.Title, r.MediaKey, r.MediaSHA256, r.DurationMS, r.Priority,
+		r.InitialCuratedAt, r.LatestCuratedAt, sameAs, r.Version, r.EventID, r.Producer).Scan(&wrote, &prior)
 	if err != nil {
-		return "", fmt.Errorf("upsert %s %s: %w", r.Kind, r.ID, err)
+		return "", fmt.Errorf("upsert %s %s: %w", r.Kind, r.Key(), err)
 	}
 	var out Outcome
 	switch {
@@ -128,51 +179,71 @@ func (c *Catalog) Upsert(ctx context.Context, r Record) (Outcome, error) {
 	case prior == nil:
 		// A concurrent writer inserted the row after this statement's
 		// snapshot; read what won.
-		cur, err := c.Get(ctx, r.Kind, r.ID)
+		cur, err := Get(ctx, q, r.Kind, r.Key())
 		if err != nil {
 			return "", err
 		}
-		out = classify(cur.Version, r.Version)
+		out = Classify(cur.Version, r.Version)
+		if out == Applied { // cannot be: the conditional update would have written
+			out = Stale
+		}
 	default:
-		out = classify(*prior, r.Version)
+		out = Classify(*prior, r.Version)
 	}
 	c.updates.WithLabelValues(string(r.Kind), string(out)).Inc()
 	if out == Stale {
-		c.log.Info("stale update skipped", "kind", r.Kind, "id", r.ID, "event", r.EventID, "version", r.Version, "stored_version", prior)
+		c.log.Info("stale update skipped", "kind", r.Kind, "key", r.Key(), "event", r.EventID, "version", r.Version, "stored_version", prior)
 	}
 	return out, nil
 }
 
-func classify(stored, incoming time.Time) Outcome {
-	if stored.Equal(incoming) {
-		return Replay
-	}
-	return Stale
-}
-
-// ErrNotFound is returned by Get for an unknown id.
+// ErrNotFound is returned by Get for an unknown key.
 var ErrNotFound = errors.New("not found")
 
-// Get reads a stored record.
-func (c *Catalog) Get(ctx context.Context, k Kind, id string) (Record, error) {
-	rows, err := c.db.Query(ctx, `SELECT id, title, media_key, media_sha256, duration_ms, priority,
-		initial_curated_at, latest_curated_at, version, event_id, producer
-		FROM curator.`+string(k)+` WHERE id = $1`, id)
-	if err != nil {
-		return Record{}, fmt.Errorf("get %s %s: %w", k, id, err)
-	}
-	r, err := pgx.CollectExactlyOneRow(rows, func(row pgx.CollectableRow) (Record, error) {
+const recordColumns = `source, id, title, media_key, media_sha256, duration_ms, priority,
+	initial_curated_at, latest_curated_at, same_as, version, event_id, producer`
+
+func scanRecord(k Kind) pgx.RowToFunc[Record] {
+	return func(row pgx.CollectableRow) (Record, error) {
 		r := Record{Kind: k}
-		err := row.Scan(&r.ID, &r.Title, &r.MediaKey, &r.MediaSHA256, &r.DurationMS, &r.Priority,
-			&r.InitialCuratedAt, &r.LatestCuratedAt, &r.Version, &r.EventID, &r.Producer)
+		err := row.Scan(&r.Source, &r.ID, &r.Title, &r.MediaKey, &r.MediaSHA256, &r.DurationMS, &r.Priority,
+			&r.InitialCuratedAt, &r.LatestCuratedAt, &r.SameAs, &r.Version, &r.EventID, &r.Producer)
+		r.Version, r.InitialCuratedAt, r.LatestCuratedAt = r.Version.UTC(), r.InitialCuratedAt.UTC(), r.LatestCuratedAt.UTC()
 		return r, err
-	})
+	}
+}
+
+// Get reads the record with key "source:id".
+func Get(ctx context.Context, q Querier, k Kind, key string) (Record, error) {
+	rows, err := q.Query(ctx, `SELECT `+recordColumns+` FROM `+k.Table()+` WHERE key = $1`, key)
+	if err != nil {
+		return Record{}, fmt.Errorf("get %s %s: %w", k, key, err)
+	}
+	r, err := pgx.CollectExactlyOneRow(rows, scanRecord(k))
 	if errors.Is(err, pgx.ErrNoRows) {
-		return Record{}, fmt.Errorf("%s %s: %w", k, id, ErrNotFound)
+		return Record{}, fmt.Errorf("%s %s: %w", k, key, ErrNotFound)
 	}
 	if err != nil {
-		return Record{}, fmt.Errorf("get %s %s: %w", k, id, err)
+		return Record{}, fmt.Errorf("get %s %s: %w", k, key, err)
 	}
-	r.Version, r.InitialCuratedAt, r.LatestCuratedAt = r.Version.UTC(), r.InitialCuratedAt.UTC(), r.LatestCuratedAt.UTC()
 	return r, nil
+}
+
+// GetMany reads the records with the given keys (missing keys are left out),
+// in key order.
+func GetMany(ctx context.Context, q Querier, k Kind, keys []string) ([]Record, error) {
+	rows, err := q.Query(ctx, `SELECT `+recordColumns+` FROM `+k.Table()+` WHERE key = ANY($1) ORDER BY key`, keys)
+	if err != nil {
+		return nil, fmt.Errorf("get %s records: %w", k, err)
+	}
+	recs, err := pgx.CollectRows(rows, scanRecord(k))
+	if err != nil {
+		return nil, fmt.Errorf("get %s records: %w", k, err)
+	}
+	return recs, nil
+}
+
+// Get reads a stored record by key from the catalog's pool.
+func (c *Catalog) Get(ctx context.Context, k Kind, key string) (Record, error) {
+	return Get(ctx, c.db, k, key)
 }

@@ -1,11 +1,14 @@
-// Package curator is the curator service: it keeps the episodes and clips
-// that other systems curate (from JetStream and over HTTP), versioned by the
-// send time of the event that described them.
+// Package curator is the curator service: it keeps the source records that
+// other systems curate (from JetStream and over HTTP), versioned by the send
+// time of the event that described them, matches records that say they are
+// the same into work graphs, and merges each graph into one work.
 package curator
 
 import (
 	"context"
 	"errors"
+	"fmt"
+	"strings"
 
 	"github.com/archivist/archivist/events"
 	"github.com/archivist/archivist/pkg/bus"
@@ -13,6 +16,8 @@ import (
 	"github.com/archivist/archivist/pkg/store"
 	"github.com/archivist/archivist/services/curator/api"
 	"github.com/archivist/archivist/services/curator/catalog"
+	"github.com/archivist/archivist/services/curator/matcher"
+	"github.com/archivist/archivist/services/curator/merger"
 	"github.com/archivist/archivist/services/curator/migrations"
 )
 
@@ -20,20 +25,22 @@ import (
 type Config struct {
 	// HTTPAddr is where the curation API listens.
 	HTTPAddr string `env:"CURATOR_HTTP_ADDR, default=:8080"`
-	// Concurrency is how many curation events are stored at once per consumer.
+	// Concurrency is how many events each consumer handles at once.
 	Concurrency int `env:"CURATOR_CONCURRENCY, default=8"`
+	// SourcePrecedence lists curating systems, most trusted first: the
+	// merged work takes its title and media from the first that has them.
+	SourcePrecedence string `env:"CURATOR_SOURCE_PRECEDENCE"`
 }
 
 // Definition is the curator service.
 func Definition() service.Definition {
 	return service.Definition{
-		Name:      "curator",
-		Summary:   "stores curated episodes and clips from curation events (NATS and HTTP), newest version wins",
-		Schemas:   []store.Schema{migrations.Schema},
-		NeedsDB:   true,
-		NeedsBus:  true,
-		NeedsBlob: false,
-		Run:       run,
+		Name:     "curator",
+		Summary:  "stores curated episodes and clips (NATS and HTTP), newest version wins; matches same-as records into graphs and merges each into one work",
+		Schemas:  []store.Schema{migrations.Schema},
+		NeedsDB:  true,
+		NeedsBus: true,
+		Run:      run,
 	}
 }
 
@@ -42,40 +49,114 @@ func run(ctx context.Context, env *service.Env) error {
 	if err := env.LoadConfig(ctx, &cfg); err != nil {
 		return err
 	}
-	cat := catalog.New(env.DB, env.Metrics, env.Log)
-	h := Handlers{Catalog: cat}
-	episodes, err := bus.Consume(ctx, env.Bus, events.CuratorEpisodes, h.Episode, bus.WithConcurrency(cfg.Concurrency))
+	p := NewPipeline(env.Bus, catalog.New(env.DB, env.Metrics, env.Log),
+		merger.New(env.DB, strings.Split(cfg.SourcePrecedence, ","), env.Metrics, env.Log))
+	subs, err := p.Start(ctx, cfg.Concurrency)
 	if err != nil {
 		return err
 	}
-	clips, err := bus.Consume(ctx, env.Bus, events.CuratorClips, h.Clip, bus.WithConcurrency(cfg.Concurrency))
-	if err != nil {
-		return errors.Join(err, episodes.Stop(context.Background()))
-	}
-	srv := api.New(env.Bus, cat, env.Log)
+	srv := api.New(env.Bus, p.Catalog, env.Log)
 	err = api.Serve(ctx, cfg.HTTPAddr, srv.Handler(), env.ShutdownTimeout, func(addr string) {
 		env.Log.Info("curation API listening", "addr", addr)
 		env.Ready()
 	})
 	sctx, cancel := context.WithTimeout(context.Background(), env.ShutdownTimeout)
 	defer cancel()
-	return errors.Join(err, episodes.Stop(sctx), clips.Stop(sctx))
+	for _, s := range subs {
+		err = errors.Join(err, s.Stop(sctx))
+	}
+	return err
 }
 
-// Handlers store curation events in the catalog.
-type Handlers struct {
-	// Catalog is where records are stored.
+// Pipeline is the curator's stages on the bus: curation events through the
+// matcher into match results, match results through the merger into works.
+type Pipeline struct {
+	// Catalog stores the source records.
 	Catalog *catalog.Catalog
+	// Matcher matches records into graphs.
+	Matcher *matcher.Matcher
+	// Merger builds works from graphs.
+	Merger *merger.Merger
+
+	bus *bus.Bus
 }
 
-// Episode stores an EpisodeUpserted event.
-func (h Handlers) Episode(ctx context.Context, m *bus.Message[events.EpisodeUpserted]) error {
-	_, err := h.Catalog.Upsert(ctx, catalog.FromEpisode(m.Envelope, m.Event))
-	return err
+// NewPipeline wires the stages on b.
+func NewPipeline(b *bus.Bus, cat *catalog.Catalog, m *merger.Merger) *Pipeline {
+	return &Pipeline{Catalog: cat, Matcher: matcher.New(cat, b.Producer()), Merger: m, bus: b}
 }
 
-// Clip stores a ClipUpserted event.
-func (h Handlers) Clip(ctx context.Context, m *bus.Message[events.ClipUpserted]) error {
-	_, err := h.Catalog.Upsert(ctx, catalog.FromClip(m.Envelope, m.Event))
-	return err
+// Start consumes curation events and match results until the returned
+// subscriptions are stopped.
+func (p *Pipeline) Start(ctx context.Context, concurrency int) ([]*bus.Subscription, error) {
+	var subs []*bus.Subscription
+	stopAll := func(err error) ([]*bus.Subscription, error) {
+		for _, s := range subs {
+			err = errors.Join(err, s.Stop(context.Background()))
+		}
+		return nil, err
+	}
+	episodes, err := bus.Consume(ctx, p.bus, events.CuratorEpisodes, p.Episode, bus.WithConcurrency(concurrency))
+	if err != nil {
+		return stopAll(err)
+	}
+	subs = append(subs, episodes)
+	clips, err := bus.Consume(ctx, p.bus, events.CuratorClips, p.Clip, bus.WithConcurrency(concurrency))
+	if err != nil {
+		return stopAll(err)
+	}
+	subs = append(subs, clips)
+	merges, err := bus.Consume(ctx, p.bus, events.CuratorMerger, p.Merge, bus.WithConcurrency(concurrency))
+	if err != nil {
+		return stopAll(err)
+	}
+	return append(subs, merges), nil
+}
+
+// Episode stores an EpisodeUpserted event and matches its graph.
+func (p *Pipeline) Episode(ctx context.Context, m *bus.Message[events.EpisodeUpserted]) error {
+	return p.match(ctx, catalog.FromEpisode(m.Envelope, m.Event))
+}
+
+// Clip stores a ClipUpserted event and matches its graph.
+func (p *Pipeline) Clip(ctx context.Context, m *bus.Message[events.ClipUpserted]) error {
+	return p.match(ctx, catalog.FromClip(m.Envelope, m.Event))
+}
+
+// match runs the matcher and publishes its results; the event is acked only
+// once they are on the bus, so a crash in between re-runs the match.
+func (p *Pipeline) match(ctx context.Context, rec catalog.Record) error {
+	_, results, err := p.Matcher.Apply(ctx, rec)
+	if err != nil {
+		return err
+	}
+	out := make([]bus.Outgoing, len(results))
+	for i, r := range results {
+		out[i] = bus.Outgoing{Subject: events.SubjectGraphMatched, Envelope: r.Envelope}
+	}
+	if err := p.bus.PublishBatch(ctx, out); err != nil {
+		return fmt.Errorf("publish match results of %s: %w", rec.Key(), err)
+	}
+	return nil
+}
+
+// Merge builds the works of a match result and publishes them.
+func (p *Pipeline) Merge(ctx context.Context, m *bus.Message[events.GraphMatched]) error {
+	rows, err := p.Merger.Apply(ctx, m.Envelope.SentAt, m.Event)
+	if err != nil {
+		return err
+	}
+	out := make([]bus.Outgoing, 0, len(rows))
+	for i := range rows {
+		env, err := events.NewAt(p.bus.Producer(), m.Envelope.SentAt, &rows[i])
+		if err != nil {
+			return err
+		}
+		env.ID = fmt.Sprintf("work:%s:%s:%d", rows[i].Kind, rows[i].Key, rows[i].Version.UnixMicro())
+		out = append(out, bus.Outgoing{Subject: events.SubjectWorkUpserted, Envelope: env})
+	}
+	if err := p.bus.PublishBatch(ctx, out); err != nil {
+		return fmt.Errorf("publish works of graph %s: %w", m.Event.Members[0], err)
+	}
+	return nil
 }

@@ -134,7 +134,7 @@ func TestEventsFromNATSReachPostgreSQLVersioned(t *testing.T) {
 	if _, err := h.bus.Publish(ctx, events.SubjectEpisodeUpserted, newer); err != nil {
 		t.Fatal(err)
 	}
-	h.waitRecord(t, catalog.Episode, "ep-1", func(r catalog.Record) bool { return r.Title == "newer title" })
+	h.waitRecord(t, catalog.Episode, "upstream:ep-1", func(r catalog.Record) bool { return r.Title == "newer title" })
 	if _, err := h.bus.Publish(ctx, events.SubjectEpisodeUpserted, older); err != nil {
 		t.Fatal(err)
 	}
@@ -146,13 +146,13 @@ func TestEventsFromNATSReachPostgreSQLVersioned(t *testing.T) {
 	// The clip was published after the older episode; once it is stored the
 	// older episode has been handled too (one stream, in order per consumer
 	// is not guaranteed, so wait on the consumer instead).
-	h.waitRecord(t, catalog.Clip, "clip-1", func(catalog.Record) bool { return true })
+	h.waitRecord(t, catalog.Clip, "test-upstream:clip-1", func(catalog.Record) bool { return true })
 	cons, _ := h.bus.JetStream().Consumer(ctx, events.StreamCuration, events.CuratorEpisodes.Config.Durable)
 	waitFor(t, "episode consumer drained", func() bool {
 		info, err := cons.Info(ctx)
 		return err == nil && info.NumPending == 0 && info.NumAckPending == 0
 	})
-	rec, _ := h.cat.Get(ctx, catalog.Episode, "ep-1")
+	rec, _ := h.cat.Get(ctx, catalog.Episode, "upstream:ep-1")
 	if rec.Title != "newer title" || !rec.Version.Equal(newer.SentAt) || rec.EventID != newer.ID {
 		t.Errorf("stored %+v, want the newer event", rec)
 	}
@@ -221,7 +221,7 @@ func TestHTTPPostsReachPostgreSQL(t *testing.T) {
 	if status != http.StatusAccepted || out["duplicate"] != true {
 		t.Errorf("retried POST: %d %v, want a duplicate", status, out)
 	}
-	rec := h.waitRecord(t, catalog.Episode, "ep-http", func(catalog.Record) bool { return true })
+	rec := h.waitRecord(t, catalog.Episode, "http:ep-http", func(catalog.Record) bool { return true })
 	if rec.Priority != 9 || rec.Producer != "http" || rec.EventID != key {
 		t.Errorf("stored %+v", rec)
 	}
@@ -233,9 +233,9 @@ func TestHTTPPostsReachPostgreSQL(t *testing.T) {
 	if status != http.StatusAccepted {
 		t.Fatalf("msgpack POST: %d %v", status, out)
 	}
-	h.waitRecord(t, catalog.Clip, "clip-mp", func(catalog.Record) bool { return true })
+	h.waitRecord(t, catalog.Clip, "http:clip-mp", func(catalog.Record) bool { return true })
 
-	resp, err := http.Get(h.api + "/v1/episodes/ep-http")
+	resp, err := http.Get(h.api + "/v1/episodes/http:ep-http")
 	if err != nil || resp.StatusCode != 200 {
 		t.Fatalf("GET: %v %v", resp, err)
 	}

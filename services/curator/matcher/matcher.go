@@ -1,0 +1,281 @@
+// Package matcher is the curator's matcher stage (matcher-versioning.txt):
+// on each source update it stores the record, reads the latest state of every
+// record linked to it, computes the connected components of same-as links
+// (the work graphs) that the update touches, stores them, and returns one
+// match result per affected graph, stamped with the matcher's time while it
+// still holds the graph.
+//
+// Concurrent updates to overlapping graphs are serialised by row locks on
+// the graph's nodes (curator.match_nodes), always taken in key order; a
+// transaction that finds its graph larger than what it locked starts over
+// with the larger set, so no two transactions wait on each other in a cycle.
+package matcher
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/archivist/archivist/events"
+	"github.com/archivist/archivist/services/curator/catalog"
+)
+
+// Result is one affected graph: the envelope to publish on
+// events.SubjectGraphMatched. Its SentAt is the matcher's time.
+type Result struct {
+	Envelope events.Envelope
+	Graph    events.GraphMatched
+}
+
+// Matcher stores source records and matches them into graphs.
+type Matcher struct {
+	db       *pgxpool.Pool
+	cat      *catalog.Catalog
+	producer string
+}
+
+// New returns a matcher storing records through cat; producer names it on
+// the results.
+func New(cat *catalog.Catalog, producer string) *Matcher {
+	return &Matcher{db: cat.DB(), cat: cat, producer: producer}
+}
+
+// maxRounds bounds how often a transaction starts over because its graph grew.
+const maxRounds = 20
+
+var errGrew = errors.New("graph grew beyond its locks")
+
+// Apply stores rec under the versioning rule and recomputes its graph. It
+// recomputes even when rec is a replay or stale: a redelivered update
+// whose results were not published before a crash publishes them now.
+func (m *Matcher) Apply(ctx context.Context, rec catalog.Record) (catalog.Outcome, []Result, error) {
+	key := rec.Key()
+	locks := map[string]bool{key: true}
+	for _, k := range rec.SameAs {
+		locks[k] = true
+	}
+	// Start with the record's current links too: unlinking must lock them.
+	if cur, err := catalog.Get(ctx, m.db, rec.Kind, key); err == nil {
+		for _, k := range cur.SameAs {
+			locks[k] = true
+		}
+	}
+	for range maxRounds {
+		var outcome catalog.Outcome
+		var results []Result
+		var need []string
+		err := pgx.BeginFunc(ctx, m.db, func(tx pgx.Tx) error {
+			keys := sortedKeys(locks)
+			if err := lockNodes(ctx, tx, rec.Kind, keys); err != nil {
+				return err
+			}
+			var err error
+			if outcome, err = m.cat.Upsert(ctx, tx, rec); err != nil {
+				return err
+			}
+			if outcome == catalog.Applied {
+				if err := replaceLinks(ctx, tx, rec.Kind, key, rec.SameAs); err != nil {
+					return err
+				}
+			}
+			comps, affected, err := affectedGraphs(ctx, tx, rec.Kind, key)
+			if err != nil {
+				return err
+			}
+			for _, k := range affected {
+				if !locks[k] {
+					need = affected
+					return errGrew
+				}
+			}
+			results, err = m.store(ctx, tx, rec.Kind, comps, affected)
+			return err
+		})
+		if errors.Is(err, errGrew) {
+			for _, k := range need {
+				locks[k] = true
+			}
+			continue
+		}
+		if err != nil {
+			return "", nil, fmt.Errorf("match %s %s: %w", rec.Kind, key, err)
+		}
+		return outcome, results, nil
+	}
+	return "", nil, fmt.Errorf("match %s %s: graph kept growing for %d rounds (concurrent relinking); will retry", rec.Kind, key, maxRounds)
+}
+
+// Rematch recomputes and re-stamps the graph of key without changing any
+// record: the repair an operator reaches for after a lost match result.
+func (m *Matcher) Rematch(ctx context.Context, kind catalog.Kind, key string) ([]Result, error) {
+	locks := map[string]bool{key: true}
+	for range maxRounds {
+		var results []Result
+		var need []string
+		err := pgx.BeginFunc(ctx, m.db, func(tx pgx.Tx) error {
+			if err := lockNodes(ctx, tx, kind, sortedKeys(locks)); err != nil {
+				return err
+			}
+			comps, affected, err := affectedGraphs(ctx, tx, kind, key)
+			if err != nil {
+				return err
+			}
+			for _, k := range affected {
+				if !locks[k] {
+					need = affected
+					return errGrew
+				}
+			}
+			results, err = m.store(ctx, tx, kind, comps, affected)
+			return err
+		})
+		if errors.Is(err, errGrew) {
+			for _, k := range need {
+				locks[k] = true
+			}
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("rematch %s %s: %w", kind, key, err)
+		}
+		return results, nil
+	}
+	return nil, fmt.Errorf("rematch %s %s: graph kept growing", kind, key)
+}
+
+func sortedKeys(set map[string]bool) []string {
+	keys := make([]string, 0, len(set))
+	for k := range set {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}
+
+// lockNodes creates the nodes that do not exist yet and locks them all, in
+// key order.
+func lockNodes(ctx context.Context, tx pgx.Tx, kind catalog.Kind, keys []string) error {
+	if _, err := tx.Exec(ctx, `INSERT INTO curator.match_nodes (kind, key, graph)
+		SELECT $1, k, k FROM unnest($2::text[]) AS k ORDER BY k
+		ON CONFLICT DO NOTHING`, string(kind), keys); err != nil {
+		return fmt.Errorf("create nodes: %w", err)
+	}
+	if _, err := tx.Exec(ctx, `SELECT 1 FROM curator.match_nodes
+		WHERE kind = $1 AND key = ANY($2) ORDER BY key FOR UPDATE`, string(kind), keys); err != nil {
+		return fmt.Errorf("lock nodes: %w", err)
+	}
+	return nil
+}
+
+func replaceLinks(ctx context.Context, tx pgx.Tx, kind catalog.Kind, key string, sameAs []string) error {
+	if _, err := tx.Exec(ctx, `DELETE FROM curator.match_links WHERE kind = $1 AND from_key = $2`, string(kind), key); err != nil {
+		return fmt.Errorf("replace links of %s: %w", key, err)
+	}
+	if len(sameAs) == 0 {
+		return nil
+	}
+	if _, err := tx.Exec(ctx, `INSERT INTO curator.match_links (kind, from_key, to_key)
+		SELECT $1, $2, k FROM unnest($3::text[]) AS k ON CONFLICT DO NOTHING`, string(kind), key, sameAs); err != nil {
+		return fmt.Errorf("replace links of %s: %w", key, err)
+	}
+	return nil
+}
+
+// affectedGraphs computes the graph of key and of every node that shared a
+// stored graph with a node of it (a node that leaves a graph leaves behind
+// a graph that changed too), to a fixpoint. It returns the components and
+// all their nodes, sorted.
+func affectedGraphs(ctx context.Context, tx pgx.Tx, kind catalog.Kind, key string) ([][]string, []string, error) {
+	seen := map[string]bool{}
+	var comps [][]string
+	queue := []string{key}
+	for len(queue) > 0 {
+		x := queue[0]
+		queue = queue[1:]
+		if seen[x] {
+			continue
+		}
+		comp, err := component(ctx, tx, kind, x)
+		if err != nil {
+			return nil, nil, err
+		}
+		comps = append(comps, comp)
+		for _, k := range comp {
+			seen[k] = true
+		}
+		rows, err := tx.Query(ctx, `SELECT key FROM curator.match_nodes WHERE kind = $1 AND graph IN
+			(SELECT graph FROM curator.match_nodes WHERE kind = $1 AND key = ANY($2))`, string(kind), comp)
+		if err != nil {
+			return nil, nil, fmt.Errorf("old graph members: %w", err)
+		}
+		old, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		if err != nil {
+			return nil, nil, fmt.Errorf("old graph members: %w", err)
+		}
+		for _, k := range old {
+			if !seen[k] {
+				queue = append(queue, k)
+			}
+		}
+	}
+	return comps, sortedKeys(seen), nil
+}
+
+// component is the connected component of start over same-as links in
+// either direction, sorted.
+func component(ctx context.Context, tx pgx.Tx, kind catalog.Kind, start string) ([]string, error) {
+	seen := map[string]bool{start: true}
+	frontier := []string{start}
+	for len(frontier) > 0 {
+		rows, err := tx.Query(ctx, `SELECT to_key FROM curator.match_links WHERE kind = $1 AND from_key = ANY($2)
+			UNION SELECT from_key FROM curator.match_links WHERE kind = $1 AND to_key = ANY($2)`, string(kind), frontier)
+		if err != nil {
+			return nil, fmt.Errorf("links of %v: %w", frontier, err)
+		}
+		next, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		if err != nil {
+			return nil, fmt.Errorf("links of %v: %w", frontier, err)
+		}
+		frontier = frontier[:0]
+		for _, k := range next {
+			if !seen[k] {
+				seen[k] = true
+				frontier = append(frontier, k)
+			}
+		}
+	}
+	return sortedKeys(seen), nil
+}
+
+// store records the graphs and stamps them with the matcher's time: the
+// database clock, so that every replica shares one clock, and strictly after
+// any earlier stamp of these nodes, so that a later match of the same nodes
+// is always newer.
+func (m *Matcher) store(ctx context.Context, tx pgx.Tx, kind catalog.Kind, comps [][]string, affected []string) ([]Result, error) {
+	var stamp time.Time
+	if err := tx.QueryRow(ctx, `SELECT greatest(clock_timestamp(), max(matched_at) + interval '1 microsecond')
+		FROM curator.match_nodes WHERE kind = $1 AND key = ANY($2)`, string(kind), affected).Scan(&stamp); err != nil {
+		return nil, fmt.Errorf("stamp: %w", err)
+	}
+	stamp = stamp.UTC().Truncate(time.Microsecond)
+	results := make([]Result, 0, len(comps))
+	for _, comp := range comps {
+		if _, err := tx.Exec(ctx, `UPDATE curator.match_nodes SET graph = $3, matched_at = $4
+			WHERE kind = $1 AND key = ANY($2)`, string(kind), comp, comp[0], stamp); err != nil {
+			return nil, fmt.Errorf("store graph %s: %w", comp[0], err)
+		}
+		g := events.GraphMatched{Kind: string(kind), Members: comp}
+		env, err := events.NewAt(m.producer, stamp, &g)
+		if err != nil {
+			return nil, err
+		}
+		env.ID = fmt.Sprintf("match:%s:%s:%d", kind, comp[0], stamp.UnixMicro())
+		results = append(results, Result{Envelope: env, Graph: g})
+	}
+	return results, nil
+}

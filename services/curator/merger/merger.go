@@ -1,0 +1,262 @@
+// Package merger is the curator's merger stage (matcher-versioning.txt): for
+// each match result it builds one merged work from the latest state of the
+// graph's source records, and writes a row for every key of the graph (the
+// work, a redirect to it, or gone) with the matcher's time as the version:
+// newer wins, equal is an idempotent replay, older is skipped and counted.
+//
+// # Merge rule
+//
+// The work's key is the smallest key of the graph that has a source record
+// (so the work id does not move when precedence is reconfigured). Members
+// are ordered by source precedence (the configured list, then unlisted
+// sources by name), then by key, and the work's fields are:
+//
+//   - title: the first non-empty title in precedence order;
+//   - media (key and sha256) and duration: together, from the first member
+//     in precedence order, so that they describe one file;
+//   - priority: the highest of the members (a work is as urgent as its most
+//     urgent source);
+//   - initial_curated_at the earliest, latest_curated_at the latest.
+//
+// A graph without any source record (keys only named by links that have
+// since gone) marks its keys gone.
+package merger
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/archivist/archivist/events"
+	"github.com/archivist/archivist/services/curator/catalog"
+)
+
+// VersionRule chooses the version of the works built from a match result.
+type VersionRule int
+
+const (
+	// MatcherTime versions works with the time the matcher sent the result:
+	// the rule of matcher-versioning.txt, and the only one to run.
+	MatcherTime VersionRule = iota
+	// MaxSourceTime versions works with the newest of their source records'
+	// versions: the original approach, which gets stuck when records are
+	// relinked out of order. It exists to demonstrate that in a test.
+	MaxSourceTime
+)
+
+// Merger builds merged works.
+type Merger struct {
+	db         *pgxpool.Pool
+	log        *slog.Logger
+	precedence map[string]int
+	rule       VersionRule
+	rows       *prometheus.CounterVec
+}
+
+// Option configures a Merger.
+type Option func(*Merger)
+
+// WithVersionRule sets the version rule (MatcherTime by default).
+func WithVersionRule(r VersionRule) Option { return func(m *Merger) { m.rule = r } }
+
+// New returns a merger on db. precedence lists sources, most trusted first.
+func New(db *pgxpool.Pool, precedence []string, reg prometheus.Registerer, log *slog.Logger, opts ...Option) *Merger {
+	m := &Merger{db: db, log: log, precedence: map[string]int{}, rows: prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "archivist_curator_merged_rows_total",
+		Help: "Work rows written by the merger, by kind and outcome (applied, replay, stale).",
+	}, []string{"kind", "outcome"})}
+	for i, s := range precedence {
+		if s = strings.TrimSpace(s); s != "" {
+			if _, dup := m.precedence[s]; !dup {
+				m.precedence[s] = i
+			}
+		}
+	}
+	for _, o := range opts {
+		o(m)
+	}
+	if reg != nil {
+		reg.MustRegister(m.rows)
+	}
+	return m
+}
+
+// Row is a merger output row: what one key of a graph now is.
+type Row = events.WorkUpserted
+
+// Apply builds the works of one match result, sent at sentAt, and writes
+// them. It returns the rows that are current (applied now, or already
+// stored with this version: a redelivery re-publishes them), to publish.
+func (m *Merger) Apply(ctx context.Context, sentAt time.Time, g *events.GraphMatched) ([]Row, error) {
+	kind := catalog.Kind(g.Kind)
+	var current []Row
+	err := pgx.BeginFunc(ctx, m.db, func(tx pgx.Tx) error {
+		recs, err := catalog.GetMany(ctx, tx, kind, g.Members)
+		if err != nil {
+			return err
+		}
+		version := sentAt
+		if m.rule == MaxSourceTime {
+			version = time.Time{}
+			for _, r := range recs {
+				if r.Version.After(version) {
+					version = r.Version
+				}
+			}
+		}
+		rows := m.build(g, recs, version)
+		current, err = m.write(ctx, tx, kind, rows)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("merge %s graph %s: %w", g.Kind, g.Members[0], err)
+	}
+	return current, nil
+}
+
+// build applies the merge rule to a graph's records.
+func (m *Merger) build(g *events.GraphMatched, recs []catalog.Record, version time.Time) []Row {
+	rows := make([]Row, 0, len(g.Members))
+	if len(recs) == 0 {
+		for _, k := range g.Members {
+			rows = append(rows, Row{Kind: g.Kind, Key: k, Version: version, State: events.WorkGone})
+		}
+		return rows
+	}
+	head := recs[0].Key() // recs are in key order: the smallest key with a record
+	ordered := slices.Clone(recs)
+	slices.SortStableFunc(ordered, func(a, b catalog.Record) int {
+		if pa, pb := m.rank(a.Source), m.rank(b.Source); pa != pb {
+			return pa - pb
+		}
+		if a.Source != b.Source {
+			return strings.Compare(a.Source, b.Source)
+		}
+		return strings.Compare(a.Key(), b.Key())
+	})
+	first := ordered[0]
+	w := Row{Kind: g.Kind, Key: head, Version: version, State: events.WorkMerged, Members: g.Members,
+		Media: events.Media{Key: first.MediaKey, SHA256: first.MediaSHA256}, DurationMS: first.DurationMS,
+		Priority: first.Priority, InitialCuratedAt: first.InitialCuratedAt, LatestCuratedAt: first.LatestCuratedAt}
+	for _, r := range ordered {
+		if w.Title == "" {
+			w.Title = r.Title
+		}
+		w.Priority = max(w.Priority, r.Priority)
+		if r.InitialCuratedAt.Before(w.InitialCuratedAt) {
+			w.InitialCuratedAt = r.InitialCuratedAt
+		}
+		if r.LatestCuratedAt.After(w.LatestCuratedAt) {
+			w.LatestCuratedAt = r.LatestCuratedAt
+		}
+	}
+	for _, k := range g.Members {
+		if k == head {
+			rows = append(rows, w)
+		} else {
+			rows = append(rows, Row{Kind: g.Kind, Key: k, Version: version, State: events.WorkRedirect, RedirectTo: head})
+		}
+	}
+	return rows
+}
+
+// rank is a source's place in the precedence list; unlisted sources after.
+func (m *Merger) rank(source string) int {
+	if p, ok := m.precedence[source]; ok {
+		return p
+	}
+	return len(m.precedence)
+}
+
+// write stores the rows in one conditional statement: each row replaces the
+// stored row of its key only if that is older.
+func (m *Merger) write(ctx context.Context, tx pgx.Tx, kind catalog.Kind, rows []Row) ([]Row, error) {
+	n := len(rows)
+	keys, states, redirects := make([]string, n), make([]string, n), make([]string, n)
+	members := make([]string, n) // each a JSON array: a ragged text[][] cannot be sent
+	titles, mediaKeys, shas := make([]string, n), make([]string, n), make([]string, n)
+	durations, priorities := make([]int64, n), make([]int32, n)
+	initials, latests := make([]*time.Time, n), make([]*time.Time, n)
+	for i, r := range rows {
+		keys[i], states[i], redirects[i] = r.Key, r.State, r.RedirectTo
+		members[i] = jsonArray(r.Members)
+		titles[i], mediaKeys[i], shas[i] = r.Title, r.Media.Key, r.Media.SHA256
+		durations[i], priorities[i] = r.DurationMS, r.Priority
+		if r.State == events.WorkMerged {
+			initials[i], latests[i] = &rows[i].InitialCuratedAt, &rows[i].LatestCuratedAt
+		}
+	}
+	version := rows[0].Version
+	q := `WITH prior AS (SELECT key, version FROM curator.works WHERE kind = $1 AND key = ANY($3)),
+up AS (
+	INSERT INTO curator.works AS w (kind, key, version, state, redirect_to, members, title, media_key, media_sha256,
+		duration_ms, priority, initial_curated_at, latest_curated_at)
+	SELECT $1, u.key, $2, u.state, u.redirect_to, ARRAY(SELECT jsonb_array_elements_text(u.members::jsonb)), u.title,
+		u.media_key, u.media_sha256, u.duration_ms, u.priority, u.initial, u.latest
+	FROM unnest($3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[], $9::text[], $10::bigint[],
+		$11::int[], $12::timestamptz[], $13::timestamptz[])
+		AS u(key, state, redirect_to, members, title, media_key, media_sha256, duration_ms, priority, initial, latest)
+	ON CONFLICT (kind, key) DO UPDATE SET version = EXCLUDED.version, state = EXCLUDED.state,
+		redirect_to = EXCLUDED.redirect_to, members = EXCLUDED.members, title = EXCLUDED.title,
+		media_key = EXCLUDED.media_key, media_sha256 = EXCLUDED.media_sha256, duration_ms = EXCLUDED.duration_ms,
+		priority = EXCLUDED.priority, initial_curated_at = EXCLUDED.initial_curated_at,
+		latest_curated_at = EXCLUDED.latest_curated_at, updated_at = now()
+	WHERE w.version < EXCLUDED.version
+	RETURNING w.key
+)
+SELECT k, (SELECT version FROM prior WHERE prior.key = k), k IN (SELECT key FROM up)
+FROM unnest($3::text[]) WITH ORDINALITY AS t(k, n) ORDER BY n`
+	res, err := tx.Query(ctx, q, string(kind), version, keys, states, redirects, members, titles, mediaKeys, shas,
+		durations, priorities, initials, latests)
+	if err != nil {
+		return nil, fmt.Errorf("write works: %w", err)
+	}
+	type outcome struct {
+		key     string
+		prior   *time.Time
+		applied bool
+	}
+	outs, err := pgx.CollectRows(res, func(row pgx.CollectableRow) (outcome, error) {
+		var o outcome
+		err := row.Scan(&o.key, &o.prior, &o.applied)
+		return o, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("write works: %w", err)
+	}
+	var current []Row
+	for i, o := range outs {
+		out := catalog.Applied
+		if !o.applied {
+			out = catalog.Stale
+			if o.prior != nil && o.prior.Equal(version) {
+				out = catalog.Replay
+			}
+		}
+		m.rows.WithLabelValues(string(kind), string(out)).Inc()
+		switch out {
+		case catalog.Applied, catalog.Replay:
+			current = append(current, rows[i])
+		default:
+			m.log.Info("stale work skipped: a newer match of this key is stored", "kind", kind, "key", o.key,
+				"version", version, "stored_version", o.prior)
+		}
+	}
+	return current, nil
+}
+
+func jsonArray(ss []string) string {
+	if ss == nil {
+		ss = []string{}
+	}
+	b, _ := json.Marshal(ss)
+	return string(b)
+}
