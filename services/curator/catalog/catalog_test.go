@@ -2,9 +2,9 @@ package catalog_test
 
 import (
 	"context"
-	"reflect"
 	"fmt"
 	"math/rand/v2"
+	"reflect"
 	"sync"
 	"testing"
 	"time"

@@ -1,0 +1,221 @@
+package curator_test
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/archivist/archivist/events"
+	"github.com/archivist/archivist/pkg/bus"
+	"github.com/archivist/archivist/pkg/testenv"
+	"github.com/archivist/archivist/services/curator/catalog"
+	"github.com/archivist/archivist/services/curator/curator"
+	"github.com/archivist/archivist/services/curator/merger"
+	"github.com/archivist/archivist/services/curator/migrations"
+)
+
+// pipeline is the curator's matcher and merger on a test's own NATS account
+// and database.
+type pipeline struct {
+	bus  *bus.Bus
+	p    *curator.Pipeline
+	subs []*bus.Subscription
+}
+
+func newPipeline(t *testing.T) *pipeline {
+	t.Helper()
+	b := testenv.Bus(t, "curator")
+	pool := testenv.DB(t, migrations.Schema)
+	cat := catalog.New(pool, nil, testenv.Logger(t))
+	p := curator.NewPipeline(b, cat, merger.New(pool, []string{"feed", "log"}, nil, testenv.Logger(t)))
+	subs, err := p.Start(context.Background(), 8)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		for _, s := range subs {
+			s.Stop(context.Background())
+		}
+	})
+	return &pipeline{bus: b, p: p, subs: subs}
+}
+
+// drain waits until every curator consumer has nothing pending or unacked,
+// twice in a row (the matcher feeds the merger).
+func (pl *pipeline) drain(t *testing.T) {
+	t.Helper()
+	ctx := context.Background()
+	idle := 0
+	deadline := time.Now().Add(2 * time.Minute)
+	for idle < 3 {
+		if time.Now().After(deadline) {
+			t.Fatal("pipeline did not drain in 2 minutes")
+		}
+		busy := false
+		for _, c := range []events.Consumer{events.CuratorEpisodes, events.CuratorMerger} {
+			cons, err := pl.bus.JetStream().Consumer(ctx, c.Stream, c.Config.Durable)
+			if err != nil {
+				t.Fatal(err)
+			}
+			info, err := cons.Info(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if info.NumPending > 0 || info.NumAckPending > 0 {
+				busy = true
+			}
+		}
+		if busy {
+			idle = 0
+		} else {
+			idle++
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// works renders every work row without its version: what the pipeline
+// built, not when.
+func (pl *pipeline) works(t *testing.T) map[string]string {
+	t.Helper()
+	rows, err := merger.Rows(context.Background(), pl.p.Catalog.DB(), catalog.Episode)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]string{}
+	for _, r := range rows {
+		r.Version = time.Time{}
+		out[r.Key] = fmt.Sprintf("%+v", r)
+	}
+	return out
+}
+
+type update struct {
+	env events.Envelope
+	key string
+}
+
+// TestPropertyRandomRelinkingConverges: random link and unlink updates over
+// 50 records from three sources, published in random order with duplicates,
+// through JetStream, the matcher and the merger with eight handlers each.
+// Once the queues drain, the works equal those a fresh pipeline builds from
+// the final source records alone.
+func TestPropertyRandomRelinkingConverges(t *testing.T) {
+	for _, seed := range []uint64{1, 2, 3} {
+		t.Run(fmt.Sprintf("seed%d", seed), func(t *testing.T) { relinkingConverges(t, seed) })
+	}
+}
+
+func relinkingConverges(t *testing.T, seed uint64) {
+	r := rand.New(rand.NewPCG(seed, 99))
+	sources := []string{"feed", "log", "wiki"}
+	const n = 50
+	refs := make([]events.Ref, n)
+	for i := range refs {
+		refs[i] = events.Ref{Source: sources[i%3], ID: fmt.Sprintf("ep%02d", i)}
+	}
+	base := time.Date(2026, 6, 1, 0, 0, 0, 0, time.UTC)
+	var updates []update
+	latest := map[string]update{}
+	mk := func(i, tick int) update {
+		ref := refs[i]
+		var same []events.Ref
+		for range r.IntN(2) { // no link unlinks the record; sparse links keep many graphs
+			j := r.IntN(n)
+			if j != i {
+				same = append(same, refs[j])
+			}
+		}
+		sentAt := base.Add(time.Duration(tick) * time.Second)
+		ev := &events.EpisodeUpserted{ID: ref.ID, Source: ref.Source, SameAs: same,
+			Title:    fmt.Sprintf("%s t%d", ref.Key(), tick),
+			Media:    events.Media{Key: fmt.Sprintf("audio/%s/%d.mp3", ref.Source, tick)},
+			Priority: int32(r.IntN(10)), InitialCuratedAt: base, LatestCuratedAt: sentAt}
+		env, err := events.NewAt(ref.Source, sentAt, ev)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return update{env: env, key: ref.Key()}
+	}
+	tick := 0
+	for i := range n { // every record exists
+		tick++
+		u := mk(i, tick)
+		updates = append(updates, u)
+		latest[u.key] = u
+	}
+	for range 250 { // then relinks and unlinks
+		tick++
+		u := mk(r.IntN(n), tick)
+		updates = append(updates, u)
+		latest[u.key] = u
+	}
+	r.Shuffle(len(updates), func(i, j int) { updates[i], updates[j] = updates[j], updates[i] })
+	var batch []bus.Outgoing
+	for i, u := range updates {
+		batch = append(batch, bus.Outgoing{Subject: events.SubjectEpisodeUpserted, Envelope: u.env})
+		if i%4 == 0 { // a duplicate: the same event, resent under a new id
+			dup := u.env
+			dup.ID += "-resent"
+			batch = append(batch, bus.Outgoing{Subject: events.SubjectEpisodeUpserted, Envelope: dup})
+		}
+		if i%7 == 0 { // and the very same message again (de-duplicated by JetStream)
+			batch = append(batch, bus.Outgoing{Subject: events.SubjectEpisodeUpserted, Envelope: u.env})
+		}
+	}
+
+	incremental := newPipeline(t)
+	if err := incremental.bus.PublishBatch(context.Background(), batch); err != nil {
+		t.Fatal(err)
+	}
+	incremental.drain(t)
+	got := incremental.works(t)
+	st, err := incremental.bus.JetStream().Stream(context.Background(), events.StreamDeadLetter)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info, _ := st.Info(context.Background()); info.State.Msgs != 0 {
+		t.Errorf("%d messages dead-lettered", info.State.Msgs)
+	}
+
+	fresh := newPipeline(t)
+	var finals []bus.Outgoing
+	keys := make([]string, 0, len(latest))
+	for k := range latest {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		finals = append(finals, bus.Outgoing{Subject: events.SubjectEpisodeUpserted, Envelope: latest[k].env})
+	}
+	if err := fresh.bus.PublishBatch(context.Background(), finals); err != nil {
+		t.Fatal(err)
+	}
+	fresh.drain(t)
+	want := fresh.works(t)
+
+	if len(want) != n {
+		t.Fatalf("fresh pipeline built %d rows for %d records", len(want), n)
+	}
+	if !reflect.DeepEqual(got, want) {
+		var diff []string
+		for _, k := range keys {
+			if got[k] != want[k] {
+				diff = append(diff, fmt.Sprintf("%s:\n  got  %s\n  want %s", k, got[k], want[k]))
+			}
+		}
+		t.Errorf("%d of %d keys differ from a fresh pipeline:\n%s", len(diff), n, strings.Join(diff, "\n"))
+	}
+	graphs := 0
+	for _, w := range want {
+		if strings.Contains(w, "State:work") {
+			graphs++
+		}
+	}
+	t.Logf("%d updates (%d messages) converged to %d works over %d records", len(updates), len(batch), graphs, n)
+}
