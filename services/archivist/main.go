@@ -4,6 +4,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
@@ -16,6 +17,7 @@ import (
 	"github.com/archivist/archivist/pkg/service"
 	"github.com/archivist/archivist/services/archivist/all"
 	"github.com/archivist/archivist/services/archivist/dev"
+	"github.com/archivist/archivist/services/archivist/works"
 )
 
 const usage = `usage: archivist <command> [flags]
@@ -25,6 +27,9 @@ commands:
             a private PostgreSQL under the data dir unless DATABASE_URL is set,
             a local blob store, and every service
   migrate   run every service's migrations against DATABASE_URL
+  works show KEY
+            show the merged work a record key ("source:id") belongs to: its
+            graph, source records, versions and redirects
   version   print the version
 
 Run 'archivist <command> -h' for a command's flags.
@@ -72,6 +77,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			return err
 		}
 		return service.Migrate(ctx, all.Services(), common, log)
+	case "works":
+		return worksCmd(ctx, args[1:], stdout, stderr)
 	case "version":
 		fmt.Fprintln(stdout, "archivist", service.Version)
 		return nil
@@ -82,4 +89,38 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		fmt.Fprint(stderr, usage)
 		return fmt.Errorf("unknown command %q", args[0])
 	}
+}
+
+func worksCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if len(args) == 0 || args[0] != "show" {
+		return fmt.Errorf("usage: archivist works show [--kind episode|clip] [--curator URL] [--json] KEY")
+	}
+	fs := flag.NewFlagSet("works show", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	kind := fs.String("kind", "episode", "episode or clip")
+	base := fs.String("curator", envOr("ARCHIVIST_CURATOR_URL", "http://127.0.0.1:8080"), "the curator's API (ARCHIVIST_CURATOR_URL)")
+	asJSON := fs.Bool("json", false, "print JSON")
+	if err := fs.Parse(args[1:]); err != nil {
+		return err
+	}
+	if fs.NArg() != 1 {
+		return fmt.Errorf("works show takes one record key, \"source:id\"")
+	}
+	v, err := works.Fetch(ctx, *base, *kind, fs.Arg(0))
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(v)
+	}
+	return works.Print(stdout, v)
+}
+
+func envOr(name, def string) string {
+	if v := os.Getenv(name); v != "" {
+		return v
+	}
+	return def
 }

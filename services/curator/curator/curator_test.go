@@ -12,17 +12,14 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
-	"github.com/sethvargo/go-envconfig"
 	"github.com/vmihailenco/msgpack/v5"
 
 	"github.com/archivist/archivist/events"
 	"github.com/archivist/archivist/pkg/bus"
-	"github.com/archivist/archivist/pkg/service"
 	"github.com/archivist/archivist/pkg/store"
 	"github.com/archivist/archivist/pkg/testenv"
 	"github.com/archivist/archivist/services/curator/catalog"
 	"github.com/archivist/archivist/services/curator/curator"
-	"github.com/archivist/archivist/services/curator/migrations"
 )
 
 func TestMain(m *testing.M) { testenv.Main(m) }
@@ -38,53 +35,16 @@ type harness struct {
 // NATS account and database.
 func start(t *testing.T) *harness {
 	t.Helper()
-	ctx := context.Background()
-	natsURL := testenv.NATS(t)
-	dbURL := testenv.DBURL(t, migrations.Schema)
 	port := testenv.FreePort(t)
-	admin, err := service.NewAdmin("127.0.0.1:0", testenv.Logger(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	common := service.Common{ShutdownTimeout: 10 * time.Second, MigrateOnStart: true,
-		Bus: bus.Config{URL: natsURL, Replicas: 1}, Store: store.Config{URL: dbURL, MaxConns: 5}}
-	r, err := service.Start(ctx, curator.Definition(), common, service.Deps{
-		Log: testenv.Logger(t), Admin: admin,
-		Lookuper: envconfig.MapLookuper(map[string]string{"CURATOR_HTTP_ADDR": fmt.Sprintf("127.0.0.1:%d", port)}),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	h := &harness{api: fmt.Sprintf("http://127.0.0.1:%d", port), bus: testenv.BusAt(t, natsURL, "test-upstream")}
+	svc := testenv.StartService(t, curator.Definition(), map[string]string{"CURATOR_HTTP_ADDR": fmt.Sprintf("127.0.0.1:%d", port)})
+	h := &harness{api: fmt.Sprintf("http://127.0.0.1:%d", port), bus: testenv.BusAt(t, svc.NATSURL, "test-upstream"), stop: svc.Stop}
 	// The test reads the service's own database.
-	pool, err := store.Open(ctx, store.Config{URL: dbURL, MaxConns: 2}, "test")
+	pool, err := store.Open(context.Background(), store.Config{URL: svc.DBURL, MaxConns: 2}, "test")
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(pool.Close)
 	h.cat = catalog.New(pool, nil, testenv.Logger(t))
-	stopped := false
-	h.stop = func() {
-		if stopped {
-			return
-		}
-		stopped = true
-		sctx, cancel := context.WithTimeout(ctx, 15*time.Second)
-		defer cancel()
-		if err := r.Stop(sctx); err != nil {
-			t.Errorf("stop curator: %v", err)
-		}
-		admin.Close(sctx)
-	}
-	t.Cleanup(h.stop)
-	waitFor(t, "readyz", func() bool {
-		resp, err := http.Get("http://" + admin.Addr() + "/readyz")
-		if err != nil {
-			return false
-		}
-		resp.Body.Close()
-		return resp.StatusCode == 200
-	})
 	return h
 }
 

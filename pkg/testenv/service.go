@@ -1,0 +1,73 @@
+package testenv
+
+import (
+	"context"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/sethvargo/go-envconfig"
+
+	"github.com/archivist/archivist/pkg/bus"
+	"github.com/archivist/archivist/pkg/service"
+	"github.com/archivist/archivist/pkg/store"
+)
+
+// Service is a service started for a test.
+type Service struct {
+	// NATSURL is the test's NATS account.
+	NATSURL string
+	// DBURL is the service's database, migrated with its schemas.
+	DBURL string
+	// Admin is the admin server's address.
+	Admin string
+	// Stop stops the service (also done when the test ends).
+	Stop func()
+}
+
+// StartService runs def as its main would, against a fresh NATS account and
+// database, with the extra environment env, and waits until /readyz is 200.
+func StartService(t testing.TB, def service.Definition, env map[string]string) *Service {
+	t.Helper()
+	ctx := context.Background()
+	s := &Service{NATSURL: NATS(t), DBURL: DBURL(t, def.Schemas...)}
+	admin, err := service.NewAdmin("127.0.0.1:0", Logger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Admin = admin.Addr()
+	common := service.Common{ShutdownTimeout: 10 * time.Second, MigrateOnStart: true,
+		Bus: bus.Config{URL: s.NATSURL, Replicas: 1}, Store: store.Config{URL: s.DBURL, MaxConns: 5}}
+	r, err := service.Start(ctx, def, common, service.Deps{Log: Logger(t), Admin: admin, Lookuper: envconfig.MapLookuper(env)})
+	if err != nil {
+		t.Fatalf("testenv: start %s: %v", def.Name, err)
+	}
+	stopped := false
+	s.Stop = func() {
+		if stopped {
+			return
+		}
+		stopped = true
+		sctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+		defer cancel()
+		if err := r.Stop(sctx); err != nil {
+			t.Errorf("stop %s: %v", def.Name, err)
+		}
+		admin.Close(sctx)
+	}
+	t.Cleanup(s.Stop)
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		resp, err := http.Get("http://" + s.Admin + "/readyz")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return s
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("testenv: %s not ready after 15s", def.Name)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}

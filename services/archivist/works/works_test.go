@@ -1,0 +1,87 @@
+package works_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/archivist/archivist/pkg/testenv"
+	"github.com/archivist/archivist/services/archivist/works"
+	"github.com/archivist/archivist/services/curator/curator"
+)
+
+func TestMain(m *testing.M) { testenv.Main(m) }
+
+func post(t *testing.T, base, body string) {
+	t.Helper()
+	resp, err := http.Post(base+"/v1/episodes", "application/json", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusAccepted {
+		t.Fatalf("POST %s: %d", body, resp.StatusCode)
+	}
+}
+
+// TestWorksShow runs a real curator, links two records from two sources,
+// and checks what `archivist works show` prints for the one merged away.
+func TestWorksShow(t *testing.T) {
+	port := testenv.FreePort(t)
+	testenv.StartService(t, curator.Definition(), map[string]string{
+		"CURATOR_HTTP_ADDR":         fmt.Sprintf("127.0.0.1:%d", port),
+		"CURATOR_SOURCE_PRECEDENCE": "station-log,feed",
+	})
+	base := fmt.Sprintf("http://127.0.0.1:%d", port)
+	post(t, base, `{"id":"ep1","source":"feed","title":"From the feed","media":{"key":"audio/feed/ep1.mp3","sha256":""},
+		"duration_ms":60000,"priority":2,"initial_curated_at":"2026-01-01T00:00:00Z","latest_curated_at":"2026-01-01T00:00:00Z"}`)
+	post(t, base, `{"id":"2026-01-01","source":"station-log","title":"Station log title","media":{"key":"audio/log/0101.mp3","sha256":""},
+		"duration_ms":61000,"priority":7,"same_as":[{"source":"feed","id":"ep1"}],
+		"initial_curated_at":"2025-12-31T00:00:00Z","latest_curated_at":"2026-01-02T00:00:00Z"}`)
+
+	ctx := context.Background()
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		v, err := works.Fetch(ctx, base, "episode", "station-log:2026-01-01")
+		if err == nil && v.Work != nil && len(v.Work.Members) == 2 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the two records were never merged: %+v %v", v, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	v, err := works.Fetch(ctx, base, "episode", "station-log:2026-01-01")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	if err := works.Print(&out, v); err != nil {
+		t.Fatal(err)
+	}
+	text := out.String()
+	t.Log("\n" + text)
+	for _, want := range []string{
+		"station-log:2026-01-01 was merged into feed:ep1", // the work is headed by the smallest key
+		"title     Station log title",                     // title and media from the preferred source
+		"audio/log/0101.mp3",
+		"priority 7", // the highest priority
+		"curated   2025-12-31T00:00:00Z  to 2026-01-02T00:00:00Z",
+		"feed:ep1",
+		"REDIRECT",
+	} {
+		if !strings.Contains(text, want) {
+			t.Errorf("output lacks %q:\n%s", want, text)
+		}
+	}
+	if _, err := works.Fetch(ctx, base, "episode", "nobody:nothing"); err == nil || !strings.Contains(err.Error(), "404") {
+		t.Errorf("unknown key: %v", err)
+	}
+	if _, err := works.Fetch(ctx, base, "podcast", "x:y"); err == nil {
+		t.Error("bad kind accepted")
+	}
+}
