@@ -124,7 +124,7 @@ func TestDevRunsTheSystemAndKeepsItsData(t *testing.T) {
 	}
 
 	stop, _ = runDev(t, o)
-	resp, err = http.Get("http://" + o.CuratorAddr + "/v1/episodes/ep-dev")
+	resp, err = http.Get("http://" + o.CuratorAddr + "/v1/episodes/http:ep-dev")
 	if err != nil {
 		t.Fatal(err)
 	}
