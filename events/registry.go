@@ -21,6 +21,8 @@ func init() {
 	register(Kind{Type: TypeEpisodeUpserted, Subject: SubjectEpisodeUpserted, New: func() Event { return new(EpisodeUpserted) }})
 	register(Kind{Type: TypeClipUpserted, Subject: SubjectClipUpserted, New: func() Event { return new(ClipUpserted) }})
 	register(Kind{Type: TypeGraphMatched, Subject: SubjectGraphMatched, New: func() Event { return new(GraphMatched) }})
+	register(Kind{Type: TypeWorkItem, Subject: SubjectWorkItem, New: func() Event { return new(WorkItem) }})
+	register(Kind{Type: TypeResearchCompleted, Subject: SubjectResearchCompleted, New: func() Event { return new(ResearchCompleted) }})
 	register(Kind{Type: TypeWorkUpserted, Subject: SubjectWorkUpserted, New: func() Event { return new(WorkUpserted) }})
 }
 

@@ -71,7 +71,7 @@ func Streams(replicas int) []jetstream.StreamConfig {
 	if replicas < 1 {
 		replicas = 1
 	}
-	return []jetstream.StreamConfig{
+	return append([]jetstream.StreamConfig{
 		{
 			Name:        StreamCuration,
 			Description: "Curation events from other systems: episodes and clips.",
@@ -122,7 +122,7 @@ func Streams(replicas int) []jetstream.StreamConfig {
 			Storage:     jetstream.FileStorage,
 			Replicas:    replicas,
 		},
-	}
+	}, ResearchStreams(replicas)...)
 }
 
 // Consumer is a durable pull consumer on a stream.

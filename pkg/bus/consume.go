@@ -49,6 +49,14 @@ type consumeOptions struct {
 	retryBase   time.Duration
 	retryMax    time.Duration
 	pullMax     int
+	oneAtATime  bool
+}
+
+// WithOneAtATime fetches a message only when the previous one is settled,
+// and holds none in a buffer: for long work items (a researcher's), so that
+// an idle worker elsewhere can take what this one has not started.
+func WithOneAtATime() ConsumeOption {
+	return func(o *consumeOptions) { o.oneAtATime, o.concurrency = true, 1 }
 }
 
 // WithConcurrency sets how many messages are handled at once (default 1).
@@ -85,7 +93,10 @@ type Subscription struct {
 	hcancel  context.CancelFunc
 	inflight inflight
 	hbDone   chan struct{}
-	stopOnce sync.Once
+	// fetchStop and fetchDone run the one-at-a-time fetch loop.
+	fetchStop context.CancelFunc
+	fetchDone chan struct{}
+	stopOnce  sync.Once
 	stopErr  error
 
 	// Metric children resolved once, not per message.
@@ -171,6 +182,11 @@ func (b *Bus) ConsumeRaw(ctx context.Context, c events.Consumer, h RawHandler, o
 		callback = func(m jetstream.Msg) { s.work <- m }
 	}
 	go s.heartbeat()
+	if o.oneAtATime {
+		s.startFetchLoop(cons)
+		s.log.Debug("consuming one at a time", "ack_wait", ackWait)
+		return s, nil
+	}
 	s.cc, err = cons.Consume(callback,
 		jetstream.PullMaxMessages(o.pullMax),
 		jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
@@ -196,12 +212,24 @@ func (b *Bus) ConsumeRaw(ctx context.Context, c events.Consumer, h RawHandler, o
 // after the ack wait, so nothing is lost either way.
 func (s *Subscription) Stop(ctx context.Context) error {
 	s.stopOnce.Do(func() {
-		s.cc.Drain()
-		select {
-		case <-s.cc.Closed():
-		case <-ctx.Done():
-			s.cc.Stop()
-			s.stopErr = fmt.Errorf("stop consumer %s: %w", s.name, ctx.Err())
+		if s.cc != nil {
+			s.cc.Drain()
+			select {
+			case <-s.cc.Closed():
+			case <-ctx.Done():
+				s.cc.Stop()
+				s.stopErr = fmt.Errorf("stop consumer %s: %w", s.name, ctx.Err())
+			}
+		}
+		if s.fetchStop != nil {
+			s.fetchStop()
+			select {
+			case <-s.fetchDone:
+			case <-ctx.Done():
+				s.hcancel()
+				<-s.fetchDone
+				s.stopErr = fmt.Errorf("stop consumer %s: handler cancelled: %w", s.name, ctx.Err())
+			}
 		}
 		done := make(chan struct{})
 		go func() {
@@ -224,6 +252,33 @@ func (s *Subscription) Stop(ctx context.Context) error {
 		<-s.hbDone
 	})
 	return s.stopErr
+}
+
+// startFetchLoop fetches one message, settles it, and fetches the next.
+// Stopping ends the wait for a message at once and lets the one in hand
+// finish.
+func (s *Subscription) startFetchLoop(cons jetstream.Consumer) {
+	fctx, cancel := context.WithCancel(context.Background())
+	s.fetchStop, s.fetchDone = cancel, make(chan struct{})
+	go func() {
+		defer close(s.fetchDone)
+		for fctx.Err() == nil {
+			batch, err := cons.Fetch(1, jetstream.FetchMaxWait(time.Second))
+			if err != nil {
+				if fctx.Err() == nil {
+					s.log.Warn("fetch failed", "err", err)
+					select {
+					case <-fctx.Done():
+					case <-time.After(time.Second):
+					}
+				}
+				continue
+			}
+			for msg := range batch.Messages() {
+				s.process(msg)
+			}
+		}
+	}()
 }
 
 func (s *Subscription) process(msg jetstream.Msg) {

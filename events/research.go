@@ -1,0 +1,213 @@
+package events
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Event types of research work assignment (tbtl-work-assignment.txt).
+const (
+	TypeWorkItem          = "research.work.item"
+	TypeResearchCompleted = "research.completed"
+)
+
+// Subjects and stores of research.
+const (
+	// SubjectWorkItem carries work items from the pwa to researchers.
+	SubjectWorkItem = "research.work.item"
+	// SubjectResearchCompleted carries results from researchers to the cwa.
+	SubjectResearchCompleted = "research.completed"
+	// SubjectPWAWake is a core NATS subject (no stream): a hint to the pwa
+	// that capacity may have changed (a lease revoked, a researcher arrived).
+	SubjectPWAWake = "research.pwa.wake"
+
+	// StreamResearchWork is the pending-work queue.
+	StreamResearchWork = "RESEARCH_WORK"
+	// StreamResearchResults is the completed-research queue.
+	StreamResearchResults = "RESEARCH_RESULTS"
+	// BucketResearchers is the key-value bucket where each live researcher
+	// keeps a key; its TTL makes a dead researcher's key disappear.
+	BucketResearchers = "research_researchers"
+)
+
+// AudioRef is a piece of audio to research: a merged work's key and its
+// media in the blob store.
+type AudioRef struct {
+	// Key is the merged work's key ("source:id").
+	Key string `msgpack:"key" json:"key"`
+	// Media is where its audio lives.
+	Media Media `msgpack:"media" json:"media"`
+	// DurationMS is its length in milliseconds, 0 if unknown.
+	DurationMS int64 `msgpack:"duration_ms" json:"duration_ms"`
+}
+
+// WorkItem is a leased piece of research: an episode and the clips to
+// locate in it.
+type WorkItem struct {
+	// LeaseID names the lease; results carry it back.
+	LeaseID string `msgpack:"lease_id" json:"lease_id"`
+	// Episode is the episode to search.
+	Episode AudioRef `msgpack:"episode" json:"episode"`
+	// Clips are the clips to locate in it.
+	Clips []AudioRef `msgpack:"clips" json:"clips"`
+	// LeaseExpiresAt is when the lease ends unless results extend it.
+	LeaseExpiresAt time.Time `msgpack:"lease_expires_at" json:"lease_expires_at"`
+	// ItemExpiresAt is when the queue drops the item (its TTL). JetStream
+	// removes an expired item even while a researcher holds it and still
+	// accepts the ack, so a researcher checks this itself.
+	ItemExpiresAt time.Time `msgpack:"item_expires_at" json:"item_expires_at"`
+}
+
+// EventType implements Event.
+func (WorkItem) EventType() string { return TypeWorkItem }
+
+// EventSchemaVersion implements Event.
+func (WorkItem) EventSchemaVersion() int { return 1 }
+
+// Validate implements Event.
+func (w *WorkItem) Validate() error {
+	switch {
+	case w.LeaseID == "":
+		return &FieldError{Field: "lease_id", Msg: "is required"}
+	case w.Episode.Key == "":
+		return &FieldError{Field: "episode.key", Msg: "is required"}
+	case len(w.Clips) == 0:
+		return &FieldError{Field: "clips", Msg: "is empty"}
+	case w.LeaseExpiresAt.IsZero():
+		return &FieldError{Field: "lease_expires_at", Msg: "is required"}
+	case w.ItemExpiresAt.IsZero():
+		return &FieldError{Field: "item_expires_at", Msg: "is required"}
+	}
+	for i, c := range w.Clips {
+		if c.Key == "" {
+			return &FieldError{Field: fmt.Sprintf("clips[%d].key", i), Msg: "is required"}
+		}
+	}
+	return nil
+}
+
+// Occurrence is one place a clip was found in an episode.
+type Occurrence struct {
+	// OffsetMS is where the clip starts in the episode, in milliseconds.
+	OffsetMS int64 `msgpack:"offset_ms" json:"offset_ms"`
+	// DurationMS is how long the occurrence lasts.
+	DurationMS int64 `msgpack:"duration_ms" json:"duration_ms"`
+	// Confidence is between 0 and 1.
+	Confidence float64 `msgpack:"confidence" json:"confidence"`
+}
+
+// ResearchCompleted is a researcher's result for one clip of a work item.
+type ResearchCompleted struct {
+	// LeaseID is the lease of the work item.
+	LeaseID string `msgpack:"lease_id" json:"lease_id"`
+	// Episode and Clip are the merged works' keys.
+	Episode string `msgpack:"episode" json:"episode"`
+	// Clip is the clip's key.
+	Clip string `msgpack:"clip" json:"clip"`
+	// Occurrences found; empty when the clip is not in the episode.
+	Occurrences []Occurrence `msgpack:"occurrences" json:"occurrences"`
+	// Final is set on the last result a researcher sends for the item (all
+	// clips done, or the researcher winding down).
+	Final bool `msgpack:"final" json:"final"`
+	// Researcher names the researcher.
+	Researcher string `msgpack:"researcher" json:"researcher"`
+}
+
+// EventType implements Event.
+func (ResearchCompleted) EventType() string { return TypeResearchCompleted }
+
+// EventSchemaVersion implements Event.
+func (ResearchCompleted) EventSchemaVersion() int { return 1 }
+
+// Validate implements Event.
+func (r *ResearchCompleted) Validate() error {
+	switch {
+	case r.LeaseID == "":
+		return &FieldError{Field: "lease_id", Msg: "is required"}
+	case r.Episode == "":
+		return &FieldError{Field: "episode", Msg: "is required"}
+	case r.Clip == "":
+		return &FieldError{Field: "clip", Msg: "is required"}
+	}
+	for i, o := range r.Occurrences {
+		if o.OffsetMS < 0 || o.DurationMS < 0 {
+			return &FieldError{Field: fmt.Sprintf("occurrences[%d]", i), Msg: "offset and duration must not be negative"}
+		}
+		if o.Confidence < 0 || o.Confidence > 1 {
+			return &FieldError{Field: fmt.Sprintf("occurrences[%d].confidence", i), Msg: "must be between 0 and 1"}
+		}
+	}
+	return nil
+}
+
+// ResearchStreams returns the research streams. The work stream allows
+// per-message TTLs: work items expire before their lease.
+func ResearchStreams(replicas int) []jetstream.StreamConfig {
+	return []jetstream.StreamConfig{
+		{
+			Name:        StreamResearchWork,
+			Description: "Pending research work items; each expires (message TTL) before its lease.",
+			Subjects:    []string{SubjectWorkItem},
+			Retention:   jetstream.WorkQueuePolicy,
+			MaxAge:      24 * time.Hour,
+			AllowMsgTTL: true,
+			Duplicates:  defaultDuplicateWindow,
+			Storage:     jetstream.FileStorage,
+			Replicas:    replicas,
+		},
+		{
+			Name:        StreamResearchResults,
+			Description: "Completed research, one message per clip, for the cwa.",
+			Subjects:    []string{SubjectResearchCompleted},
+			Retention:   jetstream.WorkQueuePolicy,
+			MaxAge:      7 * 24 * time.Hour,
+			Duplicates:  defaultDuplicateWindow,
+			Storage:     jetstream.FileStorage,
+			Replicas:    replicas,
+		},
+	}
+}
+
+// Research consumers.
+var (
+	// Researchers is the researchers' shared consumer of work items. Its ack
+	// wait is short; a researcher at work keeps it extended.
+	Researchers = Consumer{
+		Stream: StreamResearchWork,
+		Config: jetstream.ConsumerConfig{
+			Durable:       "researchers",
+			Description:   "researchers: one work item at a time",
+			AckPolicy:     jetstream.AckExplicitPolicy,
+			AckWait:       time.Minute,
+			MaxDeliver:    defaultConsumerMaxDeliver,
+			MaxAckPending: 1000,
+		},
+	}
+	// CWAResults is the cwa replicas' shared consumer of results.
+	CWAResults = Consumer{
+		Stream: StreamResearchResults,
+		Config: jetstream.ConsumerConfig{
+			Durable:       "cwa-results",
+			Description:   "cwa: stores results, extends and revokes leases",
+			AckPolicy:     jetstream.AckExplicitPolicy,
+			AckWait:       defaultConsumerAckWait,
+			MaxDeliver:    defaultConsumerMaxDeliver,
+			MaxAckPending: 1000,
+		},
+	}
+	// PWAWorks is the pwa's consumer of merged works.
+	PWAWorks = Consumer{
+		Stream: StreamWorks,
+		Config: jetstream.ConsumerConfig{
+			Durable:       "pwa-works",
+			Description:   "pwa: its copy of merged episodes and clips",
+			FilterSubject: SubjectWorkUpserted,
+			AckPolicy:     jetstream.AckExplicitPolicy,
+			AckWait:       defaultConsumerAckWait,
+			MaxDeliver:    defaultConsumerMaxDeliver,
+			MaxAckPending: 1000,
+		},
+	}
+)

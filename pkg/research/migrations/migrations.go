@@ -1,0 +1,15 @@
+// Package migrations holds the research schema's SQL migrations, shared by
+// the pwa and the cwa (two deployables of one context).
+package migrations
+
+import (
+	"embed"
+
+	"github.com/archivist/archivist/pkg/store"
+)
+
+//go:embed *.sql
+var files embed.FS
+
+// Schema is the research context's PostgreSQL schema.
+var Schema = store.Schema{Name: "research", Migrations: files}

@@ -1,0 +1,337 @@
+// Package research is the data of research work assignment
+// (tbtl-work-assignment.txt), shared by its two deployables: the pwa, which
+// keeps episodes and clips and leases work, and the cwa, which stores results
+// and extends and revokes leases. Every change of state is one transaction.
+package research
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/archivist/archivist/events"
+)
+
+// Store is the research schema.
+type Store struct {
+	db *pgxpool.Pool
+}
+
+// New returns the store on db.
+func New(db *pgxpool.Pool) *Store { return &Store{db: db} }
+
+// DB is the store's pool.
+func (s *Store) DB() *pgxpool.Pool { return s.db }
+
+// Outcome of a versioned write.
+type Outcome string
+
+// Outcomes of a versioned write.
+const (
+	Applied Outcome = "applied"
+	Replay  Outcome = "replay"
+	Stale   Outcome = "stale"
+)
+
+// UpsertWork stores a merged work (an episode or a clip) from the curator:
+// newer version wins, equal is a replay, older is skipped. Only works in
+// state "work" are researched; a redirect or gone key is kept inactive.
+func (s *Store) UpsertWork(ctx context.Context, w *events.WorkUpserted) (Outcome, error) {
+	table := "research.episodes"
+	if w.Kind == events.KindClip {
+		table = "research.clips"
+	}
+	active := w.State == events.WorkMerged
+	var out Outcome
+	err := pgx.BeginFunc(ctx, s.db, func(tx pgx.Tx) error {
+		var id int64
+		var wasActive *bool
+		var prior *time.Time
+		err := tx.QueryRow(ctx, `WITH prior AS (SELECT active, version FROM `+table+` WHERE key = $1),
+up AS (
+	INSERT INTO `+table+` AS t (key, active, title, media_key, media_sha256, duration_ms, priority, initial_curated_at, version)
+	VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
+	ON CONFLICT (key) DO UPDATE SET active = EXCLUDED.active, title = EXCLUDED.title, media_key = EXCLUDED.media_key,
+		media_sha256 = EXCLUDED.media_sha256, duration_ms = EXCLUDED.duration_ms, priority = EXCLUDED.priority,
+		initial_curated_at = EXCLUDED.initial_curated_at, version = EXCLUDED.version
+	WHERE t.version < EXCLUDED.version
+	RETURNING id
+)
+SELECT coalesce((SELECT id FROM up), 0), (SELECT active FROM prior), (SELECT version FROM prior)`,
+			w.Key, active, w.Title, w.Media.Key, w.Media.SHA256, w.DurationMS, w.Priority, initialOf(w), w.Version).
+			Scan(&id, &wasActive, &prior)
+		if err != nil {
+			return fmt.Errorf("upsert %s %s: %w", w.Kind, w.Key, err)
+		}
+		if id == 0 {
+			out = Stale
+			if prior != nil && prior.Equal(w.Version) {
+				out = Replay
+			}
+			return nil
+		}
+		out = Applied
+		changed := wasActive == nil || *wasActive != active
+		if !changed {
+			return nil
+		}
+		if w.Kind == events.KindEpisode {
+			return recountEpisode(ctx, tx, id)
+		}
+		return clipActivity(ctx, tx, id, active)
+	})
+	return out, err
+}
+
+func initialOf(w *events.WorkUpserted) time.Time {
+	if w.InitialCuratedAt.IsZero() {
+		return time.Unix(0, 0).UTC()
+	}
+	return w.InitialCuratedAt
+}
+
+const recountSQL = `UPDATE research.episodes e SET
+	open_clips = CASE WHEN e.active THEN (SELECT count(*) FROM research.clips c WHERE c.active
+		AND NOT EXISTS (SELECT 1 FROM research.pairs p WHERE p.episode_id = e.id AND p.clip_id = c.id)) ELSE 0 END,
+	researched_clips = (SELECT count(*) FROM research.pairs p JOIN research.clips c ON c.id = p.clip_id AND c.active
+		WHERE p.episode_id = e.id AND p.state = 'researched')`
+
+func recountEpisode(ctx context.Context, tx pgx.Tx, id int64) error {
+	if _, err := tx.Exec(ctx, recountSQL+` WHERE e.id = $1`, id); err != nil {
+		return fmt.Errorf("recount episode %d: %w", id, err)
+	}
+	return nil
+}
+
+// clipActivity adjusts every episode's counters for a clip that became
+// active or inactive.
+func clipActivity(ctx context.Context, tx pgx.Tx, clipID int64, active bool) error {
+	sign := 1
+	if !active {
+		sign = -1
+	}
+	if _, err := tx.Exec(ctx, `UPDATE research.episodes e SET
+		open_clips = e.open_clips + $2 * (CASE WHEN e.active AND NOT EXISTS
+			(SELECT 1 FROM research.pairs p WHERE p.episode_id = e.id AND p.clip_id = $1) THEN 1 ELSE 0 END),
+		researched_clips = e.researched_clips + $2 * (CASE WHEN EXISTS
+			(SELECT 1 FROM research.pairs p WHERE p.episode_id = e.id AND p.clip_id = $1 AND p.state = 'researched') THEN 1 ELSE 0 END)`,
+		clipID, sign); err != nil {
+		return fmt.Errorf("clip %d activity: %w", clipID, err)
+	}
+	return nil
+}
+
+// Recount recomputes every episode's counters from the pairs: the
+// reconciliation that repairs any drift a crash or a race left.
+func (s *Store) Recount(ctx context.Context) error {
+	if _, err := s.db.Exec(ctx, recountSQL); err != nil {
+		return fmt.Errorf("recount episodes: %w", err)
+	}
+	return nil
+}
+
+// Lease is leased work: an episode and its clips, until ExpiresAt.
+type Lease struct {
+	ID        string
+	Episode   events.AudioRef
+	Clips     []events.AudioRef
+	ExpiresAt time.Time
+}
+
+// Lease selects work and leases it in one transaction: the first episode
+// with open clips by priority (descending), then initial curation date
+// (newest first), that no other transaction is leasing; then that episode's
+// open clips in the same order, at most maxClips. It returns nil when there
+// is no work. Two transactions never lease one (episode, clip): the episode
+// row is locked (others skip it), and a pair row is the lease's claim.
+func (s *Store) Lease(ctx context.Context, maxClips int, duration time.Duration) (*Lease, error) {
+	for range 3 {
+		l, retry, err := s.leaseOnce(ctx, maxClips, duration)
+		if err != nil || !retry {
+			return l, err
+		}
+	}
+	return nil, nil
+}
+
+func (s *Store) leaseOnce(ctx context.Context, maxClips int, duration time.Duration) (*Lease, bool, error) {
+	var lease *Lease
+	retry := false
+	err := pgx.BeginFunc(ctx, s.db, func(tx pgx.Tx) error {
+		var epID int64
+		var ep events.AudioRef
+		err := tx.QueryRow(ctx, `SELECT id, key, media_key, media_sha256, duration_ms FROM research.episodes
+			WHERE active AND open_clips > 0
+			ORDER BY priority DESC, initial_curated_at DESC, id
+			LIMIT 1 FOR UPDATE SKIP LOCKED`).Scan(&epID, &ep.Key, &ep.Media.Key, &ep.Media.SHA256, &ep.DurationMS)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("select episode: %w", err)
+		}
+		id := uuid.New()
+		rows, err := tx.Query(ctx, `WITH cand AS (
+	SELECT c.id FROM research.clips c
+	WHERE c.active AND NOT EXISTS (SELECT 1 FROM research.pairs p WHERE p.episode_id = $1 AND p.clip_id = c.id)
+	ORDER BY c.priority DESC, c.initial_curated_at DESC, c.id
+	LIMIT $2
+), ins AS (
+	INSERT INTO research.pairs (episode_id, clip_id, state, lease_id)
+	SELECT $1, id, 'leased', $3 FROM cand
+	ON CONFLICT DO NOTHING
+	RETURNING clip_id
+), lease AS (
+	INSERT INTO research.leases (id, episode_id, clip_ids, expires_at)
+	SELECT $3, $1, array_agg(clip_id), now() + $4::interval FROM ins HAVING count(*) > 0
+	RETURNING expires_at, clip_ids
+), upd AS (
+	UPDATE research.episodes SET open_clips = greatest(open_clips - (SELECT count(*) FROM ins), 0) WHERE id = $1
+)
+SELECT l.expires_at, c.key, c.media_key, c.media_sha256, c.duration_ms
+FROM lease l JOIN research.clips c ON c.id = ANY (l.clip_ids)
+ORDER BY c.priority DESC, c.initial_curated_at DESC, c.id`, epID, maxClips, id, duration)
+		if err != nil {
+			return fmt.Errorf("lease clips of %s: %w", ep.Key, err)
+		}
+		l := &Lease{ID: id.String(), Episode: ep}
+		for rows.Next() {
+			var c events.AudioRef
+			if err := rows.Scan(&l.ExpiresAt, &c.Key, &c.Media.Key, &c.Media.SHA256, &c.DurationMS); err != nil {
+				rows.Close()
+				return fmt.Errorf("lease clips of %s: %w", ep.Key, err)
+			}
+			l.Clips = append(l.Clips, c)
+		}
+		if err := rows.Err(); err != nil {
+			return fmt.Errorf("lease clips of %s: %w", ep.Key, err)
+		}
+		if len(l.Clips) == 0 {
+			// The counter said open, the pairs say not: repair and try again.
+			retry = true
+			return recountEpisode(ctx, tx, epID)
+		}
+		l.ExpiresAt = l.ExpiresAt.UTC()
+		lease = l
+		return nil
+	})
+	return lease, retry, err
+}
+
+// endSQL ends leases and frees the pairs they still hold (not yet
+// researched), giving their active clips back to their episodes.
+const endSQL = `, freed AS (
+	DELETE FROM research.pairs p USING ended WHERE p.lease_id = ended.id AND p.state = 'leased'
+	RETURNING p.episode_id, p.clip_id
+), cnt AS (
+	SELECT f.episode_id, count(*) AS n FROM freed f JOIN research.clips c ON c.id = f.clip_id AND c.active GROUP BY f.episode_id
+), upd AS (
+	UPDATE research.episodes e SET open_clips = e.open_clips + cnt.n FROM cnt WHERE e.id = cnt.episode_id AND e.active
+)
+SELECT ended.id::text, (SELECT count(*) FROM freed) FROM ended`
+
+// ExpireLeases ends every active lease past its expiry and frees its
+// unfinished clips. It returns the expired leases' ids.
+func (s *Store) ExpireLeases(ctx context.Context) ([]string, error) {
+	rows, err := s.db.Query(ctx, `WITH ended AS (
+	UPDATE research.leases SET state = 'expired', ended_at = now()
+	WHERE state = 'active' AND expires_at < now() RETURNING id
+)`+endSQL)
+	if err != nil {
+		return nil, fmt.Errorf("expire leases: %w", err)
+	}
+	ids, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (string, error) {
+		var id string
+		var n int64
+		err := r.Scan(&id, &n)
+		return id, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("expire leases: %w", err)
+	}
+	return ids, nil
+}
+
+// Revoke ends an active lease and frees its unfinished clips. It reports
+// whether the lease was active.
+func (s *Store) Revoke(ctx context.Context, leaseID string) (bool, error) {
+	rows, err := s.db.Query(ctx, `WITH ended AS (
+	UPDATE research.leases SET state = 'revoked', ended_at = now()
+	WHERE id = $1 AND state = 'active' RETURNING id
+)`+endSQL, leaseID)
+	if err != nil {
+		return false, fmt.Errorf("revoke lease %s: %w", leaseID, err)
+	}
+	n := 0
+	for rows.Next() {
+		n++
+	}
+	if err := rows.Err(); err != nil {
+		return false, fmt.Errorf("revoke lease %s: %w", leaseID, err)
+	}
+	return n > 0, nil
+}
+
+// Extend pushes an active, unexpired lease's expiry to at least now+by. It
+// reports whether it did: a revoked or expired lease is not extended.
+func (s *Store) Extend(ctx context.Context, leaseID string, by time.Duration) (bool, error) {
+	tag, err := s.db.Exec(ctx, `UPDATE research.leases SET expires_at = greatest(expires_at, now() + $2::interval)
+		WHERE id = $1 AND state = 'active' AND expires_at > now()`, leaseID, by)
+	if err != nil {
+		return false, fmt.Errorf("extend lease %s: %w", leaseID, err)
+	}
+	return tag.RowsAffected() == 1, nil
+}
+
+// ErrUnknownPair is returned for a result whose episode or clip is unknown.
+var ErrUnknownPair = errors.New("unknown episode or clip")
+
+// StoreResult stores a clip's result for an episode, idempotently: the first
+// result of a pair is kept and marks it researched; a redelivered or
+// duplicated one changes nothing. It reports whether this call stored it.
+func (s *Store) StoreResult(ctx context.Context, r *events.ResearchCompleted) (bool, error) {
+	occ := r.Occurrences
+	if occ == nil {
+		occ = []events.Occurrence{}
+	}
+	occJSON, err := json.Marshal(occ)
+	if err != nil {
+		return false, err
+	}
+	leaseID, err := uuid.Parse(r.LeaseID)
+	if err != nil {
+		return false, fmt.Errorf("lease id %q: %w", r.LeaseID, err)
+	}
+	var known, stored int
+	err = s.db.QueryRow(ctx, `WITH ids AS (
+	SELECT e.id AS eid, c.id AS cid, c.active AS cactive FROM research.episodes e, research.clips c WHERE e.key = $1 AND c.key = $2
+), res AS (
+	INSERT INTO research.results (episode_id, clip_id, lease_id, researcher, occurrences)
+	SELECT eid, cid, $3, $4, $5 FROM ids ON CONFLICT DO NOTHING RETURNING 1
+), prior AS (
+	SELECT p.state FROM research.pairs p JOIN ids ON p.episode_id = ids.eid AND p.clip_id = ids.cid
+), pair AS (
+	INSERT INTO research.pairs (episode_id, clip_id, state) SELECT eid, cid, 'researched' FROM ids
+	ON CONFLICT (episode_id, clip_id) DO UPDATE SET state = 'researched', lease_id = NULL
+	WHERE research.pairs.state <> 'researched'
+	RETURNING 1
+), upd AS (
+	UPDATE research.episodes e SET researched_clips = e.researched_clips + 1,
+		open_clips = greatest(e.open_clips - CASE WHEN EXISTS (SELECT 1 FROM prior) THEN 0 ELSE 1 END, 0)
+	FROM ids WHERE e.id = ids.eid AND ids.cactive AND EXISTS (SELECT 1 FROM pair)
+)
+SELECT (SELECT count(*) FROM ids), (SELECT count(*) FROM res)`, r.Episode, r.Clip, leaseID, r.Researcher, occJSON).Scan(&known, &stored)
+	if err != nil {
+		return false, fmt.Errorf("store result %s/%s: %w", r.Episode, r.Clip, err)
+	}
+	if known == 0 {
+		return false, fmt.Errorf("result for %s/%s: %w", r.Episode, r.Clip, ErrUnknownPair)
+	}
+	return stored == 1, nil
+}

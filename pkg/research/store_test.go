@@ -1,0 +1,228 @@
+package research_test
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/archivist/archivist/events"
+	"github.com/archivist/archivist/pkg/research"
+	"github.com/archivist/archivist/pkg/research/migrations"
+	"github.com/archivist/archivist/pkg/testenv"
+)
+
+func TestMain(m *testing.M) { testenv.Main(m) }
+
+var day = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+
+func work(kind, key string, priority int32, initialDay int) *events.WorkUpserted {
+	return &events.WorkUpserted{Kind: kind, Key: key, Version: day, State: events.WorkMerged,
+		Media: events.Media{Key: "audio/" + key}, Priority: priority,
+		InitialCuratedAt: day.AddDate(0, 0, initialDay), LatestCuratedAt: day.AddDate(0, 1, 0)}
+}
+
+func add(t *testing.T, s *research.Store, works ...*events.WorkUpserted) {
+	t.Helper()
+	for _, w := range works {
+		if _, err := s.UpsertWork(context.Background(), w); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func keys(refs []events.AudioRef) []string {
+	out := make([]string, len(refs))
+	for i, r := range refs {
+		out[i] = r.Key
+	}
+	return out
+}
+
+func lease(t *testing.T, s *research.Store, max int) *research.Lease {
+	t.Helper()
+	l, err := s.Lease(context.Background(), max, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
+
+func TestSelectionOrder(t *testing.T) {
+	s := research.New(testenv.DB(t, migrations.Schema))
+	// Episodes: priority first, then newest initial curation; ties on both
+	// fall back to arrival order.
+	add(t, s,
+		work("clip", "c-low-old", 1, 1), work("clip", "c-high-old", 5, 1), work("clip", "c-high-new", 5, 9),
+		work("clip", "c-mid", 3, 5), work("clip", "c-low-new", 1, 9),
+		work("episode", "e-low", 1, 30), work("episode", "e-high-old", 9, 1),
+		work("episode", "e-high-new", 9, 20), work("episode", "e-mid", 5, 40))
+	// An episode stays first while it has unleased clips.
+	l := lease(t, s, 2)
+	if l.Episode.Key != "e-high-new" || !slices.Equal(keys(l.Clips), []string{"c-high-new", "c-high-old"}) {
+		t.Fatalf("first lease: %s %v, want e-high-new with the priority-5 clips newest first", l.Episode.Key, keys(l.Clips))
+	}
+	l = lease(t, s, 5)
+	if l.Episode.Key != "e-high-new" || !slices.Equal(keys(l.Clips), []string{"c-mid", "c-low-new", "c-low-old"}) {
+		t.Fatalf("second lease: %s %v, want the rest of e-high-new", l.Episode.Key, keys(l.Clips))
+	}
+	for _, ep := range []string{"e-high-old", "e-mid", "e-low"} {
+		l := lease(t, s, 5)
+		if l == nil || l.Episode.Key != ep || len(l.Clips) != 5 {
+			t.Fatalf("lease: %+v, want all of %s", l, ep)
+		}
+	}
+	if l := lease(t, s, 5); l != nil {
+		t.Errorf("leased with nothing open: %+v", l)
+	}
+}
+
+func TestMaxClipsAndSkippingLeasedAndResearched(t *testing.T) {
+	s := research.New(testenv.DB(t, migrations.Schema))
+	ctx := context.Background()
+	add(t, s, work("episode", "ep", 1, 1))
+	for i := range 10 {
+		add(t, s, work("clip", fmt.Sprintf("c%d", i), int32(10-i), 1))
+	}
+	// c0 and c1 researched before any lease (a late result), c2 and c3 leased.
+	for _, c := range []string{"c0", "c1"} {
+		if _, err := s.StoreResult(ctx, &events.ResearchCompleted{LeaseID: "00000000-0000-0000-0000-000000000001", Episode: "ep", Clip: c, Researcher: "r"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	first := lease(t, s, 2)
+	if got := keys(first.Clips); !slices.Equal(got, []string{"c2", "c3"}) {
+		t.Fatalf("first lease %v, want [c2 c3]: researched clips are skipped", got)
+	}
+	second := lease(t, s, 4)
+	if got := keys(second.Clips); !slices.Equal(got, []string{"c4", "c5", "c6", "c7"}) {
+		t.Fatalf("second lease %v, want 4 clips after the leased ones", got)
+	}
+	third := lease(t, s, 4)
+	if got := keys(third.Clips); !slices.Equal(got, []string{"c8", "c9"}) {
+		t.Fatalf("third lease %v", got)
+	}
+	if l := lease(t, s, 4); l != nil {
+		t.Fatalf("a fourth lease of a fully leased episode: %+v", l)
+	}
+	// Revoking the first lease frees c2 and c3 again.
+	if ok, err := s.Revoke(ctx, first.ID); err != nil || !ok {
+		t.Fatalf("revoke: %v %v", ok, err)
+	}
+	if l := lease(t, s, 4); l == nil || !slices.Equal(keys(l.Clips), []string{"c2", "c3"}) {
+		t.Fatalf("after revoke: %+v", l)
+	}
+}
+
+func TestExpiredLeaseFreesOnlyUnfinishedClips(t *testing.T) {
+	s := research.New(testenv.DB(t, migrations.Schema))
+	ctx := context.Background()
+	add(t, s, work("episode", "ep", 1, 1), work("clip", "a", 3, 1), work("clip", "b", 2, 1), work("clip", "c", 1, 1))
+	l, err := s.Lease(ctx, 3, 50*time.Millisecond)
+	if err != nil || l == nil {
+		t.Fatal(l, err)
+	}
+	if stored, err := s.StoreResult(ctx, &events.ResearchCompleted{LeaseID: l.ID, Episode: "ep", Clip: "a", Researcher: "r"}); err != nil || !stored {
+		t.Fatal(stored, err)
+	}
+	time.Sleep(100 * time.Millisecond)
+	if ok, _ := s.Extend(ctx, l.ID, time.Minute); ok {
+		t.Error("an expired lease was extended")
+	}
+	expired, err := s.ExpireLeases(ctx)
+	if err != nil || !slices.Equal(expired, []string{l.ID}) {
+		t.Fatalf("expire: %v %v", expired, err)
+	}
+	again := lease(t, s, 3)
+	if again == nil || !slices.Equal(keys(again.Clips), []string{"b", "c"}) {
+		t.Fatalf("re-lease after expiry: %+v, want b and c", again)
+	}
+	// A late result of the old lease is stored and leaves the new lease alone.
+	if stored, err := s.StoreResult(ctx, &events.ResearchCompleted{LeaseID: l.ID, Episode: "ep", Clip: "b", Researcher: "late"}); err != nil || !stored {
+		t.Fatal(stored, err)
+	}
+	if ok, err := s.Extend(ctx, again.ID, time.Minute); err != nil || !ok {
+		t.Errorf("the new lease is no longer active: %v %v", ok, err)
+	}
+	// A duplicate of that result changes nothing.
+	if stored, err := s.StoreResult(ctx, &events.ResearchCompleted{LeaseID: again.ID, Episode: "ep", Clip: "b", Researcher: "new"}); err != nil || stored {
+		t.Errorf("duplicate stored: %v %v", stored, err)
+	}
+}
+
+func TestUnknownPairIsAnError(t *testing.T) {
+	s := research.New(testenv.DB(t, migrations.Schema))
+	_, err := s.StoreResult(context.Background(), &events.ResearchCompleted{LeaseID: "00000000-0000-0000-0000-000000000001", Episode: "nope", Clip: "nada", Researcher: "r"})
+	if err == nil {
+		t.Error("result for an unknown pair stored")
+	}
+}
+
+// TestConcurrentLeasesNeverOverlap: eight leasers race over 10 episodes × 20
+// clips; no (episode, clip) is leased twice and all are leased.
+func TestConcurrentLeasesNeverOverlap(t *testing.T) {
+	s := research.New(testenv.DB(t, migrations.Schema))
+	for i := range 10 {
+		add(t, s, work("episode", fmt.Sprintf("e%02d", i), int32(i%3), i))
+	}
+	for i := range 20 {
+		add(t, s, work("clip", fmt.Sprintf("c%02d", i), int32(i%4), i))
+	}
+	var mu sync.Mutex
+	seen := map[string]int{}
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				l, err := s.Lease(context.Background(), 3, time.Minute)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if l == nil {
+					return
+				}
+				mu.Lock()
+				for _, c := range l.Clips {
+					seen[l.Episode.Key+"/"+c.Key]++
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	if len(seen) != 200 {
+		t.Errorf("%d pairs leased, want 200", len(seen))
+	}
+	for p, n := range seen {
+		if n != 1 {
+			t.Errorf("%s leased %d times", p, n)
+		}
+	}
+}
+
+func TestClipActivityAdjustsEpisodes(t *testing.T) {
+	s := research.New(testenv.DB(t, migrations.Schema))
+	ctx := context.Background()
+	add(t, s, work("episode", "ep", 1, 1), work("clip", "a", 1, 1))
+	gone := work("clip", "a", 1, 1)
+	gone.State, gone.Version = events.WorkRedirect, day.Add(time.Hour)
+	add(t, s, gone)
+	if l := lease(t, s, 5); l != nil {
+		t.Fatalf("leased a redirected clip: %+v", l)
+	}
+	back := work("clip", "a", 1, 1)
+	back.Version = day.Add(2 * time.Hour)
+	add(t, s, back)
+	stale := work("clip", "a", 1, 1)
+	if out, _ := s.UpsertWork(ctx, stale); out != research.Stale {
+		t.Errorf("older version: %s", out)
+	}
+	if l := lease(t, s, 5); l == nil || !slices.Equal(keys(l.Clips), []string{"a"}) {
+		t.Fatalf("reactivated clip not leased: %+v", l)
+	}
+}
