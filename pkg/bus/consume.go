@@ -97,7 +97,7 @@ type Subscription struct {
 	fetchStop context.CancelFunc
 	fetchDone chan struct{}
 	stopOnce  sync.Once
-	stopErr  error
+	stopErr   error
 
 	// Metric children resolved once, not per message.
 	acked, retried, deadLettered prometheus.Counter
