@@ -113,6 +113,11 @@ type ResearchCompleted struct {
 	Final bool `msgpack:"final" json:"final"`
 	// Researcher names the researcher.
 	Researcher string `msgpack:"researcher" json:"researcher"`
+	// Sent, on a final result, is how many results the researcher sent for
+	// the item, this one included: the cwa revokes the lease once they are
+	// all stored, so that a final result overtaking its siblings does not
+	// free clips whose results are on their way.
+	Sent int `msgpack:"sent,omitempty" json:"sent,omitempty"`
 }
 
 // EventType implements Event.

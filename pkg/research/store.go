@@ -128,12 +128,39 @@ func clipActivity(ctx context.Context, tx pgx.Tx, clipID int64, active bool) err
 }
 
 // Recount recomputes every episode's counters from the pairs: the
-// reconciliation that repairs any drift a crash or a race left.
+// reconciliation that repairs any drift a crash or a race left. It works in
+// batches, each locking its episodes first so that the counts are read after
+// every concurrent change of those episodes has committed or waits for them
+// (a single UPDATE would read the pairs from before a concurrent result and
+// overwrite its increment).
 func (s *Store) Recount(ctx context.Context) error {
-	if _, err := s.db.Exec(ctx, recountSQL); err != nil {
-		return fmt.Errorf("recount episodes: %w", err)
+	var last int64
+	for {
+		done := false
+		err := pgx.BeginFunc(ctx, s.db, func(tx pgx.Tx) error {
+			rows, err := tx.Query(ctx, `SELECT id FROM research.episodes WHERE id > $1 ORDER BY id LIMIT 500 FOR UPDATE`, last)
+			if err != nil {
+				return err
+			}
+			ids, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+			if err != nil {
+				return err
+			}
+			if len(ids) == 0 {
+				done = true
+				return nil
+			}
+			last = ids[len(ids)-1]
+			_, err = tx.Exec(ctx, recountSQL+` WHERE e.id = ANY ($1)`, ids)
+			return err
+		})
+		if err != nil {
+			return fmt.Errorf("recount episodes: %w", err)
+		}
+		if done {
+			return nil
+		}
 	}
-	return nil
 }
 
 // Lease is leased work: an episode and its clips, until ExpiresAt.
@@ -188,8 +215,8 @@ func (s *Store) leaseOnce(ctx context.Context, maxClips int, duration time.Durat
 	ON CONFLICT DO NOTHING
 	RETURNING clip_id
 ), lease AS (
-	INSERT INTO research.leases (id, episode_id, clip_ids, expires_at)
-	SELECT $3, $1, array_agg(clip_id), now() + $4::interval FROM ins HAVING count(*) > 0
+	INSERT INTO research.leases (id, episode_id, clip_ids, created_at, expires_at)
+	SELECT $3, $1, array_agg(clip_id), clock_timestamp(), clock_timestamp() + $4::interval FROM ins HAVING count(*) > 0
 	RETURNING expires_at, clip_ids
 ), upd AS (
 	UPDATE research.episodes SET open_clips = greatest(open_clips - (SELECT count(*) FROM ins), 0) WHERE id = $1
@@ -240,7 +267,7 @@ SELECT ended.id::text, (SELECT count(*) FROM freed) FROM ended`
 // unfinished clips. It returns the expired leases' ids.
 func (s *Store) ExpireLeases(ctx context.Context) ([]string, error) {
 	rows, err := s.db.Query(ctx, `WITH ended AS (
-	UPDATE research.leases SET state = 'expired', ended_at = now()
+	UPDATE research.leases SET state = 'expired', ended_at = clock_timestamp()
 	WHERE state = 'active' AND expires_at < now() RETURNING id
 )`+endSQL)
 	if err != nil {
@@ -262,7 +289,7 @@ func (s *Store) ExpireLeases(ctx context.Context) ([]string, error) {
 // whether the lease was active.
 func (s *Store) Revoke(ctx context.Context, leaseID string) (bool, error) {
 	rows, err := s.db.Query(ctx, `WITH ended AS (
-	UPDATE research.leases SET state = 'revoked', ended_at = now()
+	UPDATE research.leases SET state = 'revoked', ended_at = clock_timestamp()
 	WHERE id = $1 AND state = 'active' RETURNING id
 )`+endSQL, leaseID)
 	if err != nil {
@@ -314,16 +341,16 @@ func (s *Store) StoreResult(ctx context.Context, r *events.ResearchCompleted) (b
 ), res AS (
 	INSERT INTO research.results (episode_id, clip_id, lease_id, researcher, occurrences)
 	SELECT eid, cid, $3, $4, $5 FROM ids ON CONFLICT DO NOTHING RETURNING 1
-), prior AS (
-	SELECT p.state FROM research.pairs p JOIN ids ON p.episode_id = ids.eid AND p.clip_id = ids.cid
 ), pair AS (
+	-- xmax = 0: the row was inserted (the pair was open), not updated from
+	-- 'leased'; decided at write time, after any concurrent change of the row.
 	INSERT INTO research.pairs (episode_id, clip_id, state) SELECT eid, cid, 'researched' FROM ids
 	ON CONFLICT (episode_id, clip_id) DO UPDATE SET state = 'researched', lease_id = NULL
 	WHERE research.pairs.state <> 'researched'
-	RETURNING 1
+	RETURNING (xmax = 0) AS inserted
 ), upd AS (
 	UPDATE research.episodes e SET researched_clips = e.researched_clips + 1,
-		open_clips = greatest(e.open_clips - CASE WHEN EXISTS (SELECT 1 FROM prior) THEN 0 ELSE 1 END, 0)
+		open_clips = greatest(e.open_clips - CASE WHEN (SELECT inserted FROM pair) THEN 1 ELSE 0 END, 0)
 	FROM ids WHERE e.id = ids.eid AND ids.cactive AND EXISTS (SELECT 1 FROM pair)
 )
 SELECT (SELECT count(*) FROM ids), (SELECT count(*) FROM res)`, r.Episode, r.Clip, leaseID, r.Researcher, occJSON).Scan(&known, &stored)
@@ -334,4 +361,16 @@ SELECT (SELECT count(*) FROM ids), (SELECT count(*) FROM res)`, r.Episode, r.Cli
 		return false, fmt.Errorf("result for %s/%s: %w", r.Episode, r.Clip, ErrUnknownPair)
 	}
 	return stored == 1, nil
+}
+
+// StoredOfLease counts the lease's clips that have a stored result (from
+// any lease).
+func (s *Store) StoredOfLease(ctx context.Context, leaseID string) (int, error) {
+	var n int
+	err := s.db.QueryRow(ctx, `SELECT count(*) FROM research.leases l JOIN research.results r
+		ON r.episode_id = l.episode_id AND r.clip_id = ANY (l.clip_ids) WHERE l.id = $1`, leaseID).Scan(&n)
+	if err != nil {
+		return 0, fmt.Errorf("results of lease %s: %w", leaseID, err)
+	}
+	return n, nil
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/sethvargo/go-envconfig"
 
+	"github.com/archivist/archivist/pkg/blob"
 	"github.com/archivist/archivist/pkg/bus"
 	"github.com/archivist/archivist/pkg/service"
 	"github.com/archivist/archivist/pkg/store"
@@ -29,8 +30,25 @@ type Service struct {
 // database, with the extra environment env, and waits until /readyz is 200.
 func StartService(t testing.TB, def service.Definition, env map[string]string) *Service {
 	t.Helper()
+	return StartServiceIn(t, def, Shared{NATSURL: NATS(t), DBURL: DBURL(t, def.Schemas...)}, env)
+}
+
+// Shared is what several services started for one test share.
+type Shared struct {
+	// NATSURL is the NATS account (from NATS).
+	NATSURL string
+	// DBURL is the database (from DBURL).
+	DBURL string
+	// Blob is the blob store, for services that need one.
+	Blob blob.Store
+}
+
+// StartServiceIn runs def as its main would, in the shared NATS account and
+// database, with the extra environment env, and waits until /readyz is 200.
+func StartServiceIn(t testing.TB, def service.Definition, sh Shared, env map[string]string) *Service {
+	t.Helper()
 	ctx := context.Background()
-	s := &Service{NATSURL: NATS(t), DBURL: DBURL(t, def.Schemas...)}
+	s := &Service{NATSURL: sh.NATSURL, DBURL: sh.DBURL}
 	admin, err := service.NewAdmin("127.0.0.1:0", Logger(t))
 	if err != nil {
 		t.Fatal(err)
@@ -38,7 +56,7 @@ func StartService(t testing.TB, def service.Definition, env map[string]string) *
 	s.Admin = admin.Addr()
 	common := service.Common{ShutdownTimeout: 10 * time.Second, MigrateOnStart: true,
 		Bus: bus.Config{URL: s.NATSURL, Replicas: 1}, Store: store.Config{URL: s.DBURL, MaxConns: 5}}
-	r, err := service.Start(ctx, def, common, service.Deps{Log: Logger(t), Admin: admin, Lookuper: envconfig.MapLookuper(env)})
+	r, err := service.Start(ctx, def, common, service.Deps{Log: Logger(t), Admin: admin, Blob: sh.Blob, Lookuper: envconfig.MapLookuper(env)})
 	if err != nil {
 		t.Fatalf("testenv: start %s: %v", def.Name, err)
 	}

@@ -3,6 +3,7 @@ module github.com/archivist/archivist/services/archivist
 go 1.26.0
 
 require (
+	github.com/archivist/archivist/events v0.0.0
 	github.com/archivist/archivist/pkg v0.0.0
 	github.com/archivist/archivist/services/aggregator v0.0.0
 	github.com/archivist/archivist/services/auditor v0.0.0
@@ -12,6 +13,7 @@ require (
 	github.com/archivist/archivist/services/pwa v0.0.0
 	github.com/archivist/archivist/services/researcher v0.0.0
 	github.com/jackc/pgx/v5 v5.12.0
+	github.com/nats-io/nats.go v1.55.0
 	github.com/sethvargo/go-envconfig v1.4.3
 )
 
@@ -21,7 +23,6 @@ require (
 	github.com/Masterminds/semver/v3 v3.5.0 // indirect
 	github.com/Masterminds/sprig/v3 v3.3.0 // indirect
 	github.com/antithesishq/antithesis-sdk-go v0.8.0-default-no-op // indirect
-	github.com/archivist/archivist/events v0.0.0 // indirect
 	github.com/beorn7/perks v1.0.1 // indirect
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
 	github.com/dustin/go-humanize v1.0.1 // indirect
@@ -45,7 +46,6 @@ require (
 	github.com/munnerz/goautoneg v0.0.0-20191010083416-a7dc8b61c822 // indirect
 	github.com/nats-io/jwt/v2 v2.8.2 // indirect
 	github.com/nats-io/nats-server/v2 v2.15.2 // indirect
-	github.com/nats-io/nats.go v1.55.0 // indirect
 	github.com/nats-io/nkeys v0.4.16 // indirect
 	github.com/nats-io/nuid v1.0.1 // indirect
 	github.com/philhofer/fwd v1.2.0 // indirect

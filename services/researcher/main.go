@@ -1,4 +1,8 @@
-// Command researcher runs the researcher service: locates each leased clip's occurrences inside the episode's audio. See docs/researcher.md.
+// Command researcher runs the researcher service: it takes leased work
+// items and locates each clip in the episode's audio. See docs/research.md.
+//
+// No clip locator is built in yet (the clip-locator issue): the binary
+// starts, reports ready, and takes no work.
 package main
 
 import (
@@ -6,4 +10,4 @@ import (
 	"github.com/archivist/archivist/services/researcher/researcher"
 )
 
-func main() { service.Main(researcher.Definition()) }
+func main() { service.Main(researcher.Definition(nil)) }

@@ -19,7 +19,7 @@ func Services() []service.Definition {
 		curator.Definition(),
 		pwa.Definition(),
 		cwa.Definition(),
-		researcher.Definition(),
+		researcher.Definition(nil), // no clip locator is built in yet
 		indexer.Definition(),
 		aggregator.Definition(),
 		auditor.Definition(),

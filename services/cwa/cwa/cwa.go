@@ -1,13 +1,136 @@
-// Package cwa is the cwa service: stores research results, extends leases, and revokes them on the final item.
+// Package cwa is the completed-work archivist (tbtl-work-assignment.txt): it
+// stores each researcher's result for a clip, idempotently, extends the
+// result's lease, and revokes the lease on the final result. Results for a
+// revoked or expired lease are stored and extend nothing. Replicas run in
+// parallel on one shared consumer.
 package cwa
 
-import "github.com/archivist/archivist/pkg/service"
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
 
-// Definition is the cwa service. Its feature is not built yet; see the
-// open issues and docs/cwa.md.
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/archivist/archivist/events"
+	"github.com/archivist/archivist/pkg/bus"
+	"github.com/archivist/archivist/pkg/research"
+	"github.com/archivist/archivist/pkg/research/migrations"
+	"github.com/archivist/archivist/pkg/service"
+	"github.com/archivist/archivist/pkg/store"
+)
+
+// Config is the cwa's configuration.
+type Config struct {
+	// Research is shared with the pwa and researchers.
+	Research research.Config
+	// Concurrency is how many results are stored at once.
+	Concurrency int `env:"CWA_CONCURRENCY, default=8"`
+}
+
+// Definition is the cwa service.
 func Definition() service.Definition {
-	return service.Planned("cwa", "stores research results, extends leases, and revokes them on the final item",
-		"consume completed-research events and store each clip's occurrences",
-		"extend the lease on each result and revoke it on the final one",
-	)
+	return service.Definition{
+		Name:     "cwa",
+		Summary:  "stores research results, extends leases, and revokes them on the final item",
+		Schemas:  []store.Schema{migrations.Schema},
+		NeedsDB:  true,
+		NeedsBus: true,
+		Run:      run,
+	}
+}
+
+func run(ctx context.Context, env *service.Env) error {
+	var cfg Config
+	if err := env.LoadConfig(ctx, &cfg); err != nil {
+		return err
+	}
+	if err := cfg.Research.Check(); err != nil {
+		return err
+	}
+	c := New(env.Bus, research.New(env.DB), cfg.Research, env.Metrics, env.Log)
+	sub, err := bus.Consume(ctx, env.Bus, events.CWAResults, c.Result, bus.WithConcurrency(cfg.Concurrency),
+		bus.WithRetryDelay(100*time.Millisecond, 10*time.Second))
+	if err != nil {
+		return err
+	}
+	env.Ready()
+	<-ctx.Done()
+	sctx, cancel := context.WithTimeout(context.Background(), env.ShutdownTimeout)
+	defer cancel()
+	return sub.Stop(sctx)
+}
+
+// finalPatience is how many deliveries of a final result wait for its
+// siblings before the lease is revoked regardless.
+const finalPatience = 4
+
+// CWA handles completed-research events.
+type CWA struct {
+	bus     *bus.Bus
+	store   *research.Store
+	cfg     research.Config
+	log     *slog.Logger
+	results *prometheus.CounterVec
+}
+
+// New returns a CWA.
+func New(b *bus.Bus, s *research.Store, cfg research.Config, reg prometheus.Registerer, log *slog.Logger) *CWA {
+	c := &CWA{bus: b, store: s, cfg: cfg, log: log, results: prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "archivist_cwa_results_total",
+		Help: "Results received, by outcome (stored, duplicate).",
+	}, []string{"outcome"})}
+	if reg != nil {
+		reg.MustRegister(c.results)
+	}
+	return c
+}
+
+// Result stores one result, then extends its lease, or revokes it if the
+// result is final, and wakes the pwa when a lease ends.
+func (c *CWA) Result(ctx context.Context, m *bus.Message[events.ResearchCompleted]) error {
+	r := m.Event
+	stored, err := c.store.StoreResult(ctx, r)
+	if errors.Is(err, research.ErrUnknownPair) {
+		return bus.Permanent(err)
+	}
+	if err != nil {
+		return err
+	}
+	outcome := "stored"
+	if !stored {
+		outcome = "duplicate"
+	}
+	c.results.WithLabelValues(outcome).Inc()
+	log := c.log.With("lease", r.LeaseID, "episode", r.Episode, "clip", r.Clip, "researcher", r.Researcher)
+	if r.Final && r.Sent > 1 && m.Metadata.NumDelivered < finalPatience {
+		// Results travel through parallel replicas: wait (by redelivery)
+		// until the final result's siblings are stored before revoking.
+		stored, err := c.store.StoredOfLease(ctx, r.LeaseID)
+		if err != nil {
+			return err
+		}
+		if stored < r.Sent {
+			return fmt.Errorf("final result of lease %s overtook its siblings (%d of %d stored); retrying", r.LeaseID, stored, r.Sent)
+		}
+	}
+	if r.Final {
+		revoked, err := c.store.Revoke(ctx, r.LeaseID)
+		if err != nil {
+			return err
+		}
+		log.Info("final result; lease revoked", "was_active", revoked, "outcome", outcome)
+		if err := c.bus.Conn().Publish(events.SubjectPWAWake, nil); err != nil {
+			log.Warn("wake the pwa", "err", err)
+		}
+		return nil
+	}
+	extended, err := c.store.Extend(ctx, r.LeaseID, c.cfg.LeaseDuration)
+	if err != nil {
+		return err
+	}
+	log.Debug("result", "outcome", outcome, "lease_extended", extended, "occurrences", len(r.Occurrences))
+	return nil
 }

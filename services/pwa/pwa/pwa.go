@@ -1,14 +1,290 @@
-// Package pwa is the pwa service: leases an episode and up to N clips to researchers through a pending-work queue whose items expire before their lease.
+// Package pwa is the pending-work archivist (tbtl-work-assignment.txt): it
+// keeps its copy of the merged episodes and clips, and whenever it activates
+// (on a timer, when works change, when a researcher arrives or finishes, when
+// a lease ends) it frees expired leases, runs the capacity check, and leases
+// work to the pending-work queue, one item per passing check.
 package pwa
 
-import "github.com/archivist/archivist/pkg/service"
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
 
-// Definition is the pwa service. Its feature is not built yet; see the
-// open issues and docs/pwa.md.
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/archivist/archivist/events"
+	"github.com/archivist/archivist/pkg/bus"
+	"github.com/archivist/archivist/pkg/research"
+	"github.com/archivist/archivist/pkg/research/migrations"
+	"github.com/archivist/archivist/pkg/service"
+	"github.com/archivist/archivist/pkg/store"
+)
+
+// Config is the pwa's own configuration.
+type Config struct {
+	// Research is shared with the cwa and researchers.
+	Research research.Config
+	// HTTPAddr serves the research status.
+	HTTPAddr string `env:"PWA_HTTP_ADDR, default=:8081"`
+	// Interval is the longest the pwa waits between activations.
+	Interval time.Duration `env:"PWA_INTERVAL, default=5s"`
+	// RecountInterval is how often every episode's counters are recomputed.
+	RecountInterval time.Duration `env:"PWA_RECOUNT_INTERVAL, default=10m"`
+}
+
+// Definition is the pwa service.
 func Definition() service.Definition {
-	return service.Planned("pwa", "leases an episode and up to N clips to researchers through a pending-work queue whose items expire before their lease",
-		"consume curated episodes and clips into the research schema",
-		"run the capacity check on a timer and on events, and lease work in the same transaction as the selection",
-		"publish work items with a TTL shorter than the lease; free the clips of expired leases",
-	)
+	return service.Definition{
+		Name:     "pwa",
+		Summary:  "leases an episode and up to N clips to researchers through a pending-work queue whose items expire before their lease",
+		Schemas:  []store.Schema{migrations.Schema},
+		NeedsDB:  true,
+		NeedsBus: true,
+		Run:      run,
+	}
+}
+
+func run(ctx context.Context, env *service.Env) error {
+	var cfg Config
+	if err := env.LoadConfig(ctx, &cfg); err != nil {
+		return err
+	}
+	p, err := New(ctx, env.Bus, research.New(env.DB), cfg, env.Metrics, env.Log)
+	if err != nil {
+		return err
+	}
+	works, err := bus.Consume(ctx, env.Bus, events.PWAWorks, p.Work, bus.WithConcurrency(4))
+	if err != nil {
+		return err
+	}
+	wake, err := env.Bus.Conn().Subscribe(events.SubjectPWAWake, func(*nats.Msg) { p.Wake() })
+	if err != nil {
+		return errors.Join(fmt.Errorf("subscribe %s: %w", events.SubjectPWAWake, err), works.Stop(context.Background()))
+	}
+	loopDone := make(chan struct{})
+	go func() { defer close(loopDone); p.Loop(ctx) }()
+
+	srv := &http.Server{Handler: p.Handler(), ReadHeaderTimeout: 5 * time.Second}
+	ln, err := net.Listen("tcp", cfg.HTTPAddr)
+	if err == nil {
+		env.Log.Info("research status API listening", "addr", ln.Addr().String())
+		env.Ready()
+		go srv.Serve(ln)
+		<-ctx.Done()
+	} else {
+		err = fmt.Errorf("listen on %s: %w", cfg.HTTPAddr, err)
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), env.ShutdownTimeout)
+	defer cancel()
+	<-loopDone
+	return errors.Join(err, srv.Shutdown(sctx), wake.Unsubscribe(), works.Stop(sctx))
+}
+
+// PWA is the pending-work archivist.
+type PWA struct {
+	bus    *bus.Bus
+	store  *research.Store
+	cfg    Config
+	kv     jetstream.KeyValue
+	log    *slog.Logger
+	wake   chan struct{}
+	leased prometheus.Counter
+}
+
+// New checks the configuration (a work item must expire before its lease)
+// and prepares the researchers bucket and queue consumer it counts.
+func New(ctx context.Context, b *bus.Bus, s *research.Store, cfg Config, reg prometheus.Registerer, log *slog.Logger) (*PWA, error) {
+	if err := cfg.Research.Check(); err != nil {
+		return nil, err
+	}
+	kv, err := research.Researchers(ctx, b.JetStream(), cfg.Research)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := b.EnsureConsumer(ctx, events.Researchers); err != nil {
+		return nil, err
+	}
+	p := &PWA{bus: b, store: s, cfg: cfg, kv: kv, log: log, wake: make(chan struct{}, 1),
+		leased: prometheus.NewCounter(prometheus.CounterOpts{Name: "archivist_pwa_work_items_total", Help: "Work items leased and queued."})}
+	if reg != nil {
+		reg.MustRegister(p.leased)
+	}
+	return p, nil
+}
+
+// Wake asks for an activation soon.
+func (p *PWA) Wake() {
+	select {
+	case p.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Work stores a merged work from the curator and wakes the pwa if it changed.
+func (p *PWA) Work(ctx context.Context, m *bus.Message[events.WorkUpserted]) error {
+	out, err := p.store.UpsertWork(ctx, m.Event)
+	if err != nil {
+		return err
+	}
+	if out == research.Applied {
+		p.Wake()
+	}
+	return nil
+}
+
+// Loop activates on every wake and at least every Interval until ctx ends;
+// it recounts the counters at start and every RecountInterval.
+func (p *PWA) Loop(ctx context.Context) {
+	if err := p.store.Recount(ctx); err != nil && ctx.Err() == nil {
+		p.log.Error("recount", "err", err)
+	}
+	// A researcher that appears wakes the pwa.
+	if w, err := p.kv.WatchAll(ctx, jetstream.UpdatesOnly()); err == nil {
+		go func() {
+			for e := range w.Updates() {
+				if e != nil && e.Operation() == jetstream.KeyValuePut {
+					p.Wake()
+				}
+			}
+		}()
+	}
+	tick := time.NewTicker(p.cfg.Interval)
+	defer tick.Stop()
+	recount := time.NewTicker(p.cfg.RecountInterval)
+	defer recount.Stop()
+	for {
+		if _, err := p.Activate(ctx); err != nil && ctx.Err() == nil {
+			p.log.Error("activation failed", "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		case <-p.wake:
+		case <-recount.C:
+			if err := p.store.Recount(ctx); err != nil && ctx.Err() == nil {
+				p.log.Error("recount", "err", err)
+			}
+		}
+	}
+}
+
+// ShouldAdd is the spec's capacity check, steps 1 to 6, with step 3 ("move
+// to step 7", a step that does not exist) read as "add a work item": with no
+// researchers and an empty queue the pwa primes the queue with one item, so
+// the first researcher to arrive finds work.
+func ShouldAdd(researchers, pending int) bool {
+	if researchers == 0 {
+		return pending == 0 // step 3 (prime the queue), else step 4 (exit)
+	}
+	position := researchers - pending // step 5
+	return position >= 0              // step 6: a negative position is a surplus of work
+}
+
+// Activate is one activation: expire leases, then add work items while the
+// capacity check passes and there is work. It returns the items added.
+func (p *PWA) Activate(ctx context.Context) (int, error) {
+	if expired, err := p.store.ExpireLeases(ctx); err != nil {
+		return 0, err
+	} else if len(expired) > 0 {
+		p.log.Info("leases expired; their unfinished clips are free again", "leases", expired)
+	}
+	researchers, err := research.CountLive(ctx, p.kv)
+	if err != nil {
+		return 0, err
+	}
+	pending, err := p.pending(ctx)
+	if err != nil {
+		return 0, err
+	}
+	added := 0
+	// Each pass is one activation of the spec; the bound keeps a miscount
+	// from flooding the queue.
+	for added <= researchers+1 && ShouldAdd(researchers, pending+added) {
+		ok, err := p.addItem(ctx)
+		if err != nil || !ok {
+			return added, err
+		}
+		added++
+	}
+	return added, nil
+}
+
+// pending is the number of work items in the queue that no researcher holds.
+func (p *PWA) pending(ctx context.Context) (int, error) {
+	cons, err := p.bus.JetStream().Consumer(ctx, events.Researchers.Stream, events.Researchers.Config.Durable)
+	if err != nil {
+		return 0, fmt.Errorf("researchers consumer: %w", err)
+	}
+	info, err := cons.Info(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("researchers consumer: %w", err)
+	}
+	return int(info.NumPending), nil
+}
+
+// addItem selects and leases work and publishes the work item with a TTL
+// shorter than the lease. If publishing fails the lease is revoked at once,
+// so its clips are free again.
+func (p *PWA) addItem(ctx context.Context) (bool, error) {
+	l, err := p.store.Lease(ctx, p.cfg.Research.MaxClips, p.cfg.Research.LeaseDuration)
+	if err != nil || l == nil {
+		return false, err
+	}
+	item := &events.WorkItem{LeaseID: l.ID, Episode: l.Episode, Clips: l.Clips, LeaseExpiresAt: l.ExpiresAt,
+		ItemExpiresAt: events.Now().Add(p.cfg.Research.ItemTTL)}
+	env, err := events.New(p.bus.Producer(), item)
+	if err != nil {
+		return false, err
+	}
+	env.ID = "lease:" + l.ID
+	if _, err := p.bus.Publish(ctx, events.SubjectWorkItem, env, jetstream.WithMsgTTL(p.cfg.Research.ItemTTL)); err != nil {
+		if _, rerr := p.store.Revoke(context.WithoutCancel(ctx), l.ID); rerr != nil {
+			err = errors.Join(err, rerr)
+		}
+		return false, err
+	}
+	p.leased.Inc()
+	p.log.Info("work leased", "lease", l.ID, "episode", l.Episode.Key, "clips", len(l.Clips), "expires_at", l.ExpiresAt)
+	return true, nil
+}
+
+// Status is the research status: the database's view plus queue depth and
+// live researchers.
+func (p *PWA) Status(ctx context.Context) (research.Status, error) {
+	st, err := p.store.Status(ctx)
+	if err != nil {
+		return st, err
+	}
+	pending, err := p.pending(ctx)
+	if err != nil {
+		return st, err
+	}
+	st.QueueDepth = int64(pending)
+	st.Researchers, err = research.CountLive(ctx, p.kv)
+	return st, err
+}
+
+// Handler serves GET /v1/research/status.
+func (p *PWA) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /v1/research/status", func(w http.ResponseWriter, r *http.Request) {
+		st, err := p.Status(r.Context())
+		w.Header().Set("Content-Type", "application/json")
+		if err != nil {
+			p.log.Error("research status", "err", err)
+			w.WriteHeader(http.StatusInternalServerError)
+			json.NewEncoder(w).Encode(map[string]string{"error": "reading the research status failed"})
+			return
+		}
+		json.NewEncoder(w).Encode(st)
+	})
+	return mux
 }

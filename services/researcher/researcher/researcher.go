@@ -1,13 +1,279 @@
-// Package researcher is the researcher service: locates each leased clip's occurrences inside the episode's audio.
+// Package researcher is the researcher runtime (tbtl-work-assignment.txt):
+// it announces itself while alive, takes one work item at a time, fetches the
+// episode's and clips' audio from the blob store, runs a ClipLocator, and
+// sends one completed-research event per clip as soon as the clip is done,
+// flagging its last result final (when all clips are done, or when it stops
+// mid-item).
 package researcher
 
-import "github.com/archivist/archivist/pkg/service"
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"regexp"
+	"time"
 
-// Definition is the researcher service. Its feature is not built yet; see the
-// open issues and docs/researcher.md.
-func Definition() service.Definition {
-	return service.Planned("researcher", "locates each leased clip's occurrences inside the episode's audio",
-		"take work items, check their deadline, fetch audio from the blob store",
-		"fingerprint clips, stream the episode through them, publish one completed-research event per clip",
-	)
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/archivist/archivist/events"
+	"github.com/archivist/archivist/pkg/blob"
+	"github.com/archivist/archivist/pkg/bus"
+	"github.com/archivist/archivist/pkg/research"
+	"github.com/archivist/archivist/pkg/service"
+)
+
+// Audio is a piece of audio to analyse: its reference and a way to read it.
+type Audio struct {
+	// Ref names the audio and locates it in the blob store.
+	Ref events.AudioRef
+	// Open streams the audio.
+	Open func(ctx context.Context) (io.ReadCloser, error)
+}
+
+// ClipLocator finds every occurrence of each clip in an episode. It calls
+// found once for each clip (by its index in clips) as soon as that clip is
+// done, in any order, and stops early when ctx ends or found fails.
+type ClipLocator interface {
+	Locate(ctx context.Context, episode Audio, clips []Audio, found func(clip int, occ []events.Occurrence) error) error
+}
+
+// Config is the researcher's configuration.
+type Config struct {
+	// Research is shared with the pwa and cwa.
+	Research research.Config
+	// ID names this researcher (default: host name and a random suffix).
+	ID string `env:"RESEARCHER_ID"`
+}
+
+// Definition is the researcher service with loc as its engine. With a nil
+// loc (no engine built in) it starts, reports ready and takes no work: it
+// does not announce itself, so the pwa does not count it.
+func Definition(loc ClipLocator) service.Definition {
+	return service.Definition{
+		Name:      "researcher",
+		Summary:   "locates each leased clip's occurrences inside the episode's audio",
+		NeedsBus:  loc != nil,
+		NeedsBlob: loc != nil,
+		Run: func(ctx context.Context, env *service.Env) error {
+			if loc == nil {
+				env.Log.Warn("no clip locator is built into this researcher (the clip-locator issue); it takes no work")
+				env.Ready()
+				<-ctx.Done()
+				return nil
+			}
+			var cfg Config
+			if err := env.LoadConfig(ctx, &cfg); err != nil {
+				return err
+			}
+			r, err := New(ctx, env.Bus, env.Blob, loc, cfg, env.Log)
+			if err != nil {
+				return err
+			}
+			env.Ready()
+			return r.Run(ctx)
+		},
+	}
+}
+
+// Researcher takes work items and researches them.
+type Researcher struct {
+	bus  *bus.Bus
+	blob blob.Store
+	loc  ClipLocator
+	cfg  Config
+	kv   jetstream.KeyValue
+	log  *slog.Logger
+	stop chan struct{}
+}
+
+var badKeyChars = regexp.MustCompile(`[^-_=.a-zA-Z0-9]`)
+
+// New prepares a researcher.
+func New(ctx context.Context, b *bus.Bus, bs blob.Store, loc ClipLocator, cfg Config, log *slog.Logger) (*Researcher, error) {
+	if err := cfg.Research.Check(); err != nil {
+		return nil, err
+	}
+	if cfg.ID == "" {
+		host, _ := os.Hostname()
+		suffix := make([]byte, 3)
+		_, _ = rand.Read(suffix)
+		cfg.ID = host + "-" + hex.EncodeToString(suffix)
+	}
+	cfg.ID = badKeyChars.ReplaceAllString(cfg.ID, "_")
+	kv, err := research.Researchers(ctx, b.JetStream(), cfg.Research)
+	if err != nil {
+		return nil, err
+	}
+	return &Researcher{bus: b, blob: bs, loc: loc, cfg: cfg, kv: kv, log: log.With("researcher", cfg.ID), stop: make(chan struct{})}, nil
+}
+
+// ID is the researcher's name.
+func (r *Researcher) ID() string { return r.cfg.ID }
+
+// Run announces the researcher and takes work items one at a time until ctx
+// ends; then it stops the item in hand (flagging its last result final) and
+// withdraws its announcement.
+func (r *Researcher) Run(ctx context.Context) error {
+	if err := r.announce(ctx); err != nil {
+		return err
+	}
+	sub, err := bus.Consume(ctx, r.bus, events.Researchers, r.Item, bus.WithOneAtATime())
+	if err != nil {
+		return err
+	}
+	r.log.Info("researching")
+	every := r.cfg.Research.LivenessTTL / 3
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-t.C:
+			if err := r.announce(ctx); err != nil {
+				r.log.Warn("announce", "err", err)
+			}
+			continue
+		case <-ctx.Done():
+		}
+		break
+	}
+	close(r.stop)
+	sctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	err = sub.Stop(sctx)
+	if derr := r.kv.Delete(sctx, r.cfg.ID); derr != nil {
+		err = errors.Join(err, fmt.Errorf("withdraw announcement: %w", derr))
+	}
+	r.log.Info("stopped researching")
+	return err
+}
+
+func (r *Researcher) announce(ctx context.Context) error {
+	b, _ := json.Marshal(map[string]any{"id": r.cfg.ID, "seen_at": time.Now().UTC()})
+	if _, err := r.kv.Put(ctx, r.cfg.ID, b); err != nil {
+		return fmt.Errorf("announce %s: %w", r.cfg.ID, err)
+	}
+	return nil
+}
+
+// Item researches one work item.
+func (r *Researcher) Item(ctx context.Context, m *bus.Message[events.WorkItem]) error {
+	item := m.Event
+	log := r.log.With("lease", item.LeaseID, "episode", item.Episode.Key)
+	if now := time.Now(); now.After(item.ItemExpiresAt) {
+		// The queue has dropped it already; its lease may be re-issued.
+		log.Info("work item expired before it was started; dropped", "item_expires_at", item.ItemExpiresAt)
+		return nil
+	}
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() {
+		select {
+		case <-r.stop:
+			cancel()
+		case <-wctx.Done():
+		}
+	}()
+	clips := make([]Audio, len(item.Clips))
+	for i, c := range item.Clips {
+		clips[i] = r.audio(c)
+	}
+	out := &sender{r: r, item: item}
+	done := 0
+	err := r.loc.Locate(wctx, r.audio(item.Episode), clips, func(i int, occ []events.Occurrence) error {
+		if i < 0 || i >= len(item.Clips) {
+			return fmt.Errorf("locator reported clip %d of %d", i, len(item.Clips))
+		}
+		done++
+		return out.push(wctx, &events.ResearchCompleted{LeaseID: item.LeaseID, Episode: item.Episode.Key,
+			Clip: item.Clips[i].Key, Occurrences: occ, Researcher: r.cfg.ID})
+	})
+	fctx, fcancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer fcancel()
+	switch {
+	case err == nil && done == len(item.Clips):
+		if ferr := out.flushFinal(fctx); ferr != nil {
+			return ferr
+		}
+		log.Info("work item researched", "clips", done)
+	case out.held != nil:
+		// Stopped mid-item: the last result goes out flagged final, so the
+		// cwa revokes the lease and the unfinished clips are leased again.
+		if ferr := out.flushFinal(fctx); ferr != nil {
+			return errors.Join(err, ferr)
+		}
+		log.Warn("work item stopped part-way; last result flagged final", "clips_done", done, "clips", len(item.Clips), "err", err)
+	case err == nil:
+		err = fmt.Errorf("locator returned %d results for %d clips", done, len(item.Clips))
+		fallthrough
+	default:
+		// Nothing was sent: give the item back for another researcher, its
+		// lease still running.
+		return fmt.Errorf("work item %s not researched: %w", item.LeaseID, err)
+	}
+	if err := r.bus.Conn().Publish(events.SubjectPWAWake, nil); err != nil {
+		log.Warn("wake the pwa", "err", err)
+	}
+	return nil
+}
+
+func (r *Researcher) audio(ref events.AudioRef) Audio {
+	return Audio{Ref: ref, Open: func(ctx context.Context) (io.ReadCloser, error) {
+		rc, _, err := r.blob.Get(ctx, ref.Media.Key)
+		if err != nil {
+			return nil, fmt.Errorf("audio of %s: %w", ref.Key, err)
+		}
+		return rc, nil
+	}}
+}
+
+// sender holds back the latest result so that the last one sent can be
+// flagged final.
+type sender struct {
+	r    *Researcher
+	item *events.WorkItem
+	held *events.ResearchCompleted
+	sent int
+}
+
+func (s *sender) push(ctx context.Context, res *events.ResearchCompleted) error {
+	if s.held != nil {
+		if err := s.send(ctx, s.held); err != nil {
+			return err
+		}
+	}
+	s.held = res
+	return nil
+}
+
+func (s *sender) flushFinal(ctx context.Context) error {
+	if s.held == nil {
+		return nil
+	}
+	s.held.Final = true
+	s.held.Sent = s.sent + 1
+	err := s.send(ctx, s.held)
+	s.held = nil
+	return err
+}
+
+func (s *sender) send(ctx context.Context, res *events.ResearchCompleted) error {
+	env, err := events.New(s.r.bus.Producer(), res)
+	if err != nil {
+		return err
+	}
+	env.ID = fmt.Sprintf("result:%s:%s", res.LeaseID, res.Clip)
+	if res.Final {
+		env.ID += ":final"
+	}
+	if _, err := s.r.bus.Publish(ctx, events.SubjectResearchCompleted, env); err != nil {
+		return fmt.Errorf("send result for %s: %w", res.Clip, err)
+	}
+	s.sent++
+	return nil
 }

@@ -1,0 +1,36 @@
+package research
+
+import (
+	"fmt"
+	"time"
+)
+
+// Config is what the pwa, cwa and researchers must agree on.
+type Config struct {
+	// LeaseDuration is how long a lease lasts, and how far each result
+	// extends it.
+	LeaseDuration time.Duration `env:"RESEARCH_LEASE_DURATION, default=10m"`
+	// ItemTTL is how long a work item waits in the queue; it must be shorter
+	// than LeaseDuration so that items expire before their leases.
+	ItemTTL time.Duration `env:"RESEARCH_ITEM_TTL, default=5m"`
+	// MaxClips is the most clips one work item carries.
+	MaxClips int `env:"RESEARCH_MAX_CLIPS, default=8"`
+	// LivenessTTL is how long a researcher counts as live after its last
+	// announcement.
+	LivenessTTL time.Duration `env:"RESEARCH_LIVENESS_TTL, default=30s"`
+}
+
+// Check fails on a configuration the spec forbids.
+func (c Config) Check() error {
+	switch {
+	case c.ItemTTL < time.Second:
+		return fmt.Errorf("RESEARCH_ITEM_TTL %s: JetStream's message TTL is at least 1s", c.ItemTTL)
+	case c.ItemTTL >= c.LeaseDuration:
+		return fmt.Errorf("RESEARCH_ITEM_TTL %s must be shorter than RESEARCH_LEASE_DURATION %s: work items must expire before their leases", c.ItemTTL, c.LeaseDuration)
+	case c.MaxClips < 1:
+		return fmt.Errorf("RESEARCH_MAX_CLIPS %d: at least 1", c.MaxClips)
+	case c.LivenessTTL < time.Second:
+		return fmt.Errorf("RESEARCH_LIVENESS_TTL %s: at least 1s", c.LivenessTTL)
+	}
+	return nil
+}

@@ -1,0 +1,70 @@
+package research
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+// Status is the research state an operator looks at.
+type Status struct {
+	// Episodes counts active episodes: complete (every active clip
+	// researched), in progress (an active lease), waiting (the rest).
+	Episodes struct {
+		Complete   int64 `json:"complete"`
+		InProgress int64 `json:"in_progress"`
+		Waiting    int64 `json:"waiting"`
+	} `json:"episodes"`
+	// Clips is the number of active clips.
+	Clips int64 `json:"clips"`
+	// Results is the number of stored results.
+	Results int64 `json:"results"`
+	// Leases are the active leases, soonest expiry first (at most 100).
+	Leases []LeaseInfo `json:"leases"`
+	// QueueDepth is the number of work items waiting in the queue.
+	QueueDepth int64 `json:"queue_depth"`
+	// Researchers is the number of live researchers.
+	Researchers int `json:"researchers"`
+}
+
+// LeaseInfo describes an active lease.
+type LeaseInfo struct {
+	ID        string    `json:"id"`
+	Episode   string    `json:"episode"`
+	Clips     int       `json:"clips"`
+	ExpiresAt time.Time `json:"expires_at"`
+}
+
+// Status reads the database part of the status (queue depth and
+// researchers come from NATS).
+func (s *Store) Status(ctx context.Context) (Status, error) {
+	var st Status
+	err := s.db.QueryRow(ctx, `WITH clips AS (SELECT count(*) AS n FROM research.clips WHERE active),
+leased AS (SELECT DISTINCT episode_id FROM research.leases WHERE state = 'active')
+SELECT
+	count(*) FILTER (WHERE e.researched_clips >= clips.n AND clips.n > 0),
+	count(*) FILTER (WHERE NOT (e.researched_clips >= clips.n AND clips.n > 0) AND e.id IN (SELECT episode_id FROM leased)),
+	count(*) FILTER (WHERE NOT (e.researched_clips >= clips.n AND clips.n > 0) AND e.id NOT IN (SELECT episode_id FROM leased)),
+	(SELECT n FROM clips), (SELECT count(*) FROM research.results)
+FROM research.episodes e, clips WHERE e.active`).Scan(&st.Episodes.Complete, &st.Episodes.InProgress, &st.Episodes.Waiting, &st.Clips, &st.Results)
+	if err != nil {
+		return Status{}, fmt.Errorf("research status: %w", err)
+	}
+	rows, err := s.db.Query(ctx, `SELECT l.id::text, e.key, cardinality(l.clip_ids), l.expires_at
+		FROM research.leases l JOIN research.episodes e ON e.id = l.episode_id
+		WHERE l.state = 'active' ORDER BY l.expires_at LIMIT 100`)
+	if err != nil {
+		return Status{}, fmt.Errorf("research status: %w", err)
+	}
+	defer rows.Close()
+	st.Leases = []LeaseInfo{}
+	for rows.Next() {
+		var l LeaseInfo
+		if err := rows.Scan(&l.ID, &l.Episode, &l.Clips, &l.ExpiresAt); err != nil {
+			return Status{}, err
+		}
+		l.ExpiresAt = l.ExpiresAt.UTC()
+		st.Leases = append(st.Leases, l)
+	}
+	return st, rows.Err()
+}

@@ -1,0 +1,326 @@
+package e2e_test
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/binary"
+	"fmt"
+	"io"
+	"reflect"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/archivist/archivist/events"
+	"github.com/archivist/archivist/pkg/blob"
+	"github.com/archivist/archivist/pkg/bus"
+	"github.com/archivist/archivist/pkg/research/migrations"
+	"github.com/archivist/archivist/pkg/store"
+	"github.com/archivist/archivist/pkg/testenv"
+	"github.com/archivist/archivist/services/cwa/cwa"
+	"github.com/archivist/archivist/services/pwa/pwa"
+	"github.com/archivist/archivist/services/researcher/researcher"
+)
+
+func TestMain(m *testing.M) { testenv.Main(m) }
+
+// testLocator does no audio analysis (tests only): it reads the episode's
+// and each clip's bytes from the blob store and reports, per clip, one
+// occurrence derived from the bytes, so results can be checked. Hooks let a
+// test slow it down or make it hang.
+type testLocator struct {
+	delay  time.Duration
+	before func(ctx context.Context, clip int) // runs before each clip
+}
+
+func (l *testLocator) Locate(ctx context.Context, ep researcher.Audio, clips []researcher.Audio, found func(int, []events.Occurrence) error) error {
+	epBytes, err := readAll(ctx, ep)
+	if err != nil {
+		return err
+	}
+	for i, c := range clips {
+		if l.before != nil {
+			l.before(ctx, i)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(l.delay):
+		}
+		b, err := readAll(ctx, c)
+		if err != nil {
+			return err
+		}
+		if err := found(i, expected(epBytes, b)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func readAll(ctx context.Context, a researcher.Audio) ([]byte, error) {
+	rc, err := a.Open(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer rc.Close()
+	return io.ReadAll(rc)
+}
+
+// expected is the result the test locator gives for a pair.
+func expected(ep, clip []byte) []events.Occurrence {
+	h := sha256.Sum256(append(append([]byte{}, ep...), clip...))
+	n := int(h[0] % 3) // zero, one or two occurrences
+	occ := []events.Occurrence{}
+	for i := range n {
+		occ = append(occ, events.Occurrence{OffsetMS: int64(binary.BigEndian.Uint16(h[1+2*i:])), DurationMS: int64(len(clip)), Confidence: 0.9})
+	}
+	return occ
+}
+
+type world struct {
+	t        *testing.T
+	shared   testenv.Shared
+	bus      *bus.Bus
+	db       *pgxpool.Pool
+	episodes int
+	clips    int
+	vars     map[string]string
+}
+
+// newWorld makes episodes × clips merged works with audio in a blob store,
+// published on WORKS as the curator would.
+func newWorld(t *testing.T, episodes, clips int, vars map[string]string) *world {
+	t.Helper()
+	bs, err := blob.NewLocal(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := &world{t: t, shared: testenv.Shared{NATSURL: testenv.NATS(t), DBURL: testenv.DBURL(t, migrations.Schema), Blob: bs},
+		episodes: episodes, clips: clips, vars: map[string]string{
+			"RESEARCH_LEASE_DURATION": "6s", "RESEARCH_ITEM_TTL": "3s", "RESEARCH_MAX_CLIPS": "8",
+			"RESEARCH_LIVENESS_TTL": "2s", "PWA_INTERVAL": "200ms", "PWA_HTTP_ADDR": "127.0.0.1:0",
+		}}
+	for k, v := range vars {
+		w.vars[k] = v
+	}
+	w.bus = testenv.BusAt(t, w.shared.NATSURL, "curator")
+	w.db, err = store.Open(context.Background(), store.Config{URL: w.shared.DBURL, MaxConns: 4}, "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(w.db.Close)
+	ctx := context.Background()
+	var batch []bus.Outgoing
+	at := time.Date(2026, 2, 1, 0, 0, 0, 0, time.UTC)
+	add := func(kind, key string, body []byte, prio int) {
+		if _, err := bs.Put(ctx, "audio/"+key, strings.NewReader(string(body)), nil); err != nil {
+			t.Fatal(err)
+		}
+		wk := &events.WorkUpserted{Kind: kind, Key: key, Version: at, State: events.WorkMerged, Title: key,
+			Media: events.Media{Key: "audio/" + key}, Priority: int32(prio), InitialCuratedAt: at, LatestCuratedAt: at}
+		env, err := events.NewAt("curator", at, wk)
+		if err != nil {
+			t.Fatal(err)
+		}
+		batch = append(batch, bus.Outgoing{Subject: events.SubjectWorkUpserted, Envelope: env})
+	}
+	for i := range clips {
+		add(events.KindClip, fmt.Sprintf("clip:%03d", i), []byte(fmt.Sprintf("clip %d audio", i)), i%5)
+	}
+	for i := range episodes {
+		add(events.KindEpisode, fmt.Sprintf("ep:%03d", i), []byte(fmt.Sprintf("episode %d audio, longer", i)), i%3)
+	}
+	if err := w.bus.PublishBatch(ctx, batch); err != nil {
+		t.Fatal(err)
+	}
+	return w
+}
+
+func (w *world) start(def func() any, extra map[string]string) *testenv.Service {
+	w.t.Helper()
+	vars := map[string]string{}
+	for k, v := range w.vars {
+		vars[k] = v
+	}
+	for k, v := range extra {
+		vars[k] = v
+	}
+	switch d := def().(type) {
+	case string:
+		switch d {
+		case "pwa":
+			return testenv.StartServiceIn(w.t, pwa.Definition(), w.shared, vars)
+		case "cwa":
+			return testenv.StartServiceIn(w.t, cwa.Definition(), w.shared, vars)
+		}
+	case researcher.ClipLocator:
+		return testenv.StartServiceIn(w.t, researcher.Definition(d), w.shared, vars)
+	}
+	w.t.Fatalf("unknown service")
+	return nil
+}
+
+func named(s string) func() any                   { return func() any { return s } }
+func locator(l researcher.ClipLocator) func() any { return func() any { return l } }
+
+// waitResults waits until every pair has a result, then checks that each
+// was stored once, with the result the test locator gives.
+func (w *world) waitResults(timeout time.Duration) {
+	w.t.Helper()
+	want := w.episodes * w.clips
+	deadline := time.Now().Add(timeout)
+	var n int
+	for {
+		if err := w.db.QueryRow(context.Background(), "SELECT count(*) FROM research.results").Scan(&n); err != nil {
+			w.t.Fatal(err)
+		}
+		if n >= want || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if n != want {
+		w.t.Fatalf("%d of %d pairs researched after %s", n, want, timeout)
+	}
+	var distinct, complete int
+	w.db.QueryRow(context.Background(), "SELECT count(DISTINCT (episode_id, clip_id)) FROM research.results").Scan(&distinct)
+	if distinct != want {
+		w.t.Errorf("%d distinct pairs among %d results", distinct, n)
+	}
+	w.db.QueryRow(context.Background(), `SELECT count(*) FROM research.episodes WHERE researched_clips = $1 AND open_clips = 0`, w.clips).Scan(&complete)
+	if complete != w.episodes {
+		rows, _ := w.db.Query(context.Background(), `SELECT key, researched_clips, open_clips FROM research.episodes WHERE NOT (researched_clips = $1 AND open_clips = 0)`, w.clips)
+		for rows.Next() {
+			var k string
+			var r, o int
+			rows.Scan(&k, &r, &o)
+			w.t.Logf("episode %s: researched_clips %d, open_clips %d", k, r, o)
+		}
+		rows.Close()
+		w.t.Errorf("%d of %d episodes complete by their counters", complete, w.episodes)
+	}
+	rows, err := w.db.Query(context.Background(), `SELECT e.key, c.key, r.occurrences FROM research.results r
+		JOIN research.episodes e ON e.id = r.episode_id JOIN research.clips c ON c.id = r.clip_id`)
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var ep, clip string
+		var occ []events.Occurrence
+		if err := rows.Scan(&ep, &clip, &occ); err != nil {
+			w.t.Fatal(err)
+		}
+		var ei, ci int
+		fmt.Sscanf(ep, "ep:%d", &ei)
+		fmt.Sscanf(clip, "clip:%d", &ci)
+		want := expected([]byte(fmt.Sprintf("episode %d audio, longer", ei)), []byte(fmt.Sprintf("clip %d audio", ci)))
+		if !reflect.DeepEqual(occ, want) {
+			w.t.Errorf("%s/%s: occurrences %v, want %v", ep, clip, occ, want)
+		}
+	}
+}
+
+// leaseStates counts the leases by state.
+func (w *world) leaseStates() map[string]int {
+	w.t.Helper()
+	out := map[string]int{}
+	rows, err := w.db.Query(context.Background(), "SELECT state, count(*) FROM research.leases GROUP BY state")
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var s string
+		var n int
+		rows.Scan(&s, &n)
+		out[s] = n
+	}
+	return out
+}
+
+// doubleLeased counts pairs held by two leases at once. (A pair may be
+// leased again after its lease ended: a final result handled by one cwa
+// replica before another has stored an earlier result of the same item frees
+// that pair; it is researched again and stored once, as the spec allows.)
+func (w *world) doubleLeased() int {
+	var n int
+	if err := w.db.QueryRow(context.Background(), `SELECT count(*) FROM research.leases a JOIN research.leases b
+		ON a.episode_id = b.episode_id AND a.id < b.id AND a.clip_ids && b.clip_ids
+		AND tstzrange(a.created_at, coalesce(a.ended_at, 'infinity')) && tstzrange(b.created_at, coalesce(b.ended_at, 'infinity'))`).Scan(&n); err != nil {
+		w.t.Fatal(err)
+	}
+	return n
+}
+
+// TestResearchEndToEnd: 20 episodes × 30 clips, 3 researchers, max-clips 8,
+// two cwa and two pwa replicas: every pair researched, each stored once,
+// every lease ended by its final result, and no pair leased twice.
+func TestResearchEndToEnd(t *testing.T) {
+	w := newWorld(t, 20, 30, map[string]string{"RESEARCH_LEASE_DURATION": "60s", "RESEARCH_ITEM_TTL": "30s"})
+	w.start(named("cwa"), nil)
+	w.start(named("cwa"), nil)
+	for i := range 3 {
+		w.start(locator(&testLocator{delay: time.Millisecond}), map[string]string{"RESEARCHER_ID": fmt.Sprintf("r%d", i)})
+	}
+	w.start(named("pwa"), nil)
+	w.start(named("pwa"), nil) // two replicas race for the same work
+	w.waitResults(90 * time.Second)
+	if n := w.doubleLeased(); n != 0 {
+		t.Errorf("%d pairs leased twice", n)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for w.leaseStates()["active"] > 0 && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
+	}
+	states := w.leaseStates()
+	if states["active"] != 0 || states["expired"] != 0 || states["revoked"] < 20*30/8 {
+		t.Errorf("lease states %v: want every lease revoked by its final result", states)
+	}
+	t.Logf("lease states %v", states)
+}
+
+// TestResearcherCrashMidItem: one researcher dies (its connection drops
+// and it never sends a final result) after two results. Its lease expires,
+// the unfinished clips are leased again, and nothing is stored twice.
+func TestResearcherCrashMidItem(t *testing.T) {
+	w := newWorld(t, 3, 10, nil)
+	w.start(named("cwa"), nil)
+	var crashed atomic.Bool
+	var victim *testenv.Service
+	var once sync.Once
+	hang := make(chan struct{})
+	t.Cleanup(func() { close(hang) })
+	crashing := &testLocator{}
+	crashing.before = func(ctx context.Context, clip int) {
+		if clip == 2 {
+			once.Do(func() {
+				crashed.Store(true)
+				go victim.Stop() // withdraws nothing useful: see below
+			})
+			<-hang
+		}
+	}
+	victim = w.start(locator(crashing), map[string]string{"RESEARCHER_ID": "victim"})
+	w.start(named("pwa"), nil)
+	deadline := time.Now().Add(20 * time.Second)
+	for !crashed.Load() && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if !crashed.Load() {
+		t.Fatal("the victim never took work")
+	}
+	w.start(locator(&testLocator{}), map[string]string{"RESEARCHER_ID": "survivor"})
+	w.waitResults(60 * time.Second)
+	if st := w.leaseStates(); st["expired"] == 0 {
+		t.Errorf("lease states %v: the victim's lease should have expired", st)
+	}
+}
+
+var _ = jetstream.ErrMsgNotFound
