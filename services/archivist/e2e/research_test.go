@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/archivist/archivist/events"
 	"github.com/archivist/archivist/pkg/blob"
@@ -323,4 +322,74 @@ func TestResearcherCrashMidItem(t *testing.T) {
 	}
 }
 
-var _ = jetstream.ErrMsgNotFound
+
+// TestCWAStoppedMidStream: the only cwa stops while results are flowing; a
+// new one takes over from the queue and nothing is lost or stored twice.
+func TestCWAStoppedMidStream(t *testing.T) {
+	w := newWorld(t, 4, 20, map[string]string{"RESEARCH_LEASE_DURATION": "60s", "RESEARCH_ITEM_TTL": "30s"})
+	first := w.start(named("cwa"), nil)
+	for i := range 2 {
+		w.start(locator(&testLocator{delay: 5 * time.Millisecond}), map[string]string{"RESEARCHER_ID": fmt.Sprintf("r%d", i)})
+	}
+	w.start(named("pwa"), nil)
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		var n int
+		w.db.QueryRow(context.Background(), "SELECT count(*) FROM research.results").Scan(&n)
+		if n >= 10 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no results flowing")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	first.Stop()
+	time.Sleep(300 * time.Millisecond) // results pile up in the queue meanwhile
+	w.start(named("cwa"), nil)
+	w.waitResults(60 * time.Second)
+}
+
+// TestFinalResultLost: the final result of every item is lost on the way to
+// the cwa. The leases are never revoked, so they expire, and the clips whose
+// results were lost with them are leased and researched again.
+func TestFinalResultLost(t *testing.T) {
+	w := newWorld(t, 2, 6, map[string]string{"RESEARCH_MAX_CLIPS": "3"})
+	ctx := context.Background()
+	lost := 0
+	st, err := w.bus.JetStream().Stream(ctx, events.StreamResearchResults)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.start(locator(&testLocator{}), map[string]string{"RESEARCHER_ID": "r0"})
+	w.start(named("pwa"), nil)
+	// No cwa runs yet, so results wait in the queue: the test deletes the
+	// final ones there, as a lossy bus would.
+	deadline := time.Now().Add(30 * time.Second)
+	for lost < 4 && time.Now().Before(deadline) {
+		info, err := st.Info(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for seq := info.State.FirstSeq; seq <= info.State.LastSeq; seq++ {
+			m, err := st.GetMsg(ctx, seq)
+			if err != nil {
+				continue
+			}
+			if strings.HasSuffix(m.Header.Get(events.HeaderMsgID), ":final") && lost < 4 {
+				if err := st.DeleteMsg(ctx, seq); err == nil {
+					lost++
+				}
+			}
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if lost < 4 {
+		t.Fatalf("only %d final results seen", lost)
+	}
+	w.start(named("cwa"), nil)
+	w.waitResults(60 * time.Second)
+	if st := w.leaseStates(); st["expired"] < 4 {
+		t.Errorf("lease states %v: the four leases whose finals were lost should have expired", st)
+	}
+}
