@@ -1,0 +1,112 @@
+package pwa_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/archivist/archivist/events"
+	"github.com/archivist/archivist/pkg/research"
+	"github.com/archivist/archivist/pkg/research/migrations"
+	"github.com/archivist/archivist/pkg/testenv"
+	"github.com/archivist/archivist/services/pwa/pwa"
+)
+
+func TestMain(m *testing.M) { testenv.Main(m) }
+
+func TestShouldAdd(t *testing.T) {
+	for _, c := range []struct {
+		name                 string
+		researchers, pending int
+		want                 bool
+	}{
+		{"spec: 3 researchers, 4 items: position -1, a surplus", 3, 4, false},
+		{"spec: 1 researcher, 1 item: position 0", 1, 1, true},
+		{"spec: 5 researchers, 2 items: position 3", 5, 2, true},
+		{"no researchers, empty queue: prime it with one item", 0, 0, true},
+		{"no researchers, items waiting: exit", 0, 2, false},
+	} {
+		if got := pwa.ShouldAdd(c.researchers, c.pending); got != c.want {
+			t.Errorf("%s: ShouldAdd(%d, %d) = %v", c.name, c.researchers, c.pending, got)
+		}
+	}
+}
+
+var cfg = pwa.Config{Research: research.Config{LeaseDuration: time.Minute, ItemTTL: 30 * time.Second, MaxClips: 2, LivenessTTL: 10 * time.Second},
+	Interval: time.Hour, RecountInterval: time.Hour}
+
+// TestActivation runs one activation against real NATS and PostgreSQL for
+// each case of the capacity check: live researchers announced in the
+// bucket, items already waiting in the queue, and plenty of work.
+func TestActivation(t *testing.T) {
+	for _, c := range []struct {
+		researchers, pending, wantAdded int
+	}{
+		{3, 4, 0}, // surplus
+		{1, 1, 1}, // position 0: one more, then -1
+		{5, 2, 4}, // position 3, 2, 1, 0
+		{0, 0, 1}, // prime the queue
+		{0, 2, 0}, // no researchers, items waiting
+	} {
+		t.Run(fmt.Sprintf("r%d_p%d", c.researchers, c.pending), func(t *testing.T) {
+			ctx := context.Background()
+			b := testenv.Bus(t, "pwa")
+			s := research.New(testenv.DB(t, migrations.Schema))
+			at := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+			for i := range 10 {
+				for _, kind := range []string{events.KindEpisode, events.KindClip} {
+					if _, err := s.UpsertWork(ctx, &events.WorkUpserted{Kind: kind, Key: fmt.Sprintf("%s%d", kind, i), Version: at,
+						State: events.WorkMerged, InitialCuratedAt: at, LatestCuratedAt: at}); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			p, err := pwa.New(ctx, b, s, cfg, nil, testenv.Logger(t))
+			if err != nil {
+				t.Fatal(err)
+			}
+			kv, err := research.Researchers(ctx, b.JetStream(), cfg.Research)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i := range c.researchers {
+				if _, err := kv.Put(ctx, fmt.Sprintf("r%d", i), []byte("{}")); err != nil {
+					t.Fatal(err)
+				}
+			}
+			for i := range c.pending {
+				env, _ := events.New("test", &events.WorkItem{LeaseID: fmt.Sprintf("waiting-%d", i), Episode: events.AudioRef{Key: "x"},
+					Clips: []events.AudioRef{{Key: "y"}}, LeaseExpiresAt: at, ItemExpiresAt: at})
+				if _, err := b.Publish(ctx, events.SubjectWorkItem, env, jetstream.WithMsgTTL(time.Minute)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			added, err := p.Activate(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if added != c.wantAdded {
+				t.Errorf("added %d items, want %d", added, c.wantAdded)
+			}
+			st, err := p.Status(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(st.Leases) != c.wantAdded || st.QueueDepth != int64(c.pending+c.wantAdded) || st.Researchers != c.researchers {
+				t.Errorf("status: %d leases, queue %d, %d researchers", len(st.Leases), st.QueueDepth, st.Researchers)
+			}
+		})
+	}
+}
+
+func TestItemTTLMustBeShorterThanTheLease(t *testing.T) {
+	bad := cfg
+	bad.Research.ItemTTL = bad.Research.LeaseDuration
+	_, err := pwa.New(context.Background(), testenv.Bus(t, "pwa"), nil, bad, nil, testenv.Logger(t))
+	if err == nil {
+		t.Fatal("a work item TTL equal to the lease was accepted")
+	}
+}
