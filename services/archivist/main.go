@@ -11,12 +11,14 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+	"time"
 
 	"github.com/archivist/archivist/pkg/config"
 	"github.com/archivist/archivist/pkg/logging"
 	"github.com/archivist/archivist/pkg/service"
 	"github.com/archivist/archivist/services/archivist/all"
 	"github.com/archivist/archivist/services/archivist/dev"
+	"github.com/archivist/archivist/services/archivist/researchcmd"
 	"github.com/archivist/archivist/services/archivist/works"
 )
 
@@ -27,6 +29,9 @@ commands:
             a private PostgreSQL under the data dir unless DATABASE_URL is set,
             a local blob store, and every service
   migrate   run every service's migrations against DATABASE_URL
+  research status
+            research progress: episodes complete, in progress and waiting,
+            active leases, queue depth and live researchers (from the pwa)
   works show KEY
             show the merged work a record key ("source:id") belongs to: its
             graph, source records, versions and redirects
@@ -67,6 +72,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		fs.IntVar(&o.PGPort, "pg-port", o.PGPort, "private PostgreSQL port (ARCHIVIST_PG_PORT)")
 		fs.StringVar(&o.AdminAddr, "admin-addr", o.AdminAddr, "admin server address (ADMIN_ADDR)")
 		fs.StringVar(&o.CuratorAddr, "curator-addr", o.CuratorAddr, "curation API address (CURATOR_HTTP_ADDR)")
+		fs.StringVar(&o.PWAAddr, "pwa-addr", o.PWAAddr, "research status API address (PWA_HTTP_ADDR)")
 		if err := fs.Parse(args[1:]); err != nil {
 			return err
 		}
@@ -79,6 +85,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return service.Migrate(ctx, all.Services(), common, log)
 	case "works":
 		return worksCmd(ctx, args[1:], stdout, stderr)
+	case "research":
+		return researchCmd(ctx, args[1:], stdout, stderr)
 	case "version":
 		fmt.Fprintln(stdout, "archivist", service.Version)
 		return nil
@@ -123,4 +131,27 @@ func envOr(name, def string) string {
 		return v
 	}
 	return def
+}
+
+func researchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if len(args) == 0 || args[0] != "status" {
+		return fmt.Errorf("usage: archivist research status [--pwa URL] [--json]")
+	}
+	fs := flag.NewFlagSet("research status", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	base := fs.String("pwa", envOr("ARCHIVIST_PWA_URL", "http://127.0.0.1:8081"), "the pwa's API (ARCHIVIST_PWA_URL)")
+	asJSON := fs.Bool("json", false, "print JSON")
+	if err := fs.Parse(args[1:]); err != nil {
+		return err
+	}
+	st, err := researchcmd.Fetch(ctx, *base)
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(st)
+	}
+	return researchcmd.Print(stdout, st, time.Now())
 }

@@ -10,6 +10,9 @@ import (
 	"github.com/archivist/archivist/pkg/service"
 	"github.com/archivist/archivist/services/archivist/dev"
 	"github.com/archivist/archivist/services/curator/curator"
+	"github.com/archivist/archivist/services/cwa/cwa"
+	"github.com/archivist/archivist/services/pwa/pwa"
+	"github.com/archivist/archivist/services/researcher/researcher"
 )
 
 // TestREADMEDocumentsEveryVariable keeps the README's configuration table
@@ -21,7 +24,8 @@ func TestREADMEDocumentsEveryVariable(t *testing.T) {
 		t.Fatal(err)
 	}
 	table := string(readme)
-	for _, cfg := range []any{&service.Common{}, &logging.Config{}, &curator.Config{}, &dev.Options{}} {
+	for _, cfg := range []any{&service.Common{}, &logging.Config{}, &curator.Config{}, &dev.Options{},
+		&pwa.Config{}, &cwa.Config{}, &researcher.Config{}} {
 		for _, v := range config.Vars(cfg) {
 			row := "| `" + v.Name + "` | "
 			i := strings.Index(table, row)

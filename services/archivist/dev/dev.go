@@ -36,6 +36,8 @@ type Options struct {
 	AdminAddr string `env:"ADMIN_ADDR, default=127.0.0.1:9090"`
 	// CuratorAddr is the curation API's address.
 	CuratorAddr string `env:"CURATOR_HTTP_ADDR, default=127.0.0.1:8080"`
+	// PWAAddr is the research status API's address.
+	PWAAddr string `env:"PWA_HTTP_ADDR, default=127.0.0.1:8081"`
 }
 
 // Run runs everything until ctx ends, printing where each part listens to out.
@@ -79,6 +81,7 @@ func Run(ctx context.Context, o Options, defs []service.Definition, log *slog.Lo
 		"BLOB_URL":          "file://" + filepath.Join(dataDir, "blobs"),
 		"ADMIN_ADDR":        o.AdminAddr,
 		"CURATOR_HTTP_ADDR": o.CuratorAddr,
+		"PWA_HTTP_ADDR":     o.PWAAddr,
 	}
 	lookuper := envconfig.MultiLookuper(envconfig.OsLookuper(), envconfig.MapLookuper(defaults))
 	var common service.Common
@@ -99,10 +102,11 @@ func Run(ctx context.Context, o Options, defs []service.Definition, log *slog.Lo
   NATS (JetStream)  %s   monitoring %s
   PostgreSQL        %s
   blob store        %s
-  curation API      http://%s/v1/episodes, /v1/clips
+  curation API      http://%s/v1/episodes, /v1/clips, /v1/works/...
+  research status   http://%s/v1/research/status
   admin             http://%s/healthz  /readyz  /metrics
 Ctrl-C stops everything.
-`, dataDir, natsURL, monitor, redacted(dbURL), common.Blob.URL, hostPort(o.CuratorAddr), admin.Addr())
+`, dataDir, natsURL, monitor, redacted(dbURL), common.Blob.URL, hostPort(o.CuratorAddr), hostPort(o.PWAAddr), admin.Addr())
 
 	return service.Serve(ctx, defs, common, service.Deps{Log: log, Admin: admin, Lookuper: lookuper})
 }

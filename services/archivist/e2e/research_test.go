@@ -21,6 +21,7 @@ import (
 	"github.com/archivist/archivist/pkg/research/migrations"
 	"github.com/archivist/archivist/pkg/store"
 	"github.com/archivist/archivist/pkg/testenv"
+	"github.com/archivist/archivist/services/archivist/researchcmd"
 	"github.com/archivist/archivist/services/cwa/cwa"
 	"github.com/archivist/archivist/services/pwa/pwa"
 	"github.com/archivist/archivist/services/researcher/researcher"
@@ -268,7 +269,8 @@ func TestResearchEndToEnd(t *testing.T) {
 	for i := range 3 {
 		w.start(locator(&testLocator{delay: time.Millisecond}), map[string]string{"RESEARCHER_ID": fmt.Sprintf("r%d", i)})
 	}
-	w.start(named("pwa"), nil)
+	pwaAddr := fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(t))
+	w.start(named("pwa"), map[string]string{"PWA_HTTP_ADDR": pwaAddr})
 	w.start(named("pwa"), nil) // two replicas race for the same work
 	w.waitResults(90 * time.Second)
 	if n := w.doubleLeased(); n != 0 {
@@ -283,6 +285,24 @@ func TestResearchEndToEnd(t *testing.T) {
 		t.Errorf("lease states %v: want every lease revoked by its final result", states)
 	}
 	t.Logf("lease states %v", states)
+
+	// What `archivist research status` shows.
+	st, err := researchcmd.Fetch(context.Background(), "http://"+pwaAddr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out strings.Builder
+	if err := researchcmd.Print(&out, st, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	t.Log("\n" + out.String())
+	if st.Episodes.Complete != 20 || st.Episodes.InProgress != 0 || st.Episodes.Waiting != 0 ||
+		st.Results != 600 || st.Clips != 30 || st.Researchers != 3 || len(st.Leases) != 0 {
+		t.Errorf("status %+v", st)
+	}
+	if !strings.Contains(out.String(), "complete 20") {
+		t.Errorf("printed status:\n%s", out.String())
+	}
 }
 
 // TestResearcherCrashMidItem: one researcher dies (its connection drops
@@ -321,7 +341,6 @@ func TestResearcherCrashMidItem(t *testing.T) {
 		t.Errorf("lease states %v: the victim's lease should have expired", st)
 	}
 }
-
 
 // TestCWAStoppedMidStream: the only cwa stops while results are flowing; a
 // new one takes over from the queue and nothing is lost or stored twice.
