@@ -412,3 +412,40 @@ func TestFinalResultLost(t *testing.T) {
 		t.Errorf("lease states %v: the four leases whose finals were lost should have expired", st)
 	}
 }
+
+// TestResearcherStopsCleanlyMidItem: a researcher told to stop mid-item
+// flags its last sent result final, so the cwa revokes the lease at once
+// (nothing waits for it to expire) and the remaining clips go to another
+// researcher.
+func TestResearcherStopsCleanlyMidItem(t *testing.T) {
+	w := newWorld(t, 1, 8, map[string]string{"RESEARCH_LEASE_DURATION": "60s", "RESEARCH_ITEM_TTL": "30s"})
+	w.start(named("cwa"), nil)
+	var stopOnce sync.Once
+	var leaving *testenv.Service
+	slow := &testLocator{}
+	slow.before = func(ctx context.Context, clip int) {
+		if clip == 3 {
+			stopOnce.Do(func() { go leaving.Stop() })
+			<-ctx.Done() // the stop cancels the work in hand
+		}
+	}
+	leaving = w.start(locator(slow), map[string]string{"RESEARCHER_ID": "leaving"})
+	w.start(named("pwa"), nil)
+	deadline := time.Now().Add(20 * time.Second)
+	for w.leaseStates()["revoked"] == 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("the stopped researcher's lease was never revoked: %v", w.leaseStates())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	var stored int
+	w.db.QueryRow(context.Background(), "SELECT count(*) FROM research.results").Scan(&stored)
+	if stored != 3 {
+		t.Errorf("%d results stored by the leaving researcher, want the 3 it finished", stored)
+	}
+	w.start(locator(&testLocator{}), map[string]string{"RESEARCHER_ID": "staying"})
+	w.waitResults(30 * time.Second)
+	if st := w.leaseStates(); st["expired"] != 0 {
+		t.Errorf("lease states %v: nothing should have had to expire", st)
+	}
+}
