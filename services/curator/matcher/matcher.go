@@ -65,61 +65,44 @@ func (m *Matcher) Apply(ctx context.Context, rec catalog.Record) (catalog.Outcom
 			locks[k] = true
 		}
 	}
-	for range maxRounds {
-		var outcome catalog.Outcome
-		var results []Result
-		var need []string
-		err := pgx.BeginFunc(ctx, m.db, func(tx pgx.Tx) error {
-			keys := sortedKeys(locks)
-			if err := lockNodes(ctx, tx, rec.Kind, keys); err != nil {
-				return err
-			}
-			var err error
-			if outcome, err = m.cat.Upsert(ctx, tx, rec); err != nil {
-				return err
-			}
-			if outcome == catalog.Applied {
-				if err := replaceLinks(ctx, tx, rec.Kind, key, rec.SameAs); err != nil {
-					return err
-				}
-			}
-			comps, affected, err := affectedGraphs(ctx, tx, rec.Kind, key)
-			if err != nil {
-				return err
-			}
-			for _, k := range affected {
-				if !locks[k] {
-					need = affected
-					return errGrew
-				}
-			}
-			results, err = m.store(ctx, tx, rec.Kind, comps, affected)
+	var outcome catalog.Outcome
+	results, err := m.match(ctx, rec.Kind, key, locks, func(tx pgx.Tx) error {
+		var err error
+		if outcome, err = m.cat.Upsert(ctx, tx, rec); err != nil {
 			return err
-		})
-		if errors.Is(err, errGrew) {
-			for _, k := range need {
-				locks[k] = true
-			}
-			continue
 		}
-		if err != nil {
-			return "", nil, fmt.Errorf("match %s %s: %w", rec.Kind, key, err)
+		if outcome == catalog.Applied {
+			return replaceLinks(ctx, tx, rec.Kind, key, rec.SameAs)
 		}
-		return outcome, results, nil
+		return nil
+	})
+	if err != nil {
+		return "", nil, err
 	}
-	return "", nil, fmt.Errorf("match %s %s: graph kept growing for %d rounds (concurrent relinking); will retry", rec.Kind, key, maxRounds)
+	return outcome, results, nil
 }
 
 // Rematch recomputes and re-stamps the graph of key without changing any
 // record: the repair an operator reaches for after a lost match result.
 func (m *Matcher) Rematch(ctx context.Context, kind catalog.Kind, key string) ([]Result, error) {
-	locks := map[string]bool{key: true}
+	return m.match(ctx, kind, key, map[string]bool{key: true}, nil)
+}
+
+// match runs change (if any) and recomputes the graphs of key in one
+// transaction holding the locks of every node it touches, starting over
+// with more locks while the graphs reach beyond them.
+func (m *Matcher) match(ctx context.Context, kind catalog.Kind, key string, locks map[string]bool, change func(pgx.Tx) error) ([]Result, error) {
 	for range maxRounds {
 		var results []Result
 		var need []string
 		err := pgx.BeginFunc(ctx, m.db, func(tx pgx.Tx) error {
 			if err := lockNodes(ctx, tx, kind, sortedKeys(locks)); err != nil {
 				return err
+			}
+			if change != nil {
+				if err := change(tx); err != nil {
+					return err
+				}
 			}
 			comps, affected, err := affectedGraphs(ctx, tx, kind, key)
 			if err != nil {
@@ -141,11 +124,11 @@ func (m *Matcher) Rematch(ctx context.Context, kind catalog.Kind, key string) ([
 			continue
 		}
 		if err != nil {
-			return nil, fmt.Errorf("rematch %s %s: %w", kind, key, err)
+			return nil, fmt.Errorf("match %s %s: %w", kind, key, err)
 		}
 		return results, nil
 	}
-	return nil, fmt.Errorf("rematch %s %s: graph kept growing", kind, key)
+	return nil, fmt.Errorf("match %s %s: graph kept growing for %d rounds (concurrent relinking); will retry", kind, key, maxRounds)
 }
 
 func sortedKeys(set map[string]bool) []string {
