@@ -31,6 +31,11 @@ type Config struct {
 	URL string `env:"NATS_URL, default=nats://127.0.0.1:4222"`
 	// CredsFile is a NATS credentials file (JWT and nkey seed).
 	CredsFile string `env:"NATS_CREDS_FILE"`
+	// User and Password authenticate as one of the users of the server's
+	// authorization block (one per service: k8s/nats/auth.conf).
+	User string `env:"NATS_USER"`
+	// Password is User's password.
+	Password string `env:"NATS_PASSWORD"`
 	// TLSCAFile is a PEM file of CAs to trust for the server's certificate.
 	TLSCAFile string `env:"NATS_TLS_CA_FILE"`
 	// TLSCertFile and TLSKeyFile are a client certificate for mutual TLS.
@@ -101,6 +106,9 @@ func Connect(ctx context.Context, cfg Config, producer string, opts ...Option) (
 	}
 	if cfg.CredsFile != "" {
 		nopts = append(nopts, nats.UserCredentials(cfg.CredsFile))
+	}
+	if cfg.User != "" {
+		nopts = append(nopts, nats.UserInfo(cfg.User, cfg.Password))
 	}
 	if cfg.TLSCAFile != "" {
 		nopts = append(nopts, nats.RootCAs(cfg.TLSCAFile))

@@ -27,6 +27,9 @@ type Options struct {
 	// Auth, when set, authenticates every client (tests use it to give each
 	// test its own account).
 	Auth server.Authentication
+	// ConfigFile, when set, is a NATS server configuration file (for example
+	// k8s/nats/auth.conf) whose settings the fields above then override.
+	ConfigFile string
 }
 
 // Start starts a server and waits until it accepts connections.
@@ -37,17 +40,18 @@ func Start(o Options) (*server.Server, error) {
 	if o.ServerName == "" {
 		o.ServerName = "archivist"
 	}
-	opts := &server.Options{
-		ServerName:                 o.ServerName,
-		Host:                       o.Host,
-		Port:                       o.Port,
-		JetStream:                  true,
-		StoreDir:                   o.StoreDir,
-		SyncAlways:                 o.SyncAlways,
-		NoSigs:                     true,
-		NoLog:                      true,
-		MaxPayload:                 8 << 20,
-		CustomClientAuthentication: o.Auth,
+	opts := &server.Options{}
+	if o.ConfigFile != "" {
+		var err error
+		if opts, err = server.ProcessConfigFile(o.ConfigFile); err != nil {
+			return nil, fmt.Errorf("nats config %s: %w", o.ConfigFile, err)
+		}
+	}
+	opts.ServerName, opts.Host, opts.Port = o.ServerName, o.Host, o.Port
+	opts.JetStream, opts.StoreDir, opts.SyncAlways = true, o.StoreDir, o.SyncAlways
+	opts.NoSigs, opts.NoLog, opts.MaxPayload = true, true, 8<<20
+	if o.Auth != nil {
+		opts.CustomClientAuthentication = o.Auth
 	}
 	if o.MonitorPort != 0 {
 		opts.HTTPHost = o.Host

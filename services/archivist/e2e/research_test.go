@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/nats-io/nats.go"
 
 	"github.com/archivist/archivist/events"
 	"github.com/archivist/archivist/pkg/blob"
@@ -97,19 +98,31 @@ type world struct {
 // published on WORKS as the curator would.
 func newWorld(t *testing.T, episodes, clips int, vars map[string]string) *world {
 	t.Helper()
+	w := newWorldAt(t, testenv.NATS(t), nil, episodes, clips)
+	for k, v := range vars {
+		w.vars[k] = v
+	}
+	return w
+}
+
+// newWorldAt is newWorld on the NATS server at url, publishing the works as
+// the NATS user in creds (NATS_USER, NATS_PASSWORD) if given.
+func newWorldAt(t *testing.T, url string, creds map[string]string, episodes, clips int) *world {
+	t.Helper()
 	bs, err := blob.NewLocal(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
-	w := &world{t: t, shared: testenv.Shared{NATSURL: testenv.NATS(t), DBURL: testenv.DBURL(t, migrations.Schema), Blob: bs},
+	w := &world{t: t, shared: testenv.Shared{NATSURL: url, DBURL: testenv.DBURL(t, migrations.Schema), Blob: bs},
 		episodes: episodes, clips: clips, vars: map[string]string{
 			"RESEARCH_LEASE_DURATION": "6s", "RESEARCH_ITEM_TTL": "3s", "RESEARCH_MAX_CLIPS": "8",
 			"RESEARCH_LIVENESS_TTL": "2s", "PWA_INTERVAL": "200ms", "PWA_HTTP_ADDR": "127.0.0.1:0",
 		}}
-	for k, v := range vars {
-		w.vars[k] = v
+	var opts []bus.Option
+	if creds != nil {
+		opts = append(opts, bus.WithNATSOptions(nats.UserInfo(creds["NATS_USER"], creds["NATS_PASSWORD"])))
 	}
-	w.bus = testenv.BusAt(t, w.shared.NATSURL, "curator")
+	w.bus = testenv.BusAt(t, w.shared.NATSURL, "curator", opts...)
 	w.db, err = store.Open(context.Background(), store.Config{URL: w.shared.DBURL, MaxConns: 4}, "test")
 	if err != nil {
 		t.Fatal(err)

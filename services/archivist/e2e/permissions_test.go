@@ -1,0 +1,121 @@
+package e2e_test
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/archivist/archivist/events"
+	"github.com/archivist/archivist/pkg/natsserver"
+	"github.com/archivist/archivist/pkg/testenv"
+	"github.com/archivist/archivist/services/curator/curator"
+	curatormigrations "github.com/archivist/archivist/services/curator/migrations"
+)
+
+// authConf is the users file the Kubernetes NATS deployment includes.
+const authConf = "../../../k8s/nats/auth.conf"
+
+// securedNATS starts an embedded server with the deployment's users and
+// permissions, every password "pw-<service>".
+func securedNATS(t *testing.T) string {
+	t.Helper()
+	for _, svc := range events.Services {
+		t.Setenv("NATS_PASSWORD_"+strings.ToUpper(svc), "pw-"+svc)
+	}
+	s, err := natsserver.Start(natsserver.Options{Port: -1, StoreDir: t.TempDir(), ConfigFile: authConf})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { natsserver.Stop(s) })
+	return s.ClientURL()
+}
+
+func as(svc string) map[string]string {
+	return map[string]string{"NATS_USER": svc, "NATS_PASSWORD": "pw-" + svc}
+}
+
+// TestServicesWorkWithTheirOwnNATSUsers runs the curator and the research
+// services, each as its own restricted NATS user from k8s/nats/auth.conf,
+// through a whole research round: the permissions are enough.
+func TestServicesWorkWithTheirOwnNATSUsers(t *testing.T) {
+	url := securedNATS(t)
+	w := newWorldAt(t, url, as("curator"), 2, 5)
+	for k, v := range map[string]string{"RESEARCH_LEASE_DURATION": "60s", "RESEARCH_ITEM_TTL": "30s"} {
+		w.vars[k] = v
+	}
+	testenv.StartServiceIn(t, curator.Definition(), testenv.Shared{NATSURL: url, DBURL: testenv.DBURL(t, curatormigrations.Schema)}, as("curator"))
+	w.start(named("cwa"), as("cwa"))
+	w.start(locator(&testLocator{}), merge(as("researcher"), map[string]string{"RESEARCHER_ID": "r0"}))
+	w.start(named("pwa"), as("pwa"))
+	w.waitResults(60 * time.Second)
+}
+
+// TestAServiceCannotUseAnotherServicesSubjects: the curator's user may not
+// publish a research result, nor the cwa's read curation events.
+func TestAServiceCannotUseAnotherServicesSubjects(t *testing.T) {
+	url := securedNATS(t)
+	errs := make(chan error, 10)
+	connect := func(svc string) *nats.Conn {
+		nc, err := nats.Connect(url, nats.UserInfo(svc, "pw-"+svc), nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) { errs <- err }))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(nc.Close)
+		return nc
+	}
+	curatorConn := connect("curator")
+	if err := curatorConn.Publish(events.SubjectResearchCompleted, []byte("forged result")); err != nil {
+		t.Fatal(err)
+	}
+	curatorConn.Flush()
+	select {
+	case err := <-errs:
+		if !errors.Is(err, nats.ErrPermissionViolation) && !strings.Contains(err.Error(), "Permissions Violation") {
+			t.Errorf("curator publishing a result: %v", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Error("the curator's user published to research.completed unchallenged")
+	}
+	cwaConn := connect("cwa")
+	if _, err := cwaConn.SubscribeSync("curation.>"); err != nil {
+		t.Fatal(err)
+	}
+	cwaConn.Flush()
+	select {
+	case err := <-errs:
+		if !strings.Contains(err.Error(), "Permissions Violation") {
+			t.Errorf("cwa subscribing to curation: %v", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Error("the cwa's user subscribed to curation.> unchallenged")
+	}
+	if _, err := nats.Connect(url, nats.UserInfo("curator", "wrong")); err == nil {
+		t.Error("a wrong password was accepted")
+	}
+	// And the user it was given works for its own subject.
+	if err := curatorConn.Publish(events.SubjectEpisodeUpserted, []byte("x")); err != nil {
+		t.Fatal(err)
+	}
+	if err := curatorConn.FlushTimeout(2 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-errs:
+		t.Errorf("the curator publishing a curation event: %v", err)
+	case <-time.After(200 * time.Millisecond):
+	}
+}
+
+func merge(a, b map[string]string) map[string]string {
+	out := map[string]string{}
+	for k, v := range a {
+		out[k] = v
+	}
+	for k, v := range b {
+		out[k] = v
+	}
+	return out
+}
