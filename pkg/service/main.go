@@ -60,27 +60,35 @@ func run(def Definition, args []string, stderr io.Writer) error {
 	}
 }
 
-// Migrate runs the migrations of every definition and returns.
+// Migrate runs the migrations of every definition as the connecting
+// (migration) role, then grants each service's runtime role, a role named
+// like the service if one exists, the use of its own schemas and nothing
+// else.
 func Migrate(ctx context.Context, defs []Definition, common Common, log *slog.Logger) error {
-	var schemas []store.Schema
-	for _, d := range defs {
-		schemas = append(schemas, d.Schemas...)
-	}
-	if len(schemas) == 0 {
-		log.Info("nothing to migrate")
-		return nil
-	}
 	pool, err := store.Open(ctx, common.Store, "migrate")
 	if err != nil {
 		return err
 	}
 	defer pool.Close()
-	for _, s := range schemas {
-		if err := store.Migrate(ctx, pool, s); err != nil {
-			return err
+	done := map[string]bool{}
+	for _, d := range defs {
+		for _, s := range d.Schemas {
+			if !done[s.Name] {
+				if err := store.Migrate(ctx, pool, s); err != nil {
+					return err
+				}
+				v, _ := store.Version(ctx, pool, s.Name)
+				log.Info("schema migrated", "schema", s.Name, "version", v)
+				done[s.Name] = true
+			}
+			granted, err := store.GrantRuntime(ctx, pool, s, d.Name)
+			if err != nil {
+				return err
+			}
+			if granted {
+				log.Info("runtime role granted its schema", "role", d.Name, "schema", s.Name)
+			}
 		}
-		v, _ := store.Version(ctx, pool, s.Name)
-		log.Info("schema migrated", "schema", s.Name, "version", v)
 	}
 	return nil
 }

@@ -114,3 +114,28 @@ func Version(ctx context.Context, pool *pgxpool.Pool, schema string) (int32, err
 func InTx(ctx context.Context, pool *pgxpool.Pool, fn func(pgx.Tx) error) error {
 	return pgx.BeginFunc(ctx, pool, fn)
 }
+
+// GrantRuntime lets role use schema s: read and write its tables and
+// sequences, but not change the schema (no DDL; the migration role owns it).
+// A role that does not exist is skipped and reported as false: outside a
+// deployment with per-service roles, every service uses one login.
+func GrantRuntime(ctx context.Context, pool *pgxpool.Pool, s Schema, role string) (bool, error) {
+	var exists bool
+	if err := pool.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = $1)", role).Scan(&exists); err != nil {
+		return false, fmt.Errorf("look up role %s: %w", role, err)
+	}
+	if !exists {
+		return false, nil
+	}
+	sch, r := pgx.Identifier{s.Name}.Sanitize(), pgx.Identifier{role}.Sanitize()
+	for _, q := range []string{
+		"GRANT USAGE ON SCHEMA " + sch + " TO " + r,
+		"GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA " + sch + " TO " + r,
+		"GRANT USAGE, SELECT, UPDATE ON ALL SEQUENCES IN SCHEMA " + sch + " TO " + r,
+	} {
+		if _, err := pool.Exec(ctx, q); err != nil {
+			return false, fmt.Errorf("grant %s on %s: %w", role, s.Name, err)
+		}
+	}
+	return true, nil
+}
