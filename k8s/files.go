@@ -1,0 +1,158 @@
+package k8s
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	"sigs.k8s.io/yaml"
+
+	"github.com/archivist/archivist/events"
+)
+
+// NATSValues is the part of the NATS Helm chart's values Archivist sets.
+type NATSValues struct {
+	Config struct {
+		Cluster struct {
+			Enabled  bool `json:"enabled"`
+			Replicas int  `json:"replicas"`
+		} `json:"cluster"`
+		JetStream struct {
+			Enabled   bool `json:"enabled"`
+			FileStore struct {
+				Enabled bool   `json:"enabled"`
+				Dir     string `json:"dir"`
+				PVC     struct {
+					Enabled bool   `json:"enabled"`
+					Size    string `json:"size"`
+				} `json:"pvc"`
+			} `json:"fileStore"`
+			Merge map[string]any `json:"merge"`
+		} `json:"jetstream"`
+		Monitor struct {
+			Enabled bool `json:"enabled"`
+			Port    int  `json:"port"`
+		} `json:"monitor"`
+		Merge map[string]any `json:"merge"`
+	} `json:"config"`
+	Container struct {
+		Env   map[string]any   `json:"env"`
+		Patch []map[string]any `json:"patch"`
+	} `json:"container"`
+	PodTemplate struct {
+		Patch []map[string]any `json:"patch"`
+	} `json:"podTemplate"`
+}
+
+// CheckNATSValues checks the NATS Helm values: JetStream on a PVC, three
+// replicas, fsync always, monitoring, the users file included, and a
+// password variable for every service's user.
+func CheckNATSValues(path string) error {
+	b, err := readFile(path)
+	if err != nil {
+		return err
+	}
+	var v NATSValues
+	if err := strictYAML(b, &v); err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	var errs []error
+	fail := func(format string, a ...any) { errs = append(errs, fmt.Errorf(path+": "+format, a...)) }
+	c := v.Config
+	if !c.Cluster.Enabled || c.Cluster.Replicas != 3 {
+		fail("config.cluster must be enabled with 3 replicas")
+	}
+	if !c.JetStream.Enabled || !c.JetStream.FileStore.Enabled || !c.JetStream.FileStore.PVC.Enabled || c.JetStream.FileStore.PVC.Size == "" {
+		fail("JetStream must be on file storage with a PVC")
+	}
+	if c.JetStream.Merge["sync_interval"] != "always" {
+		fail("config.jetstream.merge.sync_interval must be always")
+	}
+	if !c.Monitor.Enabled || c.Monitor.Port != 8222 {
+		fail("monitoring must be on port 8222 (KEDA reads consumer lag there)")
+	}
+	if inc, _ := c.Merge["$include"].(string); !strings.HasSuffix(inc, "auth.conf") {
+		fail("config.merge must $include the users file auth.conf")
+	}
+	for _, svc := range events.Services {
+		if _, ok := v.Container.Env["NATS_PASSWORD_"+strings.ToUpper(svc)]; !ok {
+			fail("no password variable for service %s's NATS user", svc)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// CheckCompose checks compose.yaml: NATS with JetStream on a volume, fsync
+// always, monitoring and a JetStream health check; PostgreSQL with a
+// pg_isready check; a one-shot migrate; every service waiting on all three
+// and sharing the blob volume.
+func CheckCompose(path string) error {
+	b, err := readFile(path)
+	if err != nil {
+		return err
+	}
+	var doc struct {
+		Services map[string]map[string]any `json:"services"`
+		Configs  map[string]map[string]any `json:"configs"`
+		Volumes  map[string]any            `json:"volumes"`
+	}
+	if err := yaml.Unmarshal(b, &doc); err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	var errs []error
+	fail := func(format string, a ...any) { errs = append(errs, fmt.Errorf(path+": "+format, a...)) }
+	text := func(v any) string { j, _ := yaml.Marshal(v); return string(j) }
+	nats := doc.Services["nats"]
+	switch {
+	case nats == nil:
+		fail("no nats service")
+	case !strings.HasPrefix(fmt.Sprint(nats["image"]), "nats:2"):
+		fail("nats: image %v, want nats:2-alpine", nats["image"])
+	case !strings.Contains(text(nats["healthcheck"]), "/healthz?js-enabled-only=true"):
+		fail("nats: health check must ask /healthz?js-enabled-only=true")
+	case !strings.Contains(text(nats["ports"]), "8222"):
+		fail("nats: monitoring port 8222 must be published")
+	case !strings.Contains(text(nats["command"]), "-js") || nats["volumes"] == nil:
+		fail("nats: JetStream must be on, on a volume")
+	}
+	if !strings.Contains(text(doc.Configs), "sync_interval: always") {
+		fail("nats: its config must set jetstream sync_interval: always")
+	}
+	if pg := doc.Services["postgres"]; pg == nil || !strings.Contains(text(pg["healthcheck"]), "pg_isready") {
+		fail("postgres: needs a pg_isready health check")
+	}
+	if m := doc.Services["migrate"]; m == nil || !strings.Contains(text(m["command"]), "migrate") {
+		fail("migrate: a one-shot service running `archivist migrate` is required")
+	}
+	for _, svc := range events.Services {
+		s := doc.Services[svc]
+		if s == nil {
+			fail("service %s is missing", svc)
+			continue
+		}
+		deps, _ := s["depends_on"].(map[string]any)
+		for dep, cond := range map[string]string{"nats": "service_healthy", "postgres": "service_healthy", "migrate": "service_completed_successfully"} {
+			d, _ := deps[dep].(map[string]any)
+			if d == nil || d["condition"] != cond {
+				fail("service %s must depend on %s with condition %s", svc, dep, cond)
+			}
+		}
+		if !slices.ContainsFunc(asList(s["volumes"]), func(v string) bool { return strings.HasPrefix(v, "blobs:") }) {
+			fail("service %s must mount the blobs volume", svc)
+		}
+	}
+	if _, ok := doc.Volumes["blobs"]; !ok {
+		fail("no blobs volume")
+	}
+	return errors.Join(errs...)
+}
+
+func asList(v any) []string {
+	l, _ := v.([]any)
+	out := make([]string, 0, len(l))
+	for _, x := range l {
+		out = append(out, fmt.Sprint(x))
+	}
+	return out
+}

@@ -1,0 +1,355 @@
+// Package k8s validates Archivist's deployment files offline: it builds every
+// kustomize overlay with the kustomize library, strict-decodes each object
+// into its Kubernetes type (or, for CloudNativePG and KEDA, a small local
+// struct), failing on unknown fields, and checks the policies operators rely
+// on. It also checks the NATS Helm values and compose.yaml.
+package k8s
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"slices"
+	"strings"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	autoscalingv2 "k8s.io/api/autoscaling/v2"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	"sigs.k8s.io/kustomize/api/krusty"
+	"sigs.k8s.io/kustomize/kyaml/filesys"
+	"sigs.k8s.io/yaml"
+
+	"github.com/archivist/archivist/events"
+)
+
+// Object is one decoded manifest object.
+type Object struct {
+	Kind string
+	Name string
+	// Value is the typed object: *appsv1.Deployment, *CNPGCluster, ...
+	Value any
+}
+
+// Build runs kustomize on dir and returns each object's YAML.
+func Build(dir string) ([][]byte, error) {
+	k := krusty.MakeKustomizer(krusty.MakeDefaultOptions())
+	rm, err := k.Run(filesys.MakeFsOnDisk(), dir)
+	if err != nil {
+		return nil, fmt.Errorf("kustomize build %s: %w", dir, err)
+	}
+	var out [][]byte
+	for _, r := range rm.Resources() {
+		b, err := r.AsYAML()
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, b)
+	}
+	return out, nil
+}
+
+type typeMeta struct {
+	APIVersion string `json:"apiVersion"`
+	Kind       string `json:"kind"`
+	Metadata   struct {
+		Name string `json:"name"`
+	} `json:"metadata"`
+}
+
+// Decode strict-decodes one object by its kind.
+func Decode(doc []byte) (Object, error) {
+	var tm typeMeta
+	if err := yaml.Unmarshal(doc, &tm); err != nil {
+		return Object{}, err
+	}
+	var v any
+	switch tm.APIVersion + "/" + tm.Kind {
+	case "apps/v1/Deployment":
+		v = &appsv1.Deployment{}
+	case "batch/v1/Job":
+		v = &batchv1.Job{}
+	case "v1/Service":
+		v = &corev1.Service{}
+	case "v1/ConfigMap":
+		v = &corev1.ConfigMap{}
+	case "v1/Secret":
+		v = &corev1.Secret{}
+	case "policy/v1/PodDisruptionBudget":
+		v = &policyv1.PodDisruptionBudget{}
+	case "autoscaling/v2/HorizontalPodAutoscaler":
+		v = &autoscalingv2.HorizontalPodAutoscaler{}
+	case "postgresql.cnpg.io/v1/Cluster":
+		v = &CNPGCluster{}
+	case "keda.sh/v1alpha1/ScaledObject":
+		v = &ScaledObject{}
+	default:
+		return Object{}, fmt.Errorf("%s %s: kind %s/%s is not one Archivist deploys", tm.Kind, tm.Metadata.Name, tm.APIVersion, tm.Kind)
+	}
+	if err := strictYAML(doc, v); err != nil {
+		return Object{}, fmt.Errorf("%s %s: %w", tm.Kind, tm.Metadata.Name, err)
+	}
+	return Object{Kind: tm.Kind, Name: tm.Metadata.Name, Value: v}, nil
+}
+
+// strictYAML decodes YAML into v, failing on fields v does not have.
+func strictYAML(doc []byte, v any) error {
+	j, err := yaml.YAMLToJSON(doc)
+	if err != nil {
+		return err
+	}
+	dec := json.NewDecoder(bytes.NewReader(j))
+	dec.DisallowUnknownFields()
+	return dec.Decode(v)
+}
+
+// CNPGCluster is the part of CloudNativePG's Cluster that Archivist uses.
+type CNPGCluster struct {
+	APIVersion string `json:"apiVersion"`
+	Kind       string `json:"kind"`
+	Metadata   Meta   `json:"metadata"`
+	Spec       struct {
+		Instances int    `json:"instances"`
+		ImageName string `json:"imageName"`
+		Storage   struct {
+			Size string `json:"size"`
+		} `json:"storage"`
+		Bootstrap struct {
+			InitDB struct {
+				Database string `json:"database"`
+				Owner    string `json:"owner"`
+			} `json:"initdb"`
+		} `json:"bootstrap"`
+		Managed struct {
+			Roles []struct {
+				Name           string `json:"name"`
+				Ensure         string `json:"ensure"`
+				Login          bool   `json:"login"`
+				PasswordSecret struct {
+					Name string `json:"name"`
+				} `json:"passwordSecret"`
+			} `json:"roles"`
+		} `json:"managed"`
+	} `json:"spec"`
+}
+
+// ScaledObject is the part of KEDA's ScaledObject that Archivist uses.
+type ScaledObject struct {
+	APIVersion string `json:"apiVersion"`
+	Kind       string `json:"kind"`
+	Metadata   Meta   `json:"metadata"`
+	Spec       struct {
+		ScaleTargetRef struct {
+			Name string `json:"name"`
+		} `json:"scaleTargetRef"`
+		MinReplicaCount int `json:"minReplicaCount"`
+		MaxReplicaCount int `json:"maxReplicaCount"`
+		CooldownPeriod  int `json:"cooldownPeriod"`
+		Triggers        []struct {
+			Type     string            `json:"type"`
+			Metadata map[string]string `json:"metadata"`
+		} `json:"triggers"`
+	} `json:"spec"`
+}
+
+// Meta is the metadata the local structs accept.
+type Meta struct {
+	Name        string            `json:"name"`
+	Namespace   string            `json:"namespace,omitempty"`
+	Labels      map[string]string `json:"labels,omitempty"`
+	Annotations map[string]string `json:"annotations,omitempty"`
+}
+
+// Overlay builds, decodes and checks one overlay.
+func Overlay(dir string) ([]Object, error) {
+	docs, err := Build(dir)
+	if err != nil {
+		return nil, err
+	}
+	var objs []Object
+	var errs []error
+	for _, d := range docs {
+		o, err := Decode(d)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		objs = append(objs, o)
+	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	return objs, Check(objs)
+}
+
+// Check applies the deployment policies to a set of objects.
+func Check(objs []Object) error {
+	var errs []error
+	fail := func(format string, a ...any) { errs = append(errs, fmt.Errorf(format, a...)) }
+	deployments := map[string]*appsv1.Deployment{}
+	pdbs := map[string]bool{}
+	keda := map[string]bool{}
+	var shutdown time.Duration
+	var cluster *CNPGCluster
+	for _, o := range objs {
+		switch v := o.Value.(type) {
+		case *appsv1.Deployment:
+			deployments[v.Name] = v
+		case *policyv1.PodDisruptionBudget:
+			if v.Spec.Selector != nil {
+				pdbs[v.Spec.Selector.MatchLabels["app.kubernetes.io/name"]] = true
+			}
+		case *ScaledObject:
+			keda[v.Spec.ScaleTargetRef.Name] = true
+			checkScaledObject(v, fail)
+		case *corev1.ConfigMap:
+			if s, ok := v.Data["SHUTDOWN_TIMEOUT"]; ok {
+				d, err := time.ParseDuration(s)
+				if err != nil {
+					fail("ConfigMap %s: SHUTDOWN_TIMEOUT %q: %v", v.Name, s, err)
+				}
+				shutdown = d
+			}
+		case *CNPGCluster:
+			cluster = v
+		}
+	}
+	for _, o := range objs {
+		if h, ok := o.Value.(*autoscalingv2.HorizontalPodAutoscaler); ok && keda[h.Spec.ScaleTargetRef.Name] {
+			fail("HorizontalPodAutoscaler %s and a KEDA ScaledObject both scale Deployment %s", h.Name, h.Spec.ScaleTargetRef.Name)
+		}
+	}
+	for _, svc := range events.Services {
+		d, ok := deployments[svc]
+		if !ok {
+			fail("service %s has no Deployment", svc)
+			continue
+		}
+		checkDeployment(d, shutdown, fail)
+		if !pdbs[svc] {
+			fail("Deployment %s has no PodDisruptionBudget", svc)
+		}
+	}
+	if cluster == nil {
+		fail("no CloudNativePG Cluster")
+	} else {
+		roles := map[string]bool{}
+		for _, r := range cluster.Spec.Managed.Roles {
+			roles[r.Name] = r.Login && r.Ensure == "present" && r.PasswordSecret.Name != ""
+		}
+		for name, d := range deployments {
+			if hasEnv(d, "DATABASE_URL") && !roles[name] {
+				fail("Deployment %s uses PostgreSQL but has no runtime role in the Cluster", name)
+			}
+			if hasEnv(d, "DATABASE_URL") && !strings.Contains(envValue(d, "DATABASE_URL"), cluster.Metadata.Name+"-rw") {
+				fail("Deployment %s does not connect to the Cluster's -rw service", name)
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func checkDeployment(d *appsv1.Deployment, shutdown time.Duration, fail func(string, ...any)) {
+	name := d.Name
+	for _, l := range []string{"app.kubernetes.io/name", "app.kubernetes.io/part-of"} {
+		if d.Labels[l] == "" || d.Spec.Template.Labels[l] == "" {
+			fail("Deployment %s lacks label %s on itself or its pods", name, l)
+		}
+	}
+	spec := d.Spec.Template.Spec
+	if sc := spec.SecurityContext; sc == nil || sc.RunAsNonRoot == nil || !*sc.RunAsNonRoot {
+		fail("Deployment %s does not run as non-root", name)
+	}
+	if g := spec.TerminationGracePeriodSeconds; g == nil || time.Duration(*g)*time.Second <= shutdown {
+		fail("Deployment %s: termination grace must be longer than SHUTDOWN_TIMEOUT %s", name, shutdown)
+	}
+	if len(spec.Containers) == 0 {
+		fail("Deployment %s has no container", name)
+		return
+	}
+	for _, c := range spec.Containers {
+		if p := c.ReadinessProbe; p == nil || p.HTTPGet == nil || p.HTTPGet.Path != "/readyz" {
+			fail("Deployment %s container %s: readiness probe must GET /readyz", name, c.Name)
+		}
+		if p := c.LivenessProbe; p == nil || p.HTTPGet == nil || p.HTTPGet.Path != "/healthz" {
+			fail("Deployment %s container %s: liveness probe must GET /healthz", name, c.Name)
+		}
+		if c.Resources.Requests.Cpu().IsZero() || c.Resources.Requests.Memory().IsZero() || c.Resources.Limits.Memory().IsZero() {
+			fail("Deployment %s container %s: needs cpu and memory requests and a memory limit", name, c.Name)
+		}
+		if sc := c.SecurityContext; sc == nil || sc.AllowPrivilegeEscalation == nil || *sc.AllowPrivilegeEscalation {
+			fail("Deployment %s container %s: must not allow privilege escalation", name, c.Name)
+		}
+	}
+	if envValue(d, "NATS_USER") != name {
+		fail("Deployment %s: NATS_USER must be its own NATS user %q", name, name)
+	}
+	if !envFromSecret(d, "NATS_PASSWORD") {
+		fail("Deployment %s: NATS_PASSWORD must come from a Secret", name)
+	}
+	if _, err := events.PermissionsOf(name); err != nil {
+		fail("Deployment %s: %v", name, err)
+	}
+}
+
+func checkScaledObject(s *ScaledObject, fail func(string, ...any)) {
+	for _, tr := range s.Spec.Triggers {
+		if tr.Type != "nats-jetstream" {
+			fail("ScaledObject %s: trigger %s: only nats-jetstream is used", s.Metadata.Name, tr.Type)
+			continue
+		}
+		stream, consumer := tr.Metadata["stream"], tr.Metadata["consumer"]
+		if !consumerExists(stream, consumer) {
+			fail("ScaledObject %s scales on %s/%s, which is no Archivist consumer", s.Metadata.Name, stream, consumer)
+		}
+		if tr.Metadata["natsServerMonitoringEndpoint"] == "" || tr.Metadata["lagThreshold"] == "" {
+			fail("ScaledObject %s: natsServerMonitoringEndpoint and lagThreshold are required", s.Metadata.Name)
+		}
+	}
+}
+
+func consumerExists(stream, durable string) bool {
+	for _, c := range []events.Consumer{events.Researchers, events.CWAResults, events.PWAWorks,
+		events.CuratorEpisodes, events.CuratorClips, events.CuratorMerger} {
+		if c.Stream == stream && c.Config.Durable == durable {
+			return true
+		}
+	}
+	return false
+}
+
+func container(d *appsv1.Deployment) *corev1.Container {
+	if len(d.Spec.Template.Spec.Containers) == 0 {
+		return &corev1.Container{}
+	}
+	return &d.Spec.Template.Spec.Containers[0]
+}
+
+func hasEnv(d *appsv1.Deployment, name string) bool {
+	return slices.ContainsFunc(container(d).Env, func(e corev1.EnvVar) bool { return e.Name == name })
+}
+
+func envValue(d *appsv1.Deployment, name string) string {
+	for _, e := range container(d).Env {
+		if e.Name == name {
+			return e.Value
+		}
+	}
+	return ""
+}
+
+func envFromSecret(d *appsv1.Deployment, name string) bool {
+	for _, e := range container(d).Env {
+		if e.Name == name {
+			return e.ValueFrom != nil && e.ValueFrom.SecretKeyRef != nil && e.ValueFrom.SecretKeyRef.Name != ""
+		}
+	}
+	return false
+}
+
+// readFile is os.ReadFile, for the checks of single files.
+var readFile = os.ReadFile
