@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/archivist/archivist/events"
 	"github.com/archivist/archivist/pkg/bus"
@@ -30,6 +31,9 @@ type Config struct {
 	// SourcePrecedence lists curating systems, most trusted first: the
 	// merged work takes its title and media from the first that has them.
 	SourcePrecedence string `env:"CURATOR_SOURCE_PRECEDENCE"`
+	// ReconcileInterval is how often match results whose works were never
+	// written (lost on the bus) are published again.
+	ReconcileInterval time.Duration `env:"CURATOR_RECONCILE_INTERVAL, default=5m"`
 }
 
 // Definition is the curator service.
@@ -55,6 +59,22 @@ func run(ctx context.Context, env *service.Env) error {
 	if err != nil {
 		return err
 	}
+	go func() {
+		t := time.NewTicker(cfg.ReconcileInterval)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				if n, err := p.Reconcile(ctx); err != nil && ctx.Err() == nil {
+					env.Log.Error("reconcile match results", "err", err)
+				} else if n > 0 {
+					env.Log.Warn("republished match results whose works were missing", "graphs", n)
+				}
+			}
+		}
+	}()
 	srv := api.New(env.Bus, p.Catalog, env.Log)
 	err = api.Serve(ctx, cfg.HTTPAddr, srv.Handler(), env.ShutdownTimeout, func(addr string) {
 		env.Log.Info("curation API listening", "addr", addr)
@@ -138,6 +158,24 @@ func (p *Pipeline) match(ctx context.Context, rec catalog.Record) error {
 		return fmt.Errorf("publish match results of %s: %w", rec.Key(), err)
 	}
 	return nil
+}
+
+// Reconcile publishes again the match results whose works are missing or
+// older than the stored graph (PostgreSQL is the truth; a queue is a
+// wake-up call). It returns how many it published.
+func (p *Pipeline) Reconcile(ctx context.Context) (int, error) {
+	results, err := p.Matcher.Lagging(ctx, 1000)
+	if err != nil || len(results) == 0 {
+		return 0, err
+	}
+	out := make([]bus.Outgoing, len(results))
+	for i, r := range results {
+		out[i] = bus.Outgoing{Subject: events.SubjectGraphMatched, Envelope: r.Envelope}
+	}
+	if err := p.bus.PublishBatch(ctx, out); err != nil {
+		return 0, fmt.Errorf("republish match results: %w", err)
+	}
+	return len(results), nil
 }
 
 // Merge builds the works of a match result and publishes them.

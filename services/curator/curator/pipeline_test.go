@@ -219,3 +219,49 @@ func relinkingConverges(t *testing.T, seed uint64) {
 	}
 	t.Logf("%d updates (%d messages) converged to %d works over %d records", len(updates), len(batch), graphs, n)
 }
+
+// TestReconcileRepublishesLostMatchResults: a graph whose match result never
+// reached the merger (the bus lost it) is found from PostgreSQL and published
+// again, with its original stamp; then nothing lags.
+func TestReconcileRepublishesLostMatchResults(t *testing.T) {
+	ctx := context.Background()
+	b := testenv.Bus(t, "curator")
+	pool := testenv.DB(t, migrations.Schema)
+	cat := catalog.New(pool, nil, testenv.Logger(t))
+	p := curator.NewPipeline(b, cat, merger.New(pool, nil, nil, testenv.Logger(t)))
+	at := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	for _, id := range []string{"a", "b"} {
+		rec := catalog.Record{Kind: catalog.Episode, Source: "s", ID: id, Title: id, MediaKey: "m/" + id,
+			InitialCuratedAt: at, LatestCuratedAt: at, SameAs: []string{"s:a"}, Version: at, EventID: id, Producer: "s"}
+		if _, _, err := p.Matcher.Apply(ctx, rec); err != nil { // matched, results never published
+			t.Fatal(err)
+		}
+	}
+	n, err := p.Reconcile(ctx)
+	if err != nil || n != 1 {
+		t.Fatalf("reconcile: %d graphs, %v; want the one graph {a, b}", n, err)
+	}
+	subs, err := p.Start(ctx, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		for _, s := range subs {
+			s.Stop(ctx)
+		}
+	}()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		v, err := merger.Show(ctx, pool, catalog.Episode, "s:b")
+		if err == nil && v.Work != nil && len(v.Work.Members) == 2 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the republished result was never merged: %+v %v", v, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if n, err := p.Reconcile(ctx); err != nil || n != 0 {
+		t.Errorf("after merging: %d graphs still lag (%v)", n, err)
+	}
+}

@@ -252,13 +252,58 @@ func (m *Matcher) store(ctx context.Context, tx pgx.Tx, kind catalog.Kind, comps
 			WHERE kind = $1 AND key = ANY($2)`, string(kind), comp, comp[0], stamp); err != nil {
 			return nil, fmt.Errorf("store graph %s: %w", comp[0], err)
 		}
-		g := events.GraphMatched{Kind: string(kind), Members: comp}
-		env, err := events.NewAt(m.producer, stamp, &g)
+		r, err := m.result(string(kind), comp, stamp)
 		if err != nil {
 			return nil, err
 		}
-		env.ID = fmt.Sprintf("match:%s:%s:%d", kind, comp[0], stamp.UnixMicro())
-		results = append(results, Result{Envelope: env, Graph: g})
+		results = append(results, r)
 	}
 	return results, nil
+}
+
+// Lagging rebuilds the match results whose works the merger has not written
+// (a result the bus lost, say): every stored graph with a node whose work
+// row is missing or older than the graph's stamp. The results carry the
+// original stamp and message id, so republishing them is idempotent. At most
+// limit graphs are returned.
+func (m *Matcher) Lagging(ctx context.Context, limit int) ([]Result, error) {
+	rows, err := m.db.Query(ctx, `SELECT n.kind, n.graph, n.matched_at, array_agg(n.key ORDER BY n.key)
+		FROM curator.match_nodes n
+		WHERE n.matched_at IS NOT NULL AND (n.kind, n.graph, n.matched_at) IN (
+			SELECT DISTINCT g.kind, g.graph, g.matched_at FROM curator.match_nodes g
+			LEFT JOIN curator.works w ON w.kind = g.kind AND w.key = g.key
+			WHERE g.matched_at IS NOT NULL AND (w.version IS NULL OR w.version < g.matched_at)
+			LIMIT $1)
+		GROUP BY n.kind, n.graph, n.matched_at`, limit)
+	if err != nil {
+		return nil, fmt.Errorf("lagging graphs: %w", err)
+	}
+	defer rows.Close()
+	var out []Result
+	for rows.Next() {
+		var kind, graph string
+		var stamp time.Time
+		var members []string
+		if err := rows.Scan(&kind, &graph, &stamp, &members); err != nil {
+			return nil, fmt.Errorf("lagging graphs: %w", err)
+		}
+		r, err := m.result(kind, members, stamp.UTC())
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, r)
+	}
+	return out, rows.Err()
+}
+
+// result is the match result of a graph stamped at stamp; its message id is
+// derived from both, so the same result published twice is stored once.
+func (m *Matcher) result(kind string, members []string, stamp time.Time) (Result, error) {
+	g := events.GraphMatched{Kind: kind, Members: members}
+	env, err := events.NewAt(m.producer, stamp, &g)
+	if err != nil {
+		return Result{}, err
+	}
+	env.ID = fmt.Sprintf("match:%s:%s:%d", kind, members[0], stamp.UnixMicro())
+	return Result{Envelope: env, Graph: g}, nil
 }
