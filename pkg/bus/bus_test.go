@@ -405,3 +405,42 @@ func TestStopDrainsWithoutLosingMessages(t *testing.T) {
 		}
 	}
 }
+
+func TestDeadLettersListAndReplay(t *testing.T) {
+	b := setup(t)
+	ctx := context.Background()
+	c := testConsumer("fixable", 5*time.Second, 5)
+	var broken atomic.Bool
+	broken.Store(true)
+	var handled atomic.Int32
+	sub, err := bus.Consume(ctx, b, c, func(context.Context, *bus.Message[events.EpisodeUpserted]) error {
+		if broken.Load() {
+			return bus.Permanent(errors.New("media store unreachable for this key"))
+		}
+		handled.Add(1)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stop(t, sub)
+	env := publish(t, b, testSubject, episode(7))
+	deadLetters(t, b, 1)
+	list, err := b.DeadLetters(ctx, 0, 10)
+	if err != nil || len(list) != 1 {
+		t.Fatalf("list: %v %v", list, err)
+	}
+	dl := list[0]
+	if dl.Stream != testStream.Name || dl.Consumer != "fixable" || dl.Subject != testSubject || dl.ID != env.ID ||
+		dl.Type != events.TypeEpisodeUpserted || !strings.Contains(dl.Reason, "unreachable") {
+		t.Errorf("dead letter %+v", dl)
+	}
+	broken.Store(false) // the operator fixed the cause
+	if _, err := b.Replay(ctx, dl.Seq); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 5*time.Second, "the replayed message handled", func() bool { return handled.Load() == 1 })
+	if list, _ := b.DeadLetters(ctx, 0, 10); len(list) != 0 {
+		t.Errorf("replayed dead letter still listed: %+v", list)
+	}
+}

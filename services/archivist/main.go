@@ -8,11 +8,15 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"os/signal"
+	"strconv"
 	"syscall"
+	"text/tabwriter"
 	"time"
 
+	"github.com/archivist/archivist/pkg/bus"
 	"github.com/archivist/archivist/pkg/config"
 	"github.com/archivist/archivist/pkg/logging"
 	"github.com/archivist/archivist/pkg/service"
@@ -32,6 +36,11 @@ commands:
   research status
             research progress: episodes complete, in progress and waiting,
             active leases, queue depth and live researchers (from the pwa)
+  dlq list [--limit N] [--json]
+            dead-lettered messages: where they came from and why
+  dlq replay SEQ
+            publish dead letter SEQ again on its subject (after fixing the
+            cause), and remove it from the dead-letter stream
   works show KEY
             show the merged work a record key ("source:id") belongs to: its
             graph, source records, versions and redirects
@@ -87,6 +96,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return worksCmd(ctx, args[1:], stdout, stderr)
 	case "research":
 		return researchCmd(ctx, args[1:], stdout, stderr)
+	case "dlq":
+		return dlqCmd(ctx, args[1:], stdout, stderr, log)
 	case "version":
 		fmt.Fprintln(stdout, "archivist", service.Version)
 		return nil
@@ -154,4 +165,66 @@ func researchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		return enc.Encode(st)
 	}
 	return researchcmd.Print(stdout, st, time.Now())
+}
+
+func dlqCmd(ctx context.Context, args []string, stdout, stderr io.Writer, log *slog.Logger) error {
+	usage := fmt.Errorf("usage: archivist dlq list [--from SEQ] [--limit N] [--json] | archivist dlq replay SEQ")
+	if len(args) == 0 {
+		return usage
+	}
+	var cfg bus.Config
+	if err := config.Load(ctx, &cfg, nil); err != nil {
+		return err
+	}
+	b, err := bus.Connect(ctx, cfg, "archivist-cli", bus.WithLogger(log))
+	if err != nil {
+		return err
+	}
+	defer b.Close(context.WithoutCancel(ctx))
+	switch args[0] {
+	case "list":
+		fs := flag.NewFlagSet("dlq list", flag.ContinueOnError)
+		fs.SetOutput(stderr)
+		from := fs.Uint64("from", 0, "first sequence to show")
+		limit := fs.Int("limit", 50, "most dead letters to show")
+		asJSON := fs.Bool("json", false, "print JSON")
+		if err := fs.Parse(args[1:]); err != nil {
+			return err
+		}
+		list, err := b.DeadLetters(ctx, *from, *limit)
+		if err != nil {
+			return err
+		}
+		if *asJSON {
+			enc := json.NewEncoder(stdout)
+			enc.SetIndent("", "  ")
+			return enc.Encode(list)
+		}
+		tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "SEQ\tAT\tFROM\tSUBJECT\tEVENT\tDELIVERIES\tREASON")
+		for _, d := range list {
+			fmt.Fprintf(tw, "%d\t%s\t%s/%s#%d\t%s\t%s\t%d\t%s\n", d.Seq, d.At.Format(time.RFC3339), d.Stream, d.Consumer, d.OriginalSeq,
+				d.Subject, d.ID, d.Deliveries, d.Reason)
+		}
+		if len(list) == 0 {
+			fmt.Fprintln(tw, "(no dead letters)")
+		}
+		return tw.Flush()
+	case "replay":
+		if len(args) != 2 {
+			return usage
+		}
+		seq, err := strconv.ParseUint(args[1], 10, 64)
+		if err != nil {
+			return fmt.Errorf("dead letter sequence %q: %w", args[1], err)
+		}
+		d, err := b.Replay(ctx, seq)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "replayed dead letter %d on %s (it had failed: %s)\n", seq, d.Subject, d.Reason)
+		return nil
+	default:
+		return usage
+	}
 }

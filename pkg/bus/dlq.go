@@ -1,0 +1,116 @@
+package bus
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/archivist/archivist/events"
+)
+
+// DeadLetter is a message in the dead-letter stream.
+type DeadLetter struct {
+	// Seq is its sequence in the dead-letter stream.
+	Seq uint64 `json:"seq"`
+	// Stream, Consumer and Subject say where it came from.
+	Stream   string `json:"stream"`
+	Consumer string `json:"consumer"`
+	Subject  string `json:"subject"`
+	// OriginalSeq is its sequence in the original stream.
+	OriginalSeq uint64 `json:"original_seq"`
+	// Deliveries is how often it was delivered before it was given up on.
+	Deliveries uint64 `json:"deliveries"`
+	// Reason says why.
+	Reason string `json:"reason"`
+	// Type and ID are the event's, when it had them.
+	Type string `json:"type,omitempty"`
+	ID   string `json:"id,omitempty"`
+	// At is when it was dead-lettered.
+	At time.Time `json:"at"`
+	// Size is the payload's size in bytes.
+	Size int `json:"size"`
+}
+
+// DeadLetters lists up to limit dead letters, oldest first, starting at
+// sequence from (0: the first).
+func (b *Bus) DeadLetters(ctx context.Context, from uint64, limit int) ([]DeadLetter, error) {
+	st, err := b.js.Stream(ctx, events.StreamDeadLetter)
+	if err != nil {
+		return nil, fmt.Errorf("dead-letter stream: %w", err)
+	}
+	info, err := st.Info(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("dead-letter stream: %w", err)
+	}
+	var out []DeadLetter
+	for seq := max(from, info.State.FirstSeq); seq <= info.State.LastSeq && len(out) < limit; seq++ {
+		m, err := st.GetMsg(ctx, seq)
+		if errors.Is(err, jetstream.ErrMsgNotFound) {
+			continue // replayed or deleted
+		}
+		if err != nil {
+			return nil, fmt.Errorf("dead letter %d: %w", seq, err)
+		}
+		out = append(out, deadLetterOf(m))
+	}
+	return out, nil
+}
+
+func deadLetterOf(m *jetstream.RawStreamMsg) DeadLetter {
+	h := m.Header
+	num := func(k string) uint64 { n, _ := strconv.ParseUint(h.Get(k), 10, 64); return n }
+	return DeadLetter{
+		Seq: m.Sequence, Stream: h.Get(events.HeaderDLQStream), Consumer: h.Get(events.HeaderDLQConsumer),
+		Subject: h.Get(events.HeaderDLQSubject), OriginalSeq: num(events.HeaderDLQSequence), Deliveries: num(events.HeaderDLQDeliveries),
+		Reason: h.Get(events.HeaderDLQReason), Type: h.Get(events.HeaderType),
+		ID: h.Get(events.HeaderOriginalPrefix + events.HeaderMsgID), At: m.Time.UTC(), Size: len(m.Data),
+	}
+}
+
+// Replay publishes dead letter seq again on its original subject, with its
+// original headers (the Archivist-DLQ-* ones dropped), then removes it from
+// the dead-letter stream. Handlers are idempotent, so consumers that had
+// already processed it are not harmed. The replay gets a message id of its
+// own, so it is not mistaken for a duplicate of the original.
+func (b *Bus) Replay(ctx context.Context, seq uint64) (DeadLetter, error) {
+	st, err := b.js.Stream(ctx, events.StreamDeadLetter)
+	if err != nil {
+		return DeadLetter{}, fmt.Errorf("dead-letter stream: %w", err)
+	}
+	m, err := st.GetMsg(ctx, seq)
+	if err != nil {
+		return DeadLetter{}, fmt.Errorf("dead letter %d: %w", seq, err)
+	}
+	dl := deadLetterOf(m)
+	if dl.Subject == "" {
+		return DeadLetter{}, fmt.Errorf("dead letter %d does not say its subject", seq)
+	}
+	out := nats.NewMsg(dl.Subject)
+	out.Data = m.Data
+	for k, vs := range m.Header {
+		if strings.HasPrefix(k, "Archivist-DLQ-") {
+			continue
+		}
+		k = strings.TrimPrefix(k, events.HeaderOriginalPrefix)
+		if strings.HasPrefix(k, "Nats-") && k != events.HeaderMsgID {
+			continue // a TTL or expectation of the original does not apply now
+		}
+		for _, v := range vs {
+			out.Header.Add(k, v)
+		}
+	}
+	out.Header.Set(events.HeaderMsgID, fmt.Sprintf("replay:%s:%d", out.Header.Get(events.HeaderMsgID), seq))
+	if _, err := b.js.PublishMsg(ctx, out); err != nil {
+		return DeadLetter{}, fmt.Errorf("replay dead letter %d on %s: %w", seq, dl.Subject, err)
+	}
+	if err := st.DeleteMsg(ctx, seq); err != nil && !errors.Is(err, jetstream.ErrMsgNotFound) {
+		return DeadLetter{}, fmt.Errorf("remove replayed dead letter %d: %w", seq, err)
+	}
+	return dl, nil
+}

@@ -1,0 +1,74 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/archivist/archivist/events"
+	"github.com/archivist/archivist/pkg/testenv"
+	"github.com/archivist/archivist/services/curator/curator"
+)
+
+func TestMain(m *testing.M) { testenv.Main(m) }
+
+// TestDLQCommands: garbage sent to the curator lands in the dead-letter
+// stream; `archivist dlq list` shows where it came from and why, and
+// `archivist dlq replay` sends it back (where, still garbage, it is
+// dead-lettered again: nothing is lost).
+func TestDLQCommands(t *testing.T) {
+	svc := testenv.StartService(t, curator.Definition(), map[string]string{"CURATOR_HTTP_ADDR": "127.0.0.1:0"})
+	t.Setenv("NATS_URL", svc.NATSURL)
+	nc, err := nats.Connect(svc.NATSURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, _ := nc.JetStream()
+	if _, err := js.Publish(events.SubjectClipUpserted, []byte("not an event"), nats.MsgId("garbage-1")); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	var out bytes.Buffer
+	deadline := time.Now().Add(10 * time.Second)
+	for !strings.Contains(out.String(), "undecodable") {
+		if time.Now().After(deadline) {
+			t.Fatalf("dlq list never showed the garbage:\n%s", out.String())
+		}
+		out.Reset()
+		if err := run(ctx, []string{"dlq", "list"}, &out, &out); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	for _, want := range []string{"CURATION/curator-clips#1", "curation.clip.upserted", "garbage-1"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("dlq list lacks %q:\n%s", want, out.String())
+		}
+	}
+	out.Reset()
+	if err := run(ctx, []string{"dlq", "replay", "1"}, &out, &out); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), "replayed dead letter 1 on curation.clip.upserted") {
+		t.Errorf("replay said: %s", out.String())
+	}
+	deadline = time.Now().Add(10 * time.Second)
+	for {
+		out.Reset()
+		if err := run(ctx, []string{"dlq", "list", "--json"}, &out, &out); err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains(out.String(), `"seq": 2`) && !strings.Contains(out.String(), `"seq": 1,`) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the replayed garbage was not dead-lettered again:\n%s", out.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
