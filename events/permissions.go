@@ -46,7 +46,11 @@ var accessOf = map[string]access{
 	},
 	"indexer":    {},
 	"aggregator": {},
-	"auditor":    {},
+	"auditor": {
+		publishes:  []string{SubjectAuditTaskHigh, SubjectAuditTaskLow},
+		subscribes: []string{"audit.task.>"}, // a new task wakes the idle worker manager
+		consumers:  []Consumer{AuditorObjects, AuditorHigh, AuditorLow},
+	},
 }
 
 // Permissions are a NATS user's allowed subjects.

@@ -23,6 +23,9 @@ func init() {
 	register(Kind{Type: TypeGraphMatched, Subject: SubjectGraphMatched, New: func() Event { return new(GraphMatched) }})
 	register(Kind{Type: TypeWorkItem, Subject: SubjectWorkItem, New: func() Event { return new(WorkItem) }})
 	register(Kind{Type: TypeResearchCompleted, Subject: SubjectResearchCompleted, New: func() Event { return new(ResearchCompleted) }})
+	register(Kind{Type: TypeObjectRecorded, Subject: SubjectObjectRecorded, New: func() Event { return new(ObjectRecorded) }})
+	register(Kind{Type: TypeObjectDeleted, Subject: SubjectObjectDeleted, New: func() Event { return new(ObjectDeleted) }})
+	register(Kind{Type: TypeAuditTask, Subject: SubjectAuditTaskLow, New: func() Event { return new(AuditTask) }})
 	register(Kind{Type: TypeWorkUpserted, Subject: SubjectWorkUpserted, New: func() Event { return new(WorkUpserted) }})
 }
 

@@ -1,0 +1,296 @@
+package integrity
+
+import (
+	"context"
+	"crypto/md5"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash"
+	"io"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/archivist/archivist/pkg/blob"
+)
+
+// ErrRetryLater is returned when the matching row says to try again later
+// (not the last attempt): the caller puts the task back with a delay.
+var ErrRetryLater = errors.New("retry later")
+
+// Value is one of the four checksums as observed.
+type Value struct {
+	State State  `json:"state"`
+	Value string `json:"value,omitempty"`
+}
+
+// Observation is what a check saw of one object.
+type Observation struct {
+	Object   string `json:"object"`
+	Content  Value  `json:"content"`
+	Provider Value  `json:"provider"`
+	Index    Value  `json:"index"`
+	Log      Value  `json:"log"`
+
+	info       blob.Info
+	sha256     string
+	logHasProp bool
+}
+
+// Checker runs bit-integrity checks.
+type Checker struct {
+	db        *pgxpool.Pool
+	store     blob.Store
+	secondary blob.Store
+}
+
+// New returns a checker of objects in store, recording in db. secondary, if
+// not nil, is a second copy of the archive: content gone sour there is
+// internally resolvable.
+func New(db *pgxpool.Pool, store, secondary blob.Store) *Checker {
+	return &Checker{db: db, store: store, secondary: secondary}
+}
+
+// Result is what a check did.
+type Result struct {
+	Observation Observation
+	Row         Row
+	Matched     bool
+}
+
+// Check checks one object on attempt (1-based) of last, and applies the
+// effects of the matching row. light compares checksums without reading the
+// content. It returns ErrRetryLater when the row says to try again later.
+func (c *Checker) Check(ctx context.Context, object string, light bool, attempt, last int) (Result, error) {
+	obs, err := c.Observe(ctx, object, light)
+	if err != nil {
+		return Result{}, err
+	}
+	row, ok := Match(obs.Content.State, obs.Provider.State, obs.Index.State, obs.Log.State)
+	if !ok && light && obs.Provider.State != Absent {
+		// The cheap comparison is inconclusive: read the content.
+		return c.Check(ctx, object, false, attempt, last)
+	}
+	res := Result{Observation: obs, Row: row, Matched: ok}
+	if ok && row.Has(RetryLater) && attempt < last {
+		return res, ErrRetryLater
+	}
+	return res, pgx.BeginFunc(ctx, c.db, func(tx pgx.Tx) error { return c.apply(ctx, tx, res, attempt) })
+}
+
+// Observe reads the four checksums of object and says how each relates to
+// the others.
+func (c *Checker) Observe(ctx context.Context, object string, light bool) (Observation, error) {
+	obs := Observation{Object: object}
+	var idx, lg *string
+	var logProps []byte
+	err := c.db.QueryRow(ctx, `SELECT
+		(SELECT checksum FROM auditor.content_index WHERE object = $1),
+		(SELECT CASE WHEN action = 'delete' THEN NULL ELSE checksum END FROM auditor.audit_log WHERE object = $1 ORDER BY id DESC LIMIT 1),
+		(SELECT CASE WHEN action = 'delete' THEN NULL ELSE properties END FROM auditor.audit_log WHERE object = $1 ORDER BY id DESC LIMIT 1)`,
+		object).Scan(&idx, &lg, &logProps)
+	if err != nil {
+		return obs, fmt.Errorf("read index and audit log of %s: %w", object, err)
+	}
+	obs.logHasProp = len(logProps) > 0 && string(logProps) != "null"
+	info, err := c.store.Stat(ctx, object)
+	if errors.Is(err, blob.ErrNotFound) {
+		obs.Content, obs.Provider = Value{State: Absent}, Value{State: Absent}
+		obs.Index, obs.Log = presence(idx), presence(lg)
+		return obs, nil
+	}
+	if err != nil {
+		return obs, fmt.Errorf("stat %s: %w", object, err)
+	}
+	obs.info = info
+	p := info.Checksum
+	obs.Provider.Value = p.String()
+	if light {
+		return observeLight(obs, p, idx, lg), nil
+	}
+	digests, err := c.digest(ctx, object, p.Algorithm)
+	if errors.Is(err, blob.ErrNotFound) { // deleted while we looked
+		return c.Observe(ctx, object, light)
+	}
+	if err != nil {
+		return obs, err
+	}
+	sum := digests["sha256"]
+	obs.sha256 = sum
+	obs.Content.Value = "sha256:" + sum
+	providerOK := p.Algorithm == "s3-etag" || digests[p.Algorithm] == p.Value // a multipart ETag digests nothing
+	idxState, logState := compare(idx, sum), compare(lg, sum)
+	// Content that went sour: the content alone disagrees with a provider,
+	// index and log that agree with each other.
+	if !providerOK && idx != nil && lg != nil && *idx == *lg && *idx != sum && (p.Algorithm != "sha256" || p.Value == *idx) {
+		obs.Content.State, obs.Provider.State, obs.Index, obs.Log = Bad, OK, Value{OK, *idx}, Value{OK, *lg}
+		return obs, nil
+	}
+	obs.Content.State = OK
+	obs.Provider.State = stateOf(providerOK)
+	obs.Index, obs.Log = Value{idxState, deref(idx)}, Value{logState, deref(lg)}
+	return obs, nil
+}
+
+// observeLight compares without the content: the provider's checksum
+// against index and log, when the provider speaks sha256.
+func observeLight(obs Observation, p blob.Checksum, idx, lg *string) Observation {
+	obs.Content = Value{State: NA}
+	if p.Algorithm != "sha256" {
+		obs.Provider.State = "" // not comparable: no row matches, the content will be read
+		return obs
+	}
+	switch {
+	case idx != nil && lg != nil && *idx == *lg:
+		obs.Provider.State = stateOf(p.Value == *idx)
+		obs.Index, obs.Log = Value{OK, *idx}, Value{OK, *lg}
+	case idx != nil && p.Value == *idx:
+		obs.Provider.State, obs.Index, obs.Log = OK, Value{OK, *idx}, Value{compare(lg, p.Value), deref(lg)}
+	case lg != nil && p.Value == *lg:
+		obs.Provider.State, obs.Log, obs.Index = OK, Value{OK, *lg}, Value{compare(idx, p.Value), deref(idx)}
+	}
+	return obs
+}
+
+func (c *Checker) digest(ctx context.Context, object, providerAlgo string) (map[string]string, error) {
+	rc, _, err := c.store.Get(ctx, object)
+	if err != nil {
+		return nil, err
+	}
+	defer rc.Close()
+	hs := map[string]hash.Hash{"sha256": sha256.New()}
+	if providerAlgo == "md5" {
+		hs["md5"] = md5.New()
+	}
+	ws := make([]io.Writer, 0, len(hs))
+	for _, h := range hs {
+		ws = append(ws, h)
+	}
+	buf := make([]byte, 1<<20)
+	if _, err := io.CopyBuffer(io.MultiWriter(ws...), rc, buf); err != nil {
+		return nil, fmt.Errorf("read %s: %w", object, err)
+	}
+	out := map[string]string{}
+	for a, h := range hs {
+		out[a] = hex.EncodeToString(h.Sum(nil))
+	}
+	return out, nil
+}
+
+func presence(v *string) Value {
+	if v == nil {
+		return Value{State: Missing}
+	}
+	return Value{State: OK, Value: *v}
+}
+
+func compare(v *string, want string) State {
+	switch {
+	case v == nil:
+		return Missing
+	case *v == want:
+		return OK
+	default:
+		return Bad
+	}
+}
+
+func stateOf(ok bool) State {
+	if ok {
+		return OK
+	}
+	return Bad
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}
+
+// apply writes the effects of the row (or, with no row, a failure and an
+// external resolution task) in one transaction.
+func (c *Checker) apply(ctx context.Context, tx pgx.Tx, res Result, attempt int) error {
+	obs, row := res.Observation, res.Row
+	checks, _ := json.Marshal(obs)
+	logBit := func(success, bitError bool, note string) error {
+		_, err := tx.Exec(ctx, `INSERT INTO auditor.bit_log (object, row_no, success, bit_error, attempt, checks, note)
+			VALUES ($1, $2, $3, $4, $5, $6, $7)`, obs.Object, row.No, success, bitError, attempt, checks, note)
+		return err
+	}
+	resolve := func(kind, reason string) error {
+		_, err := tx.Exec(ctx, `INSERT INTO auditor.resolution_tasks (object, kind, reason, row_no) VALUES ($1, $2, $3, $4)
+			ON CONFLICT (object, kind, row_no) WHERE state = 'open' DO NOTHING`, obs.Object, kind, reason, row.No)
+		return err
+	}
+	queueAudit := func(reason string) error {
+		_, err := tx.Exec(ctx, `INSERT INTO auditor.audit_queue (object, reason, row_no) VALUES ($1, $2, $3)
+			ON CONFLICT (object) WHERE NOT done DO NOTHING`, obs.Object, reason, row.No)
+		return err
+	}
+	if !res.Matched {
+		reason := fmt.Sprintf("no row of the outcome table matches content %s, provider %s, index %s, log %s",
+			obs.Content.State, obs.Provider.State, obs.Index.State, obs.Log.State)
+		return errors.Join(logBit(false, false, reason), resolve("external", reason))
+	}
+	var errs []error
+	for _, e := range row.Effects {
+		switch e {
+		case LogSuccess:
+			errs = append(errs, logBit(true, false, row.Cause))
+		case LogFailure:
+			errs = append(errs, logBit(false, false, row.Cause))
+		case ResolveInternal:
+			errs = append(errs, resolve("internal", row.Cause))
+		case ResolveExternal:
+			errs = append(errs, resolve("external", row.Cause))
+		case ResolveContent:
+			kind := "external"
+			if c.secondaryHas(ctx, obs) {
+				kind = "internal"
+			}
+			errs = append(errs, resolve(kind, row.Cause))
+		case RepairIndex:
+			_, err := tx.Exec(ctx, `INSERT INTO auditor.content_index (object, checksum, size) VALUES ($1, $2, $3)
+				ON CONFLICT (object) DO UPDATE SET checksum = EXCLUDED.checksum, size = EXCLUDED.size, updated_at = now()`,
+				obs.Object, obs.sha256, obs.info.Size)
+			errs = append(errs, err)
+		case PatchFromProvider:
+			if !obs.logHasProp {
+				props, _ := json.Marshal(obs.info.Properties)
+				_, err := tx.Exec(ctx, `INSERT INTO auditor.audit_log (object, action, checksum, size, properties, source)
+					VALUES ($1, 'update', $2, $3, $4, 'patch')`, obs.Object, obs.sha256, obs.info.Size, props)
+				errs = append(errs, err)
+				_, err = tx.Exec(ctx, `UPDATE auditor.content_index SET properties = $2 WHERE object = $1`, obs.Object, props)
+				errs = append(errs, err)
+			}
+		case QueueAudit:
+			errs = append(errs, queueAudit(row.Cause))
+		case RetryLater:
+			// Reached only on the last attempt: the final effect follows.
+		case BitError:
+			errs = append(errs, logBit(false, true, "bit error: "+row.Cause))
+		case LastLogErrorAndAudit:
+			errs = append(errs, logBit(false, true, "error: "+row.Cause), queueAudit(row.Cause))
+		}
+	}
+	if row.No != 11 {
+		_, err := tx.Exec(ctx, `UPDATE auditor.schedule SET checked_at = now() WHERE object = $1`, obs.Object)
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+// secondaryHas reports whether the secondary store holds the object with the
+// checksum the index and log agree on.
+func (c *Checker) secondaryHas(ctx context.Context, obs Observation) bool {
+	if c.secondary == nil {
+		return false
+	}
+	info, err := c.secondary.Stat(ctx, obs.Object)
+	return err == nil && info.Checksum.Algorithm == "sha256" && info.Checksum.Value == obs.Index.Value
+}
