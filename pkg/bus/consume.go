@@ -50,7 +50,31 @@ type consumeOptions struct {
 	retryMax    time.Duration
 	pullMax     int
 	oneAtATime  bool
+	manual      bool
 }
+
+// WithManualFetch starts no consumption: the caller fetches from
+// Subscription.Consumer and hands each message to Subscription.Process,
+// which decodes, handles and settles it as the consume loop would, with its
+// deadline kept extended meanwhile. For a worker manager with priorities.
+func WithManualFetch() ConsumeOption {
+	return func(o *consumeOptions) { o.manual = true }
+}
+
+// retryAfter asks for redelivery after a given delay.
+type retryAfter struct{ d time.Duration }
+
+func (r retryAfter) Error() string { return fmt.Sprintf("retry after %s", r.d) }
+
+// IsRetryAfter reports whether err is a RetryAfter result.
+func IsRetryAfter(err error) bool {
+	var ra retryAfter
+	return errors.As(err, &ra)
+}
+
+// RetryAfter is a handler result that naks the message for redelivery after
+// d: a planned retry ("not yet"), not a failure.
+func RetryAfter(d time.Duration) error { return retryAfter{d} }
 
 // WithOneAtATime fetches a message only when the previous one is settled,
 // and holds none in a buffer: for long work items (a researcher's), so that
@@ -96,6 +120,7 @@ type Subscription struct {
 	// fetchStop and fetchDone run the one-at-a-time fetch loop.
 	fetchStop context.CancelFunc
 	fetchDone chan struct{}
+	cons      jetstream.Consumer
 	stopOnce  sync.Once
 	stopErr   error
 
@@ -181,7 +206,11 @@ func (b *Bus) ConsumeRaw(ctx context.Context, c events.Consumer, h RawHandler, o
 		}
 		callback = func(m jetstream.Msg) { s.work <- m }
 	}
+	s.cons = cons
 	go s.heartbeat()
+	if o.manual {
+		return s, nil
+	}
 	if o.oneAtATime {
 		s.startFetchLoop(cons)
 		s.log.Debug("consuming one at a time", "ack_wait", ackWait)
@@ -281,6 +310,12 @@ func (s *Subscription) startFetchLoop(cons jetstream.Consumer) {
 	}()
 }
 
+// Consumer is the JetStream consumer behind the subscription.
+func (s *Subscription) Consumer() jetstream.Consumer { return s.cons }
+
+// Process handles one message fetched by the caller (WithManualFetch).
+func (s *Subscription) Process(msg jetstream.Msg) { s.process(msg) }
+
 func (s *Subscription) process(msg jetstream.Msg) {
 	start := time.Now()
 	e := s.inflight.add(msg, start)
@@ -298,6 +333,14 @@ func (s *Subscription) process(msg jetstream.Msg) {
 	var delivered, seq uint64 = 1, 0
 	if merr == nil {
 		delivered, seq = meta.NumDelivered, meta.Sequence.Stream
+	}
+	var ra retryAfter
+	if errors.As(err, &ra) {
+		if nerr := msg.NakWithDelay(ra.d); nerr != nil {
+			s.log.Warn("nak failed; the message will be redelivered after the ack wait", "err", nerr)
+		}
+		s.retried.Inc()
+		return
 	}
 	var de decodeError
 	if errors.As(err, &de) || errors.Is(err, ErrPermanent) {

@@ -1,0 +1,180 @@
+// Package workman is the worker manager of bit-integrity-and-workman.txt on
+// JetStream: it reads the high-priority queue first, up to 10 tasks at a
+// time, and the low one only when high is empty; with both empty it waits,
+// backing off exponentially from 1 to 8 minutes, and wakes at once when a
+// task arrives. A pool of workers handles the tasks; each task's deadline is
+// kept extended while it is worked on (in-progress), a finished task is
+// acked, a failed one is nakked to the back of its queue, and after its
+// third failure it goes to the dead-letter stream with its reason: all
+// JetStream's own mechanisms, through pkg/bus.
+package workman
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/archivist/archivist/events"
+	"github.com/archivist/archivist/pkg/bus"
+)
+
+// Config tunes the manager.
+type Config struct {
+	// Workers is the size of the pool.
+	Workers int `env:"AUDITOR_WORKERS, default=4"`
+	// Batch is the most tasks fetched at once (the spec's 10).
+	Batch int `env:"AUDITOR_BATCH, default=10"`
+	// BackoffMin and BackoffMax bound the wait when both queues are empty.
+	BackoffMin time.Duration `env:"AUDITOR_IDLE_BACKOFF_MIN, default=1m"`
+	// BackoffMax is the longest wait when idle.
+	BackoffMax time.Duration `env:"AUDITOR_IDLE_BACKOFF_MAX, default=8m"`
+	// FailureDelay is how long a failed task waits before it is tried again.
+	FailureDelay time.Duration `env:"AUDITOR_FAILURE_DELAY, default=30s"`
+}
+
+// Hooks observe the manager (tests, metrics).
+type Hooks struct {
+	// Batch is called with the queue and size of every non-empty fetch.
+	Batch func(queue string, n int)
+	// Idle is called with each wait when both queues are empty.
+	Idle func(wait time.Duration)
+}
+
+// Manager runs the worker pool over the two queues.
+type Manager struct {
+	cfg   Config
+	high  *bus.Subscription
+	low   *bus.Subscription
+	log   *slog.Logger
+	hooks Hooks
+	wake  chan struct{}
+	sub   *nats.Subscription
+	slots chan struct{}
+	wg    sync.WaitGroup
+}
+
+// New prepares a manager of the high and low consumers, handling each task
+// with h. A handler error is a failure: the task is retried after
+// FailureDelay, and on its last allowed delivery it is dead-lettered with the
+// error as reason. A bus.RetryAfter result is a planned retry, not a failure.
+func New(ctx context.Context, b *bus.Bus, high, low events.Consumer, h bus.Handler[events.AuditTask], cfg Config, hooks Hooks, log *slog.Logger) (*Manager, error) {
+	if cfg.Workers < 1 || cfg.Batch < 1 || cfg.BackoffMin <= 0 || cfg.BackoffMax < cfg.BackoffMin {
+		return nil, fmt.Errorf("worker manager: workers %d, batch %d, backoff %s..%s", cfg.Workers, cfg.Batch, cfg.BackoffMin, cfg.BackoffMax)
+	}
+	m := &Manager{cfg: cfg, log: log, hooks: hooks, wake: make(chan struct{}, 1), slots: make(chan struct{}, cfg.Workers)}
+	handle := func(maxDeliver int) bus.Handler[events.AuditTask] {
+		return func(ctx context.Context, msg *bus.Message[events.AuditTask]) error {
+			err := h(ctx, msg)
+			switch {
+			case err == nil, errors.Is(err, bus.ErrPermanent), bus.IsRetryAfter(err):
+				return err
+			case int(msg.Metadata.NumDelivered) >= maxDeliver:
+				return bus.Permanent(fmt.Errorf("failed %d times, last: %w", msg.Metadata.NumDelivered, err))
+			default:
+				log.Warn("task failed; back of its queue", "object", msg.Event.Object, "delivery", msg.Metadata.NumDelivered, "err", err)
+				return bus.RetryAfter(cfg.FailureDelay)
+			}
+		}
+	}
+	var err error
+	if m.high, err = bus.Consume(ctx, b, high, handle(high.Config.MaxDeliver), bus.WithManualFetch()); err != nil {
+		return nil, err
+	}
+	if m.low, err = bus.Consume(ctx, b, low, handle(low.Config.MaxDeliver), bus.WithManualFetch()); err != nil {
+		return nil, err
+	}
+	// Any task published on either queue wakes an idle manager.
+	m.sub, err = b.Conn().Subscribe("audit.task.>", func(*nats.Msg) { m.Wake() })
+	if err != nil {
+		return nil, fmt.Errorf("subscribe to task arrivals: %w", err)
+	}
+	return m, nil
+}
+
+// Wake ends an idle wait at once.
+func (m *Manager) Wake() {
+	select {
+	case m.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Run fetches and dispatches until ctx ends, then waits for the tasks in
+// hand and stops.
+func (m *Manager) Run(ctx context.Context) error {
+	backoff := m.cfg.BackoffMin
+	for ctx.Err() == nil {
+		free := m.waitFree(ctx)
+		if free == 0 {
+			break
+		}
+		n := m.take(ctx, m.high, "high", free)
+		if n == 0 {
+			n = m.take(ctx, m.low, "low", free)
+		}
+		if n > 0 {
+			backoff = m.cfg.BackoffMin
+			continue
+		}
+		if m.hooks.Idle != nil {
+			m.hooks.Idle(backoff)
+		}
+		select {
+		case <-ctx.Done():
+		case <-m.wake:
+			backoff = m.cfg.BackoffMin
+		case <-time.After(backoff):
+			backoff = min(backoff*2, m.cfg.BackoffMax)
+		}
+	}
+	m.wg.Wait()
+	sctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	return errors.Join(m.sub.Unsubscribe(), m.high.Stop(sctx), m.low.Stop(sctx))
+}
+
+// waitFree waits until at least one worker is free and returns how many are.
+func (m *Manager) waitFree(ctx context.Context) int {
+	for len(m.slots) == cap(m.slots) {
+		select {
+		case <-ctx.Done():
+			return 0
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	return cap(m.slots) - len(m.slots)
+}
+
+// take fetches up to min(Batch, free) tasks from one queue without waiting
+// and hands each to a worker.
+func (m *Manager) take(ctx context.Context, s *bus.Subscription, queue string, free int) int {
+	batch, err := s.Consumer().FetchNoWait(min(m.cfg.Batch, free))
+	if err != nil {
+		if ctx.Err() == nil {
+			m.log.Warn("fetch tasks", "queue", queue, "err", err)
+		}
+		return 0
+	}
+	var msgs []jetstream.Msg
+	for msg := range batch.Messages() {
+		msgs = append(msgs, msg)
+	}
+	if len(msgs) > 0 && m.hooks.Batch != nil {
+		m.hooks.Batch(queue, len(msgs))
+	}
+	for _, msg := range msgs {
+		m.slots <- struct{}{}
+		m.wg.Add(1)
+		go func() {
+			defer func() { <-m.slots; m.wg.Done() }()
+			s.Process(msg)
+		}()
+	}
+	return len(msgs)
+}

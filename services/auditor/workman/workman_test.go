@@ -1,0 +1,215 @@
+package workman_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/archivist/archivist/events"
+	"github.com/archivist/archivist/pkg/bus"
+	"github.com/archivist/archivist/pkg/testenv"
+	"github.com/archivist/archivist/services/auditor/workman"
+)
+
+func TestMain(m *testing.M) { testenv.Main(m) }
+
+var fast = workman.Config{Workers: 1, Batch: 10, BackoffMin: 20 * time.Millisecond, BackoffMax: 160 * time.Millisecond, FailureDelay: 50 * time.Millisecond}
+
+type run struct {
+	b      *bus.Bus
+	mu     sync.Mutex
+	seen   []string
+	cancel context.CancelFunc
+	done   chan error
+}
+
+func (r *run) handled() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]string(nil), r.seen...)
+}
+
+func enqueue(t *testing.T, b *bus.Bus, subject string, objects ...string) {
+	t.Helper()
+	var out []bus.Outgoing
+	for _, o := range objects {
+		env, err := events.New("test", &events.AuditTask{Object: o, Reason: "test"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, bus.Outgoing{Subject: subject, Envelope: env})
+	}
+	if err := b.PublishBatch(context.Background(), out); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// start runs a manager whose handler records each object and then calls h.
+func start(t *testing.T, b *bus.Bus, cfg workman.Config, hooks workman.Hooks, high, low events.Consumer, h func(o string, delivery uint64) error) *run {
+	t.Helper()
+	r := &run{b: b, done: make(chan error, 1)}
+	handler := func(ctx context.Context, m *bus.Message[events.AuditTask]) error {
+		r.mu.Lock()
+		r.seen = append(r.seen, m.Event.Object)
+		r.mu.Unlock()
+		if h != nil {
+			return h(m.Event.Object, m.Metadata.NumDelivered)
+		}
+		return nil
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	m, err := workman.New(ctx, b, high, low, handler, cfg, hooks, testenv.Logger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.cancel = cancel
+	go func() { r.done <- m.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-r.done; err != nil {
+			t.Errorf("manager stop: %v", err)
+		}
+	})
+	return r
+}
+
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func TestHighBeforeLowInBatchesOfTen(t *testing.T) {
+	b := testenv.Bus(t, "auditor")
+	var low, high []string
+	for i := range 5 {
+		low = append(low, fmt.Sprintf("low-%d", i))
+	}
+	for i := range 25 {
+		high = append(high, fmt.Sprintf("high-%02d", i))
+	}
+	enqueue(t, b, events.SubjectAuditTaskLow, low...)
+	enqueue(t, b, events.SubjectAuditTaskHigh, high...)
+	var mu sync.Mutex
+	var batches []string
+	cfg := fast
+	cfg.Workers = 10
+	r := start(t, b, cfg, workman.Hooks{Batch: func(q string, n int) { mu.Lock(); batches = append(batches, fmt.Sprintf("%s:%d", q, n)); mu.Unlock() }},
+		events.AuditorHigh, events.AuditorLow, nil)
+	waitFor(t, "all 30 tasks", func() bool { return len(r.handled()) == 30 })
+	got := r.handled()
+	for i, o := range got {
+		if (i < 25) != strings.HasPrefix(o, "high") {
+			t.Fatalf("task %d was %s: every high task must come before any low one: %v", i, o, got)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for _, bt := range batches {
+		var q string
+		var n int
+		fmt.Sscanf(strings.Replace(bt, ":", " ", 1), "%s %d", &q, &n)
+		if n > 10 {
+			t.Errorf("batch %s larger than 10", bt)
+		}
+	}
+	if len(batches) == 0 || batches[0] != "high:10" {
+		t.Errorf("batches %v: the first should be 10 high tasks", batches)
+	}
+}
+
+func TestDeadlineKeptExtendedDuringASlowTask(t *testing.T) {
+	b := testenv.Bus(t, "auditor")
+	high := events.AuditorHigh
+	high.Config.AckWait = time.Second
+	enqueue(t, b, events.SubjectAuditTaskHigh, "slow")
+	r := start(t, b, fast, workman.Hooks{}, high, events.AuditorLow, func(string, uint64) error {
+		time.Sleep(3 * time.Second) // three ack waits: a slow checksum
+		return nil
+	})
+	waitFor(t, "the slow task", func() bool { return len(r.handled()) == 1 })
+	time.Sleep(3500 * time.Millisecond)
+	if got := r.handled(); len(got) != 1 {
+		t.Errorf("the slow task was delivered %d times", len(got))
+	}
+}
+
+func TestFailedTaskGoesToTheBackOfItsQueue(t *testing.T) {
+	b := testenv.Bus(t, "auditor")
+	enqueue(t, b, events.SubjectAuditTaskHigh, "a", "b", "c")
+	r := start(t, b, fast, workman.Hooks{}, events.AuditorHigh, events.AuditorLow, func(o string, delivery uint64) error {
+		if o == "a" && delivery == 1 {
+			return errors.New("blob store timed out")
+		}
+		return nil
+	})
+	waitFor(t, "four deliveries", func() bool { return len(r.handled()) == 4 })
+	if got := strings.Join(r.handled(), ","); got != "a,b,c,a" {
+		t.Errorf("order %s, want a,b,c,a", got)
+	}
+}
+
+func TestThirdFailureIsDeadLetteredWithItsReason(t *testing.T) {
+	b := testenv.Bus(t, "auditor")
+	enqueue(t, b, events.SubjectAuditTaskHigh, "cursed")
+	r := start(t, b, fast, workman.Hooks{}, events.AuditorHigh, events.AuditorLow, func(string, uint64) error {
+		return errors.New("checksum stream broke")
+	})
+	waitFor(t, "three deliveries", func() bool { return len(r.handled()) == 3 })
+	var dl []bus.DeadLetter
+	waitFor(t, "the dead letter", func() bool {
+		var err error
+		dl, err = b.DeadLetters(context.Background(), 0, 10)
+		return err == nil && len(dl) == 1
+	})
+	if !strings.Contains(dl[0].Reason, "failed 3 times") || !strings.Contains(dl[0].Reason, "checksum stream broke") || dl[0].Stream != events.StreamAuditHigh {
+		t.Errorf("dead letter %+v", dl[0])
+	}
+	time.Sleep(200 * time.Millisecond)
+	if n := len(r.handled()); n != 3 {
+		t.Errorf("%d deliveries, want 3", n)
+	}
+}
+
+func TestIdleBackoffGrowsToItsCapAndResetsOnWork(t *testing.T) {
+	b := testenv.Bus(t, "auditor")
+	var mu sync.Mutex
+	var waits []time.Duration
+	r := start(t, b, fast, workman.Hooks{Idle: func(d time.Duration) { mu.Lock(); waits = append(waits, d); mu.Unlock() }},
+		events.AuditorHigh, events.AuditorLow, nil)
+	waitFor(t, "the backoff to reach its cap", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(waits) >= 6
+	})
+	mu.Lock()
+	got := append([]time.Duration(nil), waits[:6]...)
+	mu.Unlock()
+	want := []time.Duration{20, 40, 80, 160, 160, 160}
+	for i := range want {
+		if got[i] != want[i]*time.Millisecond {
+			t.Fatalf("waits %v, want %v ms", got, want)
+		}
+	}
+	// A task arriving wakes the manager at once and resets the backoff.
+	mu.Lock()
+	waits = nil
+	mu.Unlock()
+	enqueue(t, b, events.SubjectAuditTaskLow, "new")
+	waitFor(t, "the new task", func() bool { return len(r.handled()) == 1 })
+	waitFor(t, "the next idle wait", func() bool { mu.Lock(); defer mu.Unlock(); return len(waits) >= 1 })
+	mu.Lock()
+	defer mu.Unlock()
+	if waits[0] != 20*time.Millisecond {
+		t.Errorf("after work the backoff restarted at %s, want 20ms", waits[0])
+	}
+}
