@@ -131,11 +131,18 @@ func AuditStreams(replicas int) []jetstream.StreamConfig {
 
 // Auditor consumers.
 var (
-	// AuditorObjects keeps the auditor's content index and audit log.
-	AuditorObjects = Consumer{Stream: StreamArchive, Config: jetstream.ConsumerConfig{
-		Durable: "auditor-objects", Description: "auditor: content index and audit log",
-		FilterSubjects: []string{SubjectObjectRecorded, SubjectObjectDeleted},
-		AckPolicy:      jetstream.AckExplicitPolicy, AckWait: defaultConsumerAckWait, MaxDeliver: defaultConsumerMaxDeliver, MaxAckPending: 1000,
+	// AuditorRecorded keeps the auditor's content index and audit log from
+	// recorded objects.
+	AuditorRecorded = Consumer{Stream: StreamArchive, Config: jetstream.ConsumerConfig{
+		Durable: "auditor-recorded", Description: "auditor: content index and audit log",
+		FilterSubject: SubjectObjectRecorded,
+		AckPolicy:     jetstream.AckExplicitPolicy, AckWait: defaultConsumerAckWait, MaxDeliver: defaultConsumerMaxDeliver, MaxAckPending: 1000,
+	}}
+	// AuditorDeleted records deletions in the audit log.
+	AuditorDeleted = Consumer{Stream: StreamArchive, Config: jetstream.ConsumerConfig{
+		Durable: "auditor-deleted", Description: "auditor: deletions",
+		FilterSubject: SubjectObjectDeleted,
+		AckPolicy:     jetstream.AckExplicitPolicy, AckWait: defaultConsumerAckWait, MaxDeliver: defaultConsumerMaxDeliver, MaxAckPending: 1000,
 	}}
 	// AuditorHigh and AuditorLow are the worker manager's task consumers. A
 	// task is tried three times (MaxDeliver); the third failure dead-letters

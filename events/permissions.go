@@ -49,7 +49,7 @@ var accessOf = map[string]access{
 	"auditor": {
 		publishes:  []string{SubjectAuditTaskHigh, SubjectAuditTaskLow},
 		subscribes: []string{"audit.task.>"}, // a new task wakes the idle worker manager
-		consumers:  []Consumer{AuditorObjects, AuditorHigh, AuditorLow},
+		consumers:  []Consumer{AuditorRecorded, AuditorDeleted, AuditorHigh, AuditorLow},
 	},
 }
 

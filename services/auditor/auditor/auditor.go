@@ -1,13 +1,425 @@
-// Package auditor is the auditor service: checks every stored object's bits against the storage provider, the content index and the audit log.
+// Package auditor is the auditor service (bit-integrity-and-workman.txt): it
+// keeps the content index and audit log from archive object events,
+// schedules every stored object once per cycle (low priority, spread evenly
+// over the cycle), takes on-demand checks (high priority), and runs the
+// bit-integrity checks through the worker manager.
 package auditor
 
-import "github.com/archivist/archivist/pkg/service"
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
 
-// Definition is the auditor service. Its feature is not built yet; see the
-// open issues and docs/auditor.md.
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/archivist/archivist/events"
+	"github.com/archivist/archivist/pkg/blob"
+	"github.com/archivist/archivist/pkg/bus"
+	"github.com/archivist/archivist/pkg/service"
+	"github.com/archivist/archivist/pkg/store"
+	"github.com/archivist/archivist/services/auditor/integrity"
+	"github.com/archivist/archivist/services/auditor/migrations"
+	"github.com/archivist/archivist/services/auditor/workman"
+)
+
+// Config is the auditor's configuration.
+type Config struct {
+	// Workman tunes the worker manager.
+	Workman workman.Config
+	// Cycle is how often every object is checked.
+	Cycle time.Duration `env:"AUDITOR_CYCLE, default=720h"`
+	// RetryDelay is the table's "retry later" (the spec's 5 minutes).
+	RetryDelay time.Duration `env:"AUDITOR_RETRY_DELAY, default=5m"`
+	// ScheduleTick is how often due objects are queued.
+	ScheduleTick time.Duration `env:"AUDITOR_SCHEDULE_TICK, default=1m"`
+	// RequeueAfter is how long a queued check may stay undone before the
+	// schedule, rebuilt from PostgreSQL, queues it again (a lost message).
+	RequeueAfter time.Duration `env:"AUDITOR_REQUEUE_AFTER, default=6h"`
+	// HTTPAddr serves status and on-demand checks.
+	HTTPAddr string `env:"AUDITOR_HTTP_ADDR, default=:8082"`
+	// SecondaryBlobURL is a second copy of the archive, if any: content gone
+	// sour that it still holds is internally resolvable.
+	SecondaryBlobURL string `env:"AUDITOR_SECONDARY_BLOB_URL"`
+}
+
+// Definition is the auditor service.
 func Definition() service.Definition {
-	return service.Planned("auditor", "checks every stored object's bits against the storage provider, the content index and the audit log",
-		"keep the content index and audit log from recorded and deleted objects",
-		"schedule bit-integrity tasks, apply the 11 outcomes, manage workers with priorities, backoff and dead letters",
-	)
+	return service.Definition{
+		Name:      "auditor",
+		Summary:   "checks every stored object's bits against the storage provider, the content index and the audit log",
+		Schemas:   []store.Schema{migrations.Schema},
+		NeedsDB:   true,
+		NeedsBus:  true,
+		NeedsBlob: true,
+		Run:       run,
+	}
+}
+
+func run(ctx context.Context, env *service.Env) error {
+	var cfg Config
+	if err := env.LoadConfig(ctx, &cfg); err != nil {
+		return err
+	}
+	var secondary blob.Store
+	if cfg.SecondaryBlobURL != "" {
+		var err error
+		if secondary, err = blob.Open(ctx, blob.Config{URL: cfg.SecondaryBlobURL}); err != nil {
+			return fmt.Errorf("secondary blob store: %w", err)
+		}
+	}
+	a := New(env.Bus, env.DB, env.Blob, secondary, cfg, env.Log)
+	objects, err := bus.Consume(ctx, env.Bus, events.AuditorRecorded, a.Object, bus.WithConcurrency(4))
+	if err != nil {
+		return err
+	}
+	deletions, err := bus.Consume(ctx, env.Bus, events.AuditorDeleted, a.Deleted, bus.WithConcurrency(4))
+	if err != nil {
+		return errors.Join(err, objects.Stop(context.Background()))
+	}
+	m, err := workman.New(ctx, env.Bus, events.AuditorHigh, events.AuditorLow, a.Task, cfg.Workman, workman.Hooks{}, env.Log)
+	if err != nil {
+		return errors.Join(err, objects.Stop(context.Background()))
+	}
+	done := make(chan error, 2)
+	go func() { done <- m.Run(ctx) }()
+	go func() { a.Schedule(ctx); done <- nil }()
+	ln, err := net.Listen("tcp", cfg.HTTPAddr)
+	srv := &http.Server{Handler: a.Handler(), ReadHeaderTimeout: 5 * time.Second}
+	if err == nil {
+		env.Log.Info("audit API listening", "addr", ln.Addr().String())
+		go srv.Serve(ln)
+		env.Ready()
+		<-ctx.Done()
+	} else {
+		err = fmt.Errorf("listen on %s: %w", cfg.HTTPAddr, err)
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), env.ShutdownTimeout)
+	defer cancel()
+	return errors.Join(err, srv.Shutdown(sctx), <-done, <-done, objects.Stop(sctx), deletions.Stop(sctx))
+}
+
+// Auditor is the auditor's logic on its dependencies.
+type Auditor struct {
+	bus     *bus.Bus
+	db      *pgxpool.Pool
+	blob    blob.Store
+	checker *integrity.Checker
+	records *integrity.Records
+	cfg     Config
+	log     *slog.Logger
+}
+
+// New returns an auditor.
+func New(b *bus.Bus, db *pgxpool.Pool, bs, secondary blob.Store, cfg Config, log *slog.Logger) *Auditor {
+	return &Auditor{bus: b, db: db, blob: bs, checker: integrity.New(db, bs, secondary), records: integrity.NewRecords(db, cfg.Cycle), cfg: cfg, log: log}
+}
+
+// Object keeps the content index and audit log from an archive event.
+func (a *Auditor) Object(ctx context.Context, m *bus.Message[events.ObjectRecorded]) error {
+	return a.records.Recorded(ctx, m.Envelope.ID, m.Event)
+}
+
+// Deleted records a deletion in the audit log.
+func (a *Auditor) Deleted(ctx context.Context, m *bus.Message[events.ObjectDeleted]) error {
+	return a.records.Deleted(ctx, m.Envelope.ID, m.Event)
+}
+
+// Task runs one bit-integrity check.
+func (a *Auditor) Task(ctx context.Context, m *bus.Message[events.AuditTask]) error {
+	res, err := a.checker.Check(ctx, m.Event.Object, m.Event.Light, int(m.Metadata.NumDelivered), events.AuditMaxAttempts)
+	if errors.Is(err, integrity.ErrRetryLater) {
+		a.log.Info("check: retry later", "object", m.Event.Object, "row", res.Row.No, "attempt", m.Metadata.NumDelivered)
+		return bus.RetryAfter(a.cfg.RetryDelay)
+	}
+	if err != nil {
+		return err
+	}
+	a.log.Debug("checked", "object", m.Event.Object, "row", res.Row.No, "matched", res.Matched)
+	return nil
+}
+
+// Schedule queues due checks every ScheduleTick, and re-queues checks that
+// were queued but never done, until ctx ends.
+func (a *Auditor) Schedule(ctx context.Context) {
+	t := time.NewTicker(a.cfg.ScheduleTick)
+	defer t.Stop()
+	for {
+		if n, err := a.QueueDue(ctx, time.Now()); err != nil && ctx.Err() == nil {
+			a.log.Error("queue due checks", "err", err)
+		} else if n > 0 {
+			a.log.Info("queued scheduled checks", "objects", n)
+		}
+		if n, err := a.Requeue(ctx, time.Now()); err != nil && ctx.Err() == nil {
+			a.log.Error("requeue lost checks", "err", err)
+		} else if n > 0 {
+			a.log.Warn("re-queued checks whose tasks were lost", "objects", n)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// QueueDue queues a low-priority check of every object due by now and moves
+// each one's next check a cycle on. It returns how many it queued.
+func (a *Auditor) QueueDue(ctx context.Context, now time.Time) (int, error) {
+	total := 0
+	for {
+		n := 0
+		err := pgx.BeginFunc(ctx, a.db, func(tx pgx.Tx) error {
+			rows, err := tx.Query(ctx, `SELECT object, next_due FROM auditor.schedule WHERE next_due <= $1
+				ORDER BY next_due LIMIT 500 FOR UPDATE SKIP LOCKED`, now)
+			if err != nil {
+				return err
+			}
+			type due struct {
+				Object string
+				At     time.Time
+			}
+			dues, err := pgx.CollectRows(rows, pgx.RowToStructByPos[due])
+			if err != nil {
+				return err
+			}
+			var out []bus.Outgoing
+			for _, d := range dues {
+				env, err := a.task(d.Object, "scheduled", d.At.UTC())
+				if err != nil {
+					return err
+				}
+				out = append(out, bus.Outgoing{Subject: events.SubjectAuditTaskLow, Envelope: env})
+			}
+			if err := a.bus.PublishBatch(ctx, out); err != nil {
+				return err
+			}
+			n = len(dues)
+			_, err = tx.Exec(ctx, `UPDATE auditor.schedule SET queued_for = next_due,
+				next_due = greatest(next_due + $2::interval, $3::timestamptz)
+				WHERE object = ANY ($1)`, objectsOf(dues, func(d due) string { return d.Object }), a.cfg.Cycle, now)
+			return err
+		})
+		if err != nil {
+			return total, err
+		}
+		total += n
+		if n < 500 {
+			return total, nil
+		}
+	}
+}
+
+// Requeue rebuilds the queue from PostgreSQL: a check queued more than
+// RequeueAfter ago and not done since is queued again.
+func (a *Auditor) Requeue(ctx context.Context, now time.Time) (int, error) {
+	rows, err := a.db.Query(ctx, `UPDATE auditor.schedule SET queued_for = $1
+		WHERE queued_for IS NOT NULL AND queued_for < $1::timestamptz - $2::interval AND (checked_at IS NULL OR checked_at < queued_for)
+		RETURNING object`, now, a.cfg.RequeueAfter)
+	if err != nil {
+		return 0, err
+	}
+	objects, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return 0, err
+	}
+	var out []bus.Outgoing
+	for _, o := range objects {
+		env, err := a.task(o, "scheduled", now.UTC())
+		if err != nil {
+			return 0, err
+		}
+		out = append(out, bus.Outgoing{Subject: events.SubjectAuditTaskLow, Envelope: env})
+	}
+	return len(out), a.bus.PublishBatch(ctx, out)
+}
+
+func objectsOf[T any](xs []T, f func(T) string) []string {
+	out := make([]string, len(xs))
+	for i, x := range xs {
+		out[i] = f(x)
+	}
+	return out
+}
+
+func (a *Auditor) task(object, reason string, due time.Time) (events.Envelope, error) {
+	env, err := events.New(a.bus.Producer(), &events.AuditTask{Object: object, Reason: reason, Due: due})
+	if err != nil {
+		return env, err
+	}
+	if !due.IsZero() {
+		env.ID = fmt.Sprintf("audit:%s:%d", object, due.UnixMicro())
+	}
+	return env, nil
+}
+
+// CheckNow queues high-priority checks of one object, or of every object
+// under a prefix (in the blob store or the content index). It returns how
+// many it queued.
+func (a *Auditor) CheckNow(ctx context.Context, object, space string, light bool) (int, error) {
+	targets := map[string]bool{}
+	if object != "" {
+		targets[object] = true
+	}
+	if space != "" {
+		for info, err := range a.blob.List(ctx, space) {
+			if err != nil {
+				return 0, err
+			}
+			targets[info.Key] = true
+		}
+		rows, err := a.db.Query(ctx, `SELECT object FROM auditor.content_index WHERE starts_with(object, $1)`, space)
+		if err != nil {
+			return 0, err
+		}
+		objs, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		if err != nil {
+			return 0, err
+		}
+		for _, o := range objs {
+			targets[o] = true
+		}
+	}
+	var out []bus.Outgoing
+	for o := range targets {
+		env, err := events.New(a.bus.Producer(), &events.AuditTask{Object: o, Reason: "on-demand", Light: light})
+		if err != nil {
+			return 0, err
+		}
+		out = append(out, bus.Outgoing{Subject: events.SubjectAuditTaskHigh, Envelope: env})
+	}
+	return len(out), a.bus.PublishBatch(ctx, out)
+}
+
+// Status is what `archivist audit status` shows.
+type Status struct {
+	Objects          int64            `json:"objects"`
+	CheckedThisCycle int64            `json:"checked_this_cycle"`
+	Cycle            string           `json:"cycle"`
+	FailuresByRow    map[string]int64 `json:"failures_by_row"`
+	BitErrors        int64            `json:"bit_errors"`
+	OpenResolutions  map[string]int64 `json:"open_resolution_tasks"`
+	AuditQueue       int64            `json:"audit_queue"`
+	DeadLetters      int              `json:"dead_letters"`
+	QueuedHigh       uint64           `json:"queued_high"`
+	QueuedLow        uint64           `json:"queued_low"`
+}
+
+// Status reads the status: this cycle's checks and failures, open
+// resolution tasks, the audit queue, the task queues and dead letters.
+func (a *Auditor) Status(ctx context.Context) (Status, error) {
+	st := Status{Cycle: a.cfg.Cycle.String(), FailuresByRow: map[string]int64{}, OpenResolutions: map[string]int64{}}
+	since := time.Now().Add(-a.cfg.Cycle)
+	err := a.db.QueryRow(ctx, `SELECT (SELECT count(*) FROM auditor.schedule),
+		(SELECT count(DISTINCT object) FROM auditor.bit_log WHERE at >= $1),
+		(SELECT count(*) FROM auditor.bit_log WHERE at >= $1 AND bit_error),
+		(SELECT count(*) FROM auditor.audit_queue WHERE NOT done)`, since).Scan(&st.Objects, &st.CheckedThisCycle, &st.BitErrors, &st.AuditQueue)
+	if err != nil {
+		return st, fmt.Errorf("audit status: %w", err)
+	}
+	rows, err := a.db.Query(ctx, `SELECT row_no::text, count(*) FROM auditor.bit_log WHERE at >= $1 AND NOT success GROUP BY row_no`, since)
+	if err != nil {
+		return st, err
+	}
+	for rows.Next() {
+		var k string
+		var n int64
+		rows.Scan(&k, &n)
+		st.FailuresByRow[k] = n
+	}
+	rows.Close()
+	rows, err = a.db.Query(ctx, `SELECT kind, count(*) FROM auditor.resolution_tasks WHERE state = 'open' GROUP BY kind`)
+	if err != nil {
+		return st, err
+	}
+	for rows.Next() {
+		var k string
+		var n int64
+		rows.Scan(&k, &n)
+		st.OpenResolutions[k] = n
+	}
+	rows.Close()
+	dlq, err := a.bus.JetStream().Stream(ctx, events.StreamDeadLetter)
+	if err != nil {
+		return st, err
+	}
+	info, err := dlq.Info(ctx, jetstream.WithSubjectFilter(events.SubjectDeadLetterPrefix+".AUDIT_*.>"))
+	if err != nil {
+		return st, err
+	}
+	for _, n := range info.State.Subjects {
+		st.DeadLetters += int(n)
+	}
+	for _, q := range []struct {
+		c   events.Consumer
+		dst *uint64
+	}{{events.AuditorHigh, &st.QueuedHigh}, {events.AuditorLow, &st.QueuedLow}} {
+		cons, err := a.bus.JetStream().Consumer(ctx, q.c.Stream, q.c.Config.Durable)
+		if err != nil {
+			return st, err
+		}
+		info, err := cons.Info(ctx)
+		if err != nil {
+			return st, err
+		}
+		*q.dst = info.NumPending + uint64(info.NumAckPending)
+	}
+	return st, nil
+}
+
+// Handler serves GET /v1/audit/status and POST /v1/audit/check
+// ({"object": KEY} or {"space": PREFIX}, optional "light").
+func (a *Auditor) Handler() http.Handler {
+	mux := http.NewServeMux()
+	reply := func(w http.ResponseWriter, code int, v any) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(code)
+		json.NewEncoder(w).Encode(v)
+	}
+	mux.HandleFunc("GET /v1/audit/status", func(w http.ResponseWriter, r *http.Request) {
+		st, err := a.Status(r.Context())
+		if err != nil {
+			a.log.Error("audit status", "err", err)
+			reply(w, http.StatusInternalServerError, map[string]string{"error": "reading the audit status failed"})
+			return
+		}
+		reply(w, http.StatusOK, st)
+	})
+	mux.HandleFunc("POST /v1/audit/check", func(w http.ResponseWriter, r *http.Request) {
+		var req struct {
+			Object string `json:"object"`
+			Space  string `json:"space"`
+			Light  bool   `json:"light"`
+		}
+		dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, 1<<16))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&req); err != nil {
+			reply(w, http.StatusBadRequest, map[string]string{"error": "invalid JSON: " + err.Error()})
+			return
+		}
+		if (req.Object == "") == (req.Space == "") {
+			reply(w, http.StatusBadRequest, map[string]string{"error": "give exactly one of object and space", "field": "object"})
+			return
+		}
+		if req.Object != "" {
+			if err := blob.ValidateKey(req.Object); err != nil {
+				reply(w, http.StatusBadRequest, map[string]string{"error": err.Error(), "field": "object"})
+				return
+			}
+		}
+		n, err := a.CheckNow(r.Context(), req.Object, req.Space, req.Light)
+		if err != nil {
+			a.log.Error("on-demand check", "err", err)
+			reply(w, http.StatusServiceUnavailable, map[string]string{"error": "queuing the checks failed; retry"})
+			return
+		}
+		reply(w, http.StatusAccepted, map[string]int{"queued": n})
+	})
+	return mux
 }

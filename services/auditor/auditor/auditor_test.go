@@ -1,0 +1,163 @@
+package auditor_test
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/archivist/archivist/events"
+	"github.com/archivist/archivist/pkg/blob"
+	"github.com/archivist/archivist/pkg/bus"
+	"github.com/archivist/archivist/pkg/store"
+	"github.com/archivist/archivist/pkg/testenv"
+	"github.com/archivist/archivist/services/auditor/auditor"
+	"github.com/archivist/archivist/services/auditor/integrity"
+	"github.com/archivist/archivist/services/auditor/migrations"
+)
+
+func TestMain(m *testing.M) { testenv.Main(m) }
+
+func sum(s string) string {
+	h := sha256.Sum256([]byte(s))
+	return hex.EncodeToString(h[:])
+}
+
+// TestAuditorEndToEnd: objects recorded by events are scheduled over a short
+// cycle, checked by the worker manager, and one that rotted on disk is
+// found; an on-demand check goes high priority; the status shows it all.
+func TestAuditorEndToEnd(t *testing.T) {
+	ctx := context.Background()
+	bs, err := blob.NewLocal(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := testenv.FreePort(t)
+	sh := testenv.Shared{NATSURL: testenv.NATS(t), DBURL: testenv.DBURL(t, migrations.Schema), Blob: bs}
+	testenv.StartServiceIn(t, auditor.Definition(), sh, map[string]string{
+		"AUDITOR_HTTP_ADDR": fmt.Sprintf("127.0.0.1:%d", port), "AUDITOR_CYCLE": "2s", "AUDITOR_SCHEDULE_TICK": "100ms",
+		"AUDITOR_IDLE_BACKOFF_MIN": "50ms", "AUDITOR_IDLE_BACKOFF_MAX": "200ms", "AUDITOR_RETRY_DELAY": "100ms",
+	})
+	b := testenv.BusAt(t, sh.NATSURL, "ingest")
+	var batch []bus.Outgoing
+	for i := range 20 {
+		key := fmt.Sprintf("objects/%02d", i)
+		content := fmt.Sprintf("content of %d", i)
+		if _, err := bs.Put(ctx, key, strings.NewReader(content), nil); err != nil {
+			t.Fatal(err)
+		}
+		env, _ := events.New("ingest", &events.ObjectRecorded{Object: key, SHA256: sum(content), Size: int64(len(content))})
+		batch = append(batch, bus.Outgoing{Subject: events.SubjectObjectRecorded, Envelope: env})
+	}
+	if err := b.PublishBatch(ctx, batch); err != nil {
+		t.Fatal(err)
+	}
+	// Object 07 rots on disk (same size and time): the provider's checksum
+	// still describes the old bytes.
+	p := filepath.Join(bs.Root(), "objects/07")
+	fi, _ := os.Stat(p)
+	os.WriteFile(p, []byte("CONTENT OF 7"), 0o644)
+	os.Chtimes(p, fi.ModTime(), fi.ModTime())
+
+	db, err := store.Open(ctx, store.Config{URL: sh.DBURL, MaxConns: 2}, "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		var checked, sour int
+		db.QueryRow(ctx, `SELECT count(DISTINCT object), count(*) FILTER (WHERE row_no = 2) FROM auditor.bit_log`).Scan(&checked, &sour)
+		if checked == 20 && sour >= 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after 30s: %d objects checked, %d sour found", checked, sour)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	var object string
+	db.QueryRow(ctx, `SELECT object FROM auditor.resolution_tasks WHERE row_no = 2`).Scan(&object)
+	if object != "objects/07" {
+		t.Errorf("resolution task for %q, want objects/07", object)
+	}
+
+	// On demand, high priority.
+	resp, err := http.Post(fmt.Sprintf("http://127.0.0.1:%d/v1/audit/check", port), "application/json", strings.NewReader(`{"space": "objects/1"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var queued map[string]int
+	json.NewDecoder(resp.Body).Decode(&queued)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusAccepted || queued["queued"] != 10 {
+		t.Errorf("on-demand check of objects/1*: %d %v", resp.StatusCode, queued)
+	}
+	resp, _ = http.Post(fmt.Sprintf("http://127.0.0.1:%d/v1/audit/check", port), "application/json", strings.NewReader(`{"object": "../etc"}`))
+	if resp.StatusCode != http.StatusBadRequest {
+		t.Errorf("bad object key: %d", resp.StatusCode)
+	}
+	resp.Body.Close()
+
+	resp, err = http.Get(fmt.Sprintf("http://127.0.0.1:%d/v1/audit/status", port))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var st auditor.Status
+	json.NewDecoder(resp.Body).Decode(&st)
+	resp.Body.Close()
+	if st.Objects != 20 || st.CheckedThisCycle < 20 || st.FailuresByRow["2"] < 1 || st.OpenResolutions["external"] != 1 {
+		t.Errorf("status %+v", st)
+	}
+}
+
+// TestScheduleSpreadsAndRequeues: the cycle's checks are spread over it,
+// and a check whose task was lost is queued again from PostgreSQL.
+func TestScheduleSpreadsAndRequeues(t *testing.T) {
+	ctx := context.Background()
+	b := testenv.Bus(t, "auditor")
+	db := testenv.DB(t, migrations.Schema)
+	bs, _ := blob.NewLocal(t.TempDir())
+	a := auditor.New(b, db, bs, nil, auditor.Config{Cycle: time.Hour, RequeueAfter: time.Minute}, testenv.Logger(t))
+	now := time.Now()
+	for i := range 1000 {
+		o := fmt.Sprintf("o/%04d", i)
+		if _, err := db.Exec(ctx, `INSERT INTO auditor.schedule (object, next_due) VALUES ($1, $2)`,
+			o, now.Add(integrityOffset(o, time.Hour))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// A quarter of the cycle later, about a quarter is due.
+	n, err := a.QueueDue(ctx, now.Add(15*time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n < 200 || n > 300 {
+		t.Errorf("%d of 1000 due after a quarter of the cycle: not spread evenly", n)
+	}
+	// Their tasks are lost; an hour later they are queued again.
+	st, _ := b.JetStream().Stream(ctx, events.StreamAuditLow)
+	if err := st.Purge(ctx); err != nil {
+		t.Fatal(err)
+	}
+	m, err := a.Requeue(ctx, now.Add(15*time.Minute+2*time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m != n {
+		t.Errorf("re-queued %d of %d lost checks", m, n)
+	}
+	info, _ := st.Info(ctx)
+	if info.State.Msgs != uint64(n) {
+		t.Errorf("%d tasks in the low queue, want %d", info.State.Msgs, n)
+	}
+}
+
+func integrityOffset(o string, cycle time.Duration) time.Duration { return integrity.Offset(o, cycle) }
