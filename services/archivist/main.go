@@ -21,6 +21,7 @@ import (
 	"github.com/archivist/archivist/pkg/logging"
 	"github.com/archivist/archivist/pkg/service"
 	"github.com/archivist/archivist/services/archivist/all"
+	"github.com/archivist/archivist/services/archivist/auditcmd"
 	"github.com/archivist/archivist/services/archivist/dev"
 	"github.com/archivist/archivist/services/archivist/researchcmd"
 	"github.com/archivist/archivist/services/archivist/works"
@@ -36,6 +37,11 @@ commands:
   research status
             research progress: episodes complete, in progress and waiting,
             active leases, queue depth and live researchers (from the pwa)
+  audit status [--json]
+            bit integrity: objects checked this cycle, failures by row,
+            open resolution tasks, audit queue, dead letters
+  audit check OBJECT | --space PREFIX [--light]
+            queue high-priority checks now
   dlq list [--limit N] [--json]
             dead-lettered messages: where they came from and why
   dlq replay SEQ
@@ -82,6 +88,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		fs.StringVar(&o.AdminAddr, "admin-addr", o.AdminAddr, "admin server address (ADMIN_ADDR)")
 		fs.StringVar(&o.CuratorAddr, "curator-addr", o.CuratorAddr, "curation API address (CURATOR_HTTP_ADDR)")
 		fs.StringVar(&o.PWAAddr, "pwa-addr", o.PWAAddr, "research status API address (PWA_HTTP_ADDR)")
+		fs.StringVar(&o.AuditorAddr, "auditor-addr", o.AuditorAddr, "audit API address (AUDITOR_HTTP_ADDR)")
 		if err := fs.Parse(args[1:]); err != nil {
 			return err
 		}
@@ -96,6 +103,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return worksCmd(ctx, args[1:], stdout, stderr)
 	case "research":
 		return researchCmd(ctx, args[1:], stdout, stderr)
+	case "audit":
+		return auditCmd(ctx, args[1:], stdout, stderr)
 	case "dlq":
 		return dlqCmd(ctx, args[1:], stdout, stderr, log)
 	case "version":
@@ -223,6 +232,48 @@ func dlqCmd(ctx context.Context, args []string, stdout, stderr io.Writer, log *s
 			return err
 		}
 		fmt.Fprintf(stdout, "replayed dead letter %d on %s (it had failed: %s)\n", seq, d.Subject, d.Reason)
+		return nil
+	default:
+		return usage
+	}
+}
+
+func auditCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	usage := fmt.Errorf("usage: archivist audit status [--json] | archivist audit check [--light] OBJECT | archivist audit check [--light] --space PREFIX")
+	if len(args) == 0 {
+		return usage
+	}
+	fs := flag.NewFlagSet("audit "+args[0], flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	base := fs.String("auditor", envOr("ARCHIVIST_AUDITOR_URL", "http://127.0.0.1:8082"), "the auditor's API (ARCHIVIST_AUDITOR_URL)")
+	asJSON := fs.Bool("json", false, "print JSON")
+	space := fs.String("space", "", "check every object whose key starts with this prefix")
+	light := fs.Bool("light", false, "compare checksums without reading the content")
+	if err := fs.Parse(args[1:]); err != nil {
+		return err
+	}
+	switch args[0] {
+	case "status":
+		st, err := auditcmd.Status(ctx, *base)
+		if err != nil {
+			return err
+		}
+		if *asJSON {
+			enc := json.NewEncoder(stdout)
+			enc.SetIndent("", "  ")
+			return enc.Encode(st)
+		}
+		return auditcmd.Print(stdout, st)
+	case "check":
+		object := fs.Arg(0)
+		if (object == "") == (*space == "") {
+			return usage
+		}
+		n, err := auditcmd.Check(ctx, *base, object, *space, *light)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "queued %d high-priority checks\n", n)
 		return nil
 	default:
 		return usage

@@ -38,6 +38,8 @@ type Options struct {
 	CuratorAddr string `env:"CURATOR_HTTP_ADDR, default=127.0.0.1:8080"`
 	// PWAAddr is the research status API's address.
 	PWAAddr string `env:"PWA_HTTP_ADDR, default=127.0.0.1:8081"`
+	// AuditorAddr is the audit API's address.
+	AuditorAddr string `env:"AUDITOR_HTTP_ADDR, default=127.0.0.1:8082"`
 }
 
 // Run runs everything until ctx ends, printing where each part listens to out.
@@ -82,6 +84,7 @@ func Run(ctx context.Context, o Options, defs []service.Definition, log *slog.Lo
 		"ADMIN_ADDR":        o.AdminAddr,
 		"CURATOR_HTTP_ADDR": o.CuratorAddr,
 		"PWA_HTTP_ADDR":     o.PWAAddr,
+		"AUDITOR_HTTP_ADDR": o.AuditorAddr,
 	}
 	lookuper := envconfig.MultiLookuper(envconfig.OsLookuper(), envconfig.MapLookuper(defaults))
 	var common service.Common
@@ -104,9 +107,10 @@ func Run(ctx context.Context, o Options, defs []service.Definition, log *slog.Lo
   blob store        %s
   curation API      http://%s/v1/episodes, /v1/clips, /v1/works/...
   research status   http://%s/v1/research/status
+  audit             http://%s/v1/audit/status, /v1/audit/check
   admin             http://%s/healthz  /readyz  /metrics
 Ctrl-C stops everything.
-`, dataDir, natsURL, monitor, redacted(dbURL), common.Blob.URL, hostPort(o.CuratorAddr), hostPort(o.PWAAddr), admin.Addr())
+`, dataDir, natsURL, monitor, redacted(dbURL), common.Blob.URL, hostPort(o.CuratorAddr), hostPort(o.PWAAddr), hostPort(o.AuditorAddr), admin.Addr())
 
 	return service.Serve(ctx, defs, common, service.Deps{Log: log, Admin: admin, Lookuper: lookuper})
 }
