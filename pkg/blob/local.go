@@ -24,8 +24,16 @@ import (
 // computed while the object is written (or, for a file put there by other
 // means, on first Stat).
 type Local struct {
-	root string
+	root   string
+	noSync bool
 }
+
+// LocalOption configures a local store.
+type LocalOption func(*Local)
+
+// WithoutSync skips the fsync of each write: for throwaway stores
+// (benchmarks, scratch space), where a crash may lose or tear writes.
+func WithoutSync() LocalOption { return func(l *Local) { l.noSync = true } }
 
 const (
 	metaDir = reservedPrefix + "meta"
@@ -33,7 +41,7 @@ const (
 )
 
 // NewLocal opens (creating if needed) a local store rooted at dir.
-func NewLocal(dir string) (*Local, error) {
+func NewLocal(dir string, opts ...LocalOption) (*Local, error) {
 	abs, err := filepath.Abs(dir)
 	if err != nil {
 		return nil, fmt.Errorf("blob root %s: %w", dir, err)
@@ -43,7 +51,11 @@ func NewLocal(dir string) (*Local, error) {
 			return nil, fmt.Errorf("create blob dir: %w", err)
 		}
 	}
-	return &Local{root: abs}, nil
+	l := &Local{root: abs}
+	for _, o := range opts {
+		o(l)
+	}
+	return l, nil
 }
 
 // Root is the store's directory.
@@ -105,7 +117,7 @@ func (l *Local) writeAtomic(dst string, r io.Reader) (int64, error) {
 	tmp := f.Name()
 	defer os.Remove(tmp)
 	n, err := io.Copy(f, r)
-	if err == nil {
+	if err == nil && !l.noSync {
 		err = f.Sync()
 	}
 	if cerr := f.Close(); err == nil {
