@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"net"
 	"net/http"
 	"strings"
 	"sync"
@@ -121,6 +122,28 @@ func TestServeReportsAServiceThatDies(t *testing.T) {
 	defer a.Close(context.Background())
 	err = service.Serve(context.Background(), defs, service.Common{ShutdownTimeout: 5 * time.Second}, service.Deps{Log: testenv.Logger(t), Admin: a})
 	if !errors.Is(err, boom) || !strings.Contains(err.Error(), "fragile") {
+		t.Errorf("serve returned %v", err)
+	}
+}
+
+// TestServeFailsWhenAnAPICannotListen: a service whose port is taken brings
+// the process down with the reason instead of hanging half started.
+func TestServeFailsWhenAnAPICannotListen(t *testing.T) {
+	busy, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer busy.Close()
+	def := service.Definition{Name: "api", Run: func(ctx context.Context, env *service.Env) error {
+		return service.ServeHTTP(ctx, busy.Addr().String(), http.NotFoundHandler(), time.Second, func(string) { env.Ready() })
+	}}
+	a, err := service.NewAdmin("127.0.0.1:0", testenv.Logger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close(context.Background())
+	err = service.Serve(context.Background(), []service.Definition{def}, service.Common{ShutdownTimeout: 5 * time.Second}, service.Deps{Log: testenv.Logger(t), Admin: a})
+	if err == nil || !strings.Contains(err.Error(), "listen on") {
 		t.Errorf("serve returned %v", err)
 	}
 }

@@ -11,7 +11,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"net/http"
 	"time"
 
@@ -87,22 +86,21 @@ func run(ctx context.Context, env *service.Env) error {
 	if err != nil {
 		return errors.Join(err, objects.Stop(context.Background()))
 	}
+	// The manager and the schedule stop when the API does (also when it
+	// fails to start).
+	wctx, stop := context.WithCancel(ctx)
+	defer stop()
 	done := make(chan error, 2)
-	go func() { done <- m.Run(ctx) }()
-	go func() { a.Schedule(ctx); done <- nil }()
-	ln, err := net.Listen("tcp", cfg.HTTPAddr)
-	srv := &http.Server{Handler: a.Handler(), ReadHeaderTimeout: 5 * time.Second}
-	if err == nil {
-		env.Log.Info("audit API listening", "addr", ln.Addr().String())
-		go srv.Serve(ln)
+	go func() { done <- m.Run(wctx) }()
+	go func() { a.Schedule(wctx); done <- nil }()
+	err = service.ServeHTTP(ctx, cfg.HTTPAddr, a.Handler(), env.ShutdownTimeout, func(addr string) {
+		env.Log.Info("audit API listening", "addr", addr)
 		env.Ready()
-		<-ctx.Done()
-	} else {
-		err = fmt.Errorf("listen on %s: %w", cfg.HTTPAddr, err)
-	}
+	})
+	stop()
 	sctx, cancel := context.WithTimeout(context.Background(), env.ShutdownTimeout)
 	defer cancel()
-	return errors.Join(err, srv.Shutdown(sctx), <-done, <-done, objects.Stop(sctx), deletions.Stop(sctx))
+	return errors.Join(err, <-done, <-done, objects.Stop(sctx), deletions.Stop(sctx))
 }
 
 // Auditor is the auditor's logic on its dependencies.

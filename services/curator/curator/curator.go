@@ -76,7 +76,7 @@ func run(ctx context.Context, env *service.Env) error {
 		}
 	}()
 	srv := api.New(env.Bus, p.Catalog, env.Log)
-	err = api.Serve(ctx, cfg.HTTPAddr, srv.Handler(), env.ShutdownTimeout, func(addr string) {
+	err = service.ServeHTTP(ctx, cfg.HTTPAddr, srv.Handler(), env.ShutdownTimeout, func(addr string) {
 		env.Log.Info("curation API listening", "addr", addr)
 		env.Ready()
 	})

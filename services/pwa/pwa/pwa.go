@@ -11,7 +11,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"net/http"
 	"time"
 
@@ -68,23 +67,21 @@ func run(ctx context.Context, env *service.Env) error {
 	if err != nil {
 		return errors.Join(fmt.Errorf("subscribe %s: %w", events.SubjectPWAWake, err), works.Stop(context.Background()))
 	}
+	// The loop stops when the API does (also when it fails to start).
+	lctx, stop := context.WithCancel(ctx)
+	defer stop()
 	loopDone := make(chan struct{})
-	go func() { defer close(loopDone); p.Loop(ctx) }()
+	go func() { defer close(loopDone); p.Loop(lctx) }()
 
-	srv := &http.Server{Handler: p.Handler(), ReadHeaderTimeout: 5 * time.Second}
-	ln, err := net.Listen("tcp", cfg.HTTPAddr)
-	if err == nil {
-		env.Log.Info("research status API listening", "addr", ln.Addr().String())
+	err = service.ServeHTTP(ctx, cfg.HTTPAddr, p.Handler(), env.ShutdownTimeout, func(addr string) {
+		env.Log.Info("research status API listening", "addr", addr)
 		env.Ready()
-		go srv.Serve(ln)
-		<-ctx.Done()
-	} else {
-		err = fmt.Errorf("listen on %s: %w", cfg.HTTPAddr, err)
-	}
+	})
+	stop()
 	sctx, cancel := context.WithTimeout(context.Background(), env.ShutdownTimeout)
 	defer cancel()
 	<-loopDone
-	return errors.Join(err, srv.Shutdown(sctx), wake.Unsubscribe(), works.Stop(sctx))
+	return errors.Join(err, wake.Unsubscribe(), works.Stop(sctx))
 }
 
 // PWA is the pending-work archivist.
