@@ -49,7 +49,10 @@ func (b *Bus) DeadLetters(ctx context.Context, from uint64, limit int) ([]DeadLe
 		return nil, fmt.Errorf("dead-letter stream: %w", err)
 	}
 	var out []DeadLetter
-	for seq := max(from, info.State.FirstSeq); seq <= info.State.LastSeq && len(out) < limit; seq++ {
+	if info.State.Msgs == 0 {
+		return out, nil
+	}
+	for seq := max(from, info.State.FirstSeq, 1); seq <= info.State.LastSeq && len(out) < limit; seq++ {
 		m, err := st.GetMsg(ctx, seq)
 		if errors.Is(err, jetstream.ErrMsgNotFound) {
 			continue // replayed or deleted
