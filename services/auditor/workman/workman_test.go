@@ -146,7 +146,9 @@ func TestDeadlineKeptExtendedDuringASlowTask(t *testing.T) {
 func TestFailedTaskGoesToTheBackOfItsQueue(t *testing.T) {
 	b := testenv.Bus(t, "auditor")
 	enqueue(t, b, events.SubjectAuditTaskHigh, "a", "b", "c")
-	r := start(t, b, fast, workman.Hooks{}, events.AuditorHigh, events.AuditorLow, func(o string, delivery uint64) error {
+	cfg := fast
+	cfg.FailureDelay = time.Second // long enough for b and c to go first even on a loaded machine
+	r := start(t, b, cfg, workman.Hooks{}, events.AuditorHigh, events.AuditorLow, func(o string, delivery uint64) error {
 		if o == "a" && delivery == 1 {
 			return errors.New("blob store timed out")
 		}
