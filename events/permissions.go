@@ -24,7 +24,9 @@ type access struct {
 // streams, publishes dead letters and runs the dead-letter mover (common).
 var accessOf = map[string]access{
 	"curator": {
-		publishes: []string{SubjectEpisodeUpserted, SubjectClipUpserted, SubjectGraphMatched, SubjectWorkUpserted},
+		// Ingest lives in the curator: it records and deletes archive objects.
+		publishes: []string{SubjectEpisodeUpserted, SubjectClipUpserted, SubjectGraphMatched, SubjectWorkUpserted,
+			SubjectObjectRecorded, SubjectObjectDeleted},
 		consumers: []Consumer{CuratorEpisodes, CuratorClips, CuratorMerger},
 	},
 	"pwa": {

@@ -1,6 +1,9 @@
 package e2e_test
 
 import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"strings"
 	"testing"
@@ -11,6 +14,8 @@ import (
 	"github.com/archivist/archivist/events"
 	"github.com/archivist/archivist/pkg/natsserver"
 	"github.com/archivist/archivist/pkg/testenv"
+	"github.com/archivist/archivist/services/auditor/auditor"
+	auditormigrations "github.com/archivist/archivist/services/auditor/migrations"
 	"github.com/archivist/archivist/services/curator/curator"
 	curatormigrations "github.com/archivist/archivist/services/curator/migrations"
 )
@@ -51,6 +56,35 @@ func TestServicesWorkWithTheirOwnNATSUsers(t *testing.T) {
 	w.start(locator(&testLocator{}), merge(as("researcher"), map[string]string{"RESEARCHER_ID": "r0"}))
 	w.start(named("pwa"), as("pwa"))
 	w.waitResults(60 * time.Second)
+
+	// The auditor, as its own user, audits an object the curator records.
+	ctx := context.Background()
+	if _, err := w.shared.Blob.Put(ctx, "objects/x", strings.NewReader("x"), nil); err != nil {
+		t.Fatal(err)
+	}
+	testenv.StartServiceIn(t, auditor.Definition(), testenv.Shared{NATSURL: url, DBURL: testenv.DBURL(t, auditormigrations.Schema), Blob: w.shared.Blob},
+		merge(as("auditor"), map[string]string{"AUDITOR_HTTP_ADDR": "127.0.0.1:0", "AUDITOR_CYCLE": "1s", "AUDITOR_SCHEDULE_TICK": "100ms",
+			"AUDITOR_IDLE_BACKOFF_MIN": "50ms", "AUDITOR_IDLE_BACKOFF_MAX": "100ms"}))
+	sum := sha256.Sum256([]byte("x"))
+	if _, _, err := w.bus.PublishEvent(ctx, &events.ObjectRecorded{Object: "objects/x", SHA256: hex.EncodeToString(sum[:]), Size: 1}); err != nil {
+		t.Fatal(err)
+	}
+	st, err := w.bus.JetStream().Stream(ctx, events.StreamAuditLow)
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		// The scheduled task was queued, taken and acked by the auditor.
+		info, err := st.Info(ctx)
+		if err == nil && info.State.LastSeq > 0 && info.State.Msgs == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the auditor never checked the object: %+v %v", info, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }
 
 // TestAServiceCannotUseAnotherServicesSubjects: the curator's user may not
