@@ -74,6 +74,9 @@ type Config struct {
 
 // Open opens the store cfg names.
 func Open(ctx context.Context, cfg Config) (Store, error) {
+	if cfg.URL == "" {
+		return nil, errors.New("BLOB_URL is empty: name a directory (file:///path) or a bucket (s3://...)")
+	}
 	u, err := url.Parse(cfg.URL)
 	if err != nil {
 		return nil, fmt.Errorf("parse BLOB_URL: %w", err)
