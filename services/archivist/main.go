@@ -139,9 +139,7 @@ func worksCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	if *asJSON {
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		return enc.Encode(v)
+		return printJSON(stdout, v)
 	}
 	return works.Print(stdout, v)
 }
@@ -169,9 +167,7 @@ func researchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		return err
 	}
 	if *asJSON {
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		return enc.Encode(st)
+		return printJSON(stdout, st)
 	}
 	return researchcmd.Print(stdout, st, time.Now())
 }
@@ -278,4 +274,11 @@ func auditCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	default:
 		return usage
 	}
+}
+
+// printJSON writes v as indented JSON: the --json form of every view.
+func printJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
 }
