@@ -201,9 +201,7 @@ func dlqCmd(ctx context.Context, args []string, stdout, stderr io.Writer, log *s
 			return err
 		}
 		if *asJSON {
-			enc := json.NewEncoder(stdout)
-			enc.SetIndent("", "  ")
-			return enc.Encode(list)
+			return printJSON(stdout, list)
 		}
 		tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
 		fmt.Fprintln(tw, "SEQ\tAT\tFROM\tSUBJECT\tEVENT\tDELIVERIES\tREASON")
@@ -255,9 +253,7 @@ func auditCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			return err
 		}
 		if *asJSON {
-			enc := json.NewEncoder(stdout)
-			enc.SetIndent("", "  ")
-			return enc.Encode(st)
+			return printJSON(stdout, st)
 		}
 		return auditcmd.Print(stdout, st)
 	case "check":
