@@ -34,6 +34,9 @@ type Config struct {
 	// ReconcileInterval is how often match results whose works were never
 	// written (lost on the bus) are published again.
 	ReconcileInterval time.Duration `env:"CURATOR_RECONCILE_INTERVAL, default=5m"`
+	// ResyncInterval is how often every work is published again, so that a
+	// consumer that lost a works message (the pwa) catches up; 0 disables.
+	ResyncInterval time.Duration `env:"CURATOR_RESYNC_INTERVAL, default=24h"`
 }
 
 // Definition is the curator service.
@@ -58,6 +61,24 @@ func run(ctx context.Context, env *service.Env) error {
 	subs, err := p.Start(ctx, cfg.Concurrency)
 	if err != nil {
 		return err
+	}
+	if cfg.ResyncInterval > 0 {
+		go func() {
+			t := time.NewTicker(cfg.ResyncInterval)
+			defer t.Stop()
+			for {
+				select {
+				case <-ctx.Done():
+					return
+				case <-t.C:
+					if n, err := p.ResyncWorks(ctx); err != nil && ctx.Err() == nil {
+						env.Log.Error("resync works", "err", err)
+					} else {
+						env.Log.Info("works published again for their consumers", "rows", n)
+					}
+				}
+			}
+		}()
 	}
 	go func() {
 		t := time.NewTicker(cfg.ReconcileInterval)
@@ -178,20 +199,57 @@ func (p *Pipeline) Reconcile(ctx context.Context) (int, error) {
 	return len(results), nil
 }
 
+// ResyncWorks publishes every stored work row again, with its own version
+// (and a message id of this resync's, so JetStream does not drop it as a
+// duplicate of the original): consumers keep the newest version per key, so
+// for them a row they have is a replay and a row they lost is repaired. It
+// returns how many rows it published.
+func (p *Pipeline) ResyncWorks(ctx context.Context) (int, error) {
+	total := 0
+	suffix := fmt.Sprintf(":resync:%d", time.Now().UnixNano())
+	for _, kind := range []catalog.Kind{catalog.Episode, catalog.Clip} {
+		rows, err := merger.Rows(ctx, p.Catalog.DB(), kind)
+		if err != nil {
+			return total, err
+		}
+		for start := 0; start < len(rows); start += 1000 {
+			out, err := p.worksOut(rows[start:min(start+1000, len(rows))], suffix)
+			if err != nil {
+				return total, err
+			}
+			if err := p.bus.PublishBatch(ctx, out); err != nil {
+				return total, fmt.Errorf("resync works: %w", err)
+			}
+			total += len(out)
+		}
+	}
+	return total, nil
+}
+
+// worksOut is the outgoing messages of work rows, each sent at its version
+// with an id derived from key and version (and suffix).
+func (p *Pipeline) worksOut(rows []merger.Row, suffix string) ([]bus.Outgoing, error) {
+	out := make([]bus.Outgoing, 0, len(rows))
+	for i := range rows {
+		env, err := events.NewAt(p.bus.Producer(), rows[i].Version, &rows[i])
+		if err != nil {
+			return nil, err
+		}
+		env.ID = fmt.Sprintf("work:%s:%s:%d%s", rows[i].Kind, rows[i].Key, rows[i].Version.UnixMicro(), suffix)
+		out = append(out, bus.Outgoing{Subject: events.SubjectWorkUpserted, Envelope: env})
+	}
+	return out, nil
+}
+
 // Merge builds the works of a match result and publishes them.
 func (p *Pipeline) Merge(ctx context.Context, m *bus.Message[events.GraphMatched]) error {
 	rows, err := p.Merger.Apply(ctx, m.Envelope.SentAt, m.Event)
 	if err != nil {
 		return err
 	}
-	out := make([]bus.Outgoing, 0, len(rows))
-	for i := range rows {
-		env, err := events.NewAt(p.bus.Producer(), m.Envelope.SentAt, &rows[i])
-		if err != nil {
-			return err
-		}
-		env.ID = fmt.Sprintf("work:%s:%s:%d", rows[i].Kind, rows[i].Key, rows[i].Version.UnixMicro())
-		out = append(out, bus.Outgoing{Subject: events.SubjectWorkUpserted, Envelope: env})
+	out, err := p.worksOut(rows, "")
+	if err != nil {
+		return err
 	}
 	if err := p.bus.PublishBatch(ctx, out); err != nil {
 		return fmt.Errorf("publish works of graph %s: %w", m.Event.Members[0], err)

@@ -265,3 +265,42 @@ func TestReconcileRepublishesLostMatchResults(t *testing.T) {
 		t.Errorf("after merging: %d graphs still lag (%v)", n, err)
 	}
 }
+
+// TestResyncWorksRepublishesEveryRow: after the WORKS stream lost its
+// messages, a resync publishes every work row again (consumers replay what
+// they have and recover what they lost).
+func TestResyncWorksRepublishesEveryRow(t *testing.T) {
+	ctx := context.Background()
+	pl := newPipeline(t)
+	at := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	var batch []bus.Outgoing
+	for i, same := range []string{"", "ep0", "", ""} {
+		ev := &events.EpisodeUpserted{ID: fmt.Sprintf("ep%d", i), Source: "feed", Title: "t", Media: events.Media{Key: "k"},
+			InitialCuratedAt: at, LatestCuratedAt: at}
+		if same != "" {
+			ev.SameAs = []events.Ref{{Source: "feed", ID: same}}
+		}
+		env, _ := events.NewAt("feed", at, ev)
+		batch = append(batch, bus.Outgoing{Subject: events.SubjectEpisodeUpserted, Envelope: env})
+	}
+	if err := pl.bus.PublishBatch(ctx, batch); err != nil {
+		t.Fatal(err)
+	}
+	pl.drain(t)
+	rows := len(pl.works(t))
+	st, err := pl.bus.JetStream().Stream(ctx, events.StreamWorks)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Purge(ctx); err != nil {
+		t.Fatal(err)
+	}
+	n, err := pl.p.ResyncWorks(ctx)
+	if err != nil || n != rows || rows != 4 {
+		t.Fatalf("resync published %d of %d rows: %v", n, rows, err)
+	}
+	info, _ := st.Info(ctx)
+	if info.State.Msgs != uint64(rows) {
+		t.Errorf("WORKS holds %d messages, want %d", info.State.Msgs, rows)
+	}
+}
