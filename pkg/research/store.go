@@ -50,6 +50,13 @@ func (s *Store) UpsertWork(ctx context.Context, w *events.WorkUpserted) (Outcome
 	active := w.State == events.WorkMerged
 	var out Outcome
 	err := pgx.BeginFunc(ctx, s.db, func(tx pgx.Tx) error {
+		// Works changes are serialised: an episode that arrives counts the
+		// active clips it can see, a clip that arrives adds itself to the
+		// episodes it can see, and two such transactions running side by
+		// side would each miss the other.
+		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtext('archivist.research.works'))`); err != nil {
+			return fmt.Errorf("lock works changes: %w", err)
+		}
 		var id int64
 		var wasActive *bool
 		var prior *time.Time

@@ -226,3 +226,38 @@ func TestClipActivityAdjustsEpisodes(t *testing.T) {
 		t.Fatalf("reactivated clip not leased: %+v", l)
 	}
 }
+
+// TestConcurrentWorksKeepCountersRight: episodes and clips arriving at once
+// from several handlers: every episode ends up counting every clip open.
+func TestConcurrentWorksKeepCountersRight(t *testing.T) {
+	s := research.New(testenv.DB(t, migrations.Schema))
+	var works []*events.WorkUpserted
+	for i := range 40 {
+		works = append(works, work("episode", fmt.Sprintf("e%02d", i), 1, i), work("clip", fmt.Sprintf("c%02d", i), 1, i))
+	}
+	ch := make(chan *events.WorkUpserted)
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for w := range ch {
+				if _, err := s.UpsertWork(context.Background(), w); err != nil {
+					t.Error(err)
+				}
+			}
+		}()
+	}
+	for _, w := range works {
+		ch <- w
+	}
+	close(ch)
+	wg.Wait()
+	var wrong int
+	if err := s.DB().QueryRow(context.Background(), `SELECT count(*) FROM research.episodes WHERE open_clips <> 40`).Scan(&wrong); err != nil {
+		t.Fatal(err)
+	}
+	if wrong != 0 {
+		t.Errorf("%d of 40 episodes miscount their open clips", wrong)
+	}
+}

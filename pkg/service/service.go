@@ -226,3 +226,16 @@ func (r *Running) closeAll(ctx context.Context) error {
 	r.closers = nil
 	return errors.Join(errs...)
 }
+
+// Configured adapts a run function that takes its configuration: the
+// configuration struct C is loaded from the environment (and logged,
+// secrets redacted) before run is called.
+func Configured[C any](run func(ctx context.Context, env *Env, cfg C) error) func(context.Context, *Env) error {
+	return func(ctx context.Context, env *Env) error {
+		var cfg C
+		if err := env.LoadConfig(ctx, &cfg); err != nil {
+			return err
+		}
+		return run(ctx, env, cfg)
+	}
+}

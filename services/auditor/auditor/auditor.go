@@ -57,15 +57,11 @@ func Definition() service.Definition {
 		NeedsDB:   true,
 		NeedsBus:  true,
 		NeedsBlob: true,
-		Run:       run,
+		Run:       service.Configured(run),
 	}
 }
 
-func run(ctx context.Context, env *service.Env) error {
-	var cfg Config
-	if err := env.LoadConfig(ctx, &cfg); err != nil {
-		return err
-	}
+func run(ctx context.Context, env *service.Env, cfg Config) error {
 	var secondary blob.Store
 	if cfg.SecondaryBlobURL != "" {
 		var err error

@@ -47,15 +47,11 @@ func Definition() service.Definition {
 		Schemas:  []store.Schema{migrations.Schema},
 		NeedsDB:  true,
 		NeedsBus: true,
-		Run:      run,
+		Run:      service.Configured(run),
 	}
 }
 
-func run(ctx context.Context, env *service.Env) error {
-	var cfg Config
-	if err := env.LoadConfig(ctx, &cfg); err != nil {
-		return err
-	}
+func run(ctx context.Context, env *service.Env, cfg Config) error {
 	p := NewPipeline(env.Bus, catalog.New(env.DB, env.Metrics, env.Log),
 		merger.New(env.DB, strings.Split(cfg.SourcePrecedence, ","), env.Metrics, env.Log))
 	subs, err := p.Start(ctx, cfg.Concurrency)

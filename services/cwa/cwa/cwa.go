@@ -38,15 +38,11 @@ func Definition() service.Definition {
 		Schemas:  []store.Schema{migrations.Schema},
 		NeedsDB:  true,
 		NeedsBus: true,
-		Run:      run,
+		Run:      service.Configured(run),
 	}
 }
 
-func run(ctx context.Context, env *service.Env) error {
-	var cfg Config
-	if err := env.LoadConfig(ctx, &cfg); err != nil {
-		return err
-	}
+func run(ctx context.Context, env *service.Env, cfg Config) error {
 	if err := cfg.Research.Check(); err != nil {
 		return err
 	}

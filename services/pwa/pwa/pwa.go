@@ -46,15 +46,11 @@ func Definition() service.Definition {
 		Schemas:  []store.Schema{migrations.Schema},
 		NeedsDB:  true,
 		NeedsBus: true,
-		Run:      run,
+		Run:      service.Configured(run),
 	}
 }
 
-func run(ctx context.Context, env *service.Env) error {
-	var cfg Config
-	if err := env.LoadConfig(ctx, &cfg); err != nil {
-		return err
-	}
+func run(ctx context.Context, env *service.Env, cfg Config) error {
 	p, err := New(ctx, env.Bus, research.New(env.DB), cfg, env.Metrics, env.Log)
 	if err != nil {
 		return err
