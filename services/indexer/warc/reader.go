@@ -1,0 +1,357 @@
+// Package warc reads ARC (v1) and WARC (1.0, 1.1) files, plain or gzipped
+// one member per record, as a stream of records with the offset and length
+// each occupies in the file: what a CDX line points at. It is tolerant of
+// the faults real archives have: it returns every record up to a fault, then
+// a *FormatError saying what is wrong and where.
+package warc
+
+import (
+	"bufio"
+	"bytes"
+	"compress/gzip"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+)
+
+// Record is one archive record.
+type Record struct {
+	// Offset is where the record starts in the file: its gzip member's start
+	// for a compressed file.
+	Offset int64
+	// Length is how many bytes of the file the record occupies: its gzip
+	// member's compressed length, or for a plain file the header, block and
+	// the separator after it.
+	Length int64
+	// Format is "warc" or "arc".
+	Format string
+	// Version is the record's version line ("WARC/1.0", "WARC/1.1"), or
+	// "ARC/1".
+	Version string
+	// Header holds the WARC named fields; for an ARC record the fields its
+	// header line gives, under the WARC names (WARC-Target-URI, WARC-Date
+	// as 14 digits, WARC-IP-Address, Content-Type, Content-Length).
+	Header Header
+	// Block is the record block (Content-Length bytes). It is valid until
+	// the next call of Next.
+	Block []byte
+	// Truncated is set when the block is shorter than its declared length
+	// (the file ends or the gzip member ends early); Next reports the fault
+	// after this record.
+	Truncated bool
+
+	blockEnd int64 // in a plain file: where the block ends
+}
+
+// Type is the record's WARC-Type; ARC records are "response", and an ARC
+// file's first record (its filedesc) is "warcinfo".
+func (r *Record) Type() string { return r.Header.Get("WARC-Type") }
+
+// Header is a record's named fields, in file order.
+type Header []Field
+
+// Field is one named field.
+type Field struct{ Name, Value string }
+
+// Get returns the first value of a field, matched case-insensitively.
+func (h Header) Get(name string) string {
+	for _, f := range h {
+		if strings.EqualFold(f.Name, name) {
+			return f.Value
+		}
+	}
+	return ""
+}
+
+// FormatError is a fault in the file: the records before it were read.
+type FormatError struct {
+	// Offset is where in the file the fault was found.
+	Offset int64
+	// Reason says what is wrong.
+	Reason string
+}
+
+func (e *FormatError) Error() string { return fmt.Sprintf("at offset %d: %s", e.Offset, e.Reason) }
+
+// MaxBlock is the largest record block read into memory.
+const MaxBlock = 1 << 30
+
+// Reader reads records.
+type Reader struct {
+	src     *counter
+	gz      *gzip.Reader
+	member  *bufio.Reader // the current member's (or the plain file's) content
+	gzipped bool
+	format  string       // of the records read so far
+	fault   *FormatError // found after the record just returned
+	done    bool
+}
+
+// counter counts the bytes taken from the file; it is an io.ByteReader so
+// that the gzip decompressor reads exactly its member and no further.
+type counter struct {
+	r *bufio.Reader
+	n int64
+}
+
+func (c *counter) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n += int64(n)
+	return n, err
+}
+
+func (c *counter) ReadByte() (byte, error) {
+	b, err := c.r.ReadByte()
+	if err == nil {
+		c.n++
+	}
+	return b, err
+}
+
+// NewReader reads records from r, detecting gzip by its magic number.
+func NewReader(r io.Reader) (*Reader, error) {
+	br := bufio.NewReaderSize(r, 64<<10)
+	magic, err := br.Peek(2)
+	if err != nil && !errors.Is(err, io.EOF) {
+		return nil, fmt.Errorf("read archive: %w", err)
+	}
+	rd := &Reader{src: &counter{r: br}}
+	rd.gzipped = len(magic) == 2 && magic[0] == 0x1f && magic[1] == 0x8b
+	if !rd.gzipped {
+		rd.member = bufio.NewReaderSize(rd.src, 64<<10)
+	}
+	return rd, nil
+}
+
+// Next returns the next record, io.EOF after the last, or a *FormatError
+// for a fault (after which it returns io.EOF).
+func (r *Reader) Next() (*Record, error) {
+	if r.done {
+		return nil, io.EOF
+	}
+	rec, err := r.next()
+	if err != nil && !errors.Is(err, io.EOF) {
+		r.done = true
+		var fe *FormatError
+		if !errors.As(err, &fe) {
+			err = &FormatError{Offset: r.src.n, Reason: err.Error()}
+		}
+	}
+	if errors.Is(err, io.EOF) {
+		r.done = true
+	}
+	return rec, err
+}
+
+func (r *Reader) next() (*Record, error) {
+	if !r.gzipped {
+		if r.fault != nil {
+			return nil, r.fault
+		}
+		pos := func() int64 { return r.src.n - int64(r.member.Buffered()) }
+		rec, err := r.parse(r.member, pos)
+		if err != nil {
+			return nil, err
+		}
+		// pywb's (warcio's) lengths of records in plain files leave out the
+		// separator after the block. We follow pywb (the rule where
+		// indexers disagree); docs/indexing.md says so.
+		rec.Length = rec.blockEnd - rec.Offset
+		if rec.Truncated {
+			r.fault = &FormatError{Offset: rec.Offset, Reason: "truncated record: block shorter than its length"}
+		}
+		return rec, nil
+	}
+	if r.fault != nil {
+		return nil, r.fault
+	}
+	start := r.src.n
+	if _, err := r.src.r.Peek(1); errors.Is(err, io.EOF) {
+		return nil, io.EOF
+	}
+	var err error
+	if r.gz == nil {
+		r.gz, err = gzip.NewReader(r.src)
+	} else {
+		err = r.gz.Reset(r.src)
+	}
+	if err != nil {
+		return nil, &FormatError{Offset: start, Reason: "not a gzip member (a file must be gzipped one record per member): " + err.Error()}
+	}
+	r.gz.Multistream(false)
+	r.member = bufio.NewReaderSize(r.gz, 64<<10)
+	rec, err := r.parse(r.member, func() int64 { return start })
+	if err != nil {
+		return nil, err
+	}
+	if rec.Truncated {
+		r.fault = &FormatError{Offset: start, Reason: "truncated record: block shorter than its length"}
+	}
+	// Read to the end of the member so that the count stands at its end.
+	// Anything but blank space there is another record in the same member:
+	// it has no offset of its own that a reader could seek to, so it is a
+	// fault, reported after this record.
+	rest, err := io.ReadAll(r.member)
+	if err != nil {
+		return nil, &FormatError{Offset: start, Reason: "corrupt gzip member: " + err.Error()}
+	}
+	if len(bytes.TrimSpace(rest)) > 0 && r.fault == nil {
+		r.fault = &FormatError{Offset: start, Reason: "several records in one gzip member: the later ones cannot be addressed"}
+	}
+	rec.Offset = start
+	rec.Length = r.src.n - start
+	return rec, nil
+}
+
+// parse reads one record from br; pos tells where in the file br stands.
+func (r *Reader) parse(br *bufio.Reader, pos func() int64) (*Record, error) {
+	// Skip blank lines between records; in a WARC file, also lines that are
+	// not a record's start (a record whose Content-Length was wrong leaves
+	// some): pywb resynchronises on the next "WARC/" line the same way.
+	var line string
+	var start int64
+	skipped := 0
+	for {
+		start = pos()
+		l, err := br.ReadString('\n')
+		if errors.Is(err, io.EOF) && l == "" {
+			return nil, io.EOF
+		}
+		if err != nil && !errors.Is(err, io.EOF) {
+			return nil, err
+		}
+		t := strings.TrimRight(l, "\r\n")
+		switch {
+		case strings.TrimSpace(t) == "":
+		case strings.HasPrefix(t, "WARC/"):
+			line = t
+		case r.format == "warc" && skipped < maxResync:
+			skipped += len(l)
+		case r.format == "arc" && !looksLikeARCHeader(t) && skipped < maxResync:
+			// Lines of a filedesc block whose length was wrong.
+			skipped += len(l)
+		default:
+			line = t
+		}
+		if line != "" {
+			break
+		}
+		if errors.Is(err, io.EOF) {
+			return nil, io.EOF
+		}
+	}
+	var rec *Record
+	var err error
+	if strings.HasPrefix(line, "WARC/") {
+		rec, err = parseWARC(br, line, start)
+	} else {
+		rec, err = parseARC(br, line, start)
+	}
+	if err != nil {
+		return nil, err
+	}
+	r.format = rec.Format
+	rec.Offset = start
+	rec.blockEnd = pos()
+	// The separator after the block: CRLF CRLF after a WARC record, a
+	// newline after an ARC record; tolerated when missing.
+	for range 2 {
+		if b, err := br.Peek(2); err == nil && bytes.Equal(b, []byte("\r\n")) {
+			br.Discard(2)
+		} else if err == nil && b[0] == '\n' || len(b) == 1 && b[0] == '\n' {
+			br.Discard(1)
+		}
+		if rec.Format == "arc" {
+			break
+		}
+	}
+	return rec, nil
+}
+
+// looksLikeARCHeader reports whether a line can start an ARC record: a URL
+// (with a scheme) followed by at least four fields.
+func looksLikeARCHeader(line string) bool {
+	f := strings.Fields(line)
+	return len(f) >= 5 && strings.Contains(f[0], ":")
+}
+
+// maxResync bounds the junk skipped looking for the next WARC record.
+const maxResync = 1 << 20
+
+func parseWARC(br *bufio.Reader, version string, start int64) (*Record, error) {
+	rec := &Record{Format: "warc", Version: version}
+	for {
+		l, err := br.ReadString('\n')
+		if err != nil {
+			return nil, &FormatError{Offset: start, Reason: "truncated WARC header"}
+		}
+		l = strings.TrimRight(l, "\r\n")
+		if l == "" {
+			break
+		}
+		if (l[0] == ' ' || l[0] == '\t') && len(rec.Header) > 0 { // continuation line
+			rec.Header[len(rec.Header)-1].Value += " " + strings.TrimSpace(l)
+			continue
+		}
+		name, value, ok := strings.Cut(l, ":")
+		if !ok {
+			return nil, &FormatError{Offset: start, Reason: fmt.Sprintf("WARC header line without a colon: %q", l)}
+		}
+		rec.Header = append(rec.Header, Field{strings.TrimSpace(name), strings.TrimSpace(value)})
+	}
+	n, err := strconv.ParseInt(rec.Header.Get("Content-Length"), 10, 64)
+	if err != nil || n < 0 || n > MaxBlock {
+		return nil, &FormatError{Offset: start, Reason: fmt.Sprintf("bad Content-Length %q", rec.Header.Get("Content-Length"))}
+	}
+	return rec, readBlock(br, rec, n)
+}
+
+// readBlock reads n bytes of block; a short block is kept and flagged.
+func readBlock(br *bufio.Reader, rec *Record, n int64) error {
+	rec.Block = make([]byte, n)
+	got, err := io.ReadFull(br, rec.Block)
+	if errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) {
+		rec.Block, rec.Truncated = rec.Block[:got], true
+		return nil
+	}
+	return err
+}
+
+func parseARC(br *bufio.Reader, line string, start int64) (*Record, error) {
+	f := strings.Fields(line)
+	if len(f) < 5 {
+		return nil, &FormatError{Offset: start, Reason: fmt.Sprintf("not a WARC or ARC record header: %q", truncate(line, 80))}
+	}
+	// URL IP-address Archive-date Content-type Archive-length, read from the
+	// right so that a URL with spaces stays whole.
+	// A length that is no number (or negative) means no block, as pywb reads it.
+	n, err := strconv.ParseInt(f[len(f)-1], 10, 64)
+	if err != nil || n < 0 {
+		n = 0
+	}
+	if n > MaxBlock {
+		return nil, &FormatError{Offset: start, Reason: fmt.Sprintf("ARC length %d is beyond %d", n, MaxBlock)}
+	}
+	url := strings.Join(f[:len(f)-4], " ")
+	rec := &Record{Format: "arc", Version: "ARC/1", Header: Header{
+		{"WARC-Type", "response"},
+		{"WARC-Target-URI", url},
+		{"WARC-IP-Address", f[len(f)-4]},
+		{"WARC-Date", f[len(f)-3]},
+		{"Content-Type", f[len(f)-2]},
+		{"Content-Length", f[len(f)-1]},
+	}}
+	if strings.HasPrefix(url, "filedesc://") {
+		rec.Header[0].Value = "warcinfo"
+	}
+	return rec, readBlock(br, rec, n)
+}
+
+func truncate(s string, n int) string {
+	if len(s) > n {
+		return s[:n] + "..."
+	}
+	return s
+}
