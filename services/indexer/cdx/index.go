@@ -1,0 +1,172 @@
+package cdx
+
+import (
+	"bufio"
+	"bytes"
+	"crypto/sha1"
+	"encoding/base32"
+	"fmt"
+	"strings"
+
+	"github.com/archivist/archivist/services/indexer/warc"
+)
+
+// Header is the first line of a CDX11 file.
+const Header = " CDX N b a m s k r M S V g"
+
+// Entry is one CDX line's fields.
+type Entry struct {
+	URLKey, Timestamp, URL, Mime, Status, Digest string
+	Length, Offset                               int64
+	Filename                                     string
+}
+
+// String is the CDX11 line (without newline): N b a m s k r M S V g.
+func (e Entry) String() string {
+	return fmt.Sprintf("%s %s %s %s %s %s - - %d %d %s", e.URLKey, e.Timestamp, e.URL, e.Mime, e.Status, e.Digest, e.Length, e.Offset, e.Filename)
+}
+
+// FromRecord returns the entry of a record, and false for a record the
+// index leaves out (warcinfo, request, WARC fields metadata, an ARC file's
+// own header), as pywb's default selection does.
+func FromRecord(rec *warc.Record, filename string) (Entry, bool) {
+	switch {
+	case rec.Format == "arc":
+		return fromARC(rec, filename)
+	case rec.Type() == "warcinfo", rec.Type() == "request":
+		return Entry{}, false
+	case strings.HasPrefix(strings.ToLower(rec.Header.Get("Content-Type")), "application/warc-fields"):
+		return Entry{}, false
+	}
+	e := Entry{URL: rec.Header.Get("WARC-Target-URI"), Timestamp: timestamp14(rec.Header.Get("WARC-Date")),
+		Length: rec.Length, Offset: rec.Offset, Filename: filename, Status: "-"}
+	// pywb writes spaces in a WARC target URI as %20.
+	e.URL = strings.ReplaceAll(strings.Trim(e.URL, "<>"), " ", "%20")
+	e.URLKey = SURT(e.URL)
+	payload := rec.Block
+	var status, ctype string
+	if rec.Type() == "response" || rec.Type() == "revisit" {
+		// HTTP headers are parsed whatever the status line's protocol says
+		// ("HTTPX/1.1 200 OK" is indexed as 200).
+		status, ctype, payload = parseHTTP(rec.Block)
+	} else {
+		ctype = rec.Header.Get("Content-Type")
+	}
+	switch {
+	case rec.Type() == "revisit":
+		e.Mime = "warc/revisit"
+	default:
+		e.Mime = mimeOf(ctype, "unk")
+		if t := rec.Header.Get("WARC-Identified-Payload-Type"); t != "" {
+			e.Mime = t
+		}
+	}
+	if rec.Type() == "response" {
+		// A response without a readable status line counts as 200, as pywb
+		// (warcio) reads it.
+		e.Status = "200"
+		if isStatus(status) {
+			e.Status = status
+		}
+	}
+	e.Digest = strings.TrimPrefix(rec.Header.Get("WARC-Payload-Digest"), "sha1:")
+	if e.Digest == "" {
+		e.Digest = "-"
+		if rec.Type() != "revisit" {
+			e.Digest = digest(payload)
+		}
+	}
+	return e, true
+}
+
+func fromARC(rec *warc.Record, filename string) (Entry, bool) {
+	if rec.Type() == "warcinfo" {
+		return Entry{}, false
+	}
+	url := strings.NewReplacer("\r", "%0D", "\n", "%0A", "\x0c", "%0C", "\x00", "%00").Replace(rec.Header.Get("WARC-Target-URI"))
+	ts := rec.Header.Get("WARC-Date")
+	if len(ts) > 14 {
+		ts = ts[:14]
+	}
+	e := Entry{URL: url, URLKey: SURT(url), Timestamp: ts, Length: rec.Length, Offset: rec.Offset, Filename: filename,
+		Mime: mimeOf(rec.Header.Get("Content-Type"), "unk"), Status: "-"}
+	// The block is read as an HTTP response; a status line that is not one
+	// counts as 200, with an empty payload, as pywb reads ARC records.
+	status, _, payload := parseHTTP(rec.Block)
+	e.Status = "200"
+	if isStatus(status) {
+		e.Status = status
+	}
+	e.Digest = digest(payload)
+	return e, true
+}
+
+func isStatus(s string) bool {
+	return len(s) == 3 && s[0] >= '1' && s[0] <= '9' && s[1] >= '0' && s[1] <= '9' && s[2] >= '0' && s[2] <= '9'
+}
+
+// timestamp14 turns a WARC-Date (ISO 8601) into 14 digits.
+func timestamp14(iso string) string {
+	var b strings.Builder
+	for _, c := range iso {
+		if c >= '0' && c <= '9' {
+			b.WriteRune(c)
+		}
+		if b.Len() == 14 {
+			break
+		}
+	}
+	for b.Len() < 14 {
+		b.WriteByte('0')
+	}
+	return b.String()
+}
+
+// mimeOf is a Content-Type's type and subtype (up to a ';' or a space), or
+// def if empty.
+func mimeOf(ct, def string) string {
+	m, _, _ := strings.Cut(ct, ";")
+	f := strings.Fields(m)
+	if len(f) == 0 {
+		return def
+	}
+	return f[0]
+}
+
+// parseHTTP splits an HTTP response into its status code, content type and
+// payload (what follows the headers, not de-chunked: pywb digests the raw
+// payload).
+func parseHTTP(b []byte) (status, ctype string, payload []byte) {
+	end := bytes.Index(b, []byte("\r\n\r\n"))
+	headEnd := end + 4
+	if end < 0 {
+		if end = bytes.Index(b, []byte("\n\n")); end < 0 {
+			end, headEnd = len(b), len(b)
+		} else {
+			headEnd = end + 2
+		}
+	}
+	sc := bufio.NewScanner(bytes.NewReader(b[:end]))
+	first := true
+	for sc.Scan() {
+		line := strings.TrimRight(sc.Text(), "\r")
+		if first {
+			first = false
+			f := strings.Fields(line)
+			if len(f) >= 2 {
+				status = f[1]
+			}
+			continue
+		}
+		if name, value, ok := strings.Cut(line, ":"); ok && strings.EqualFold(strings.TrimSpace(name), "Content-Type") && ctype == "" {
+			ctype = strings.TrimSpace(value)
+		}
+	}
+	return status, ctype, b[headEnd:]
+}
+
+// digest is the payload's sha1 in base32, as CDX writes it.
+func digest(payload []byte) string {
+	s := sha1.Sum(payload)
+	return base32.StdEncoding.EncodeToString(s[:])
+}
