@@ -3,8 +3,6 @@ package cdx_test
 import (
 	"bufio"
 	"bytes"
-	"errors"
-	"io"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -13,7 +11,6 @@ import (
 	"testing"
 
 	"github.com/archivist/archivist/services/indexer/cdx"
-	"github.com/archivist/archivist/services/indexer/warc"
 )
 
 func TestSURT(t *testing.T) {
@@ -35,35 +32,26 @@ func TestSURT(t *testing.T) {
 	}
 }
 
-// Index reads an archive and returns its sorted CDX11 file, as pywb's
-// cdx-indexer -s writes it.
-func index(t *testing.T, data []byte, filename string) (string, error) {
-	r, err := warc.NewReader(bytes.NewReader(data))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var lines []string
-	var fault error
-	for {
-		rec, err := r.Next()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			fault = err
-			break
-		}
-		if e, ok := cdx.FromRecord(rec, filename); ok {
-			lines = append(lines, e.String())
-		}
-	}
+// index reads an archive and returns its sorted CDX11 file, as pywb's
+// cdx-indexer -s writes it, and its sorted CDXJ file (-s -j).
+func index(t *testing.T, data []byte, filename string) (string, string, error) {
+	var lines, jlines []string
+	_, fault := cdx.Index(bytes.NewReader(data), filename, func(e cdx.Entry) error {
+		lines = append(lines, e.String())
+		jlines = append(jlines, e.CDXJ())
+		return nil
+	})
 	sort.Strings(lines)
-	var b strings.Builder
+	sort.Strings(jlines)
+	var b, j strings.Builder
 	b.WriteString(cdx.Header + "\n")
 	for _, l := range lines {
 		b.WriteString(l + "\n")
 	}
-	return b.String(), fault
+	for _, l := range jlines {
+		j.WriteString(l + "\n")
+	}
+	return b.String(), j.String(), fault
 }
 
 func testdata() string {
@@ -105,8 +93,16 @@ func TestMatchesPywb(t *testing.T) {
 			continue
 		}
 		data, _ := os.ReadFile(filepath.Join(root, rel))
-		got, _ := index(t, data, filepath.Base(rel))
+		got, gotJ, _ := index(t, data, filepath.Base(rel))
 		total++
+		wantJ, err := os.ReadFile(filepath.Join(ref, rel+".pywb.cdxj"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if gotJ != string(wantJ) {
+			t.Errorf("%s CDXJ differs:\n--- pywb\n%s--- ours\n%s", rel, wantJ, gotJ)
+			continue
+		}
 		if got == string(want) {
 			same++
 			continue
@@ -116,7 +112,61 @@ func TestMatchesPywb(t *testing.T) {
 	if total < 40 {
 		t.Errorf("only %d reference files compared", total)
 	}
-	t.Logf("%d of %d files byte-identical to pywb's cdx-indexer -s", same, total)
+	t.Logf("%d of %d files byte-identical to pywb's cdx-indexer -s, CDX11 and CDXJ", same, total)
 }
 
 var negative = regexp.MustCompile(` -[0-9]+ `)
+
+// TestMalformedFiles: for every malformed archive in the shared test data,
+// what is indexed and the reason the file fails.
+func TestMalformedFiles(t *testing.T) {
+	root := filepath.Join(testdata(), "warc")
+	if _, err := os.Stat(root); err != nil {
+		t.Skipf("shared test data absent (set ARCHIVIST_TESTDATA): %v", err)
+	}
+	const multi = "several records in one gzip member"
+	for _, c := range []struct {
+		file    string
+		indexed int
+		reason  string // "" for no fault
+	}{
+		// Whole-file gzip (gowarc's .open files): the first record, then the fault.
+		{"internetarchive-gowarc/testdata/warcs/corrupted-mid-record.warc.gz.open", 1, multi},
+		{"internetarchive-gowarc/testdata/warcs/corrupted-trailing-bytes.warc.gz.open", 1, multi},
+		{"internetarchive-gowarc/testdata/warcs/good.warc.gz.open", 1, multi},
+		{"internetarchive-gowarc/testdata/warcs/skip-non-open.warc.gz", 1, multi},
+		{"slyrz-warc/testdata/test.warc.gz", 1, multi},
+		// Not gzipped per record; the first record is a warcinfo (not indexed).
+		{"pywb/sample_archive/warcs/example-bad.warc.gz.bad", 0, multi},
+		{"warcio/test/data/example-bad.warc.gz.bad", 0, multi},
+		{"warcio/test/data/example-bad-non-chunked.warc.gz", 0, multi},
+		// Declared lengths beyond the data: the record is indexed as pywb
+		// does, and the file fails.
+		{"warcio/test/data/example-space-in-url.arc", 1, "truncated record"},
+		{"warcio/test/data/example-wrong-chunks.warc.gz", 1, "truncated record"},
+		// A wrong Content-Length leaves junk before the next record: skipped,
+		// as pywb does.
+		{"pywb/sample_archive/warcs/example.warc", 3, ""},
+		// pywb crashes on it; every record is readable.
+		{"slyrz-warc/testdata/test.warc", 10, ""},
+		// An ARC with a filedesc of length -1 and records of length -1, 1 and "abc".
+		{"pywb/sample_archive/warcs/bad.arc", 3, ""},
+	} {
+		t.Run(c.file, func(t *testing.T) {
+			data, err := os.ReadFile(filepath.Join(root, c.file))
+			if err != nil {
+				t.Fatal(err)
+			}
+			n, err := cdx.Index(bytes.NewReader(data), filepath.Base(c.file), func(cdx.Entry) error { return nil })
+			if n != c.indexed {
+				t.Errorf("%d entries indexed, want %d", n, c.indexed)
+			}
+			switch {
+			case c.reason == "" && err != nil:
+				t.Errorf("fault %v, want none", err)
+			case c.reason != "" && (err == nil || !strings.Contains(err.Error(), c.reason)):
+				t.Errorf("fault %v, want one saying %q", err, c.reason)
+			}
+		})
+	}
+}

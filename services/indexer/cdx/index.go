@@ -17,8 +17,11 @@ const Header = " CDX N b a m s k r M S V g"
 // Entry is one CDX line's fields.
 type Entry struct {
 	URLKey, Timestamp, URL, Mime, Status, Digest string
-	Length, Offset                               int64
-	Filename                                     string
+	// MimeDetected is the record's WARC-Identified-Payload-Type, if any
+	// (CDXJ only).
+	MimeDetected   string
+	Length, Offset int64
+	Filename       string
 }
 
 // String is the CDX11 line (without newline): N b a m s k r M S V g.
@@ -57,9 +60,7 @@ func FromRecord(rec *warc.Record, filename string) (Entry, bool) {
 		e.Mime = "warc/revisit"
 	default:
 		e.Mime = mimeOf(ctype, "unk")
-		if t := rec.Header.Get("WARC-Identified-Payload-Type"); t != "" {
-			e.Mime = t
-		}
+		e.MimeDetected = rec.Header.Get("WARC-Identified-Payload-Type")
 	}
 	if rec.Type() == "response" {
 		// A response without a readable status line counts as 200, as pywb
@@ -169,4 +170,64 @@ func parseHTTP(b []byte) (status, ctype string, payload []byte) {
 func digest(payload []byte) string {
 	s := sha1.Sum(payload)
 	return base32.StdEncoding.EncodeToString(s[:])
+}
+
+// CDXJ is the CDXJ line (without newline): urlkey, timestamp and a JSON
+// object of the other fields, as pywb's cdx-indexer -j writes it (status
+// left out when unknown; values as strings; Python's separators).
+func (e Entry) CDXJ() string {
+	var b strings.Builder
+	b.WriteString(e.URLKey + " " + e.Timestamp + " {")
+	field := func(k, v string, first bool) {
+		if !first {
+			b.WriteString(", ")
+		}
+		b.WriteString(pyQuote(k) + ": " + pyQuote(v))
+	}
+	field("url", e.URL, true)
+	field("mime", e.Mime, false)
+	if e.MimeDetected != "" {
+		field("mime-detected", e.MimeDetected, false)
+	}
+	if e.Status != "-" {
+		field("status", e.Status, false)
+	}
+	if e.Digest != "-" {
+		field("digest", e.Digest, false)
+	}
+	field("length", fmt.Sprint(e.Length), false)
+	field("offset", fmt.Sprint(e.Offset), false)
+	field("filename", e.Filename, false)
+	b.WriteString("}")
+	return b.String()
+}
+
+// pyQuote quotes a string as Python's json.dumps does (ASCII only, \uXXXX
+// for the rest).
+func pyQuote(s string) string {
+	var b strings.Builder
+	b.WriteByte('"')
+	for _, r := range s {
+		switch {
+		case r == '"':
+			b.WriteString(`\"`)
+		case r == '\\':
+			b.WriteString(`\\`)
+		case r == '\n':
+			b.WriteString(`\n`)
+		case r == '\r':
+			b.WriteString(`\r`)
+		case r == '\t':
+			b.WriteString(`\t`)
+		case r < 0x20 || r >= 0x7f && r < 0x10000:
+			fmt.Fprintf(&b, `\u%04x`, r)
+		case r >= 0x10000:
+			r -= 0x10000
+			fmt.Fprintf(&b, `\u%04x\u%04x`, 0xd800+(r>>10), 0xdc00+(r&0x3ff))
+		default:
+			b.WriteRune(r)
+		}
+	}
+	b.WriteByte('"')
+	return b.String()
 }
