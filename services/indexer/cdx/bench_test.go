@@ -1,0 +1,60 @@
+package cdx_test
+
+import (
+	"bytes"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+
+	"github.com/archivist/archivist/services/indexer/cdx"
+)
+
+// BenchmarkIndexVsGunzip compares, in one run on the same file, indexing a
+// gzipped WARC (read, decompress, parse, SURT, digest where missing, CDX
+// lines) with a plain `gunzip -c` of it: the limit an indexer can reach.
+// The file is pywb's iana.warc.gz (171 records, many revisits) repeated 64
+// times (~50 MB). docs/PERFORMANCE.md has figures.
+func BenchmarkIndexVsGunzip(b *testing.B) {
+	src := filepath.Join(testdata(), "warc", "pywb", "sample_archive", "warcs", "iana.warc.gz")
+	one, err := os.ReadFile(src)
+	if err != nil {
+		b.Skipf("shared test data absent (set ARCHIVIST_TESTDATA): %v", err)
+	}
+	data := bytes.Repeat(one, 64)
+	path := filepath.Join(b.TempDir(), "big.warc.gz")
+	if err := os.WriteFile(path, data, 0o644); err != nil {
+		b.Fatal(err)
+	}
+	if _, err := exec.LookPath("gunzip"); err != nil {
+		b.Fatal("gunzip not found: it is the peer this benchmark compares with")
+	}
+	b.Run("gunzip", func(b *testing.B) {
+		b.SetBytes(int64(len(data)))
+		for range b.N {
+			cmd := exec.Command("gunzip", "-c", path)
+			cmd.Stdout = io.Discard
+			if err := cmd.Run(); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("index", func(b *testing.B) {
+		b.SetBytes(int64(len(data)))
+		records := 0
+		for range b.N {
+			f, err := os.Open(path)
+			if err != nil {
+				b.Fatal(err)
+			}
+			n, err := cdx.Index(f, "big.warc.gz", func(e cdx.Entry) error { _ = e.String(); return nil })
+			f.Close()
+			if err != nil || n == 0 {
+				b.Fatalf("%d entries: %v", n, err)
+			}
+			records += n
+		}
+		b.ReportMetric(float64(records)/b.Elapsed().Seconds(), "records/s")
+	})
+}
