@@ -3,6 +3,7 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"flag"
@@ -11,6 +12,8 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"path/filepath"
+	"sort"
 	"strconv"
 	"syscall"
 	"text/tabwriter"
@@ -25,6 +28,7 @@ import (
 	"github.com/archivist/archivist/services/archivist/dev"
 	"github.com/archivist/archivist/services/archivist/researchcmd"
 	"github.com/archivist/archivist/services/archivist/works"
+	"github.com/archivist/archivist/services/indexer/cdx"
 )
 
 const usage = `usage: archivist <command> [flags]
@@ -42,6 +46,9 @@ commands:
             open resolution tasks, audit queue, dead letters
   audit check OBJECT | --space PREFIX [--light]
             queue high-priority checks now
+  cdx [--cdxj] [--sort] FILE...
+            write the CDX index lines of ARC/WARC files to stdout, as pywb's
+            cdx-indexer does (byte-identical on the shared test archives)
   dlq list [--limit N] [--json]
             dead-lettered messages: where they came from and why
   dlq replay SEQ
@@ -105,6 +112,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return researchCmd(ctx, args[1:], stdout, stderr)
 	case "audit":
 		return auditCmd(ctx, args[1:], stdout, stderr)
+	case "cdx":
+		return cdxCmd(args[1:], stdout, stderr)
 	case "dlq":
 		return dlqCmd(ctx, args[1:], stdout, stderr, log)
 	case "version":
@@ -277,4 +286,63 @@ func printJSON(w io.Writer, v any) error {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	return enc.Encode(v)
+}
+
+// cdxCmd indexes files: CDX11 (with its header line) or CDXJ, in file order
+// or sorted. Every file's lines up to a fault are written; the faults are
+// reported on stderr and make the command fail.
+func cdxCmd(args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("cdx", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	cdxj := fs.Bool("cdxj", false, "write CDXJ instead of CDX11")
+	sorted := fs.Bool("sort", false, "sort the lines (as cdx-indexer -s)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() == 0 {
+		return fmt.Errorf("usage: archivist cdx [--cdxj] [--sort] FILE...")
+	}
+	w := bufio.NewWriterSize(stdout, 1<<16)
+	defer w.Flush()
+	if !*cdxj {
+		fmt.Fprintln(w, cdx.Header)
+	}
+	var lines []string
+	var faults []error
+	for _, name := range fs.Args() {
+		f, err := os.Open(name)
+		if err != nil {
+			faults = append(faults, err)
+			continue
+		}
+		_, err = cdx.Index(bufio.NewReaderSize(f, 1<<20), filepath.Base(name), func(e cdx.Entry) error {
+			line := e.String()
+			if *cdxj {
+				line = e.CDXJ()
+			}
+			if *sorted {
+				lines = append(lines, line)
+				return nil
+			}
+			_, err := fmt.Fprintln(w, line)
+			return err
+		})
+		f.Close()
+		if err != nil {
+			faults = append(faults, fmt.Errorf("%s: %w", name, err))
+		}
+	}
+	if *sorted {
+		sort.Strings(lines)
+		for _, l := range lines {
+			fmt.Fprintln(w, l)
+		}
+	}
+	for _, err := range faults {
+		fmt.Fprintln(stderr, "archivist cdx:", err)
+	}
+	if len(faults) > 0 {
+		return fmt.Errorf("%d of %d files could not be indexed whole", len(faults), fs.NArg())
+	}
+	return nil
 }

@@ -1,0 +1,50 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestCDXCommandMatchesPywb: `archivist cdx --sort` and `--cdxj --sort`
+// write what pywb's cdx-indexer -s (-j) writes.
+func TestCDXCommandMatchesPywb(t *testing.T) {
+	td := os.Getenv("ARCHIVIST_TESTDATA")
+	if td == "" {
+		td = "../../../shared/testdata"
+	}
+	warcs := filepath.Join(td, "warc", "pywb", "sample_archive", "warcs")
+	ref := filepath.Join(td, "warc", "reference", "pywb", "sample_archive", "warcs")
+	if _, err := os.Stat(warcs); err != nil {
+		t.Skipf("shared test data absent (set ARCHIVIST_TESTDATA): %v", err)
+	}
+	for _, c := range []struct{ file, flag, ext string }{
+		{"iana.warc.gz", "", ".pywb.cdx"}, {"iana.warc.gz", "--cdxj", ".pywb.cdxj"},
+		{"example.arc", "", ".pywb.cdx"}, {"dupes.warc.gz", "--cdxj", ".pywb.cdxj"},
+	} {
+		args := []string{"cdx", "--sort"}
+		if c.flag != "" {
+			args = append(args, c.flag)
+		}
+		var out, errs bytes.Buffer
+		if err := run(context.Background(), append(args, filepath.Join(warcs, c.file)), &out, &errs); err != nil {
+			t.Fatalf("%s: %v %s", c.file, err, errs.String())
+		}
+		want, err := os.ReadFile(filepath.Join(ref, c.file+c.ext))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if out.String() != string(want) {
+			t.Errorf("%s %s differs from pywb", c.file, c.flag)
+		}
+	}
+	// A broken file: its lines up to the fault, the reason, a failure.
+	var out, errs bytes.Buffer
+	err := run(context.Background(), []string{"cdx", filepath.Join(td, "warc", "warcio", "test", "data", "example-wrong-chunks.warc.gz")}, &out, &errs)
+	if err == nil || !strings.Contains(errs.String(), "truncated record") || strings.Count(out.String(), "\n") != 2 {
+		t.Errorf("broken file: err %v, stderr %q, stdout %q", err, errs.String(), out.String())
+	}
+}
