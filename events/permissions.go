@@ -46,7 +46,10 @@ var accessOf = map[string]access{
 		buckets:    []string{BucketResearchers},
 		bucketPuts: true,
 	},
-	"indexer":    {},
+	"indexer": {
+		publishes: []string{SubjectIndexTask, SubjectIndexCDXReady},
+		consumers: []Consumer{IndexerRecorded, Indexers},
+	},
 	"aggregator": {},
 	"auditor": {
 		publishes:  []string{SubjectAuditTaskHigh, SubjectAuditTaskLow},

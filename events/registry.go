@@ -26,6 +26,8 @@ func init() {
 	register(Kind{Type: TypeObjectRecorded, Subject: SubjectObjectRecorded, New: func() Event { return new(ObjectRecorded) }})
 	register(Kind{Type: TypeObjectDeleted, Subject: SubjectObjectDeleted, New: func() Event { return new(ObjectDeleted) }})
 	register(Kind{Type: TypeAuditTask, Subject: SubjectAuditTaskLow, New: func() Event { return new(AuditTask) }})
+	register(Kind{Type: TypeIndexTask, Subject: SubjectIndexTask, New: func() Event { return new(IndexTask) }})
+	register(Kind{Type: TypeIndexCDXReady, Subject: SubjectIndexCDXReady, New: func() Event { return new(IndexCDXReady) }})
 	register(Kind{Type: TypeWorkUpserted, Subject: SubjectWorkUpserted, New: func() Event { return new(WorkUpserted) }})
 }
 

@@ -122,7 +122,7 @@ func Streams(replicas int) []jetstream.StreamConfig {
 			Storage:     jetstream.FileStorage,
 			Replicas:    replicas,
 		},
-	}, append(ResearchStreams(replicas), AuditStreams(replicas)...)...)
+	}, append(append(ResearchStreams(replicas), AuditStreams(replicas)...), IndexStreams(replicas)...)...)
 }
 
 // Consumer is a durable pull consumer on a stream.

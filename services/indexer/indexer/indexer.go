@@ -1,13 +1,245 @@
-// Package indexer is the indexer service: indexes every ARC/WARC file into CDX, one file per task.
+// Package indexer is the indexer service (wayback-automatic-indexing.txt,
+// strategy 2: one file per task): it learns of ARC/WARC files from
+// archive.object.recorded and from a scheduled listing of the repository,
+// hands each due file out as a task (fewest failures first, then newest),
+// indexes it into sorted CDX11, records the output and announces it with
+// index.cdx.ready. A file that fails is tried again alone; after
+// INDEXER_MAX_FAILURES it is parked for an operator.
 package indexer
 
-import "github.com/archivist/archivist/pkg/service"
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"path"
+	"sort"
+	"time"
 
-// Definition is the indexer service. Its feature is not built yet; see the
-// open issues and docs/indexer.md.
+	"github.com/archivist/archivist/events"
+	"github.com/archivist/archivist/pkg/blob"
+	"github.com/archivist/archivist/pkg/bus"
+	"github.com/archivist/archivist/pkg/service"
+	"github.com/archivist/archivist/pkg/store"
+	"github.com/archivist/archivist/services/indexer/cdx"
+	"github.com/archivist/archivist/services/indexer/migrations"
+	"github.com/archivist/archivist/services/indexer/registry"
+)
+
+// Config is the indexer's configuration.
+type Config struct {
+	// RepositoryPrefix is where in the blob store archive files are listed.
+	RepositoryPrefix string `env:"INDEXER_REPOSITORY_PREFIX"`
+	// OutputPrefix is where CDX outputs are written.
+	OutputPrefix string `env:"INDEXER_OUTPUT_PREFIX, default=cdx/"`
+	// ScanInterval is how often the repository is listed (a missed event
+	// is caught by the next listing).
+	ScanInterval time.Duration `env:"INDEXER_SCAN_INTERVAL, default=1m"`
+	// DispatchInterval is how often due files are handed out.
+	DispatchInterval time.Duration `env:"INDEXER_DISPATCH_INTERVAL, default=2s"`
+	// MaxFailures parks a file after this many failed attempts.
+	MaxFailures int `env:"INDEXER_MAX_FAILURES, default=3"`
+	// StaleAfter hands a queued or indexing file out again after this long
+	// (a lost task, a dead indexer).
+	StaleAfter time.Duration `env:"INDEXER_STALE_AFTER, default=10m"`
+	// Concurrency is how many files one indexer indexes at once.
+	Concurrency int `env:"INDEXER_CONCURRENCY, default=2"`
+}
+
+// Definition is the indexer service.
 func Definition() service.Definition {
-	return service.Planned("indexer", "indexes every ARC/WARC file into CDX, one file per task",
-		"keep a registry of archive files from archive.object.recorded and a repository poll",
-		"index each file to CDX with retries and a bad-reputation rule; publish index.cdx.ready",
-	)
+	return service.Definition{
+		Name:      "indexer",
+		Summary:   "indexes every ARC/WARC file into CDX, one file per task",
+		Schemas:   []store.Schema{migrations.Schema},
+		NeedsDB:   true,
+		NeedsBus:  true,
+		NeedsBlob: true,
+		Run:       service.Configured(run),
+	}
+}
+
+func run(ctx context.Context, env *service.Env, cfg Config) error {
+	ix := New(env.Bus, registry.New(env.DB, cfg.MaxFailures), env.Blob, cfg, env.Log)
+	recorded, err := bus.Consume(ctx, env.Bus, events.IndexerRecorded, ix.Recorded, bus.WithConcurrency(4))
+	if err != nil {
+		return err
+	}
+	tasks, err := bus.Consume(ctx, env.Bus, events.Indexers, ix.Task, bus.WithConcurrency(cfg.Concurrency))
+	if err != nil {
+		return errors.Join(err, recorded.Stop(context.Background()))
+	}
+	env.Ready()
+	ix.Loop(ctx)
+	sctx, cancel := context.WithTimeout(context.Background(), env.ShutdownTimeout)
+	defer cancel()
+	return errors.Join(tasks.Stop(sctx), recorded.Stop(sctx))
+}
+
+// Indexer is the indexer's logic on its dependencies.
+type Indexer struct {
+	bus  *bus.Bus
+	reg  *registry.Registry
+	blob blob.Store
+	cfg  Config
+	log  *slog.Logger
+	wake chan struct{}
+}
+
+// New returns an indexer.
+func New(b *bus.Bus, reg *registry.Registry, bs blob.Store, cfg Config, log *slog.Logger) *Indexer {
+	return &Indexer{bus: b, reg: reg, blob: bs, cfg: cfg, log: log, wake: make(chan struct{}, 1)}
+}
+
+func (ix *Indexer) wakeUp() {
+	select {
+	case ix.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Recorded registers an archive file recorded by ingest.
+func (ix *Indexer) Recorded(ctx context.Context, m *bus.Message[events.ObjectRecorded]) error {
+	isNew, err := ix.reg.Discover(ctx, m.Event.Object, m.Event.Size)
+	if isNew {
+		ix.log.Info("archive file recorded", "file", m.Event.Object)
+		ix.wakeUp()
+	}
+	return err
+}
+
+// Loop lists the repository, hands out due files and announces outputs
+// until ctx ends.
+func (ix *Indexer) Loop(ctx context.Context) {
+	scan := time.NewTicker(ix.cfg.ScanInterval)
+	defer scan.Stop()
+	dispatch := time.NewTicker(ix.cfg.DispatchInterval)
+	defer dispatch.Stop()
+	ix.Scan(ctx)
+	for {
+		if err := ix.Dispatch(ctx); err != nil && ctx.Err() == nil {
+			ix.log.Error("dispatch", "err", err)
+		}
+		if err := ix.Announce(ctx); err != nil && ctx.Err() == nil {
+			ix.log.Error("announce", "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-scan.C:
+			ix.Scan(ctx)
+		case <-dispatch.C:
+		case <-ix.wake:
+		}
+	}
+}
+
+// Scan lists the repository and registers the archive files it finds.
+func (ix *Indexer) Scan(ctx context.Context) {
+	found := 0
+	for info, err := range ix.blob.List(ctx, ix.cfg.RepositoryPrefix) {
+		if err != nil {
+			ix.log.Error("list repository", "err", err)
+			return
+		}
+		if isNew, err := ix.reg.Discover(ctx, info.Key, info.Size); err != nil {
+			ix.log.Error("discover", "file", info.Key, "err", err)
+		} else if isNew {
+			found++
+		}
+	}
+	if found > 0 {
+		ix.log.Info("archive files found by the repository listing", "files", found)
+	}
+}
+
+// Dispatch publishes a task for every due file.
+func (ix *Indexer) Dispatch(ctx context.Context) error {
+	due, err := ix.reg.TakeDue(ctx, 100, ix.cfg.StaleAfter)
+	if err != nil || len(due) == 0 {
+		return err
+	}
+	out := make([]bus.Outgoing, 0, len(due))
+	for _, d := range due {
+		env, err := events.New(ix.bus.Producer(), &events.IndexTask{File: d.Name, Attempt: d.Attempt})
+		if err != nil {
+			return err
+		}
+		env.ID = fmt.Sprintf("index:%s:%d", d.Name, d.Attempt)
+		out = append(out, bus.Outgoing{Subject: events.SubjectIndexTask, Envelope: env})
+	}
+	return ix.bus.PublishBatch(ctx, out)
+}
+
+// Announce publishes index.cdx.ready for every recorded, unannounced
+// output: the registry is the outbox, so a crash between recording and
+// publishing delays the announcement, never loses it.
+func (ix *Indexer) Announce(ctx context.Context) error {
+	todo, err := ix.reg.Unannounced(ctx, 100)
+	if err != nil {
+		return err
+	}
+	for _, a := range todo {
+		env, err := events.New(ix.bus.Producer(), &events.IndexCDXReady{File: a.File, Output: a.Output, Lines: a.Lines, Complete: a.Complete})
+		if err != nil {
+			return err
+		}
+		env.ID = "ready:" + a.Output
+		if _, err := ix.bus.Publish(ctx, events.SubjectIndexCDXReady, env); err != nil {
+			return err
+		}
+		if err := ix.reg.Announced(ctx, a.File, a.Output); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Task indexes one file: its sorted CDX11 written under a name of this
+// attempt's own, then recorded as the file's output in one statement, then
+// announced.
+func (ix *Indexer) Task(ctx context.Context, m *bus.Message[events.IndexTask]) error {
+	d := registry.Due{Name: m.Event.File, Attempt: m.Event.Attempt}
+	log := ix.log.With("file", d.Name, "attempt", d.Attempt)
+	ok, err := ix.reg.Claim(ctx, d)
+	if err != nil || !ok {
+		if !ok && err == nil {
+			log.Info("stale task dropped: the file was handed out again")
+		}
+		return err
+	}
+	rc, _, err := ix.blob.Get(ctx, d.Name)
+	if err != nil {
+		log.Warn("cannot read archive file", "err", err)
+		return ix.reg.Failed(ctx, d, err.Error())
+	}
+	var lines []string
+	_, fault := cdx.Index(rc, path.Base(d.Name), func(e cdx.Entry) error {
+		lines = append(lines, e.String())
+		return nil
+	})
+	rc.Close()
+	sort.Strings(lines)
+	var buf bytes.Buffer
+	buf.WriteString(cdx.Header + "\n")
+	for _, l := range lines {
+		buf.WriteString(l + "\n")
+	}
+	output := fmt.Sprintf("%s%s/%d.cdx", ix.cfg.OutputPrefix, d.Name, d.Attempt)
+	if _, err := ix.blob.Put(ctx, output, &buf, map[string]string{"content-type": "text/plain"}); err != nil {
+		return fmt.Errorf("write CDX of %s: %w", d.Name, err)
+	}
+	reason := ""
+	if fault != nil {
+		reason = fault.Error()
+		log.Warn("archive file indexed up to a fault", "lines", len(lines), "reason", reason)
+	} else {
+		log.Info("archive file indexed", "lines", len(lines), "output", output)
+	}
+	if err := ix.reg.Indexed(ctx, d, output, int64(len(lines)), reason); err != nil {
+		return err
+	}
+	ix.wakeUp() // announce now, and hand out a failed file again
+	return nil
 }

@@ -1,0 +1,108 @@
+package events
+
+import (
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Event types of web-archive indexing.
+const (
+	TypeIndexTask     = "index.task"
+	TypeIndexCDXReady = "index.cdx.ready"
+)
+
+// Subjects and streams of web-archive indexing.
+const (
+	// SubjectIndexTask carries one archive file to index.
+	SubjectIndexTask = "index.task"
+	// SubjectIndexCDXReady says a file's CDX output is ready to merge.
+	SubjectIndexCDXReady = "index.cdx.ready"
+	// StreamIndexTasks is the indexers' work queue.
+	StreamIndexTasks = "INDEX_TASKS"
+	// StreamIndexReady holds ready outputs for the aggregator.
+	StreamIndexReady = "INDEX_READY"
+)
+
+// IndexTask asks an indexer to index one archive file.
+type IndexTask struct {
+	// File is the archive file's key in the blob store.
+	File string `msgpack:"file" json:"file"`
+	// Attempt numbers the file's indexing attempts (1 for the first).
+	Attempt int `msgpack:"attempt" json:"attempt"`
+}
+
+// EventType implements Event.
+func (IndexTask) EventType() string { return TypeIndexTask }
+
+// EventSchemaVersion implements Event.
+func (IndexTask) EventSchemaVersion() int { return 1 }
+
+// Validate implements Event.
+func (t *IndexTask) Validate() error {
+	if t.File == "" {
+		return &FieldError{Field: "file", Msg: "is required"}
+	}
+	return nil
+}
+
+// IndexCDXReady says an archive file was indexed: its sorted CDX11 lines
+// are in the blob store under Output, replacing any earlier output of the
+// same file.
+type IndexCDXReady struct {
+	// File is the archive file's key.
+	File string `msgpack:"file" json:"file"`
+	// Output is the CDX output's key in the blob store.
+	Output string `msgpack:"output" json:"output"`
+	// Lines is the number of CDX lines.
+	Lines int64 `msgpack:"lines" json:"lines"`
+	// Complete is false when the file had a fault: the lines cover the
+	// records before it.
+	Complete bool `msgpack:"complete" json:"complete"`
+}
+
+// EventType implements Event.
+func (IndexCDXReady) EventType() string { return TypeIndexCDXReady }
+
+// EventSchemaVersion implements Event.
+func (IndexCDXReady) EventSchemaVersion() int { return 1 }
+
+// Validate implements Event.
+func (r *IndexCDXReady) Validate() error {
+	switch {
+	case r.File == "":
+		return &FieldError{Field: "file", Msg: "is required"}
+	case r.Output == "":
+		return &FieldError{Field: "output", Msg: "is required"}
+	}
+	return nil
+}
+
+// IndexStreams returns the indexing streams.
+func IndexStreams(replicas int) []jetstream.StreamConfig {
+	return []jetstream.StreamConfig{
+		{Name: StreamIndexTasks, Description: "Archive files to index, one per task.", Subjects: []string{SubjectIndexTask},
+			Retention: jetstream.WorkQueuePolicy, MaxAge: 7 * 24 * time.Hour, Duplicates: defaultDuplicateWindow,
+			Storage: jetstream.FileStorage, Replicas: replicas},
+		{Name: StreamIndexReady, Description: "CDX outputs ready to merge.", Subjects: []string{SubjectIndexCDXReady},
+			Retention: jetstream.LimitsPolicy, MaxAge: 30 * 24 * time.Hour, Duplicates: defaultDuplicateWindow,
+			Storage: jetstream.FileStorage, Replicas: replicas},
+	}
+}
+
+// Indexer consumers.
+var (
+	// IndexerRecorded learns of archive files from recorded objects.
+	IndexerRecorded = Consumer{Stream: StreamArchive, Config: jetstream.ConsumerConfig{
+		Durable: "indexer-recorded", Description: "indexer: archive files recorded",
+		FilterSubject: SubjectObjectRecorded, AckPolicy: jetstream.AckExplicitPolicy,
+		AckWait: defaultConsumerAckWait, MaxDeliver: defaultConsumerMaxDeliver, MaxAckPending: 1000,
+	}}
+	// Indexers is the indexers' shared consumer of tasks. A task that
+	// fails is not redelivered: the registry counts the failure and
+	// queues the file again, alone, until it is parked.
+	Indexers = Consumer{Stream: StreamIndexTasks, Config: jetstream.ConsumerConfig{
+		Durable: "indexers", Description: "indexers: one file per task",
+		AckPolicy: jetstream.AckExplicitPolicy, AckWait: time.Minute, MaxDeliver: defaultConsumerMaxDeliver, MaxAckPending: 1000,
+	}}
+)

@@ -1,0 +1,174 @@
+// Package registry is the indexer's archive-file registry in PostgreSQL:
+// which files exist, which are due, and how each one's indexing went. Every
+// change of a file's state is one statement or one transaction.
+package registry
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// Registry is the registry on PostgreSQL.
+type Registry struct {
+	db          *pgxpool.Pool
+	maxFailures int
+}
+
+// New returns the registry; a file that fails maxFailures times is parked.
+func New(db *pgxpool.Pool, maxFailures int) *Registry {
+	return &Registry{db: db, maxFailures: maxFailures}
+}
+
+// KindOf says whether a key names an archive file: "warc", "arc" or "".
+func KindOf(name string) string {
+	n := strings.ToLower(strings.TrimSuffix(strings.ToLower(name), ".gz"))
+	switch {
+	case strings.HasSuffix(n, ".warc"):
+		return "warc"
+	case strings.HasSuffix(n, ".arc"):
+		return "arc"
+	}
+	return ""
+}
+
+// Discover records an archive file if it is new; it reports whether it was.
+func (r *Registry) Discover(ctx context.Context, name string, size int64) (bool, error) {
+	kind := KindOf(name)
+	if kind == "" {
+		return false, nil
+	}
+	tag, err := r.db.Exec(ctx, `INSERT INTO indexer.files (name, kind, size) VALUES ($1, $2, $3) ON CONFLICT (name) DO NOTHING`, name, kind, size)
+	if err != nil {
+		return false, fmt.Errorf("discover %s: %w", name, err)
+	}
+	return tag.RowsAffected() == 1, nil
+}
+
+// Due is a file handed out for indexing.
+type Due struct {
+	Name    string
+	Attempt int
+}
+
+// TakeDue marks up to limit due files queued (fewest failures first, then
+// newest) and returns them: new and failed files, and files queued or
+// indexing for longer than stale (a lost task or a dead indexer).
+func (r *Registry) TakeDue(ctx context.Context, limit int, stale time.Duration) ([]Due, error) {
+	rows, err := r.db.Query(ctx, `UPDATE indexer.files f SET status = 'queued', status_at = now(), attempts = attempts + 1
+		FROM (SELECT name FROM indexer.files
+			WHERE status IN ('new', 'failed') OR (status IN ('queued', 'indexing') AND status_at < now() - $2::interval)
+			ORDER BY failures, discovered_at DESC LIMIT $1 FOR UPDATE SKIP LOCKED) due
+		WHERE f.name = due.name RETURNING f.name, f.attempts`, limit, stale)
+	if err != nil {
+		return nil, fmt.Errorf("take due files: %w", err)
+	}
+	return pgx.CollectRows(rows, pgx.RowToStructByPos[Due])
+}
+
+// Claim marks a queued file as being indexed by attempt. It reports false
+// when the task is stale (another attempt took the file since).
+func (r *Registry) Claim(ctx context.Context, d Due) (bool, error) {
+	tag, err := r.db.Exec(ctx, `UPDATE indexer.files SET status = 'indexing', status_at = now()
+		WHERE name = $1 AND attempts = $2 AND status IN ('queued', 'indexing')`, d.Name, d.Attempt)
+	if err != nil {
+		return false, fmt.Errorf("claim %s: %w", d.Name, err)
+	}
+	return tag.RowsAffected() == 1, nil
+}
+
+// Indexed records attempt's output as the file's, in one statement: status,
+// output and the announcement still to make. fault is the reason the file
+// could not be indexed whole, or "" (then the file is indexed). A faulty
+// file keeps its partial output and counts a failure; after maxFailures it
+// is parked.
+func (r *Registry) Indexed(ctx context.Context, d Due, output string, lines int64, fault string) error {
+	_, err := r.db.Exec(ctx, `UPDATE indexer.files SET
+		output = $3, lines = $4, complete = ($5 = ''), announced = false, indexed_at = now(), status_at = now(),
+		last_error = $5,
+		failures = failures + CASE WHEN $5 = '' THEN 0 ELSE 1 END,
+		status = CASE WHEN $5 = '' THEN 'indexed' WHEN failures + 1 >= $6 THEN 'parked' ELSE 'failed' END
+		WHERE name = $1 AND attempts = $2`, d.Name, d.Attempt, output, lines, fault, r.maxFailures)
+	if err != nil {
+		return fmt.Errorf("record %s: %w", d.Name, err)
+	}
+	return nil
+}
+
+// Failed records a failure that produced no output (the file unreadable).
+func (r *Registry) Failed(ctx context.Context, d Due, reason string) error {
+	_, err := r.db.Exec(ctx, `UPDATE indexer.files SET last_error = $3, failures = failures + 1, status_at = now(),
+		status = CASE WHEN failures + 1 >= $4 THEN 'parked' ELSE 'failed' END
+		WHERE name = $1 AND attempts = $2`, d.Name, d.Attempt, reason, r.maxFailures)
+	if err != nil {
+		return fmt.Errorf("record failure of %s: %w", d.Name, err)
+	}
+	return nil
+}
+
+// Announcement is an output whose index.cdx.ready is still to be published.
+type Announcement struct {
+	File, Output string
+	Lines        int64
+	Complete     bool
+}
+
+// Unannounced lists outputs recorded but not yet announced.
+func (r *Registry) Unannounced(ctx context.Context, limit int) ([]Announcement, error) {
+	rows, err := r.db.Query(ctx, `SELECT name, output, lines, complete FROM indexer.files WHERE NOT announced AND output <> '' LIMIT $1`, limit)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, pgx.RowToStructByPos[Announcement])
+}
+
+// Announced marks an output announced (if it is still the file's output).
+func (r *Registry) Announced(ctx context.Context, file, output string) error {
+	_, err := r.db.Exec(ctx, `UPDATE indexer.files SET announced = true WHERE name = $1 AND output = $2`, file, output)
+	return err
+}
+
+// ErrUnknown is returned by Reset for a file the registry does not hold.
+var ErrUnknown = errors.New("no such archive file")
+
+// Reset makes a file new again (an operator's decision after fixing a
+// parked file): failures forgotten, due at once.
+func (r *Registry) Reset(ctx context.Context, name string) error {
+	tag, err := r.db.Exec(ctx, `UPDATE indexer.files SET status = 'new', failures = 0, last_error = '', status_at = now() WHERE name = $1`, name)
+	if err != nil {
+		return fmt.Errorf("reset %s: %w", name, err)
+	}
+	if tag.RowsAffected() == 0 {
+		return fmt.Errorf("%s: %w", name, ErrUnknown)
+	}
+	return nil
+}
+
+// File is a registry row.
+type File struct {
+	Name      string    `json:"name"`
+	Status    string    `json:"status"`
+	Failures  int       `json:"failures"`
+	LastError string    `json:"last_error,omitempty"`
+	Output    string    `json:"output,omitempty"`
+	Lines     int64     `json:"lines"`
+	Found     time.Time `json:"discovered_at"`
+}
+
+// Get reads a file's row.
+func (r *Registry) Get(ctx context.Context, name string) (File, error) {
+	rows, err := r.db.Query(ctx, `SELECT name, status, failures, last_error, output, lines, discovered_at FROM indexer.files WHERE name = $1`, name)
+	if err != nil {
+		return File{}, err
+	}
+	f, err := pgx.CollectExactlyOneRow(rows, pgx.RowToStructByPos[File])
+	if errors.Is(err, pgx.ErrNoRows) {
+		return File{}, fmt.Errorf("%s: %w", name, ErrUnknown)
+	}
+	return f, err
+}
