@@ -313,7 +313,7 @@ func checkScaledObject(s *ScaledObject, fail func(string, ...any)) {
 }
 
 func consumerExists(stream, durable string) bool {
-	for _, c := range []events.Consumer{events.Researchers, events.CWAResults, events.PWAWorks,
+	for _, c := range []events.Consumer{events.Researchers, events.Indexers, events.CWAResults, events.PWAWorks,
 		events.CuratorEpisodes, events.CuratorClips, events.CuratorMerger} {
 		if c.Stream == stream && c.Config.Durable == durable {
 			return true

@@ -12,6 +12,7 @@ import (
 	"github.com/archivist/archivist/services/auditor/auditor"
 	"github.com/archivist/archivist/services/curator/curator"
 	"github.com/archivist/archivist/services/cwa/cwa"
+	"github.com/archivist/archivist/services/indexer/indexer"
 	"github.com/archivist/archivist/services/pwa/pwa"
 	"github.com/archivist/archivist/services/researcher/researcher"
 )
@@ -26,7 +27,7 @@ func TestREADMEDocumentsEveryVariable(t *testing.T) {
 	}
 	table := string(readme)
 	for _, cfg := range []any{&service.Common{}, &logging.Config{}, &curator.Config{}, &dev.Options{},
-		&pwa.Config{}, &cwa.Config{}, &researcher.Config{}, &auditor.Config{}} {
+		&pwa.Config{}, &cwa.Config{}, &researcher.Config{}, &auditor.Config{}, &indexer.Config{}} {
 		for _, v := range config.Vars(cfg) {
 			row := "| `" + v.Name + "` | "
 			i := strings.Index(table, row)
