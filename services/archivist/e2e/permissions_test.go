@@ -1,6 +1,7 @@
 package e2e_test
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -18,6 +19,8 @@ import (
 	auditormigrations "github.com/archivist/archivist/services/auditor/migrations"
 	"github.com/archivist/archivist/services/curator/curator"
 	curatormigrations "github.com/archivist/archivist/services/curator/migrations"
+	"github.com/archivist/archivist/services/indexer/indexer"
+	indexermigrations "github.com/archivist/archivist/services/indexer/migrations"
 )
 
 // authConf is the users file the Kubernetes NATS deployment includes.
@@ -69,6 +72,30 @@ func TestServicesWorkWithTheirOwnNATSUsers(t *testing.T) {
 	if _, _, err := w.bus.PublishEvent(ctx, &events.ObjectRecorded{Object: "objects/x", SHA256: hex.EncodeToString(sum[:]), Size: 1}); err != nil {
 		t.Fatal(err)
 	}
+	// The indexer, as its own user, indexes an archive file the curator records.
+	testenv.StartServiceIn(t, indexer.Definition(), testenv.Shared{NATSURL: url, DBURL: testenv.DBURL(t, indexermigrations.Schema), Blob: w.shared.Blob},
+		merge(as("indexer"), map[string]string{"INDEXER_REPOSITORY_PREFIX": "none/", "INDEXER_DISPATCH_INTERVAL": "50ms"}))
+	warc := []byte("WARC/1.0\r\nWARC-Type: resource\r\nWARC-Target-URI: http://x.example/\r\nWARC-Date: 2026-01-01T00:00:00Z\r\nContent-Type: text/plain\r\nContent-Length: 1\r\n\r\nx\r\n\r\n")
+	if _, err := w.shared.Blob.Put(ctx, "archive/x.warc", bytes.NewReader(warc), nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := w.bus.PublishEvent(ctx, &events.ObjectRecorded{Object: "archive/x.warc", SHA256: strings.Repeat("0", 64), Size: int64(len(warc))}); err != nil {
+		t.Fatal(err)
+	}
+	ready, err := w.bus.JetStream().Stream(ctx, events.StreamIndexReady)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(20 * time.Second); ; {
+		if info, err := ready.Info(ctx); err == nil && info.State.Msgs == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the indexer never announced the file's index")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+
 	st, err := w.bus.JetStream().Stream(ctx, events.StreamAuditLow)
 	if err != nil {
 		t.Fatal(err)
