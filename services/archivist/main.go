@@ -26,6 +26,7 @@ import (
 	"github.com/archivist/archivist/services/archivist/all"
 	"github.com/archivist/archivist/services/archivist/auditcmd"
 	"github.com/archivist/archivist/services/archivist/dev"
+	"github.com/archivist/archivist/services/archivist/indexcmd"
 	"github.com/archivist/archivist/services/archivist/researchcmd"
 	"github.com/archivist/archivist/services/archivist/works"
 	"github.com/archivist/archivist/services/indexer/cdx"
@@ -46,6 +47,9 @@ commands:
             open resolution tasks, audit queue, dead letters
   audit check OBJECT | --space PREFIX [--light]
             queue high-priority checks now
+  index status [--json] | index reset FILE
+            indexing: files by status, parked files with their errors,
+            freshness; make a parked file due again
   cdx [--cdxj] [--sort] FILE...
             write the CDX index lines of ARC/WARC files to stdout, as pywb's
             cdx-indexer does (byte-identical on the shared test archives)
@@ -96,6 +100,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		fs.StringVar(&o.CuratorAddr, "curator-addr", o.CuratorAddr, "curation API address (CURATOR_HTTP_ADDR)")
 		fs.StringVar(&o.PWAAddr, "pwa-addr", o.PWAAddr, "research status API address (PWA_HTTP_ADDR)")
 		fs.StringVar(&o.AuditorAddr, "auditor-addr", o.AuditorAddr, "audit API address (AUDITOR_HTTP_ADDR)")
+		fs.StringVar(&o.IndexerAddr, "indexer-addr", o.IndexerAddr, "index API address (INDEXER_HTTP_ADDR)")
 		if err := fs.Parse(args[1:]); err != nil {
 			return err
 		}
@@ -114,6 +119,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return auditCmd(ctx, args[1:], stdout, stderr)
 	case "cdx":
 		return cdxCmd(args[1:], stdout, stderr)
+	case "index":
+		return indexCmd(ctx, args[1:], stdout, stderr)
 	case "dlq":
 		return dlqCmd(ctx, args[1:], stdout, stderr, log)
 	case "version":
@@ -345,4 +352,40 @@ func cdxCmd(args []string, stdout, stderr io.Writer) error {
 		return fmt.Errorf("%d of %d files could not be indexed whole", len(faults), fs.NArg())
 	}
 	return nil
+}
+
+func indexCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	usage := fmt.Errorf("usage: archivist index status [--json] | archivist index reset FILE")
+	if len(args) == 0 {
+		return usage
+	}
+	fs := flag.NewFlagSet("index "+args[0], flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	base := fs.String("indexer", envOr("ARCHIVIST_INDEXER_URL", "http://127.0.0.1:8083"), "the indexer's API (ARCHIVIST_INDEXER_URL)")
+	asJSON := fs.Bool("json", false, "print JSON")
+	if err := fs.Parse(args[1:]); err != nil {
+		return err
+	}
+	switch args[0] {
+	case "status":
+		st, err := indexcmd.Status(ctx, *base)
+		if err != nil {
+			return err
+		}
+		if *asJSON {
+			return printJSON(stdout, st)
+		}
+		return indexcmd.Print(stdout, st, time.Now())
+	case "reset":
+		if fs.NArg() != 1 {
+			return usage
+		}
+		if err := indexcmd.Reset(ctx, *base, fs.Arg(0)); err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "%s is due again\n", fs.Arg(0))
+		return nil
+	default:
+		return usage
+	}
 }

@@ -40,6 +40,8 @@ type Options struct {
 	PWAAddr string `env:"PWA_HTTP_ADDR, default=127.0.0.1:8081"`
 	// AuditorAddr is the audit API's address.
 	AuditorAddr string `env:"AUDITOR_HTTP_ADDR, default=127.0.0.1:8082"`
+	// IndexerAddr is the index API's address.
+	IndexerAddr string `env:"INDEXER_HTTP_ADDR, default=127.0.0.1:8083"`
 }
 
 // Run runs everything until ctx ends, printing where each part listens to out.
@@ -85,6 +87,9 @@ func Run(ctx context.Context, o Options, defs []service.Definition, log *slog.Lo
 		"CURATOR_HTTP_ADDR": o.CuratorAddr,
 		"PWA_HTTP_ADDR":     o.PWAAddr,
 		"AUDITOR_HTTP_ADDR": o.AuditorAddr,
+		"INDEXER_HTTP_ADDR": o.IndexerAddr,
+		// Archive files dropped under warcs/ in the blob store are indexed.
+		"INDEXER_REPOSITORY_PREFIX": "warcs/",
 	}
 	lookuper := envconfig.MultiLookuper(envconfig.OsLookuper(), envconfig.MapLookuper(defaults))
 	var common service.Common
@@ -108,9 +113,10 @@ func Run(ctx context.Context, o Options, defs []service.Definition, log *slog.Lo
   curation API      http://%s/v1/episodes, /v1/clips, /v1/works/...
   research status   http://%s/v1/research/status
   audit             http://%s/v1/audit/status, /v1/audit/check
+  index             http://%s/v1/index/status (ARC/WARC files under the blob store's warcs/)
   admin             http://%s/healthz  /readyz  /metrics
 Ctrl-C stops everything.
-`, dataDir, natsURL, monitor, redacted(dbURL), common.Blob.URL, hostPort(o.CuratorAddr), hostPort(o.PWAAddr), hostPort(o.AuditorAddr), admin.Addr())
+`, dataDir, natsURL, monitor, redacted(dbURL), common.Blob.URL, hostPort(o.CuratorAddr), hostPort(o.PWAAddr), hostPort(o.AuditorAddr), hostPort(o.IndexerAddr), admin.Addr())
 
 	return service.Serve(ctx, defs, common, service.Deps{Log: log, Admin: admin, Lookuper: lookuper})
 }

@@ -87,6 +87,7 @@ func TestDevRunsTheSystemAndKeepsItsData(t *testing.T) {
 		CuratorAddr: fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(t)),
 		PWAAddr:     fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(t)),
 		AuditorAddr: fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(t)),
+		IndexerAddr: fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(t)),
 	}
 	stop, out := runDev(t, o)
 	for _, want := range []string{"NATS (JetStream)", "PostgreSQL", "curation API", o.CuratorAddr, o.AdminAddr} {

@@ -10,9 +10,11 @@ package indexer
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"path"
 	"sort"
 	"time"
@@ -45,6 +47,8 @@ type Config struct {
 	StaleAfter time.Duration `env:"INDEXER_STALE_AFTER, default=10m"`
 	// Concurrency is how many files one indexer indexes at once.
 	Concurrency int `env:"INDEXER_CONCURRENCY, default=2"`
+	// HTTPAddr serves the index status and resets.
+	HTTPAddr string `env:"INDEXER_HTTP_ADDR, default=:8083"`
 }
 
 // Definition is the indexer service.
@@ -70,11 +74,20 @@ func run(ctx context.Context, env *service.Env, cfg Config) error {
 	if err != nil {
 		return errors.Join(err, recorded.Stop(context.Background()))
 	}
-	env.Ready()
-	ix.Loop(ctx)
+	// The loop stops when the API does (also when it fails to start).
+	lctx, stop := context.WithCancel(ctx)
+	defer stop()
+	loopDone := make(chan struct{})
+	go func() { defer close(loopDone); ix.Loop(lctx) }()
+	err = service.ServeHTTP(ctx, cfg.HTTPAddr, ix.Handler(), env.ShutdownTimeout, func(addr string) {
+		env.Log.Info("index API listening", "addr", addr)
+		env.Ready()
+	})
+	stop()
+	<-loopDone
 	sctx, cancel := context.WithTimeout(context.Background(), env.ShutdownTimeout)
 	defer cancel()
-	return errors.Join(tasks.Stop(sctx), recorded.Stop(sctx))
+	return errors.Join(err, tasks.Stop(sctx), recorded.Stop(sctx))
 }
 
 // Indexer is the indexer's logic on its dependencies.
@@ -242,4 +255,48 @@ func (ix *Indexer) Task(ctx context.Context, m *bus.Message[events.IndexTask]) e
 	}
 	ix.wakeUp() // announce now, and hand out a failed file again
 	return nil
+}
+
+// Handler serves GET /v1/index/status and POST /v1/index/reset {"file": KEY}.
+func (ix *Indexer) Handler() http.Handler {
+	mux := http.NewServeMux()
+	reply := func(w http.ResponseWriter, code int, v any) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(code)
+		json.NewEncoder(w).Encode(v)
+	}
+	mux.HandleFunc("GET /v1/index/status", func(w http.ResponseWriter, r *http.Request) {
+		st, err := ix.reg.Status(r.Context())
+		if err != nil {
+			ix.log.Error("index status", "err", err)
+			reply(w, http.StatusInternalServerError, map[string]string{"error": "reading the index status failed"})
+			return
+		}
+		reply(w, http.StatusOK, st)
+	})
+	mux.HandleFunc("POST /v1/index/reset", func(w http.ResponseWriter, r *http.Request) {
+		var req struct {
+			File string `json:"file"`
+		}
+		dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, 1<<16))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&req); err != nil || req.File == "" {
+			reply(w, http.StatusBadRequest, map[string]string{"error": "send {\"file\": KEY}", "field": "file"})
+			return
+		}
+		err := ix.reg.Reset(r.Context(), req.File)
+		if errors.Is(err, registry.ErrUnknown) {
+			reply(w, http.StatusNotFound, map[string]string{"error": err.Error()})
+			return
+		}
+		if err != nil {
+			ix.log.Error("reset", "file", req.File, "err", err)
+			reply(w, http.StatusInternalServerError, map[string]string{"error": "reset failed"})
+			return
+		}
+		ix.log.Info("file reset by an operator", "file", req.File)
+		ix.wakeUp()
+		reply(w, http.StatusOK, map[string]string{"reset": req.File})
+	})
+	return mux
 }

@@ -172,3 +172,45 @@ func (r *Registry) Get(ctx context.Context, name string) (File, error) {
 	}
 	return f, err
 }
+
+// Status is the registry at a glance: files by status, the parked ones with
+// their errors, and freshness.
+type Status struct {
+	ByStatus map[string]int64 `json:"by_status"`
+	Parked   []File           `json:"parked"`
+	// OldestUnindexed is when the oldest file not yet indexed was found.
+	OldestUnindexed *time.Time `json:"oldest_unindexed,omitempty"`
+	Lines           int64      `json:"lines"`
+}
+
+// Status reads the registry's status (at most 100 parked files listed).
+func (r *Registry) Status(ctx context.Context) (Status, error) {
+	st := Status{ByStatus: map[string]int64{}}
+	rows, err := r.db.Query(ctx, `SELECT status, count(*), coalesce(sum(lines), 0) FROM indexer.files GROUP BY status`)
+	if err != nil {
+		return st, fmt.Errorf("index status: %w", err)
+	}
+	for rows.Next() {
+		var s string
+		var n, lines int64
+		if err := rows.Scan(&s, &n, &lines); err != nil {
+			rows.Close()
+			return st, err
+		}
+		st.ByStatus[s] = n
+		if s == "indexed" {
+			st.Lines = lines
+		}
+	}
+	rows.Close()
+	if err := r.db.QueryRow(ctx, `SELECT min(discovered_at) FROM indexer.files WHERE status <> 'indexed'`).Scan(&st.OldestUnindexed); err != nil {
+		return st, fmt.Errorf("index status: %w", err)
+	}
+	rows, err = r.db.Query(ctx, `SELECT name, status, failures, last_error, output, lines, discovered_at FROM indexer.files
+		WHERE status = 'parked' ORDER BY name LIMIT 100`)
+	if err != nil {
+		return st, err
+	}
+	st.Parked, err = pgx.CollectRows(rows, pgx.RowToStructByPos[File])
+	return st, err
+}

@@ -244,10 +244,13 @@ func (r *Reader) parse(br *bufio.Reader, pos func() int64) (*Record, error) {
 	}
 	var rec *Record
 	var err error
-	if strings.HasPrefix(line, "WARC/") {
+	switch {
+	case strings.HasPrefix(line, "WARC/"):
 		rec, err = parseWARC(br, line, start)
-	} else {
+	case looksLikeARCHeader(line):
 		rec, err = parseARC(br, line, start)
+	default:
+		return nil, &FormatError{Offset: start, Reason: fmt.Sprintf("not a WARC or ARC record header: %q", truncate(line, 80))}
 	}
 	if err != nil {
 		return nil, err

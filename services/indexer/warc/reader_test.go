@@ -215,3 +215,11 @@ func TestOffsetsMatchPywb(t *testing.T) {
 	}
 	t.Logf("%d records pywb indexed found at the same offset and length", checked)
 }
+
+func TestNotAnArchive(t *testing.T) {
+	got, err := readAll(t, []byte("this is no WARC at all\nnor an ARC\n"))
+	var fe *warc.FormatError
+	if len(got) != 0 || !errors.As(err, &fe) || !strings.Contains(fe.Reason, "not a WARC or ARC record header") {
+		t.Errorf("%d records, %v", len(got), err)
+	}
+}

@@ -1,0 +1,82 @@
+// Package indexcmd is `archivist index`: the indexing status and resets of
+// parked files, through the indexer's API.
+package indexcmd
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"sort"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/archivist/archivist/services/indexer/registry"
+)
+
+func call(ctx context.Context, method, url string, body, out any) error {
+	var rd io.Reader
+	if body != nil {
+		b, _ := json.Marshal(body)
+		rd = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, url, rd)
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return fmt.Errorf("ask the indexer: %w", err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode >= 300 {
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+		return fmt.Errorf("indexer: %s: %s", resp.Status, strings.TrimSpace(string(b)))
+	}
+	return json.NewDecoder(resp.Body).Decode(out)
+}
+
+// Status reads the indexer's status.
+func Status(ctx context.Context, base string) (registry.Status, error) {
+	var st registry.Status
+	err := call(ctx, http.MethodGet, strings.TrimRight(base, "/")+"/v1/index/status", nil, &st)
+	return st, err
+}
+
+// Reset makes a (parked) file due again.
+func Reset(ctx context.Context, base, file string) error {
+	var out map[string]string
+	return call(ctx, http.MethodPost, strings.TrimRight(base, "/")+"/v1/index/reset", map[string]string{"file": file}, &out)
+}
+
+// Print writes the status for a person.
+func Print(w io.Writer, st registry.Status, now time.Time) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	states := make([]string, 0, len(st.ByStatus))
+	for s := range st.ByStatus {
+		states = append(states, s)
+	}
+	sort.Strings(states)
+	fmt.Fprintf(tw, "FILES")
+	for _, s := range states {
+		fmt.Fprintf(tw, "\t%s %d", s, st.ByStatus[s])
+	}
+	fmt.Fprintf(tw, "\nCDX LINES\t%d\n", st.Lines)
+	if st.OldestUnindexed != nil {
+		fmt.Fprintf(tw, "FRESHNESS\toldest unindexed file found %s ago\n", now.Sub(*st.OldestUnindexed).Round(time.Second))
+	} else {
+		fmt.Fprintf(tw, "FRESHNESS\tevery file indexed\n")
+	}
+	fmt.Fprintf(tw, "\nPARKED FILE\tFAILURES\tLAST ERROR\n")
+	for _, f := range st.Parked {
+		fmt.Fprintf(tw, "%s\t%d\t%s\n", f.Name, f.Failures, f.LastError)
+	}
+	if len(st.Parked) == 0 {
+		fmt.Fprintf(tw, "(none)\n")
+	}
+	return tw.Flush()
+}
