@@ -3,53 +3,28 @@
 package auditcmd
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
-	"net/http"
 	"sort"
 	"strings"
 	"text/tabwriter"
 
+	"github.com/archivist/archivist/services/archivist/apiclient"
 	"github.com/archivist/archivist/services/auditor/auditor"
 )
-
-func call(ctx context.Context, method, url string, body any, out any) error {
-	var rd io.Reader
-	if body != nil {
-		b, _ := json.Marshal(body)
-		rd = bytes.NewReader(b)
-	}
-	req, err := http.NewRequestWithContext(ctx, method, url, rd)
-	if err != nil {
-		return err
-	}
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return fmt.Errorf("ask the auditor: %w", err)
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode >= 300 {
-		b, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
-		return fmt.Errorf("auditor: %s: %s", resp.Status, strings.TrimSpace(string(b)))
-	}
-	return json.NewDecoder(resp.Body).Decode(out)
-}
 
 // Status reads the auditor's status.
 func Status(ctx context.Context, base string) (auditor.Status, error) {
 	var st auditor.Status
-	err := call(ctx, http.MethodGet, strings.TrimRight(base, "/")+"/v1/audit/status", nil, &st)
+	err := apiclient.Get(ctx, "auditor", strings.TrimRight(base, "/")+"/v1/audit/status", &st)
 	return st, err
 }
 
 // Check queues on-demand checks of an object or a space; it returns how many.
 func Check(ctx context.Context, base, object, space string, light bool) (int, error) {
 	var out map[string]int
-	err := call(ctx, http.MethodPost, strings.TrimRight(base, "/")+"/v1/audit/check",
+	err := apiclient.Post(ctx, "auditor", strings.TrimRight(base, "/")+"/v1/audit/check",
 		map[string]any{"object": object, "space": space, "light": light}, &out)
 	return out["queued"], err
 }

@@ -3,54 +3,29 @@
 package indexcmd
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
-	"net/http"
 	"sort"
 	"strings"
 	"text/tabwriter"
 	"time"
 
+	"github.com/archivist/archivist/services/archivist/apiclient"
 	"github.com/archivist/archivist/services/indexer/registry"
 )
-
-func call(ctx context.Context, method, url string, body, out any) error {
-	var rd io.Reader
-	if body != nil {
-		b, _ := json.Marshal(body)
-		rd = bytes.NewReader(b)
-	}
-	req, err := http.NewRequestWithContext(ctx, method, url, rd)
-	if err != nil {
-		return err
-	}
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return fmt.Errorf("ask the indexer: %w", err)
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode >= 300 {
-		b, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
-		return fmt.Errorf("indexer: %s: %s", resp.Status, strings.TrimSpace(string(b)))
-	}
-	return json.NewDecoder(resp.Body).Decode(out)
-}
 
 // Status reads the indexer's status.
 func Status(ctx context.Context, base string) (registry.Status, error) {
 	var st registry.Status
-	err := call(ctx, http.MethodGet, strings.TrimRight(base, "/")+"/v1/index/status", nil, &st)
+	err := apiclient.Get(ctx, "indexer", strings.TrimRight(base, "/")+"/v1/index/status", &st)
 	return st, err
 }
 
 // Reset makes a (parked) file due again.
 func Reset(ctx context.Context, base, file string) error {
 	var out map[string]string
-	return call(ctx, http.MethodPost, strings.TrimRight(base, "/")+"/v1/index/reset", map[string]string{"file": file}, &out)
+	return apiclient.Post(ctx, "indexer", strings.TrimRight(base, "/")+"/v1/index/reset", map[string]string{"file": file}, &out)
 }
 
 // Print writes the status for a person.

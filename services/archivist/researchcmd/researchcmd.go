@@ -4,37 +4,21 @@ package researchcmd
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
-	"net/http"
 	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/archivist/archivist/pkg/research"
+	"github.com/archivist/archivist/services/archivist/apiclient"
 )
 
 // Fetch reads the status from the pwa at base.
 func Fetch(ctx context.Context, base string) (research.Status, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimRight(base, "/")+"/v1/research/status", nil)
-	if err != nil {
-		return research.Status{}, err
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return research.Status{}, fmt.Errorf("ask the pwa at %s: %w", base, err)
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		b, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
-		return research.Status{}, fmt.Errorf("pwa: %s: %s", resp.Status, strings.TrimSpace(string(b)))
-	}
 	var st research.Status
-	if err := json.NewDecoder(resp.Body).Decode(&st); err != nil {
-		return research.Status{}, fmt.Errorf("read the pwa's answer: %w", err)
-	}
-	return st, nil
+	err := apiclient.Get(ctx, "pwa", strings.TrimRight(base, "/")+"/v1/research/status", &st)
+	return st, err
 }
 
 // Print writes the status for a person.

@@ -4,16 +4,14 @@ package works
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
-	"net/http"
 	"net/url"
 	"strings"
 	"text/tabwriter"
 	"time"
 
-	"github.com/archivist/archivist/services/curator/api"
+	"github.com/archivist/archivist/services/archivist/apiclient"
 	"github.com/archivist/archivist/services/curator/merger"
 )
 
@@ -23,26 +21,9 @@ func Fetch(ctx context.Context, base, kind, key string) (merger.View, error) {
 	if kind != "episode" && kind != "clip" {
 		return merger.View{}, fmt.Errorf("kind %q: want episode or clip", kind)
 	}
-	u := strings.TrimRight(base, "/") + "/v1/works/" + kind + "s/" + url.PathEscape(key)
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
-	if err != nil {
-		return merger.View{}, err
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return merger.View{}, fmt.Errorf("ask the curator at %s: %w", base, err)
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		var p api.Problem
-		_ = json.NewDecoder(resp.Body).Decode(&p)
-		return merger.View{}, fmt.Errorf("curator: %s: %s", resp.Status, p.Error)
-	}
 	var v merger.View
-	if err := json.NewDecoder(resp.Body).Decode(&v); err != nil {
-		return merger.View{}, fmt.Errorf("read the curator's answer: %w", err)
-	}
-	return v, nil
+	err := apiclient.Get(ctx, "curator", strings.TrimRight(base, "/")+"/v1/works/"+kind+"s/"+url.PathEscape(key), &v)
+	return v, err
 }
 
 const stamp = "2006-01-02T15:04:05.000000Z"

@@ -1,0 +1,64 @@
+// Package apiclient is the CLI's JSON-over-HTTP calls to the services'
+// APIs: one way to ask, and one way to report what a service said.
+package apiclient
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+)
+
+// Get fetches url and decodes its JSON into out. service names the service
+// in errors.
+func Get(ctx context.Context, service, url string, out any) error {
+	return Do(ctx, service, http.MethodGet, url, nil, out)
+}
+
+// Post sends body as JSON to url and decodes the JSON answer into out.
+func Post(ctx context.Context, service, url string, body, out any) error {
+	return Do(ctx, service, http.MethodPost, url, body, out)
+}
+
+// Do makes one call. A non-2xx answer is an error carrying the status and
+// the service's message.
+func Do(ctx context.Context, service, method, url string, body, out any) error {
+	var rd io.Reader
+	if body != nil {
+		b, err := json.Marshal(body)
+		if err != nil {
+			return err
+		}
+		rd = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, url, rd)
+	if err != nil {
+		return err
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return fmt.Errorf("ask the %s: %w", service, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode >= 300 {
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+		var p struct {
+			Error string `json:"error"`
+		}
+		msg := strings.TrimSpace(string(b))
+		if json.Unmarshal(b, &p) == nil && p.Error != "" {
+			msg = p.Error
+		}
+		return fmt.Errorf("%s: %s: %s", service, resp.Status, msg)
+	}
+	if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
+		return fmt.Errorf("read the %s's answer: %w", service, err)
+	}
+	return nil
+}
