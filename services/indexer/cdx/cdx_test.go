@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/archivist/archivist/pkg/surt"
 	"github.com/archivist/archivist/services/indexer/cdx"
 )
 
@@ -26,8 +27,8 @@ func TestSURT(t *testing.T) {
 		"urn:X-wpull:log":                                "urn:x-wpull:log",
 		"file:///example%20with%20spaces.png":            "file:/example%20with%20spaces.png",
 	} {
-		if got := cdx.SURT(in); got != want {
-			t.Errorf("SURT(%q) = %q, want %q", in, got, want)
+		if got := surt.Key(in); got != want {
+			t.Errorf("surt.Key(%q) = %q, want %q", in, got, want)
 		}
 	}
 }

@@ -1,3 +1,5 @@
+// Package cdx writes CDX11 and CDXJ index lines of archive records as pywb's
+// cdx-indexer does (docs/indexing.md lists its choices, which it follows).
 package cdx
 
 import (
@@ -8,6 +10,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/archivist/archivist/pkg/surt"
 	"github.com/archivist/archivist/services/indexer/warc"
 )
 
@@ -45,7 +48,7 @@ func FromRecord(rec *warc.Record, filename string) (Entry, bool) {
 		Length: rec.Length, Offset: rec.Offset, Filename: filename, Status: "-"}
 	// pywb writes spaces in a WARC target URI as %20.
 	e.URL = strings.ReplaceAll(strings.Trim(e.URL, "<>"), " ", "%20")
-	e.URLKey = SURT(e.URL)
+	e.URLKey = surt.Key(e.URL)
 	payload := rec.Block
 	var status, ctype string
 	if rec.Type() == "response" || rec.Type() == "revisit" {
@@ -89,7 +92,7 @@ func fromARC(rec *warc.Record, filename string) (Entry, bool) {
 	if len(ts) > 14 {
 		ts = ts[:14]
 	}
-	e := Entry{URL: url, URLKey: SURT(url), Timestamp: ts, Length: rec.Length, Offset: rec.Offset, Filename: filename,
+	e := Entry{URL: url, URLKey: surt.Key(url), Timestamp: ts, Length: rec.Length, Offset: rec.Offset, Filename: filename,
 		Mime: mimeOf(rec.Header.Get("Content-Type"), "unk"), Status: "-"}
 	// The block is read as an HTTP response; a status line that is not one
 	// counts as 200, with an empty payload, as pywb reads ARC records.

@@ -1,9 +1,7 @@
-// Package cdx turns archive records into CDX lines, the way pywb's
-// cdx-indexer does: SURT url keys, 14-digit timestamps, mime types, status
-// codes, payload digests (computed when the record has none), lengths and
-// offsets. Where indexers disagree, pywb's choice is followed
-// (docs/indexing.md lists them).
-package cdx
+// Package surt computes the sort-friendly URL keys of CDX indexes, as the
+// surt library pywb uses does by default. The indexer writes them; the
+// aggregator looks them up.
+package surt
 
 import (
 	"net"
@@ -16,13 +14,13 @@ import (
 // "www2.", ...).
 var wwwPrefix = regexp.MustCompile(`^www\d*\.`)
 
-// SURT returns the sort-friendly URL key of a URL, as the surt library that
+// Key returns the sort-friendly URL key of a URL, as the surt library that
 // pywb uses computes it by default: scheme and fragment dropped, host
 // lower-cased, "www." stripped and reversed with commas, default port
 // dropped, path and query lower-cased, query arguments sorted, a trailing
 // slash dropped from a non-empty path. A URL without "//" (dns:, urn:) is
 // returned lower-cased; one without a host (file:///) keeps its scheme.
-func SURT(raw string) string {
+func Key(raw string) string {
 	u := strings.Map(func(r rune) rune {
 		if r == '\t' || r == '\r' || r == '\n' {
 			return -1
