@@ -98,6 +98,11 @@ var (
 		FilterSubject: SubjectObjectRecorded, AckPolicy: jetstream.AckExplicitPolicy,
 		AckWait: defaultConsumerAckWait, MaxDeliver: defaultConsumerMaxDeliver, MaxAckPending: 1000,
 	}}
+	// AggregatorReady is the aggregator's consumer of ready outputs.
+	AggregatorReady = Consumer{Stream: StreamIndexReady, Config: jetstream.ConsumerConfig{
+		Durable: "aggregator-ready", Description: "aggregator: outputs to merge",
+		AckPolicy: jetstream.AckExplicitPolicy, AckWait: defaultConsumerAckWait, MaxDeliver: defaultConsumerMaxDeliver, MaxAckPending: 1000,
+	}}
 	// Indexers is the indexers' shared consumer of tasks. A task that
 	// fails is not redelivered: the registry counts the failure and
 	// queues the file again, alone, until it is parked.

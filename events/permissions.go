@@ -50,7 +50,9 @@ var accessOf = map[string]access{
 		publishes: []string{SubjectIndexTask, SubjectIndexCDXReady},
 		consumers: []Consumer{IndexerRecorded, Indexers},
 	},
-	"aggregator": {},
+	"aggregator": {
+		consumers: []Consumer{AggregatorReady},
+	},
 	"auditor": {
 		publishes:  []string{SubjectAuditTaskHigh, SubjectAuditTaskLow},
 		subscribes: []string{"audit.task.>"}, // a new task wakes the idle worker manager

@@ -101,6 +101,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		fs.StringVar(&o.PWAAddr, "pwa-addr", o.PWAAddr, "research status API address (PWA_HTTP_ADDR)")
 		fs.StringVar(&o.AuditorAddr, "auditor-addr", o.AuditorAddr, "audit API address (AUDITOR_HTTP_ADDR)")
 		fs.StringVar(&o.IndexerAddr, "indexer-addr", o.IndexerAddr, "index API address (INDEXER_HTTP_ADDR)")
+		fs.StringVar(&o.AggregatorAddr, "aggregator-addr", o.AggregatorAddr, "CDX query API address (AGGREGATOR_HTTP_ADDR)")
 		if err := fs.Parse(args[1:]); err != nil {
 			return err
 		}

@@ -8,6 +8,7 @@ import (
 	"github.com/archivist/archivist/pkg/config"
 	"github.com/archivist/archivist/pkg/logging"
 	"github.com/archivist/archivist/pkg/service"
+	"github.com/archivist/archivist/services/aggregator/aggregator"
 	"github.com/archivist/archivist/services/archivist/dev"
 	"github.com/archivist/archivist/services/auditor/auditor"
 	"github.com/archivist/archivist/services/curator/curator"
@@ -27,7 +28,7 @@ func TestREADMEDocumentsEveryVariable(t *testing.T) {
 	}
 	table := string(readme)
 	for _, cfg := range []any{&service.Common{}, &logging.Config{}, &curator.Config{}, &dev.Options{},
-		&pwa.Config{}, &cwa.Config{}, &researcher.Config{}, &auditor.Config{}, &indexer.Config{}} {
+		&pwa.Config{}, &cwa.Config{}, &researcher.Config{}, &auditor.Config{}, &indexer.Config{}, &aggregator.Config{}} {
 		for _, v := range config.Vars(cfg) {
 			row := "| `" + v.Name + "` | "
 			i := strings.Index(table, row)

@@ -1,13 +1,358 @@
-// Package aggregator is the aggregator service: sorts and merges CDX outputs into the index a Wayback replays from, and serves CDX queries.
+// Package aggregator is the aggregator service (wayback-automatic-indexing.txt):
+// on index.cdx.ready it records the file's current output, merges new
+// outputs into a small recent generation, and folds everything into the main
+// generation once recent grows past a threshold; each generation is written
+// whole to the blob store and swapped in by one statement, so a query never
+// sees a half-written index. Queries (a pywb / OpenWayback compatible CDX
+// API) read both generations by binary search.
 package aggregator
 
-import "github.com/archivist/archivist/pkg/service"
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
 
-// Definition is the aggregator service. Its feature is not built yet; see the
-// open issues and docs/aggregator.md.
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/archivist/archivist/events"
+	"github.com/archivist/archivist/pkg/blob"
+	"github.com/archivist/archivist/pkg/bus"
+	"github.com/archivist/archivist/pkg/service"
+	"github.com/archivist/archivist/pkg/store"
+	"github.com/archivist/archivist/pkg/surt"
+	"github.com/archivist/archivist/services/aggregator/cdxindex"
+	"github.com/archivist/archivist/services/aggregator/migrations"
+)
+
+// Config is the aggregator's configuration.
+type Config struct {
+	// HTTPAddr serves the CDX API.
+	HTTPAddr string `env:"AGGREGATOR_HTTP_ADDR, default=:8084"`
+	// MergeInterval is how often new outputs are merged.
+	MergeInterval time.Duration `env:"AGGREGATOR_MERGE_INTERVAL, default=2s"`
+	// MainThreshold folds the recent generation into main once it holds
+	// this many lines.
+	MainThreshold int64 `env:"AGGREGATOR_MAIN_THRESHOLD, default=1000000"`
+	// Prefix is where generations are written in the blob store.
+	Prefix string `env:"AGGREGATOR_PREFIX, default=index/"`
+}
+
+// Definition is the aggregator service.
 func Definition() service.Definition {
-	return service.Planned("aggregator", "sorts and merges CDX outputs into the index a Wayback replays from, and serves CDX queries",
-		"consume index.cdx.ready and merge outputs into a new index generation",
-		"serve the CDX query API",
-	)
+	return service.Definition{
+		Name:      "aggregator",
+		Summary:   "sorts and merges CDX outputs into the index a Wayback replays from, and serves CDX queries",
+		Schemas:   []store.Schema{migrations.Schema},
+		NeedsDB:   true,
+		NeedsBus:  true,
+		NeedsBlob: true,
+		Run:       service.Configured(run),
+	}
+}
+
+func run(ctx context.Context, env *service.Env, cfg Config) error {
+	a := &Aggregator{db: env.DB, blob: env.Blob, cfg: cfg, log: env.Log, wake: make(chan struct{}, 1)}
+	sub, err := bus.Consume(ctx, env.Bus, events.AggregatorReady, a.Ready)
+	if err != nil {
+		return err
+	}
+	lctx, stop := context.WithCancel(ctx)
+	defer stop()
+	loopDone := make(chan struct{})
+	go func() { defer close(loopDone); a.Loop(lctx) }()
+	err = service.ServeHTTP(ctx, cfg.HTTPAddr, a.Handler(), env.ShutdownTimeout, func(addr string) {
+		env.Log.Info("CDX API listening", "addr", addr)
+		env.Ready()
+	})
+	stop()
+	<-loopDone
+	sctx, cancel := context.WithTimeout(context.Background(), env.ShutdownTimeout)
+	defer cancel()
+	return errors.Join(err, sub.Stop(sctx))
+}
+
+// Aggregator merges outputs and answers queries.
+type Aggregator struct {
+	db   *pgxpool.Pool
+	blob blob.Store
+	cfg  Config
+	log  *slog.Logger
+	wake chan struct{}
+}
+
+// Ready records a file's new output.
+func (a *Aggregator) Ready(ctx context.Context, m *bus.Message[events.IndexCDXReady]) error {
+	_, err := a.db.Exec(ctx, `INSERT INTO aggregator.outputs (file, output, lines) VALUES ($1, $2, $3)
+		ON CONFLICT (file) DO UPDATE SET output = EXCLUDED.output, lines = EXCLUDED.lines, received_at = clock_timestamp()
+		WHERE aggregator.outputs.output <> EXCLUDED.output`, m.Event.File, m.Event.Output, m.Event.Lines)
+	if err != nil {
+		return fmt.Errorf("record output of %s: %w", m.Event.File, err)
+	}
+	select {
+	case a.wake <- struct{}{}:
+	default:
+	}
+	return nil
+}
+
+// Loop merges until ctx ends.
+func (a *Aggregator) Loop(ctx context.Context) {
+	t := time.NewTicker(a.cfg.MergeInterval)
+	defer t.Stop()
+	for {
+		if err := a.MergeNew(ctx); err != nil && ctx.Err() == nil {
+			a.log.Error("merge", "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		case <-a.wake:
+		}
+	}
+}
+
+// MergeNew rebuilds the recent generation from the outputs received since
+// main was built, or, past the threshold, main from every output. It does
+// nothing when no output arrived since the last build.
+func (a *Aggregator) MergeNew(ctx context.Context) error {
+	var mainBuilt, recentBuilt time.Time
+	if err := a.db.QueryRow(ctx, `SELECT (SELECT built_at FROM aggregator.generations WHERE level = 'main'),
+		(SELECT built_at FROM aggregator.generations WHERE level = 'recent')`).Scan(&mainBuilt, &recentBuilt); err != nil {
+		return fmt.Errorf("read generations: %w", err)
+	}
+	var fresh int
+	var pendingLines int64
+	if err := a.db.QueryRow(ctx, `SELECT count(*) FILTER (WHERE received_at > $2), coalesce(sum(lines) FILTER (WHERE received_at > $1), 0)
+		FROM aggregator.outputs`, mainBuilt, recentBuilt).Scan(&fresh, &pendingLines); err != nil {
+		return err
+	}
+	if fresh == 0 {
+		return nil
+	}
+	level, since := "recent", mainBuilt
+	if pendingLines >= a.cfg.MainThreshold {
+		level, since = "main", time.Time{}
+	}
+	return a.build(ctx, level, since)
+}
+
+// build merges the outputs received after since into a new generation of
+// level, writes it whole, and swaps it in with one statement (for main, the
+// recent generation is emptied in the same statement).
+func (a *Aggregator) build(ctx context.Context, level string, since time.Time) error {
+	var cutoff time.Time
+	if err := a.db.QueryRow(ctx, `SELECT clock_timestamp()`).Scan(&cutoff); err != nil {
+		return err
+	}
+	rows, err := a.db.Query(ctx, `SELECT output FROM aggregator.outputs WHERE received_at > $1 AND received_at <= $2 ORDER BY file`, since, cutoff)
+	if err != nil {
+		return err
+	}
+	outputs, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return err
+	}
+	var readers []io.Reader
+	for _, o := range outputs {
+		rc, _, err := a.blob.Get(ctx, o)
+		if err != nil {
+			return fmt.Errorf("read output %s: %w", o, err)
+		}
+		defer rc.Close()
+		readers = append(readers, rc)
+	}
+	tmp, err := os.CreateTemp("", "generation-*.cdx")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	defer tmp.Close()
+	lines, err := cdxindex.Merge(tmp, readers...)
+	if err != nil {
+		return fmt.Errorf("merge %d outputs: %w", len(outputs), err)
+	}
+	if _, err := tmp.Seek(0, io.SeekStart); err != nil {
+		return err
+	}
+	key := fmt.Sprintf("%s%s-%d.cdx", a.cfg.Prefix, level, cutoff.UnixNano())
+	info, err := a.blob.Put(ctx, key, tmp, map[string]string{"content-type": "text/plain"})
+	if err != nil {
+		return fmt.Errorf("write generation: %w", err)
+	}
+	q := `UPDATE aggregator.generations SET key = $2, lines = $3, bytes = $4, sources = $5, built_at = $6 WHERE level = $1`
+	if level == "main" {
+		q = `WITH r AS (UPDATE aggregator.generations SET key = '', lines = 0, bytes = 0, sources = 0, built_at = $6 WHERE level = 'recent')
+			` + q
+	}
+	if _, err := a.db.Exec(ctx, q, level, key, lines, info.Size, len(outputs), cutoff); err != nil {
+		return fmt.Errorf("swap in the %s generation: %w", level, err)
+	}
+	a.log.Info("generation built", "level", level, "outputs", len(outputs), "lines", lines, "key", key)
+	return nil
+}
+
+// Generation describes one level of the index.
+type Generation struct {
+	Level   string    `json:"level"`
+	Key     string    `json:"key"`
+	Lines   int64     `json:"lines"`
+	Bytes   int64     `json:"bytes"`
+	Sources int       `json:"sources"`
+	BuiltAt time.Time `json:"built_at"`
+}
+
+// Generations lists the current generations.
+func (a *Aggregator) Generations(ctx context.Context) ([]Generation, error) {
+	rows, err := a.db.Query(ctx, `SELECT level, key, lines, bytes, sources, built_at FROM aggregator.generations ORDER BY level`)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, pgx.RowToStructByPos[Generation])
+}
+
+// Lookup answers a query from every generation: lines merged in order,
+// identical lines once, at most limit.
+func (a *Aggregator) Lookup(ctx context.Context, q cdxindex.Query, match func(key string) bool) ([]string, error) {
+	gens, err := a.Generations(ctx)
+	if err != nil {
+		return nil, err
+	}
+	seen := map[string]bool{}
+	var out []string
+	for _, g := range gens {
+		if g.Key == "" {
+			continue
+		}
+		rc, info, err := a.blob.Get(ctx, g.Key)
+		if err != nil {
+			return nil, fmt.Errorf("open %s generation: %w", g.Level, err)
+		}
+		ra, ok := rc.(io.ReaderAt)
+		if !ok {
+			rc.Close()
+			return nil, fmt.Errorf("the blob store cannot read %s at offsets", g.Key)
+		}
+		lq := q
+		lq.Limit = 0
+		lines, err := cdxindex.Open(ra, info.Size).Find(lq)
+		rc.Close()
+		if err != nil {
+			return nil, err
+		}
+		for _, l := range lines {
+			k, _, _ := strings.Cut(l, " ")
+			if !seen[l] && (match == nil || match(k)) {
+				seen[l] = true
+				out = append(out, l)
+			}
+		}
+	}
+	sort.Strings(out)
+	if q.Limit > 0 && len(out) > q.Limit {
+		out = out[:q.Limit]
+	}
+	return out, nil
+}
+
+// Handler serves GET /cdx (url, matchType exact|prefix|host|domain, from,
+// to, limit, output cdx|json) and GET /v1/index/generations.
+func (a *Aggregator) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /cdx", a.cdx)
+	mux.HandleFunc("GET /v1/index/generations", func(w http.ResponseWriter, r *http.Request) {
+		gens, err := a.Generations(r.Context())
+		if err != nil {
+			http.Error(w, "reading the generations failed", http.StatusInternalServerError)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		json.NewEncoder(w).Encode(gens)
+	})
+	return mux
+}
+
+func (a *Aggregator) cdx(w http.ResponseWriter, r *http.Request) {
+	p := r.URL.Query()
+	url := p.Get("url")
+	if url == "" {
+		http.Error(w, "url is required", http.StatusBadRequest)
+		return
+	}
+	if !strings.Contains(url, "://") && !strings.HasPrefix(url, "urn:") && !strings.HasPrefix(url, "dns:") {
+		url = "http://" + url // as the CDX servers read a URL without a scheme
+	}
+	key := surt.Key(url)
+	q := cdxindex.Query{Key: key, From: p.Get("from"), To: p.Get("to")}
+	var match func(string) bool
+	host, _, _ := strings.Cut(key, ")")
+	switch p.Get("matchType") {
+	case "", "exact":
+	case "prefix":
+		q.Prefix = true
+		q.Key = strings.TrimSuffix(key, "/")
+		if strings.HasSuffix(q.Key, ")") {
+			q.Key += "/"
+		}
+	case "host":
+		q.Prefix, q.Key = true, host+")"
+	case "domain":
+		q.Prefix, q.Key = true, host
+		match = func(k string) bool { return strings.HasPrefix(k, host+")") || strings.HasPrefix(k, host+",") }
+	default:
+		http.Error(w, "matchType: exact, prefix, host or domain", http.StatusBadRequest)
+		return
+	}
+	if l := p.Get("limit"); l != "" {
+		n, err := strconv.Atoi(l)
+		if err != nil || n < 0 {
+			http.Error(w, "limit: a whole number", http.StatusBadRequest)
+			return
+		}
+		q.Limit = n
+	}
+	output := p.Get("output")
+	if output != "" && output != "cdx" && output != "json" {
+		http.Error(w, "output: cdx or json", http.StatusBadRequest)
+		return
+	}
+	lines, err := a.Lookup(r.Context(), q, match)
+	if err != nil {
+		a.log.Error("cdx query", "url", url, "err", err)
+		http.Error(w, "the query failed", http.StatusInternalServerError)
+		return
+	}
+	if p.Get("sort") == "reverse" {
+		sort.Sort(sort.Reverse(sort.StringSlice(lines)))
+	}
+	if output == "json" {
+		w.Header().Set("Content-Type", "text/x-ndjson")
+		enc := json.NewEncoder(w)
+		names := []string{"urlkey", "timestamp", "url", "mime", "status", "digest", "redirect", "robotflags", "length", "offset", "filename"}
+		for _, l := range lines {
+			f := strings.Fields(l)
+			obj := map[string]string{}
+			for i, n := range names {
+				if i < len(f) && f[i] != "-" {
+					obj[n] = f[i]
+				}
+			}
+			enc.Encode(obj)
+		}
+		return
+	}
+	w.Header().Set("Content-Type", "text/plain")
+	for _, l := range lines {
+		fmt.Fprintln(w, l)
+	}
 }

@@ -42,6 +42,8 @@ type Options struct {
 	AuditorAddr string `env:"AUDITOR_HTTP_ADDR, default=127.0.0.1:8082"`
 	// IndexerAddr is the index API's address.
 	IndexerAddr string `env:"INDEXER_HTTP_ADDR, default=127.0.0.1:8083"`
+	// AggregatorAddr is the CDX query API's address.
+	AggregatorAddr string `env:"AGGREGATOR_HTTP_ADDR, default=127.0.0.1:8084"`
 }
 
 // Run runs everything until ctx ends, printing where each part listens to out.
@@ -80,14 +82,15 @@ func Run(ctx context.Context, o Options, defs []service.Definition, log *slog.Lo
 	}
 
 	defaults := map[string]string{
-		"NATS_URL":          natsURL,
-		"DATABASE_URL":      dbURL,
-		"BLOB_URL":          "file://" + filepath.Join(dataDir, "blobs"),
-		"ADMIN_ADDR":        o.AdminAddr,
-		"CURATOR_HTTP_ADDR": o.CuratorAddr,
-		"PWA_HTTP_ADDR":     o.PWAAddr,
-		"AUDITOR_HTTP_ADDR": o.AuditorAddr,
-		"INDEXER_HTTP_ADDR": o.IndexerAddr,
+		"NATS_URL":             natsURL,
+		"DATABASE_URL":         dbURL,
+		"BLOB_URL":             "file://" + filepath.Join(dataDir, "blobs"),
+		"ADMIN_ADDR":           o.AdminAddr,
+		"CURATOR_HTTP_ADDR":    o.CuratorAddr,
+		"PWA_HTTP_ADDR":        o.PWAAddr,
+		"AUDITOR_HTTP_ADDR":    o.AuditorAddr,
+		"INDEXER_HTTP_ADDR":    o.IndexerAddr,
+		"AGGREGATOR_HTTP_ADDR": o.AggregatorAddr,
 		// Archive files dropped under warcs/ in the blob store are indexed.
 		"INDEXER_REPOSITORY_PREFIX": "warcs/",
 	}
@@ -114,9 +117,10 @@ func Run(ctx context.Context, o Options, defs []service.Definition, log *slog.Lo
   research status   http://%s/v1/research/status
   audit             http://%s/v1/audit/status, /v1/audit/check
   index             http://%s/v1/index/status (ARC/WARC files under the blob store's warcs/)
+  CDX API           http://%s/cdx?url=...
   admin             http://%s/healthz  /readyz  /metrics
 Ctrl-C stops everything.
-`, dataDir, natsURL, monitor, redacted(dbURL), common.Blob.URL, hostPort(o.CuratorAddr), hostPort(o.PWAAddr), hostPort(o.AuditorAddr), hostPort(o.IndexerAddr), admin.Addr())
+`, dataDir, natsURL, monitor, redacted(dbURL), common.Blob.URL, hostPort(o.CuratorAddr), hostPort(o.PWAAddr), hostPort(o.AuditorAddr), hostPort(o.IndexerAddr), hostPort(o.AggregatorAddr), admin.Addr())
 
 	return service.Serve(ctx, defs, common, service.Deps{Log: log, Admin: admin, Lookuper: lookuper})
 }

@@ -80,14 +80,15 @@ func TestDevRunsTheSystemAndKeepsItsData(t *testing.T) {
 		}
 	}
 	o := dev.Options{
-		DataDir:     filepath.Join(dir, "data"),
-		NATSPort:    testenv.FreePort(t),
-		PGPort:      testenv.FreePort(t),
-		AdminAddr:   fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(t)),
-		CuratorAddr: fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(t)),
-		PWAAddr:     fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(t)),
-		AuditorAddr: fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(t)),
-		IndexerAddr: fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(t)),
+		DataDir:        filepath.Join(dir, "data"),
+		NATSPort:       testenv.FreePort(t),
+		PGPort:         testenv.FreePort(t),
+		AdminAddr:      fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(t)),
+		CuratorAddr:    fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(t)),
+		PWAAddr:        fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(t)),
+		AuditorAddr:    fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(t)),
+		IndexerAddr:    fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(t)),
+		AggregatorAddr: fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(t)),
 	}
 	stop, out := runDev(t, o)
 	for _, want := range []string{"NATS (JetStream)", "PostgreSQL", "curation API", o.CuratorAddr, o.AdminAddr} {

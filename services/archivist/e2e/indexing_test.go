@@ -1,0 +1,111 @@
+package e2e_test
+
+import (
+	"bytes"
+	"compress/gzip"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/archivist/archivist/pkg/blob"
+	"github.com/archivist/archivist/pkg/testenv"
+	"github.com/archivist/archivist/services/aggregator/aggregator"
+	aggmigrations "github.com/archivist/archivist/services/aggregator/migrations"
+	"github.com/archivist/archivist/services/indexer/indexer"
+	indexermigrations "github.com/archivist/archivist/services/indexer/migrations"
+)
+
+func gzWARC(host string, pages int) []byte {
+	var out bytes.Buffer
+	for i := range pages {
+		body := fmt.Sprintf("HTTP/1.1 200 OK\r\nContent-Type: text/html\r\n\r\n<p>%d</p>", i)
+		rec := fmt.Sprintf("WARC/1.0\r\nWARC-Type: response\r\nWARC-Target-URI: http://%s/p/%d\r\nWARC-Date: 2026-03-0%dT00:00:00Z\r\nContent-Length: %d\r\n\r\n%s\r\n\r\n",
+			host, i, 1+i%9, len(body), body)
+		w := gzip.NewWriter(&out)
+		w.Write([]byte(rec))
+		w.Close()
+	}
+	return out.Bytes()
+}
+
+// TestFilesDroppedAreAnsweredByTheCDXAPI: WARC files dropped into the
+// repository are indexed, merged into generations and answered by the CDX
+// API (exact, host and domain matches, cdx and json output); past the
+// threshold the recent generation folds into main.
+func TestFilesDroppedAreAnsweredByTheCDXAPI(t *testing.T) {
+	ctx := context.Background()
+	bs, err := blob.NewLocal(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	natsURL := testenv.NATS(t)
+	testenv.StartServiceIn(t, indexer.Definition(), testenv.Shared{NATSURL: natsURL, DBURL: testenv.DBURL(t, indexermigrations.Schema), Blob: bs},
+		map[string]string{"INDEXER_HTTP_ADDR": "127.0.0.1:0", "INDEXER_REPOSITORY_PREFIX": "warcs/", "INDEXER_SCAN_INTERVAL": "100ms", "INDEXER_DISPATCH_INTERVAL": "50ms"})
+	port := testenv.FreePort(t)
+	testenv.StartServiceIn(t, aggregator.Definition(), testenv.Shared{NATSURL: natsURL, DBURL: testenv.DBURL(t, aggmigrations.Schema), Blob: bs},
+		map[string]string{"AGGREGATOR_HTTP_ADDR": fmt.Sprintf("127.0.0.1:%d", port), "AGGREGATOR_MERGE_INTERVAL": "100ms", "AGGREGATOR_MAIN_THRESHOLD": "12"})
+	api := fmt.Sprintf("http://127.0.0.1:%d", port)
+	get := func(q string) string {
+		resp, err := http.Get(api + q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode != 200 {
+			t.Fatalf("GET %s: %d %s", q, resp.StatusCode, b)
+		}
+		return string(b)
+	}
+	waitLines := func(q string, n int) string {
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			out := get(q)
+			if strings.Count(out, "\n") == n {
+				return out
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: %q, want %d lines", q, out, n)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	bs.Put(ctx, "warcs/one.warc.gz", bytes.NewReader(gzWARC("www.example.com", 5)), nil)
+	waitLines("/cdx?url=http://example.com/p/3", 1)
+	waitLines("/cdx?url=example.com/&matchType=host", 5)
+
+	bs.Put(ctx, "warcs/two.warc.gz", bytes.NewReader(gzWARC("blog.example.com", 4)), nil)
+	bs.Put(ctx, "warcs/three.warc.gz", bytes.NewReader(gzWARC("other.org", 4)), nil)
+	waitLines("/cdx?url=example.com&matchType=domain", 9)
+	out := waitLines("/cdx?url=other.org/p/&matchType=prefix&limit=2", 2)
+	if !strings.HasPrefix(out, "org,other)/p/0 ") {
+		t.Errorf("prefix query:\n%s", out)
+	}
+	js := get("/cdx?url=http://other.org/p/1&output=json")
+	var obj map[string]string
+	if err := json.Unmarshal([]byte(strings.TrimSpace(js)), &obj); err != nil || obj["urlkey"] != "org,other)/p/1" || obj["filename"] != "three.warc.gz" || obj["status"] != "200" {
+		t.Errorf("json output %q: %v", js, err)
+	}
+	// 13 lines in all passed the threshold of 12: everything is in main now.
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		var gens []aggregator.Generation
+		json.Unmarshal([]byte(get("/v1/index/generations")), &gens)
+		if len(gens) == 2 && gens[0].Level == "main" && gens[0].Lines == 13 && gens[1].Lines == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("generations %+v: want everything folded into main", gens)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	waitLines("/cdx?url=example.com&matchType=domain", 9)
+	if resp, _ := http.Get(api + "/cdx?url=x&matchType=bogus"); resp.StatusCode != 400 {
+		t.Errorf("bad matchType: %d", resp.StatusCode)
+	}
+}
