@@ -363,6 +363,7 @@ func indexCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs := flag.NewFlagSet("index "+args[0], flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	base := fs.String("indexer", envOr("ARCHIVIST_INDEXER_URL", "http://127.0.0.1:8083"), "the indexer's API (ARCHIVIST_INDEXER_URL)")
+	agg := fs.String("aggregator", envOr("ARCHIVIST_AGGREGATOR_URL", "http://127.0.0.1:8084"), "the aggregator's API (ARCHIVIST_AGGREGATOR_URL)")
 	asJSON := fs.Bool("json", false, "print JSON")
 	if err := fs.Parse(args[1:]); err != nil {
 		return err
@@ -373,10 +374,14 @@ func indexCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		if err != nil {
 			return err
 		}
+		gens, genErr := indexcmd.Generations(ctx, *agg)
 		if *asJSON {
-			return printJSON(stdout, st)
+			if genErr != nil {
+				return genErr
+			}
+			return printJSON(stdout, map[string]any{"files": st, "generations": gens})
 		}
-		return indexcmd.Print(stdout, st, time.Now())
+		return indexcmd.Print(stdout, st, gens, genErr, time.Now())
 	case "reset":
 		if fs.NArg() != 1 {
 			return usage

@@ -204,11 +204,16 @@ func (a *Aggregator) build(ctx context.Context, level string, since time.Time) e
 
 // Generation describes one level of the index.
 type Generation struct {
-	Level   string    `json:"level"`
-	Key     string    `json:"key"`
-	Lines   int64     `json:"lines"`
-	Bytes   int64     `json:"bytes"`
-	Sources int       `json:"sources"`
+	// Level is "recent" or "main".
+	Level string `json:"level"`
+	// Key is the generation's object in the blob store ("" before the first build).
+	Key string `json:"key"`
+	// Lines and Bytes are its size.
+	Lines int64 `json:"lines"`
+	Bytes int64 `json:"bytes"`
+	// Sources is how many outputs were merged into it.
+	Sources int `json:"sources"`
+	// BuiltAt is when it was built.
 	BuiltAt time.Time `json:"built_at"`
 }
 

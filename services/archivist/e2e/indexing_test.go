@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -16,8 +17,10 @@ import (
 	"github.com/archivist/archivist/pkg/testenv"
 	"github.com/archivist/archivist/services/aggregator/aggregator"
 	aggmigrations "github.com/archivist/archivist/services/aggregator/migrations"
+	"github.com/archivist/archivist/services/archivist/indexcmd"
 	"github.com/archivist/archivist/services/indexer/indexer"
 	indexermigrations "github.com/archivist/archivist/services/indexer/migrations"
+	"github.com/archivist/archivist/services/indexer/registry"
 )
 
 func gzWARC(host string, pages int) []byte {
@@ -105,6 +108,18 @@ func TestFilesDroppedAreAnsweredByTheCDXAPI(t *testing.T) {
 		time.Sleep(50 * time.Millisecond)
 	}
 	waitLines("/cdx?url=example.com&matchType=domain", 9)
+
+	// The operator's view shows the generations.
+	gens, err := indexcmd.Generations(ctx, api)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var view strings.Builder
+	indexcmd.Print(&view, registry.Status{}, gens, nil, time.Now())
+	if !regexp.MustCompile(`(?m)^main\s+13\s+\d+\s+3\s+\d+s ago$`).MatchString(view.String()) ||
+		!regexp.MustCompile(`(?m)^recent\s+0\s`).MatchString(view.String()) {
+		t.Errorf("index status:\n%s", view.String())
+	}
 	if resp, _ := http.Get(api + "/cdx?url=x&matchType=bogus"); resp.StatusCode != 400 {
 		t.Errorf("bad matchType: %d", resp.StatusCode)
 	}

@@ -1,5 +1,6 @@
-// Package indexcmd is `archivist index`: the indexing status and resets of
-// parked files, through the indexer's API.
+// Package indexcmd is `archivist index`: the indexing status (the indexer's
+// files and the aggregator's generations) and resets of parked files,
+// through the two services' APIs.
 package indexcmd
 
 import (
@@ -11,6 +12,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/archivist/archivist/services/aggregator/aggregator"
 	"github.com/archivist/archivist/services/archivist/apiclient"
 	"github.com/archivist/archivist/services/indexer/registry"
 )
@@ -22,14 +24,22 @@ func Status(ctx context.Context, base string) (registry.Status, error) {
 	return st, err
 }
 
+// Generations reads the aggregator's current generations.
+func Generations(ctx context.Context, base string) ([]aggregator.Generation, error) {
+	var gens []aggregator.Generation
+	err := apiclient.Get(ctx, "aggregator", strings.TrimRight(base, "/")+"/v1/index/generations", &gens)
+	return gens, err
+}
+
 // Reset makes a (parked) file due again.
 func Reset(ctx context.Context, base, file string) error {
 	var out map[string]string
 	return apiclient.Post(ctx, "indexer", strings.TrimRight(base, "/")+"/v1/index/reset", map[string]string{"file": file}, &out)
 }
 
-// Print writes the status for a person.
-func Print(w io.Writer, st registry.Status, now time.Time) error {
+// Print writes the status for a person: files by status, freshness, the
+// generations (or why they could not be read, genErr) and parked files.
+func Print(w io.Writer, st registry.Status, gens []aggregator.Generation, genErr error, now time.Time) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	states := make([]string, 0, len(st.ByStatus))
 	for s := range st.ByStatus {
@@ -45,6 +55,17 @@ func Print(w io.Writer, st registry.Status, now time.Time) error {
 		fmt.Fprintf(tw, "FRESHNESS\toldest unindexed file found %s ago\n", now.Sub(*st.OldestUnindexed).Round(time.Second))
 	} else {
 		fmt.Fprintf(tw, "FRESHNESS\tevery file indexed\n")
+	}
+	fmt.Fprintf(tw, "\nGENERATION\tLINES\tBYTES\tOUTPUTS\tBUILT\n")
+	if genErr != nil {
+		fmt.Fprintf(tw, "(aggregator unreachable: %v)\n", genErr)
+	}
+	for _, g := range gens {
+		built := "never"
+		if !g.BuiltAt.IsZero() && g.BuiltAt.Year() > 1970 {
+			built = now.Sub(g.BuiltAt).Round(time.Second).String() + " ago"
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%s\n", g.Level, g.Lines, g.Bytes, g.Sources, built)
 	}
 	fmt.Fprintf(tw, "\nPARKED FILE\tFAILURES\tLAST ERROR\n")
 	for _, f := range st.Parked {

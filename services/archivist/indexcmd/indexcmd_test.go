@@ -36,7 +36,7 @@ func TestIndexStatusAndReset(t *testing.T) {
 		}
 		if len(st.Parked) == 1 {
 			var out strings.Builder
-			indexcmd.Print(&out, st, time.Now())
+			indexcmd.Print(&out, st, nil, nil, time.Now())
 			if !strings.Contains(out.String(), "warcs/junk.warc") || !strings.Contains(out.String(), "not a WARC or ARC record header") ||
 				!strings.Contains(out.String(), "parked 1") {
 				t.Errorf("status:\n%s", out.String())
