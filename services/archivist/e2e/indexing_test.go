@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/http"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -122,5 +123,80 @@ func TestFilesDroppedAreAnsweredByTheCDXAPI(t *testing.T) {
 	}
 	if resp, _ := http.Get(api + "/cdx?url=x&matchType=bogus"); resp.StatusCode != 400 {
 		t.Errorf("bad matchType: %d", resp.StatusCode)
+	}
+}
+
+// TestStoppingMidTaskLosesAndDuplicatesNothing: the indexer and the
+// aggregator are stopped while files are being indexed and merged, and
+// started again on the same state: every record of every file is answered
+// by the CDX API exactly once.
+func TestStoppingMidTaskLosesAndDuplicatesNothing(t *testing.T) {
+	ctx := context.Background()
+	bs, err := blob.NewLocal(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := 0
+	for i := range 8 {
+		data, last := bigWARC(fmt.Sprintf("h%d.example.com", i), 3<<20)
+		n, _ := strconv.Atoi(last[strings.LastIndex(last, "/")+1:])
+		want += n + 1
+		if _, err := bs.Put(ctx, fmt.Sprintf("warcs/f%d.warc.gz", i), bytes.NewReader(data), nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	natsURL := testenv.NATS(t)
+	ixShared := testenv.Shared{NATSURL: natsURL, DBURL: testenv.DBURL(t, indexermigrations.Schema), Blob: bs}
+	aggShared := testenv.Shared{NATSURL: natsURL, DBURL: testenv.DBURL(t, aggmigrations.Schema), Blob: bs}
+	port := testenv.FreePort(t)
+	ixEnv := map[string]string{"INDEXER_HTTP_ADDR": "127.0.0.1:0", "INDEXER_REPOSITORY_PREFIX": "warcs/", "INDEXER_SCAN_INTERVAL": "100ms",
+		"INDEXER_DISPATCH_INTERVAL": "50ms", "INDEXER_STALE_AFTER": "2s", "INDEXER_CONCURRENCY": "1"}
+	aggEnv := map[string]string{"AGGREGATOR_HTTP_ADDR": fmt.Sprintf("127.0.0.1:%d", port), "AGGREGATOR_MERGE_INTERVAL": "100ms",
+		"AGGREGATOR_MAIN_THRESHOLD": "3000"}
+	count := func() (lines, distinct int) {
+		resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/cdx?url=example.com&matchType=domain", port))
+		if err != nil {
+			return -1, -1
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		seen := map[string]bool{}
+		for _, l := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+			if l != "" {
+				lines++
+				seen[l] = true
+			}
+		}
+		return lines, len(seen)
+	}
+
+	ix := testenv.StartServiceIn(t, indexer.Definition(), ixShared, ixEnv)
+	agg := testenv.StartServiceIn(t, aggregator.Definition(), aggShared, aggEnv)
+	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		if n, _ := count(); n > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("nothing was ever answered")
+		}
+	}
+	ix.Stop()
+	agg.Stop()
+	if n, _ := count(); n != -1 {
+		t.Fatal("the aggregator still answers after its stop")
+	}
+	testenv.StartServiceIn(t, indexer.Definition(), ixShared, ixEnv)
+	testenv.StartServiceIn(t, aggregator.Definition(), aggShared, aggEnv)
+	for deadline := time.Now().Add(90 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		lines, distinct := count()
+		if lines != distinct {
+			t.Fatalf("%d lines answered, only %d distinct: duplicates", lines, distinct)
+		}
+		if lines == want {
+			break
+		}
+		if lines > want || time.Now().After(deadline) {
+			t.Fatalf("%d lines answered, want %d", lines, want)
+		}
 	}
 }
