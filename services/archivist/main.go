@@ -13,7 +13,6 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
-	"sort"
 	"strconv"
 	"syscall"
 	"text/tabwriter"
@@ -341,9 +340,8 @@ func cdxCmd(args []string, stdout, stderr io.Writer) error {
 		}
 	}
 	if *sorted {
-		sort.Strings(lines)
-		for _, l := range lines {
-			fmt.Fprintln(w, l)
+		if err := cdx.WriteSorted(w, lines); err != nil {
+			return err
 		}
 	}
 	for _, err := range faults {

@@ -2,10 +2,13 @@ package cdx_test
 
 import (
 	"bytes"
+	"fmt"
 	"io"
+	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/archivist/archivist/services/indexer/cdx"
@@ -56,5 +59,48 @@ func BenchmarkIndexVsGunzip(b *testing.B) {
 			records += n
 		}
 		b.ReportMetric(float64(records)/b.Elapsed().Seconds(), "records/s")
+	})
+}
+
+// BenchmarkSortVsSortC sorts the lines of one unsorted 1,000,000-line CDX
+// file (an indexer output's worth of a very large WARC), in one run:
+// `LC_ALL=C sort` of the file to /dev/null, and reading the file's lines and
+// WriteSorted, as the indexer and `archivist cdx --sort` do.
+func BenchmarkSortVsSortC(b *testing.B) {
+	var buf bytes.Buffer
+	rng := rand.New(rand.NewPCG(7, 7))
+	for range 1_000_000 {
+		i := rng.IntN(1 << 30)
+		fmt.Fprintf(&buf, "com,site%07d)/page/%04d %d http://site%d.example/page/%d text/html 200 AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA - - 1043 %d f.warc.gz\n",
+			i%100000, i%1000, 20260101000000+i%1000, i%100000, i%1000, i)
+	}
+	path := filepath.Join(b.TempDir(), "unsorted.cdx")
+	if err := os.WriteFile(path, buf.Bytes(), 0o644); err != nil {
+		b.Fatal(err)
+	}
+	size := int64(buf.Len())
+	b.Run("sort-C", func(b *testing.B) {
+		b.SetBytes(size)
+		for range b.N {
+			cmd := exec.Command("sort", path)
+			cmd.Env = append(os.Environ(), "LC_ALL=C")
+			cmd.Stdout = io.Discard
+			if err := cmd.Run(); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("WriteSorted", func(b *testing.B) {
+		b.SetBytes(size)
+		for range b.N {
+			data, err := os.ReadFile(path)
+			if err != nil {
+				b.Fatal(err)
+			}
+			lines := strings.Split(strings.TrimSuffix(string(data), "\n"), "\n")
+			if err := cdx.WriteSorted(io.Discard, lines); err != nil {
+				b.Fatal(err)
+			}
+		}
 	})
 }

@@ -16,7 +16,6 @@ import (
 	"log/slog"
 	"net/http"
 	"path"
-	"sort"
 	"time"
 
 	"github.com/archivist/archivist/events"
@@ -233,11 +232,10 @@ func (ix *Indexer) Task(ctx context.Context, m *bus.Message[events.IndexTask]) e
 		return nil
 	})
 	rc.Close()
-	sort.Strings(lines)
 	var buf bytes.Buffer
 	buf.WriteString(cdx.Header + "\n")
-	for _, l := range lines {
-		buf.WriteString(l + "\n")
+	if err := cdx.WriteSorted(&buf, lines); err != nil {
+		return err
 	}
 	output := fmt.Sprintf("%s%s/%d.cdx", ix.cfg.OutputPrefix, d.Name, d.Attempt)
 	if _, err := ix.blob.Put(ctx, output, &buf, map[string]string{"content-type": "text/plain"}); err != nil {
