@@ -137,14 +137,15 @@ func (a *Aggregator) MergeNew(ctx context.Context) error {
 		FROM aggregator.outputs`, mainBuilt, recentBuilt).Scan(&fresh, &pendingLines); err != nil {
 		return err
 	}
+	// Past the threshold, recent folds into main even when nothing new
+	// arrived (the last outputs may have filled recent in one build).
+	if pendingLines >= a.cfg.MainThreshold {
+		return a.build(ctx, "main", time.Time{})
+	}
 	if fresh == 0 {
 		return nil
 	}
-	level, since := "recent", mainBuilt
-	if pendingLines >= a.cfg.MainThreshold {
-		level, since = "main", time.Time{}
-	}
-	return a.build(ctx, level, since)
+	return a.build(ctx, "recent", mainBuilt)
 }
 
 // build merges the outputs received after since into a new generation of
