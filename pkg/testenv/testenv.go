@@ -15,6 +15,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -159,7 +160,7 @@ func (w *testWriter) Write(p []byte) (int, error) {
 		return len(p), nil
 	}
 	w.t.Helper()
-	w.t.Log(string(p[:len(p)-1]))
+	w.t.Log(strings.TrimSuffix(string(p), "\n"))
 	return len(p), nil
 }
 

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net/http"
 	"regexp"
 	"strconv"
@@ -126,77 +127,149 @@ func TestFilesDroppedAreAnsweredByTheCDXAPI(t *testing.T) {
 	}
 }
 
-// TestStoppingMidTaskLosesAndDuplicatesNothing: the indexer and the
-// aggregator are stopped while files are being indexed and merged, and
-// started again on the same state: every record of every file is answered
-// by the CDX API exactly once.
-func TestStoppingMidTaskLosesAndDuplicatesNothing(t *testing.T) {
+// restartRig is eight WARC files in a local repository, the indexer's
+// and the aggregator's environment, and a way to count what the CDX API
+// answers for them.
+type restartRig struct {
+	blobDir   string
+	bs        blob.Store
+	want      int
+	port      int
+	ixShared  testenv.Shared
+	aggShared testenv.Shared
+	ixEnv     map[string]string
+	aggEnv    map[string]string
+}
+
+func newRestartRig(t *testing.T, fileSize int) *restartRig {
 	ctx := context.Background()
-	bs, err := blob.NewLocal(t.TempDir())
+	r := &restartRig{blobDir: t.TempDir()}
+	bs, err := blob.NewLocal(r.blobDir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := 0
+	r.bs = bs
 	for i := range 8 {
-		data, last := bigWARC(fmt.Sprintf("h%d.example.com", i), 3<<20)
+		data, last := bigWARC(fmt.Sprintf("h%d.example.com", i), fileSize)
 		n, _ := strconv.Atoi(last[strings.LastIndex(last, "/")+1:])
-		want += n + 1
+		r.want += n + 1
 		if _, err := bs.Put(ctx, fmt.Sprintf("warcs/f%d.warc.gz", i), bytes.NewReader(data), nil); err != nil {
 			t.Fatal(err)
 		}
 	}
 	natsURL := testenv.NATS(t)
-	ixShared := testenv.Shared{NATSURL: natsURL, DBURL: testenv.DBURL(t, indexermigrations.Schema), Blob: bs}
-	aggShared := testenv.Shared{NATSURL: natsURL, DBURL: testenv.DBURL(t, aggmigrations.Schema), Blob: bs}
-	port := testenv.FreePort(t)
-	ixEnv := map[string]string{"INDEXER_HTTP_ADDR": "127.0.0.1:0", "INDEXER_REPOSITORY_PREFIX": "warcs/", "INDEXER_SCAN_INTERVAL": "100ms",
+	r.ixShared = testenv.Shared{NATSURL: natsURL, DBURL: testenv.DBURL(t, indexermigrations.Schema), Blob: bs}
+	r.aggShared = testenv.Shared{NATSURL: natsURL, DBURL: testenv.DBURL(t, aggmigrations.Schema), Blob: bs}
+	r.port = testenv.FreePort(t)
+	r.ixEnv = map[string]string{"INDEXER_HTTP_ADDR": "127.0.0.1:0", "INDEXER_REPOSITORY_PREFIX": "warcs/", "INDEXER_SCAN_INTERVAL": "100ms",
 		"INDEXER_DISPATCH_INTERVAL": "50ms", "INDEXER_STALE_AFTER": "2s", "INDEXER_CONCURRENCY": "1"}
-	aggEnv := map[string]string{"AGGREGATOR_HTTP_ADDR": fmt.Sprintf("127.0.0.1:%d", port), "AGGREGATOR_MERGE_INTERVAL": "100ms",
+	r.aggEnv = map[string]string{"AGGREGATOR_HTTP_ADDR": fmt.Sprintf("127.0.0.1:%d", r.port), "AGGREGATOR_MERGE_INTERVAL": "100ms",
 		"AGGREGATOR_MAIN_THRESHOLD": "3000"}
-	count := func() (lines, distinct int) {
-		resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/cdx?url=example.com&matchType=domain", port))
-		if err != nil {
-			return -1, -1
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		seen := map[string]bool{}
-		for _, l := range strings.Split(strings.TrimSpace(string(b)), "\n") {
-			if l != "" {
-				lines++
-				seen[l] = true
-			}
-		}
-		return lines, len(seen)
-	}
+	return r
+}
 
-	ix := testenv.StartServiceIn(t, indexer.Definition(), ixShared, ixEnv)
-	agg := testenv.StartServiceIn(t, aggregator.Definition(), aggShared, aggEnv)
+// count returns the lines the CDX API answers for every file and how many of
+// them are distinct; -1, -1 when the API does not answer.
+func (r *restartRig) count() (lines, distinct int) {
+	resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/cdx?url=example.com&matchType=domain", r.port))
+	if err != nil {
+		return -1, -1
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	seen := map[string]bool{}
+	for _, l := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		if l != "" {
+			lines++
+			seen[l] = true
+		}
+	}
+	return lines, len(seen)
+}
+
+// waitAnswered waits until the API answers at least one line.
+func (r *restartRig) waitAnswered(t *testing.T) {
 	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(10 * time.Millisecond) {
-		if n, _ := count(); n > 0 {
-			break
+		if n, _ := r.count(); n > 0 {
+			return
 		}
 		if time.Now().After(deadline) {
 			t.Fatal("nothing was ever answered")
 		}
 	}
-	ix.Stop()
-	agg.Stop()
-	if n, _ := count(); n != -1 {
-		t.Fatal("the aggregator still answers after its stop")
-	}
-	testenv.StartServiceIn(t, indexer.Definition(), ixShared, ixEnv)
-	testenv.StartServiceIn(t, aggregator.Definition(), aggShared, aggEnv)
+}
+
+// waitComplete waits until every record is answered, failing on a duplicate
+// line or on more lines than records.
+func (r *restartRig) waitComplete(t *testing.T) {
 	for deadline := time.Now().Add(90 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-		lines, distinct := count()
+		lines, distinct := r.count()
+		if lines < 0 {
+			lines, distinct = 0, 0
+		}
 		if lines != distinct {
 			t.Fatalf("%d lines answered, only %d distinct: duplicates", lines, distinct)
 		}
-		if lines == want {
-			break
+		if lines == r.want {
+			return
 		}
-		if lines > want || time.Now().After(deadline) {
-			t.Fatalf("%d lines answered, want %d", lines, want)
+		if lines > r.want || time.Now().After(deadline) {
+			t.Fatalf("%d lines answered, want %d", lines, r.want)
 		}
 	}
+}
+
+// TestStoppingMidTaskLosesAndDuplicatesNothing: the indexer and the
+// aggregator are stopped while files are being indexed and merged, and
+// started again on the same state: every record of every file is answered
+// by the CDX API exactly once.
+func TestStoppingMidTaskLosesAndDuplicatesNothing(t *testing.T) {
+	r := newRestartRig(t, 3<<20)
+	ix := testenv.StartServiceIn(t, indexer.Definition(), r.ixShared, r.ixEnv)
+	agg := testenv.StartServiceIn(t, aggregator.Definition(), r.aggShared, r.aggEnv)
+	r.waitAnswered(t)
+	ix.Stop()
+	agg.Stop()
+	if n, _ := r.count(); n != -1 {
+		t.Fatal("the aggregator still answers after its stop")
+	}
+	testenv.StartServiceIn(t, indexer.Definition(), r.ixShared, r.ixEnv)
+	testenv.StartServiceIn(t, aggregator.Definition(), r.aggShared, r.aggEnv)
+	r.waitComplete(t)
+}
+
+// TestKillingMidTaskLosesAndDuplicatesNothing runs the indexer and the
+// aggregator as their own processes and kills them with SIGKILL (no drain,
+// no deferred cleanup) again and again while files are being indexed,
+// outputs recorded and generations merged; restarted on the same state,
+// they answer every record exactly once.
+func TestKillingMidTaskLosesAndDuplicatesNothing(t *testing.T) {
+	r := newRestartRig(t, 8<<20)
+	const ixPkg, aggPkg = "github.com/archivist/archivist/services/indexer", "github.com/archivist/archivist/services/aggregator"
+	ix := testenv.StartProcess(t, ixPkg, r.ixShared, r.blobDir, r.ixEnv)
+	agg := testenv.StartProcess(t, aggPkg, r.aggShared, r.blobDir, r.aggEnv)
+	rng := rand.New(rand.NewPCG(7, 7))
+	for round := range 6 {
+		time.Sleep(time.Duration(100+rng.IntN(400)) * time.Millisecond)
+		if round%2 == 0 {
+			ix.Kill()
+			ix = testenv.StartProcess(t, ixPkg, r.ixShared, r.blobDir, r.ixEnv)
+		} else {
+			agg.Kill()
+			agg = testenv.StartProcess(t, aggPkg, r.aggShared, r.blobDir, r.aggEnv)
+		}
+		lines, distinct := r.count()
+		if lines < 0 {
+			lines, distinct = 0, 0
+		}
+		if lines != distinct {
+			t.Fatalf("after kill %d: %d lines answered, only %d distinct", round, lines, distinct)
+		}
+		t.Logf("KILL %d: %d of %d lines answered after the restart", round, lines, r.want)
+	}
+	ix.Kill()
+	agg.Kill()
+	testenv.StartProcess(t, ixPkg, r.ixShared, r.blobDir, r.ixEnv)
+	testenv.StartProcess(t, aggPkg, r.aggShared, r.blobDir, r.aggEnv)
+	r.waitComplete(t)
 }
