@@ -21,28 +21,34 @@ import (
 	indexermigrations "github.com/archivist/archivist/services/indexer/migrations"
 )
 
-// bigWARC is a gzipped WARC of about size bytes: HTML responses of 8-24 KiB
+// bigWARC is a WARC gzipped at level of about size bytes: HTML responses of 8-24 KiB
 // of random words (compressing about as real pages do), one gzip member each.
 // It returns the file and the URL of its last record.
-func bigWARC(host string, size int) ([]byte, string) {
+func bigWARC(host string, size, level int) ([]byte, string) {
 	rng := rand.New(rand.NewPCG(1, uint64(len(host))))
 	words := strings.Fields("archive wayback crawl harvest page index record capture replay surt digest offset member length html body script style link image video audio text")
+	// Pages are slices of one pool of random words at random offsets: as
+	// compressible as real pages, and cheap to make under the race detector.
+	var pool bytes.Buffer
+	for pool.Len() < 1<<20 {
+		pool.WriteString(words[rng.IntN(len(words))])
+		fmt.Fprintf(&pool, "%d ", rng.IntN(100000))
+	}
 	var out bytes.Buffer
 	var page bytes.Buffer
 	last := ""
 	for i := 0; out.Len() < size; i++ {
 		page.Reset()
 		page.WriteString("<html><body>")
-		for n := 8<<10 + rng.IntN(16<<10); page.Len() < n; {
-			page.WriteString(words[rng.IntN(len(words))])
-			fmt.Fprintf(&page, "%d ", rng.IntN(100000))
-		}
+		n := 8<<10 + rng.IntN(16<<10)
+		off := rng.IntN(pool.Len() - n)
+		page.Write(pool.Bytes()[off : off+n])
 		page.WriteString("</body></html>")
 		body := fmt.Sprintf("HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nContent-Length: %d\r\n\r\n%s", page.Len(), page.Bytes())
 		last = fmt.Sprintf("http://%s/p/%d", host, i)
 		rec := fmt.Sprintf("WARC/1.0\r\nWARC-Type: response\r\nWARC-Record-ID: <urn:uuid:%08d-0000-0000-0000-000000000000>\r\nWARC-Target-URI: %s\r\nWARC-Date: 2026-03-01T00:00:00Z\r\nContent-Type: application/http; msgtype=response\r\nContent-Length: %d\r\n\r\n%s\r\n\r\n",
 			i, last, len(body), body)
-		w := gzip.NewWriter(&out)
+		w, _ := gzip.NewWriterLevel(&out, level)
 		w.Write([]byte(rec))
 		w.Close()
 	}
@@ -73,7 +79,7 @@ func BenchmarkFreshness100MBWARC(b *testing.B) {
 	b.ResetTimer()
 	for i := range b.N {
 		b.StopTimer()
-		file, last := bigWARC(fmt.Sprintf("site%d.example.com", i), 100<<20)
+		file, last := bigWARC(fmt.Sprintf("site%d.example.com", i), 100<<20, gzip.DefaultCompression)
 		size += int64(len(file))
 		t0 := time.Now()
 		zr, err := gzip.NewReader(bytes.NewReader(file))

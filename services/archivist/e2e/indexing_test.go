@@ -7,13 +7,14 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"math/rand/v2"
 	"net/http"
 	"regexp"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/archivist/archivist/pkg/blob"
 	"github.com/archivist/archivist/pkg/testenv"
@@ -127,7 +128,8 @@ func TestFilesDroppedAreAnsweredByTheCDXAPI(t *testing.T) {
 	}
 }
 
-// restartRig is eight WARC files in a local repository, the indexer's
+// restartRig is WARC files (stored, not compressed: cheap to make
+// under the race detector) in a local repository, the indexer's
 // and the aggregator's environment, and a way to count what the CDX API
 // answers for them.
 type restartRig struct {
@@ -141,7 +143,7 @@ type restartRig struct {
 	aggEnv    map[string]string
 }
 
-func newRestartRig(t *testing.T, fileSize int) *restartRig {
+func newRestartRig(t *testing.T, files, fileSize int) *restartRig {
 	ctx := context.Background()
 	r := &restartRig{blobDir: t.TempDir()}
 	bs, err := blob.NewLocal(r.blobDir)
@@ -149,8 +151,8 @@ func newRestartRig(t *testing.T, fileSize int) *restartRig {
 		t.Fatal(err)
 	}
 	r.bs = bs
-	for i := range 8 {
-		data, last := bigWARC(fmt.Sprintf("h%d.example.com", i), fileSize)
+	for i := range files {
+		data, last := bigWARC(fmt.Sprintf("h%d.example.com", i), fileSize, gzip.NoCompression)
 		n, _ := strconv.Atoi(last[strings.LastIndex(last, "/")+1:])
 		r.want += n + 1
 		if _, err := bs.Put(ctx, fmt.Sprintf("warcs/f%d.warc.gz", i), bytes.NewReader(data), nil); err != nil {
@@ -224,7 +226,7 @@ func (r *restartRig) waitComplete(t *testing.T) {
 // started again on the same state: every record of every file is answered
 // by the CDX API exactly once.
 func TestStoppingMidTaskLosesAndDuplicatesNothing(t *testing.T) {
-	r := newRestartRig(t, 3<<20)
+	r := newRestartRig(t, 8, 3<<20)
 	ix := testenv.StartServiceIn(t, indexer.Definition(), r.ixShared, r.ixEnv)
 	agg := testenv.StartServiceIn(t, aggregator.Definition(), r.aggShared, r.aggEnv)
 	r.waitAnswered(t)
@@ -240,32 +242,62 @@ func TestStoppingMidTaskLosesAndDuplicatesNothing(t *testing.T) {
 
 // TestKillingMidTaskLosesAndDuplicatesNothing runs the indexer and the
 // aggregator as their own processes and kills them with SIGKILL (no drain,
-// no deferred cleanup) again and again while files are being indexed,
-// outputs recorded and generations merged; restarted on the same state,
-// they answer every record exactly once.
+// no deferred cleanup) while they work: the indexer while a file is being
+// indexed, the aggregator while recorded outputs wait to be merged. Started
+// again on the same state, they answer every record exactly once.
 func TestKillingMidTaskLosesAndDuplicatesNothing(t *testing.T) {
-	r := newRestartRig(t, 8<<20)
+	ctx := context.Background()
+	r := newRestartRig(t, 16, 4<<20)
+	ixDB, err := pgxpool.New(ctx, r.ixShared.DBURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ixDB.Close()
+	aggDB, err := pgxpool.New(ctx, r.aggShared.DBURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer aggDB.Close()
+	// waitFor polls q until it returns true; false if the work ended first.
+	waitFor := func(db *pgxpool.Pool, q string) bool {
+		for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(2 * time.Millisecond) {
+			var ok bool
+			if err := db.QueryRow(ctx, q).Scan(&ok); err == nil && ok {
+				return true
+			}
+			if lines, _ := r.count(); lines == r.want {
+				return false
+			}
+		}
+		return false
+	}
+	const indexing = `SELECT EXISTS (SELECT FROM indexer.files WHERE status = 'indexing')`
+	const unmerged = `SELECT EXISTS (SELECT FROM aggregator.outputs o, aggregator.generations g
+		WHERE g.level = 'recent' AND o.received_at >= g.built_at)`
 	const ixPkg, aggPkg = "github.com/archivist/archivist/services/indexer", "github.com/archivist/archivist/services/aggregator"
-	ix := testenv.StartProcess(t, ixPkg, r.ixShared, r.blobDir, r.ixEnv)
 	agg := testenv.StartProcess(t, aggPkg, r.aggShared, r.blobDir, r.aggEnv)
-	rng := rand.New(rand.NewPCG(7, 7))
-	for round := range 6 {
-		time.Sleep(time.Duration(100+rng.IntN(400)) * time.Millisecond)
-		if round%2 == 0 {
+	ix := testenv.StartProcess(t, ixPkg, r.ixShared, r.blobDir, r.ixEnv)
+	kills := 0
+	for round := range 8 {
+		var indexed int
+		ixDB.QueryRow(ctx, `SELECT count(*) FROM indexer.files WHERE status = 'indexed'`).Scan(&indexed)
+		if round%2 == 0 && waitFor(ixDB, indexing) {
 			ix.Kill()
 			ix = testenv.StartProcess(t, ixPkg, r.ixShared, r.blobDir, r.ixEnv)
-		} else {
+			t.Logf("killed the indexer mid-file (%d of 16 files indexed)", indexed)
+			kills++
+		} else if round%2 == 1 && waitFor(aggDB, unmerged) {
 			agg.Kill()
 			agg = testenv.StartProcess(t, aggPkg, r.aggShared, r.blobDir, r.aggEnv)
+			t.Logf("killed the aggregator with outputs unmerged (%d of 16 files indexed)", indexed)
+			kills++
 		}
-		lines, distinct := r.count()
-		if lines < 0 {
-			lines, distinct = 0, 0
-		}
-		if lines != distinct {
+		if lines, distinct := r.count(); lines != distinct {
 			t.Fatalf("after kill %d: %d lines answered, only %d distinct", round, lines, distinct)
 		}
-		t.Logf("KILL %d: %d of %d lines answered after the restart", round, lines, r.want)
+	}
+	if kills < 4 {
+		t.Errorf("only %d kills landed mid-task; the work is too small to test this", kills)
 	}
 	ix.Kill()
 	agg.Kill()
