@@ -9,15 +9,12 @@ package aggregator
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
-	"net/http"
 	"os"
 	"sort"
-	"strconv"
 	"strings"
 	"time"
 
@@ -29,7 +26,6 @@ import (
 	"github.com/archivist/archivist/pkg/bus"
 	"github.com/archivist/archivist/pkg/service"
 	"github.com/archivist/archivist/pkg/store"
-	"github.com/archivist/archivist/pkg/surt"
 	"github.com/archivist/archivist/services/aggregator/cdxindex"
 	"github.com/archivist/archivist/services/aggregator/migrations"
 )
@@ -269,96 +265,4 @@ func (a *Aggregator) Lookup(ctx context.Context, q cdxindex.Query, match func(ke
 		out = out[:q.Limit]
 	}
 	return out, nil
-}
-
-// Handler serves GET /cdx (url, matchType exact|prefix|host|domain, from,
-// to, limit, output cdx|json) and GET /v1/index/generations.
-func (a *Aggregator) Handler() http.Handler {
-	mux := http.NewServeMux()
-	mux.HandleFunc("GET /cdx", a.cdx)
-	mux.HandleFunc("GET /v1/index/generations", func(w http.ResponseWriter, r *http.Request) {
-		gens, err := a.Generations(r.Context())
-		if err != nil {
-			http.Error(w, "reading the generations failed", http.StatusInternalServerError)
-			return
-		}
-		w.Header().Set("Content-Type", "application/json")
-		json.NewEncoder(w).Encode(gens)
-	})
-	return mux
-}
-
-func (a *Aggregator) cdx(w http.ResponseWriter, r *http.Request) {
-	p := r.URL.Query()
-	url := p.Get("url")
-	if url == "" {
-		http.Error(w, "url is required", http.StatusBadRequest)
-		return
-	}
-	if !strings.Contains(url, "://") && !strings.HasPrefix(url, "urn:") && !strings.HasPrefix(url, "dns:") {
-		url = "http://" + url // as the CDX servers read a URL without a scheme
-	}
-	key := surt.Key(url)
-	q := cdxindex.Query{Key: key, From: p.Get("from"), To: p.Get("to")}
-	var match func(string) bool
-	host, _, _ := strings.Cut(key, ")")
-	switch p.Get("matchType") {
-	case "", "exact":
-	case "prefix":
-		q.Prefix = true
-		q.Key = strings.TrimSuffix(key, "/")
-		if strings.HasSuffix(q.Key, ")") {
-			q.Key += "/"
-		}
-	case "host":
-		q.Prefix, q.Key = true, host+")"
-	case "domain":
-		q.Prefix, q.Key = true, host
-		match = func(k string) bool { return strings.HasPrefix(k, host+")") || strings.HasPrefix(k, host+",") }
-	default:
-		http.Error(w, "matchType: exact, prefix, host or domain", http.StatusBadRequest)
-		return
-	}
-	if l := p.Get("limit"); l != "" {
-		n, err := strconv.Atoi(l)
-		if err != nil || n < 0 {
-			http.Error(w, "limit: a whole number", http.StatusBadRequest)
-			return
-		}
-		q.Limit = n
-	}
-	output := p.Get("output")
-	if output != "" && output != "cdx" && output != "json" {
-		http.Error(w, "output: cdx or json", http.StatusBadRequest)
-		return
-	}
-	lines, err := a.Lookup(r.Context(), q, match)
-	if err != nil {
-		a.log.Error("cdx query", "url", url, "err", err)
-		http.Error(w, "the query failed", http.StatusInternalServerError)
-		return
-	}
-	if p.Get("sort") == "reverse" {
-		sort.Sort(sort.Reverse(sort.StringSlice(lines)))
-	}
-	if output == "json" {
-		w.Header().Set("Content-Type", "text/x-ndjson")
-		enc := json.NewEncoder(w)
-		names := []string{"urlkey", "timestamp", "url", "mime", "status", "digest", "redirect", "robotflags", "length", "offset", "filename"}
-		for _, l := range lines {
-			f := strings.Fields(l)
-			obj := map[string]string{}
-			for i, n := range names {
-				if i < len(f) && f[i] != "-" {
-					obj[n] = f[i]
-				}
-			}
-			enc.Encode(obj)
-		}
-		return
-	}
-	w.Header().Set("Content-Type", "text/plain")
-	for _, l := range lines {
-		fmt.Fprintln(w, l)
-	}
 }

@@ -97,6 +97,9 @@ func TestFilesDroppedAreAnsweredByTheCDXAPI(t *testing.T) {
 	if err := json.Unmarshal([]byte(strings.TrimSpace(js)), &obj); err != nil || obj["urlkey"] != "org,other)/p/1" || obj["filename"] != "three.warc.gz" || obj["status"] != "200" {
 		t.Errorf("json output %q: %v", js, err)
 	}
+	if got := get("/cdx?url=http://other.org/p/1&sort=closest&closest=2026&fl=timestamp,filename"); got != "20260302000000 three.warc.gz\n" {
+		t.Errorf("closest with fl: %q", got)
+	}
 	// 13 lines in all passed the threshold of 12: everything is in main now.
 	deadline := time.Now().Add(30 * time.Second)
 	for {

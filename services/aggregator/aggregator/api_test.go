@@ -1,0 +1,82 @@
+package aggregator
+
+import (
+	"net/url"
+	"slices"
+	"strings"
+	"testing"
+)
+
+func lines(ts ...string) []string {
+	var out []string
+	for _, t := range ts {
+		out = append(out, "com,example)/ "+t+" http://example.com/ text/html 200 AAAA - - 10 0 f.warc.gz")
+	}
+	return out
+}
+
+func timestamps(ls []string) []string {
+	var out []string
+	for _, l := range ls {
+		out = append(out, strings.Fields(l)[1])
+	}
+	return out
+}
+
+func TestOrder(t *testing.T) {
+	index := []string{"20200101000000", "20210601000000", "20220101000000", "20220102000000", "20240101000000"}
+	for _, c := range []struct {
+		query string
+		want  []string
+	}{
+		{"url=example.com", index},
+		{"url=example.com&limit=2", index[:2]},
+		{"url=example.com&sort=reverse&limit=2", []string{"20240101000000", "20220102000000"}},
+		{"url=example.com&sort=closest&closest=20220101120000", []string{"20220101000000", "20220102000000", "20210601000000", "20240101000000", "20200101000000"}},
+		{"url=example.com&sort=closest&closest=2022&limit=1", []string{"20220101000000"}},
+		{"url=example.com&sort=closest&closest=20990101000000&limit=2", []string{"20240101000000", "20220102000000"}},
+	} {
+		v, _ := url.ParseQuery(c.query)
+		r, err := parseRequest(v)
+		if err != nil {
+			t.Fatalf("%s: %v", c.query, err)
+		}
+		if got := timestamps(r.order(lines(index...))); !slices.Equal(got, c.want) {
+			t.Errorf("%s:\n got %v\nwant %v", c.query, got, c.want)
+		}
+	}
+}
+
+func TestBadRequestsSayWhatIsWrong(t *testing.T) {
+	for q, want := range map[string]string{
+		"":                                 "url is required",
+		"url=a.com&matchType=bogus":        "matchType",
+		"url=a.com&limit=-1":               "limit",
+		"url=a.com&sort=sideways":          "sort: reverse or closest",
+		"url=a.com&sort=closest":           "needs closest=TIMESTAMP",
+		"url=a.com&sort=closest&closest=x": "closest: a timestamp",
+		"url=a.com&matchType=prefix&sort=closest&closest=2020": "needs matchType=exact",
+		"url=a.com&from=2020-01":                               "from: a timestamp",
+		"url=a.com&fl=urlkey,nope":                             `unknown field "nope"`,
+		"url=a.com&output=xml":                                 "output: cdx or json",
+	} {
+		v, _ := url.ParseQuery(q)
+		_, err := parseRequest(v)
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%q: error %v, want one saying %q", q, err, want)
+		}
+	}
+}
+
+func TestTimestampPrefixesAreTheEarliestMoment(t *testing.T) {
+	for in, want := range map[string]string{
+		"2026":           "2026-01-01T00:00:00Z",
+		"202603":         "2026-03-01T00:00:00Z",
+		"20260315123456": "2026-03-15T12:34:56Z",
+		"20261399":       "2026-01-01T00:00:00Z",
+	} {
+		if got := timestampTime(in).Format("2006-01-02T15:04:05Z07:00"); got != want {
+			t.Errorf("%s: %s, want %s", in, got, want)
+		}
+	}
+}
