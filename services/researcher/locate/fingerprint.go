@@ -1,0 +1,226 @@
+package locate
+
+import (
+	"math"
+	"slices"
+
+	"gonum.org/v1/gonum/dsp/fourier"
+)
+
+// Params are the analysis settings. The defaults are tuned on a corpus
+// built with another seed than the one reported (docs/PERFORMANCE.md).
+type Params struct {
+	// Rate is the analysis sample rate; everything is resampled to it.
+	Rate int
+	// FFT is the frame length and Hop the step between frames, in samples.
+	FFT, Hop int
+	// MinBin and MaxBin bound the spectral bins peaks are taken from.
+	MinBin, MaxBin int
+	// PeakDF and PeakDT are the half-size of the neighbourhood a peak must
+	// dominate, in bins and frames.
+	PeakDF, PeakDT int
+	// PeaksPerFrame keeps the strongest peaks of each frame.
+	PeaksPerFrame int
+	// FanOut is how many later peaks each anchor pairs with, within MaxDT
+	// frames and MaxDF bins.
+	FanOut, MaxDT, MaxDF int
+}
+
+// DefaultParams analyse at 8 kHz: 64 ms frames every 32 ms, peaks between
+// 125 Hz and 3.5 kHz (what survives telephone bandwidth, a 4 kHz low-pass
+// and low-rate codecs), paired up to 1 s ahead.
+var DefaultParams = Params{Rate: 8000, FFT: 512, Hop: 256, MinBin: 8, MaxBin: 224,
+	PeakDF: 6, PeakDT: 3, PeaksPerFrame: 5, FanOut: 6, MaxDT: 31, MaxDF: 63}
+
+// FrameDuration is the hop in seconds.
+func (p Params) FrameDuration() float64 { return float64(p.Hop) / float64(p.Rate) }
+
+// Peak is a spectral peak: frame, bin and log power.
+type Peak struct {
+	T int32
+	F int16
+	V float32
+}
+
+// Hash is a landmark: a pair of peaks hashed by the anchor's bin, the
+// target's bin offset and their time difference, at the anchor's frame.
+type Hash struct {
+	H uint32
+	T int32
+}
+
+// HashBits is the size of the hash space.
+const HashBits = 20
+
+func (p Params) hash(a, b Peak) uint32 {
+	df := int(b.F) - int(a.F) + 64
+	dt := int(b.T - a.T)
+	return uint32(a.F)<<12 | uint32(df&127)<<5 | uint32(dt&31)
+}
+
+// Fingerprinter turns samples into landmark hashes as they stream in.
+// Hashes come out in order of their anchor frame.
+type Fingerprinter struct {
+	p      Params
+	fft    *fourier.FFT
+	window []float64
+	frame  []float64
+	coef   []complex128
+	pend   []float32 // samples not yet framed
+	t      int32     // next frame index
+	spec   [][]float32
+	fmax   [][]float32
+	peaks  []Peak // peaks not yet used as anchors
+	emit   func(Hash)
+	done   int32 // frames whose peaks are final
+}
+
+// NewFingerprinter makes a fingerprinter that calls emit for every hash.
+func NewFingerprinter(p Params, emit func(Hash)) *Fingerprinter {
+	f := &Fingerprinter{p: p, fft: fourier.NewFFT(p.FFT), window: make([]float64, p.FFT),
+		frame: make([]float64, p.FFT), coef: make([]complex128, p.FFT/2+1), emit: emit}
+	for i := range f.window {
+		f.window[i] = 0.5 - 0.5*math.Cos(2*math.Pi*float64(i)/float64(p.FFT))
+	}
+	return f
+}
+
+// Frames is how many frames have been analysed.
+func (f *Fingerprinter) Frames() int32 { return f.t }
+
+// Write analyses samples.
+func (f *Fingerprinter) Write(samples []float32) {
+	f.pend = append(f.pend, samples...)
+	n := 0
+	for n+f.p.FFT <= len(f.pend) {
+		f.analyse(f.pend[n : n+f.p.FFT])
+		n += f.p.Hop
+	}
+	f.pend = append(f.pend[:0], f.pend[n:]...)
+}
+
+// Flush analyses the last partial frames (zero-padded) and emits every
+// remaining hash.
+func (f *Fingerprinter) Flush() {
+	if len(f.pend) > 0 {
+		f.Write(make([]float32, f.p.FFT-f.p.Hop))
+		f.pend = f.pend[:0]
+	}
+	for f.done < f.t {
+		f.pick(f.done)
+		f.done++
+	}
+	f.pair(math.MaxInt32)
+}
+
+func (f *Fingerprinter) analyse(x []float32) {
+	for i, v := range x {
+		f.frame[i] = float64(v) * f.window[i]
+	}
+	f.fft.Coefficients(f.coef, f.frame)
+	nb := f.p.MaxBin - f.p.MinBin + 1
+	var s []float32
+	if len(f.spec) > 2*f.p.PeakDT+1 {
+		s = f.spec[0]
+		f.spec = f.spec[1:]
+		m := f.fmax[0]
+		f.fmax = f.fmax[1:]
+		f.fmax = append(f.fmax, m)
+	} else {
+		s = make([]float32, nb)
+		f.fmax = append(f.fmax, make([]float32, nb))
+	}
+	for i := range nb {
+		c := f.coef[f.p.MinBin+i]
+		pw := real(c)*real(c) + imag(c)*imag(c)
+		s[i] = float32(math.Log(pw + 1e-10))
+	}
+	f.spec = append(f.spec, s)
+	// The maximum over ±PeakDF bins, by a sliding window.
+	maxFilter(f.fmax[len(f.fmax)-1], s, f.p.PeakDF)
+	f.t++
+	// Frame t−PeakDT now has its neighbours on both sides.
+	if c := f.t - 1 - int32(f.p.PeakDT); c >= 0 && c >= f.done {
+		f.pick(c)
+		f.done = c + 1
+		f.pair(c - int32(f.p.MaxDT))
+	}
+}
+
+// maxFilter writes to dst the maximum of src over ±r.
+func maxFilter(dst, src []float32, r int) {
+	n := len(src)
+	for i := range n {
+		m := src[i]
+		for j := max(0, i-r); j <= min(n-1, i+r); j++ {
+			if src[j] > m {
+				m = src[j]
+			}
+		}
+		dst[i] = m
+	}
+}
+
+// pick finds the peaks of frame t: maxima of their ±PeakDF × ±PeakDT
+// neighbourhood, the strongest PeaksPerFrame.
+func (f *Fingerprinter) pick(t int32) {
+	idx := int(t - (f.t - int32(len(f.spec))))
+	if idx < 0 || idx >= len(f.spec) {
+		return
+	}
+	s := f.spec[idx]
+	var cand []Peak
+	for b, v := range s {
+		if v < f.fmax[idx][b] {
+			continue
+		}
+		ok := true
+		for j := max(0, idx-f.p.PeakDT); j <= min(len(f.spec)-1, idx+f.p.PeakDT) && ok; j++ {
+			if j != idx && (f.fmax[j][b] > v || (j < idx && f.fmax[j][b] == v && f.spec[j][b] == v)) {
+				ok = false
+			}
+		}
+		if ok && v > -20 {
+			cand = append(cand, Peak{T: t, F: int16(b + f.p.MinBin), V: v})
+		}
+	}
+	if len(cand) > f.p.PeaksPerFrame {
+		slices.SortFunc(cand, func(a, b Peak) int {
+			if a.V > b.V {
+				return -1
+			}
+			if a.V < b.V {
+				return 1
+			}
+			return 0
+		})
+		cand = cand[:f.p.PeaksPerFrame]
+	}
+	f.peaks = append(f.peaks, cand...)
+}
+
+// pair emits the hashes of every anchor up to frame upTo: its peaks within
+// MaxDT frames are all known.
+func (f *Fingerprinter) pair(upTo int32) {
+	n := 0
+	for n < len(f.peaks) && f.peaks[n].T <= upTo {
+		a := f.peaks[n]
+		fan := 0
+		for j := n + 1; j < len(f.peaks) && fan < f.p.FanOut; j++ {
+			b := f.peaks[j]
+			if b.T == a.T {
+				continue
+			}
+			if b.T-a.T > int32(f.p.MaxDT) {
+				break
+			}
+			if d := int(b.F) - int(a.F); d < -f.p.MaxDF || d > f.p.MaxDF {
+				continue
+			}
+			f.emit(Hash{H: f.p.hash(a, b), T: a.T})
+			fan++
+		}
+		n++
+	}
+	f.peaks = append(f.peaks[:0], f.peaks[n:]...)
+}

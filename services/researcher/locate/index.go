@@ -1,0 +1,96 @@
+package locate
+
+import "fmt"
+
+// Clip is a reference clip: its samples at the analysis rate.
+type Clip struct {
+	// Name identifies the clip in results.
+	Name string
+	// Samples are mono at Params.Rate.
+	Samples []float32
+}
+
+// Index holds the landmark hashes of a set of clips, by hash.
+type Index struct {
+	p      Params
+	clips  []indexedClip
+	start  []uint32 // postings of hash h: post[start[h]:start[h+1]]
+	post   []posting
+	frames int32 // the longest clip, in frames
+}
+
+type indexedClip struct {
+	name    string
+	frames  int32
+	hashes  int
+	samples []float32
+	excerpt int // start sample of the clip's most energetic stretch
+}
+
+type posting struct {
+	clip uint16
+	t    uint16
+}
+
+// maxClipSeconds bounds a clip: postings store frames in 16 bits.
+const maxClipSeconds = 120
+
+// NewIndex fingerprints the clips.
+func NewIndex(p Params, clips []Clip) (*Index, error) {
+	if len(clips) > 1<<16 {
+		return nil, fmt.Errorf("locate: %d clips, at most %d", len(clips), 1<<16)
+	}
+	x := &Index{p: p, start: make([]uint32, 1<<HashBits+1)}
+	all := make([][]Hash, len(clips))
+	for i, c := range clips {
+		if len(c.Samples) > maxClipSeconds*p.Rate {
+			return nil, fmt.Errorf("locate: clip %s is longer than %d s", c.Name, maxClipSeconds)
+		}
+		var hs []Hash
+		fp := NewFingerprinter(p, func(h Hash) { hs = append(hs, h) })
+		fp.Write(c.Samples)
+		fp.Flush()
+		all[i] = hs
+		frames := int32((len(c.Samples) + p.Hop - 1) / p.Hop)
+		x.clips = append(x.clips, indexedClip{name: c.Name, frames: frames, hashes: len(hs), samples: c.Samples,
+			excerpt: loudest(c.Samples, excerptLen(p))})
+		x.frames = max(x.frames, frames)
+		for _, h := range hs {
+			x.start[h.H+1]++
+		}
+	}
+	for h := 1; h < len(x.start); h++ {
+		x.start[h] += x.start[h-1]
+	}
+	x.post = make([]posting, x.start[len(x.start)-1])
+	fill := make([]uint32, 1<<HashBits)
+	for i, hs := range all {
+		for _, h := range hs {
+			x.post[x.start[h.H]+fill[h.H]] = posting{clip: uint16(i), t: uint16(h.T)}
+			fill[h.H]++
+		}
+	}
+	return x, nil
+}
+
+// excerptLen is the stretch of a clip used to refine an offset: 2 s.
+func excerptLen(p Params) int { return 2 * p.Rate }
+
+// loudest is the start of the n-sample stretch of x with the most energy.
+func loudest(x []float32, n int) int {
+	if len(x) <= n {
+		return 0
+	}
+	var e float64
+	for _, v := range x[:n] {
+		e += float64(v) * float64(v)
+	}
+	best, bestE := 0, e
+	for i := n; i < len(x); i++ {
+		e += float64(x[i])*float64(x[i]) - float64(x[i-n])*float64(x[i-n])
+		if e > bestE {
+			best, bestE = i-n+1, e
+		}
+	}
+	return best
+}
