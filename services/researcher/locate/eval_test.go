@@ -112,13 +112,13 @@ func (c *corpus) episodeFile(ep, cond string) string {
 
 // score is the outcome of one condition.
 type score struct {
-	tp, fp, fn       int
-	decoyHits        int
-	errs             []float64 // offset errors of true hits, seconds
-	hours            float64
-	falseAlarms      []string
-	missed           []string
-	longTP, longFN   int // clips of 3 s and longer
+	tp, fp, fn     int
+	decoyHits      int
+	errs           []float64 // offset errors of true hits, seconds
+	hours          float64
+	falseAlarms    []string
+	missed         []string
+	longTP, longFN int // clips of 3 s and longer
 }
 
 func (s *score) precision() float64 { return float64(s.tp) / math.Max(float64(s.tp+s.fp), 1) }
