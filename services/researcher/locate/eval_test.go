@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"sort"
@@ -215,5 +216,59 @@ func TestMiniCorpus(t *testing.T) {
 		for _, f := range s.falseAlarms {
 			t.Errorf("%s: false alarm %s", cond, f)
 		}
+	}
+}
+
+// accuracyCorpus is the corpus the accuracy benchmark scores:
+// ARCHIVIST_AUDIO_CORPUS if set (a make_corpus.sh output), else one built
+// now with make_corpus.sh (SEED=3, 4 episodes of 5-10 minutes; the script
+// lists the Debian packages it needs). The detector was tuned on SEED=2.
+func accuracyCorpus(b *testing.B) string {
+	if dir := os.Getenv("ARCHIVIST_AUDIO_CORPUS"); dir != "" {
+		return dir
+	}
+	script := filepath.Join(testdata(b), "audio", "make_corpus.sh")
+	out := filepath.Join(b.TempDir(), "corpus")
+	cmd := exec.Command("bash", script)
+	cmd.Env = append(os.Environ(), "N=4", "MIN_S=300", "MAX_S=600", "SEED=3", "OUT="+out)
+	if msg, err := cmd.CombinedOutput(); err != nil {
+		b.Fatalf("make_corpus.sh (see its header for the Debian packages it needs): %v\n%s", err, msg)
+	}
+	return out
+}
+
+// BenchmarkAccuracy scores the locator on a corpus built with another seed
+// than the one it was tuned on: per condition, precision, recall (all clips
+// and clips of 3 s and longer), median and 95th-percentile offset error,
+// decoy hits and false alarms per hour. docs/PERFORMANCE.md has figures.
+//
+//	go test -run XXX -bench Accuracy -benchtime 1x ./locate/
+func BenchmarkAccuracy(b *testing.B) {
+	c := loadCorpus(b, accuracyCorpus(b))
+	x, err := locate.NewIndex(locate.DefaultParams, c.clips)
+	if err != nil {
+		b.Fatal(err)
+	}
+	conds := []string{"clean", "gain-12", "sr22k", "snr10", "snr5", "snr0", "lp4k_mp3_64k", "gsm8k", "speed102"}
+	for range b.N {
+		var out strings.Builder
+		fmt.Fprintf(&out, "\n| condition | precision | recall | recall ≥3 s | offset median | offset p95 | decoy hits | false alarms/h |\n| --- | --- | --- | --- | --- | --- | --- | --- |\n")
+		for _, cond := range conds {
+			if _, ok := c.conditions[cond]; !ok {
+				continue
+			}
+			s := evaluate(b, c, x, cond, locate.Threshold)
+			fmt.Fprintf(&out, "| %s | %.3f | %.3f | %.3f | %.1f ms | %.1f ms | %d | %.2f |\n", cond, s.precision(), s.recall(), s.longRecall(),
+				1000*s.errQ(0.5), 1000*s.errQ(0.95), s.decoyHits, float64(s.fp)/s.hours)
+			if os.Getenv("ARCHIVIST_LOCATE_VERBOSE") != "" {
+				for _, m := range s.missed {
+					fmt.Fprintf(&out, "    missed %s\n", m)
+				}
+				for _, f := range s.falseAlarms {
+					fmt.Fprintf(&out, "    false alarm %s\n", f)
+				}
+			}
+		}
+		fmt.Print(out.String())
 	}
 }

@@ -49,6 +49,10 @@ type Hash struct {
 	T int32
 }
 
+// Bands is how many bands the envelope of a frame has: what whole clips are
+// compared by once their landmarks have voted.
+const Bands = 24
+
 // HashBits is the size of the hash space.
 const HashBits = 20
 
@@ -72,6 +76,9 @@ type Fingerprinter struct {
 	fmax   [][]float32
 	peaks  []Peak // peaks not yet used as anchors
 	emit   func(Hash)
+	// Bands, when set, receives each frame's band envelope (Bands values).
+	Bands func(t int32, env []float32)
+	env   []float32
 	done   int32 // frames whose peaks are final
 }
 
@@ -138,6 +145,20 @@ func (f *Fingerprinter) analyse(x []float32) {
 	f.spec = append(f.spec, s)
 	// The maximum over ±PeakDF bins, by a sliding window.
 	maxFilter(f.fmax[len(f.fmax)-1], s, f.p.PeakDF)
+	if f.Bands != nil {
+		if f.env == nil {
+			f.env = make([]float32, Bands)
+		}
+		per := nb / Bands
+		for b := range Bands {
+			var e float64
+			for _, c := range f.coef[f.p.MinBin+b*per : f.p.MinBin+(b+1)*per] {
+				e += real(c)*real(c) + imag(c)*imag(c)
+			}
+			f.env[b] = float32(math.Log(e + 1e-6))
+		}
+		f.Bands(f.t, f.env)
+	}
 	f.t++
 	// Frame t−PeakDT now has its neighbours on both sides.
 	if c := f.t - 1 - int32(f.p.PeakDT); c >= 0 && c >= f.done {

@@ -25,6 +25,7 @@ type indexedClip struct {
 	hashes  int
 	samples []float32
 	excerpt int // start sample of the clip's most energetic stretch
+	env     []float32 // band envelopes, frame by frame (Bands per frame)
 }
 
 type posting struct {
@@ -47,13 +48,15 @@ func NewIndex(p Params, clips []Clip) (*Index, error) {
 			return nil, fmt.Errorf("locate: clip %s is longer than %d s", c.Name, maxClipSeconds)
 		}
 		var hs []Hash
+		var env []float32
 		fp := NewFingerprinter(p, func(h Hash) { hs = append(hs, h) })
+		fp.Bands = func(_ int32, e []float32) { env = append(env, e...) }
 		fp.Write(c.Samples)
 		fp.Flush()
 		all[i] = hs
 		frames := int32((len(c.Samples) + p.Hop - 1) / p.Hop)
 		x.clips = append(x.clips, indexedClip{name: c.Name, frames: frames, hashes: len(hs), samples: c.Samples,
-			excerpt: loudest(c.Samples, excerptLen(p))})
+			excerpt: loudest(c.Samples, excerptLen(p)), env: env})
 		x.frames = max(x.frames, frames)
 		for _, h := range hs {
 			x.start[h.H+1]++

@@ -1,7 +1,9 @@
 package locate
 
 import (
+	"cmp"
 	"math"
+	"slices"
 )
 
 // Occurrence is one place a clip was found.
@@ -42,7 +44,11 @@ type Matcher struct {
 	ringStart int64 // sample index of ring[0]
 	ringKeep  int
 	frontier  int32
-	closedAll int32
+	flushedAt int32
+	env       []float32 // the episode's band envelopes, by frame mod envKeep
+	envKeep   int
+	pending   []scored // decided, waiting for overlapping clips' decisions
+	recent    []scored // reported, kept while they can explain others
 	// MinConfidence overrides Threshold (for evaluation: report everything
 	// above it to draw precision/recall curves).
 	MinConfidence float64
@@ -54,9 +60,17 @@ type clipState struct {
 	prev     [2]int32
 	total    int64 // votes at closed offsets
 	nClosed  int64
-	best     candidate
-	haveBest bool
+	cluster  []candidate // candidates each within nms of the one before
 	nms      int32
+	hist     []int32 // closed counts by offset mod len: the local background
+}
+
+// scored is an occurrence with its evidence, in frames.
+type scored struct {
+	Occurrence
+	sig        float64
+	corr       float64 // of the whole clip with the episode at the offset
+	start, end int32
 }
 
 type candidate struct {
@@ -70,10 +84,14 @@ func NewMatcher(x *Index, report func(Occurrence)) *Matcher {
 	m := &Matcher{x: x, p: x.p, report: report, MinConfidence: Threshold}
 	m.clips = make([]clipState, len(x.clips))
 	for i, c := range x.clips {
-		m.clips[i] = clipState{votes: make([]int32, c.frames+16), closed: -2, nms: max(c.frames-2, 8)}
+		nms := max(c.frames-2, background)
+		m.clips[i] = clipState{votes: make([]int32, c.frames+16), closed: -2, nms: nms, hist: make([]int32, nms+background+8)}
 	}
-	m.ringKeep = int(3*x.frames+int32(x.p.MaxDT)+256) * x.p.Hop
+	m.ringKeep = int(5*x.frames+int32(x.p.MaxDT)+256) * x.p.Hop
 	m.fp = NewFingerprinter(x.p, m.vote)
+	m.envKeep = int(5*x.frames + 64)
+	m.env = make([]float32, m.envKeep*Bands)
+	m.fp.Bands = func(t int32, e []float32) { copy(m.env[int(t)%m.envKeep*Bands:], e) }
 	return m
 }
 
@@ -94,11 +112,15 @@ func (m *Matcher) Finish() []Occurrence {
 	end := m.fp.Frames()
 	for c := range m.clips {
 		m.closeUpTo(c, end+2)
-		if st := &m.clips[c]; st.haveBest {
-			m.decide(c, st.best)
-			st.haveBest = false
-		}
+		m.resolve(c)
 	}
+	m.flush(math.MaxInt32)
+	slices.SortFunc(m.out, func(a, b Occurrence) int {
+		if a.Clip != b.Clip {
+			return a.Clip - b.Clip
+		}
+		return cmp.Compare(a.Offset, b.Offset)
+	})
 	return m.out
 }
 
@@ -108,6 +130,10 @@ func (m *Matcher) vote(h Hash) {
 		// Offsets whose votes are all in: o + frames < frontier.
 		for c := range m.clips {
 			m.closeUpTo(c, m.frontier-m.x.clips[c].frames-1)
+		}
+		if m.frontier-m.flushedAt >= 32 {
+			m.flush(m.frontier)
+			m.flushedAt = m.frontier
 		}
 	}
 	x := m.x
@@ -137,17 +163,17 @@ func (m *Matcher) closeUpTo(c int, upTo int32) {
 		mean := (float64(st.total) + priorVotes) / (float64(st.nClosed) + priorOffsets)
 		st.total += int64(min(float64(k), 2+4*mean))
 		st.nClosed++
+		st.hist[int(o+1)%len(st.hist)] = k
 		w := st.prev[0] + st.prev[1] + k
 		cand := candidate{o: o - 1, window: w}
 		st.prev[0], st.prev[1] = st.prev[1], k
-		if st.haveBest && o-1-st.best.o >= st.nms {
-			m.decide(c, st.best)
-			st.haveBest = false
+		// A cluster is complete once nothing within nms can join it (nms ≥
+		// background: its members' neighbours are all in hist by then).
+		if n := len(st.cluster); n > 0 && (o-1-st.cluster[n-1].o >= st.nms || st.cluster[n-1].o-st.cluster[0].o > 2*st.nms) {
+			m.resolve(c)
 		}
 		if w >= minWindowVotes {
-			if !st.haveBest || w > st.best.window {
-				st.best, st.haveBest = cand, true
-			}
+			st.cluster = append(st.cluster, cand)
 		}
 	}
 }
@@ -161,19 +187,98 @@ const priorVotes, priorOffsets = 0.1 * 200, 200
 // minWindowVotes is the least evidence worth scoring.
 const minWindowVotes = 4
 
-// decide scores a candidate and reports it if confident enough.
-func (m *Matcher) decide(c int, cd candidate) {
+// background is how many offsets on each side of a candidate give its
+// local chance rate.
+const background = 48
+
+// localRate is the mean votes per offset around o (its own ±3 left out),
+// the highest tenth dropped: what a sustained tone or a busy passage gives
+// every offset nearby, which a whole-episode mean underrates.
+func (st *clipState) localRate(o int32) float64 {
+	var vals []int32
+	for d := -int32(background); d <= background; d++ {
+		if (d >= -3 && d <= 3) || o+d < -1 || o+d >= st.closed {
+			continue
+		}
+		vals = append(vals, st.hist[int(o+d+1)%len(st.hist)])
+	}
+	if len(vals) == 0 {
+		return 0
+	}
+	slices.Sort(vals)
+	vals = vals[:len(vals)-len(vals)/10]
+	var sum int64
+	for _, v := range vals {
+		sum += int64(v)
+	}
+	return float64(sum) / float64(len(vals))
+}
+
+// resolve decides a complete cluster of a clip's candidates. Members that
+// are confident are refined; then, strongest full-clip correlation first,
+// each is kept unless it overlaps one already kept. Votes alone would let a
+// clip that repeats itself (a looping ringtone) be found half a loop off,
+// where half the clip lines up with the other half; the waveform of the
+// whole clip lines up only at the true offset.
+func (m *Matcher) resolve(c int) {
+	st := &m.clips[c]
+	var conf []scored
+	for _, cd := range st.cluster {
+		if s, ok := m.decide(c, cd); ok {
+			conf = append(conf, s)
+		}
+	}
+	st.cluster = st.cluster[:0]
+	// Occurrences of the clip kept from an earlier cluster that overlap
+	// these compete with them again.
+	keep := m.pending[:0]
+	for _, p := range m.pending {
+		overlaps := false
+		for _, s := range conf {
+			if d := s.start - p.start; p.Clip == c && d > -st.nms && d < st.nms {
+				overlaps = true
+				break
+			}
+		}
+		if overlaps {
+			conf = append(conf, p)
+		} else {
+			keep = append(keep, p)
+		}
+	}
+	m.pending = keep
+	slices.SortStableFunc(conf, func(a, b scored) int { return cmp.Compare(b.corr, a.corr) })
+	var kept []scored
+	for _, s := range conf {
+		overlaps := false
+		for _, k := range kept {
+			if d := s.start - k.start; d > -st.nms && d < st.nms {
+				overlaps = true
+				break
+			}
+		}
+		if !overlaps {
+			kept = append(kept, s)
+		}
+	}
+	m.pending = append(m.pending, kept...)
+}
+
+// decide scores a candidate against chance and, if confident, refines it.
+func (m *Matcher) decide(c int, cd candidate) (scored, bool) {
 	st := &m.clips[c]
 	ic := &m.x.clips[c]
-	// Chance votes per offset for this clip against this episode, with a
-	// prior for the start of the episode.
+	// Chance votes per offset for this clip: the episode-wide rate (with a
+	// prior for the start of the episode) or the local one, the higher.
 	lambda := (float64(st.total) + priorVotes) / (float64(st.nClosed) + priorOffsets)
-	conf := confidence(int(cd.window), 3*lambda, ic.hashes)
+	lambda = math.Max(lambda, st.localRate(cd.o))
+	sig := -poissonTailLog10(int(cd.window), 3*lambda)
+	conf := confidenceOf(sig)
 	if debugScores != nil {
-		debugScores(ic.name, cd.o, int(cd.window), 3*lambda, ic.hashes, -poissonTailLog10(int(cd.window), 3*lambda))
+		debugScores(ic.name, cd.o, int(cd.window), 3*lambda, ic.hashes, sig)
 	}
 	if conf < m.MinConfidence {
-		return
+		return scored{}, false
 	}
 	o := Occurrence{Clip: c, Name: ic.name, Duration: float64(len(ic.samples)) / float64(m.p.Rate),
 		Confidence: conf, Votes: int(cd.window), Hashes: ic.hashes}
@@ -182,20 +287,113 @@ func (m *Matcher) decide(c int, cd candidate) {
 		start, o.Refined = s, true
 	}
 	o.Offset = float64(max(start, 0)) / float64(m.p.Rate)
-	m.out = append(m.out, o)
-	if m.report != nil {
-		m.report(o)
-	}
+	return scored{Occurrence: o, sig: sig, corr: m.similarity(ic, cd.o), start: cd.o, end: cd.o + ic.frames}, true
 }
 
-// confidence maps the votes at an offset to [0, 1] by their significance
-// against chance: −log10 of the Poisson tail P(X ≥ votes) for the clip's
-// mean chance votes mu, through a logistic that is 0.5 at SignificanceAt.
+// similarity is the correlation of the clip's band envelopes with the
+// episode's from frame o, each band's mean over the clip taken out (so gain
+// and equalisation do not count): how much the whole clip looks like the
+// passage, where the votes count only landmarks.
+func (m *Matcher) similarity(ic *indexedClip, o int32) float64 {
+	n := int32(len(ic.env) / Bands)
+	if o < 0 {
+		return 0
+	}
+	if m.fp.Frames()-o > int32(m.envKeep) {
+		return 0 // no longer at hand
+	}
+	n = min(n, m.fp.Frames()-o)
+	if n < 2 {
+		return 0
+	}
+	var sxy, sxx, syy float64
+	for b := range Bands {
+		var mx, my float64
+		for i := range n {
+			mx += float64(ic.env[int(i)*Bands+b])
+			my += float64(m.env[int(o+i)%m.envKeep*Bands+b])
+		}
+		mx /= float64(n)
+		my /= float64(n)
+		for i := range n {
+			x := float64(ic.env[int(i)*Bands+b]) - mx
+			y := float64(m.env[int(o+i)%m.envKeep*Bands+b]) - my
+			sxy += x * y
+			sxx += x * x
+			syy += y * y
+		}
+	}
+	if sxx == 0 || syy == 0 {
+		return 0
+	}
+	return sxy / math.Sqrt(sxx*syy)
+}
+
+// explainedBy is how much stronger an overlapping occurrence of another
+// clip must be to explain an occurrence away.
+const explainedBy = 3
+
+// flush reports the pending occurrences that no undecided candidate can
+// overlap any more, unless a much stronger occurrence of another clip
+// covers most of them: the same passage cannot be two clips, and the
+// weaker match is a similar sound (a shared instrument, a clip that
+// contains another), not the clip.
+func (m *Matcher) flush(frontier int32) {
+	// A clip's candidates are decided within 4 of the longest clip's
+	// lengths of their start (a cluster spans at most 2 nms, then waits
+	// one more), so an occurrence is final once that has passed its end.
+	final := func(s scored) bool { return frontier == math.MaxInt32 || s.end+4*m.x.frames+16 < frontier }
+	keep := m.pending[:0]
+	var ready []scored
+	for _, s := range m.pending {
+		if final(s) {
+			ready = append(ready, s)
+		} else {
+			keep = append(keep, s)
+		}
+	}
+	m.pending = keep
+	for _, a := range ready {
+		if m.explained(a, ready) || m.explained(a, m.pending) || m.explained(a, m.recent) {
+			continue
+		}
+		m.out = append(m.out, a.Occurrence)
+		m.recent = append(m.recent, a)
+		if m.report != nil {
+			m.report(a.Occurrence)
+		}
+	}
+	// Forget what can no longer overlap anything undecided.
+	n := 0
+	for _, r := range m.recent {
+		if frontier == math.MaxInt32 || r.end+5*m.x.frames+16 >= frontier {
+			m.recent[n] = r
+			n++
+		}
+	}
+	m.recent = m.recent[:n]
+}
+
+func (m *Matcher) explained(a scored, by []scored) bool {
+	for _, b := range by {
+		if b.Clip == a.Clip || b.sig < explainedBy*a.sig {
+			continue
+		}
+		overlap := min(a.end, b.end) - max(a.start, b.start)
+		if float64(overlap) >= 0.5*float64(a.end-a.start) {
+			return true
+		}
+	}
+	return false
+}
+
+// confidenceOf maps the significance of the votes at an offset against
+// chance (−log10 of the Poisson tail P(X ≥ votes) for the clip's chance
+// votes) to [0, 1], through a logistic that is 0.5 at SignificanceAt.
 // Real audio repeats itself more than a Poisson process, so the threshold
 // sits well above what a multiple-testing bound would ask; it and the
 // slope are fitted on a tuning corpus (docs/PERFORMANCE.md).
-func confidence(votes int, mu float64, _ int) float64 {
-	sig := -poissonTailLog10(votes, mu)
+func confidenceOf(sig float64) float64 {
 	return 1 / (1 + math.Exp(-(sig-SignificanceAt)/SignificanceSlope))
 }
 
