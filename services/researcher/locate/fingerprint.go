@@ -79,7 +79,7 @@ type Fingerprinter struct {
 	// Bands, when set, receives each frame's band envelope (Bands values).
 	Bands func(t int32, env []float32)
 	env   []float32
-	done   int32 // frames whose peaks are final
+	done  int32 // frames whose peaks are final
 }
 
 // NewFingerprinter makes a fingerprinter that calls emit for every hash.

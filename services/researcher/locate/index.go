@@ -24,7 +24,7 @@ type indexedClip struct {
 	frames  int32
 	hashes  int
 	samples []float32
-	excerpt int // start sample of the clip's most energetic stretch
+	excerpt int       // start sample of the clip's most energetic stretch
 	env     []float32 // band envelopes, frame by frame (Bands per frame)
 }
 

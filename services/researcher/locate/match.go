@@ -55,14 +55,14 @@ type Matcher struct {
 }
 
 type clipState struct {
-	votes    []int32 // by offset mod len
-	closed   int32   // offsets below this are closed
-	prev     [2]int32
-	total    int64 // votes at closed offsets
-	nClosed  int64
-	cluster  []candidate // candidates each within nms of the one before
-	nms      int32
-	hist     []int32 // closed counts by offset mod len: the local background
+	votes   []int32 // by offset mod len
+	closed  int32   // offsets below this are closed
+	prev    [2]int32
+	total   int64 // votes at closed offsets
+	nClosed int64
+	cluster []candidate // candidates each within nms of the one before
+	nms     int32
+	hist    []int32 // closed counts by offset mod len: the local background
 }
 
 // scored is an occurrence with its evidence, in frames.
