@@ -26,6 +26,24 @@ type corpus struct {
 	conditions map[string]string // condition → file name
 	episodes   []string
 	truth      map[string][]truthOcc // episode/condition → occurrences
+	// within lists, for a clip, the clips whose audio contains it and where:
+	// corpus sources that are the same sound under two names (Yaru's
+	// desktop-login and system-ready) or one inside another.
+	within map[string][]truthOcc
+}
+
+// findWithin locates every clip inside every other clip's audio.
+func (c *corpus) findWithin(x *locate.Index) {
+	c.within = map[string][]truthOcc{}
+	for _, b := range c.clips {
+		m := locate.NewMatcher(x, nil)
+		m.Write(b.Samples)
+		for _, o := range m.Finish() {
+			if o.Name != b.Name {
+				c.within[o.Name] = append(c.within[o.Name], truthOcc{clip: b.Name, offset: o.Offset})
+			}
+		}
+	}
 }
 
 type truthOcc struct {
@@ -120,6 +138,7 @@ type score struct {
 	falseAlarms    []string
 	missed         []string
 	longTP, longFN int // clips of 3 s and longer
+	sameAudio      int // hits of a clip where another clip that contains it plays
 }
 
 func (s *score) precision() float64 { return float64(s.tp) / math.Max(float64(s.tp+s.fp), 1) }
@@ -158,6 +177,19 @@ func evaluate(t testing.TB, c *corpus, x *locate.Index, cond string, minConf flo
 					used[i], hit = true, true
 					s.errs = append(s.errs, math.Abs(tr.offset-o.Offset))
 					break
+				}
+			}
+			if !hit {
+				for _, w := range c.within[o.Name] {
+					for _, tr := range truth {
+						if tr.clip == w.clip && math.Abs(tr.offset+w.offset-o.Offset) <= 0.1 {
+							hit = true
+						}
+					}
+				}
+				if hit {
+					s.sameAudio++
+					continue
 				}
 			}
 			if hit {
@@ -249,17 +281,23 @@ func BenchmarkAccuracy(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
+	c.findWithin(x)
+	for a, ws := range c.within {
+		for _, w := range ws {
+			fmt.Printf("clip %s is found inside clip %s at %.3f s: a hit of %s where %s plays is counted as same-audio, not as a false alarm\n", a, w.clip, w.offset, a, w.clip)
+		}
+	}
 	conds := []string{"clean", "gain-12", "sr22k", "snr10", "snr5", "snr0", "lp4k_mp3_64k", "gsm8k", "speed102"}
 	for range b.N {
 		var out strings.Builder
-		fmt.Fprintf(&out, "\n| condition | precision | recall | recall ≥3 s | offset median | offset p95 | decoy hits | false alarms/h |\n| --- | --- | --- | --- | --- | --- | --- | --- |\n")
+		fmt.Fprintf(&out, "\n| condition | precision | recall | recall ≥3 s | offset median | offset p95 | decoy hits | false alarms/h | same-audio hits |\n| --- | --- | --- | --- | --- | --- | --- | --- | --- |\n")
 		for _, cond := range conds {
 			if _, ok := c.conditions[cond]; !ok {
 				continue
 			}
 			s := evaluate(b, c, x, cond, locate.Threshold)
-			fmt.Fprintf(&out, "| %s | %.3f | %.3f | %.3f | %.1f ms | %.1f ms | %d | %.2f |\n", cond, s.precision(), s.recall(), s.longRecall(),
-				1000*s.errQ(0.5), 1000*s.errQ(0.95), s.decoyHits, float64(s.fp)/s.hours)
+			fmt.Fprintf(&out, "| %s | %.3f | %.3f | %.3f | %.1f ms | %.1f ms | %d | %.2f | %d |\n", cond, s.precision(), s.recall(), s.longRecall(),
+				1000*s.errQ(0.5), 1000*s.errQ(0.95), s.decoyHits, float64(s.fp)/s.hours, s.sameAudio)
 			if os.Getenv("ARCHIVIST_LOCATE_VERBOSE") != "" {
 				for _, m := range s.missed {
 					fmt.Fprintf(&out, "    missed %s\n", m)

@@ -178,9 +178,6 @@ func (m *Matcher) closeUpTo(c int, upTo int32) {
 	}
 }
 
-// debugScores, when set (by tests), sees every candidate's evidence.
-var debugScores func(clip string, o int32, votes int, mu float64, hashes int, sig float64)
-
 // The prior of the chance rate: 0.1 votes per offset, worth 200 offsets.
 const priorVotes, priorOffsets = 0.1 * 200, 200
 
@@ -215,11 +212,11 @@ func (st *clipState) localRate(o int32) float64 {
 }
 
 // resolve decides a complete cluster of a clip's candidates. Members that
-// are confident are refined; then, strongest full-clip correlation first,
-// each is kept unless it overlaps one already kept. Votes alone would let a
-// clip that repeats itself (a looping ringtone) be found half a loop off,
-// where half the clip lines up with the other half; the waveform of the
-// whole clip lines up only at the true offset.
+// are confident are refined; then, most significant first, each is kept
+// unless it overlaps one already kept. Between candidates of about equal
+// significance the one whose whole clip looks more like the passage wins: a
+// clip that repeats itself (a looping ringtone) also gathers votes half a
+// loop off, where half the clip lines up with the other half.
 func (m *Matcher) resolve(c int) {
 	st := &m.clips[c]
 	var conf []scored
@@ -247,7 +244,14 @@ func (m *Matcher) resolve(c int) {
 		}
 	}
 	m.pending = keep
-	slices.SortStableFunc(conf, func(a, b scored) int { return cmp.Compare(b.corr, a.corr) })
+	// Most significant first; within a quarter of each other, the more alike.
+	bucket := func(s scored) int { return int(math.Floor(math.Log(s.sig) / math.Log(1.25))) }
+	slices.SortStableFunc(conf, func(a, b scored) int {
+		if c := cmp.Compare(bucket(b), bucket(a)); c != 0 {
+			return c
+		}
+		return cmp.Compare(b.corr, a.corr)
+	})
 	var kept []scored
 	for _, s := range conf {
 		overlaps := false
@@ -274,9 +278,6 @@ func (m *Matcher) decide(c int, cd candidate) (scored, bool) {
 	lambda = math.Max(lambda, st.localRate(cd.o))
 	sig := -poissonTailLog10(int(cd.window), 3*lambda)
 	conf := confidenceOf(sig)
-	if debugScores != nil {
-		debugScores(ic.name, cd.o, int(cd.window), 3*lambda, ic.hashes, sig)
-	}
 	if conf < m.MinConfidence {
 		return scored{}, false
 	}
@@ -376,11 +377,13 @@ func (m *Matcher) flush(frontier int32) {
 
 func (m *Matcher) explained(a scored, by []scored) bool {
 	for _, b := range by {
-		if b.Clip == a.Clip || b.sig < explainedBy*a.sig {
+		if b.Clip == a.Clip {
 			continue
 		}
+		// Much more significant, or as significant and more alike.
+		stronger := b.sig >= explainedBy*a.sig || (b.corr > a.corr && explainedBy*b.sig >= a.sig)
 		overlap := min(a.end, b.end) - max(a.start, b.start)
-		if float64(overlap) >= 0.5*float64(a.end-a.start) {
+		if stronger && float64(overlap) >= 0.5*float64(min(a.end-a.start, b.end-b.start)) {
 			return true
 		}
 	}
@@ -399,7 +402,7 @@ func confidenceOf(sig float64) float64 {
 
 // SignificanceAt is the significance (−log10 of the chance probability) at
 // which confidence is 0.5, and SignificanceSlope its scale.
-const SignificanceAt, SignificanceSlope = 14, 2.0
+const SignificanceAt, SignificanceSlope = 16, 2.0
 
 // poissonTailLog10 is log10 P(X ≥ k) for X ~ Poisson(mu).
 func poissonTailLog10(k int, mu float64) float64 {
