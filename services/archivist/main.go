@@ -26,6 +26,7 @@ import (
 	"github.com/archivist/archivist/services/archivist/auditcmd"
 	"github.com/archivist/archivist/services/archivist/dev"
 	"github.com/archivist/archivist/services/archivist/indexcmd"
+	"github.com/archivist/archivist/services/archivist/locatecmd"
 	"github.com/archivist/archivist/services/archivist/researchcmd"
 	"github.com/archivist/archivist/services/archivist/works"
 	"github.com/archivist/archivist/services/indexer/cdx"
@@ -52,6 +53,9 @@ commands:
   cdx [--cdxj] [--sort] FILE...
             write the CDX index lines of ARC/WARC files to stdout, as pywb's
             cdx-indexer does (byte-identical on the shared test archives)
+  locate --episode FILE --clips DIR [--json]
+            find every occurrence of each clip (WAV, FLAC, MP3, Ogg Vorbis
+            files in DIR) inside the episode, as the researchers do
   dlq list [--limit N] [--json]
             dead-lettered messages: where they came from and why
   dlq replay SEQ
@@ -121,6 +125,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return cdxCmd(args[1:], stdout, stderr)
 	case "index":
 		return indexCmd(ctx, args[1:], stdout, stderr)
+	case "locate":
+		return locateCmd(ctx, args[1:], stdout, stderr)
 	case "dlq":
 		return dlqCmd(ctx, args[1:], stdout, stderr, log)
 	case "version":
@@ -186,6 +192,31 @@ func researchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		return printJSON(stdout, st)
 	}
 	return researchcmd.Print(stdout, st, time.Now())
+}
+
+func locateCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("locate", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	episode := fs.String("episode", "", "the episode's audio file")
+	clips := fs.String("clips", "", "a directory of clip audio files")
+	asJSON := fs.Bool("json", false, "print JSON")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *episode == "" || *clips == "" || fs.NArg() != 0 {
+		return fmt.Errorf("usage: archivist locate --episode FILE --clips DIR [--json]")
+	}
+	rs, err := locatecmd.Locate(ctx, *episode, *clips)
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		if rs == nil {
+			rs = []locatecmd.Result{}
+		}
+		return printJSON(stdout, rs)
+	}
+	return locatecmd.Print(stdout, rs)
 }
 
 func dlqCmd(ctx context.Context, args []string, stdout, stderr io.Writer, log *slog.Logger) error {

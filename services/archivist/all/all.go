@@ -9,6 +9,7 @@ import (
 	"github.com/archivist/archivist/services/cwa/cwa"
 	"github.com/archivist/archivist/services/indexer/indexer"
 	"github.com/archivist/archivist/services/pwa/pwa"
+	"github.com/archivist/archivist/services/researcher/locate"
 	"github.com/archivist/archivist/services/researcher/researcher"
 )
 
@@ -19,7 +20,7 @@ func Services() []service.Definition {
 		curator.Definition(),
 		pwa.Definition(),
 		cwa.Definition(),
-		researcher.Definition(nil), // no clip locator is built in yet
+		researcher.Definition(locate.NewLocator()),
 		indexer.Definition(),
 		aggregator.Definition(),
 		auditor.Definition(),
