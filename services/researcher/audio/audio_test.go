@@ -211,3 +211,36 @@ func TestDecodersAreAligned(t *testing.T) {
 		}
 	}
 }
+
+// TestVorbis decodes a 1 s stereo 440 Hz Ogg Vorbis tone (made with sox for
+// this test) to mono at its rate.
+func TestVorbis(t *testing.T) {
+	f, err := os.Open("testdata/tone.ogg")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	s, err := audio.Open(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	x, err := audio.ReadAll(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.SampleRate() != 44100 || len(x) < 44000 || len(x) > 44200 {
+		t.Fatalf("%d samples at %d Hz, want 1 s at 44100", len(x), s.SampleRate())
+	}
+	crossings := 0
+	for i := 1; i < len(x); i++ {
+		if (x[i-1] < 0) != (x[i] < 0) {
+			crossings++
+		}
+	}
+	if crossings < 870 || crossings > 890 {
+		t.Errorf("%d zero crossings, want about 880 (440 Hz)", crossings)
+	}
+	if r := rms(x[1000:40000]); math.Abs(r-0.5/math.Sqrt2) > 0.03 {
+		t.Errorf("rms %.3f, want %.3f", r, 0.5/math.Sqrt2)
+	}
+}
