@@ -50,7 +50,7 @@ func as(svc string) map[string]string {
 // through a whole research round: the permissions are enough.
 func TestServicesWorkWithTheirOwnNATSUsers(t *testing.T) {
 	url := securedNATS(t)
-	w := newWorldAt(t, url, as("curator"), 2, 5)
+	w := newWorldAt(t, url, as("curator"), 2, 5, textAudio)
 	for k, v := range map[string]string{"RESEARCH_LEASE_DURATION": "60s", "RESEARCH_ITEM_TTL": "30s"} {
 		w.vars[k] = v
 	}

@@ -1,6 +1,7 @@
 package e2e_test
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/binary"
@@ -25,6 +26,8 @@ import (
 	"github.com/archivist/archivist/services/archivist/researchcmd"
 	"github.com/archivist/archivist/services/cwa/cwa"
 	"github.com/archivist/archivist/services/pwa/pwa"
+	"github.com/archivist/archivist/services/researcher/locate"
+	"github.com/archivist/archivist/services/researcher/locate/locatetest"
 	"github.com/archivist/archivist/services/researcher/researcher"
 )
 
@@ -92,13 +95,23 @@ type world struct {
 	episodes int
 	clips    int
 	vars     map[string]string
+	// audio is the blob of an episode or clip (textAudio unless set).
+	audio func(kind string, i int) []byte
+}
+
+// textAudio is what the test locator reads: a few bytes per work.
+func textAudio(kind string, i int) []byte {
+	if kind == events.KindClip {
+		return []byte(fmt.Sprintf("clip %d audio", i))
+	}
+	return []byte(fmt.Sprintf("episode %d audio, longer", i))
 }
 
 // newWorld makes episodes × clips merged works with audio in a blob store,
 // published on WORKS as the curator would.
 func newWorld(t *testing.T, episodes, clips int, vars map[string]string) *world {
 	t.Helper()
-	w := newWorldAt(t, testenv.NATS(t), nil, episodes, clips)
+	w := newWorldAt(t, testenv.NATS(t), nil, episodes, clips, textAudio)
 	for k, v := range vars {
 		w.vars[k] = v
 	}
@@ -107,14 +120,14 @@ func newWorld(t *testing.T, episodes, clips int, vars map[string]string) *world 
 
 // newWorldAt is newWorld on the NATS server at url, publishing the works as
 // the NATS user in creds (NATS_USER, NATS_PASSWORD) if given.
-func newWorldAt(t *testing.T, url string, creds map[string]string, episodes, clips int) *world {
+func newWorldAt(t *testing.T, url string, creds map[string]string, episodes, clips int, audio func(kind string, i int) []byte) *world {
 	t.Helper()
 	bs, err := blob.NewLocal(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
 	w := &world{t: t, shared: testenv.Shared{NATSURL: url, DBURL: testenv.DBURL(t, migrations.Schema), Blob: bs},
-		episodes: episodes, clips: clips, vars: map[string]string{
+		episodes: episodes, clips: clips, audio: audio, vars: map[string]string{
 			"RESEARCH_LEASE_DURATION": "6s", "RESEARCH_ITEM_TTL": "3s", "RESEARCH_MAX_CLIPS": "8",
 			"RESEARCH_LIVENESS_TTL": "2s", "PWA_INTERVAL": "200ms", "PWA_HTTP_ADDR": "127.0.0.1:0",
 		}}
@@ -132,7 +145,7 @@ func newWorldAt(t *testing.T, url string, creds map[string]string, episodes, cli
 	var batch []bus.Outgoing
 	at := time.Date(2026, 2, 1, 0, 0, 0, 0, time.UTC)
 	add := func(kind, key string, body []byte, prio int) {
-		if _, err := bs.Put(ctx, "audio/"+key, strings.NewReader(string(body)), nil); err != nil {
+		if _, err := bs.Put(ctx, "audio/"+key, bytes.NewReader(body), nil); err != nil {
 			t.Fatal(err)
 		}
 		wk := &events.WorkUpserted{Kind: kind, Key: key, Version: at, State: events.WorkMerged, Title: key,
@@ -144,10 +157,10 @@ func newWorldAt(t *testing.T, url string, creds map[string]string, episodes, cli
 		batch = append(batch, bus.Outgoing{Subject: events.SubjectWorkUpserted, Envelope: env})
 	}
 	for i := range clips {
-		add(events.KindClip, fmt.Sprintf("clip:%03d", i), []byte(fmt.Sprintf("clip %d audio", i)), i%5)
+		add(events.KindClip, fmt.Sprintf("clip:%03d", i), audio(events.KindClip, i), i%5)
 	}
 	for i := range episodes {
-		add(events.KindEpisode, fmt.Sprintf("ep:%03d", i), []byte(fmt.Sprintf("episode %d audio, longer", i)), i%3)
+		add(events.KindEpisode, fmt.Sprintf("ep:%03d", i), audio(events.KindEpisode, i), i%3)
 	}
 	if err := w.bus.PublishBatch(ctx, batch); err != nil {
 		t.Fatal(err)
@@ -186,6 +199,24 @@ func locator(l researcher.ClipLocator) func() any { return func() any { return l
 // was stored once, with the result the test locator gives.
 func (w *world) waitResults(timeout time.Duration) {
 	w.t.Helper()
+	w.waitStored(timeout)
+	for ep, byClip := range w.results() {
+		for clip, occ := range byClip {
+			var ei, ci int
+			fmt.Sscanf(ep, "ep:%d", &ei)
+			fmt.Sscanf(clip, "clip:%d", &ci)
+			want := expected(w.audio(events.KindEpisode, ei), w.audio(events.KindClip, ci))
+			if !reflect.DeepEqual(occ, want) {
+				w.t.Errorf("%s/%s: occurrences %v, want %v", ep, clip, occ, want)
+			}
+		}
+	}
+}
+
+// waitStored waits until every pair has a result, and checks each was
+// stored once and the counters agree.
+func (w *world) waitStored(timeout time.Duration) {
+	w.t.Helper()
 	want := w.episodes * w.clips
 	deadline := time.Now().Add(timeout)
 	var n int
@@ -218,26 +249,30 @@ func (w *world) waitResults(timeout time.Duration) {
 		rows.Close()
 		w.t.Errorf("%d of %d episodes complete by their counters", complete, w.episodes)
 	}
+}
+
+// results are the stored occurrences by episode and clip key.
+func (w *world) results() map[string]map[string][]events.Occurrence {
+	w.t.Helper()
 	rows, err := w.db.Query(context.Background(), `SELECT e.key, c.key, r.occurrences FROM research.results r
 		JOIN research.episodes e ON e.id = r.episode_id JOIN research.clips c ON c.id = r.clip_id`)
 	if err != nil {
 		w.t.Fatal(err)
 	}
 	defer rows.Close()
+	out := map[string]map[string][]events.Occurrence{}
 	for rows.Next() {
 		var ep, clip string
 		var occ []events.Occurrence
 		if err := rows.Scan(&ep, &clip, &occ); err != nil {
 			w.t.Fatal(err)
 		}
-		var ei, ci int
-		fmt.Sscanf(ep, "ep:%d", &ei)
-		fmt.Sscanf(clip, "clip:%d", &ci)
-		want := expected([]byte(fmt.Sprintf("episode %d audio, longer", ei)), []byte(fmt.Sprintf("clip %d audio", ci)))
-		if !reflect.DeepEqual(occ, want) {
-			w.t.Errorf("%s/%s: occurrences %v, want %v", ep, clip, occ, want)
+		if out[ep] == nil {
+			out[ep] = map[string][]events.Occurrence{}
 		}
+		out[ep][clip] = occ
 	}
+	return out
 }
 
 // leaseStates counts the leases by state.
@@ -460,5 +495,57 @@ func TestResearcherStopsCleanlyMidItem(t *testing.T) {
 	w.waitResults(30 * time.Second)
 	if st := w.leaseStates(); st["expired"] != 0 {
 		t.Errorf("lease states %v: nothing should have had to expire", st)
+	}
+}
+
+// TestResearchWithTheFingerprintLocator runs the assignment with the
+// shipped researcher (the fingerprint locator) on synthesised audio: each
+// clip's stored occurrences are where it was mixed into each episode, to
+// 10 ms, and a clip mixed nowhere in an episode has an empty result.
+func TestResearchWithTheFingerprintLocator(t *testing.T) {
+	const rate = 22050
+	clip := func(i int) []float32 { return locatetest.Jingle(uint64(40+i), 3+float64(i), rate) }
+	// Where each clip is in each episode, in seconds.
+	placed := map[int]map[int][]float64{
+		0: {0: {2}, 2: {20}},
+		1: {1: {5, 25}},
+	}
+	wav := func(x []float32) []byte {
+		var b bytes.Buffer
+		locatetest.WriteWAV(&b, x, rate)
+		return b.Bytes()
+	}
+	audio := func(kind string, i int) []byte {
+		if kind == events.KindClip {
+			return wav(clip(i))
+		}
+		ep := locatetest.Bed(uint64(70+i), 40, rate)
+		for c, at := range placed[i] {
+			for _, s := range at {
+				locatetest.Insert(ep, clip(c), int(s*rate), 0.7)
+			}
+		}
+		return wav(ep)
+	}
+	w := newWorldAt(t, testenv.NATS(t), nil, 2, 3, audio)
+	w.start(named("cwa"), nil)
+	w.start(locator(locate.NewLocator()), nil)
+	w.start(named("pwa"), nil)
+	w.waitStored(60 * time.Second)
+	res := w.results()
+	for e := range 2 {
+		for c := range 3 {
+			occ := res[fmt.Sprintf("ep:%03d", e)][fmt.Sprintf("clip:%03d", c)]
+			want := placed[e][c]
+			if len(occ) != len(want) {
+				t.Errorf("ep %d clip %d: %+v, want offsets %v", e, c, occ, want)
+				continue
+			}
+			for k, s := range want {
+				if d := float64(occ[k].OffsetMS)/1000 - s; d < -0.01 || d > 0.01 || occ[k].Confidence < locate.Threshold {
+					t.Errorf("ep %d clip %d: %+v, want offsets %v", e, c, occ, want)
+				}
+			}
+		}
 	}
 }
