@@ -57,7 +57,13 @@ func StartServiceIn(t testing.TB, def service.Definition, sh Shared, env map[str
 	common := service.Common{ShutdownTimeout: 10 * time.Second, MigrateOnStart: true,
 		Bus:   bus.Config{URL: s.NATSURL, Replicas: 1, User: env["NATS_USER"], Password: env["NATS_PASSWORD"]},
 		Store: store.Config{URL: s.DBURL, MaxConns: 5}}
-	r, err := service.Start(ctx, def, common, service.Deps{Log: Logger(t), Admin: admin, Blob: sh.Blob, Lookuper: envconfig.MapLookuper(env)})
+	bs := sh.Blob
+	if def.NeedsBlob && bs == nil {
+		if bs, err = blob.NewLocal(t.TempDir()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r, err := service.Start(ctx, def, common, service.Deps{Log: Logger(t), Admin: admin, Blob: bs, Lookuper: envconfig.MapLookuper(env)})
 	if err != nil {
 		t.Fatalf("testenv: start %s: %v", def.Name, err)
 	}

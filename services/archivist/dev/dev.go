@@ -93,6 +93,9 @@ func Run(ctx context.Context, o Options, defs []service.Definition, log *slog.Lo
 		"AGGREGATOR_HTTP_ADDR": o.AggregatorAddr,
 		// Archive files dropped under warcs/ in the blob store are indexed.
 		"INDEXER_REPOSITORY_PREFIX": "warcs/",
+		// Ingest works under the data dir and may fetch from this machine.
+		"INGEST_WORK_DIR":      filepath.Join(dataDir, "ingest"),
+		"INGEST_ALLOW_PRIVATE": "true",
 	}
 	lookuper := envconfig.MultiLookuper(envconfig.OsLookuper(), envconfig.MapLookuper(defaults))
 	var common service.Common

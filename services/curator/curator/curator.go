@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"strings"
 	"time"
 
@@ -17,6 +18,7 @@ import (
 	"github.com/archivist/archivist/pkg/store"
 	"github.com/archivist/archivist/services/curator/api"
 	"github.com/archivist/archivist/services/curator/catalog"
+	"github.com/archivist/archivist/services/curator/ingest"
 	"github.com/archivist/archivist/services/curator/matcher"
 	"github.com/archivist/archivist/services/curator/merger"
 	"github.com/archivist/archivist/services/curator/migrations"
@@ -37,17 +39,20 @@ type Config struct {
 	// ResyncInterval is how often every work is published again, so that a
 	// consumer that lost a works message (the pwa) catches up; 0 disables.
 	ResyncInterval time.Duration `env:"CURATOR_RESYNC_INTERVAL, default=24h"`
+	// Ingest configures the ingest daemons.
+	Ingest ingest.Config
 }
 
 // Definition is the curator service.
 func Definition() service.Definition {
 	return service.Definition{
-		Name:     "curator",
-		Summary:  "stores curated episodes and clips (NATS and HTTP), newest version wins; matches same-as records into graphs and merges each into one work",
-		Schemas:  []store.Schema{migrations.Schema},
-		NeedsDB:  true,
-		NeedsBus: true,
-		Run:      service.Configured(run),
+		Name:      "curator",
+		Summary:   "stores curated episodes and clips (NATS and HTTP), newest version wins; matches same-as records into graphs and merges each into one work; ingests batches into storage and inventory",
+		Schemas:   []store.Schema{migrations.Schema},
+		NeedsDB:   true,
+		NeedsBus:  true,
+		NeedsBlob: true,
+		Run:       service.Configured(run),
 	}
 }
 
@@ -92,8 +97,19 @@ func run(ctx context.Context, env *service.Env, cfg Config) error {
 			}
 		}
 	}()
+	ist := ingest.NewStore(env.DB)
+	ing, err := ingest.New(cfg.Ingest, ist, env.Blob, env.Bus, env.Log)
+	if err != nil {
+		return err
+	}
+	ingestDone := make(chan struct{})
+	go func() { ing.Run(ctx); close(ingestDone) }()
+	defer func() { <-ingestDone }()
 	srv := api.New(env.Bus, p.Catalog, env.Log)
-	err = service.ServeHTTP(ctx, cfg.HTTPAddr, srv.Handler(), env.ShutdownTimeout, func(addr string) {
+	mux := http.NewServeMux()
+	mux.Handle("/", srv.Handler())
+	ingest.Routes(mux, ist)
+	err = service.ServeHTTP(ctx, cfg.HTTPAddr, mux, env.ShutdownTimeout, func(addr string) {
 		env.Log.Info("curation API listening", "addr", addr)
 		env.Ready()
 	})

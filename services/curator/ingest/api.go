@@ -1,0 +1,220 @@
+package ingest
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// Status is a batch's or job's state, history and (for a batch) its jobs
+// by state and report.
+type Status struct {
+	Entity   Entity          `json:"entity"`
+	ID       int64           `json:"id"`
+	State    State           `json:"state"`
+	Error    string          `json:"error,omitempty"`
+	Jobs     map[State]int   `json:"jobs,omitempty"`
+	History  []HistoryEntry  `json:"history"`
+	Report   json.RawMessage `json:"report,omitempty"`
+	Job      *JobRow         `json:"job,omitempty"`
+	Profile  string          `json:"profile"`
+	Priority int             `json:"priority,omitempty"`
+}
+
+// HistoryEntry is one transition.
+type HistoryEntry struct {
+	From   State     `json:"from"`
+	To     State     `json:"to"`
+	By     By        `json:"by"`
+	Action string    `json:"action"`
+	Detail string    `json:"detail,omitempty"`
+	At     time.Time `json:"at"`
+}
+
+// Status reads a batch's or job's status.
+func (s *Store) Status(r *http.Request, e Entity, id int64) (*Status, error) {
+	ctx := r.Context()
+	st := &Status{Entity: e, ID: id, History: []HistoryEntry{}}
+	if e == Batch {
+		var report []byte
+		err := s.db.QueryRow(ctx, `SELECT state, error, profile, report FROM curator.batches WHERE id = $1`, id).Scan(&st.State, &st.Error, &st.Profile, &report)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return nil, &NotFoundError{e, id}
+		} else if err != nil {
+			return nil, err
+		}
+		st.Report = report
+		st.Jobs = map[State]int{}
+		rows, err := s.db.Query(ctx, `SELECT state, count(*) FROM curator.jobs WHERE batch_id = $1 GROUP BY state`, id)
+		if err != nil {
+			return nil, err
+		}
+		for rows.Next() {
+			var k State
+			var n int
+			rows.Scan(&k, &n)
+			st.Jobs[k] = n
+		}
+		rows.Close()
+	} else {
+		j, err := s.Job(ctx, id)
+		if err != nil {
+			return nil, err
+		}
+		st.State, st.Error, st.Profile, st.Priority, st.Job = j.State, j.Error, j.Profile, j.Priority, j
+	}
+	rows, err := s.db.Query(ctx, `SELECT from_state, to_state, by, action, detail, at FROM curator.ingest_history
+		WHERE entity = $1 AND entity_id = $2 ORDER BY id`, e, id)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var h HistoryEntry
+		if err := rows.Scan(&h.From, &h.To, &h.By, &h.Action, &h.Detail, &h.At); err != nil {
+			return nil, err
+		}
+		st.History = append(st.History, h)
+	}
+	return st, rows.Err()
+}
+
+// Routes adds the ingest API to mux:
+//
+//	POST /v1/batches                          submit (JSON Submission) → 201 {"batch": ID}
+//	GET  /v1/batches/{id}, /v1/jobs/{id}      status, history, report
+//	POST /v1/batches/{id}/{action}            release, delete, update-reporting
+//	POST /v1/jobs/{id}/{action}               hold, release, requeue, delete
+//	POST /v1/collections/{profile}/hold|release
+//	POST /v1/ingest/pause, /v1/ingest/resume, /v1/ingest/cleanup[?older_than=24h]
+//	GET  /v1/ingest/transitions               the transition table
+func Routes(mux *http.ServeMux, s *Store) {
+	mux.HandleFunc("POST /v1/batches", func(w http.ResponseWriter, r *http.Request) {
+		var sub Submission
+		dec := json.NewDecoder(io.LimitReader(r.Body, 1<<20))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&sub); err != nil {
+			writeErr(w, &InvalidError{"body", "a JSON submission: " + err.Error()})
+			return
+		}
+		id, err := s.Submit(r.Context(), sub)
+		if err != nil {
+			writeErr(w, err)
+			return
+		}
+		writeJSON(w, http.StatusCreated, map[string]int64{"batch": id})
+	})
+	status := func(e Entity) http.HandlerFunc {
+		return func(w http.ResponseWriter, r *http.Request) {
+			id, err := strconv.ParseInt(r.PathValue("id"), 10, 64)
+			if err != nil {
+				writeErr(w, &InvalidError{"id", "a number"})
+				return
+			}
+			st, err := s.Status(r, e, id)
+			if err != nil {
+				writeErr(w, err)
+				return
+			}
+			writeJSON(w, http.StatusOK, st)
+		}
+	}
+	act := func(e Entity) http.HandlerFunc {
+		return func(w http.ResponseWriter, r *http.Request) {
+			id, err := strconv.ParseInt(r.PathValue("id"), 10, 64)
+			if err != nil {
+				writeErr(w, &InvalidError{"id", "a number"})
+				return
+			}
+			to, err := s.Act(r.Context(), e, id, r.PathValue("action"))
+			if err != nil {
+				writeErr(w, err)
+				return
+			}
+			writeJSON(w, http.StatusOK, map[string]any{string(e): id, "state": to})
+		}
+	}
+	mux.HandleFunc("GET /v1/batches/{id}", status(Batch))
+	mux.HandleFunc("GET /v1/jobs/{id}", status(Job))
+	mux.HandleFunc("POST /v1/batches/{id}/{action}", act(Batch))
+	mux.HandleFunc("POST /v1/jobs/{id}/{action}", act(Job))
+	mux.HandleFunc("POST /v1/collections/{profile}/{action}", func(w http.ResponseWriter, r *http.Request) {
+		p := r.PathValue("profile")
+		switch r.PathValue("action") {
+		case "hold":
+			if err := s.HoldCollection(r.Context(), p); err != nil {
+				writeErr(w, err)
+				return
+			}
+			writeJSON(w, http.StatusOK, map[string]any{"profile": p, "held": true})
+		case "release":
+			n, err := s.ReleaseCollection(r.Context(), p)
+			if err != nil {
+				writeErr(w, err)
+				return
+			}
+			writeJSON(w, http.StatusOK, map[string]any{"profile": p, "held": false, "released": n})
+		default:
+			writeErr(w, &InvalidError{"action", "hold or release"})
+		}
+	})
+	mux.HandleFunc("POST /v1/ingest/{action}", func(w http.ResponseWriter, r *http.Request) {
+		switch a := r.PathValue("action"); a {
+		case "pause", "resume":
+			if err := s.SetPaused(r.Context(), a == "pause"); err != nil {
+				writeErr(w, err)
+				return
+			}
+			writeJSON(w, http.StatusOK, map[string]bool{"paused": a == "pause"})
+		case "cleanup":
+			older := 24 * time.Hour
+			if v := r.URL.Query().Get("older_than"); v != "" {
+				d, err := time.ParseDuration(v)
+				if err != nil || d < 0 {
+					writeErr(w, &InvalidError{"older_than", "a duration such as 24h"})
+					return
+				}
+				older = d
+			}
+			n, err := s.Cleanup(r.Context(), older)
+			if err != nil {
+				writeErr(w, err)
+				return
+			}
+			writeJSON(w, http.StatusOK, map[string]int{"deleted_batches": n})
+		default:
+			writeErr(w, &InvalidError{"action", "pause, resume or cleanup"})
+		}
+	})
+	mux.HandleFunc("GET /v1/ingest/transitions", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusOK, Transitions)
+	})
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	json.NewEncoder(w).Encode(v)
+}
+
+func writeErr(w http.ResponseWriter, err error) {
+	var inv *InvalidError
+	var nf *NotFoundError
+	var ref *RefusedError
+	switch {
+	case errors.As(err, &inv):
+		writeJSON(w, http.StatusBadRequest, map[string]string{"error": err.Error(), "field": inv.Field})
+	case errors.As(err, &nf):
+		writeJSON(w, http.StatusNotFound, map[string]string{"error": err.Error()})
+	case errors.As(err, &ref):
+		writeJSON(w, http.StatusConflict, map[string]string{"error": err.Error()})
+	default:
+		writeJSON(w, http.StatusInternalServerError, map[string]string{"error": fmt.Sprintf("ingest: %v", err)})
+	}
+}

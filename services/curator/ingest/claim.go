@@ -1,0 +1,218 @@
+package ingest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// Claim is a daemon's hold on a batch or job: a PostgreSQL session
+// advisory lock on a connection kept for the length of the work. If the
+// worker dies its connection closes and the lock goes with it; nothing
+// needs to time out.
+type Claim struct {
+	Entity Entity
+	ID     int64
+	conn   *pgxpool.Conn
+}
+
+func lockKey(e Entity, id int64) int64 {
+	if e == Batch {
+		return 1<<62 | id
+	}
+	return id
+}
+
+// tryClaim takes the lock if no one holds it, and checks the entity is
+// still in state (it may have moved between the listing and the lock).
+func tryClaim(ctx context.Context, db *pgxpool.Pool, e Entity, id int64, state State) (*Claim, error) {
+	// db is the claims' own pool, sized for every daemon's concurrency, so
+	// claims never starve the reads their work does on the main pool.
+	conn, err := db.Acquire(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var ok bool
+	if err := conn.QueryRow(ctx, `SELECT pg_try_advisory_lock($1)`, lockKey(e, id)).Scan(&ok); err != nil || !ok {
+		conn.Release()
+		return nil, err
+	}
+	c := &Claim{Entity: e, ID: id, conn: conn}
+	var still bool
+	if err := conn.QueryRow(ctx, `SELECT EXISTS (SELECT FROM `+table(e)+` WHERE id = $1 AND state = $2)`, id, state).Scan(&still); err != nil || !still {
+		c.Release()
+		return nil, err
+	}
+	return c, nil
+}
+
+// Release drops the claim.
+func (c *Claim) Release() {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if _, err := c.conn.Exec(ctx, `SELECT pg_advisory_unlock($1)`, lockKey(c.Entity, c.ID)); err != nil {
+		// The lock is lost with the connection: close it rather than return
+		// a connection that may still hold it to the pool.
+		c.conn.Conn().Close(ctx)
+	}
+	c.conn.Release()
+}
+
+// Outcome is what a state's work decided: the state to move to, a detail
+// for the history (the reason, for failed), and writes that go into the
+// transition's transaction.
+type Outcome struct {
+	To     State
+	Detail string
+	Apply  func(ctx context.Context, tx pgx.Tx) error
+}
+
+// Work is one state's work on a claimed entity. It returns errStay to
+// leave the entity where it is for a later pass (provisioning waiting for
+// room).
+type Work func(ctx context.Context, id int64) (Outcome, error)
+
+var errStay = errors.New("ingest: stays for a later pass")
+
+// daemon claims entities in one state, lowest priority number first, and
+// works up to concurrency of them at once.
+type daemon struct {
+	store       *Store
+	entity      Entity
+	state       State
+	work        Work
+	concurrency int
+	interval    time.Duration
+	log         *slog.Logger
+	wake        chan struct{}
+	claims      *pgxpool.Pool
+}
+
+func (d *daemon) notify() {
+	select {
+	case d.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (d *daemon) run(ctx context.Context) {
+	sem := make(chan struct{}, d.concurrency)
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	busy := map[int64]bool{}
+	var mu sync.Mutex
+	for {
+		claimed := 0
+		paused, err := d.store.Paused(ctx)
+		if err == nil && !paused {
+			ids, err := d.candidates(ctx)
+			if err != nil && ctx.Err() == nil {
+				d.log.Error("ingest: list", "entity", d.entity, "state", d.state, "err", err)
+			}
+			for _, id := range ids {
+				mu.Lock()
+				b := busy[id]
+				mu.Unlock()
+				if b {
+					continue
+				}
+				select {
+				case sem <- struct{}{}:
+				case <-ctx.Done():
+					return
+				}
+				c, err := tryClaim(ctx, d.claims, d.entity, id, d.state)
+				if err != nil || c == nil {
+					<-sem
+					continue
+				}
+				claimed++
+				mu.Lock()
+				busy[id] = true
+				mu.Unlock()
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					defer func() { <-sem }()
+					d.handle(ctx, c)
+					mu.Lock()
+					delete(busy, id)
+					mu.Unlock()
+				}()
+			}
+		}
+		if claimed > 0 {
+			continue
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-d.wake:
+		case <-time.After(d.interval):
+		}
+	}
+}
+
+func (d *daemon) candidates(ctx context.Context) ([]int64, error) {
+	q := `SELECT id FROM curator.jobs WHERE state = $1 ORDER BY priority, id LIMIT 64`
+	if d.entity == Batch {
+		q = `SELECT id FROM curator.batches WHERE state = $1 ORDER BY id LIMIT 64`
+	}
+	rows, err := d.store.db.Query(ctx, q, d.state)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var ids []int64
+	for rows.Next() {
+		var id int64
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		ids = append(ids, id)
+	}
+	return ids, rows.Err()
+}
+
+func (d *daemon) handle(ctx context.Context, c *Claim) {
+	defer c.Release()
+	log := d.log.With(string(d.entity), c.ID, "state", d.state)
+	out, err := d.work(ctx, c.ID)
+	if errors.Is(err, errStay) || ctx.Err() != nil {
+		return
+	}
+	if err != nil {
+		log.Error("ingest: work failed; it will be tried again", "err", err)
+		time.Sleep(d.interval) // before another pass takes it up
+		return
+	}
+	to, detail := out.To, out.Detail
+	// The transition runs on the claim's own connection: a worker never
+	// needs a second connection to finish what it holds.
+	err = d.store.moveOn(ctx, c.conn, d.entity, c.ID, d.state, to, Daemon, detail, out.Apply)
+	if err == nil {
+		d.store.moved(d.entity, to)
+	}
+	if err != nil {
+		if errors.Is(err, ErrMoved) {
+			log.Info("ingest: moved by someone else meanwhile")
+			return
+		}
+		log.Error("ingest: transition", "to", to, "err", err)
+		return
+	}
+	if to == Failed {
+		log.Warn("ingest: failed", "reason", detail)
+	} else {
+		log.Debug("ingest: moved", "to", to)
+	}
+}
+
+// String names the daemon.
+func (d *daemon) String() string { return fmt.Sprintf("%s-%s", d.entity, d.state) }

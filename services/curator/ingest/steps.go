@@ -1,0 +1,932 @@
+package ingest
+
+import (
+	"archive/zip"
+	"bytes"
+	"context"
+	"crypto/md5"
+	"crypto/sha1"
+	"crypto/sha256"
+	"crypto/sha512"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/archivist/archivist/events"
+	"github.com/archivist/archivist/pkg/blob"
+	"github.com/archivist/archivist/pkg/bus"
+)
+
+// Config is the ingest daemons' configuration.
+type Config struct {
+	// WorkDir is the working area downloads go to (default: archivist-ingest
+	// in the system's temporary directory).
+	WorkDir string `env:"INGEST_WORK_DIR"`
+	// MinFreeBytes is the free space provisioning keeps in the working area.
+	MinFreeBytes int64 `env:"INGEST_MIN_FREE_BYTES, default=1073741824"`
+	// LargeJobBytes makes estimating lower a job's priority (5 to 10).
+	LargeJobBytes int64 `env:"INGEST_LARGE_JOB_BYTES, default=10737418240"`
+	// MaxFileBytes refuses larger files.
+	MaxFileBytes int64 `env:"INGEST_MAX_FILE_BYTES, default=107374182400"`
+	// AllowedHosts, when set, are the only payload hosts (comma-separated).
+	AllowedHosts string `env:"INGEST_ALLOWED_HOSTS"`
+	// AllowPrivate allows loopback and private addresses (dev, tests).
+	AllowPrivate bool `env:"INGEST_ALLOW_PRIVATE, default=false"`
+	// Concurrency is how many jobs each state's daemon works at once.
+	Concurrency int `env:"INGEST_CONCURRENCY, default=8"`
+	// Interval is how long a daemon with nothing to do waits before looking
+	// again (provisioning's sleep between passes).
+	Interval time.Duration `env:"INGEST_INTERVAL, default=2s"`
+	// Retries is how many times a download or callback is tried.
+	Retries int `env:"INGEST_RETRIES, default=3"`
+	// ARKPrefix is the local minter's shoulder.
+	ARKPrefix string `env:"INGEST_ARK_PREFIX, default=ark:/99999/fk4"`
+}
+
+// Ingester runs the daemons.
+type Ingester struct {
+	cfg     Config
+	store   *Store
+	blob    blob.Store
+	bus     *bus.Bus
+	log     *slog.Logger
+	client  *http.Client
+	daemons []*daemon
+	claims  *pgxpool.Pool
+}
+
+// New prepares the daemons.
+func New(cfg Config, s *Store, bs blob.Store, b *bus.Bus, log *slog.Logger) (*Ingester, error) {
+	if cfg.WorkDir == "" {
+		cfg.WorkDir = filepath.Join(os.TempDir(), "archivist-ingest")
+	}
+	if err := os.MkdirAll(cfg.WorkDir, 0o755); err != nil {
+		return nil, fmt.Errorf("ingest work dir: %w", err)
+	}
+	g := &Ingester{cfg: cfg, store: s, blob: bs, bus: b, log: log}
+	dialer := &net.Dialer{Timeout: 10 * time.Second}
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.DialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		host, port, err := net.SplitHostPort(addr)
+		if err != nil {
+			return nil, err
+		}
+		ips, err := net.DefaultResolver.LookupIPAddr(ctx, host)
+		if err != nil {
+			return nil, err
+		}
+		for _, ip := range ips {
+			if err := g.allowedIP(ip.IP); err != nil {
+				return nil, fmt.Errorf("%s: %w", host, err)
+			}
+		}
+		return dialer.DialContext(ctx, network, net.JoinHostPort(ips[0].IP.String(), port))
+	}
+	tr.MaxIdleConnsPerHost = 64
+	g.client = &http.Client{Transport: tr, Timeout: 0, CheckRedirect: func(r *http.Request, via []*http.Request) error {
+		if len(via) >= 5 {
+			return errors.New("too many redirects")
+		}
+		return g.allowedURL(r.URL.String())
+	}}
+	// Claims hold a connection each for the length of their work: they get
+	// a pool of their own, one connection per claim any daemon may hold.
+	pc := s.db.Config().Copy()
+	pc.MaxConns = int32(11 * max(cfg.Concurrency, 1))
+	pc.MinConns = 0
+	claims, err := pgxpool.NewWithConfig(context.Background(), pc)
+	if err != nil {
+		return nil, fmt.Errorf("ingest claims pool: %w", err)
+	}
+	g.claims = claims
+	add := func(e Entity, st State, w Work) {
+		g.daemons = append(g.daemons, &daemon{store: s, entity: e, state: st, work: w, concurrency: max(cfg.Concurrency, 1),
+			interval: cfg.Interval, log: log, wake: make(chan struct{}, 1), claims: claims})
+	}
+	add(Batch, Pending, g.batchPending)
+	add(Batch, Reporting, g.batchReport(Reporting))
+	add(Batch, UpdateReporting, g.batchReport(UpdateReporting))
+	add(Job, Pending, g.jobPending)
+	add(Job, Estimating, g.estimate)
+	add(Job, Provisioning, g.provision)
+	add(Job, Downloading, g.download)
+	add(Job, Processing, g.process)
+	add(Job, Storing, g.storeFiles)
+	add(Job, Recording, g.record)
+	add(Job, Notify, g.notify)
+	s.moved = func(e Entity, to State) {
+		for _, d := range g.daemons {
+			if d.entity == e && d.state == to {
+				d.notify()
+			}
+		}
+	}
+	return g, nil
+}
+
+// Run runs every daemon until ctx ends; work in hand finishes first.
+func (g *Ingester) Run(ctx context.Context) {
+	done := make(chan struct{})
+	for _, d := range g.daemons {
+		go func() { d.run(ctx); done <- struct{}{} }()
+	}
+	for range g.daemons {
+		<-done
+	}
+	g.claims.Close()
+}
+
+func (g *Ingester) allowedIP(ip net.IP) error {
+	if g.cfg.AllowPrivate {
+		return nil
+	}
+	if ip.IsLoopback() || ip.IsPrivate() || ip.IsLinkLocalUnicast() || ip.IsUnspecified() || ip.IsMulticast() {
+		return fmt.Errorf("address %s is loopback or private (INGEST_ALLOW_PRIVATE)", ip)
+	}
+	return nil
+}
+
+func (g *Ingester) allowedURL(s string) error {
+	if err := httpURL(s); err != nil {
+		return err
+	}
+	if g.cfg.AllowedHosts == "" {
+		return nil
+	}
+	u, _ := url.Parse(s)
+	for _, h := range strings.Split(g.cfg.AllowedHosts, ",") {
+		if strings.EqualFold(strings.TrimSpace(h), u.Hostname()) {
+			return nil
+		}
+	}
+	return fmt.Errorf("host %s is not in INGEST_ALLOWED_HOSTS", u.Hostname())
+}
+
+func (g *Ingester) jobDir(id int64) string {
+	return filepath.Join(g.cfg.WorkDir, fmt.Sprintf("job-%d", id))
+}
+
+type batchRow struct {
+	ID                                                             int64
+	Submitter, Profile, PayloadURL, Type, Title, Creator, Date, CB string
+}
+
+func (g *Ingester) batch(ctx context.Context, id int64) (*batchRow, error) {
+	var b batchRow
+	err := g.store.db.QueryRow(ctx, `SELECT id, submitter, profile, payload_url, type, title, creator, date, callback_url
+		FROM curator.batches WHERE id = $1`, id).Scan(&b.ID, &b.Submitter, &b.Profile, &b.PayloadURL, &b.Type, &b.Title, &b.Creator, &b.Date, &b.CB)
+	return &b, err
+}
+
+// get fetches a URL (a manifest) into memory, within limit bytes.
+func (g *Ingester) get(ctx context.Context, u string, limit int64) ([]byte, error) {
+	if err := g.allowedURL(u); err != nil {
+		return nil, err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := g.client.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("GET %s: %s", u, resp.Status)
+	}
+	b, err := io.ReadAll(io.LimitReader(resp.Body, limit+1))
+	if int64(len(b)) > limit {
+		return nil, fmt.Errorf("GET %s: more than %d bytes", u, limit)
+	}
+	return b, err
+}
+
+// newJob is a job to create.
+type newJob struct {
+	kind, url, localID, title string
+	files                     []File
+}
+
+// batchPending: a held collection holds the batch; else the payload is
+// read and one job per object created, in the transition's transaction.
+func (g *Ingester) batchPending(ctx context.Context, id int64) (Outcome, error) {
+	b, err := g.batch(ctx, id)
+	if err != nil {
+		return Outcome{}, err
+	}
+	if held, err := g.store.Held(ctx, g.store.db, b.Profile); err != nil {
+		return Outcome{}, err
+	} else if held {
+		return Outcome{To: Held, Detail: "collection " + b.Profile + " is held"}, nil
+	}
+	var jobs []newJob
+	const manifestLimit = 64 << 20
+	switch b.Type {
+	case "file":
+		jobs = []newJob{{kind: "file", url: b.PayloadURL, title: b.Title, files: []File{{URL: b.PayloadURL, Name: nameOf(b.PayloadURL)}}}}
+	case "container":
+		jobs = []newJob{{kind: "container", url: b.PayloadURL, title: b.Title}}
+	case "manifest", "batch-manifest", "manifest-of-manifests":
+		body, err := g.get(ctx, b.PayloadURL, manifestLimit)
+		if err != nil {
+			return Outcome{To: Failed, Detail: "reading the manifest: " + err.Error()}, nil
+		}
+		rows, err := ParseCheckm(bytes.NewReader(body))
+		if err != nil {
+			return Outcome{To: Failed, Detail: "corrupt manifest: " + err.Error()}, nil
+		}
+		switch b.Type {
+		case "manifest":
+			j := newJob{kind: "manifest", url: b.PayloadURL, title: b.Title}
+			for _, r := range rows {
+				j.files = append(j.files, File{URL: r.URL, Name: r.Name, DigestAlg: r.DigestAlg, Digest: r.Digest, Size: r.Size})
+				if r.LocalID != "" {
+					j.localID = r.LocalID
+				}
+			}
+			jobs = []newJob{j}
+		case "batch-manifest":
+			for _, r := range rows {
+				jobs = append(jobs, newJob{kind: "file", url: r.URL, localID: r.LocalID, title: firstOf(r.Title, b.Title),
+					files: []File{{URL: r.URL, Name: r.Name, DigestAlg: r.DigestAlg, Digest: r.Digest, Size: r.Size}}})
+			}
+		case "manifest-of-manifests":
+			for _, r := range rows {
+				sub, err := g.get(ctx, r.URL, manifestLimit)
+				if err != nil {
+					return Outcome{To: Failed, Detail: "reading object manifest " + r.URL + ": " + err.Error()}, nil
+				}
+				frows, err := ParseCheckm(bytes.NewReader(sub))
+				if err != nil {
+					return Outcome{To: Failed, Detail: "corrupt object manifest " + r.URL + ": " + err.Error()}, nil
+				}
+				j := newJob{kind: "manifest", url: r.URL, localID: r.LocalID, title: firstOf(r.Title, b.Title)}
+				for _, f := range frows {
+					j.files = append(j.files, File{URL: f.URL, Name: f.Name, DigestAlg: f.DigestAlg, Digest: f.Digest, Size: f.Size})
+				}
+				jobs = append(jobs, j)
+			}
+		}
+	}
+	if len(jobs) == 0 {
+		return Outcome{To: Failed, Detail: "the payload lists no object"}, nil
+	}
+	return Outcome{To: Processing, Detail: fmt.Sprintf("%d jobs", len(jobs)), Apply: func(ctx context.Context, tx pgx.Tx) error {
+		rows := make([][]any, len(jobs))
+		for i, j := range jobs {
+			files := j.files
+			if files == nil {
+				files = []File{}
+			}
+			rows[i] = []any{id, b.Profile, j.kind, j.url, j.localID, j.title, files}
+		}
+		_, err := tx.CopyFrom(ctx, pgx.Identifier{"curator", "jobs"}, []string{"batch_id", "profile", "kind", "payload_url", "local_id", "title", "files"},
+			pgx.CopyFromRows(rows))
+		if err == nil {
+			defer g.store.moved(Job, Pending)
+		}
+		return err
+	}}, nil
+}
+
+func firstOf(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
+}
+
+func nameOf(u string) string {
+	p, err := url.Parse(u)
+	if err != nil || filepath.Base(p.Path) == "/" || filepath.Base(p.Path) == "." {
+		return "payload"
+	}
+	return filepath.Base(p.Path)
+}
+
+func (g *Ingester) jobPending(ctx context.Context, id int64) (Outcome, error) {
+	j, err := g.store.Job(ctx, id)
+	if err != nil {
+		return Outcome{}, err
+	}
+	if held, err := g.store.Held(ctx, g.store.db, j.Profile); err != nil {
+		return Outcome{}, err
+	} else if held {
+		return Outcome{To: Held, Detail: "collection " + j.Profile + " is held"}, nil
+	}
+	return Outcome{To: Estimating}, nil
+}
+
+// estimate HEADs every file for its size. It never fails: a size it cannot
+// learn counts 0. A job over LargeJobBytes goes behind the others.
+func (g *Ingester) estimate(ctx context.Context, id int64) (Outcome, error) {
+	j, err := g.store.Job(ctx, id)
+	if err != nil {
+		return Outcome{}, err
+	}
+	urls := []string{}
+	if j.Kind == "container" {
+		urls = append(urls, j.PayloadURL)
+	}
+	for _, f := range j.Files {
+		urls = append(urls, f.URL)
+	}
+	var total int64
+	for i, u := range urls {
+		size := int64(0)
+		if j.Kind != "container" && j.Files[i].Size > 0 {
+			size = j.Files[i].Size
+		} else if req, err := http.NewRequestWithContext(ctx, http.MethodHead, u, nil); err == nil && g.allowedURL(u) == nil {
+			if resp, err := g.client.Do(req); err == nil {
+				resp.Body.Close()
+				if resp.StatusCode == http.StatusOK && resp.ContentLength > 0 {
+					size = resp.ContentLength
+				}
+			}
+		}
+		total += size
+	}
+	prio := j.Priority
+	detail := fmt.Sprintf("%d bytes", total)
+	if total > g.cfg.LargeJobBytes && prio < 10 {
+		prio = 10
+		detail += ", very large: priority 10"
+	}
+	return Outcome{To: Provisioning, Detail: detail, Apply: func(ctx context.Context, tx pgx.Tx) error {
+		_, err := tx.Exec(ctx, `UPDATE curator.jobs SET space_needed = $2, priority = $3 WHERE id = $1`, id, total, prio)
+		return err
+	}}, nil
+}
+
+// provision waits until the working area has room for the job.
+func (g *Ingester) provision(ctx context.Context, id int64) (Outcome, error) {
+	j, err := g.store.Job(ctx, id)
+	if err != nil {
+		return Outcome{}, err
+	}
+	var st syscall.Statfs_t
+	if err := syscall.Statfs(g.cfg.WorkDir, &st); err != nil {
+		return Outcome{}, fmt.Errorf("free space of %s: %w", g.cfg.WorkDir, err)
+	}
+	free := int64(st.Bavail) * int64(st.Bsize)
+	var reserved int64
+	if err := g.store.db.QueryRow(ctx, `SELECT coalesce(sum(space_needed), 0) FROM curator.jobs WHERE state IN ('downloading', 'processing')`).Scan(&reserved); err != nil {
+		return Outcome{}, err
+	}
+	if free-reserved-j.SpaceNeeded < g.cfg.MinFreeBytes {
+		g.log.Info("ingest: waiting for room in the working area", "job", id, "free", free, "reserved", reserved, "needed", j.SpaceNeeded)
+		return Outcome{}, errStay
+	}
+	return Outcome{To: Downloading}, nil
+}
+
+func newHash(alg string) hash.Hash {
+	switch alg {
+	case "md5":
+		return md5.New()
+	case "sha1", "sha-1":
+		return sha1.New()
+	case "sha512", "sha-512":
+		return sha512.New()
+	}
+	return sha256.New()
+}
+
+// download GETs every file into the job's directory (several at once),
+// retrying, and checks declared digests and sizes. A mismatch fails the
+// job at once.
+func (g *Ingester) download(ctx context.Context, id int64) (Outcome, error) {
+	j, err := g.store.Job(ctx, id)
+	if err != nil {
+		return Outcome{}, err
+	}
+	dir := filepath.Join(g.jobDir(id), "payload")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return Outcome{}, err
+	}
+	files := j.Files
+	if j.Kind == "container" {
+		files = []File{{URL: j.PayloadURL, Name: "container.zip"}}
+		dir = g.jobDir(id)
+	}
+	errs := make(chan error, len(files))
+	sem := make(chan struct{}, 4)
+	for i := range files {
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem }()
+			errs <- g.fetch(ctx, &files[i], filepath.Join(dir, filepath.FromSlash(files[i].Name)))
+		}()
+	}
+	var failure error
+	for range files {
+		if err := <-errs; err != nil && failure == nil {
+			failure = err
+		}
+	}
+	if failure != nil {
+		if ctx.Err() != nil {
+			return Outcome{}, ctx.Err()
+		}
+		return Outcome{To: Failed, Detail: failure.Error()}, nil
+	}
+	var total int64
+	for _, f := range files {
+		total += f.Size
+	}
+	return Outcome{To: Processing, Detail: fmt.Sprintf("%d files, %d bytes", len(files), total), Apply: func(ctx context.Context, tx pgx.Tx) error {
+		if j.Kind == "container" {
+			_, err := tx.Exec(ctx, `UPDATE curator.jobs SET space_needed = $2 WHERE id = $1`, id, total)
+			return err
+		}
+		_, err := tx.Exec(ctx, `UPDATE curator.jobs SET files = $2, space_needed = $3 WHERE id = $1`, id, files, total)
+		return err
+	}}, nil
+}
+
+// fetch downloads one file with retries, filling in its size and sha256.
+func (g *Ingester) fetch(ctx context.Context, f *File, dst string) error {
+	if err := g.allowedURL(f.URL); err != nil {
+		return fmt.Errorf("%s: %w", f.Name, err)
+	}
+	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+		return err
+	}
+	var last error
+	for try := range max(g.cfg.Retries, 1) {
+		if try > 0 {
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(time.Duration(try*try) * 200 * time.Millisecond):
+			}
+		}
+		err := g.fetchOnce(ctx, f, dst)
+		var bad *badContent
+		if err == nil || errors.As(err, &bad) {
+			return err // a wrong digest is not retried: the spec fails the job at once
+		}
+		last = err
+	}
+	return fmt.Errorf("%s: %w (after %d tries)", f.Name, last, max(g.cfg.Retries, 1))
+}
+
+type badContent struct{ msg string }
+
+func (b *badContent) Error() string { return b.msg }
+
+func (g *Ingester) fetchOnce(ctx context.Context, f *File, dst string) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, f.URL, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := g.client.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("GET %s: %s", f.URL, resp.Status)
+	}
+	tmp := dst + ".part"
+	out, err := os.Create(tmp)
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp)
+	sum := sha256.New()
+	w := []io.Writer{out, sum}
+	var declared hash.Hash
+	if f.Digest != "" && f.DigestAlg != "" {
+		declared = newHash(f.DigestAlg)
+		w = append(w, declared)
+	}
+	n, err := io.Copy(io.MultiWriter(w...), io.LimitReader(resp.Body, g.cfg.MaxFileBytes+1))
+	if cerr := out.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return err
+	}
+	if n > g.cfg.MaxFileBytes {
+		return &badContent{fmt.Sprintf("%s: larger than INGEST_MAX_FILE_BYTES (%d)", f.Name, g.cfg.MaxFileBytes)}
+	}
+	if resp.ContentLength >= 0 && n != resp.ContentLength {
+		return fmt.Errorf("%s: %d bytes of %d", f.Name, n, resp.ContentLength)
+	}
+	if f.Size > 0 && n != f.Size {
+		return &badContent{fmt.Sprintf("%s: %d bytes, the manifest says %d", f.Name, n, f.Size)}
+	}
+	if declared != nil {
+		if got := hex.EncodeToString(declared.Sum(nil)); got != f.Digest {
+			return &badContent{fmt.Sprintf("%s: %s digest %s, the manifest says %s", f.Name, f.DigestAlg, got, f.Digest)}
+		}
+	}
+	f.Size, f.SHA256 = n, hex.EncodeToString(sum.Sum(nil))
+	return os.Rename(tmp, dst)
+}
+
+// process unpacks a container, mints the object's ARK (once: a restart
+// finds it on the job), and writes the ERC and Dublin Core files and the
+// storage manifest.
+func (g *Ingester) process(ctx context.Context, id int64) (Outcome, error) {
+	j, err := g.store.Job(ctx, id)
+	if err != nil {
+		return Outcome{}, err
+	}
+	b, err := g.batch(ctx, j.BatchID)
+	if err != nil {
+		return Outcome{}, err
+	}
+	files := j.Files
+	if j.Kind == "container" {
+		files, err = unzip(filepath.Join(g.jobDir(id), "container.zip"), filepath.Join(g.jobDir(id), "payload"), g.cfg.MaxFileBytes)
+		if err != nil {
+			return Outcome{To: Failed, Detail: "corrupt container: " + err.Error()}, nil
+		}
+	}
+	ark, err := g.mint(ctx, j)
+	if err != nil {
+		return Outcome{}, err
+	}
+	sys := filepath.Join(g.jobDir(id), "system")
+	if err := os.MkdirAll(sys, 0o755); err != nil {
+		return Outcome{}, err
+	}
+	title := firstOf(j.Title, b.Title)
+	erc := fmt.Sprintf("erc:\nwho: %s\nwhat: %s\nwhen: %s\nwhere: %s\n", firstOf(b.Creator, "(:unav)"), firstOf(title, "(:unav)"), firstOf(b.Date, "(:unav)"), ark)
+	dc := fmt.Sprintf("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<dc xmlns:dc=\"http://purl.org/dc/elements/1.1/\">\n"+
+		"  <dc:creator>%s</dc:creator>\n  <dc:title>%s</dc:title>\n  <dc:date>%s</dc:date>\n  <dc:identifier>%s</dc:identifier>\n</dc>\n",
+		xmlEscape(b.Creator), xmlEscape(title), xmlEscape(b.Date), xmlEscape(ark))
+	var m strings.Builder
+	m.WriteString("#%checkm_0.7\n#%fields | nfo:fileName | nfo:hashAlgorithm | nfo:hashValue | nfo:fileSize\n")
+	for _, f := range files {
+		fmt.Fprintf(&m, "producer/%s | sha256 | %s | %d\n", f.Name, f.SHA256, f.Size)
+	}
+	for name, body := range map[string]string{"mrt-erc.txt": erc, "mrt-dc.xml": dc} {
+		if err := os.WriteFile(filepath.Join(sys, name), []byte(body), 0o644); err != nil {
+			return Outcome{}, err
+		}
+		s := sha256.Sum256([]byte(body))
+		fmt.Fprintf(&m, "system/%s | sha256 | %s | %d\n", name, hex.EncodeToString(s[:]), len(body))
+	}
+	m.WriteString("#%eof\n")
+	if err := os.WriteFile(filepath.Join(sys, "mrt-manifest.checkm"), []byte(m.String()), 0o644); err != nil {
+		return Outcome{}, err
+	}
+	return Outcome{To: Storing, Detail: ark, Apply: func(ctx context.Context, tx pgx.Tx) error {
+		_, err := tx.Exec(ctx, `UPDATE curator.jobs SET files = $2 WHERE id = $1`, id, files)
+		return err
+	}}, nil
+}
+
+func xmlEscape(s string) string {
+	var b bytes.Buffer
+	_ = xmlEscapeText(&b, s)
+	return b.String()
+}
+
+// mint gives the job its object's ARK: the one it has, the one its local
+// id was given before, or a new one from the local minter, written to the
+// job in the same statement that mints it.
+func (g *Ingester) mint(ctx context.Context, j *JobRow) (string, error) {
+	if j.ARK != "" {
+		return j.ARK, nil
+	}
+	var ark string
+	err := pgx.BeginFunc(ctx, g.store.db, func(tx pgx.Tx) error {
+		if j.LocalID != "" {
+			if err := tx.QueryRow(ctx, `SELECT ark FROM curator.arks WHERE profile = $1 AND local_id = $2`, j.Profile, j.LocalID).Scan(&ark); err != nil && !errors.Is(err, pgx.ErrNoRows) {
+				return err
+			}
+		}
+		if ark == "" {
+			var n int64
+			if err := tx.QueryRow(ctx, `SELECT nextval('curator.ark_seq')`).Scan(&n); err != nil {
+				return err
+			}
+			ark = fmt.Sprintf("%s%s", g.cfg.ARKPrefix, noid(n))
+			if _, err := tx.Exec(ctx, `INSERT INTO curator.arks (ark, profile, local_id, job_id) VALUES ($1, $2, $3, $4)`, ark, j.Profile, j.LocalID, j.ID); err != nil {
+				return err
+			}
+		}
+		_, err := tx.Exec(ctx, `UPDATE curator.jobs SET ark = $2 WHERE id = $1 AND ark = ''`, j.ID, ark)
+		return err
+	})
+	return ark, err
+}
+
+// noid spells n in the NOID alphabet (digits and consonants) with its
+// check character.
+func noid(n int64) string {
+	const xdigits = "0123456789bcdfghjkmnpqrstvwxz"
+	var s []byte
+	for {
+		s = append([]byte{xdigits[n%29]}, s...)
+		n /= 29
+		if n == 0 {
+			break
+		}
+	}
+	for len(s) < 6 {
+		s = append([]byte{'0'}, s...)
+	}
+	sum := 0
+	for i, c := range s {
+		sum += (i + 1) * strings.IndexByte(xdigits, c)
+	}
+	return string(s) + string(xdigits[sum%29])
+}
+
+func unzip(src, dst string, maxBytes int64) ([]File, error) {
+	zr, err := zip.OpenReader(src)
+	if err != nil {
+		return nil, err
+	}
+	defer zr.Close()
+	var files []File
+	for _, zf := range zr.File {
+		if zf.FileInfo().IsDir() {
+			continue
+		}
+		if err := safeName(zf.Name); err != nil {
+			return nil, err
+		}
+		if int64(zf.UncompressedSize64) > maxBytes {
+			return nil, fmt.Errorf("%s: larger than the file size limit", zf.Name)
+		}
+		rc, err := zf.Open()
+		if err != nil {
+			return nil, err
+		}
+		p := filepath.Join(dst, filepath.FromSlash(zf.Name))
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			rc.Close()
+			return nil, err
+		}
+		out, err := os.Create(p)
+		if err != nil {
+			rc.Close()
+			return nil, err
+		}
+		h := sha256.New()
+		n, err := io.Copy(io.MultiWriter(out, h), io.LimitReader(rc, maxBytes+1))
+		rc.Close()
+		out.Close()
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", zf.Name, err)
+		}
+		files = append(files, File{Name: zf.Name, Size: n, SHA256: hex.EncodeToString(h.Sum(nil))})
+	}
+	if len(files) == 0 {
+		return nil, errors.New("the container holds no file")
+	}
+	return files, nil
+}
+
+// objectKey is where a file of an object version lives in the blob store.
+func objectKey(ark string, version int, path string) string {
+	return fmt.Sprintf("objects/%s/v%d/%s", strings.NewReplacer(":", "", "/", "_").Replace(ark), version, path)
+}
+
+// systemFiles are what processing writes next to the producer's files.
+var systemFiles = []string{"mrt-erc.txt", "mrt-dc.xml", "mrt-manifest.checkm"}
+
+// storeFiles puts the object's files and system files into the blob store
+// as the next version of the object.
+func (g *Ingester) storeFiles(ctx context.Context, id int64) (Outcome, error) {
+	j, err := g.store.Job(ctx, id)
+	if err != nil {
+		return Outcome{}, err
+	}
+	version := j.Version
+	if version == 0 {
+		if err := g.store.db.QueryRow(ctx, `SELECT coalesce((SELECT versions FROM curator.inventory_objects WHERE ark = $1), 0) + 1`, j.ARK).Scan(&version); err != nil {
+			return Outcome{}, err
+		}
+	}
+	put := func(path, local string) error {
+		f, err := os.Open(local)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		_, err = g.blob.Put(ctx, objectKey(j.ARK, version, path), f, nil)
+		return err
+	}
+	for _, f := range j.Files {
+		if err := put("producer/"+f.Name, filepath.Join(g.jobDir(id), "payload", filepath.FromSlash(f.Name))); err != nil {
+			return Outcome{To: Failed, Detail: "storing " + f.Name + ": " + err.Error()}, nil
+		}
+	}
+	for _, name := range systemFiles {
+		if err := put("system/"+name, filepath.Join(g.jobDir(id), "system", name)); err != nil {
+			return Outcome{To: Failed, Detail: "storing " + name + ": " + err.Error()}, nil
+		}
+	}
+	return Outcome{To: Recording, Detail: fmt.Sprintf("version %d", version), Apply: func(ctx context.Context, tx pgx.Tx) error {
+		_, err := tx.Exec(ctx, `UPDATE curator.jobs SET version = $2 WHERE id = $1`, id, version)
+		return err
+	}}, nil
+}
+
+// record publishes archive.object.recorded for every file (de-duplicated
+// by object key and version, so a retry publishes nothing twice) and writes
+// the inventory in the transition's transaction.
+func (g *Ingester) record(ctx context.Context, id int64) (Outcome, error) {
+	j, err := g.store.Job(ctx, id)
+	if err != nil {
+		return Outcome{}, err
+	}
+	type row struct {
+		path, key, sha string
+		size           int64
+	}
+	var rows []row
+	for _, f := range j.Files {
+		rows = append(rows, row{"producer/" + f.Name, objectKey(j.ARK, j.Version, "producer/"+f.Name), f.SHA256, f.Size})
+	}
+	for _, name := range systemFiles {
+		b, err := os.ReadFile(filepath.Join(g.jobDir(id), "system", name))
+		if err != nil {
+			return Outcome{}, err
+		}
+		s := sha256.Sum256(b)
+		rows = append(rows, row{"system/" + name, objectKey(j.ARK, j.Version, "system/"+name), hex.EncodeToString(s[:]), int64(len(b))})
+	}
+	var out []bus.Outgoing
+	for _, r := range rows {
+		ev := &events.ObjectRecorded{Object: r.key, SHA256: r.sha, Size: r.size, Update: j.Version > 1,
+			Properties: map[string]string{"ark": j.ARK, "version": fmt.Sprint(j.Version), "path": r.path}}
+		env, err := events.New("curator", ev)
+		if err != nil {
+			return Outcome{}, err
+		}
+		env.ID = fmt.Sprintf("recorded:%s", r.key) // the key names the version: a retry is a duplicate
+		out = append(out, bus.Outgoing{Subject: events.SubjectObjectRecorded, Envelope: env})
+	}
+	if err := g.bus.PublishBatch(ctx, out); err != nil {
+		return Outcome{}, fmt.Errorf("publish %s recorded: %w", j.ARK, err)
+	}
+	manifest := objectKey(j.ARK, j.Version, "system/mrt-manifest.checkm")
+	return Outcome{To: Notify, Detail: fmt.Sprintf("%s v%d, %d files", j.ARK, j.Version, len(rows)), Apply: func(ctx context.Context, tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `INSERT INTO curator.inventory_objects (ark, profile, local_id, title, versions) VALUES ($1, $2, $3, $4, $5)
+			ON CONFLICT (ark) DO UPDATE SET versions = greatest(inventory_objects.versions, EXCLUDED.versions), updated_at = now()`,
+			j.ARK, j.Profile, j.LocalID, j.Title, j.Version); err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, `INSERT INTO curator.inventory_versions (ark, version, job_id, manifest_key) VALUES ($1, $2, $3, $4)
+			ON CONFLICT DO NOTHING`, j.ARK, j.Version, id, manifest); err != nil {
+			return err
+		}
+		for _, r := range rows {
+			if _, err := tx.Exec(ctx, `INSERT INTO curator.inventory_files (ark, version, path, key, size, sha256) VALUES ($1, $2, $3, $4, $5, $6)
+				ON CONFLICT DO NOTHING`, j.ARK, j.Version, r.path, r.key, r.size, r.sha); err != nil {
+				return err
+			}
+		}
+		return nil
+	}}, nil
+}
+
+// notify tells the batch's callback of the job's end (if it has one) and
+// cleans the job's working directory.
+func (g *Ingester) notify(ctx context.Context, id int64) (Outcome, error) {
+	j, err := g.store.Job(ctx, id)
+	if err != nil {
+		return Outcome{}, err
+	}
+	b, err := g.batch(ctx, j.BatchID)
+	if err != nil {
+		return Outcome{}, err
+	}
+	if b.CB != "" {
+		body, _ := json.Marshal(map[string]any{"batch": b.ID, "job": j.ID, "ark": j.ARK, "version": j.Version, "local_id": j.LocalID, "state": "completed"})
+		var last error
+		for try := range max(g.cfg.Retries, 1) {
+			if try > 0 {
+				time.Sleep(time.Duration(try*try) * 200 * time.Millisecond)
+			}
+			last = g.post(ctx, b.CB, body)
+			if last == nil {
+				break
+			}
+		}
+		if last != nil {
+			return Outcome{To: Failed, Detail: "callback: " + last.Error()}, nil
+		}
+	}
+	if err := os.RemoveAll(g.jobDir(id)); err != nil {
+		g.log.Warn("ingest: clean working directory", "job", id, "err", err)
+	}
+	return Outcome{To: Completed}, nil
+}
+
+func (g *Ingester) post(ctx context.Context, u string, body []byte) error {
+	if err := g.allowedURL(u); err != nil {
+		return err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u, bytes.NewReader(body))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := g.client.Do(req)
+	if err != nil {
+		return err
+	}
+	resp.Body.Close()
+	if resp.StatusCode/100 != 2 {
+		return fmt.Errorf("POST %s: %s", u, resp.Status)
+	}
+	return nil
+}
+
+// Report is a batch's report.
+type Report struct {
+	Batch     int64            `json:"batch"`
+	Jobs      map[State]int    `json:"jobs"`
+	Failed    []FailedJob      `json:"failed,omitempty"`
+	Objects   []ReportedObject `json:"objects"`
+	WrittenAt time.Time        `json:"written_at"`
+}
+
+// FailedJob is a failed job in a report.
+type FailedJob struct {
+	Job   int64  `json:"job"`
+	State State  `json:"last_successful"`
+	Error string `json:"error"`
+}
+
+// ReportedObject is a completed object in a report.
+type ReportedObject struct {
+	Job     int64  `json:"job"`
+	ARK     string `json:"ark"`
+	Version int    `json:"version"`
+	LocalID string `json:"local_id,omitempty"`
+}
+
+func (g *Ingester) batchReport(from State) Work {
+	return func(ctx context.Context, id int64) (Outcome, error) {
+		rep := Report{Batch: id, Jobs: map[State]int{}, Objects: []ReportedObject{}, WrittenAt: time.Now().UTC()}
+		rows, err := g.store.db.Query(ctx, `SELECT id, state, last_successful, error, ark, version, local_id FROM curator.jobs WHERE batch_id = $1 ORDER BY id`, id)
+		if err != nil {
+			return Outcome{}, err
+		}
+		for rows.Next() {
+			var jid int64
+			var st, last State
+			var msg, ark, local string
+			var v int
+			if err := rows.Scan(&jid, &st, &last, &msg, &ark, &v, &local); err != nil {
+				rows.Close()
+				return Outcome{}, err
+			}
+			rep.Jobs[st]++
+			switch st {
+			case Failed:
+				rep.Failed = append(rep.Failed, FailedJob{jid, last, msg})
+			case Completed:
+				rep.Objects = append(rep.Objects, ReportedObject{jid, ark, v, local})
+			}
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return Outcome{}, err
+		}
+		body, _ := json.MarshalIndent(rep, "", "  ")
+		if _, err := g.blob.Put(ctx, fmt.Sprintf("reports/batch-%d.json", id), bytes.NewReader(body), nil); err != nil {
+			return Outcome{}, err
+		}
+		to, detail := Completed, fmt.Sprintf("%d objects", len(rep.Objects))
+		open := 0
+		for st, n := range rep.Jobs {
+			if st != Completed && st != Deleted {
+				open += n
+			}
+		}
+		if open > 0 {
+			to, detail = Failed, fmt.Sprintf("%d of %d jobs not completed", open, open+rep.Jobs[Completed])
+		}
+		return Outcome{To: to, Detail: detail, Apply: func(ctx context.Context, tx pgx.Tx) error {
+			_, err := tx.Exec(ctx, `UPDATE curator.batches SET report = $2 WHERE id = $1`, id, body)
+			return err
+		}}, nil
+	}
+}

@@ -1,0 +1,419 @@
+package ingest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/url"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/archivist/archivist/pkg/store"
+)
+
+// Types are the submission types: one file, a zip container, an object
+// manifest (one object of many files), a batch manifest (each row a
+// one-file object) and a manifest of object manifests.
+var Types = []string{"file", "container", "manifest", "batch-manifest", "manifest-of-manifests"}
+
+// Submission is a batch as submitted.
+type Submission struct {
+	Submitter string `json:"submitter"`
+	// Profile is the collection the batch goes into.
+	Profile    string `json:"profile"`
+	PayloadURL string `json:"payload_url"`
+	Type       string `json:"type"`
+	Title      string `json:"title,omitempty"`
+	Creator    string `json:"creator,omitempty"`
+	Date       string `json:"date,omitempty"`
+	// CallbackURL is told of each job's end (the profile's notification).
+	CallbackURL string `json:"callback_url,omitempty"`
+}
+
+// InvalidError is a submission or request that is wrong, naming the field.
+type InvalidError struct{ Field, Msg string }
+
+func (e *InvalidError) Error() string { return e.Field + ": " + e.Msg }
+
+// Validate checks a submission.
+func (s *Submission) Validate() error {
+	switch {
+	case strings.TrimSpace(s.Submitter) == "":
+		return &InvalidError{"submitter", "required"}
+	case strings.TrimSpace(s.Profile) == "":
+		return &InvalidError{"profile", "required"}
+	case !slices.Contains(Types, s.Type):
+		return &InvalidError{"type", "one of " + strings.Join(Types, ", ")}
+	}
+	if err := httpURL(s.PayloadURL); err != nil {
+		return &InvalidError{"payload_url", err.Error()}
+	}
+	if s.CallbackURL != "" {
+		if err := httpURL(s.CallbackURL); err != nil {
+			return &InvalidError{"callback_url", err.Error()}
+		}
+	}
+	return nil
+}
+
+func httpURL(s string) error {
+	u, err := url.Parse(s)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return errors.New("an http or https URL")
+	}
+	return nil
+}
+
+// File is one file of a job.
+type File struct {
+	URL string `json:"url"`
+	// Name is its path inside the object.
+	Name string `json:"name"`
+	// DigestAlg and Digest are what the manifest declared (optional).
+	DigestAlg string `json:"digest_alg,omitempty"`
+	Digest    string `json:"digest,omitempty"`
+	// Size is declared, then estimated, then measured.
+	Size int64 `json:"size,omitempty"`
+	// SHA256 is computed on download.
+	SHA256 string `json:"sha256,omitempty"`
+}
+
+// JobRow is a job as stored.
+type JobRow struct {
+	ID             int64
+	BatchID        int64
+	Profile        string
+	Priority       int
+	State          State
+	LastSuccessful State
+	RetryCount     int
+	Error          string
+	Kind           string
+	PayloadURL     string
+	LocalID        string
+	Title          string
+	Files          []File
+	SpaceNeeded    int64
+	ARK            string
+	Version        int
+}
+
+const jobColumns = `id, batch_id, profile, priority, state, last_successful, retry_count, error, kind, payload_url, local_id, title, files, space_needed, ark, version`
+
+// Store is the ingest tables.
+type Store struct {
+	db *pgxpool.Pool
+	// moved is told of every transition (to wake the next state's daemon).
+	moved func(e Entity, to State)
+}
+
+// NewStore wraps the curator's database.
+func NewStore(db *pgxpool.Pool) *Store { return &Store{db: db, moved: func(Entity, State) {}} }
+
+// Submit records a batch: light, it reads nothing of the payload.
+func (s *Store) Submit(ctx context.Context, sub Submission) (int64, error) {
+	if err := sub.Validate(); err != nil {
+		return 0, err
+	}
+	var id int64
+	err := s.db.QueryRow(ctx, `INSERT INTO curator.batches (submitter, profile, payload_url, type, title, creator, date, callback_url)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8) RETURNING id`,
+		sub.Submitter, sub.Profile, sub.PayloadURL, sub.Type, sub.Title, sub.Creator, sub.Date, sub.CallbackURL).Scan(&id)
+	if err != nil {
+		return 0, fmt.Errorf("submit batch: %w", err)
+	}
+	s.moved(Batch, Pending)
+	return id, nil
+}
+
+// ErrMoved is returned when an entity is no longer in the state a
+// transition starts from (another worker or an operator moved it).
+var ErrMoved = errors.New("ingest: no longer in that state")
+
+// NotFoundError is an unknown batch or job.
+type NotFoundError struct {
+	Entity Entity
+	ID     int64
+}
+
+func (e *NotFoundError) Error() string { return fmt.Sprintf("%s %d not found", e.Entity, e.ID) }
+
+func table(e Entity) string {
+	if e == Batch {
+		return "curator.batches"
+	}
+	return "curator.jobs"
+}
+
+// move makes one transition inside tx: the table must allow it, the row
+// must still be in from, and the history records it. A job reaching an
+// end (completed, failed, deleted) may end its batch's processing.
+func (s *Store) move(ctx context.Context, tx pgx.Tx, e Entity, id int64, from, to State, by By, action, detail string) error {
+	t, ok := Allowed(e, from, to)
+	if !ok || (t.By != by && !(by == Daemon && t.By == Auto)) {
+		return fmt.Errorf("ingest: %s %d: %s -> %s by %s is not in the transition table", e, id, from, to, by)
+	}
+	q := `UPDATE ` + table(e) + ` SET state = $3, state_at = now(), error = CASE WHEN $3 = 'failed' THEN $4 ELSE '' END`
+	if e == Job && by == Daemon && to != Failed && to != Held {
+		q += `, last_successful = $2`
+	}
+	tag, err := tx.Exec(ctx, q+` WHERE id = $1 AND state = $2`, id, from, to, detail)
+	if err != nil {
+		return fmt.Errorf("move %s %d to %s: %w", e, id, to, err)
+	}
+	if tag.RowsAffected() == 0 {
+		return ErrMoved
+	}
+	if _, err := tx.Exec(ctx, `INSERT INTO curator.ingest_history (entity, entity_id, from_state, to_state, by, action, detail)
+		VALUES ($1, $2, $3, $4, $5, $6, $7)`, e, id, from, to, by, t.Action, detail); err != nil {
+		return fmt.Errorf("history of %s %d: %w", e, id, err)
+	}
+	if e == Job && (to == Completed || to == Failed || to == Deleted) {
+		return s.maybeReport(ctx, tx, id)
+	}
+	return nil
+}
+
+// maybeReport moves the job's batch from processing to reporting once no
+// job of it is left in processing, whichever job was the last.
+func (s *Store) maybeReport(ctx context.Context, tx pgx.Tx, jobID int64) error {
+	var batch int64
+	var state State
+	// The batch row's lock serialises the jobs that end together.
+	err := tx.QueryRow(ctx, `SELECT b.id, b.state FROM curator.batches b JOIN curator.jobs j ON j.batch_id = b.id
+		WHERE j.id = $1 FOR UPDATE OF b`, jobID).Scan(&batch, &state)
+	if err != nil {
+		return fmt.Errorf("batch of job %d: %w", jobID, err)
+	}
+	if state != Processing {
+		return nil
+	}
+	var open bool
+	if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT FROM curator.jobs WHERE batch_id = $1 AND state NOT IN ('completed', 'failed', 'deleted'))`,
+		batch).Scan(&open); err != nil {
+		return err
+	}
+	if open {
+		return nil
+	}
+	return s.move(ctx, tx, Batch, batch, Processing, Reporting, Auto, "jobs-done", "")
+}
+
+// Move makes one transition in its own transaction.
+func (s *Store) Move(ctx context.Context, e Entity, id int64, from, to State, by By, detail string) error {
+	return s.MoveWith(ctx, e, id, from, to, by, detail, nil)
+}
+
+// MoveWith makes one transition and apply's writes in one transaction: a
+// crash cannot half-do them.
+func (s *Store) MoveWith(ctx context.Context, e Entity, id int64, from, to State, by By, detail string, apply func(context.Context, pgx.Tx) error) error {
+	return s.moveOn(ctx, s.db, e, id, from, to, by, detail, apply)
+}
+
+// beginner is a pool or a connection.
+type beginner interface {
+	Begin(context.Context) (pgx.Tx, error)
+}
+
+func (s *Store) moveOn(ctx context.Context, db beginner, e Entity, id int64, from, to State, by By, detail string, apply func(context.Context, pgx.Tx) error) error {
+	err := pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error {
+		if apply != nil {
+			if err := apply(ctx, tx); err != nil {
+				return err
+			}
+		}
+		return s.move(ctx, tx, e, id, from, to, by, "", detail)
+	})
+	if err == nil {
+		s.moved(e, to)
+	}
+	return err
+}
+
+// Job reads a job.
+func (s *Store) Job(ctx context.Context, id int64) (*JobRow, error) {
+	return scanJob(s.db.QueryRow(ctx, `SELECT `+jobColumns+` FROM curator.jobs WHERE id = $1`, id), id)
+}
+
+func scanJob(row pgx.Row, id int64) (*JobRow, error) {
+	var j JobRow
+	err := row.Scan(&j.ID, &j.BatchID, &j.Profile, &j.Priority, &j.State, &j.LastSuccessful, &j.RetryCount, &j.Error,
+		&j.Kind, &j.PayloadURL, &j.LocalID, &j.Title, &j.Files, &j.SpaceNeeded, &j.ARK, &j.Version)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, &NotFoundError{Job, id}
+	}
+	return &j, err
+}
+
+// Paused tells whether an operator paused the queue.
+func (s *Store) Paused(ctx context.Context) (bool, error) {
+	var p bool
+	err := s.db.QueryRow(ctx, `SELECT paused FROM curator.ingest_queue`).Scan(&p)
+	return p, err
+}
+
+// SetPaused pauses or resumes the whole queue: daemons claim nothing new
+// while it is paused; work in hand finishes.
+func (s *Store) SetPaused(ctx context.Context, paused bool) error {
+	_, err := s.db.Exec(ctx, `UPDATE curator.ingest_queue SET paused = $1, paused_at = CASE WHEN $1 THEN now() END`, paused)
+	if err == nil && !paused {
+		for _, st := range JobSteps {
+			s.moved(Job, st)
+		}
+		s.moved(Batch, Pending)
+	}
+	return err
+}
+
+// Held tells whether a collection is held.
+func (s *Store) Held(ctx context.Context, q interface {
+	QueryRow(context.Context, string, ...any) pgx.Row
+}, profile string) (bool, error) {
+	var h bool
+	err := q.QueryRow(ctx, `SELECT EXISTS (SELECT FROM curator.collection_holds WHERE profile = $1)`, profile).Scan(&h)
+	return h, err
+}
+
+// HoldCollection holds a collection: its pending batches and jobs go to
+// held when their daemon next looks at them.
+func (s *Store) HoldCollection(ctx context.Context, profile string) error {
+	_, err := s.db.Exec(ctx, `INSERT INTO curator.collection_holds (profile) VALUES ($1) ON CONFLICT DO NOTHING`, profile)
+	return err
+}
+
+// ReleaseCollection releases a collection's hold and every batch and job
+// of it that the hold put in held. It returns how many were released.
+func (s *Store) ReleaseCollection(ctx context.Context, profile string) (int, error) {
+	n := 0
+	err := store.InTx(ctx, s.db, func(tx pgx.Tx) error {
+		n = 0
+		if _, err := tx.Exec(ctx, `DELETE FROM curator.collection_holds WHERE profile = $1`, profile); err != nil {
+			return err
+		}
+		for _, e := range []Entity{Batch, Job} {
+			rows, err := tx.Query(ctx, `SELECT id FROM `+table(e)+` WHERE profile = $1 AND state = 'held' ORDER BY id FOR UPDATE`, profile)
+			if err != nil {
+				return err
+			}
+			ids, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+			if err != nil {
+				return err
+			}
+			for _, id := range ids {
+				if err := s.move(ctx, tx, e, id, Held, Pending, Admin, "release", "collection "+profile+" released"); err != nil {
+					return err
+				}
+				n++
+			}
+		}
+		return nil
+	})
+	if err == nil {
+		s.moved(Batch, Pending)
+		s.moved(Job, Pending)
+	}
+	return n, err
+}
+
+// Act runs an operator's action on a batch or job: release, hold, requeue,
+// delete, update-reporting. An action the table does not allow from the
+// current state is refused with a RefusedError.
+func (s *Store) Act(ctx context.Context, e Entity, id int64, action string) (State, error) {
+	var to State
+	err := store.InTx(ctx, s.db, func(tx pgx.Tx) error {
+		var from, last State
+		q := `SELECT state, '' FROM curator.batches WHERE id = $1 FOR UPDATE`
+		if e == Job {
+			q = `SELECT state, last_successful FROM curator.jobs WHERE id = $1 FOR UPDATE`
+		}
+		if err := tx.QueryRow(ctx, q, id).Scan(&from, &last); errors.Is(err, pgx.ErrNoRows) {
+			return &NotFoundError{e, id}
+		} else if err != nil {
+			return err
+		}
+		var t *Transition
+		for _, m := range AdminMoves(e, action) {
+			if m.From != from {
+				continue
+			}
+			if action == "requeue" && m.To != next(last) {
+				continue
+			}
+			t = &m
+			break
+		}
+		if t == nil {
+			return &RefusedError{Entity: e, ID: id, Action: action, State: from}
+		}
+		to = t.To
+		if action == "requeue" {
+			if _, err := tx.Exec(ctx, `UPDATE curator.jobs SET retry_count = retry_count + 1 WHERE id = $1`, id); err != nil {
+				return err
+			}
+		}
+		if action == "delete" && e == Batch {
+			if err := s.deleteJobs(ctx, tx, id); err != nil {
+				return err
+			}
+		}
+		return s.move(ctx, tx, e, id, from, to, Admin, "", "")
+	})
+	if err == nil {
+		s.moved(e, to)
+	}
+	return to, err
+}
+
+// deleteJobs marks every job of a batch deleted (admin delete of the
+// batch, or cleanup).
+func (s *Store) deleteJobs(ctx context.Context, tx pgx.Tx, batch int64) error {
+	_, err := tx.Exec(ctx, `WITH d AS (UPDATE curator.jobs SET state = 'deleted', state_at = now() WHERE batch_id = $1 AND state <> 'deleted'
+		RETURNING id, (SELECT state FROM curator.jobs j2 WHERE j2.id = jobs.id) AS old)
+		INSERT INTO curator.ingest_history (entity, entity_id, from_state, to_state, by, action, detail)
+		SELECT 'job', id, old, 'deleted', 'admin', 'delete', 'batch deleted' FROM d`, batch)
+	return err
+}
+
+// next is the state a requeued job restarts at: the one after its last
+// successful state.
+func next(last State) State {
+	for i, s := range JobSteps {
+		if s == last && i+1 < len(JobSteps) {
+			return JobSteps[i+1]
+		}
+	}
+	return ""
+}
+
+// Cleanup deletes completed batches (and their jobs) finished before
+// olderThan ago. It returns how many batches.
+func (s *Store) Cleanup(ctx context.Context, olderThan time.Duration) (int, error) {
+	rows, err := s.db.Query(ctx, `SELECT id FROM curator.batches WHERE state = 'completed' AND state_at < now() - $1::interval`, olderThan)
+	if err != nil {
+		return 0, err
+	}
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, id := range ids {
+		err := store.InTx(ctx, s.db, func(tx pgx.Tx) error {
+			if _, err := tx.Exec(ctx, `UPDATE curator.jobs SET state = 'deleted', state_at = now() WHERE batch_id = $1 AND state = 'completed'`, id); err != nil {
+				return err
+			}
+			return s.move(ctx, tx, Batch, id, Completed, Deleted, Auto, "cleanup", "")
+		})
+		if err != nil && !errors.Is(err, ErrMoved) {
+			return n, err
+		}
+		if err == nil {
+			n++
+		}
+	}
+	return n, nil
+}
