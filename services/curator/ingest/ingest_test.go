@@ -118,10 +118,15 @@ type rig struct {
 }
 
 func newRig(t *testing.T, extra map[string]string) *rig {
-	bs, err := blob.NewLocal(t.TempDir())
+	local, err := blob.NewLocal(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
+	return newRigWith(t, local, extra)
+}
+
+func newRigWith(t *testing.T, bs blob.Store, extra map[string]string) *rig {
+	var err error
 	r := &rig{t: t, bs: bs}
 	r.shared = testenv.Shared{NATSURL: testenv.NATS(t), DBURL: testenv.DBURL(t, migrations.Schema), Blob: bs}
 	port := testenv.FreePort(t)

@@ -330,6 +330,9 @@ func (g *Ingester) jobPending(ctx context.Context, id int64) (Outcome, error) {
 	} else if held {
 		return Outcome{To: Held, Detail: "collection " + j.Profile + " is held"}, nil
 	}
+	if j.Kind != "container" && len(j.Files) == 0 {
+		return Outcome{To: Failed, Detail: "the object lists no file"}, nil
+	}
 	return Outcome{To: Estimating}, nil
 }
 
@@ -746,7 +749,8 @@ func (g *Ingester) storeFiles(ctx context.Context, id int64) (Outcome, error) {
 	}}, nil
 }
 
-// record publishes archive.object.recorded for every file (de-duplicated
+// record checks every stored file reads back at its size, publishes
+// archive.object.recorded for every file (de-duplicated
 // by object key and version, so a retry publishes nothing twice) and writes
 // the inventory in the transition's transaction.
 func (g *Ingester) record(ctx context.Context, id int64) (Outcome, error) {
@@ -769,6 +773,16 @@ func (g *Ingester) record(ctx context.Context, id int64) (Outcome, error) {
 		}
 		s := sha256.Sum256(b)
 		rows = append(rows, row{"system/" + name, objectKey(j.ARK, j.Version, "system/"+name), hex.EncodeToString(s[:]), int64(len(b))})
+	}
+	// What recording writes down must be in the store, whole.
+	for _, r := range rows {
+		info, err := g.blob.Stat(ctx, r.key)
+		if err != nil {
+			return Outcome{To: Failed, Detail: "stored file " + r.path + " cannot be read back: " + err.Error()}, nil
+		}
+		if info.Size != r.size {
+			return Outcome{To: Failed, Detail: fmt.Sprintf("stored file %s has %d bytes, %d were stored", r.path, info.Size, r.size)}, nil
+		}
 	}
 	var out []bus.Outgoing
 	for _, r := range rows {

@@ -153,8 +153,8 @@ func table(e Entity) string {
 // must still be in from, and the history records it. A job reaching an
 // end (completed, failed, deleted) may end its batch's processing.
 func (s *Store) move(ctx context.Context, tx pgx.Tx, e Entity, id int64, from, to State, by By, action, detail string) error {
-	t, ok := Allowed(e, from, to)
-	if !ok || (t.By != by && !(by == Daemon && t.By == Auto)) {
+	t, ok := find(e, from, to, by)
+	if !ok {
 		return fmt.Errorf("ingest: %s %d: %s -> %s by %s is not in the transition table", e, id, from, to, by)
 	}
 	q := `UPDATE ` + table(e) + ` SET state = $3, state_at = now(), error = CASE WHEN $3 = 'failed' THEN $4 ELSE '' END`
@@ -403,7 +403,10 @@ func (s *Store) Cleanup(ctx context.Context, olderThan time.Duration) (int, erro
 	n := 0
 	for _, id := range ids {
 		err := store.InTx(ctx, s.db, func(tx pgx.Tx) error {
-			if _, err := tx.Exec(ctx, `UPDATE curator.jobs SET state = 'deleted', state_at = now() WHERE batch_id = $1 AND state = 'completed'`, id); err != nil {
+			if _, err := tx.Exec(ctx, `WITH d AS (UPDATE curator.jobs SET state = 'deleted', state_at = now()
+				WHERE batch_id = $1 AND state = 'completed' RETURNING id)
+				INSERT INTO curator.ingest_history (entity, entity_id, from_state, to_state, by, action, detail)
+				SELECT 'job', id, 'completed', 'deleted', 'auto', 'cleanup', 'batch cleaned up' FROM d`, id); err != nil {
 				return err
 			}
 			return s.move(ctx, tx, Batch, id, Completed, Deleted, Auto, "cleanup", "")

@@ -128,6 +128,16 @@ func Allowed(e Entity, from, to State) (Transition, bool) {
 	return Transition{}, false
 }
 
+// find is the transition from one state to another made by by.
+func find(e Entity, from, to State, by By) (Transition, bool) {
+	for _, t := range Transitions {
+		if t.Entity == e && t.From == from && t.To == to && t.By == by {
+			return t, true
+		}
+	}
+	return Transition{}, false
+}
+
 // AdminMoves lists the admin action's moves for an entity.
 func AdminMoves(e Entity, action string) []Transition {
 	var out []Transition
