@@ -24,6 +24,7 @@ import (
 	"github.com/archivist/archivist/pkg/service"
 	"github.com/archivist/archivist/services/archivist/all"
 	"github.com/archivist/archivist/services/archivist/auditcmd"
+	"github.com/archivist/archivist/services/archivist/batchcmd"
 	"github.com/archivist/archivist/services/archivist/dev"
 	"github.com/archivist/archivist/services/archivist/indexcmd"
 	"github.com/archivist/archivist/services/archivist/locatecmd"
@@ -53,6 +54,11 @@ commands:
   cdx [--cdxj] [--sort] FILE...
             write the CDX index lines of ARC/WARC files to stdout, as pywb's
             cdx-indexer does (byte-identical on the shared test archives)
+  batch submit --profile P --payload URL --type TYPE [--wait]
+  batch status ID | job status ID   (also release, delete, requeue, ...)
+  collection hold|release PROFILE | ingest pause|resume|cleanup
+            ingest: submit batches, follow them, and the operator's
+            actions ('archivist batch' alone prints the transition table)
   locate --episode FILE --clips DIR [--json]
             find every occurrence of each clip (WAV, FLAC, MP3, Ogg Vorbis
             files in DIR) inside the episode, as the researchers do
@@ -125,6 +131,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return cdxCmd(args[1:], stdout, stderr)
 	case "index":
 		return indexCmd(ctx, args[1:], stdout, stderr)
+	case "batch", "job", "collection", "ingest":
+		return batchcmd.Run(ctx, args, stdout, stderr)
 	case "locate":
 		return locateCmd(ctx, args[1:], stdout, stderr)
 	case "dlq":

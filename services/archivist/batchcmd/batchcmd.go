@@ -1,0 +1,282 @@
+// Package batchcmd is `archivist batch`, `archivist job`, `archivist
+// collection` and `archivist ingest`: submit batches, follow them, and the
+// operator's actions, over the curator's ingest API.
+package batchcmd
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/archivist/archivist/services/archivist/apiclient"
+	"github.com/archivist/archivist/services/curator/ingest"
+)
+
+// Base is the curator's API (ARCHIVIST_CURATOR_URL).
+func Base() string {
+	if v := os.Getenv("ARCHIVIST_CURATOR_URL"); v != "" {
+		return v
+	}
+	return "http://127.0.0.1:8080"
+}
+
+// Usage is the commands' help, with the transition table.
+func Usage() string {
+	return `usage:
+  archivist batch submit --profile P --payload URL --type TYPE [--submitter S] [--title T]
+                         [--creator C] [--date D] [--callback URL] [--wait]
+  archivist batch status ID [--json]
+  archivist batch release|delete|update-reporting ID
+  archivist job status ID [--json]
+  archivist job hold|release|requeue|delete ID
+  archivist collection hold|release PROFILE
+  archivist ingest pause|resume | ingest cleanup [--older-than 24h]
+
+types: ` + strings.Join(ingest.Types, ", ") + `
+an action is refused from a state the table does not allow:
+
+` + ingest.Help()
+}
+
+// Run runs one of the commands (args[0] is batch, job, collection or
+// ingest).
+func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if len(args) < 2 {
+		fmt.Fprint(stderr, Usage())
+		return fmt.Errorf("usage")
+	}
+	base := Base()
+	what, verb, rest := args[0], args[1], args[2:]
+	switch {
+	case what == "batch" && verb == "submit":
+		return submit(ctx, base, rest, stdout, stderr)
+	case (what == "batch" || what == "job") && verb == "status":
+		fs := flag.NewFlagSet(what+" status", flag.ContinueOnError)
+		fs.SetOutput(stderr)
+		asJSON := fs.Bool("json", false, "print JSON")
+		id, err := parseID(fs, rest)
+		if err != nil {
+			return err
+		}
+		var st ingest.Status
+		if err := apiclient.Get(ctx, "curator", fmt.Sprintf("%s/v1/%s/%d", base, plural(what), id), &st); err != nil {
+			return err
+		}
+		if *asJSON {
+			return writeJSON(stdout, st)
+		}
+		return Print(stdout, &st)
+	case what == "batch" || what == "job":
+		fs := flag.NewFlagSet(what+" "+verb, flag.ContinueOnError)
+		fs.SetOutput(stderr)
+		id, err := parseID(fs, rest)
+		if err != nil {
+			return err
+		}
+		var out map[string]any
+		if err := apiclient.Post(ctx, "curator", fmt.Sprintf("%s/v1/%s/%d/%s", base, plural(what), id, verb), nil, &out); err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "%s %d is %v\n", what, id, out["state"])
+		return nil
+	case what == "collection" && (verb == "hold" || verb == "release") && len(rest) == 1:
+		var out map[string]any
+		if err := apiclient.Post(ctx, "curator", fmt.Sprintf("%s/v1/collections/%s/%s", base, rest[0], verb), nil, &out); err != nil {
+			return err
+		}
+		if verb == "hold" {
+			fmt.Fprintf(stdout, "collection %s held\n", rest[0])
+		} else {
+			fmt.Fprintf(stdout, "collection %s released (%v batches and jobs back to pending)\n", rest[0], out["released"])
+		}
+		return nil
+	case what == "ingest" && (verb == "pause" || verb == "resume"):
+		var out map[string]any
+		if err := apiclient.Post(ctx, "curator", fmt.Sprintf("%s/v1/ingest/%s", base, verb), nil, &out); err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "ingest queue %sd\n", verb)
+		return nil
+	case what == "ingest" && verb == "cleanup":
+		fs := flag.NewFlagSet("ingest cleanup", flag.ContinueOnError)
+		fs.SetOutput(stderr)
+		older := fs.Duration("older-than", 24*time.Hour, "completed this long ago")
+		if err := fs.Parse(rest); err != nil {
+			return err
+		}
+		var out map[string]any
+		if err := apiclient.Post(ctx, "curator", fmt.Sprintf("%s/v1/ingest/cleanup?older_than=%s", base, *older), nil, &out); err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "%v completed batches deleted\n", out["deleted_batches"])
+		return nil
+	}
+	fmt.Fprint(stderr, Usage())
+	return fmt.Errorf("unknown command %q", strings.Join(args[:2], " "))
+}
+
+func plural(what string) string {
+	if what == "batch" {
+		return "batches"
+	}
+	return "jobs"
+}
+
+func parseID(fs *flag.FlagSet, args []string) (int64, error) {
+	// The id may come before or after the flags.
+	var pos []string
+	for len(args) > 0 {
+		if err := fs.Parse(args); err != nil {
+			return 0, err
+		}
+		if fs.NArg() == 0 {
+			break
+		}
+		pos = append(pos, fs.Arg(0))
+		args = fs.Args()[1:]
+	}
+	if len(pos) != 1 {
+		return 0, fmt.Errorf("%s takes one id", fs.Name())
+	}
+	id, err := strconv.ParseInt(pos[0], 10, 64)
+	if err != nil || id <= 0 {
+		return 0, fmt.Errorf("%s: %q is not an id", fs.Name(), pos[0])
+	}
+	return id, nil
+}
+
+func submit(ctx context.Context, base string, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("batch submit", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var s ingest.Submission
+	fs.StringVar(&s.Profile, "profile", "", "the collection (profile)")
+	fs.StringVar(&s.PayloadURL, "payload", "", "the payload URL")
+	fs.StringVar(&s.Type, "type", "", strings.Join(ingest.Types, ", "))
+	me := os.Getenv("USER")
+	if me == "" {
+		me = "archivist-cli"
+	}
+	fs.StringVar(&s.Submitter, "submitter", me, "who submits ($USER)")
+	fs.StringVar(&s.Title, "title", "", "title (ERC what)")
+	fs.StringVar(&s.Creator, "creator", "", "creator (ERC who)")
+	fs.StringVar(&s.Date, "date", "", "date (ERC when)")
+	fs.StringVar(&s.CallbackURL, "callback", "", "URL told of each job's end")
+	wait := fs.Bool("wait", false, "follow the batch with a progress bar until it ends")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	var out struct {
+		Batch int64 `json:"batch"`
+	}
+	if err := apiclient.Post(ctx, "curator", base+"/v1/batches", s, &out); err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "batch %d submitted\n", out.Batch)
+	if !*wait {
+		return nil
+	}
+	return Follow(ctx, base, out.Batch, stdout, 200*time.Millisecond)
+}
+
+// Follow draws the batch's jobs by state as a progress bar until the batch
+// completes, fails or is held, then prints its status.
+func Follow(ctx context.Context, base string, id int64, w io.Writer, every time.Duration) error {
+	for {
+		var st ingest.Status
+		if err := apiclient.Get(ctx, "curator", fmt.Sprintf("%s/v1/batches/%d", base, id), &st); err != nil {
+			return err
+		}
+		fmt.Fprintf(w, "\r%s", Bar(&st, 40))
+		switch st.State {
+		case ingest.Completed, ingest.Failed, ingest.Held, ingest.Deleted:
+			fmt.Fprintln(w)
+			if err := Print(w, &st); err != nil {
+				return err
+			}
+			if st.State != ingest.Completed {
+				return fmt.Errorf("batch %d is %s", id, st.State)
+			}
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			fmt.Fprintln(w)
+			return ctx.Err()
+		case <-time.After(every):
+		}
+	}
+}
+
+// Bar is a one-line progress bar of a batch: done (completed) and failed
+// jobs over all, and the count in each state.
+func Bar(st *ingest.Status, width int) string {
+	total := 0
+	for _, n := range st.Jobs {
+		total += n
+	}
+	done, failed := st.Jobs[ingest.Completed], st.Jobs[ingest.Failed]
+	filled, bad := 0, 0
+	if total > 0 {
+		filled = done * width / total
+		bad = failed * width / total
+	}
+	bar := strings.Repeat("#", filled) + strings.Repeat("x", bad) + strings.Repeat(".", max(width-filled-bad, 0))
+	var states []string
+	for _, s := range ingest.JobSteps {
+		if n := st.Jobs[s]; n > 0 {
+			states = append(states, fmt.Sprintf("%s %d", s, n))
+		}
+	}
+	if failed > 0 {
+		states = append(states, fmt.Sprintf("failed %d", failed))
+	}
+	return fmt.Sprintf("batch %d [%s] %d/%d %s %s", st.ID, bar, done, total, st.State, strings.Join(states, ", "))
+}
+
+// Print writes a status: state, jobs by state, history, report summary.
+func Print(w io.Writer, st *ingest.Status) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintf(tw, "%s %d\t%s\tcollection %s\n", st.Entity, st.ID, st.State, st.Profile)
+	if st.Error != "" {
+		fmt.Fprintf(tw, "error\t%s\n", st.Error)
+	}
+	if st.Job != nil {
+		j := st.Job
+		fmt.Fprintf(tw, "batch\t%d\n", j.BatchID)
+		fmt.Fprintf(tw, "priority\t%d\n", j.Priority)
+		fmt.Fprintf(tw, "ark\t%s\n", j.ARK)
+		fmt.Fprintf(tw, "retries\t%d\n", j.RetryCount)
+		fmt.Fprintf(tw, "files\t%d\n", len(j.Files))
+	}
+	if len(st.Jobs) > 0 {
+		var states []string
+		for s := range st.Jobs {
+			states = append(states, string(s))
+		}
+		slices.Sort(states)
+		fmt.Fprint(tw, "jobs")
+		for _, s := range states {
+			fmt.Fprintf(tw, "\t%s %d\n", s, st.Jobs[ingest.State(s)])
+		}
+	}
+	fmt.Fprintln(tw, "history")
+	for _, h := range st.History {
+		fmt.Fprintf(tw, "  %s\t%s -> %s\t%s %s\t%s\n", h.At.Local().Format("2006-01-02 15:04:05.000"), h.From, h.To, h.By, h.Action, h.Detail)
+	}
+	if len(st.Report) > 0 {
+		fmt.Fprintf(tw, "report\t%s\n", strings.TrimSpace(string(st.Report)))
+	}
+	return tw.Flush()
+}
+
+func writeJSON(w io.Writer, v any) error {
+	enc := newEncoder(w)
+	return enc.Encode(v)
+}
