@@ -517,10 +517,16 @@ func (g *Ingester) fetchOnce(ctx context.Context, f *File, dst string) error {
 	w := []io.Writer{out, sum}
 	var declared hash.Hash
 	if f.Digest != "" && f.DigestAlg != "" {
-		declared = newHash(f.DigestAlg)
-		w = append(w, declared)
+		if alg := strings.ReplaceAll(f.DigestAlg, "-", ""); alg == "sha256" {
+			declared = sum // one hash serves both
+		} else {
+			declared = newHash(f.DigestAlg)
+			w = append(w, declared)
+		}
 	}
-	n, err := io.Copy(io.MultiWriter(w...), io.LimitReader(resp.Body, g.cfg.MaxFileBytes+1))
+	fw := newFanout(w...)
+	n, err := io.CopyBuffer(fw, io.LimitReader(resp.Body, g.cfg.MaxFileBytes+1), make([]byte, 1<<20))
+	fw.Close()
 	if cerr := out.Close(); err == nil {
 		err = cerr
 	}
