@@ -3,6 +3,7 @@ package testenv
 import (
 	"context"
 	"net/http"
+	"strconv"
 	"testing"
 	"time"
 
@@ -57,6 +58,9 @@ func StartServiceIn(t testing.TB, def service.Definition, sh Shared, env map[str
 	common := service.Common{ShutdownTimeout: 10 * time.Second, MigrateOnStart: true,
 		Bus:   bus.Config{URL: s.NATSURL, Replicas: 1, User: env["NATS_USER"], Password: env["NATS_PASSWORD"]},
 		Store: store.Config{URL: s.DBURL, MaxConns: 5}}
+	if v, err := strconv.Atoi(env["DATABASE_MAX_CONNS"]); err == nil && v > 0 {
+		common.Store.MaxConns = int32(v)
+	}
 	bs := sh.Blob
 	if def.NeedsBlob && bs == nil {
 		if bs, err = blob.NewLocal(t.TempDir()); err != nil {

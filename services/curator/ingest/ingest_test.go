@@ -41,7 +41,7 @@ type origin struct {
 	gets  atomic.Int64
 }
 
-func newOrigin(t *testing.T) *origin {
+func newOrigin(t testing.TB) *origin {
 	o := &origin{files: map[string][]byte{}, fail: map[string]int{}, hang: map[string]chan struct{}{}}
 	o.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		o.mu.Lock()
@@ -106,7 +106,7 @@ func (o *origin) manifest(name string, n int) (string, map[string][]byte) {
 }
 
 type rig struct {
-	t        *testing.T
+	t        testing.TB
 	api      string
 	db       *pgxpool.Pool
 	bs       blob.Store
@@ -117,7 +117,7 @@ type rig struct {
 	svc      *testenv.Service
 }
 
-func newRig(t *testing.T, extra map[string]string) *rig {
+func newRig(t testing.TB, extra map[string]string) *rig {
 	local, err := blob.NewLocal(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
@@ -125,7 +125,7 @@ func newRig(t *testing.T, extra map[string]string) *rig {
 	return newRigWith(t, local, extra)
 }
 
-func newRigWith(t *testing.T, bs blob.Store, extra map[string]string) *rig {
+func newRigWith(t testing.TB, bs blob.Store, extra map[string]string) *rig {
 	var err error
 	r := &rig{t: t, bs: bs}
 	r.shared = testenv.Shared{NATSURL: testenv.NATS(t), DBURL: testenv.DBURL(t, migrations.Schema), Blob: bs}

@@ -21,6 +21,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -739,14 +740,35 @@ func (g *Ingester) storeFiles(ctx context.Context, id int64) (Outcome, error) {
 		_, err = g.blob.Put(ctx, objectKey(j.ARK, version, path), f, nil)
 		return err
 	}
+	type item struct{ path, local string }
+	var items []item
 	for _, f := range j.Files {
-		if err := put("producer/"+f.Name, filepath.Join(g.jobDir(id), "payload", filepath.FromSlash(f.Name))); err != nil {
-			return Outcome{To: Failed, Detail: "storing " + f.Name + ": " + err.Error()}, nil
-		}
+		items = append(items, item{"producer/" + f.Name, filepath.Join(g.jobDir(id), "payload", filepath.FromSlash(f.Name))})
 	}
 	for _, name := range systemFiles {
-		if err := put("system/"+name, filepath.Join(g.jobDir(id), "system", name)); err != nil {
-			return Outcome{To: Failed, Detail: "storing " + name + ": " + err.Error()}, nil
+		items = append(items, item{"system/" + name, filepath.Join(g.jobDir(id), "system", name)})
+	}
+	// Several puts at once: a store's latency (a disk's sync, a bucket's
+	// round trip) is paid once per wave, not once per file.
+	errs := make([]error, len(items))
+	sem := make(chan struct{}, 8)
+	var wg sync.WaitGroup
+	for i, it := range items {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			errs[i] = put(it.path, it.local)
+		}()
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			if ctx.Err() != nil {
+				return Outcome{}, ctx.Err()
+			}
+			return Outcome{To: Failed, Detail: "storing " + items[i].path + ": " + err.Error()}, nil
 		}
 	}
 	return Outcome{To: Recording, Detail: fmt.Sprintf("version %d", version), Apply: func(ctx context.Context, tx pgx.Tx) error {
