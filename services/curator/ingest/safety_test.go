@@ -1,0 +1,81 @@
+package ingest_test
+
+import (
+	"archive/zip"
+	"bytes"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/archivist/archivist/services/curator/ingest"
+)
+
+// TestParseCheckm reads fields by the #%fields line and names the line of
+// a bad row.
+func TestParseCheckm(t *testing.T) {
+	rows, err := ingest.ParseCheckm(strings.NewReader("#%checkm_0.7\n#%fields | nfo:fileUrl | nfo:hashAlgorithm | nfo:hashValue | nfo:fileSize | nfo:fileName | mrt:localIdentifier\n" +
+		"http://h/a | MD5 | ABC | 3 | dir/a.txt | loc1\nhttp://h/b.wav\n#%eof\nhttp://ignored/after/eof\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rows) != 2 || rows[0] != (ingest.Row{URL: "http://h/a", DigestAlg: "md5", Digest: "abc", Size: 3, Name: "dir/a.txt", LocalID: "loc1"}) || rows[1].Name != "b.wav" {
+		t.Errorf("rows %+v", rows)
+	}
+	for in, want := range map[string]string{
+		"#%checkm_0.7\nftp://h/a\n": "line 2",
+		"#%checkm_0.7\n#%fields | nfo:fileUrl | nfo:fileSize\nhttp://h/a | many\n": "file size \"many\"",
+		"#%checkm_0.7\n#%fields | nfo:fileUrl | nfo:fileName\nhttp://h/a | ../../etc/passwd\n": "escapes the object",
+		"#%checkm_0.7\n#%fields | nfo:fileUrl | nfo:hashAlgorithm | nfo:hashValue\nhttp://h/a | crc7 | 1\n": "unknown hash algorithm",
+		"just words\n": "line 1",
+	} {
+		if _, err := ingest.ParseCheckm(strings.NewReader(in)); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%q: %v, want an error with %q", in, err, want)
+		}
+	}
+}
+
+// TestSafety: a payload on a loopback address is refused unless private
+// addresses are allowed; a container entry that escapes the object fails
+// processing; a file over the size limit fails its download; a job over
+// the large-job size is estimated behind the others; a working area
+// without room keeps jobs in provisioning.
+func TestSafety(t *testing.T) {
+	o := newOrigin(t)
+	r := newRig(t, map[string]string{"INGEST_ALLOW_PRIVATE": "false"})
+	b := r.submit(ingest.Submission{Submitter: "t", Profile: "p", PayloadURL: o.put("/f/a.txt", []byte("a")), Type: "file"})
+	r.waitState(ingest.Batch, b, ingest.Failed, 20*time.Second)
+	_, st := r.call("GET", "/v1/jobs/1", nil)
+	if msg, _ := st["error"].(string); !strings.Contains(msg, "loopback or private") {
+		t.Errorf("loopback payload: %q", msg)
+	}
+
+	r2 := newRig(t, map[string]string{"INGEST_MAX_FILE_BYTES": "1000", "INGEST_LARGE_JOB_BYTES": "500"})
+	var zb bytes.Buffer
+	zw := zip.NewWriter(&zb)
+	w, _ := zw.Create("../outside.txt")
+	w.Write([]byte("x"))
+	zw.Close()
+	b = r2.submit(ingest.Submission{Submitter: "t", Profile: "p", PayloadURL: o.put("/f/evil.zip", zb.Bytes()), Type: "container"})
+	r2.waitState(ingest.Batch, b, ingest.Failed, 20*time.Second)
+	_, st = r2.call("GET", "/v1/jobs/1", nil)
+	if msg, _ := st["error"].(string); !strings.Contains(msg, "escapes the object") {
+		t.Errorf("escaping container: %q", msg)
+	}
+	b = r2.submit(ingest.Submission{Submitter: "t", Profile: "p", PayloadURL: o.put("/f/big.bin", bytes.Repeat([]byte("b"), 1001)), Type: "file"})
+	r2.waitState(ingest.Batch, b, ingest.Failed, 20*time.Second)
+	_, st = r2.call("GET", "/v1/jobs/2", nil)
+	if msg, _ := st["error"].(string); !strings.Contains(msg, "larger than INGEST_MAX_FILE_BYTES") {
+		t.Errorf("oversized file: %q", msg)
+	}
+	if p, _ := st["priority"].(float64); p != 10 {
+		t.Errorf("a 1001-byte job over the 500-byte large-job size has priority %v, want 10", st["priority"])
+	}
+
+	r3 := newRig(t, map[string]string{"INGEST_MIN_FREE_BYTES": "9223372036854775807"})
+	b = r3.submit(ingest.Submission{Submitter: "t", Profile: "p", PayloadURL: o.put("/f/c.txt", []byte("c")), Type: "file"})
+	r3.waitState(ingest.Job, 1, ingest.Provisioning, 20*time.Second)
+	time.Sleep(500 * time.Millisecond) // several passes
+	if s := r3.state(ingest.Job, 1); s != ingest.Provisioning {
+		t.Errorf("job without room is %s, want provisioning", s)
+	}
+}
