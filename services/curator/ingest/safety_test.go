@@ -23,8 +23,8 @@ func TestParseCheckm(t *testing.T) {
 	}
 	for in, want := range map[string]string{
 		"#%checkm_0.7\nftp://h/a\n": "line 2",
-		"#%checkm_0.7\n#%fields | nfo:fileUrl | nfo:fileSize\nhttp://h/a | many\n": "file size \"many\"",
-		"#%checkm_0.7\n#%fields | nfo:fileUrl | nfo:fileName\nhttp://h/a | ../../etc/passwd\n": "escapes the object",
+		"#%checkm_0.7\n#%fields | nfo:fileUrl | nfo:fileSize\nhttp://h/a | many\n":                          "file size \"many\"",
+		"#%checkm_0.7\n#%fields | nfo:fileUrl | nfo:fileName\nhttp://h/a | ../../etc/passwd\n":              "escapes the object",
 		"#%checkm_0.7\n#%fields | nfo:fileUrl | nfo:hashAlgorithm | nfo:hashValue\nhttp://h/a | crc7 | 1\n": "unknown hash algorithm",
 		"just words\n": "line 1",
 	} {
