@@ -38,16 +38,18 @@ func tryClaim(ctx context.Context, db *pgxpool.Pool, e Entity, id int64, state S
 	if err != nil {
 		return nil, err
 	}
-	var ok bool
-	if err := conn.QueryRow(ctx, `SELECT pg_try_advisory_lock($1)`, lockKey(e, id)).Scan(&ok); err != nil || !ok {
+	// One round trip: the lock, and whether the entity is still in state
+	// (it may have moved between the listing and the lock).
+	var ok, still bool
+	if err := conn.QueryRow(ctx, `SELECT pg_try_advisory_lock($1), EXISTS (SELECT FROM `+table(e)+` WHERE id = $2 AND state = $3)`,
+		lockKey(e, id), id, state).Scan(&ok, &still); err != nil || !ok {
 		conn.Release()
 		return nil, err
 	}
 	c := &Claim{Entity: e, ID: id, conn: conn}
-	var still bool
-	if err := conn.QueryRow(ctx, `SELECT EXISTS (SELECT FROM `+table(e)+` WHERE id = $1 AND state = $2)`, id, state).Scan(&still); err != nil || !still {
+	if !still {
 		c.Release()
-		return nil, err
+		return nil, nil
 	}
 	return c, nil
 }

@@ -161,16 +161,15 @@ func (s *Store) move(ctx context.Context, tx pgx.Tx, e Entity, id int64, from, t
 	if e == Job && by == Daemon && to != Failed && to != Held {
 		q += `, last_successful = $2`
 	}
-	tag, err := tx.Exec(ctx, q+` WHERE id = $1 AND state = $2`, id, from, to, detail)
+	// The move and its history row in one statement.
+	tag, err := tx.Exec(ctx, `WITH m AS (`+q+` WHERE id = $1 AND state = $2 RETURNING id)
+		INSERT INTO curator.ingest_history (entity, entity_id, from_state, to_state, by, action, detail)
+		SELECT $5, id, $2, $3, $6, $7, $4 FROM m`, id, from, to, detail, e, by, t.Action)
 	if err != nil {
 		return fmt.Errorf("move %s %d to %s: %w", e, id, to, err)
 	}
 	if tag.RowsAffected() == 0 {
 		return ErrMoved
-	}
-	if _, err := tx.Exec(ctx, `INSERT INTO curator.ingest_history (entity, entity_id, from_state, to_state, by, action, detail)
-		VALUES ($1, $2, $3, $4, $5, $6, $7)`, e, id, from, to, by, t.Action, detail); err != nil {
-		return fmt.Errorf("history of %s %d: %w", e, id, err)
 	}
 	if e == Job && (to == Completed || to == Failed || to == Deleted) {
 		return s.maybeReport(ctx, tx, id)
