@@ -122,14 +122,14 @@ func New(cfg Config, s *Store, bs blob.Store, b *bus.Bus, log *slog.Logger) (*In
 	add(Batch, Pending, g.batchPending)
 	add(Batch, Reporting, g.batchReport(Reporting))
 	add(Batch, UpdateReporting, g.batchReport(UpdateReporting))
-	add(Job, Pending, g.jobPending)
-	add(Job, Estimating, g.estimate)
-	add(Job, Provisioning, g.provision)
-	add(Job, Downloading, g.download)
-	add(Job, Processing, g.process)
-	add(Job, Storing, g.storeFiles)
-	add(Job, Recording, g.record)
-	add(Job, Notify, g.notify)
+	add(Job, Pending, g.onJob(g.jobPending))
+	add(Job, Estimating, g.onJob(g.estimate))
+	add(Job, Provisioning, g.onJob(g.provision))
+	add(Job, Downloading, g.onJob(g.download))
+	add(Job, Processing, g.onJob(g.process))
+	add(Job, Storing, g.onJob(g.storeFiles))
+	add(Job, Recording, g.onJob(g.record))
+	add(Job, Notify, g.onJob(g.notify))
 	s.moved = func(e Entity, to State) {
 		for _, d := range g.daemons {
 			if d.entity == e && d.state == to {
@@ -138,6 +138,17 @@ func New(cfg Config, s *Store, bs blob.Store, b *bus.Bus, log *slog.Logger) (*In
 		}
 	}
 	return g, nil
+}
+
+// onJob makes a job step a Work: it reads the claimed job first.
+func (g *Ingester) onJob(step func(ctx context.Context, j *JobRow) (Outcome, error)) Work {
+	return func(ctx context.Context, id int64) (Outcome, error) {
+		j, err := g.store.Job(ctx, id)
+		if err != nil {
+			return Outcome{}, err
+		}
+		return step(ctx, j)
+	}
 }
 
 // Run runs every daemon until ctx ends; work in hand finishes first.
@@ -321,11 +332,7 @@ func nameOf(u string) string {
 	return filepath.Base(p.Path)
 }
 
-func (g *Ingester) jobPending(ctx context.Context, id int64) (Outcome, error) {
-	j, err := g.store.Job(ctx, id)
-	if err != nil {
-		return Outcome{}, err
-	}
+func (g *Ingester) jobPending(ctx context.Context, j *JobRow) (Outcome, error) {
 	if held, err := g.store.Held(ctx, g.store.db, j.Profile); err != nil {
 		return Outcome{}, err
 	} else if held {
@@ -339,11 +346,8 @@ func (g *Ingester) jobPending(ctx context.Context, id int64) (Outcome, error) {
 
 // estimate HEADs every file for its size. It never fails: a size it cannot
 // learn counts 0. A job over LargeJobBytes goes behind the others.
-func (g *Ingester) estimate(ctx context.Context, id int64) (Outcome, error) {
-	j, err := g.store.Job(ctx, id)
-	if err != nil {
-		return Outcome{}, err
-	}
+func (g *Ingester) estimate(ctx context.Context, j *JobRow) (Outcome, error) {
+	id := j.ID
 	urls := []string{}
 	if j.Kind == "container" {
 		urls = append(urls, j.PayloadURL)
@@ -379,11 +383,8 @@ func (g *Ingester) estimate(ctx context.Context, id int64) (Outcome, error) {
 }
 
 // provision waits until the working area has room for the job.
-func (g *Ingester) provision(ctx context.Context, id int64) (Outcome, error) {
-	j, err := g.store.Job(ctx, id)
-	if err != nil {
-		return Outcome{}, err
-	}
+func (g *Ingester) provision(ctx context.Context, j *JobRow) (Outcome, error) {
+	id := j.ID
 	var st syscall.Statfs_t
 	if err := syscall.Statfs(g.cfg.WorkDir, &st); err != nil {
 		return Outcome{}, fmt.Errorf("free space of %s: %w", g.cfg.WorkDir, err)
@@ -415,11 +416,8 @@ func newHash(alg string) hash.Hash {
 // download GETs every file into the job's directory (several at once),
 // retrying, and checks declared digests and sizes. A mismatch fails the
 // job at once.
-func (g *Ingester) download(ctx context.Context, id int64) (Outcome, error) {
-	j, err := g.store.Job(ctx, id)
-	if err != nil {
-		return Outcome{}, err
-	}
+func (g *Ingester) download(ctx context.Context, j *JobRow) (Outcome, error) {
+	id := j.ID
 	dir := filepath.Join(g.jobDir(id), "payload")
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return Outcome{}, err
@@ -555,11 +553,8 @@ func (g *Ingester) fetchOnce(ctx context.Context, f *File, dst string) error {
 // process unpacks a container, mints the object's ARK (once: a restart
 // finds it on the job), and writes the ERC and Dublin Core files and the
 // storage manifest.
-func (g *Ingester) process(ctx context.Context, id int64) (Outcome, error) {
-	j, err := g.store.Job(ctx, id)
-	if err != nil {
-		return Outcome{}, err
-	}
+func (g *Ingester) process(ctx context.Context, j *JobRow) (Outcome, error) {
+	id := j.ID
 	b, err := g.batch(ctx, j.BatchID)
 	if err != nil {
 		return Outcome{}, err
@@ -720,11 +715,8 @@ var systemFiles = []string{"mrt-erc.txt", "mrt-dc.xml", "mrt-manifest.checkm"}
 
 // storeFiles puts the object's files and system files into the blob store
 // as the next version of the object.
-func (g *Ingester) storeFiles(ctx context.Context, id int64) (Outcome, error) {
-	j, err := g.store.Job(ctx, id)
-	if err != nil {
-		return Outcome{}, err
-	}
+func (g *Ingester) storeFiles(ctx context.Context, j *JobRow) (Outcome, error) {
+	id := j.ID
 	version := j.Version
 	if version == 0 {
 		if err := g.store.db.QueryRow(ctx, `SELECT coalesce((SELECT versions FROM curator.inventory_objects WHERE ark = $1), 0) + 1`, j.ARK).Scan(&version); err != nil {
@@ -781,11 +773,8 @@ func (g *Ingester) storeFiles(ctx context.Context, id int64) (Outcome, error) {
 // archive.object.recorded for every file (de-duplicated
 // by object key and version, so a retry publishes nothing twice) and writes
 // the inventory in the transition's transaction.
-func (g *Ingester) record(ctx context.Context, id int64) (Outcome, error) {
-	j, err := g.store.Job(ctx, id)
-	if err != nil {
-		return Outcome{}, err
-	}
+func (g *Ingester) record(ctx context.Context, j *JobRow) (Outcome, error) {
+	id := j.ID
 	type row struct {
 		path, key, sha string
 		size           int64
@@ -849,11 +838,8 @@ func (g *Ingester) record(ctx context.Context, id int64) (Outcome, error) {
 
 // notify tells the batch's callback of the job's end (if it has one) and
 // cleans the job's working directory.
-func (g *Ingester) notify(ctx context.Context, id int64) (Outcome, error) {
-	j, err := g.store.Job(ctx, id)
-	if err != nil {
-		return Outcome{}, err
-	}
+func (g *Ingester) notify(ctx context.Context, j *JobRow) (Outcome, error) {
+	id := j.ID
 	b, err := g.batch(ctx, j.BatchID)
 	if err != nil {
 		return Outcome{}, err

@@ -159,7 +159,7 @@ func (p *polyphase) Read(out []float32) (int, error) {
 		ph := p.phases[t%L]
 		var acc float32
 		if lo >= p.start && b < p.start+int64(len(p.buf)) {
-			acc = dot(ph, p.buf[lo-p.start:b-p.start+1])
+			acc = Dot(ph, p.buf[lo-p.start:b-p.start+1])
 		} else { // at the edges: samples before the start or after the end are 0
 			for i := range K {
 				j := lo + i
@@ -184,7 +184,8 @@ func (p *polyphase) Read(out []float32) (int, error) {
 	return written, nil
 }
 
-func dot(a, b []float32) float32 {
+// Dot is the dot product of a and b[:len(a)], four accumulators wide.
+func Dot(a, b []float32) float32 {
 	b = b[:len(a)]
 	var s0, s1, s2, s3 float32
 	i := 0

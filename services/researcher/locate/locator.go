@@ -61,16 +61,26 @@ func (l *Locator) Locate(ctx context.Context, episode researcher.Audio, clips []
 	return nil
 }
 
-func (l *Locator) readClip(ctx context.Context, a researcher.Audio) ([]float32, error) {
+// open decodes a's audio at the analysis rate; close the returned closer.
+func (l *Locator) open(ctx context.Context, a researcher.Audio) (audio.Stream, io.Closer, error) {
 	rc, err := a.Open(ctx)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	defer rc.Close()
 	s, err := audio.Decode(rc, l.Params.Rate)
+	if err != nil {
+		rc.Close()
+		return nil, nil, err
+	}
+	return s, rc, nil
+}
+
+func (l *Locator) readClip(ctx context.Context, a researcher.Audio) ([]float32, error) {
+	s, c, err := l.open(ctx, a)
 	if err != nil {
 		return nil, err
 	}
+	defer c.Close()
 	x, err := audio.ReadAll(s)
 	if err != nil {
 		return nil, err
@@ -82,15 +92,11 @@ func (l *Locator) readClip(ctx context.Context, a researcher.Audio) ([]float32, 
 }
 
 func (l *Locator) stream(ctx context.Context, a researcher.Audio, x *Index) ([]Occurrence, error) {
-	rc, err := a.Open(ctx)
+	s, c, err := l.open(ctx, a)
 	if err != nil {
 		return nil, err
 	}
-	defer rc.Close()
-	s, err := audio.Decode(rc, l.Params.Rate)
-	if err != nil {
-		return nil, err
-	}
+	defer c.Close()
 	m := NewMatcher(x, nil)
 	buf := make([]float32, 1<<16)
 	for {

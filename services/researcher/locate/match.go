@@ -4,6 +4,8 @@ import (
 	"cmp"
 	"math"
 	"slices"
+
+	"github.com/archivist/archivist/services/researcher/audio"
 )
 
 // Occurrence is one place a clip was found.
@@ -455,7 +457,7 @@ func (m *Matcher) refine(ic *indexedClip, start int64) (int64, bool) {
 			a, b := float64(seg[d-1]), float64(seg[d+int64(n)-1])
 			segE += b*b - a*a
 		}
-		c := float64(dot(ex, seg[d:d+int64(n)]))
+		c := float64(audio.Dot(ex, seg[d:d+int64(n)]))
 		if segE <= 0 || exE <= 0 {
 			continue
 		}
@@ -468,20 +470,4 @@ func (m *Matcher) refine(ic *indexedClip, start int64) (int64, bool) {
 		return 0, false
 	}
 	return start - r + best, true
-}
-
-func dot(a, b []float32) float32 {
-	b = b[:len(a)]
-	var s0, s1, s2, s3 float32
-	i := 0
-	for ; i+4 <= len(a); i += 4 {
-		s0 += a[i] * b[i]
-		s1 += a[i+1] * b[i+1]
-		s2 += a[i+2] * b[i+2]
-		s3 += a[i+3] * b[i+3]
-	}
-	for ; i < len(a); i++ {
-		s0 += a[i] * b[i]
-	}
-	return s0 + s1 + s2 + s3
 }
