@@ -94,6 +94,8 @@ type daemon struct {
 	log         *slog.Logger
 	wake        chan struct{}
 	claims      *pgxpool.Pool
+	sem         chan struct{}       // a slot per entity in hand
+	next        func(State) *daemon // the daemon of another state of the entity
 }
 
 func (d *daemon) notify() {
@@ -104,7 +106,7 @@ func (d *daemon) notify() {
 }
 
 func (d *daemon) run(ctx context.Context) {
-	sem := make(chan struct{}, d.concurrency)
+	sem := d.sem
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	busy := map[int64]bool{}
@@ -112,6 +114,9 @@ func (d *daemon) run(ctx context.Context) {
 	for {
 		claimed := 0
 		paused, err := d.store.Paused(ctx)
+		if err == nil {
+			d.store.paused.Store(paused)
+		}
 		if err == nil && !paused {
 			ids, err := d.candidates(ctx)
 			if err != nil && ctx.Err() == nil {
@@ -141,8 +146,7 @@ func (d *daemon) run(ctx context.Context) {
 				wg.Add(1)
 				go func() {
 					defer wg.Done()
-					defer func() { <-sem }()
-					d.handle(ctx, c)
+					carry(ctx, c, d)
 					mu.Lock()
 					delete(busy, id)
 					mu.Unlock()
@@ -182,38 +186,67 @@ func (d *daemon) candidates(ctx context.Context) ([]int64, error) {
 	return ids, rows.Err()
 }
 
-func (d *daemon) handle(ctx context.Context, c *Claim) {
+// carry works the claimed entity in cur (whose slot it holds) and, while
+// the next state's daemon has a free slot and the queue is not paused,
+// goes on there under the same claim: a job moves through its states
+// without being listed and claimed again at each, and each state's
+// concurrency still bounds how many are in it. It releases the slots and
+// the claim.
+func carry(ctx context.Context, c *Claim, cur *daemon) {
 	defer c.Release()
+	for {
+		to, ok := cur.handle(ctx, c)
+		var nd *daemon
+		if ok && ctx.Err() == nil && !cur.store.paused.Load() && cur.next != nil {
+			nd = cur.next(to)
+		}
+		if nd == nil {
+			<-cur.sem
+			return
+		}
+		select {
+		case nd.sem <- struct{}{}:
+			<-cur.sem
+			cur = nd
+		default:
+			<-cur.sem
+			return
+		}
+	}
+}
+
+// handle works the claimed entity and makes the transition; it returns
+// the state reached, and false if there was none.
+func (d *daemon) handle(ctx context.Context, c *Claim) (State, bool) {
 	log := d.log.With(string(d.entity), c.ID, "state", d.state)
 	out, err := d.work(ctx, c.ID)
 	if errors.Is(err, errStay) || ctx.Err() != nil {
-		return
+		return "", false
 	}
 	if err != nil {
 		log.Error("ingest: work failed; it will be tried again", "err", err)
 		time.Sleep(d.interval) // before another pass takes it up
-		return
+		return "", false
 	}
 	to, detail := out.To, out.Detail
 	// The transition runs on the claim's own connection: a worker never
 	// needs a second connection to finish what it holds.
 	err = d.store.moveOn(ctx, c.conn, d.entity, c.ID, d.state, to, Daemon, detail, out.Apply)
-	if err == nil {
-		d.store.moved(d.entity, to)
-	}
 	if err != nil {
 		if errors.Is(err, ErrMoved) {
 			log.Info("ingest: moved by someone else meanwhile")
-			return
+			return "", false
 		}
 		log.Error("ingest: transition", "to", to, "err", err)
-		return
+		return "", false
 	}
+	d.store.moved(d.entity, to)
 	if to == Failed {
 		log.Warn("ingest: failed", "reason", detail)
 	} else {
 		log.Debug("ingest: moved", "to", to)
 	}
+	return to, true
 }
 
 // String names the daemon.

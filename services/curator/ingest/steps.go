@@ -117,7 +117,8 @@ func New(cfg Config, s *Store, bs blob.Store, b *bus.Bus, log *slog.Logger) (*In
 	g.claims = claims
 	add := func(e Entity, st State, w Work) {
 		g.daemons = append(g.daemons, &daemon{store: s, entity: e, state: st, work: w, concurrency: max(cfg.Concurrency, 1),
-			interval: cfg.Interval, log: log, wake: make(chan struct{}, 1), claims: claims})
+			interval: cfg.Interval, log: log, wake: make(chan struct{}, 1), claims: claims,
+			sem: make(chan struct{}, max(cfg.Concurrency, 1)), next: func(to State) *daemon { return g.daemon(e, to) }})
 	}
 	add(Batch, Pending, g.batchPending)
 	add(Batch, Reporting, g.batchReport(Reporting))
@@ -138,6 +139,16 @@ func New(cfg Config, s *Store, bs blob.Store, b *bus.Bus, log *slog.Logger) (*In
 		}
 	}
 	return g, nil
+}
+
+// daemon is the daemon of a state, or nil.
+func (g *Ingester) daemon(e Entity, st State) *daemon {
+	for _, d := range g.daemons {
+		if d.entity == e && d.state == st {
+			return d
+		}
+	}
+	return nil
 }
 
 // onJob makes a job step a Work: it reads the claimed job first.

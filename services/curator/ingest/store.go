@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -109,6 +110,8 @@ type Store struct {
 	db *pgxpool.Pool
 	// moved is told of every transition (to wake the next state's daemon).
 	moved func(e Entity, to State)
+	// paused is the queue switch as last read (or set here).
+	paused atomic.Bool
 }
 
 // NewStore wraps the curator's database.
@@ -259,6 +262,9 @@ func (s *Store) Paused(ctx context.Context) (bool, error) {
 // while it is paused; work in hand finishes.
 func (s *Store) SetPaused(ctx context.Context, paused bool) error {
 	_, err := s.db.Exec(ctx, `UPDATE curator.ingest_queue SET paused = $1, paused_at = CASE WHEN $1 THEN now() END`, paused)
+	if err == nil {
+		s.paused.Store(paused)
+	}
 	if err == nil && !paused {
 		for _, st := range JobSteps {
 			s.moved(Job, st)
