@@ -240,7 +240,6 @@ func (d *daemon) handle(ctx context.Context, c *Claim) (State, bool) {
 		log.Error("ingest: transition", "to", to, "err", err)
 		return "", false
 	}
-	d.store.moved(d.entity, to)
 	if to == Failed {
 		log.Warn("ingest: failed", "reason", detail)
 	} else {

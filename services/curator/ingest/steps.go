@@ -131,7 +131,7 @@ func New(cfg Config, s *Store, bs blob.Store, b *bus.Bus, log *slog.Logger) (*In
 	add(Job, Storing, g.onJob(g.storeFiles))
 	add(Job, Recording, g.onJob(g.record))
 	add(Job, Notify, g.onJob(g.notify))
-	s.moved = func(e Entity, to State) {
+	s.wake = func(e Entity, to State) {
 		for _, d := range g.daemons {
 			if d.entity == e && d.state == to {
 				d.notify()
@@ -321,9 +321,6 @@ func (g *Ingester) batchPending(ctx context.Context, id int64) (Outcome, error) 
 		}
 		_, err := tx.CopyFrom(ctx, pgx.Identifier{"curator", "jobs"}, []string{"batch_id", "profile", "kind", "payload_url", "local_id", "title", "files"},
 			pgx.CopyFromRows(rows))
-		if err == nil {
-			defer g.store.moved(Job, Pending)
-		}
 		return err
 	}}, nil
 }

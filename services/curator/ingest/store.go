@@ -108,14 +108,30 @@ const jobColumns = `id, batch_id, profile, priority, state, last_successful, ret
 // Store is the ingest tables.
 type Store struct {
 	db *pgxpool.Pool
-	// moved is told of every transition (to wake the next state's daemon).
-	moved func(e Entity, to State)
+	// wake is told of every committed transition (to wake the next state's
+	// daemon); use moved, which also wakes what the move implies.
+	wake func(e Entity, to State)
 	// paused is the queue switch as last read (or set here).
 	paused atomic.Bool
 }
 
 // NewStore wraps the curator's database.
-func NewStore(db *pgxpool.Pool) *Store { return &Store{db: db, moved: func(Entity, State) {}} }
+func NewStore(db *pgxpool.Pool) *Store { return &Store{db: db, wake: func(Entity, State) {}} }
+
+// moved wakes the daemon of the state reached, after the commit, and those
+// of what the move implies: a batch in processing has new jobs pending; a
+// job's end may have moved its batch to reporting.
+func (s *Store) moved(e Entity, to State) {
+	s.wake(e, to)
+	switch {
+	case e == Batch && to == Processing:
+		s.wake(Job, Pending)
+	case e == Job && (to == Completed || to == Failed || to == Deleted):
+		s.wake(Batch, Reporting)
+	case e == Batch && to == Deleted:
+		s.wake(Batch, Reporting)
+	}
+}
 
 // Submit records a batch: light, it reads nothing of the payload.
 func (s *Store) Submit(ctx context.Context, sub Submission) (int64, error) {
