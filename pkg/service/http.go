@@ -33,3 +33,50 @@ func ServeHTTP(ctx context.Context, addr string, h http.Handler, timeout time.Du
 	defer cancel()
 	return srv.Shutdown(sctx)
 }
+
+// Loop is a service's background work: it runs until its context ends.
+type Loop func(ctx context.Context) error
+
+// Every is a Loop that calls fn every interval (not at once).
+func Every(interval time.Duration, fn func(ctx context.Context)) Loop {
+	return func(ctx context.Context) error {
+		t := time.NewTicker(interval)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-t.C:
+				fn(ctx)
+			}
+		}
+	}
+}
+
+// Serve runs a service's loops and serves its API on addr, logging
+// "<api> listening" and reporting ready once it listens. When the API stops
+// (ctx ended, or it could not listen) the loops are cancelled and waited
+// for, then each stopper (a subscription's Stop) runs within the shutdown
+// timeout. Every error is returned, joined.
+func (e *Env) Serve(ctx context.Context, api, addr string, h http.Handler, loops []Loop, stoppers ...func(context.Context) error) error {
+	lctx, stop := context.WithCancel(ctx)
+	defer stop()
+	errs := make(chan error, len(loops))
+	for _, l := range loops {
+		go func() { errs <- l(lctx) }()
+	}
+	err := ServeHTTP(ctx, addr, h, e.ShutdownTimeout, func(a string) {
+		e.Log.Info(api+" listening", "addr", a)
+		e.Ready()
+	})
+	stop()
+	for range loops {
+		err = errors.Join(err, <-errs)
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), e.ShutdownTimeout)
+	defer cancel()
+	for _, s := range stoppers {
+		err = errors.Join(err, s(sctx))
+	}
+	return err
+}

@@ -147,3 +147,53 @@ func TestServeFailsWhenAnAPICannotListen(t *testing.T) {
 		t.Errorf("serve returned %v", err)
 	}
 }
+
+// TestEnvServeStopsLoopsThenStoppers: a service's loops run while its API
+// serves; when the API stops, the loops are cancelled and waited for before
+// the stoppers run; a loop's error is returned; a port that is taken stops
+// the loops at once.
+func TestEnvServeStopsLoopsThenStoppers(t *testing.T) {
+	var mu sync.Mutex
+	var order []string
+	note := func(s string) { mu.Lock(); order = append(order, s); mu.Unlock() }
+	ticks := make(chan struct{}, 100)
+	loopErr := errors.New("loop ended badly")
+	def := service.Definition{Name: "svc", Run: func(ctx context.Context, env *service.Env) error {
+		loops := []service.Loop{
+			func(ctx context.Context) error { <-ctx.Done(); note("loop done"); return loopErr },
+			service.Every(5*time.Millisecond, func(context.Context) { ticks <- struct{}{} }),
+		}
+		return env.Serve(ctx, "test API", "127.0.0.1:0", http.NotFoundHandler(), loops,
+			func(context.Context) error { note("stopper"); return nil })
+	}}
+	a, err := service.NewAdmin("127.0.0.1:0", testenv.Logger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close(context.Background())
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- service.Serve(ctx, []service.Definition{def}, service.Common{ShutdownTimeout: 5 * time.Second}, service.Deps{Log: testenv.Logger(t), Admin: a})
+	}()
+	<-ticks
+	<-ticks
+	cancel()
+	if err := <-done; !errors.Is(err, loopErr) {
+		t.Errorf("serve returned %v, want the loop's error", err)
+	}
+	if strings.Join(order, ",") != "loop done,stopper" {
+		t.Errorf("order %v: loops must end before the stoppers run", order)
+	}
+
+	busy, _ := net.Listen("tcp", "127.0.0.1:0")
+	defer busy.Close()
+	def.Run = func(ctx context.Context, env *service.Env) error {
+		return env.Serve(ctx, "test API", busy.Addr().String(), http.NotFoundHandler(),
+			[]service.Loop{func(ctx context.Context) error { <-ctx.Done(); return nil }})
+	}
+	err = service.Serve(context.Background(), []service.Definition{def}, service.Common{ShutdownTimeout: 5 * time.Second}, service.Deps{Log: testenv.Logger(t), Admin: a})
+	if err == nil || !strings.Contains(err.Error(), "listen on") {
+		t.Errorf("a taken port: %v", err)
+	}
+}

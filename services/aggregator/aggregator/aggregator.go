@@ -9,7 +9,6 @@ package aggregator
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -62,19 +61,8 @@ func run(ctx context.Context, env *service.Env, cfg Config) error {
 	if err != nil {
 		return err
 	}
-	lctx, stop := context.WithCancel(ctx)
-	defer stop()
-	loopDone := make(chan struct{})
-	go func() { defer close(loopDone); a.Loop(lctx) }()
-	err = service.ServeHTTP(ctx, cfg.HTTPAddr, a.Handler(), env.ShutdownTimeout, func(addr string) {
-		env.Log.Info("CDX API listening", "addr", addr)
-		env.Ready()
-	})
-	stop()
-	<-loopDone
-	sctx, cancel := context.WithTimeout(context.Background(), env.ShutdownTimeout)
-	defer cancel()
-	return errors.Join(err, sub.Stop(sctx))
+	loop := func(ctx context.Context) error { a.Loop(ctx); return nil }
+	return env.Serve(ctx, "CDX API", cfg.HTTPAddr, a.Handler(), []service.Loop{loop}, sub.Stop)
 }
 
 // Aggregator merges outputs and answers queries.

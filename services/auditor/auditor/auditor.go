@@ -84,19 +84,8 @@ func run(ctx context.Context, env *service.Env, cfg Config) error {
 	}
 	// The manager and the schedule stop when the API does (also when it
 	// fails to start).
-	wctx, stop := context.WithCancel(ctx)
-	defer stop()
-	done := make(chan error, 2)
-	go func() { done <- m.Run(wctx) }()
-	go func() { a.Schedule(wctx); done <- nil }()
-	err = service.ServeHTTP(ctx, cfg.HTTPAddr, a.Handler(), env.ShutdownTimeout, func(addr string) {
-		env.Log.Info("audit API listening", "addr", addr)
-		env.Ready()
-	})
-	stop()
-	sctx, cancel := context.WithTimeout(context.Background(), env.ShutdownTimeout)
-	defer cancel()
-	return errors.Join(err, <-done, <-done, objects.Stop(sctx), deletions.Stop(sctx))
+	schedule := func(ctx context.Context) error { a.Schedule(ctx); return nil }
+	return env.Serve(ctx, "audit API", cfg.HTTPAddr, a.Handler(), []service.Loop{m.Run, schedule}, objects.Stop, deletions.Stop)
 }
 
 // Auditor is the auditor's logic on its dependencies.

@@ -59,66 +59,43 @@ func Definition() service.Definition {
 func run(ctx context.Context, env *service.Env, cfg Config) error {
 	p := NewPipeline(env.Bus, catalog.New(env.DB, env.Metrics, env.Log),
 		merger.New(env.DB, strings.Split(cfg.SourcePrecedence, ","), env.Metrics, env.Log))
-	subs, err := p.Start(ctx, cfg.Concurrency)
-	if err != nil {
-		return err
-	}
-	if cfg.ResyncInterval > 0 {
-		go func() {
-			t := time.NewTicker(cfg.ResyncInterval)
-			defer t.Stop()
-			for {
-				select {
-				case <-ctx.Done():
-					return
-				case <-t.C:
-					if n, err := p.ResyncWorks(ctx); err != nil && ctx.Err() == nil {
-						env.Log.Error("resync works", "err", err)
-					} else {
-						env.Log.Info("works published again for their consumers", "rows", n)
-					}
-				}
-			}
-		}()
-	}
-	go func() {
-		t := time.NewTicker(cfg.ReconcileInterval)
-		defer t.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-				if n, err := p.Reconcile(ctx); err != nil && ctx.Err() == nil {
-					env.Log.Error("reconcile match results", "err", err)
-				} else if n > 0 {
-					env.Log.Warn("republished match results whose works were missing", "graphs", n)
-				}
-			}
-		}
-	}()
 	ist := ingest.NewStore(env.DB)
 	ing, err := ingest.New(cfg.Ingest, ist, env.Blob, env.Bus, env.Log)
 	if err != nil {
 		return err
 	}
-	ingestDone := make(chan struct{})
-	go func() { ing.Run(ctx); close(ingestDone) }()
-	defer func() { <-ingestDone }()
-	srv := api.New(env.Bus, p.Catalog, env.Log)
-	mux := http.NewServeMux()
-	mux.Handle("/", srv.Handler())
-	ingest.Routes(mux, ist)
-	err = service.ServeHTTP(ctx, cfg.HTTPAddr, mux, env.ShutdownTimeout, func(addr string) {
-		env.Log.Info("curation API listening", "addr", addr)
-		env.Ready()
-	})
-	sctx, cancel := context.WithTimeout(context.Background(), env.ShutdownTimeout)
-	defer cancel()
-	for _, s := range subs {
-		err = errors.Join(err, s.Stop(sctx))
+	subs, err := p.Start(ctx, cfg.Concurrency)
+	if err != nil {
+		ing.Close()
+		return err
 	}
-	return err
+	loops := []service.Loop{
+		func(ctx context.Context) error { ing.Run(ctx); return nil },
+		service.Every(cfg.ReconcileInterval, func(ctx context.Context) {
+			if n, err := p.Reconcile(ctx); err != nil && ctx.Err() == nil {
+				env.Log.Error("reconcile match results", "err", err)
+			} else if n > 0 {
+				env.Log.Warn("republished match results whose works were missing", "graphs", n)
+			}
+		}),
+	}
+	if cfg.ResyncInterval > 0 {
+		loops = append(loops, service.Every(cfg.ResyncInterval, func(ctx context.Context) {
+			if n, err := p.ResyncWorks(ctx); err != nil && ctx.Err() == nil {
+				env.Log.Error("resync works", "err", err)
+			} else {
+				env.Log.Info("works published again for their consumers", "rows", n)
+			}
+		}))
+	}
+	var stoppers []func(context.Context) error
+	for _, s := range subs {
+		stoppers = append(stoppers, s.Stop)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/", api.New(env.Bus, p.Catalog, env.Log).Handler())
+	ingest.Routes(mux, ist)
+	return env.Serve(ctx, "curation API", cfg.HTTPAddr, mux, loops, stoppers...)
 }
 
 // Pipeline is the curator's stages on the bus: curation events through the

@@ -171,8 +171,11 @@ func (g *Ingester) Run(ctx context.Context) {
 	for range g.daemons {
 		<-done
 	}
-	g.claims.Close()
+	g.Close()
 }
+
+// Close releases the claims' connections (Run does it when it ends).
+func (g *Ingester) Close() { g.claims.Close() }
 
 func (g *Ingester) allowedIP(ip net.IP) error {
 	if g.cfg.AllowPrivate {

@@ -73,20 +73,8 @@ func run(ctx context.Context, env *service.Env, cfg Config) error {
 	if err != nil {
 		return errors.Join(err, recorded.Stop(context.Background()))
 	}
-	// The loop stops when the API does (also when it fails to start).
-	lctx, stop := context.WithCancel(ctx)
-	defer stop()
-	loopDone := make(chan struct{})
-	go func() { defer close(loopDone); ix.Loop(lctx) }()
-	err = service.ServeHTTP(ctx, cfg.HTTPAddr, ix.Handler(), env.ShutdownTimeout, func(addr string) {
-		env.Log.Info("index API listening", "addr", addr)
-		env.Ready()
-	})
-	stop()
-	<-loopDone
-	sctx, cancel := context.WithTimeout(context.Background(), env.ShutdownTimeout)
-	defer cancel()
-	return errors.Join(err, tasks.Stop(sctx), recorded.Stop(sctx))
+	loop := func(ctx context.Context) error { ix.Loop(ctx); return nil }
+	return env.Serve(ctx, "index API", cfg.HTTPAddr, ix.Handler(), []service.Loop{loop}, tasks.Stop, recorded.Stop)
 }
 
 // Indexer is the indexer's logic on its dependencies.
@@ -188,11 +176,11 @@ func (ix *Indexer) Dispatch(ctx context.Context) error {
 // output: the registry is the outbox, so a crash between recording and
 // publishing delays the announcement, never loses it.
 func (ix *Indexer) Announce(ctx context.Context) error {
-	todo, err := ix.reg.Unannounced(ctx, 100)
+	unannounced, err := ix.reg.Unannounced(ctx, 100)
 	if err != nil {
 		return err
 	}
-	for _, a := range todo {
+	for _, a := range unannounced {
 		env, err := events.New(ix.bus.Producer(), &events.IndexCDXReady{File: a.File, Output: a.Output, Lines: a.Lines, Complete: a.Complete})
 		if err != nil {
 			return err

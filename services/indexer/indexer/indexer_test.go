@@ -122,13 +122,13 @@ func TestIndexerEndToEnd(t *testing.T) {
 	}
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		todo, err := reg.Unannounced(ctx, 10)
+		unannounced, err := reg.Unannounced(ctx, 10)
 		info, _ := st.Info(ctx)
-		if err == nil && len(todo) == 0 && info.State.Msgs >= 4 {
+		if err == nil && len(unannounced) == 0 && info.State.Msgs >= 4 {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("%d index.cdx.ready announced, %d outputs unannounced (%v)", info.State.Msgs, len(todo), err)
+			t.Fatalf("%d index.cdx.ready announced, %d outputs unannounced (%v)", info.State.Msgs, len(unannounced), err)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
