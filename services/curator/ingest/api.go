@@ -1,6 +1,7 @@
 package ingest
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -38,8 +39,7 @@ type HistoryEntry struct {
 }
 
 // Status reads a batch's or job's status.
-func (s *Store) Status(r *http.Request, e Entity, id int64) (*Status, error) {
-	ctx := r.Context()
+func (s *Store) Status(ctx context.Context, e Entity, id int64) (*Status, error) {
 	st := &Status{Entity: e, ID: id, History: []HistoryEntry{}}
 	if e == Batch {
 		var report []byte
@@ -117,7 +117,7 @@ func Routes(mux *http.ServeMux, s *Store) {
 				writeErr(w, &InvalidError{"id", "a number"})
 				return
 			}
-			st, err := s.Status(r, e, id)
+			st, err := s.Status(r.Context(), e, id)
 			if err != nil {
 				writeErr(w, err)
 				return

@@ -83,19 +83,18 @@ type Work func(ctx context.Context, id int64) (Outcome, error)
 var errStay = errors.New("ingest: stays for a later pass")
 
 // daemon claims entities in one state, lowest priority number first, and
-// works up to concurrency of them at once.
+// works up to cap(sem) of them at once.
 type daemon struct {
-	store       *Store
-	entity      Entity
-	state       State
-	work        Work
-	concurrency int
-	interval    time.Duration
-	log         *slog.Logger
-	wake        chan struct{}
-	claims      *pgxpool.Pool
-	sem         chan struct{}       // a slot per entity in hand
-	next        func(State) *daemon // the daemon of another state of the entity
+	store    *Store
+	entity   Entity
+	state    State
+	work     Work
+	interval time.Duration
+	log      *slog.Logger
+	wake     chan struct{}
+	claims   *pgxpool.Pool
+	sem      chan struct{}       // a slot per entity in hand
+	next     func(State) *daemon // the daemon of another state of the entity
 }
 
 func (d *daemon) notify() {

@@ -116,7 +116,7 @@ func New(cfg Config, s *Store, bs blob.Store, b *bus.Bus, log *slog.Logger) (*In
 	}
 	g.claims = claims
 	add := func(e Entity, st State, w Work) {
-		g.daemons = append(g.daemons, &daemon{store: s, entity: e, state: st, work: w, concurrency: max(cfg.Concurrency, 1),
+		g.daemons = append(g.daemons, &daemon{store: s, entity: e, state: st, work: w,
 			interval: cfg.Interval, log: log, wake: make(chan struct{}, 1), claims: claims,
 			sem: make(chan struct{}, max(cfg.Concurrency, 1)), next: func(to State) *daemon { return g.daemon(e, to) }})
 	}
@@ -256,7 +256,7 @@ func (g *Ingester) batchPending(ctx context.Context, id int64) (Outcome, error) 
 	if err != nil {
 		return Outcome{}, err
 	}
-	if held, err := g.store.Held(ctx, g.store.db, b.Profile); err != nil {
+	if held, err := g.store.Held(ctx, b.Profile); err != nil {
 		return Outcome{}, err
 	} else if held {
 		return Outcome{To: Held, Detail: "collection " + b.Profile + " is held"}, nil
@@ -344,7 +344,7 @@ func nameOf(u string) string {
 }
 
 func (g *Ingester) jobPending(ctx context.Context, j *JobRow) (Outcome, error) {
-	if held, err := g.store.Held(ctx, g.store.db, j.Profile); err != nil {
+	if held, err := g.store.Held(ctx, j.Profile); err != nil {
 		return Outcome{}, err
 	} else if held {
 		return Outcome{To: Held, Detail: "collection " + j.Profile + " is held"}, nil

@@ -291,11 +291,9 @@ func (s *Store) SetPaused(ctx context.Context, paused bool) error {
 }
 
 // Held tells whether a collection is held.
-func (s *Store) Held(ctx context.Context, q interface {
-	QueryRow(context.Context, string, ...any) pgx.Row
-}, profile string) (bool, error) {
+func (s *Store) Held(ctx context.Context, profile string) (bool, error) {
 	var h bool
-	err := q.QueryRow(ctx, `SELECT EXISTS (SELECT FROM curator.collection_holds WHERE profile = $1)`, profile).Scan(&h)
+	err := s.db.QueryRow(ctx, `SELECT EXISTS (SELECT FROM curator.collection_holds WHERE profile = $1)`, profile).Scan(&h)
 	return h, err
 }
 
