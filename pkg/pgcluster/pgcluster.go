@@ -23,6 +23,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/archivist/archivist/pkg/freeport"
 )
 
 // Install says how to get PostgreSQL onto a machine that lacks it.
@@ -69,10 +71,11 @@ type Cluster struct {
 	// safety for speed (tests).
 	Durable bool
 
-	bin  string
-	cred *syscall.Credential
-	cmd  *exec.Cmd
-	done chan error
+	bin         string
+	cred        *syscall.Credential
+	cmd         *exec.Cmd
+	done        chan error
+	releasePort func()
 }
 
 // Init creates the cluster with initdb unless Dir already holds one.
@@ -120,11 +123,11 @@ func (c *Cluster) Start(ctx context.Context) error {
 		return errors.New("pgcluster: Start before Init")
 	}
 	if c.Port == 0 {
-		p, err := freePort()
+		p, release, err := freeport.Take()
 		if err != nil {
 			return err
 		}
-		c.Port = p
+		c.Port, c.releasePort = p, release
 	}
 	args := []string{"-D", c.Dir, "-p", strconv.Itoa(c.Port), "-k", c.SocketDir,
 		"-c", "listen_addresses=" + c.Host, "-c", "max_connections=300", "-c", "shared_buffers=64MB"}
@@ -192,6 +195,10 @@ func (c *Cluster) Stop() error {
 		<-c.done
 	}
 	c.cmd = nil
+	if c.releasePort != nil {
+		c.releasePort()
+		c.releasePort = nil
+	}
 	return nil
 }
 
@@ -251,13 +258,4 @@ func runAs() (*syscall.Credential, error) {
 		return &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}, nil
 	}
 	return nil, errors.New("running as root and neither a postgres nor a nobody user exists: PostgreSQL refuses to run as root")
-}
-
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, fmt.Errorf("find a free port: %w", err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
 }

@@ -13,7 +13,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"net"
 	"os"
 	"strings"
 	"sync"
@@ -23,6 +22,7 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 
 	"github.com/archivist/archivist/pkg/bus"
+	"github.com/archivist/archivist/pkg/freeport"
 	"github.com/archivist/archivist/pkg/natsserver"
 )
 
@@ -164,13 +164,14 @@ func (w *testWriter) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// FreePort returns a TCP port on 127.0.0.1 that was free a moment ago.
+// FreePort returns a TCP port on 127.0.0.1 that is free and reserved for
+// the test until it ends (see package freeport for why not port 0).
 func FreePort(t testing.TB) int {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	p, release, err := freeport.Take()
 	if err != nil {
-		t.Fatalf("testenv: free port: %v", err)
+		t.Fatalf("testenv: %v", err)
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+	t.Cleanup(release)
+	return p
 }
