@@ -1,59 +1,81 @@
 package ingest
 
 import (
+	"errors"
 	"io"
 	"sync"
+	"sync/atomic"
 )
 
-// fanout writes each chunk to every writer at once, one goroutine each, and
-// returns once all have it: the file, its sha256 and the manifest's digest
-// are computed side by side instead of one after another, so a download
-// is not held to the speed of the slowest hash.
-type fanout struct {
-	ws   []io.Writer
-	in   []chan []byte
-	wg   sync.WaitGroup
-	errs []error
-}
+// teeChunk and teeChunks size the buffers in flight in teeCopy: enough for
+// the reader to run ahead of the slowest writer by a few megabytes.
+const (
+	teeChunk  = 256 << 10
+	teeChunks = 12
+)
 
-func newFanout(ws ...io.Writer) *fanout {
-	f := &fanout{ws: ws, errs: make([]error, len(ws))}
-	for i := 1; i < len(ws); i++ {
-		ch := make(chan []byte)
-		f.in = append(f.in, ch)
+// teeCopy copies src to every writer (the file, its sha256, the manifest's
+// digest) as a pipeline: one goroutine reads into a ring of buffers while
+// one goroutine per writer consumes them in order, so receiving, writing
+// and each hash run side by side and the copy goes at the pace of the
+// slowest of them alone, not of their sum. It returns the bytes read and
+// the first error of the reader or any writer.
+func teeCopy(src io.Reader, ws ...io.Writer) (int64, error) {
+	type chunk struct {
+		b    []byte
+		refs atomic.Int32
+	}
+	free := make(chan *chunk, teeChunks)
+	for range teeChunks {
+		free <- &chunk{b: make([]byte, teeChunk)}
+	}
+	var (
+		failed atomic.Bool
+		wg     sync.WaitGroup
+		errs   = make([]error, len(ws))
+		ins    = make([]chan *chunk, len(ws))
+	)
+	for i, w := range ws {
+		ins[i] = make(chan *chunk, teeChunks)
+		wg.Add(1)
 		go func() {
-			for p := range ch {
-				if f.errs[i] == nil {
-					_, f.errs[i] = f.ws[i].Write(p)
+			defer wg.Done()
+			for c := range ins[i] {
+				if errs[i] == nil {
+					if _, errs[i] = w.Write(c.b); errs[i] != nil {
+						failed.Store(true)
+					}
 				}
-				f.wg.Done()
+				if c.refs.Add(-1) == 0 {
+					free <- c
+				}
 			}
 		}()
 	}
-	return f
-}
-
-func (f *fanout) Write(p []byte) (int, error) {
-	f.wg.Add(len(f.in))
-	for _, ch := range f.in {
-		ch <- p
-	}
-	_, err := f.ws[0].Write(p)
-	f.wg.Wait()
-	if err != nil {
-		return 0, err
-	}
-	for _, e := range f.errs {
-		if e != nil {
-			return 0, e
+	var n int64
+	var rerr error
+	for !failed.Load() {
+		c := <-free
+		m, err := io.ReadFull(src, c.b[:cap(c.b)])
+		if m > 0 {
+			n += int64(m)
+			c.b = c.b[:m]
+			c.refs.Store(int32(len(ws)))
+			for _, in := range ins {
+				in <- c
+			}
+		}
+		if err == io.EOF || err == io.ErrUnexpectedEOF {
+			break
+		}
+		if err != nil {
+			rerr = err
+			break
 		}
 	}
-	return len(p), nil
-}
-
-// Close stops the writers' goroutines.
-func (f *fanout) Close() {
-	for _, ch := range f.in {
-		close(ch)
+	for _, in := range ins {
+		close(in)
 	}
+	wg.Wait()
+	return n, errors.Join(append([]error{rerr}, errs...)...)
 }

@@ -534,9 +534,7 @@ func (g *Ingester) fetchOnce(ctx context.Context, f *File, dst string) error {
 			w = append(w, declared)
 		}
 	}
-	fw := newFanout(w...)
-	n, err := io.CopyBuffer(fw, io.LimitReader(resp.Body, g.cfg.MaxFileBytes+1), make([]byte, 1<<20))
-	fw.Close()
+	n, err := teeCopy(io.LimitReader(resp.Body, g.cfg.MaxFileBytes+1), w...)
 	if cerr := out.Close(); err == nil {
 		err = cerr
 	}
