@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+	"golang.org/x/sys/unix"
 
 	"github.com/archivist/archivist/pkg/blob"
 	"github.com/archivist/archivist/pkg/testenv"
@@ -85,20 +86,24 @@ func (e *env) rot(content string) {
 }
 
 // breakProvider makes the store's own checksum wrong.
+// breakProvider makes the local store's recorded checksum of obj wrong
+// (it keeps it in an extended attribute of the file).
 func (e *env) breakProvider() {
 	e.t.Helper()
-	p := filepath.Join(e.store.Root(), ".archivist-meta", obj+".json")
-	b, err := os.ReadFile(p)
+	p := filepath.Join(e.store.Root(), obj)
+	b := make([]byte, 4096)
+	n, err := unix.Getxattr(p, "user.archivist.meta", b)
 	if err != nil {
 		e.t.Fatal(err)
 	}
+	b = b[:n]
 	var m map[string]any
 	dec := json.NewDecoder(strings.NewReader(string(b)))
 	dec.UseNumber() // keep the modification time exact, or the store recomputes
 	dec.Decode(&m)
 	m["sha256"] = sum("something else")
 	b, _ = json.Marshal(m)
-	if err := os.WriteFile(p, b, 0o644); err != nil {
+	if err := unix.Setxattr(p, "user.archivist.meta", b, 0); err != nil {
 		e.t.Fatal(err)
 	}
 }
