@@ -20,6 +20,9 @@ type Claim struct {
 	Entity Entity
 	ID     int64
 	conn   *pgxpool.Conn
+	// job is the claimed job as its last move left it (nil when not read
+	// yet): the next state's work starts from it without reading it again.
+	job *JobRow
 }
 
 func lockKey(e Entity, id int64) int64 {
@@ -78,7 +81,7 @@ type Outcome struct {
 // Work is one state's work on a claimed entity. It returns errStay to
 // leave the entity where it is for a later pass (provisioning waiting for
 // room).
-type Work func(ctx context.Context, id int64) (Outcome, error)
+type Work func(ctx context.Context, c *Claim) (Outcome, error)
 
 var errStay = errors.New("ingest: stays for a later pass")
 
@@ -218,7 +221,8 @@ func carry(ctx context.Context, c *Claim, cur *daemon) {
 // the state reached, and false if there was none.
 func (d *daemon) handle(ctx context.Context, c *Claim) (State, bool) {
 	log := d.log.With(string(d.entity), c.ID, "state", d.state)
-	out, err := d.work(ctx, c.ID)
+	out, err := d.work(ctx, c)
+	c.job = nil
 	if errors.Is(err, errStay) || ctx.Err() != nil {
 		return "", false
 	}
@@ -230,7 +234,11 @@ func (d *daemon) handle(ctx context.Context, c *Claim) (State, bool) {
 	to, detail := out.To, out.Detail
 	// The transition runs on the claim's own connection: a worker never
 	// needs a second connection to finish what it holds.
-	err = d.store.moveOn(ctx, c.conn, d.entity, c.ID, d.state, to, Daemon, detail, out.Apply)
+	var row *JobRow
+	if d.entity == Job {
+		row = &JobRow{}
+	}
+	err = d.store.moveOnRow(ctx, c.conn, d.entity, c.ID, d.state, to, Daemon, detail, out.Apply, row)
 	if err != nil {
 		if errors.Is(err, ErrMoved) {
 			log.Info("ingest: moved by someone else meanwhile")
@@ -239,6 +247,7 @@ func (d *daemon) handle(ctx context.Context, c *Claim) (State, bool) {
 		log.Error("ingest: transition", "to", to, "err", err)
 		return "", false
 	}
+	c.job = row
 	if to == Failed {
 		log.Warn("ingest: failed", "reason", detail)
 	} else {

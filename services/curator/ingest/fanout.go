@@ -21,19 +21,37 @@ const (
 // slowest of them alone, not of their sum. It returns the bytes read and
 // the first error of the reader or any writer.
 func teeCopy(src io.Reader, ws ...io.Writer) (int64, error) {
+	// The first chunk is read before anything starts: a small file (most
+	// of them) fits in it and is written and hashed right here.
+	first := chunkPool.Get().(*[]byte)
+	defer chunkPool.Put(first)
+	m, err := io.ReadFull(src, *first)
+	if err == io.EOF || err == io.ErrUnexpectedEOF {
+		for _, w := range ws {
+			if _, err := w.Write((*first)[:m]); err != nil {
+				return int64(m), err
+			}
+		}
+		return int64(m), nil
+	}
+	if err != nil {
+		return int64(m), err
+	}
 	type chunk struct {
-		b    []byte
+		b    *[]byte
+		n    int
 		refs atomic.Int32
 	}
+	// free holds the chunks the writers are done with; more are taken from
+	// the pool until teeChunks are in flight.
 	free := make(chan *chunk, teeChunks)
-	for range teeChunks {
-		free <- &chunk{b: make([]byte, teeChunk)}
-	}
+	made := 1
 	var (
 		failed atomic.Bool
 		wg     sync.WaitGroup
 		errs   = make([]error, len(ws))
 		ins    = make([]chan *chunk, len(ws))
+		all    []*chunk
 	)
 	for i, w := range ws {
 		ins[i] = make(chan *chunk, teeChunks)
@@ -42,7 +60,7 @@ func teeCopy(src io.Reader, ws ...io.Writer) (int64, error) {
 			defer wg.Done()
 			for c := range ins[i] {
 				if errs[i] == nil {
-					if _, errs[i] = w.Write(c.b); errs[i] != nil {
+					if _, errs[i] = w.Write((*c.b)[:c.n]); errs[i] != nil {
 						failed.Store(true)
 					}
 				}
@@ -52,18 +70,37 @@ func teeCopy(src io.Reader, ws ...io.Writer) (int64, error) {
 			}
 		}()
 	}
-	var n int64
+	send := func(c *chunk) {
+		c.refs.Store(int32(len(ws)))
+		for _, in := range ins {
+			in <- c
+		}
+	}
+	c := &chunk{b: first, n: m}
+	all = append(all, c)
+	n := int64(m)
+	send(c)
 	var rerr error
 	for !failed.Load() {
-		c := <-free
-		m, err := io.ReadFull(src, c.b[:cap(c.b)])
+		var c *chunk
+		select {
+		case c = <-free:
+		default:
+			if made < teeChunks {
+				made++
+				c = &chunk{b: chunkPool.Get().(*[]byte)}
+				all = append(all, c)
+			} else {
+				c = <-free
+			}
+		}
+		m, err := io.ReadFull(src, *c.b)
 		if m > 0 {
 			n += int64(m)
-			c.b = c.b[:m]
-			c.refs.Store(int32(len(ws)))
-			for _, in := range ins {
-				in <- c
-			}
+			c.n = m
+			send(c)
+		} else {
+			free <- c
 		}
 		if err == io.EOF || err == io.ErrUnexpectedEOF {
 			break
@@ -77,5 +114,11 @@ func teeCopy(src io.Reader, ws ...io.Writer) (int64, error) {
 		close(in)
 	}
 	wg.Wait()
+	for _, c := range all[1:] {
+		chunkPool.Put(c.b)
+	}
 	return n, errors.Join(append([]error{rerr}, errs...)...)
 }
+
+// chunkPool keeps teeCopy's buffers between downloads.
+var chunkPool = sync.Pool{New: func() any { b := make([]byte, teeChunk); return &b }}

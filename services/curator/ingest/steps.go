@@ -69,6 +69,11 @@ type Ingester struct {
 	client  *http.Client
 	daemons []*daemon
 	claims  *pgxpool.Pool
+
+	// batchMu guards batches, a cache of the batch rows jobs read at
+	// several steps (what a job reads of its batch never changes).
+	batchMu sync.Mutex
+	batches map[int64]*batchRow
 }
 
 // New prepares the daemons.
@@ -120,7 +125,7 @@ func New(cfg Config, s *Store, bs blob.Store, b *bus.Bus, log *slog.Logger) (*In
 			interval: cfg.Interval, log: log, wake: make(chan struct{}, 1), claims: claims,
 			sem: make(chan struct{}, max(cfg.Concurrency, 1)), next: func(to State) *daemon { return g.daemon(e, to) }})
 	}
-	add(Batch, Pending, g.batchPending)
+	add(Batch, Pending, onBatch(g.batchPending))
 	add(Batch, Reporting, g.batchReport(Reporting))
 	add(Batch, UpdateReporting, g.batchReport(UpdateReporting))
 	add(Job, Pending, g.onJob(g.jobPending))
@@ -151,12 +156,21 @@ func (g *Ingester) daemon(e Entity, st State) *daemon {
 	return nil
 }
 
-// onJob makes a job step a Work: it reads the claimed job first.
+// onBatch makes a batch step a Work.
+func onBatch(step func(ctx context.Context, id int64) (Outcome, error)) Work {
+	return func(ctx context.Context, c *Claim) (Outcome, error) { return step(ctx, c.ID) }
+}
+
+// onJob makes a job step a Work: it starts from the job as the claim's
+// last move left it, or reads it.
 func (g *Ingester) onJob(step func(ctx context.Context, j *JobRow) (Outcome, error)) Work {
-	return func(ctx context.Context, id int64) (Outcome, error) {
-		j, err := g.store.Job(ctx, id)
-		if err != nil {
-			return Outcome{}, err
+	return func(ctx context.Context, c *Claim) (Outcome, error) {
+		j := c.job
+		if j == nil {
+			var err error
+			if j, err = g.store.Job(ctx, c.ID); err != nil {
+				return Outcome{}, err
+			}
 		}
 		return step(ctx, j)
 	}
@@ -212,11 +226,26 @@ type batchRow struct {
 	Submitter, Profile, PayloadURL, Type, Title, Creator, Date, CB string
 }
 
+// batch reads a batch's submission (cached: it never changes).
 func (g *Ingester) batch(ctx context.Context, id int64) (*batchRow, error) {
-	var b batchRow
-	err := g.store.db.QueryRow(ctx, `SELECT id, submitter, profile, payload_url, type, title, creator, date, callback_url
-		FROM curator.batches WHERE id = $1`, id).Scan(&b.ID, &b.Submitter, &b.Profile, &b.PayloadURL, &b.Type, &b.Title, &b.Creator, &b.Date, &b.CB)
-	return &b, err
+	g.batchMu.Lock()
+	b, ok := g.batches[id]
+	g.batchMu.Unlock()
+	if ok {
+		return b, nil
+	}
+	b = &batchRow{}
+	if err := g.store.db.QueryRow(ctx, `SELECT id, submitter, profile, payload_url, type, title, creator, date, callback_url
+		FROM curator.batches WHERE id = $1`, id).Scan(&b.ID, &b.Submitter, &b.Profile, &b.PayloadURL, &b.Type, &b.Title, &b.Creator, &b.Date, &b.CB); err != nil {
+		return nil, fmt.Errorf("batch %d: %w", id, err)
+	}
+	g.batchMu.Lock()
+	if g.batches == nil || len(g.batches) >= 256 {
+		g.batches = map[int64]*batchRow{}
+	}
+	g.batches[id] = b
+	g.batchMu.Unlock()
+	return b, nil
 }
 
 // get fetches a URL (a manifest) into memory, within limit bytes.
@@ -517,12 +546,18 @@ func (g *Ingester) fetchOnce(ctx context.Context, f *File, dst string) error {
 	if resp.StatusCode != http.StatusOK {
 		return fmt.Errorf("GET %s: %s", f.URL, resp.Status)
 	}
-	tmp := dst + ".part"
-	out, err := os.Create(tmp)
+	// Written in place: the job's directory is its own, and a download
+	// that fails is done again whole (so no temporary name and rename).
+	out, err := os.Create(dst)
 	if err != nil {
 		return err
 	}
-	defer os.Remove(tmp)
+	ok := false
+	defer func() {
+		if !ok {
+			os.Remove(dst)
+		}
+	}()
 	sum := sha256.New()
 	w := []io.Writer{out, sum}
 	var declared hash.Hash
@@ -556,19 +591,19 @@ func (g *Ingester) fetchOnce(ctx context.Context, f *File, dst string) error {
 		}
 	}
 	f.Size, f.SHA256 = n, hex.EncodeToString(sum.Sum(nil))
-	return os.Rename(tmp, dst)
+	ok = true
+	return nil
 }
 
-// process unpacks a container, mints the object's ARK (once: a restart
-// finds it on the job), and writes the ERC and Dublin Core files and the
-// storage manifest.
+// process unpacks a container and mints the object's ARK (once: a restart
+// finds it on the job). The ERC and Dublin Core files and the storage
+// manifest follow from the job, its files and its batch alone
+// (systemFiles): storing and recording make them again rather than keep
+// them on disk, where every file costs a create and an unlink.
 func (g *Ingester) process(ctx context.Context, j *JobRow) (Outcome, error) {
 	id := j.ID
-	b, err := g.batch(ctx, j.BatchID)
-	if err != nil {
-		return Outcome{}, err
-	}
 	files := j.Files
+	var err error
 	if j.Kind == "container" {
 		files, err = unzip(filepath.Join(g.jobDir(id), "container.zip"), filepath.Join(g.jobDir(id), "payload"), g.cfg.MaxFileBytes)
 		if err != nil {
@@ -579,35 +614,14 @@ func (g *Ingester) process(ctx context.Context, j *JobRow) (Outcome, error) {
 	if err != nil {
 		return Outcome{}, err
 	}
-	sys := filepath.Join(g.jobDir(id), "system")
-	if err := os.MkdirAll(sys, 0o755); err != nil {
-		return Outcome{}, err
-	}
-	title := firstOf(j.Title, b.Title)
-	erc := fmt.Sprintf("erc:\nwho: %s\nwhat: %s\nwhen: %s\nwhere: %s\n", firstOf(b.Creator, "(:unav)"), firstOf(title, "(:unav)"), firstOf(b.Date, "(:unav)"), ark)
-	dc := fmt.Sprintf("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<dc xmlns:dc=\"http://purl.org/dc/elements/1.1/\">\n"+
-		"  <dc:creator>%s</dc:creator>\n  <dc:title>%s</dc:title>\n  <dc:date>%s</dc:date>\n  <dc:identifier>%s</dc:identifier>\n</dc>\n",
-		xmlEscape(b.Creator), xmlEscape(title), xmlEscape(b.Date), xmlEscape(ark))
-	var m strings.Builder
-	m.WriteString("#%checkm_0.7\n#%fields | nfo:fileName | nfo:hashAlgorithm | nfo:hashValue | nfo:fileSize\n")
-	for _, f := range files {
-		fmt.Fprintf(&m, "producer/%s | sha256 | %s | %d\n", f.Name, f.SHA256, f.Size)
-	}
-	for name, body := range map[string]string{"mrt-erc.txt": erc, "mrt-dc.xml": dc} {
-		if err := os.WriteFile(filepath.Join(sys, name), []byte(body), 0o644); err != nil {
-			return Outcome{}, err
+	out := Outcome{To: Storing, Detail: ark}
+	if j.Kind == "container" {
+		out.Apply = func(ctx context.Context, tx pgx.Tx) error {
+			_, err := tx.Exec(ctx, `UPDATE curator.jobs SET files = $2 WHERE id = $1`, id, files)
+			return err
 		}
-		s := sha256.Sum256([]byte(body))
-		fmt.Fprintf(&m, "system/%s | sha256 | %s | %d\n", name, hex.EncodeToString(s[:]), len(body))
 	}
-	m.WriteString("#%eof\n")
-	if err := os.WriteFile(filepath.Join(sys, "mrt-manifest.checkm"), []byte(m.String()), 0o644); err != nil {
-		return Outcome{}, err
-	}
-	return Outcome{To: Storing, Detail: ark, Apply: func(ctx context.Context, tx pgx.Tx) error {
-		_, err := tx.Exec(ctx, `UPDATE curator.jobs SET files = $2 WHERE id = $1`, id, files)
-		return err
-	}}, nil
+	return out, nil
 }
 
 func xmlEscape(s string) string {
@@ -719,8 +733,33 @@ func objectKey(ark string, version int, path string) string {
 	return fmt.Sprintf("objects/%s/v%d/%s", strings.NewReplacer(":", "", "/", "_").Replace(ark), version, path)
 }
 
-// systemFiles are what processing writes next to the producer's files.
-var systemFiles = []string{"mrt-erc.txt", "mrt-dc.xml", "mrt-manifest.checkm"}
+// sysFile is a file ingest adds to the producer's.
+type sysFile struct {
+	name string
+	body []byte
+}
+
+// systemFiles are the object's ERC, Dublin Core and checkm storage
+// manifest, in that order, made from the processed job and its batch.
+func systemFiles(j *JobRow, b *batchRow) []sysFile {
+	title := firstOf(j.Title, b.Title)
+	erc := fmt.Sprintf("erc:\nwho: %s\nwhat: %s\nwhen: %s\nwhere: %s\n", firstOf(b.Creator, "(:unav)"), firstOf(title, "(:unav)"), firstOf(b.Date, "(:unav)"), j.ARK)
+	dc := fmt.Sprintf("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<dc xmlns:dc=\"http://purl.org/dc/elements/1.1/\">\n"+
+		"  <dc:creator>%s</dc:creator>\n  <dc:title>%s</dc:title>\n  <dc:date>%s</dc:date>\n  <dc:identifier>%s</dc:identifier>\n</dc>\n",
+		xmlEscape(b.Creator), xmlEscape(title), xmlEscape(b.Date), xmlEscape(j.ARK))
+	out := []sysFile{{"mrt-erc.txt", []byte(erc)}, {"mrt-dc.xml", []byte(dc)}}
+	var m strings.Builder
+	m.WriteString("#%checkm_0.7\n#%fields | nfo:fileName | nfo:hashAlgorithm | nfo:hashValue | nfo:fileSize\n")
+	for _, f := range j.Files {
+		fmt.Fprintf(&m, "producer/%s | sha256 | %s | %d\n", f.Name, f.SHA256, f.Size)
+	}
+	for _, f := range out {
+		s := sha256.Sum256(f.body)
+		fmt.Fprintf(&m, "system/%s | sha256 | %s | %d\n", f.name, hex.EncodeToString(s[:]), len(f.body))
+	}
+	m.WriteString("#%eof\n")
+	return append(out, sysFile{"mrt-manifest.checkm", []byte(m.String())})
+}
 
 // storeFiles puts the object's files and system files into the blob store
 // as the next version of the object.
@@ -732,22 +771,33 @@ func (g *Ingester) storeFiles(ctx context.Context, j *JobRow) (Outcome, error) {
 			return Outcome{}, err
 		}
 	}
-	put := func(path, local string) error {
-		f, err := os.Open(local)
-		if err != nil {
-			return err
+	b, err := g.batch(ctx, j.BatchID)
+	if err != nil {
+		return Outcome{}, err
+	}
+	type item struct {
+		path, local string
+		body        []byte
+	}
+	put := func(it item) error {
+		var r io.Reader = bytes.NewReader(it.body)
+		if it.local != "" {
+			f, err := os.Open(it.local)
+			if err != nil {
+				return err
+			}
+			defer f.Close()
+			r = f
 		}
-		defer f.Close()
-		_, err = g.blob.Put(ctx, objectKey(j.ARK, version, path), f, nil)
+		_, err := g.blob.Put(ctx, objectKey(j.ARK, version, it.path), r, nil)
 		return err
 	}
-	type item struct{ path, local string }
 	var items []item
 	for _, f := range j.Files {
-		items = append(items, item{"producer/" + f.Name, filepath.Join(g.jobDir(id), "payload", filepath.FromSlash(f.Name))})
+		items = append(items, item{path: "producer/" + f.Name, local: filepath.Join(g.jobDir(id), "payload", filepath.FromSlash(f.Name))})
 	}
-	for _, name := range systemFiles {
-		items = append(items, item{"system/" + name, filepath.Join(g.jobDir(id), "system", name)})
+	for _, f := range systemFiles(j, b) {
+		items = append(items, item{path: "system/" + f.name, body: f.body})
 	}
 	// Several puts at once: a store's latency (a disk's sync, a bucket's
 	// round trip) is paid once per wave, not once per file.
@@ -760,7 +810,7 @@ func (g *Ingester) storeFiles(ctx context.Context, j *JobRow) (Outcome, error) {
 		go func() {
 			defer wg.Done()
 			defer func() { <-sem }()
-			errs[i] = put(it.path, it.local)
+			errs[i] = put(it)
 		}()
 	}
 	wg.Wait()
@@ -792,13 +842,13 @@ func (g *Ingester) record(ctx context.Context, j *JobRow) (Outcome, error) {
 	for _, f := range j.Files {
 		rows = append(rows, row{"producer/" + f.Name, objectKey(j.ARK, j.Version, "producer/"+f.Name), f.SHA256, f.Size})
 	}
-	for _, name := range systemFiles {
-		b, err := os.ReadFile(filepath.Join(g.jobDir(id), "system", name))
-		if err != nil {
-			return Outcome{}, err
-		}
-		s := sha256.Sum256(b)
-		rows = append(rows, row{"system/" + name, objectKey(j.ARK, j.Version, "system/"+name), hex.EncodeToString(s[:]), int64(len(b))})
+	b, err := g.batch(ctx, j.BatchID)
+	if err != nil {
+		return Outcome{}, err
+	}
+	for _, f := range systemFiles(j, b) {
+		s := sha256.Sum256(f.body)
+		rows = append(rows, row{"system/" + f.name, objectKey(j.ARK, j.Version, "system/"+f.name), hex.EncodeToString(s[:]), int64(len(f.body))})
 	}
 	// What recording writes down must be in the store, whole.
 	for _, r := range rows {
@@ -920,7 +970,7 @@ type ReportedObject struct {
 }
 
 func (g *Ingester) batchReport(from State) Work {
-	return func(ctx context.Context, id int64) (Outcome, error) {
+	return onBatch(func(ctx context.Context, id int64) (Outcome, error) {
 		rep := Report{Batch: id, Jobs: map[State]int{}, Objects: []ReportedObject{}, WrittenAt: time.Now().UTC()}
 		rows, err := g.store.db.Query(ctx, `SELECT id, state, last_successful, error, ark, version, local_id FROM curator.jobs WHERE batch_id = $1 ORDER BY id`, id)
 		if err != nil {
@@ -965,5 +1015,5 @@ func (g *Ingester) batchReport(from State) Work {
 			_, err := tx.Exec(ctx, `UPDATE curator.batches SET report = $2 WHERE id = $1`, id, body)
 			return err
 		}}, nil
-	}
+	})
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/archivist/archivist/pkg/store"
@@ -172,25 +173,60 @@ func table(e Entity) string {
 // must still be in from, and the history records it. A job reaching an
 // end (completed, failed, deleted) may end its batch's processing.
 func (s *Store) move(ctx context.Context, tx pgx.Tx, e Entity, id int64, from, to State, by By, action, detail string) error {
+	return s.moveRow(ctx, tx, e, id, from, to, by, action, detail, nil)
+}
+
+// querier is a transaction, a connection or a pool.
+type querier interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+// endsJob tells whether a move takes a job to an end, where its batch may
+// end too (which needs a transaction).
+func endsJob(e Entity, to State) bool {
+	return e == Job && (to == Completed || to == Failed || to == Deleted)
+}
+
+// moveRow is move on q (a transaction, or a connection when the move is
+// all there is: one statement needs none), filling row with the job as
+// the move left it when row is not nil.
+func (s *Store) moveRow(ctx context.Context, q querier, e Entity, id int64, from, to State, by By, action, detail string, row *JobRow) error {
 	t, ok := find(e, from, to, by)
 	if !ok {
 		return fmt.Errorf("ingest: %s %d: %s -> %s by %s is not in the transition table", e, id, from, to, by)
 	}
-	q := `UPDATE ` + table(e) + ` SET state = $3, state_at = now(), error = CASE WHEN $3 = 'failed' THEN $4 ELSE '' END`
+	u := `UPDATE ` + table(e) + ` SET state = $3, state_at = now(), error = CASE WHEN $3 = 'failed' THEN $4 ELSE '' END`
 	if e == Job && by == Daemon && to != Failed && to != Held {
-		q += `, last_successful = $2`
+		u += `, last_successful = $2`
 	}
 	// The move and its history row in one statement.
-	tag, err := tx.Exec(ctx, `WITH m AS (`+q+` WHERE id = $1 AND state = $2 RETURNING id)
-		INSERT INTO curator.ingest_history (entity, entity_id, from_state, to_state, by, action, detail)
-		SELECT $5, id, $2, $3, $6, $7, $4 FROM m`, id, from, to, detail, e, by, t.Action)
-	if err != nil {
-		return fmt.Errorf("move %s %d to %s: %w", e, id, to, err)
+	args := []any{id, from, to, detail, e, by, t.Action}
+	hist := `INSERT INTO curator.ingest_history (entity, entity_id, from_state, to_state, by, action, detail)
+		SELECT $5, id, $2, $3, $6, $7, $4 FROM m`
+	if row != nil && e == Job {
+		err := q.QueryRow(ctx, `WITH m AS (`+u+` WHERE id = $1 AND state = $2 RETURNING *), h AS (`+hist+`)
+			SELECT `+jobColumns+` FROM m`, args...).Scan(row.fields()...)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return ErrMoved
+		}
+		if err != nil {
+			return fmt.Errorf("move %s %d to %s: %w", e, id, to, err)
+		}
+	} else {
+		tag, err := q.Exec(ctx, `WITH m AS (`+u+` WHERE id = $1 AND state = $2 RETURNING id) `+hist, args...)
+		if err != nil {
+			return fmt.Errorf("move %s %d to %s: %w", e, id, to, err)
+		}
+		if tag.RowsAffected() == 0 {
+			return ErrMoved
+		}
 	}
-	if tag.RowsAffected() == 0 {
-		return ErrMoved
-	}
-	if e == Job && (to == Completed || to == Failed || to == Deleted) {
+	if endsJob(e, to) {
+		tx, ok := q.(pgx.Tx)
+		if !ok {
+			return fmt.Errorf("ingest: job %d to %s outside a transaction", id, to)
+		}
 		return s.maybeReport(ctx, tx, id)
 	}
 	return nil
@@ -238,14 +274,26 @@ type beginner interface {
 }
 
 func (s *Store) moveOn(ctx context.Context, db beginner, e Entity, id int64, from, to State, by By, detail string, apply func(context.Context, pgx.Tx) error) error {
-	err := pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error {
-		if apply != nil {
-			if err := apply(ctx, tx); err != nil {
-				return err
+	return s.moveOnRow(ctx, db, e, id, from, to, by, detail, apply, nil)
+}
+
+// moveOnRow is moveOn filling row (if not nil) with the job as the move
+// left it. A move with no writes of its own that ends no job is one
+// statement, sent without a transaction around it.
+func (s *Store) moveOnRow(ctx context.Context, db beginner, e Entity, id int64, from, to State, by By, detail string, apply func(context.Context, pgx.Tx) error, row *JobRow) error {
+	var err error
+	if q, ok := db.(querier); ok && apply == nil && !endsJob(e, to) {
+		err = s.moveRow(ctx, q, e, id, from, to, by, "", detail, row)
+	} else {
+		err = pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error {
+			if apply != nil {
+				if err := apply(ctx, tx); err != nil {
+					return err
+				}
 			}
-		}
-		return s.move(ctx, tx, e, id, from, to, by, "", detail)
-	})
+			return s.moveRow(ctx, tx, e, id, from, to, by, "", detail, row)
+		})
+	}
 	if err == nil {
 		s.moved(e, to)
 	}
@@ -257,10 +305,15 @@ func (s *Store) Job(ctx context.Context, id int64) (*JobRow, error) {
 	return scanJob(s.db.QueryRow(ctx, `SELECT `+jobColumns+` FROM curator.jobs WHERE id = $1`, id), id)
 }
 
+// fields are the JobRow's fields in jobColumns' order, to scan into.
+func (j *JobRow) fields() []any {
+	return []any{&j.ID, &j.BatchID, &j.Profile, &j.Priority, &j.State, &j.LastSuccessful, &j.RetryCount, &j.Error,
+		&j.Kind, &j.PayloadURL, &j.LocalID, &j.Title, &j.Files, &j.SpaceNeeded, &j.ARK, &j.Version}
+}
+
 func scanJob(row pgx.Row, id int64) (*JobRow, error) {
 	var j JobRow
-	err := row.Scan(&j.ID, &j.BatchID, &j.Profile, &j.Priority, &j.State, &j.LastSuccessful, &j.RetryCount, &j.Error,
-		&j.Kind, &j.PayloadURL, &j.LocalID, &j.Title, &j.Files, &j.SpaceNeeded, &j.ARK, &j.Version)
+	err := row.Scan(j.fields()...)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, &NotFoundError{Job, id}
 	}
