@@ -70,12 +70,16 @@ func (c *Claim) Release() {
 }
 
 // Outcome is what a state's work decided: the state to move to, a detail
-// for the history (the reason, for failed), and writes that go into the
+// for the history (the reason, for failed), columns of the entity's row
+// set by the move's own statement, and other writes that go into the
 // transition's transaction.
 type Outcome struct {
 	To     State
 	Detail string
-	Apply  func(ctx context.Context, tx pgx.Tx) error
+	// Set is column -> value, written by the statement that moves the
+	// row: a move with nothing to Apply is a single statement.
+	Set   map[string]any
+	Apply func(ctx context.Context, tx pgx.Tx) error
 }
 
 // Work is one state's work on a claimed entity. It returns errStay to
@@ -238,7 +242,7 @@ func (d *daemon) handle(ctx context.Context, c *Claim) (State, bool) {
 	if d.entity == Job {
 		row = &JobRow{}
 	}
-	err = d.store.moveOnRow(ctx, c.conn, d.entity, c.ID, d.state, to, Daemon, detail, out.Apply, row)
+	err = d.store.moveOnRow(ctx, c.conn, d.entity, c.ID, d.state, to, Daemon, detail, out.Set, out.Apply, row)
 	if err != nil {
 		if errors.Is(err, ErrMoved) {
 			log.Info("ingest: moved by someone else meanwhile")

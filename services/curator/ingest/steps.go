@@ -387,7 +387,6 @@ func (g *Ingester) jobPending(ctx context.Context, j *JobRow) (Outcome, error) {
 // estimate HEADs every file for its size. It never fails: a size it cannot
 // learn counts 0. A job over LargeJobBytes goes behind the others.
 func (g *Ingester) estimate(ctx context.Context, j *JobRow) (Outcome, error) {
-	id := j.ID
 	urls := []string{}
 	if j.Kind == "container" {
 		urls = append(urls, j.PayloadURL)
@@ -416,10 +415,7 @@ func (g *Ingester) estimate(ctx context.Context, j *JobRow) (Outcome, error) {
 		prio = 10
 		detail += ", very large: priority 10"
 	}
-	return Outcome{To: Provisioning, Detail: detail, Apply: func(ctx context.Context, tx pgx.Tx) error {
-		_, err := tx.Exec(ctx, `UPDATE curator.jobs SET space_needed = $2, priority = $3 WHERE id = $1`, id, total, prio)
-		return err
-	}}, nil
+	return Outcome{To: Provisioning, Detail: detail, Set: map[string]any{"space_needed": total, "priority": prio}}, nil
 }
 
 // provision waits until the working area has room for the job.
@@ -492,14 +488,11 @@ func (g *Ingester) download(ctx context.Context, j *JobRow) (Outcome, error) {
 	for _, f := range files {
 		total += f.Size
 	}
-	return Outcome{To: Processing, Detail: fmt.Sprintf("%d files, %d bytes", len(files), total), Apply: func(ctx context.Context, tx pgx.Tx) error {
-		if j.Kind == "container" {
-			_, err := tx.Exec(ctx, `UPDATE curator.jobs SET space_needed = $2 WHERE id = $1`, id, total)
-			return err
-		}
-		_, err := tx.Exec(ctx, `UPDATE curator.jobs SET files = $2, space_needed = $3 WHERE id = $1`, id, files, total)
-		return err
-	}}, nil
+	set := map[string]any{"space_needed": total}
+	if j.Kind != "container" {
+		set["files"] = files
+	}
+	return Outcome{To: Processing, Detail: fmt.Sprintf("%d files, %d bytes", len(files), total), Set: set}, nil
 }
 
 // fetch downloads one file with retries, filling in its size and sha256.
@@ -616,10 +609,7 @@ func (g *Ingester) process(ctx context.Context, j *JobRow) (Outcome, error) {
 	}
 	out := Outcome{To: Storing, Detail: ark}
 	if j.Kind == "container" {
-		out.Apply = func(ctx context.Context, tx pgx.Tx) error {
-			_, err := tx.Exec(ctx, `UPDATE curator.jobs SET files = $2 WHERE id = $1`, id, files)
-			return err
-		}
+		out.Set = map[string]any{"files": files}
 	}
 	return out, nil
 }
@@ -638,26 +628,29 @@ func (g *Ingester) mint(ctx context.Context, j *JobRow) (string, error) {
 		return j.ARK, nil
 	}
 	var ark string
-	err := pgx.BeginFunc(ctx, g.store.db, func(tx pgx.Tx) error {
-		if j.LocalID != "" {
-			if err := tx.QueryRow(ctx, `SELECT ark FROM curator.arks WHERE profile = $1 AND local_id = $2`, j.Profile, j.LocalID).Scan(&ark); err != nil && !errors.Is(err, pgx.ErrNoRows) {
-				return err
-			}
+	if j.LocalID != "" {
+		if err := g.store.db.QueryRow(ctx, `SELECT ark FROM curator.arks WHERE profile = $1 AND local_id = $2`, j.Profile, j.LocalID).Scan(&ark); err != nil && !errors.Is(err, pgx.ErrNoRows) {
+			return "", fmt.Errorf("ark of local id %s: %w", j.LocalID, err)
 		}
-		if ark == "" {
-			var n int64
-			if err := tx.QueryRow(ctx, `SELECT nextval('curator.ark_seq')`).Scan(&n); err != nil {
-				return err
-			}
-			ark = fmt.Sprintf("%s%s", g.cfg.ARKPrefix, noid(n))
-			if _, err := tx.Exec(ctx, `INSERT INTO curator.arks (ark, profile, local_id, job_id) VALUES ($1, $2, $3, $4)`, ark, j.Profile, j.LocalID, j.ID); err != nil {
-				return err
-			}
+	}
+	if ark == "" {
+		var n int64
+		if err := g.store.db.QueryRow(ctx, `SELECT nextval('curator.ark_seq')`).Scan(&n); err != nil {
+			return "", fmt.Errorf("mint: %w", err)
 		}
-		_, err := tx.Exec(ctx, `UPDATE curator.jobs SET ark = $2 WHERE id = $1 AND ark = ''`, j.ID, ark)
-		return err
-	})
-	return ark, err
+		ark = g.cfg.ARKPrefix + noid(n)
+		// Minted and kept on the job by one statement: a crash keeps both or
+		// neither (a lost number is a gap, never a second ARK).
+		if _, err := g.store.db.Exec(ctx, `WITH a AS (INSERT INTO curator.arks (ark, profile, local_id, job_id) VALUES ($1, $2, $3, $4) RETURNING ark)
+			UPDATE curator.jobs SET ark = a.ark FROM a WHERE id = $4 AND jobs.ark = ''`, ark, j.Profile, j.LocalID, j.ID); err != nil {
+			return "", fmt.Errorf("mint %s: %w", ark, err)
+		}
+		return ark, nil
+	}
+	if _, err := g.store.db.Exec(ctx, `UPDATE curator.jobs SET ark = $2 WHERE id = $1 AND ark = ''`, j.ID, ark); err != nil {
+		return "", fmt.Errorf("job %d keeps %s: %w", j.ID, ark, err)
+	}
+	return ark, nil
 }
 
 // noid spells n in the NOID alphabet (digits and consonants) with its
@@ -822,10 +815,7 @@ func (g *Ingester) storeFiles(ctx context.Context, j *JobRow) (Outcome, error) {
 			return Outcome{To: Failed, Detail: "storing " + items[i].path + ": " + err.Error()}, nil
 		}
 	}
-	return Outcome{To: Recording, Detail: fmt.Sprintf("version %d", version), Apply: func(ctx context.Context, tx pgx.Tx) error {
-		_, err := tx.Exec(ctx, `UPDATE curator.jobs SET version = $2 WHERE id = $1`, id, version)
-		return err
-	}}, nil
+	return Outcome{To: Recording, Detail: fmt.Sprintf("version %d", version), Set: map[string]any{"version": version}}, nil
 }
 
 // record checks every stored file reads back at its size, publishes
@@ -876,20 +866,19 @@ func (g *Ingester) record(ctx context.Context, j *JobRow) (Outcome, error) {
 	}
 	manifest := objectKey(j.ARK, j.Version, "system/mrt-manifest.checkm")
 	return Outcome{To: Notify, Detail: fmt.Sprintf("%s v%d, %d files", j.ARK, j.Version, len(rows)), Apply: func(ctx context.Context, tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, `INSERT INTO curator.inventory_objects (ark, profile, local_id, title, versions) VALUES ($1, $2, $3, $4, $5)
+		// The object, its version and its files in one round trip.
+		var b pgx.Batch
+		b.Queue(`INSERT INTO curator.inventory_objects (ark, profile, local_id, title, versions) VALUES ($1, $2, $3, $4, $5)
 			ON CONFLICT (ark) DO UPDATE SET versions = greatest(inventory_objects.versions, EXCLUDED.versions), updated_at = now()`,
-			j.ARK, j.Profile, j.LocalID, j.Title, j.Version); err != nil {
-			return err
-		}
-		if _, err := tx.Exec(ctx, `INSERT INTO curator.inventory_versions (ark, version, job_id, manifest_key) VALUES ($1, $2, $3, $4)
-			ON CONFLICT DO NOTHING`, j.ARK, j.Version, id, manifest); err != nil {
-			return err
-		}
+			j.ARK, j.Profile, j.LocalID, j.Title, j.Version)
+		b.Queue(`INSERT INTO curator.inventory_versions (ark, version, job_id, manifest_key) VALUES ($1, $2, $3, $4)
+			ON CONFLICT DO NOTHING`, j.ARK, j.Version, id, manifest)
 		for _, r := range rows {
-			if _, err := tx.Exec(ctx, `INSERT INTO curator.inventory_files (ark, version, path, key, size, sha256) VALUES ($1, $2, $3, $4, $5, $6)
-				ON CONFLICT DO NOTHING`, j.ARK, j.Version, r.path, r.key, r.size, r.sha); err != nil {
-				return err
-			}
+			b.Queue(`INSERT INTO curator.inventory_files (ark, version, path, key, size, sha256) VALUES ($1, $2, $3, $4, $5, $6)
+				ON CONFLICT DO NOTHING`, j.ARK, j.Version, r.path, r.key, r.size, r.sha)
+		}
+		if err := tx.SendBatch(ctx, &b).Close(); err != nil {
+			return fmt.Errorf("inventory of %s v%d: %w", j.ARK, j.Version, err)
 		}
 		return nil
 	}}, nil
@@ -1011,9 +1000,6 @@ func (g *Ingester) batchReport(from State) Work {
 		if open > 0 {
 			to, detail = Failed, fmt.Sprintf("%d of %d jobs not completed", open, open+rep.Jobs[Completed])
 		}
-		return Outcome{To: to, Detail: detail, Apply: func(ctx context.Context, tx pgx.Tx) error {
-			_, err := tx.Exec(ctx, `UPDATE curator.batches SET report = $2 WHERE id = $1`, id, body)
-			return err
-		}}, nil
+		return Outcome{To: to, Detail: detail, Set: map[string]any{"report": body}}, nil
 	})
 }

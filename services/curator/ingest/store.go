@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net/url"
 	"slices"
 	"strings"
@@ -173,7 +174,7 @@ func table(e Entity) string {
 // must still be in from, and the history records it. A job reaching an
 // end (completed, failed, deleted) may end its batch's processing.
 func (s *Store) move(ctx context.Context, tx pgx.Tx, e Entity, id int64, from, to State, by By, action, detail string) error {
-	return s.moveRow(ctx, tx, e, id, from, to, by, action, detail, nil)
+	return s.moveRow(ctx, tx, e, id, from, to, by, action, detail, nil, nil)
 }
 
 // querier is a transaction, a connection or a pool.
@@ -189,9 +190,10 @@ func endsJob(e Entity, to State) bool {
 }
 
 // moveRow is move on q (a transaction, or a connection when the move is
-// all there is: one statement needs none), filling row with the job as
-// the move left it when row is not nil.
-func (s *Store) moveRow(ctx context.Context, q querier, e Entity, id int64, from, to State, by By, action, detail string, row *JobRow) error {
+// all there is: one statement needs none), also setting the columns in
+// set, and filling row with the job as the move left it when row is not
+// nil.
+func (s *Store) moveRow(ctx context.Context, q querier, e Entity, id int64, from, to State, by By, action, detail string, set map[string]any, row *JobRow) error {
 	t, ok := find(e, from, to, by)
 	if !ok {
 		return fmt.Errorf("ingest: %s %d: %s -> %s by %s is not in the transition table", e, id, from, to, by)
@@ -200,8 +202,14 @@ func (s *Store) moveRow(ctx context.Context, q querier, e Entity, id int64, from
 	if e == Job && by == Daemon && to != Failed && to != Held {
 		u += `, last_successful = $2`
 	}
-	// The move and its history row in one statement.
 	args := []any{id, from, to, detail, e, by, t.Action}
+	// Sorted, so that the statement's text, and its prepared plan, is the
+	// same each time.
+	for _, col := range slices.Sorted(maps.Keys(set)) {
+		args = append(args, set[col])
+		u += fmt.Sprintf(", %s = $%d", pgx.Identifier{col}.Sanitize(), len(args))
+	}
+	// The move and its history row in one statement.
 	hist := `INSERT INTO curator.ingest_history (entity, entity_id, from_state, to_state, by, action, detail)
 		SELECT $5, id, $2, $3, $6, $7, $4 FROM m`
 	if row != nil && e == Job {
@@ -274,16 +282,16 @@ type beginner interface {
 }
 
 func (s *Store) moveOn(ctx context.Context, db beginner, e Entity, id int64, from, to State, by By, detail string, apply func(context.Context, pgx.Tx) error) error {
-	return s.moveOnRow(ctx, db, e, id, from, to, by, detail, apply, nil)
+	return s.moveOnRow(ctx, db, e, id, from, to, by, detail, nil, apply, nil)
 }
 
-// moveOnRow is moveOn filling row (if not nil) with the job as the move
-// left it. A move with no writes of its own that ends no job is one
-// statement, sent without a transaction around it.
-func (s *Store) moveOnRow(ctx context.Context, db beginner, e Entity, id int64, from, to State, by By, detail string, apply func(context.Context, pgx.Tx) error, row *JobRow) error {
+// moveOnRow is moveOn also setting the columns in set and filling row (if
+// not nil) with the job as the move left it. A move with nothing to apply
+// that ends no job is one statement, sent without a transaction around it.
+func (s *Store) moveOnRow(ctx context.Context, db beginner, e Entity, id int64, from, to State, by By, detail string, set map[string]any, apply func(context.Context, pgx.Tx) error, row *JobRow) error {
 	var err error
 	if q, ok := db.(querier); ok && apply == nil && !endsJob(e, to) {
-		err = s.moveRow(ctx, q, e, id, from, to, by, "", detail, row)
+		err = s.moveRow(ctx, q, e, id, from, to, by, "", detail, set, row)
 	} else {
 		err = pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error {
 			if apply != nil {
@@ -291,7 +299,7 @@ func (s *Store) moveOnRow(ctx context.Context, db beginner, e Entity, id int64, 
 					return err
 				}
 			}
-			return s.moveRow(ctx, tx, e, id, from, to, by, "", detail, row)
+			return s.moveRow(ctx, tx, e, id, from, to, by, "", detail, set, row)
 		})
 	}
 	if err == nil {
