@@ -4,32 +4,41 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 
 	"github.com/archivist/archivist/pkg/blob"
 )
 
-// BenchmarkLocalPutSmall puts small objects from 16 goroutines at once,
-// each object in a directory of its own as ingest lays them out
-// (objects/<ark>/v1/<path>), without fsync: the cost of the file system
-// operations of a put.
+// BenchmarkLocalPutObject puts objects of 4 small files as ingest does
+// (objects/<ark>/v1/producer/<file> and 3 files under system/, the 4 at
+// once), from 8 goroutines, without fsync: the cost of a put's file system
+// operations. One op is one object.
 //
-//	go test -run XXX -bench LocalPutSmall ./pkg/blob/
-func BenchmarkLocalPutSmall(b *testing.B) {
+//	go test -run XXX -bench LocalPutObject ./pkg/blob/
+func BenchmarkLocalPutObject(b *testing.B) {
 	s, err := blob.NewLocal(b.TempDir(), blob.WithoutSync())
 	if err != nil {
 		b.Fatal(err)
 	}
 	var n atomic.Int64
-	b.SetParallelism(8)
+	b.SetParallelism(4)
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
 			i := n.Add(1)
-			key := fmt.Sprintf("objects/ark_99999_fk4%d/v1/producer/file.txt", i)
-			if _, err := s.Put(context.Background(), key, strings.NewReader("a small file\n"), map[string]string{"ark": "x"}); err != nil {
-				b.Fatal(err)
+			var wg sync.WaitGroup
+			for _, p := range []string{"producer/file.txt", "system/mrt-erc.txt", "system/mrt-dc.xml", "system/mrt-manifest.checkm"} {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					key := fmt.Sprintf("objects/ark_99999_fk4%d/v1/%s", i, p)
+					if _, err := s.Put(context.Background(), key, strings.NewReader("a small file\n"), nil); err != nil {
+						b.Error(err)
+					}
+				}()
 			}
+			wg.Wait()
 		}
 	})
 }

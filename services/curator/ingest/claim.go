@@ -102,6 +102,10 @@ type daemon struct {
 	claims   *pgxpool.Pool
 	sem      chan struct{}       // a slot per entity in hand
 	next     func(State) *daemon // the daemon of another state of the entity
+	// held is what this process has claimed, by lock key, shared by all
+	// daemons: a listing skips it without asking PostgreSQL (a job carried
+	// from state to state is listed by each state's daemon in turn).
+	held *sync.Map
 }
 
 func (d *daemon) notify() {
@@ -115,8 +119,6 @@ func (d *daemon) run(ctx context.Context) {
 	sem := d.sem
 	var wg sync.WaitGroup
 	defer wg.Wait()
-	busy := map[int64]bool{}
-	var mu sync.Mutex
 	for {
 		claimed := 0
 		paused, err := d.store.Paused(ctx)
@@ -129,10 +131,8 @@ func (d *daemon) run(ctx context.Context) {
 				d.log.Error("ingest: list", "entity", d.entity, "state", d.state, "err", err)
 			}
 			for _, id := range ids {
-				mu.Lock()
-				b := busy[id]
-				mu.Unlock()
-				if b {
+				key := lockKey(d.entity, id)
+				if _, mine := d.held.Load(key); mine {
 					continue
 				}
 				select {
@@ -146,16 +146,16 @@ func (d *daemon) run(ctx context.Context) {
 					continue
 				}
 				claimed++
-				mu.Lock()
-				busy[id] = true
-				mu.Unlock()
+				d.held.Store(key, true)
 				wg.Add(1)
 				go func() {
 					defer wg.Done()
-					carry(ctx, c, d)
-					mu.Lock()
-					delete(busy, id)
-					mu.Unlock()
+					next := carry(ctx, c, d)
+					d.held.Delete(key)
+					if next != nil {
+						// Left for that state's daemon, now that it can claim it.
+						next.notify()
+					}
 				}()
 			}
 		}
@@ -197,27 +197,31 @@ func (d *daemon) candidates(ctx context.Context) ([]int64, error) {
 // goes on there under the same claim: a job moves through its states
 // without being listed and claimed again at each, and each state's
 // concurrency still bounds how many are in it. It releases the slots and
-// the claim.
-func carry(ctx context.Context, c *Claim, cur *daemon) {
+// the claim, and returns the daemon of the state it left the entity in for
+// lack of a slot (nil if none).
+func carry(ctx context.Context, c *Claim, cur *daemon) *daemon {
 	defer c.Release()
 	for {
 		to, ok := cur.handle(ctx, c)
 		var nd *daemon
-		if ok && ctx.Err() == nil && !cur.store.paused.Load() && cur.next != nil {
+		if ok && cur.next != nil {
 			nd = cur.next(to)
 		}
 		if nd == nil {
 			<-cur.sem
-			return
+			return nil
 		}
-		select {
-		case nd.sem <- struct{}{}:
-			<-cur.sem
-			cur = nd
-		default:
-			<-cur.sem
-			return
+		if ctx.Err() == nil && !cur.store.paused.Load() {
+			select {
+			case nd.sem <- struct{}{}:
+				<-cur.sem
+				cur = nd
+				continue
+			default:
+			}
 		}
+		<-cur.sem
+		return nd
 	}
 }
 
@@ -252,6 +256,7 @@ func (d *daemon) handle(ctx context.Context, c *Claim) (State, bool) {
 		return "", false
 	}
 	c.job = row
+	d.store.implied(d.entity, to)
 	if to == Failed {
 		log.Warn("ingest: failed", "reason", detail)
 	} else {

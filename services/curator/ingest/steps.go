@@ -120,9 +120,10 @@ func New(cfg Config, s *Store, bs blob.Store, b *bus.Bus, log *slog.Logger) (*In
 		return nil, fmt.Errorf("ingest claims pool: %w", err)
 	}
 	g.claims = claims
+	held := &sync.Map{}
 	add := func(e Entity, st State, w Work) {
 		g.daemons = append(g.daemons, &daemon{store: s, entity: e, state: st, work: w,
-			interval: cfg.Interval, log: log, wake: make(chan struct{}, 1), claims: claims,
+			interval: cfg.Interval, log: log, wake: make(chan struct{}, 1), claims: claims, held: held,
 			sem: make(chan struct{}, max(cfg.Concurrency, 1)), next: func(to State) *daemon { return g.daemon(e, to) }})
 	}
 	add(Batch, Pending, onBatch(g.batchPending))

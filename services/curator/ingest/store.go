@@ -125,6 +125,14 @@ func NewStore(db *pgxpool.Pool) *Store { return &Store{db: db, wake: func(Entity
 // job's end may have moved its batch to reporting.
 func (s *Store) moved(e Entity, to State) {
 	s.wake(e, to)
+	s.implied(e, to)
+}
+
+// implied wakes the daemons of what a move implies besides its target
+// state (the jobs of a batch gone to processing, the report of a batch
+// whose job ended). A daemon's own move uses it alone: the worker carries
+// the job on to the target state itself, or wakes its daemon if it cannot.
+func (s *Store) implied(e Entity, to State) {
 	switch {
 	case e == Batch && to == Processing:
 		s.wake(Job, Pending)
@@ -282,12 +290,17 @@ type beginner interface {
 }
 
 func (s *Store) moveOn(ctx context.Context, db beginner, e Entity, id int64, from, to State, by By, detail string, apply func(context.Context, pgx.Tx) error) error {
-	return s.moveOnRow(ctx, db, e, id, from, to, by, detail, nil, apply, nil)
+	err := s.moveOnRow(ctx, db, e, id, from, to, by, detail, nil, apply, nil)
+	if err == nil {
+		s.moved(e, to)
+	}
+	return err
 }
 
 // moveOnRow is moveOn also setting the columns in set and filling row (if
-// not nil) with the job as the move left it. A move with nothing to apply
-// that ends no job is one statement, sent without a transaction around it.
+// not nil) with the job as the move left it, and waking no daemon. A move
+// with nothing to apply that ends no job is one statement, sent without a
+// transaction around it.
 func (s *Store) moveOnRow(ctx context.Context, db beginner, e Entity, id int64, from, to State, by By, detail string, set map[string]any, apply func(context.Context, pgx.Tx) error, row *JobRow) error {
 	var err error
 	if q, ok := db.(querier); ok && apply == nil && !endsJob(e, to) {
@@ -301,9 +314,6 @@ func (s *Store) moveOnRow(ctx context.Context, db beginner, e Entity, id int64, 
 			}
 			return s.moveRow(ctx, tx, e, id, from, to, by, "", detail, set, row)
 		})
-	}
-	if err == nil {
-		s.moved(e, to)
 	}
 	return err
 }
