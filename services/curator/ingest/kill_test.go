@@ -115,3 +115,26 @@ func TestKilledWorkerLosesNothing(t *testing.T) {
 		t.Errorf("history of the job killed mid-download: %v", hist)
 	}
 }
+
+// TestBatchDoneAfterItsLastJobsWorkerDied: a job's end commits before its
+// batch is checked; if the worker dies in between, the batch reporting
+// daemon's sweep finds the batch done and reports it.
+func TestBatchDoneAfterItsLastJobsWorkerDied(t *testing.T) {
+	r := newRig(t, nil)
+	ctx := context.Background()
+	var batch int64
+	if err := r.db.QueryRow(ctx, `INSERT INTO curator.batches (submitter, profile, payload_url, type, state)
+		VALUES ('t', 'crash', 'http://example.org/x', 'file', 'processing') RETURNING id`).Scan(&batch); err != nil {
+		t.Fatal(err)
+	}
+	// Its only job ended (as a worker's move left it) and nobody checked.
+	if _, err := r.db.Exec(ctx, `INSERT INTO curator.jobs (batch_id, profile, kind, payload_url, state, last_successful)
+		VALUES ($1, 'crash', 'file', 'http://example.org/x', 'completed', 'notify')`, batch); err != nil {
+		t.Fatal(err)
+	}
+	r.waitState(ingest.Batch, batch, ingest.Completed, 20*time.Second)
+	var by string
+	if err := r.db.QueryRow(ctx, `SELECT by FROM curator.ingest_history WHERE entity = 'batch' AND entity_id = $1 AND to_state = 'reporting'`, batch).Scan(&by); err != nil || by != "auto" {
+		t.Errorf("batch's move to reporting: by %q, %v", by, err)
+	}
+}

@@ -180,7 +180,8 @@ func table(e Entity) string {
 
 // move makes one transition inside tx: the table must allow it, the row
 // must still be in from, and the history records it. A job reaching an
-// end (completed, failed, deleted) may end its batch's processing.
+// end (completed, failed, deleted) may end its batch's processing: the
+// caller runs reportIfDone once the move has committed.
 func (s *Store) move(ctx context.Context, tx pgx.Tx, e Entity, id int64, from, to State, by By, action, detail string) error {
 	return s.moveRow(ctx, tx, e, id, from, to, by, action, detail, nil, nil)
 }
@@ -191,8 +192,8 @@ type querier interface {
 	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
 }
 
-// endsJob tells whether a move takes a job to an end, where its batch may
-// end too (which needs a transaction).
+// endsJob tells whether a move takes a job to an end, after which its batch
+// may be done processing.
 func endsJob(e Entity, to State) bool {
 	return e == Job && (to == Completed || to == Failed || to == Deleted)
 }
@@ -238,39 +239,80 @@ func (s *Store) moveRow(ctx context.Context, q querier, e Entity, id int64, from
 			return ErrMoved
 		}
 	}
-	if endsJob(e, to) {
-		tx, ok := q.(pgx.Tx)
-		if !ok {
-			return fmt.Errorf("ingest: job %d to %s outside a transaction", id, to)
-		}
-		return s.maybeReport(ctx, tx, id)
-	}
 	return nil
 }
 
-// maybeReport moves the job's batch from processing to reporting once no
-// job of it is left in processing, whichever job was the last.
-func (s *Store) maybeReport(ctx context.Context, tx pgx.Tx, jobID int64) error {
-	var batch int64
-	var state State
-	// The batch row's lock serialises the jobs that end together.
-	err := tx.QueryRow(ctx, `SELECT b.id, b.state FROM curator.batches b JOIN curator.jobs j ON j.batch_id = b.id
-		WHERE j.id = $1 FOR UPDATE OF b`, jobID).Scan(&batch, &state)
-	if err != nil {
-		return fmt.Errorf("batch of job %d: %w", jobID, err)
+// openJobStates are the states of a job that has not ended: a batch whose
+// jobs are none of them is done processing.
+var openJobStates = func() []string {
+	var out []string
+	for _, t := range Transitions {
+		if t.Entity == Job && !endsJob(Job, t.From) && !slices.Contains(out, string(t.From)) {
+			out = append(out, string(t.From))
+		}
 	}
-	if state != Processing {
-		return nil
-	}
+	return out
+}()
+
+// reportIfDone moves a batch from processing to reporting if none of its
+// jobs is open. It runs after a job's end has committed, not inside it: of
+// jobs that end together, the one that commits last sees every other end
+// (the move's state condition lets only one of them move the batch), so
+// no lock has to serialise every job's end on the batch row. A crash
+// between the commit and this check is made good by ReportDone.
+func (s *Store) reportIfDone(ctx context.Context, q querier, batch int64) (bool, error) {
 	var open bool
-	if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT FROM curator.jobs WHERE batch_id = $1 AND state NOT IN ('completed', 'failed', 'deleted'))`,
-		batch).Scan(&open); err != nil {
-		return err
+	if err := q.QueryRow(ctx, `SELECT EXISTS (SELECT FROM curator.jobs WHERE batch_id = $1 AND state = ANY($2))`,
+		batch, openJobStates).Scan(&open); err != nil {
+		return false, fmt.Errorf("open jobs of batch %d: %w", batch, err)
 	}
 	if open {
-		return nil
+		return false, nil
 	}
-	return s.move(ctx, tx, Batch, batch, Processing, Reporting, Auto, "jobs-done", "")
+	err := s.moveRow(ctx, q, Batch, batch, Processing, Reporting, Auto, "jobs-done", "", nil, nil)
+	if errors.Is(err, ErrMoved) {
+		return false, nil // another job's end, or the sweep, moved it
+	}
+	if err != nil {
+		return false, err
+	}
+	s.moved(Batch, Reporting)
+	return true, nil
+}
+
+// ReportDone moves to reporting every batch in processing whose jobs have
+// all ended: the batch reporting daemon runs it now and then, for a batch
+// whose last job's worker died between its end and reportIfDone.
+func (s *Store) ReportDone(ctx context.Context) (int, error) {
+	rows, err := s.db.Query(ctx, `SELECT id FROM curator.batches b WHERE state = 'processing'
+		AND NOT EXISTS (SELECT FROM curator.jobs WHERE batch_id = b.id AND state = ANY($1))`, openJobStates)
+	if err != nil {
+		return 0, fmt.Errorf("batches done processing: %w", err)
+	}
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+	if err != nil {
+		return 0, fmt.Errorf("batches done processing: %w", err)
+	}
+	n := 0
+	for _, id := range ids {
+		moved, err := s.reportIfDone(ctx, s.db, id)
+		if err != nil {
+			return n, err
+		}
+		if moved {
+			n++
+		}
+	}
+	return n, nil
+}
+
+// batchOf is a job's batch.
+func (s *Store) batchOf(ctx context.Context, q querier, job int64) (int64, error) {
+	var batch int64
+	if err := q.QueryRow(ctx, `SELECT batch_id FROM curator.jobs WHERE id = $1`, job).Scan(&batch); err != nil {
+		return 0, fmt.Errorf("batch of job %d: %w", job, err)
+	}
+	return batch, nil
 }
 
 // Move makes one transition in its own transaction.
@@ -298,12 +340,14 @@ func (s *Store) moveOn(ctx context.Context, db beginner, e Entity, id int64, fro
 }
 
 // moveOnRow is moveOn also setting the columns in set and filling row (if
-// not nil) with the job as the move left it, and waking no daemon. A move
-// with nothing to apply that ends no job is one statement, sent without a
-// transaction around it.
+// not nil) with the job as the move left it, and waking no daemon but the
+// reporting of a batch the move ended. A move with nothing to apply is one
+// statement, sent without a transaction around it; a job's end then checks
+// whether its batch is done.
 func (s *Store) moveOnRow(ctx context.Context, db beginner, e Entity, id int64, from, to State, by By, detail string, set map[string]any, apply func(context.Context, pgx.Tx) error, row *JobRow) error {
 	var err error
-	if q, ok := db.(querier); ok && apply == nil && !endsJob(e, to) {
+	q, isQuerier := db.(querier)
+	if isQuerier && apply == nil {
 		err = s.moveRow(ctx, q, e, id, from, to, by, "", detail, set, row)
 	} else {
 		err = pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error {
@@ -315,6 +359,19 @@ func (s *Store) moveOnRow(ctx context.Context, db beginner, e Entity, id int64, 
 			return s.moveRow(ctx, tx, e, id, from, to, by, "", detail, set, row)
 		})
 	}
+	if err != nil || !endsJob(e, to) {
+		return err
+	}
+	if !isQuerier {
+		q = s.db
+	}
+	batch := int64(0)
+	if row != nil {
+		batch = row.BatchID
+	} else if batch, err = s.batchOf(ctx, q, id); err != nil {
+		return err
+	}
+	_, err = s.reportIfDone(ctx, q, batch)
 	return err
 }
 
@@ -452,10 +509,19 @@ func (s *Store) Act(ctx context.Context, e Entity, id int64, action string) (Sta
 		}
 		return s.move(ctx, tx, e, id, from, to, Admin, "", "")
 	})
-	if err == nil {
-		s.moved(e, to)
+	if err != nil {
+		return to, err
 	}
-	return to, err
+	s.moved(e, to)
+	if endsJob(e, to) {
+		batch, err := s.batchOf(ctx, s.db, id)
+		if err != nil {
+			return to, err
+		}
+		_, err = s.reportIfDone(ctx, s.db, batch)
+		return to, err
+	}
+	return to, nil
 }
 
 // deleteJobs marks every job of a batch deleted (admin delete of the
