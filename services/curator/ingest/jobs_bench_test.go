@@ -1,6 +1,7 @@
 package ingest_test
 
 import (
+	"os"
 	"testing"
 	"time"
 
@@ -13,30 +14,45 @@ import (
 // every job estimated, downloaded, processed (ARK, ERC, DC, manifest),
 // stored (4 blobs), recorded (inventory, 4 events) and notified. The
 // curator, NATS and PostgreSQL (fsync off, as in every test) share this
-// machine's 2 cores. The local blob store runs with its fsync per object
-// (as deployed on a disk) and without (like the test PostgreSQL).
+// machine's 2 cores. The blob store and the working area are on the disk
+// under the test's temporary directory, the blob store syncing each object
+// (as deployed) and not; then both in memory (/dev/shm), which shows what
+// the file system costs.
 //
 //	go test -run XXX -bench SmallJobs -benchtime 1x -count 3 ./services/curator/ingest/
 func BenchmarkSmallJobsEndToEnd(b *testing.B) {
 	const n = 1000
-	for _, sync := range []bool{true, false} {
-		name := "blob-fsync"
-		if !sync {
-			name = "blob-nosync"
-		}
-		b.Run(name, func(b *testing.B) {
+	for _, c := range []struct {
+		name string
+		sync bool
+		shm  bool
+	}{{"disk-fsync", true, false}, {"disk-nosync", false, false}, {"tmpfs", false, true}} {
+		b.Run(c.name, func(b *testing.B) {
 			for range b.N {
 				b.StopTimer()
+				dir, work := b.TempDir(), b.TempDir()
+				if c.shm {
+					if fi, err := os.Stat("/dev/shm"); err != nil || !fi.IsDir() {
+						b.Skip("no /dev/shm here for the in-memory run")
+					}
+					var err error
+					if dir, err = os.MkdirTemp("/dev/shm", "archivist-bench-"); err != nil {
+						b.Fatal(err)
+					}
+					b.Cleanup(func() { os.RemoveAll(dir) })
+					work = dir + "/work"
+					dir += "/blob"
+				}
 				var opts []blob.LocalOption
-				if !sync {
+				if !c.sync {
 					opts = append(opts, blob.WithoutSync())
 				}
-				bs, err := blob.NewLocal(b.TempDir(), opts...)
+				bs, err := blob.NewLocal(dir, opts...)
 				if err != nil {
 					b.Fatal(err)
 				}
 				o := newOrigin(b)
-				r := newRigWith(b, bs, map[string]string{"INGEST_CONCURRENCY": "16", "DATABASE_MAX_CONNS": "20"})
+				r := newRigWith(b, bs, map[string]string{"INGEST_CONCURRENCY": "16", "DATABASE_MAX_CONNS": "20", "INGEST_WORK_DIR": work})
 				murl, _ := o.manifest("bench", n)
 				b.StartTimer()
 				start := time.Now()
