@@ -371,8 +371,11 @@ func (s *Store) moveOnRow(ctx context.Context, db beginner, e Entity, id int64, 
 	} else if batch, err = s.batchOf(ctx, q, id); err != nil {
 		return err
 	}
-	_, err = s.reportIfDone(ctx, q, batch)
-	return err
+	if _, err = s.reportIfDone(ctx, q, batch); err != nil {
+		// The move stands; the reporting daemon's sweep will check the batch.
+		return fmt.Errorf("%s %d moved to %s, but its batch %d was not checked: %w", e, id, to, batch, err)
+	}
+	return nil
 }
 
 // Job reads a job.
@@ -518,8 +521,9 @@ func (s *Store) Act(ctx context.Context, e Entity, id int64, action string) (Sta
 		if err != nil {
 			return to, err
 		}
-		_, err = s.reportIfDone(ctx, s.db, batch)
-		return to, err
+		if _, err = s.reportIfDone(ctx, s.db, batch); err != nil {
+			return to, fmt.Errorf("%s %d moved to %s, but its batch %d was not checked: %w", e, id, to, batch, err)
+		}
 	}
 	return to, nil
 }
