@@ -106,9 +106,6 @@ type daemon struct {
 	// daemons: a listing skips it without asking PostgreSQL (a job carried
 	// from state to state is listed by each state's daemon in turn).
 	held *sync.Map
-	// sweep, if set, runs at most once an interval before a pass (the
-	// batch reporting daemon's ReportDone).
-	sweep func(context.Context) error
 }
 
 func (d *daemon) notify() {
@@ -122,14 +119,7 @@ func (d *daemon) run(ctx context.Context) {
 	sem := d.sem
 	var wg sync.WaitGroup
 	defer wg.Wait()
-	var swept time.Time
 	for {
-		if d.sweep != nil && time.Since(swept) >= d.interval {
-			swept = time.Now()
-			if err := d.sweep(ctx); err != nil && ctx.Err() == nil {
-				d.log.Error("ingest: sweep", "entity", d.entity, "state", d.state, "err", err)
-			}
-		}
 		claimed := 0
 		paused, err := d.store.Paused(ctx)
 		if err == nil {

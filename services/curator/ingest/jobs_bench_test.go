@@ -30,19 +30,18 @@ func BenchmarkSmallJobsEndToEnd(b *testing.B) {
 		b.Run(c.name, func(b *testing.B) {
 			for range b.N {
 				b.StopTimer()
-				dir, work := b.TempDir(), b.TempDir()
+				root := b.TempDir()
 				if c.shm {
 					if fi, err := os.Stat("/dev/shm"); err != nil || !fi.IsDir() {
 						b.Skip("no /dev/shm here for the in-memory run")
 					}
 					var err error
-					if dir, err = os.MkdirTemp("/dev/shm", "archivist-bench-"); err != nil {
+					if root, err = os.MkdirTemp("/dev/shm", "archivist-bench-"); err != nil {
 						b.Fatal(err)
 					}
-					b.Cleanup(func() { os.RemoveAll(dir) })
-					work = dir + "/work"
-					dir += "/blob"
+					b.Cleanup(func() { os.RemoveAll(root) })
 				}
+				dir, work := root+"/blob", root+"/work"
 				var opts []blob.LocalOption
 				if !c.sync {
 					opts = append(opts, blob.WithoutSync())

@@ -31,6 +31,7 @@ import (
 	"github.com/archivist/archivist/events"
 	"github.com/archivist/archivist/pkg/blob"
 	"github.com/archivist/archivist/pkg/bus"
+	"github.com/archivist/archivist/pkg/service"
 )
 
 // Config is the ingest daemons' configuration.
@@ -135,13 +136,6 @@ func New(cfg Config, s *Store, bs blob.Store, b *bus.Bus, log *slog.Logger) (*In
 	}
 	add(Batch, Pending, onBatch(g.batchPending))
 	add(Batch, Reporting, g.batchReport(Reporting))
-	g.daemons[len(g.daemons)-1].sweep = func(ctx context.Context) error {
-		n, err := s.ReportDone(ctx)
-		if n > 0 {
-			log.Info("ingest: batches found done processing", "batches", n)
-		}
-		return err
-	}
 	add(Batch, UpdateReporting, g.batchReport(UpdateReporting))
 	add(Job, Pending, g.onJob(g.jobPending))
 	add(Job, Estimating, g.onJob(g.estimate))
@@ -191,16 +185,30 @@ func (g *Ingester) onJob(step func(ctx context.Context, j *JobRow) (Outcome, err
 	}
 }
 
-// Run runs every daemon until ctx ends; work in hand finishes first.
+// Run runs every daemon, and the sweep for batches done processing, until
+// ctx ends; work in hand finishes first.
 func (g *Ingester) Run(ctx context.Context) {
 	done := make(chan struct{})
 	for _, d := range g.daemons {
 		go func() { d.run(ctx); done <- struct{}{} }()
 	}
-	for range g.daemons {
+	go func() { service.Every(g.cfg.Interval, g.sweep)(ctx); done <- struct{}{} }()
+	for range len(g.daemons) + 1 {
 		<-done
 	}
 	g.Close()
+}
+
+// sweep reports the batches whose last job's worker died between the
+// job's end and the check of its batch (Store.ReportDone).
+func (g *Ingester) sweep(ctx context.Context) {
+	n, err := g.store.ReportDone(ctx)
+	if err != nil && ctx.Err() == nil {
+		g.log.Error("ingest: sweep for batches done processing", "err", err)
+	}
+	if n > 0 {
+		g.log.Info("ingest: batches found done processing", "batches", n)
+	}
 }
 
 // Close releases the claims' connections (Run does it when it ends).

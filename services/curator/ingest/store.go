@@ -281,7 +281,7 @@ func (s *Store) reportIfDone(ctx context.Context, q querier, batch int64) (bool,
 }
 
 // ReportDone moves to reporting every batch in processing whose jobs have
-// all ended: the batch reporting daemon runs it now and then, for a batch
+// all ended: Ingester.Run runs it every INGEST_INTERVAL, for a batch
 // whose last job's worker died between its end and reportIfDone.
 func (s *Store) ReportDone(ctx context.Context) (int, error) {
 	rows, err := s.db.Query(ctx, `SELECT id FROM curator.batches b WHERE state = 'processing'
@@ -329,6 +329,7 @@ func (s *Store) MoveWith(ctx context.Context, e Entity, id int64, from, to State
 // beginner is a pool or a connection.
 type beginner interface {
 	Begin(context.Context) (pgx.Tx, error)
+	querier
 }
 
 func (s *Store) moveOn(ctx context.Context, db beginner, e Entity, id int64, from, to State, by By, detail string, apply func(context.Context, pgx.Tx) error) error {
@@ -346,9 +347,8 @@ func (s *Store) moveOn(ctx context.Context, db beginner, e Entity, id int64, fro
 // whether its batch is done.
 func (s *Store) moveOnRow(ctx context.Context, db beginner, e Entity, id int64, from, to State, by By, detail string, set map[string]any, apply func(context.Context, pgx.Tx) error, row *JobRow) error {
 	var err error
-	q, isQuerier := db.(querier)
-	if isQuerier && apply == nil {
-		err = s.moveRow(ctx, q, e, id, from, to, by, "", detail, set, row)
+	if apply == nil {
+		err = s.moveRow(ctx, db, e, id, from, to, by, "", detail, set, row)
 	} else {
 		err = pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error {
 			if apply != nil {
@@ -362,18 +362,25 @@ func (s *Store) moveOnRow(ctx context.Context, db beginner, e Entity, id int64, 
 	if err != nil || !endsJob(e, to) {
 		return err
 	}
-	if !isQuerier {
-		q = s.db
-	}
-	batch := int64(0)
+	var batch int64
 	if row != nil {
 		batch = row.BatchID
-	} else if batch, err = s.batchOf(ctx, q, id); err != nil {
-		return err
 	}
-	if _, err = s.reportIfDone(ctx, q, batch); err != nil {
-		// The move stands; the reporting daemon's sweep will check the batch.
-		return fmt.Errorf("%s %d moved to %s, but its batch %d was not checked: %w", e, id, to, batch, err)
+	return s.jobEnded(ctx, db, id, to, batch)
+}
+
+// jobEnded checks, once a job's end has committed, whether its batch
+// (looked up when batch is 0) is done processing.
+func (s *Store) jobEnded(ctx context.Context, q querier, job int64, to State, batch int64) error {
+	if batch == 0 {
+		var err error
+		if batch, err = s.batchOf(ctx, q, job); err != nil {
+			return err
+		}
+	}
+	if _, err := s.reportIfDone(ctx, q, batch); err != nil {
+		// The move stands; the sweep will check the batch.
+		return fmt.Errorf("job %d moved to %s, but its batch %d was not checked: %w", job, to, batch, err)
 	}
 	return nil
 }
@@ -517,13 +524,7 @@ func (s *Store) Act(ctx context.Context, e Entity, id int64, action string) (Sta
 	}
 	s.moved(e, to)
 	if endsJob(e, to) {
-		batch, err := s.batchOf(ctx, s.db, id)
-		if err != nil {
-			return to, err
-		}
-		if _, err = s.reportIfDone(ctx, s.db, batch); err != nil {
-			return to, fmt.Errorf("%s %d moved to %s, but its batch %d was not checked: %w", e, id, to, batch, err)
-		}
+		return to, s.jobEnded(ctx, s.db, id, to, 0)
 	}
 	return to, nil
 }
