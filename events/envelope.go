@@ -95,11 +95,12 @@ func (e Envelope) Marshal() ([]byte, error) {
 }
 
 // Unmarshal decodes and checks a msgpack envelope. It fails on bytes that are
-// not an envelope, and on an envelope without id, type, producer, send time
-// or payload.
+// not an envelope or break DefaultLimits (checked before anything is
+// allocated), and on an envelope without id, type, producer, send time or
+// payload.
 func Unmarshal(b []byte) (Envelope, error) {
 	var e Envelope
-	if err := msgpack.Unmarshal(b, &e); err != nil {
+	if err := UnmarshalMsgpack(b, &e, DefaultLimits, false); err != nil {
 		return Envelope{}, fmt.Errorf("decode envelope: %w", err)
 	}
 	if err := e.check(); err != nil {
@@ -140,7 +141,7 @@ func Decode[T any, PT interface {
 	if e.SchemaVersion > v.EventSchemaVersion() {
 		return nil, &FieldError{Field: "schema_version", Msg: fmt.Sprintf("%d is newer than the %d this service understands", e.SchemaVersion, v.EventSchemaVersion())}
 	}
-	if err := msgpack.Unmarshal(e.Payload, v); err != nil {
+	if err := UnmarshalMsgpack(e.Payload, v, DefaultLimits, false); err != nil {
 		return nil, fmt.Errorf("decode %s payload: %w", e.Type, err)
 	}
 	if err := v.Validate(); err != nil {

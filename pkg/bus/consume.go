@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"runtime/debug"
 	"sync"
 	"time"
 
@@ -51,6 +52,23 @@ type consumeOptions struct {
 	pullMax     int
 	oneAtATime  bool
 	manual      bool
+	timeout     time.Duration
+}
+
+// DefaultHandlerTimeout bounds how long a handler may hold a message.
+const DefaultHandlerTimeout = 15 * time.Minute
+
+// WithHandlerTimeout bounds how long one message may be handled (default
+// DefaultHandlerTimeout): the handler's context ends then, and the message
+// is no longer kept in progress, so a handler that hangs regardless lets
+// JetStream redeliver it after the ack wait, and that delivery counts
+// towards MaxDeliver like a failure.
+func WithHandlerTimeout(d time.Duration) ConsumeOption {
+	return func(o *consumeOptions) {
+		if d > 0 {
+			o.timeout = d
+		}
+	}
 }
 
 // WithManualFetch starts no consumption: the caller fetches from
@@ -163,7 +181,7 @@ func Consume[T any, PT interface {
 
 // ConsumeRaw starts a consume loop of undecoded messages on consumer c.
 func (b *Bus) ConsumeRaw(ctx context.Context, c events.Consumer, h RawHandler, opts ...ConsumeOption) (*Subscription, error) {
-	o := consumeOptions{concurrency: 1, retryBase: time.Second, retryMax: 2 * time.Minute, pullMax: 500}
+	o := consumeOptions{concurrency: 1, retryBase: time.Second, retryMax: 2 * time.Minute, pullMax: 500, timeout: DefaultHandlerTimeout}
 	for _, opt := range opts {
 		opt(&o)
 	}
@@ -318,8 +336,8 @@ func (s *Subscription) Process(msg jetstream.Msg) { s.process(msg) }
 
 func (s *Subscription) process(msg jetstream.Msg) {
 	start := time.Now()
-	e := s.inflight.add(msg, start)
-	err := s.handle(s.hctx, msg)
+	e := s.inflight.add(msg, start, start.Add(s.opts.timeout))
+	err := s.safeHandle(msg)
 	s.inflight.remove(e)
 	s.handleTime.Observe(time.Since(start).Seconds())
 	if err == nil {
@@ -365,6 +383,23 @@ func (s *Subscription) process(msg jetstream.Msg) {
 	s.retried.Inc()
 }
 
+// safeHandle runs the handler under its timeout and turns a panic into a
+// permanent error with the panic's value, so that a message that crashes its
+// handler is dead-lettered with the reason instead of killing the process
+// on every redelivery.
+func (s *Subscription) safeHandle(msg jetstream.Msg) (err error) {
+	ctx, cancel := context.WithTimeout(s.hctx, s.opts.timeout)
+	defer cancel()
+	defer func() {
+		if r := recover(); r != nil {
+			s.log.Error("handler panicked", "panic", r, "subject", msg.Subject(),
+				"id", msg.Headers().Get(events.HeaderMsgID), "stack", string(debug.Stack()))
+			err = Permanent(fmt.Errorf("handler panicked: %v", r))
+		}
+	}()
+	return s.handle(ctx, msg)
+}
+
 // retryDelay is base·2^(delivered-1), at most retryMax.
 func (s *Subscription) retryDelay(delivered uint64) time.Duration {
 	d := s.opts.retryBase
@@ -389,7 +424,7 @@ func (s *Subscription) heartbeat() {
 			return
 		case now := <-t.C:
 			s.inflight.each(func(e *inflightEntry) {
-				if now.Sub(e.last) >= due {
+				if now.Sub(e.last) >= due && now.Before(e.until) {
 					if err := e.msg.InProgress(); err != nil {
 						s.log.Warn("in-progress failed", "err", err, "subject", e.msg.Subject())
 					}
@@ -401,8 +436,9 @@ func (s *Subscription) heartbeat() {
 }
 
 type inflightEntry struct {
-	msg  jetstream.Msg
-	last time.Time
+	msg   jetstream.Msg
+	last  time.Time
+	until time.Time // kept in progress until then (the handler timeout)
 }
 
 type inflight struct {
@@ -410,8 +446,8 @@ type inflight struct {
 	m  map[*inflightEntry]struct{}
 }
 
-func (f *inflight) add(msg jetstream.Msg, now time.Time) *inflightEntry {
-	e := &inflightEntry{msg: msg, last: now}
+func (f *inflight) add(msg jetstream.Msg, now, until time.Time) *inflightEntry {
+	e := &inflightEntry{msg: msg, last: now, until: until}
 	f.mu.Lock()
 	f.m[e] = struct{}{}
 	f.mu.Unlock()

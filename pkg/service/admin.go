@@ -47,7 +47,7 @@ func NewAdmin(addr string, log *slog.Logger) (*Admin, error) {
 	})
 	mux.HandleFunc("GET /readyz", a.readyz)
 	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
-	a.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	a.srv = NewHTTPServer(mux, DefaultHTTPLimits, log)
 	go func() {
 		if err := a.srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			log.Error("admin server stopped", "err", err)

@@ -2,25 +2,137 @@ package service
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/http"
+	"runtime/debug"
 	"time"
+
+	"golang.org/x/net/netutil"
 )
+
+// HTTPLimits bounds what one client can hold of an API server: how long it
+// may take to send a request and to read the response, how long an idle
+// connection stays open, how large the request headers may be, and how
+// many connections are open at once (further ones wait in the kernel's
+// backlog). Every API is served with them.
+type HTTPLimits struct {
+	// ReadHeaderTimeout bounds reading a request's headers.
+	ReadHeaderTimeout time.Duration `env:"HTTP_READ_HEADER_TIMEOUT, default=10s"`
+	// ReadTimeout bounds reading a whole request, body included (a trickled
+	// body is cut off).
+	ReadTimeout time.Duration `env:"HTTP_READ_TIMEOUT, default=1m"`
+	// WriteTimeout bounds writing a response.
+	WriteTimeout time.Duration `env:"HTTP_WRITE_TIMEOUT, default=2m"`
+	// IdleTimeout closes a keep-alive connection idle this long.
+	IdleTimeout time.Duration `env:"HTTP_IDLE_TIMEOUT, default=2m"`
+	// MaxHeaderBytes bounds the request line and headers.
+	MaxHeaderBytes int `env:"HTTP_MAX_HEADER_BYTES, default=65536"`
+	// MaxConns bounds the connections served at once.
+	MaxConns int `env:"HTTP_MAX_CONNS, default=512"`
+}
+
+// DefaultHTTPLimits are HTTPLimits' defaults, for servers started without
+// a configuration (tests, tools).
+var DefaultHTTPLimits = HTTPLimits{
+	ReadHeaderTimeout: 10 * time.Second,
+	ReadTimeout:       time.Minute,
+	WriteTimeout:      2 * time.Minute,
+	IdleTimeout:       2 * time.Minute,
+	MaxHeaderBytes:    64 << 10,
+	MaxConns:          512,
+}
+
+func (l HTTPLimits) orDefaults() HTTPLimits {
+	d := DefaultHTTPLimits
+	if l.ReadHeaderTimeout > 0 {
+		d.ReadHeaderTimeout = l.ReadHeaderTimeout
+	}
+	if l.ReadTimeout > 0 {
+		d.ReadTimeout = l.ReadTimeout
+	}
+	if l.WriteTimeout > 0 {
+		d.WriteTimeout = l.WriteTimeout
+	}
+	if l.IdleTimeout > 0 {
+		d.IdleTimeout = l.IdleTimeout
+	}
+	if l.MaxHeaderBytes > 0 {
+		d.MaxHeaderBytes = l.MaxHeaderBytes
+	}
+	if l.MaxConns > 0 {
+		d.MaxConns = l.MaxConns
+	}
+	return d
+}
+
+// NewHTTPServer is the http.Server every Archivist API and admin server
+// runs: lim's timeouts and header bound, and handlers whose panics answer
+// 500 with an error id that is in the log (Recover).
+func NewHTTPServer(h http.Handler, lim HTTPLimits, log *slog.Logger) *http.Server {
+	lim = lim.orDefaults()
+	return &http.Server{
+		Handler:           Recover(h, log),
+		ReadHeaderTimeout: lim.ReadHeaderTimeout,
+		ReadTimeout:       lim.ReadTimeout,
+		WriteTimeout:      lim.WriteTimeout,
+		IdleTimeout:       lim.IdleTimeout,
+		MaxHeaderBytes:    lim.MaxHeaderBytes,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelDebug),
+	}
+}
+
+// Recover answers a request whose handler panics with 500 and a JSON body
+// {"error": "internal error", "error_id": ID}, and logs the panic, its
+// stack and the same id; the server goes on serving. A panic of
+// http.ErrAbortHandler is passed on (it aborts the response on purpose).
+func Recover(h http.Handler, log *slog.Logger) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		defer func() {
+			v := recover()
+			if v == nil {
+				return
+			}
+			if v == http.ErrAbortHandler {
+				panic(v)
+			}
+			id := ErrorID()
+			log.Error("http handler panicked", "panic", v, "error_id", id, "method", r.Method, "path", r.URL.Path, "stack", string(debug.Stack()))
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusInternalServerError)
+			_ = json.NewEncoder(w).Encode(map[string]string{"error": "internal error", "error_id": id})
+		}()
+		h.ServeHTTP(w, r)
+	})
+}
+
+// ErrorID is a fresh id for an internal error: given to the client and
+// logged, so that an operator finds the one in the other.
+func ErrorID() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
 
 // ServeHTTP serves h on addr until ctx ends, then shuts down within
 // timeout. ready is called with the address once it listens (port 0 picks
-// one).
-func ServeHTTP(ctx context.Context, addr string, h http.Handler, timeout time.Duration, ready func(addr string)) error {
+// one). The server keeps lim (see NewHTTPServer), with at most
+// lim.MaxConns connections open.
+func ServeHTTP(ctx context.Context, addr string, h http.Handler, lim HTTPLimits, log *slog.Logger, timeout time.Duration, ready func(addr string)) error {
+	lim = lim.orDefaults()
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", addr, err)
 	}
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	srv := NewHTTPServer(h, lim, log)
 	ready(ln.Addr().String())
 	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(ln) }()
+	go func() { errc <- srv.Serve(netutil.LimitListener(ln, lim.MaxConns)) }()
 	select {
 	case err := <-errc:
 		if !errors.Is(err, http.ErrServerClosed) {
@@ -65,7 +177,7 @@ func (e *Env) Serve(ctx context.Context, api, addr string, h http.Handler, loops
 	for _, l := range loops {
 		go func() { errs <- l(lctx) }()
 	}
-	err := ServeHTTP(ctx, addr, h, e.ShutdownTimeout, func(a string) {
+	err := e.ServeHTTP(ctx, addr, h, func(a string) {
 		e.Log.Info(api+" listening", "addr", a)
 		e.Ready()
 	})
@@ -79,4 +191,10 @@ func (e *Env) Serve(ctx context.Context, api, addr string, h http.Handler, loops
 		err = errors.Join(err, s(sctx))
 	}
 	return err
+}
+
+// ServeHTTP serves h on addr with the service's HTTP limits and shutdown
+// timeout (see the package function ServeHTTP).
+func (e *Env) ServeHTTP(ctx context.Context, addr string, h http.Handler, ready func(addr string)) error {
+	return ServeHTTP(ctx, addr, h, e.HTTP, e.Log, e.ShutdownTimeout, ready)
 }

@@ -123,6 +123,11 @@ func Serve(ctx context.Context, defs []Definition, common Common, deps Deps) (er
 		}
 		return errors.Join(errs...)
 	}
+	// Every service is pending before the first starts: /readyz must not
+	// pass while the later ones have not begun.
+	for _, d := range defs {
+		deps.Admin.Starting(d.Name)
+	}
 	failed := make(chan error, len(defs))
 	for _, d := range defs {
 		r, err := Start(ctx, d, common, deps)

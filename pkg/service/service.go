@@ -54,6 +54,8 @@ type Common struct {
 	Store store.Config
 	// Blob is which blob store to use.
 	Blob blob.Config
+	// HTTP bounds every API server of the service.
+	HTTP HTTPLimits
 }
 
 // Env is what a running service is given.
@@ -72,6 +74,8 @@ type Env struct {
 	Metrics prometheus.Registerer
 	// ShutdownTimeout bounds the service's own clean stop once Run's ctx ends.
 	ShutdownTimeout time.Duration
+	// HTTP bounds the service's API servers.
+	HTTP HTTPLimits
 
 	lookuper envconfig.Lookuper
 	admin    *Admin
@@ -125,7 +129,7 @@ type closer struct {
 func Start(ctx context.Context, def Definition, common Common, deps Deps) (_ *Running, err error) {
 	log := deps.Log.With("service", def.Name)
 	reg := prometheus.WrapRegistererWith(prometheus.Labels{"service": def.Name}, deps.Admin.Registry)
-	env := &Env{Name: def.Name, Log: log, Metrics: reg, ShutdownTimeout: common.ShutdownTimeout, lookuper: deps.Lookuper, admin: deps.Admin}
+	env := &Env{Name: def.Name, Log: log, Metrics: reg, ShutdownTimeout: common.ShutdownTimeout, HTTP: common.HTTP, lookuper: deps.Lookuper, admin: deps.Admin}
 	r := &Running{def: def, env: env, done: make(chan struct{})}
 	deps.Admin.Starting(def.Name)
 	defer func() {

@@ -135,7 +135,7 @@ func TestServeFailsWhenAnAPICannotListen(t *testing.T) {
 	}
 	defer busy.Close()
 	def := service.Definition{Name: "api", Run: func(ctx context.Context, env *service.Env) error {
-		return service.ServeHTTP(ctx, busy.Addr().String(), http.NotFoundHandler(), time.Second, func(string) { env.Ready() })
+		return env.ServeHTTP(ctx, busy.Addr().String(), http.NotFoundHandler(), func(string) { env.Ready() })
 	}}
 	a, err := service.NewAdmin("127.0.0.1:0", testenv.Logger(t))
 	if err != nil {

@@ -16,7 +16,6 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/vmihailenco/msgpack/v5"
 
 	"github.com/archivist/archivist/events"
 	"github.com/archivist/archivist/pkg/bus"
@@ -164,9 +163,7 @@ func decodeBody(w http.ResponseWriter, r *http.Request, v any) error {
 			return &badRequest{status: http.StatusBadRequest, msg: "body holds more than one JSON value"}
 		}
 	case "application/msgpack", "application/x-msgpack", "application/vnd.msgpack":
-		dec := msgpack.NewDecoder(bytes.NewReader(body))
-		dec.DisallowUnknownFields(true)
-		if err := dec.Decode(v); err != nil {
+		if err := events.UnmarshalMsgpack(body, v, events.DefaultLimits, true); err != nil {
 			return &badRequest{status: http.StatusBadRequest, msg: "invalid msgpack: " + err.Error()}
 		}
 	default:

@@ -69,7 +69,7 @@ func run(ctx context.Context, env *service.Env, cfg Config) error {
 	loopDone := make(chan struct{})
 	go func() { defer close(loopDone); p.Loop(lctx) }()
 
-	err = service.ServeHTTP(ctx, cfg.HTTPAddr, p.Handler(), env.ShutdownTimeout, func(addr string) {
+	err = env.ServeHTTP(ctx, cfg.HTTPAddr, p.Handler(), func(addr string) {
 		env.Log.Info("research status API listening", "addr", addr)
 		env.Ready()
 	})

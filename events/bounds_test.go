@@ -1,0 +1,140 @@
+package events_test
+
+import (
+	"bytes"
+	"errors"
+	"runtime"
+	"strings"
+	"testing"
+
+	"github.com/archivist/archivist/events"
+)
+
+// allocated reports the bytes fn allocates.
+func allocated(fn func()) uint64 {
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	fn()
+	runtime.ReadMemStats(&after)
+	return after.TotalAlloc - before.TotalAlloc
+}
+
+func nested(depth int) []byte {
+	return append(bytes.Repeat([]byte{0x91}, depth), 0xc0)
+}
+
+func TestHostileMsgpackIsRefusedBeforeAllocating(t *testing.T) {
+	cases := []struct {
+		name  string
+		in    []byte
+		bound string // the LimitError's bound, or "" for a format error
+	}{
+		// The issue's 14 bytes: {"same_as": array32 of 2^32-1}.
+		{"array32 length bomb", append(append([]byte{0x81, 0xa7}, "same_as"...), 0xdd, 0xff, 0xff, 0xff, 0xff), "msgpack array or map length"},
+		{"map32 length bomb", []byte{0xdf, 0xff, 0xff, 0xff, 0xff}, "msgpack array or map length"},
+		{"array16 longer than the bytes left", []byte{0xdc, 0x10, 0x00, 0xc0}, ""},
+		{"str32 longer than the bytes left", []byte{0x81, 0xa2, 'i', 'd', 0xdb, 0x7f, 0xff, 0xff, 0xff}, ""},
+		{"bin32 longer than the bytes left", []byte{0xc6, 0xff, 0xff, 0xff, 0xff, 0}, ""},
+		{"ext32 longer than the bytes left", []byte{0xc9, 0xff, 0xff, 0xff, 0xff, 1}, ""},
+		{"1 MB of nested arrays", nested(1 << 20)[:1<<20], "msgpack nesting depth"},
+		{"nesting past the depth", nested(events.DefaultLimits.MaxDepth + 1), "msgpack nesting depth"},
+		{"8 MB of nested arrays", nested(8 << 20), "msgpack message bytes"},
+		{"never-used byte", []byte{0xc1}, ""},
+		{"trailing bytes", []byte{0xc0, 0xc0}, ""},
+		{"empty", nil, ""},
+		{"truncated map", []byte{0x82, 0xa1, 'a'}, ""},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			var err error
+			n := allocated(func() { _, err = events.Unmarshal(c.in) })
+			if err == nil {
+				t.Fatal("accepted")
+			}
+			if n > 64<<10 {
+				t.Errorf("allocated %d bytes refusing %d bytes of input", n, len(c.in))
+			}
+			var le *events.LimitError
+			if c.bound != "" {
+				if !errors.As(err, &le) || le.Bound != c.bound {
+					t.Fatalf("error %v, want a LimitError on %q", err, c.bound)
+				}
+				if !strings.Contains(err.Error(), c.bound) {
+					t.Errorf("error %q does not name the bound", err)
+				}
+			} else if errors.As(err, &le) {
+				t.Fatalf("error %v is a limit, want a format error", err)
+			}
+		})
+	}
+}
+
+func TestCheckMsgpackAcceptsEveryExample(t *testing.T) {
+	for _, k := range events.Kinds() {
+		ev := k.New()
+		env, err := events.New("test", ev)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := env.Marshal()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := events.CheckMsgpack(b, events.DefaultLimits); err != nil {
+			t.Errorf("%s: %v", k.Type, err)
+		}
+		if _, err := events.Unmarshal(b); err != nil {
+			t.Errorf("%s: %v", k.Type, err)
+		}
+	}
+	// Every wire form: ints of each width, floats, ext (time), bin, map16.
+	good := [][]byte{
+		{0xcc, 1}, {0xcd, 0, 1}, {0xce, 0, 0, 0, 1}, {0xcf, 0, 0, 0, 0, 0, 0, 0, 1},
+		{0xd0, 1}, {0xd1, 0, 1}, {0xd2, 0, 0, 0, 1}, {0xd3, 0, 0, 0, 0, 0, 0, 0, 1},
+		{0xca, 0, 0, 0, 0}, {0xcb, 0, 0, 0, 0, 0, 0, 0, 0},
+		{0xd6, 0xff, 0, 0, 0, 1}, {0xd7, 0xff, 0, 0, 0, 0, 0, 0, 0, 1}, {0xc7, 12, 0xff, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1},
+		{0xc4, 2, 'a', 'b'}, {0xd9, 1, 'a'}, {0xde, 0, 1, 0xa1, 'a', 0x90}, {0xdc, 0, 2, 0x80, 0xe0},
+		{0x92, 0x91, 0x90, 0x81, 0xa0, 0xc3},
+	}
+	for _, b := range good {
+		if err := events.CheckMsgpack(b, events.DefaultLimits); err != nil {
+			t.Errorf("% x: %v", b, err)
+		}
+	}
+}
+
+func TestUnmarshalMsgpackStrict(t *testing.T) {
+	var v struct {
+		A int `msgpack:"a"`
+	}
+	if err := events.UnmarshalMsgpack([]byte{0x81, 0xa1, 'b', 1}, &v, events.DefaultLimits, true); err == nil {
+		t.Fatal("unknown field accepted in strict mode")
+	}
+	if err := events.UnmarshalMsgpack([]byte{0x81, 0xa1, 'a', 7}, &v, events.DefaultLimits, true); err != nil || v.A != 7 {
+		t.Fatalf("got %v, %d", err, v.A)
+	}
+}
+
+// FuzzEnvelope: no input makes the envelope or any payload decoder panic or
+// allocate past the bounds.
+func FuzzEnvelope(f *testing.F) {
+	for _, k := range events.Kinds() {
+		env, _ := events.New("seed", k.New())
+		b, _ := env.Marshal()
+		f.Add(b)
+	}
+	f.Add(append(append([]byte{0x81, 0xa7}, "same_as"...), 0xdd, 0xff, 0xff, 0xff, 0xff))
+	f.Add(nested(40))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		env, err := events.Unmarshal(b)
+		if err != nil {
+			return
+		}
+		for _, k := range events.Kinds() {
+			v := k.New()
+			_ = events.UnmarshalMsgpack(env.Payload, v, events.DefaultLimits, false)
+			_ = v.Validate()
+		}
+	})
+}
