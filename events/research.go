@@ -113,12 +113,20 @@ type ResearchCompleted struct {
 	Final bool `msgpack:"final" json:"final"`
 	// Researcher names the researcher.
 	Researcher string `msgpack:"researcher" json:"researcher"`
+	// Failure, when set, says why the clip could not be researched (its
+	// media is missing, undecodable or beyond a bound): the pair is parked
+	// with this reason instead of storing occurrences, and the item's other
+	// clips are researched as usual.
+	Failure string `msgpack:"failure,omitempty" json:"failure,omitempty"`
 	// Sent, on a final result, is how many results the researcher sent for
 	// the item, this one included: the cwa revokes the lease once they are
 	// all stored, so that a final result overtaking its siblings does not
 	// free clips whose results are on their way.
 	Sent int `msgpack:"sent,omitempty" json:"sent,omitempty"`
 }
+
+// MaxFailureBytes bounds a failure reason carried in an event.
+const MaxFailureBytes = 1024
 
 // EventType implements Event.
 func (ResearchCompleted) EventType() string { return TypeResearchCompleted }
@@ -135,6 +143,10 @@ func (r *ResearchCompleted) Validate() error {
 		return &FieldError{Field: "episode", Msg: "is required"}
 	case r.Clip == "":
 		return &FieldError{Field: "clip", Msg: "is required"}
+	case r.Failure != "" && len(r.Occurrences) > 0:
+		return &FieldError{Field: "failure", Msg: "a failed clip has no occurrences"}
+	case len(r.Failure) > MaxFailureBytes:
+		return &FieldError{Field: "failure", Msg: fmt.Sprintf("longer than %d bytes", MaxFailureBytes)}
 	}
 	for i, o := range r.Occurrences {
 		if o.OffsetMS < 0 || o.DurationMS < 0 {

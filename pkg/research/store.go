@@ -327,8 +327,9 @@ func (s *Store) Extend(ctx context.Context, leaseID string, by time.Duration) (b
 var ErrUnknownPair = errors.New("unknown episode or clip")
 
 // StoreResult stores a clip's result for an episode, idempotently: the first
-// result of a pair is kept and marks it researched; a redelivered or
-// duplicated one changes nothing. It reports whether this call stored it.
+// result of a pair is kept and marks it researched (or failed, parking the
+// pair with the result's failure reason); a redelivered or duplicated one
+// changes nothing. It reports whether this call stored it.
 func (s *Store) StoreResult(ctx context.Context, r *events.ResearchCompleted) (bool, error) {
 	occ := r.Occurrences
 	if occ == nil {
@@ -342,25 +343,29 @@ func (s *Store) StoreResult(ctx context.Context, r *events.ResearchCompleted) (b
 	if err != nil {
 		return false, fmt.Errorf("lease id %q: %w", r.LeaseID, err)
 	}
+	state := "researched"
+	if r.Failure != "" {
+		state = "failed"
+	}
 	var known, stored int
 	err = s.db.QueryRow(ctx, `WITH ids AS (
 	SELECT e.id AS eid, c.id AS cid, c.active AS cactive FROM research.episodes e, research.clips c WHERE e.key = $1 AND c.key = $2
 ), res AS (
-	INSERT INTO research.results (episode_id, clip_id, lease_id, researcher, occurrences)
-	SELECT eid, cid, $3, $4, $5 FROM ids ON CONFLICT DO NOTHING RETURNING 1
+	INSERT INTO research.results (episode_id, clip_id, lease_id, researcher, occurrences, failure)
+	SELECT eid, cid, $3, $4, $5, NULLIF($6, '') FROM ids ON CONFLICT DO NOTHING RETURNING 1
 ), pair AS (
 	-- xmax = 0: the row was inserted (the pair was open), not updated from
 	-- 'leased'; decided at write time, after any concurrent change of the row.
-	INSERT INTO research.pairs (episode_id, clip_id, state) SELECT eid, cid, 'researched' FROM ids
-	ON CONFLICT (episode_id, clip_id) DO UPDATE SET state = 'researched', lease_id = NULL
-	WHERE research.pairs.state <> 'researched'
+	INSERT INTO research.pairs (episode_id, clip_id, state) SELECT eid, cid, $7::text FROM ids
+	ON CONFLICT (episode_id, clip_id) DO UPDATE SET state = $7, lease_id = NULL
+	WHERE research.pairs.state = 'leased'
 	RETURNING (xmax = 0) AS inserted
 ), upd AS (
-	UPDATE research.episodes e SET researched_clips = e.researched_clips + 1,
+	UPDATE research.episodes e SET researched_clips = e.researched_clips + CASE WHEN $7 = 'researched' THEN 1 ELSE 0 END,
 		open_clips = greatest(e.open_clips - CASE WHEN (SELECT inserted FROM pair) THEN 1 ELSE 0 END, 0)
 	FROM ids WHERE e.id = ids.eid AND ids.cactive AND EXISTS (SELECT 1 FROM pair)
 )
-SELECT (SELECT count(*) FROM ids), (SELECT count(*) FROM res)`, r.Episode, r.Clip, leaseID, r.Researcher, occJSON).Scan(&known, &stored)
+SELECT (SELECT count(*) FROM ids), (SELECT count(*) FROM res)`, r.Episode, r.Clip, leaseID, r.Researcher, occJSON, r.Failure, state).Scan(&known, &stored)
 	if err != nil {
 		return false, fmt.Errorf("store result %s/%s: %w", r.Episode, r.Clip, err)
 	}

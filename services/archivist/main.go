@@ -6,6 +6,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -214,17 +215,19 @@ func locateCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if *episode == "" || *clips == "" || fs.NArg() != 0 {
 		return fmt.Errorf("usage: archivist locate --episode FILE --clips DIR [--json]")
 	}
+	// A clip that cannot be read fails alone: the others' results are
+	// printed, then the error names it.
 	rs, err := locatecmd.Locate(ctx, *episode, *clips)
-	if err != nil {
+	if rs == nil && err != nil {
 		return err
 	}
 	if *asJSON {
 		if rs == nil {
 			rs = []locatecmd.Result{}
 		}
-		return printJSON(stdout, rs)
+		return errors.Join(printJSON(stdout, rs), err)
 	}
-	return locatecmd.Print(stdout, rs)
+	return errors.Join(locatecmd.Print(stdout, rs), err)
 }
 
 func dlqCmd(ctx context.Context, args []string, stdout, stderr io.Writer, log *slog.Logger) error {

@@ -42,7 +42,7 @@ type testLocator struct {
 	before func(ctx context.Context, clip int) // runs before each clip
 }
 
-func (l *testLocator) Locate(ctx context.Context, ep researcher.Audio, clips []researcher.Audio, found func(int, []events.Occurrence) error) error {
+func (l *testLocator) Locate(ctx context.Context, ep researcher.Audio, clips []researcher.Audio, found func(int, []events.Occurrence, error) error) error {
 	epBytes, err := readAll(ctx, ep)
 	if err != nil {
 		return err
@@ -60,7 +60,7 @@ func (l *testLocator) Locate(ctx context.Context, ep researcher.Audio, clips []r
 		if err != nil {
 			return err
 		}
-		if err := found(i, expected(epBytes, b)); err != nil {
+		if err := found(i, expected(epBytes, b), nil); err != nil {
 			return err
 		}
 	}

@@ -5,6 +5,7 @@ package locatecmd
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -56,7 +57,11 @@ func Locate(ctx context.Context, episode, dir string) ([]Result, error) {
 		return nil, fmt.Errorf("no clips (%s) in %s", strings.Join(Extensions, " "), dir)
 	}
 	var out []Result
-	err = locate.NewLocator().Locate(ctx, fileAudio(episode), clips, func(i int, occ []events.Occurrence) error {
+	var failed []error
+	err = locate.NewLocator().Locate(ctx, fileAudio(episode), clips, func(i int, occ []events.Occurrence, failure error) error {
+		if failure != nil {
+			failed = append(failed, failure)
+		}
 		for _, o := range occ {
 			out = append(out, Result{Clip: names[i], Occurrence: o})
 		}
@@ -71,6 +76,9 @@ func Locate(ctx context.Context, episode, dir string) ([]Result, error) {
 		}
 		return int(a.OffsetMS - b.OffsetMS)
 	})
+	if len(failed) > 0 {
+		return out, fmt.Errorf("%d of %d clips could not be read: %w", len(failed), len(clips), errors.Join(failed...))
+	}
 	return out, nil
 }
 

@@ -104,6 +104,12 @@ func TestMatchesPywb(t *testing.T) {
 			t.Errorf("%s CDXJ differs:\n--- pywb\n%s--- ours\n%s", rel, wantJ, gotJ)
 			continue
 		}
+		if rel == "warcio/test/data/example-space-in-url.arc" {
+			// The one deliberate difference: pywb writes this ARC record's
+			// URL with raw spaces, which add fields to the CDX11 line; ours
+			// writes them as %20.
+			want = []byte(strings.ReplaceAll(string(want), "Examples From The Live Web", "Examples%20From%20The%20Live%20Web"))
+		}
 		if got == string(want) {
 			same++
 			continue

@@ -12,7 +12,7 @@ import (
 // *warc.FormatError after the entries before it were given: index
 // everything up to a fault, then fail the file with the reason.
 func Index(r io.Reader, filename string, fn func(Entry) error) (int, error) {
-	rd, err := warc.NewReader(r)
+	rd, err := warc.NewReaderOptions(r, warc.Options{Digest: PayloadStart})
 	if err != nil {
 		return 0, err
 	}

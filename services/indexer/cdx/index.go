@@ -27,9 +27,12 @@ type Entry struct {
 	Filename       string
 }
 
-// String is the CDX11 line (without newline): N b a m s k r M S V g.
+// String is the CDX11 line (without newline): N b a m s k r M S V g. A
+// space or control byte in the URL is written as %XX (pywb writes an ARC
+// record's spaces raw, which splits the URL into more fields for every
+// reader of the line).
 func (e Entry) String() string {
-	return fmt.Sprintf("%s %s %s %s %s %s - - %d %d %s", e.URLKey, e.Timestamp, e.URL, e.Mime, e.Status, e.Digest, e.Length, e.Offset, e.Filename)
+	return fmt.Sprintf("%s %s %s %s %s %s - - %d %d %s", e.URLKey, e.Timestamp, escapeURL(e.URL), e.Mime, e.Status, e.Digest, e.Length, e.Offset, e.Filename)
 }
 
 // FromRecord returns the entry of a record, and false for a record the
@@ -46,8 +49,9 @@ func FromRecord(rec *warc.Record, filename string) (Entry, bool) {
 	}
 	e := Entry{URL: rec.Header.Get("WARC-Target-URI"), Timestamp: timestamp14(rec.Header.Get("WARC-Date")),
 		Length: rec.Length, Offset: rec.Offset, Filename: filename, Status: "-"}
-	// pywb writes spaces in a WARC target URI as %20.
-	e.URL = strings.ReplaceAll(strings.Trim(e.URL, "<>"), " ", "%20")
+	// pywb writes spaces in a WARC target URI as %20; so are tabs and
+	// other control bytes, which would split a CDX line into more fields.
+	e.URL = escapeURL(strings.Trim(e.URL, "<>"))
 	e.URLKey = surt.Key(e.URL)
 	payload := rec.Block
 	var status, ctype string
@@ -73,20 +77,89 @@ func FromRecord(rec *warc.Record, filename string) (Entry, bool) {
 			e.Status = status
 		}
 	}
-	e.Digest = strings.TrimPrefix(rec.Header.Get("WARC-Payload-Digest"), "sha1:")
+	e.Digest = headerDigest(rec)
 	if e.Digest == "" {
 		e.Digest = "-"
 		if rec.Type() != "revisit" {
-			e.Digest = digest(payload)
+			e.Digest = digestOf(rec, payload)
 		}
 	}
 	return e, true
+}
+
+// PayloadStart is the warc.Options.Digest of CDX indexing: where in the
+// block the payload starts (after the HTTP headers of a response or an ARC
+// record), for the records whose digest the index computes (those without
+// a WARC-Payload-Digest, revisits apart).
+func PayloadStart(rec *warc.Record) (int, bool) {
+	switch {
+	case rec.Format == "arc":
+		return httpHeadEnd(rec.Block), rec.Type() != "warcinfo"
+	case rec.Type() == "revisit" || headerDigest(rec) != "":
+		return 0, false
+	case rec.Type() == "response":
+		return httpHeadEnd(rec.Block), true
+	}
+	return 0, true
+}
+
+// headerDigest is the record's WARC-Payload-Digest without its "sha1:"
+// prefix, or "" when absent or not a digest: a value with spaces or other
+// bytes no digest has would add fields to the CDX line (and so could name
+// another file's offset and length); the index computes its own instead.
+func headerDigest(rec *warc.Record) string {
+	d := strings.TrimPrefix(rec.Header.Get("WARC-Payload-Digest"), "sha1:")
+	if len(d) > 128 {
+		return ""
+	}
+	for i := 0; i < len(d); i++ {
+		c := d[i]
+		if !(c >= 'A' && c <= 'Z' || c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || strings.IndexByte("+/=:_.-", c) >= 0) {
+			return ""
+		}
+	}
+	return d
+}
+
+// escapeURL writes the bytes of a URL that would end or split a CDX field
+// (space, tab and every other control byte) as %XX.
+func escapeURL(u string) string {
+	clean := true
+	for i := 0; i < len(u); i++ {
+		if u[i] <= ' ' || u[i] == 0x7f {
+			clean = false
+			break
+		}
+	}
+	if clean {
+		return u
+	}
+	var b strings.Builder
+	for i := 0; i < len(u); i++ {
+		if c := u[i]; c <= ' ' || c == 0x7f {
+			fmt.Fprintf(&b, "%%%02X", c)
+		} else {
+			b.WriteByte(c)
+		}
+	}
+	return b.String()
+}
+
+// digestOf is the payload's digest: the one the reader streamed when the
+// block was longer than it keeps, else that of payload.
+func digestOf(rec *warc.Record, payload []byte) string {
+	if rec.PayloadSHA1 != nil {
+		return base32.StdEncoding.EncodeToString(rec.PayloadSHA1)
+	}
+	return digest(payload)
 }
 
 func fromARC(rec *warc.Record, filename string) (Entry, bool) {
 	if rec.Type() == "warcinfo" {
 		return Entry{}, false
 	}
+	// Kept as pywb reads it (spaces included) for CDXJ, where it is a JSON
+	// string; String escapes it for the space-separated CDX11 line.
 	url := strings.NewReplacer("\r", "%0D", "\n", "%0A", "\x0c", "%0C", "\x00", "%00").Replace(rec.Header.Get("WARC-Target-URI"))
 	ts := rec.Header.Get("WARC-Date")
 	if len(ts) > 14 {
@@ -101,7 +174,7 @@ func fromARC(rec *warc.Record, filename string) (Entry, bool) {
 	if isStatus(status) {
 		e.Status = status
 	}
-	e.Digest = digest(payload)
+	e.Digest = digestOf(rec, payload)
 	return e, true
 }
 
@@ -141,15 +214,7 @@ func mimeOf(ct, def string) string {
 // payload (what follows the headers, not de-chunked: pywb digests the raw
 // payload).
 func parseHTTP(b []byte) (status, ctype string, payload []byte) {
-	end := bytes.Index(b, []byte("\r\n\r\n"))
-	headEnd := end + 4
-	if end < 0 {
-		if end = bytes.Index(b, []byte("\n\n")); end < 0 {
-			end, headEnd = len(b), len(b)
-		} else {
-			headEnd = end + 2
-		}
-	}
+	end, headEnd := httpHead(b)
 	sc := bufio.NewScanner(bytes.NewReader(b[:end]))
 	first := true
 	for sc.Scan() {
@@ -167,6 +232,26 @@ func parseHTTP(b []byte) (status, ctype string, payload []byte) {
 		}
 	}
 	return status, ctype, b[headEnd:]
+}
+
+// httpHead finds the end of an HTTP head in b: where its last header line
+// ends, and where the payload starts (both len(b) without a blank line).
+func httpHead(b []byte) (end, headEnd int) {
+	end = bytes.Index(b, []byte("\r\n\r\n"))
+	headEnd = end + 4
+	if end < 0 {
+		if end = bytes.Index(b, []byte("\n\n")); end < 0 {
+			end, headEnd = len(b), len(b)
+		} else {
+			headEnd = end + 2
+		}
+	}
+	return end, headEnd
+}
+
+func httpHeadEnd(b []byte) int {
+	_, h := httpHead(b)
+	return h
 }
 
 // digest is the payload's sha1 in base32, as CDX writes it.

@@ -9,8 +9,10 @@ import (
 	"bufio"
 	"bytes"
 	"compress/gzip"
+	"crypto/sha1"
 	"errors"
 	"fmt"
+	"hash"
 	"io"
 	"strconv"
 	"strings"
@@ -34,9 +36,17 @@ type Record struct {
 	// header line gives, under the WARC names (WARC-Target-URI, WARC-Date
 	// as 14 digits, WARC-IP-Address, Content-Type, Content-Length).
 	Header Header
-	// Block is the record block (Content-Length bytes). It is valid until
+	// Block is the start of the record block: all of it up to
+	// Limits.MaxHead bytes, the rest having been streamed through the
+	// payload digest (Options.Digest) without being kept. It is valid until
 	// the next call of Next.
 	Block []byte
+	// BlockLength is how many bytes of block were read (the declared
+	// Content-Length unless Truncated).
+	BlockLength int64
+	// PayloadSHA1 is the SHA-1 of the block from the offset Options.Digest
+	// named to its end, when Options.Digest asked for it.
+	PayloadSHA1 []byte
 	// Truncated is set when the block is shorter than its declared length
 	// (the file ends or the gzip member ends early); Next reports the fault
 	// after this record.
@@ -75,8 +85,43 @@ type FormatError struct {
 
 func (e *FormatError) Error() string { return fmt.Sprintf("at offset %d: %s", e.Offset, e.Reason) }
 
-// MaxBlock is the largest record block read into memory.
-const MaxBlock = 1 << 30
+// Limits bound what the reader takes from a file: every one is checked
+// before the bytes it concerns are kept, and breaking one is a
+// *FormatError naming it (the records before it were read).
+type Limits struct {
+	// MaxLine is the longest header line (a WARC named field, an ARC
+	// header line), continuations apart.
+	MaxLine int
+	// MaxHeader is the most bytes of one record's header, continuation
+	// lines included.
+	MaxHeader int
+	// MaxHead is how much of a block is kept in Record.Block; the rest is
+	// streamed (through the payload digest when asked for) and dropped.
+	MaxHead int
+	// MaxBlock is the largest declared block (Content-Length); it is
+	// streamed, never held whole.
+	MaxBlock int64
+	// MaxTail is the most bytes a gzip member may hold after its record's
+	// block (blank space, normally a few bytes) before the reader stops.
+	MaxTail int64
+}
+
+// DefaultLimits are the reader's bounds unless Options say otherwise.
+var DefaultLimits = Limits{MaxLine: 64 << 10, MaxHeader: 1 << 20, MaxHead: 1 << 20, MaxBlock: 1 << 40, MaxTail: 1 << 20}
+
+// MaxBlock is the default bound on a declared block length.
+const MaxBlock = 1 << 40
+
+// Options configure a Reader.
+type Options struct {
+	// Limits bound the reading (zero fields take DefaultLimits').
+	Limits Limits
+	// Digest, if set, is asked for each record where its payload starts in
+	// the block (given the block's first MaxHead bytes in rec.Block), and
+	// ok=false for none: the reader then streams the block from there
+	// through SHA-1 into rec.PayloadSHA1.
+	Digest func(rec *Record) (start int, ok bool)
+}
 
 // Reader reads records.
 type Reader struct {
@@ -87,6 +132,10 @@ type Reader struct {
 	format  string       // of the records read so far
 	fault   *FormatError // found after the record just returned
 	done    bool
+	lim     Limits
+	digest  func(rec *Record) (int, bool)
+	head    []byte // reused for Record.Block
+	chunk   []byte // reused for streaming
 }
 
 // counter counts the bytes taken from the file; it is an io.ByteReader so
@@ -110,14 +159,35 @@ func (c *counter) ReadByte() (byte, error) {
 	return b, err
 }
 
-// NewReader reads records from r, detecting gzip by its magic number.
-func NewReader(r io.Reader) (*Reader, error) {
+// NewReader reads records from r, detecting gzip by its magic number,
+// within DefaultLimits.
+func NewReader(r io.Reader) (*Reader, error) { return NewReaderOptions(r, Options{}) }
+
+// NewReaderOptions is NewReader with options.
+func NewReaderOptions(r io.Reader, o Options) (*Reader, error) {
 	br := bufio.NewReaderSize(r, 64<<10)
 	magic, err := br.Peek(2)
 	if err != nil && !errors.Is(err, io.EOF) {
 		return nil, fmt.Errorf("read archive: %w", err)
 	}
-	rd := &Reader{src: &counter{r: br}}
+	lim := o.Limits
+	d := DefaultLimits
+	if lim.MaxLine <= 0 {
+		lim.MaxLine = d.MaxLine
+	}
+	if lim.MaxHeader <= 0 {
+		lim.MaxHeader = d.MaxHeader
+	}
+	if lim.MaxHead <= 0 {
+		lim.MaxHead = d.MaxHead
+	}
+	if lim.MaxBlock <= 0 {
+		lim.MaxBlock = d.MaxBlock
+	}
+	if lim.MaxTail <= 0 {
+		lim.MaxTail = d.MaxTail
+	}
+	rd := &Reader{src: &counter{r: br}, lim: lim, digest: o.Digest, chunk: make([]byte, 32<<10)}
 	rd.gzipped = len(magic) == 2 && magic[0] == 0x1f && magic[1] == 0x8b
 	if !rd.gzipped {
 		rd.member = bufio.NewReaderSize(rd.src, 64<<10)
@@ -189,15 +259,33 @@ func (r *Reader) next() (*Record, error) {
 	if rec.Truncated {
 		r.fault = &FormatError{Offset: start, Reason: "truncated record: block shorter than its length"}
 	}
-	// Read to the end of the member so that the count stands at its end.
-	// Anything but blank space there is another record in the same member:
-	// it has no offset of its own that a reader could seek to, so it is a
-	// fault, reported after this record.
-	rest, err := io.ReadAll(r.member)
-	if err != nil {
-		return nil, &FormatError{Offset: start, Reason: "corrupt gzip member: " + err.Error()}
+	// Read to the end of the member so that the count stands at its end,
+	// in chunks, at most MaxTail bytes. Anything but blank space there is
+	// another record in the same member: it has no offset of its own that
+	// a reader could seek to, so it is a fault, reported after this record.
+	var tail int64
+	junk := false
+	for {
+		n, err := r.member.Read(r.chunk)
+		tail += int64(n)
+		if !junk && len(bytes.TrimSpace(r.chunk[:n])) > 0 {
+			junk = true
+		}
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return nil, &FormatError{Offset: start, Reason: "corrupt gzip member: " + err.Error()}
+		}
+		if tail > r.lim.MaxTail {
+			what := "blank space"
+			if junk {
+				what = "more records"
+			}
+			return nil, &FormatError{Offset: start, Reason: fmt.Sprintf("gzip member holds more than %d bytes (MaxTail) of %s after its record", r.lim.MaxTail, what)}
+		}
 	}
-	if len(bytes.TrimSpace(rest)) > 0 && r.fault == nil {
+	if junk && r.fault == nil {
 		r.fault = &FormatError{Offset: start, Reason: "several records in one gzip member: the later ones cannot be addressed"}
 	}
 	rec.Offset = start
@@ -215,8 +303,8 @@ func (r *Reader) parse(br *bufio.Reader, pos func() int64) (*Record, error) {
 	skipped := 0
 	for {
 		start = pos()
-		l, err := br.ReadString('\n')
-		if errors.Is(err, io.EOF) && l == "" {
+		l, n, long, err := readLine(br, r.lim.MaxLine)
+		if errors.Is(err, io.EOF) && n == 0 {
 			return nil, io.EOF
 		}
 		if err != nil && !errors.Is(err, io.EOF) {
@@ -224,14 +312,16 @@ func (r *Reader) parse(br *bufio.Reader, pos func() int64) (*Record, error) {
 		}
 		t := strings.TrimRight(l, "\r\n")
 		switch {
-		case strings.TrimSpace(t) == "":
-		case strings.HasPrefix(t, "WARC/"):
+		case !long && strings.TrimSpace(t) == "":
+		case !long && strings.HasPrefix(t, "WARC/"):
 			line = t
 		case r.format == "warc" && skipped < maxResync:
-			skipped += len(l)
-		case r.format == "arc" && !looksLikeARCHeader(t) && skipped < maxResync:
+			skipped += n
+		case r.format == "arc" && (long || !looksLikeARCHeader(t)) && skipped < maxResync:
 			// Lines of a filedesc block whose length was wrong.
-			skipped += len(l)
+			skipped += n
+		case long:
+			return nil, &FormatError{Offset: start, Reason: fmt.Sprintf("record header line longer than %d bytes (MaxLine)", r.lim.MaxLine)}
 		default:
 			line = t
 		}
@@ -246,9 +336,9 @@ func (r *Reader) parse(br *bufio.Reader, pos func() int64) (*Record, error) {
 	var err error
 	switch {
 	case strings.HasPrefix(line, "WARC/"):
-		rec, err = parseWARC(br, line, start)
+		rec, err = r.parseWARC(br, line, start)
 	case looksLikeARCHeader(line):
-		rec, err = parseARC(br, line, start)
+		rec, err = r.parseARC(br, line, start)
 	default:
 		return nil, &FormatError{Offset: start, Reason: fmt.Sprintf("not a WARC or ARC record header: %q", truncate(line, 80))}
 	}
@@ -283,46 +373,98 @@ func looksLikeARCHeader(line string) bool {
 // maxResync bounds the junk skipped looking for the next WARC record.
 const maxResync = 1 << 20
 
-func parseWARC(br *bufio.Reader, version string, start int64) (*Record, error) {
+func (r *Reader) parseWARC(br *bufio.Reader, version string, start int64) (*Record, error) {
 	rec := &Record{Format: "warc", Version: version}
+	size := len(version)
+	var cont []string // continuation lines of the last field
+	flush := func() {
+		if len(cont) > 0 {
+			f := &rec.Header[len(rec.Header)-1]
+			f.Value = f.Value + " " + strings.Join(cont, " ")
+			cont = cont[:0]
+		}
+	}
 	for {
-		l, err := br.ReadString('\n')
+		l, n, long, err := readLine(br, r.lim.MaxLine)
+		if long {
+			return nil, &FormatError{Offset: start, Reason: fmt.Sprintf("WARC header line longer than %d bytes (MaxLine)", r.lim.MaxLine)}
+		}
 		if err != nil {
 			return nil, &FormatError{Offset: start, Reason: "truncated WARC header"}
+		}
+		if size += n; size > r.lim.MaxHeader {
+			return nil, &FormatError{Offset: start, Reason: fmt.Sprintf("WARC header longer than %d bytes (MaxHeader)", r.lim.MaxHeader)}
 		}
 		l = strings.TrimRight(l, "\r\n")
 		if l == "" {
 			break
 		}
 		if (l[0] == ' ' || l[0] == '\t') && len(rec.Header) > 0 { // continuation line
-			rec.Header[len(rec.Header)-1].Value += " " + strings.TrimSpace(l)
+			cont = append(cont, strings.TrimSpace(l))
 			continue
 		}
+		flush()
 		name, value, ok := strings.Cut(l, ":")
 		if !ok {
-			return nil, &FormatError{Offset: start, Reason: fmt.Sprintf("WARC header line without a colon: %q", l)}
+			return nil, &FormatError{Offset: start, Reason: fmt.Sprintf("WARC header line without a colon: %q", truncate(l, 80))}
 		}
 		rec.Header = append(rec.Header, Field{strings.TrimSpace(name), strings.TrimSpace(value)})
 	}
+	flush()
 	n, err := strconv.ParseInt(rec.Header.Get("Content-Length"), 10, 64)
-	if err != nil || n < 0 || n > MaxBlock {
-		return nil, &FormatError{Offset: start, Reason: fmt.Sprintf("bad Content-Length %q", rec.Header.Get("Content-Length"))}
+	if err != nil || n < 0 {
+		return nil, &FormatError{Offset: start, Reason: fmt.Sprintf("bad Content-Length %q", truncate(rec.Header.Get("Content-Length"), 40))}
 	}
-	return rec, readBlock(br, rec, n)
+	if n > r.lim.MaxBlock {
+		return nil, &FormatError{Offset: start, Reason: fmt.Sprintf("Content-Length %d is beyond %d (MaxBlock)", n, r.lim.MaxBlock)}
+	}
+	return rec, r.readBlock(br, rec, n)
 }
 
-// readBlock reads n bytes of block; a short block is kept and flagged.
-func readBlock(br *bufio.Reader, rec *Record, n int64) error {
-	rec.Block = make([]byte, n)
+// readBlock reads a block of n bytes: the first MaxHead into rec.Block,
+// the rest streamed through the payload digest if one is asked for. A short
+// block is kept and flagged.
+func (r *Reader) readBlock(br *bufio.Reader, rec *Record, n int64) error {
+	h := int(min(n, int64(r.lim.MaxHead)))
+	if cap(r.head) < h {
+		r.head = make([]byte, h)
+	}
+	rec.Block = r.head[:h]
 	got, err := io.ReadFull(br, rec.Block)
+	rec.Block, rec.BlockLength = rec.Block[:got], int64(got)
 	if errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) {
-		rec.Block, rec.Truncated = rec.Block[:got], true
-		return nil
+		rec.Truncated = got < h
+		err = nil
 	}
-	return err
+	if err != nil {
+		return err
+	}
+	var sum hash.Hash
+	if r.digest != nil {
+		if start, ok := r.digest(rec); ok {
+			sum = sha1.New()
+			sum.Write(rec.Block[min(max(start, 0), len(rec.Block)):])
+		}
+	}
+	if !rec.Truncated && n > int64(h) {
+		var w io.Writer = io.Discard
+		if sum != nil {
+			w = sum
+		}
+		m, err := io.CopyBuffer(w, io.LimitReader(br, n-int64(h)), r.chunk)
+		rec.BlockLength += m
+		if err != nil {
+			return err
+		}
+		rec.Truncated = m < n-int64(h)
+	}
+	if sum != nil {
+		rec.PayloadSHA1 = sum.Sum(nil)
+	}
+	return nil
 }
 
-func parseARC(br *bufio.Reader, line string, start int64) (*Record, error) {
+func (r *Reader) parseARC(br *bufio.Reader, line string, start int64) (*Record, error) {
 	f := strings.Fields(line)
 	if len(f) < 5 {
 		return nil, &FormatError{Offset: start, Reason: fmt.Sprintf("not a WARC or ARC record header: %q", truncate(line, 80))}
@@ -334,8 +476,8 @@ func parseARC(br *bufio.Reader, line string, start int64) (*Record, error) {
 	if err != nil || n < 0 {
 		n = 0
 	}
-	if n > MaxBlock {
-		return nil, &FormatError{Offset: start, Reason: fmt.Sprintf("ARC length %d is beyond %d", n, MaxBlock)}
+	if n > r.lim.MaxBlock {
+		return nil, &FormatError{Offset: start, Reason: fmt.Sprintf("ARC length %d is beyond %d (MaxBlock)", n, r.lim.MaxBlock)}
 	}
 	url := strings.Join(f[:len(f)-4], " ")
 	rec := &Record{Format: "arc", Version: "ARC/1", Header: Header{
@@ -349,7 +491,26 @@ func parseARC(br *bufio.Reader, line string, start int64) (*Record, error) {
 	if strings.HasPrefix(url, "filedesc://") {
 		rec.Header[0].Value = "warcinfo"
 	}
-	return rec, readBlock(br, rec, n)
+	return rec, r.readBlock(br, rec, n)
+}
+
+// readLine reads a line (with its newline) of at most max bytes; a longer
+// one is read to its end and dropped, reported as long with its length n.
+func readLine(br *bufio.Reader, max int) (line string, n int, long bool, err error) {
+	var buf []byte
+	for {
+		frag, err := br.ReadSlice('\n')
+		n += len(frag)
+		if !long && len(buf)+len(frag) <= max {
+			buf = append(buf, frag...)
+		} else {
+			long, buf = true, nil
+		}
+		if errors.Is(err, bufio.ErrBufferFull) {
+			continue
+		}
+		return string(buf), n, long, err
+	}
 }
 
 func truncate(s string, n int) string {

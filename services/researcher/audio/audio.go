@@ -53,27 +53,66 @@ func Sniff(head []byte) (Format, error) {
 }
 
 // Open decodes r, telling its format from its first bytes, and downmixes it
-// to mono.
-func Open(r io.Reader) (Stream, error) {
-	br := bufio.NewReaderSize(r, 64<<10)
+// to mono, within DefaultLimits.
+func Open(r io.Reader) (Stream, error) { return OpenLimited(r, DefaultLimits) }
+
+// OpenLimited is Open within lim: a header breaking lim fails here with a
+// *LimitError before anything is decoded, and a stream longer than
+// lim.MaxDuration fails when it gets there. A decoder's panic on a corrupt
+// file is returned as an error.
+func OpenLimited(r io.Reader, lim Limits) (s Stream, err error) {
+	src := &source{r: r}
+	br := bufio.NewReaderSize(src, 64<<10)
 	head, _ := br.Peek(12)
 	f, err := Sniff(head)
 	if err != nil {
 		return nil, err
 	}
-	var s Stream
+	defer func() {
+		if p := recover(); p != nil {
+			s, err = nil, fmt.Errorf("audio: %s: %w: decoder failed: %v", f, ErrCorrupt, p)
+		}
+	}()
+	var channels int
 	switch f {
 	case WAV:
-		s, err = openWAV(br)
+		var w *wavStream
+		w, err = openWAV(br)
+		s = w
+		if err == nil {
+			channels = w.channels
+		}
 	case FLAC:
-		s, err = openFLAC(br)
+		var fs *flacStream
+		fs, err = openFLAC(br)
+		s = fs
+		if err == nil {
+			channels = int(fs.s.Info.NChannels)
+		}
 	case MP3:
 		s, err = openMP3(br)
+		channels = 2
 	case Vorbis:
-		s, err = openVorbis(br)
+		var v *vorbisStream
+		v, err = openVorbis(br)
+		s = v
+		if err == nil {
+			channels = v.r.Channels()
+		}
+	}
+	if err == nil {
+		err = lim.check(channels, s.SampleRate())
 	}
 	if err != nil {
-		return nil, fmt.Errorf("audio: %s: %w", f, err)
+		if err == io.EOF {
+			err = io.ErrUnexpectedEOF // the file ended inside its header
+		}
+		return nil, fmt.Errorf("audio: %s: %w", f, src.classify(err))
+	}
+	s = guarded{Stream: s, src: src}
+	if lim.MaxDuration > 0 {
+		max := int64(lim.MaxDuration.Seconds() * float64(s.SampleRate()))
+		s = &limited{Stream: s, left: max, max: max, d: lim.MaxDuration}
 	}
 	return s, nil
 }
@@ -95,8 +134,11 @@ func ReadAll(s Stream) ([]float32, error) {
 }
 
 // Decode opens r and resamples it to rate: Open followed by Resample.
-func Decode(r io.Reader, rate int) (Stream, error) {
-	s, err := Open(r)
+func Decode(r io.Reader, rate int) (Stream, error) { return DecodeLimited(r, rate, DefaultLimits) }
+
+// DecodeLimited is OpenLimited followed by Resample.
+func DecodeLimited(r io.Reader, rate int, lim Limits) (Stream, error) {
+	s, err := OpenLimited(r, lim)
 	if err != nil {
 		return nil, err
 	}

@@ -1,6 +1,7 @@
 package audio
 
 import (
+	"fmt"
 	"io"
 
 	"github.com/mewkiz/flac"
@@ -12,10 +13,13 @@ type flacStream struct {
 	scale   float32
 }
 
-func openFLAC(r io.Reader) (Stream, error) {
+func openFLAC(r io.Reader) (*flacStream, error) {
 	s, err := flac.New(r)
 	if err != nil {
 		return nil, err
+	}
+	if b := s.Info.BitsPerSample; b < 4 || b > 32 {
+		return nil, fmt.Errorf("%d bits per sample (4 to 32)", b)
 	}
 	return &flacStream{s: s, scale: 1 / float32(int64(1)<<(s.Info.BitsPerSample-1))}, nil
 }

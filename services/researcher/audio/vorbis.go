@@ -11,7 +11,7 @@ type vorbisStream struct {
 	raw []float32
 }
 
-func openVorbis(r io.Reader) (Stream, error) {
+func openVorbis(r io.Reader) (*vorbisStream, error) {
 	vr, err := oggvorbis.NewReader(r)
 	if err != nil {
 		return nil, err

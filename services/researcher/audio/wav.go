@@ -19,7 +19,7 @@ type wavStream struct {
 	raw      []byte
 }
 
-func openWAV(r io.Reader) (Stream, error) {
+func openWAV(r io.Reader) (*wavStream, error) {
 	var riff [12]byte
 	if _, err := io.ReadFull(r, riff[:]); err != nil {
 		return nil, err
@@ -36,6 +36,9 @@ func openWAV(r io.Reader) (Stream, error) {
 		case "fmt ":
 			if size < 16 {
 				return nil, errors.New("fmt chunk too short")
+			}
+			if size > maxFmtChunk {
+				return nil, fmt.Errorf("fmt chunk of %d bytes is beyond the limit of %d", size, maxFmtChunk)
 			}
 			b := make([]byte, size+size%2)
 			if _, err := io.ReadFull(r, b); err != nil {
@@ -55,8 +58,8 @@ func openWAV(r io.Reader) (Stream, error) {
 			default:
 				return nil, fmt.Errorf("unsupported format %d with %d bits", format, w.bits)
 			}
-			if w.channels < 1 || w.rate < 1 {
-				return nil, fmt.Errorf("%d channels at %d Hz", w.channels, w.rate)
+			if err := DefaultLimits.check(w.channels, w.rate); err != nil {
+				return nil, err
 			}
 			haveFmt = true
 		case "data":

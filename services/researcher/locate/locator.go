@@ -2,10 +2,10 @@ package locate
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"math"
+	"time"
 
 	"github.com/archivist/archivist/events"
 	"github.com/archivist/archivist/services/researcher/audio"
@@ -17,25 +17,53 @@ import (
 type Locator struct {
 	// Params are the analysis settings (DefaultParams).
 	Params Params
+	// MaxClip and MaxEpisode bound how much audio of a clip (decoded whole)
+	// and of an episode (streamed) is decoded; longer audio fails with an
+	// *audio.LimitError naming the duration bound.
+	MaxClip, MaxEpisode time.Duration
 }
 
+// The default duration bounds: clips are seconds long, episodes hours.
+const (
+	DefaultMaxClip    = 5 * time.Minute
+	DefaultMaxEpisode = 12 * time.Hour
+)
+
 // NewLocator returns a Locator with the default settings.
-func NewLocator() *Locator { return &Locator{Params: DefaultParams} }
+func NewLocator() *Locator {
+	return &Locator{Params: DefaultParams, MaxClip: DefaultMaxClip, MaxEpisode: DefaultMaxEpisode}
+}
 
 var _ researcher.ClipLocator = (*Locator)(nil)
 
 // Locate implements researcher.ClipLocator. Clips are decoded whole (they
 // are seconds long); the episode streams in blocks, so memory does not grow
-// with its length. Every clip's result is reported once the episode has
-// been read to its end (an occurrence can be anywhere until then).
-func (l *Locator) Locate(ctx context.Context, episode researcher.Audio, clips []researcher.Audio, found func(clip int, occ []events.Occurrence) error) error {
-	cs := make([]Clip, len(clips))
+// with its length. A clip whose audio fails (missing, undecodable, beyond a
+// bound) is reported at once with its failure and left out; every other
+// clip's result is reported once the episode has been read to its end (an
+// occurrence can be anywhere until then).
+func (l *Locator) Locate(ctx context.Context, episode researcher.Audio, clips []researcher.Audio, found func(clip int, occ []events.Occurrence, failure error) error) error {
+	var cs []Clip
+	var ok []int // clip indexes of cs
 	for i, c := range clips {
 		samples, err := l.readClip(ctx, c)
-		if err != nil {
-			return fmt.Errorf("clip %s: %w", c.Ref.Key, err)
+		if ctx.Err() != nil {
+			return ctx.Err()
 		}
-		cs[i] = Clip{Name: c.Ref.Key, Samples: samples}
+		if err != nil && !researcher.IsClipFault(err) {
+			return fmt.Errorf("clip %s: %w", c.Ref.Key, err) // the whole item is retried
+		}
+		if err != nil {
+			if ferr := found(i, nil, fmt.Errorf("clip %s: %w", c.Ref.Key, err)); ferr != nil {
+				return ferr
+			}
+			continue
+		}
+		cs = append(cs, Clip{Name: c.Ref.Key, Samples: samples})
+		ok = append(ok, i)
+	}
+	if len(cs) == 0 {
+		return nil
 	}
 	x, err := NewIndex(l.Params, cs)
 	if err != nil {
@@ -45,7 +73,7 @@ func (l *Locator) Locate(ctx context.Context, episode researcher.Audio, clips []
 	if err != nil {
 		return fmt.Errorf("episode %s: %w", episode.Ref.Key, err)
 	}
-	byClip := make([][]events.Occurrence, len(clips))
+	byClip := make([][]events.Occurrence, len(cs))
 	for _, o := range occ {
 		byClip[o.Clip] = append(byClip[o.Clip], events.Occurrence{
 			OffsetMS:   int64(math.Round(o.Offset * 1000)),
@@ -53,21 +81,24 @@ func (l *Locator) Locate(ctx context.Context, episode researcher.Audio, clips []
 			Confidence: o.Confidence,
 		})
 	}
-	for i := range clips {
-		if err := found(i, byClip[i]); err != nil {
+	for j, i := range ok {
+		if err := found(i, byClip[j], nil); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-// open decodes a's audio at the analysis rate; close the returned closer.
-func (l *Locator) open(ctx context.Context, a researcher.Audio) (audio.Stream, io.Closer, error) {
+// open decodes a's audio at the analysis rate, at most max of it; close the
+// returned closer.
+func (l *Locator) open(ctx context.Context, a researcher.Audio, max time.Duration) (audio.Stream, io.Closer, error) {
 	rc, err := a.Open(ctx)
 	if err != nil {
 		return nil, nil, err
 	}
-	s, err := audio.Decode(rc, l.Params.Rate)
+	lim := audio.DefaultLimits
+	lim.MaxDuration = max
+	s, err := audio.DecodeLimited(rc, l.Params.Rate, lim)
 	if err != nil {
 		rc.Close()
 		return nil, nil, err
@@ -76,7 +107,7 @@ func (l *Locator) open(ctx context.Context, a researcher.Audio) (audio.Stream, i
 }
 
 func (l *Locator) readClip(ctx context.Context, a researcher.Audio) ([]float32, error) {
-	s, c, err := l.open(ctx, a)
+	s, c, err := l.open(ctx, a, l.MaxClip)
 	if err != nil {
 		return nil, err
 	}
@@ -86,13 +117,13 @@ func (l *Locator) readClip(ctx context.Context, a researcher.Audio) ([]float32, 
 		return nil, err
 	}
 	if len(x) == 0 {
-		return nil, errors.New("no audio in the clip")
+		return nil, fmt.Errorf("%w: no audio in the clip", audio.ErrCorrupt)
 	}
 	return x, nil
 }
 
 func (l *Locator) stream(ctx context.Context, a researcher.Audio, x *Index) ([]Occurrence, error) {
-	s, c, err := l.open(ctx, a)
+	s, c, err := l.open(ctx, a, l.MaxEpisode)
 	if err != nil {
 		return nil, err
 	}

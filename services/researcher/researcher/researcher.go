@@ -17,6 +17,7 @@ import (
 	"log/slog"
 	"os"
 	"regexp"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -26,6 +27,7 @@ import (
 	"github.com/archivist/archivist/pkg/bus"
 	"github.com/archivist/archivist/pkg/research"
 	"github.com/archivist/archivist/pkg/service"
+	"github.com/archivist/archivist/services/researcher/audio"
 )
 
 // Audio is a piece of audio to analyse: its reference and a way to read it.
@@ -38,9 +40,13 @@ type Audio struct {
 
 // ClipLocator finds every occurrence of each clip in an episode. It calls
 // found once for each clip (by its index in clips) as soon as that clip is
-// done, in any order, and stops early when ctx ends or found fails.
+// done, in any order, and stops early when ctx ends or found fails. A clip
+// that cannot be researched (its audio missing, undecodable or beyond a
+// bound) is reported with a non-nil failure and no occurrences, and the
+// other clips are researched as usual; an episode that cannot be researched
+// is Locate's error.
 type ClipLocator interface {
-	Locate(ctx context.Context, episode Audio, clips []Audio, found func(clip int, occ []events.Occurrence) error) error
+	Locate(ctx context.Context, episode Audio, clips []Audio, found func(clip int, occ []events.Occurrence, failure error) error) error
 }
 
 // Config is the researcher's configuration.
@@ -185,13 +191,18 @@ func (r *Researcher) Item(ctx context.Context, m *bus.Message[events.WorkItem]) 
 	}
 	out := &sender{r: r, item: item}
 	done := 0
-	err := r.loc.Locate(wctx, r.audio(item.Episode), clips, func(i int, occ []events.Occurrence) error {
+	err := r.loc.Locate(wctx, r.audio(item.Episode), clips, func(i int, occ []events.Occurrence, failure error) error {
 		if i < 0 || i >= len(item.Clips) {
 			return fmt.Errorf("locator reported clip %d of %d", i, len(item.Clips))
 		}
 		done++
-		return out.push(wctx, &events.ResearchCompleted{LeaseID: item.LeaseID, Episode: item.Episode.Key,
-			Clip: item.Clips[i].Key, Occurrences: occ, Researcher: r.cfg.ID})
+		res := &events.ResearchCompleted{LeaseID: item.LeaseID, Episode: item.Episode.Key,
+			Clip: item.Clips[i].Key, Occurrences: occ, Researcher: r.cfg.ID}
+		if failure != nil {
+			res.Occurrences, res.Failure = nil, truncateReason(failure.Error())
+			log.Warn("clip cannot be researched; parked", "clip", item.Clips[i].Key, "reason", res.Failure)
+		}
+		return out.push(wctx, res)
 	})
 	fctx, fcancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer fcancel()
@@ -213,8 +224,13 @@ func (r *Researcher) Item(ctx context.Context, m *bus.Message[events.WorkItem]) 
 		fallthrough
 	default:
 		// Nothing was sent: give the item back for another researcher, its
-		// lease still running.
-		return fmt.Errorf("work item %s not researched: %w", item.LeaseID, err)
+		// lease still running; or, when the episode's audio itself breaks
+		// a bound or cannot be decoded, dead-letter it at once.
+		err = fmt.Errorf("work item %s not researched: %w", item.LeaseID, err)
+		if IsClipFault(err) {
+			return bus.Permanent(err)
+		}
+		return err
 	}
 	if err := r.bus.Conn().Publish(events.SubjectPWAWake, nil); err != nil {
 		log.Warn("wake the pwa", "err", err)
@@ -230,6 +246,22 @@ func (r *Researcher) audio(ref events.AudioRef) Audio {
 		}
 		return rc, nil
 	}}
+}
+
+// IsClipFault reports whether err is a fault of the audio itself, which
+// retrying cannot cure: its object does not exist, or it breaks a bound,
+// is of no known format or is corrupt.
+func IsClipFault(err error) bool {
+	return errors.Is(err, blob.ErrNotFound) || audio.IsPermanent(err)
+}
+
+// truncateReason keeps a failure reason within events.MaxFailureBytes,
+// cutting at a rune boundary.
+func truncateReason(s string) string {
+	if len(s) <= events.MaxFailureBytes {
+		return s
+	}
+	return strings.ToValidUTF8(s[:events.MaxFailureBytes-3], "") + "..."
 }
 
 // sender holds back the latest result so that the last one sent can be

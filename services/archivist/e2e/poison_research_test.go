@@ -1,0 +1,142 @@
+package e2e_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/archivist/archivist/events"
+	"github.com/archivist/archivist/pkg/testenv"
+	"github.com/archivist/archivist/services/researcher/locate"
+	"github.com/archivist/archivist/services/researcher/locate/locatetest"
+)
+
+// hostileWAV is a 60-byte WAV declaring 65,535 channels.
+func hostileWAV() []byte {
+	b := make([]byte, 60)
+	copy(b, "RIFF")
+	binary.LittleEndian.PutUint32(b[4:], 52)
+	copy(b[8:], "WAVEfmt ")
+	binary.LittleEndian.PutUint32(b[16:], 16)
+	binary.LittleEndian.PutUint16(b[20:], 1)
+	binary.LittleEndian.PutUint16(b[22:], 65535)
+	binary.LittleEndian.PutUint32(b[24:], 8000)
+	binary.LittleEndian.PutUint16(b[34:], 16)
+	copy(b[36:], "data")
+	binary.LittleEndian.PutUint32(b[40:], 16)
+	return b
+}
+
+// TestPoisonClipsFailAlone: an item whose clips include a decoder-crashing
+// Ogg page, a WAV declaring 65,535 channels and a clip whose audio does not
+// exist is researched with the shipped locator: the good clip's occurrence
+// is stored, each bad clip is parked with its reason (its pair 'failed',
+// never leased again), the lease ends, the researcher survives, and nothing
+// is dead-lettered.
+func TestPoisonClipsFailAlone(t *testing.T) {
+	const rate = 22050
+	good := locatetest.Jingle(41, 3, rate)
+	wav := func(x []float32) []byte {
+		var b bytes.Buffer
+		locatetest.WriteWAV(&b, x, rate)
+		return b.Bytes()
+	}
+	oggPage := append([]byte("OggS\x00\x02"), make([]byte, 21)...)
+	audio := func(kind string, i int) []byte {
+		if kind == events.KindEpisode {
+			ep := locatetest.Bed(71, 30, rate)
+			locatetest.Insert(ep, good, 5*rate, 0.7)
+			return wav(ep)
+		}
+		switch i {
+		case 0:
+			return wav(good)
+		case 1:
+			return oggPage
+		case 2:
+			return hostileWAV()
+		}
+		return []byte("gone")
+	}
+	w := newWorldAt(t, testenv.NATS(t), nil, 1, 4, audio)
+	if err := w.shared.Blob.Delete(context.Background(), "audio/clip:003"); err != nil {
+		t.Fatal(err)
+	}
+	w.start(named("cwa"), nil)
+	w.start(locator(locate.NewLocator()), nil)
+	w.start(named("pwa"), nil)
+
+	type row struct {
+		state, failure string
+		occ            []events.Occurrence
+	}
+	got := map[string]row{}
+	deadline := time.Now().Add(60 * time.Second)
+	for len(got) < 4 && time.Now().Before(deadline) {
+		time.Sleep(100 * time.Millisecond)
+		rows, err := w.db.Query(context.Background(), `SELECT c.key, p.state, coalesce(r.failure, ''), r.occurrences
+			FROM research.results r JOIN research.clips c ON c.id = r.clip_id
+			JOIN research.pairs p ON p.episode_id = r.episode_id AND p.clip_id = r.clip_id`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = map[string]row{}
+		for rows.Next() {
+			var k string
+			var r row
+			if err := rows.Scan(&k, &r.state, &r.failure, &r.occ); err != nil {
+				t.Fatal(err)
+			}
+			got[k] = r
+		}
+		rows.Close()
+	}
+	if len(got) != 4 {
+		t.Fatalf("%d of 4 clips have a result after 60 s: %+v", len(got), got)
+	}
+	if r := got["clip:000"]; r.state != "researched" || len(r.occ) != 1 || r.occ[0].OffsetMS < 4990 || r.occ[0].OffsetMS > 5010 {
+		t.Errorf("good clip: %+v, want one occurrence at 5 s", r)
+	}
+	for clip, want := range map[string]string{
+		"clip:001": "corrupt audio",
+		"clip:002": "channels 65535 is beyond the limit",
+		"clip:003": "not found",
+	} {
+		r := got[clip]
+		if r.state != "failed" || !strings.Contains(r.failure, want) || len(r.occ) != 0 {
+			t.Errorf("%s: %+v, want parked with %q", clip, r, want)
+		}
+	}
+	waitUntil(t, 10*time.Second, "the lease to end", func() bool { return w.leaseStates()["active"] == 0 })
+	time.Sleep(time.Second) // the pwa would lease the failed clips again now if it were going to
+	if n := w.leaseStates(); n["active"] != 0 || n["revoked"] != 1 {
+		t.Errorf("leases %v: want the one lease revoked and no other", n)
+	}
+	var open int
+	w.db.QueryRow(context.Background(), `SELECT open_clips FROM research.episodes`).Scan(&open)
+	if open != 0 {
+		t.Errorf("open_clips %d, want 0", open)
+	}
+	st, err := w.bus.JetStream().Stream(context.Background(), events.StreamDeadLetter)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info, _ := st.Info(context.Background()); info.State.Msgs != 0 {
+		t.Errorf("%d dead letters, want none", info.State.Msgs)
+	}
+}
+
+func waitUntil(t *testing.T, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting for %s", timeout, what)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
