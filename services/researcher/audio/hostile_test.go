@@ -8,8 +8,8 @@ import (
 	"os"
 	"runtime"
 	"runtime/metrics"
-	"sync/atomic"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -99,7 +99,6 @@ func emptyOggPage() []byte {
 	binary.LittleEndian.PutUint32(b[22:], oggCRC(b))
 	return b
 }
-
 
 // constantFLAC is FLAC of frames of 65,535 constant samples: a few bytes a
 // frame for 1.5 s of audio each.
