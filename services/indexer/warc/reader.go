@@ -95,6 +95,8 @@ type Limits struct {
 	// MaxHeader is the most bytes of one record's header, continuation
 	// lines included.
 	MaxHeader int
+	// MaxFields is the most named fields of one record's header.
+	MaxFields int
 	// MaxHead is how much of a block is kept in Record.Block; the rest is
 	// streamed (through the payload digest when asked for) and dropped.
 	MaxHead int
@@ -107,7 +109,7 @@ type Limits struct {
 }
 
 // DefaultLimits are the reader's bounds unless Options say otherwise.
-var DefaultLimits = Limits{MaxLine: 64 << 10, MaxHeader: 1 << 20, MaxHead: 1 << 20, MaxBlock: 1 << 40, MaxTail: 1 << 20}
+var DefaultLimits = Limits{MaxLine: 64 << 10, MaxHeader: 1 << 20, MaxFields: 1000, MaxHead: 1 << 20, MaxBlock: 1 << 40, MaxTail: 1 << 20}
 
 // MaxBlock is the default bound on a declared block length.
 const MaxBlock = 1 << 40
@@ -177,6 +179,9 @@ func NewReaderOptions(r io.Reader, o Options) (*Reader, error) {
 	}
 	if lim.MaxHeader <= 0 {
 		lim.MaxHeader = d.MaxHeader
+	}
+	if lim.MaxFields <= 0 {
+		lim.MaxFields = d.MaxFields
 	}
 	if lim.MaxHead <= 0 {
 		lim.MaxHead = d.MaxHead
@@ -407,6 +412,9 @@ func (r *Reader) parseWARC(br *bufio.Reader, version string, start int64) (*Reco
 		name, value, ok := strings.Cut(l, ":")
 		if !ok {
 			return nil, &FormatError{Offset: start, Reason: fmt.Sprintf("WARC header line without a colon: %q", truncate(l, 80))}
+		}
+		if len(rec.Header) == r.lim.MaxFields {
+			return nil, &FormatError{Offset: start, Reason: fmt.Sprintf("WARC header of more than %d fields (MaxFields)", r.lim.MaxFields)}
 		}
 		rec.Header = append(rec.Header, Field{strings.TrimSpace(name), strings.TrimSpace(value)})
 	}

@@ -6,10 +6,7 @@ import (
 	"errors"
 	"io"
 	"os"
-	"runtime"
-	"runtime/metrics"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -17,42 +14,9 @@ import (
 	"github.com/mewkiz/flac/frame"
 	"github.com/mewkiz/flac/meta"
 
+	"github.com/archivist/archivist/pkg/testenv"
 	"github.com/archivist/archivist/services/researcher/audio"
 )
-
-// peakHeap runs fn and reports the most heap it held above what was live
-// before, sampled every millisecond.
-func peakHeap(fn func()) uint64 {
-	sample := []metrics.Sample{{Name: "/memory/classes/heap/objects:bytes"}}
-	read := func() uint64 { metrics.Read(sample); return sample[0].Value.Uint64() }
-	runtime.GC()
-	base := read()
-	var peak atomic.Uint64
-	stop := make(chan struct{})
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		t := time.NewTicker(time.Millisecond)
-		defer t.Stop()
-		for {
-			if v := read(); v > peak.Load() {
-				peak.Store(v)
-			}
-			select {
-			case <-stop:
-				return
-			case <-t.C:
-			}
-		}
-	}()
-	fn()
-	close(stop)
-	<-done
-	if p := peak.Load(); p > base {
-		return p - base
-	}
-	return 0
-}
 
 // wavHeader is a 44-byte PCM WAV header declaring channels, rate and bits.
 func wavHeader(channels, rate, bits uint32, dataBytes uint32) []byte {
@@ -161,7 +125,7 @@ func TestHostileAudioFailsWithinBounds(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			var err error
-			mem := peakHeap(func() { _, err = readAll(c.in, c.lim) })
+			mem := testenv.PeakHeap(func() { _, err = readAll(c.in, c.lim) })
 			if err == nil {
 				t.Fatal("accepted")
 			}
