@@ -32,7 +32,15 @@ type Entry struct {
 // record's spaces raw, which splits the URL into more fields for every
 // reader of the line).
 func (e Entry) String() string {
-	return fmt.Sprintf("%s %s %s %s %s %s - - %d %d %s", e.URLKey, e.Timestamp, escapeURL(e.URL), e.Mime, e.Status, e.Digest, e.Length, e.Offset, e.Filename)
+	return fmt.Sprintf("%s %s %s %s %s %s - - %d %d %s", field(e.URLKey), field(e.Timestamp), field(escapeURL(e.URL)), field(e.Mime), field(e.Status), field(e.Digest), e.Length, e.Offset, field(e.Filename))
+}
+
+// field is v, or "-" (CDX's empty field) when v is empty.
+func field(v string) string {
+	if v == "" {
+		return "-"
+	}
+	return v
 }
 
 // FromRecord returns the entry of a record, and false for a record the
@@ -52,7 +60,7 @@ func FromRecord(rec *warc.Record, filename string) (Entry, bool) {
 	// pywb writes spaces in a WARC target URI as %20; so are tabs and
 	// other control bytes, which would split a CDX line into more fields.
 	e.URL = escapeURL(strings.Trim(e.URL, "<>"))
-	e.URLKey = surt.Key(e.URL)
+	e.URLKey = escapeURL(surt.Key(e.URL))
 	payload := rec.Block
 	var status, ctype string
 	if rec.Type() == "response" || rec.Type() == "revisit" {
@@ -165,7 +173,7 @@ func fromARC(rec *warc.Record, filename string) (Entry, bool) {
 	if len(ts) > 14 {
 		ts = ts[:14]
 	}
-	e := Entry{URL: url, URLKey: surt.Key(url), Timestamp: ts, Length: rec.Length, Offset: rec.Offset, Filename: filename,
+	e := Entry{URL: url, URLKey: escapeURL(surt.Key(url)), Timestamp: ts, Length: rec.Length, Offset: rec.Offset, Filename: filename,
 		Mime: mimeOf(rec.Header.Get("Content-Type"), "unk"), Status: "-"}
 	// The block is read as an HTTP response; a status line that is not one
 	// counts as 200, with an empty payload, as pywb reads ARC records.
