@@ -36,3 +36,30 @@ func TestWriteSortedIsByteOrder(t *testing.T) {
 		}
 	}
 }
+
+// A Sorter that spills to disk writes the same bytes as sorting in memory.
+func TestSorterSpillsAndMergesLikeSort(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	var lines []string
+	s := &cdx.Sorter{Dir: t.TempDir(), SpillBytes: 4 << 10}
+	for i := range 5000 {
+		l := fmt.Sprintf("com,example)/%d %d", rng.IntN(1000), i%7)
+		lines = append(lines, l)
+		if err := s.Add(l); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if s.Runs() < 10 {
+		t.Fatalf("only %d runs spilled", s.Runs())
+	}
+	var got, want bytes.Buffer
+	if _, err := s.WriteTo(&got); err != nil {
+		t.Fatal(err)
+	}
+	if err := cdx.WriteSorted(&want, lines); err != nil {
+		t.Fatal(err)
+	}
+	if got.String() != want.String() {
+		t.Fatal("spilled sort differs from the in-memory sort")
+	}
+}

@@ -8,13 +8,15 @@
 package indexer
 
 import (
-	"bytes"
+	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
+	"io"
+	"os"
 	"path"
 	"time"
 
@@ -26,6 +28,7 @@ import (
 	"github.com/archivist/archivist/services/indexer/cdx"
 	"github.com/archivist/archivist/services/indexer/migrations"
 	"github.com/archivist/archivist/services/indexer/registry"
+	"github.com/archivist/archivist/services/indexer/warc"
 )
 
 // Config is the indexer's configuration.
@@ -44,6 +47,16 @@ type Config struct {
 	// StaleAfter hands a queued or indexing file out again after this long
 	// (a lost task, a dead indexer).
 	StaleAfter time.Duration `env:"INDEXER_STALE_AFTER, default=10m"`
+	// TaskTimeout bounds indexing one file; a file that takes longer fails
+	// that attempt (and after MaxFailures is parked). It must be shorter
+	// than StaleAfter.
+	TaskTimeout time.Duration `env:"INDEXER_TASK_TIMEOUT, default=8m"`
+	// WorkDir holds the sorted runs of a large file's CDX lines and its
+	// output before upload ("" is the system's temporary directory).
+	WorkDir string `env:"INDEXER_WORK_DIR"`
+	// SpillBytes is how many bytes of CDX lines a task holds in memory
+	// before sorting them to a run in WorkDir.
+	SpillBytes int `env:"INDEXER_SPILL_BYTES, default=67108864"`
 	// Concurrency is how many files one indexer indexes at once.
 	Concurrency int `env:"INDEXER_CONCURRENCY, default=2"`
 	// HTTPAddr serves the index status and resets.
@@ -64,12 +77,16 @@ func Definition() service.Definition {
 }
 
 func run(ctx context.Context, env *service.Env, cfg Config) error {
+	if cfg.TaskTimeout >= cfg.StaleAfter {
+		return fmt.Errorf("INDEXER_TASK_TIMEOUT (%s) must be shorter than INDEXER_STALE_AFTER (%s)", cfg.TaskTimeout, cfg.StaleAfter)
+	}
 	ix := New(env.Bus, registry.New(env.DB, cfg.MaxFailures), env.Blob, cfg, env.Log)
 	recorded, err := bus.Consume(ctx, env.Bus, events.IndexerRecorded, ix.Recorded, bus.WithConcurrency(4))
 	if err != nil {
 		return err
 	}
-	tasks, err := bus.Consume(ctx, env.Bus, events.Indexers, ix.Task, bus.WithConcurrency(cfg.Concurrency))
+	tasks, err := bus.Consume(ctx, env.Bus, events.Indexers, ix.Task, bus.WithConcurrency(cfg.Concurrency),
+		bus.WithHandlerTimeout(cfg.TaskTimeout+time.Minute))
 	if err != nil {
 		return errors.Join(err, recorded.Stop(context.Background()))
 	}
@@ -209,38 +226,86 @@ func (ix *Indexer) Task(ctx context.Context, m *bus.Message[events.IndexTask]) e
 		}
 		return err
 	}
-	rc, _, err := ix.blob.Get(ctx, d.Name)
+	tctx, cancel := context.WithTimeout(ctx, ix.cfg.TaskTimeout)
+	defer cancel()
+	rc, _, err := ix.blob.Get(tctx, d.Name)
 	if err != nil {
 		log.Warn("cannot read archive file", "err", err)
 		return ix.reg.Failed(ctx, d, err.Error())
 	}
-	var lines []string
-	_, fault := cdx.Index(rc, path.Base(d.Name), func(e cdx.Entry) error {
-		lines = append(lines, e.String())
-		return nil
+	lines := &cdx.Sorter{Dir: ix.cfg.WorkDir, SpillBytes: ix.cfg.SpillBytes}
+	defer lines.Close()
+	_, fault := cdx.Index(deadlineReader{tctx, rc}, path.Base(d.Name), func(e cdx.Entry) error {
+		if err := tctx.Err(); err != nil {
+			return fmt.Errorf("indexing took longer than INDEXER_TASK_TIMEOUT (%s): %w", ix.cfg.TaskTimeout, err)
+		}
+		return lines.Add(e.String())
 	})
 	rc.Close()
-	var buf bytes.Buffer
-	buf.WriteString(cdx.Header + "\n")
-	if err := cdx.WriteSorted(&buf, lines); err != nil {
+	if fault != nil && (ctx.Err() != nil || !isFileFault(fault)) {
+		if ctx.Err() != nil {
+			return ctx.Err() // shutting down: the task is redelivered
+		}
+		log.Warn("indexing failed", "err", fault)
+		return ix.reg.Failed(ctx, d, fault.Error())
+	}
+	out, err := os.CreateTemp(ix.cfg.WorkDir, "cdx-out-*")
+	if err != nil {
+		return fmt.Errorf("CDX output of %s: %w", d.Name, err)
+	}
+	_ = os.Remove(out.Name())
+	defer out.Close()
+	bw := bufio.NewWriterSize(out, 1<<20)
+	bw.WriteString(cdx.Header + "\n")
+	if _, err := lines.WriteTo(bw); err != nil {
 		return err
 	}
+	if err := bw.Flush(); err != nil {
+		return fmt.Errorf("CDX output of %s: %w", d.Name, err)
+	}
+	if _, err := out.Seek(0, io.SeekStart); err != nil {
+		return fmt.Errorf("CDX output of %s: %w", d.Name, err)
+	}
 	output := fmt.Sprintf("%s%s/%d.cdx", ix.cfg.OutputPrefix, d.Name, d.Attempt)
-	if _, err := ix.blob.Put(ctx, output, &buf, map[string]string{"content-type": "text/plain"}); err != nil {
+	if _, err := ix.blob.Put(ctx, output, out, map[string]string{"content-type": "text/plain"}); err != nil {
 		return fmt.Errorf("write CDX of %s: %w", d.Name, err)
 	}
 	reason := ""
 	if fault != nil {
 		reason = fault.Error()
-		log.Warn("archive file indexed up to a fault", "lines", len(lines), "reason", reason)
+		log.Warn("archive file indexed up to a fault", "lines", lines.Lines(), "reason", reason)
 	} else {
-		log.Info("archive file indexed", "lines", len(lines), "output", output)
+		log.Info("archive file indexed", "lines", lines.Lines(), "output", output)
 	}
-	if err := ix.reg.Indexed(ctx, d, output, int64(len(lines)), reason); err != nil {
+	if err := ix.reg.Indexed(ctx, d, output, lines.Lines(), reason); err != nil {
 		return err
 	}
 	ix.wakeUp() // announce now, and hand out a failed file again
 	return nil
+}
+
+// deadlineReader fails reads once its context ends, so that no file, of
+// whatever records, outlasts the task's deadline.
+type deadlineReader struct {
+	ctx context.Context
+	r   io.Reader
+}
+
+func (d deadlineReader) Read(p []byte) (int, error) {
+	if err := d.ctx.Err(); err != nil {
+		return 0, errTaskDeadline
+	}
+	return d.r.Read(p)
+}
+
+var errTaskDeadline = errors.New("indexing took longer than INDEXER_TASK_TIMEOUT")
+
+// isFileFault reports whether err is a fault of the archive file (indexed
+// up to it, the output recorded with the reason) rather than of the task
+// (the deadline): a task fault records no output.
+func isFileFault(err error) bool {
+	var fe *warc.FormatError
+	return errors.As(err, &fe) && !errors.Is(err, errTaskDeadline)
 }
 
 // Handler serves GET /v1/index/status and POST /v1/index/reset {"file": KEY}.

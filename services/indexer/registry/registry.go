@@ -60,9 +60,20 @@ type Due struct {
 // newest) and returns them: new and failed files, and files queued or
 // indexing for longer than stale (a lost task or a dead indexer).
 func (r *Registry) TakeDue(ctx context.Context, limit int, stale time.Duration) ([]Due, error) {
+	// An attempt that claimed its file and has not finished within stale
+	// crashed or hung its indexer (a task is bounded by a shorter
+	// deadline): that counts as a failure, so a file that kills or wedges
+	// every indexer is parked after MaxFailures instead of handed out for
+	// ever. A task merely waiting in the queue is handed out again free.
+	if _, err := r.db.Exec(ctx, `UPDATE indexer.files SET failures = failures + 1, status_at = now(),
+		last_error = format('attempt %s did not finish within %s: its indexer crashed, hung or lost the task', attempts, $1::interval),
+		status = CASE WHEN failures + 1 >= $2 THEN 'parked' ELSE 'failed' END
+		WHERE status = 'indexing' AND status_at < now() - $1::interval`, stale, r.maxFailures); err != nil {
+		return nil, fmt.Errorf("fail stale attempts: %w", err)
+	}
 	rows, err := r.db.Query(ctx, `UPDATE indexer.files f SET status = 'queued', status_at = now(), attempts = attempts + 1
 		FROM (SELECT name FROM indexer.files
-			WHERE status IN ('new', 'failed') OR (status IN ('queued', 'indexing') AND status_at < now() - $2::interval)
+			WHERE status IN ('new', 'failed') OR (status = 'queued' AND status_at < now() - $2::interval)
 			ORDER BY failures, discovered_at DESC LIMIT $1 FOR UPDATE SKIP LOCKED) due
 		WHERE f.name = due.name RETURNING f.name, f.attempts`, limit, stale)
 	if err != nil {

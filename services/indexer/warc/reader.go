@@ -81,9 +81,15 @@ type FormatError struct {
 	Offset int64
 	// Reason says what is wrong.
 	Reason string
+	// Err is the error of the underlying reader that ended the reading, if
+	// that is what happened.
+	Err error
 }
 
 func (e *FormatError) Error() string { return fmt.Sprintf("at offset %d: %s", e.Offset, e.Reason) }
+
+// Unwrap returns Err.
+func (e *FormatError) Unwrap() error { return e.Err }
 
 // Limits bound what the reader takes from a file: every one is checked
 // before the bytes it concerns are kept, and breaking one is a
@@ -211,7 +217,7 @@ func (r *Reader) Next() (*Record, error) {
 		r.done = true
 		var fe *FormatError
 		if !errors.As(err, &fe) {
-			err = &FormatError{Offset: r.src.n, Reason: err.Error()}
+			err = &FormatError{Offset: r.src.n, Reason: err.Error(), Err: err}
 		}
 	}
 	if errors.Is(err, io.EOF) {
