@@ -13,7 +13,6 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"sort"
 	"strings"
 	"time"
 
@@ -40,6 +39,9 @@ type Config struct {
 	MainThreshold int64 `env:"AGGREGATOR_MAIN_THRESHOLD, default=1000000"`
 	// Prefix is where generations are written in the blob store.
 	Prefix string `env:"AGGREGATOR_PREFIX, default=index/"`
+	// MaxQueryLines is the most lines one CDX query reads and answers,
+	// whatever its limit (a sorted query orders at most these).
+	MaxQueryLines int `env:"AGGREGATOR_MAX_QUERY_LINES, default=10000"`
 }
 
 // Definition is the aggregator service.
@@ -218,8 +220,13 @@ func (a *Aggregator) Lookup(ctx context.Context, q cdxindex.Query, match func(ke
 	if err != nil {
 		return nil, err
 	}
-	seen := map[string]bool{}
-	var out []string
+	// One cursor per generation, merged in byte order as they are read:
+	// the query stops reading once it has its lines.
+	type head struct {
+		c    *cdxindex.Cursor
+		line string
+	}
+	var heads []*head
 	for _, g := range gens {
 		if g.Key == "" {
 			continue
@@ -228,29 +235,50 @@ func (a *Aggregator) Lookup(ctx context.Context, q cdxindex.Query, match func(ke
 		if err != nil {
 			return nil, fmt.Errorf("open %s generation: %w", g.Level, err)
 		}
+		defer rc.Close()
 		ra, ok := rc.(io.ReaderAt)
 		if !ok {
-			rc.Close()
 			return nil, fmt.Errorf("the blob store cannot read %s at offsets", g.Key)
 		}
-		lq := q
-		lq.Limit = 0
-		lines, err := cdxindex.Open(ra, info.Size).Find(lq)
-		rc.Close()
+		c, err := cdxindex.Open(ra, info.Size).Cursor(q)
 		if err != nil {
 			return nil, err
 		}
-		for _, l := range lines {
-			k, _, _ := strings.Cut(l, " ")
-			if !seen[l] && (match == nil || match(k)) {
-				seen[l] = true
-				out = append(out, l)
-			}
+		if l, ok := c.Next(); ok {
+			heads = append(heads, &head{c, l})
+		} else if err := c.Err(); err != nil {
+			return nil, err
 		}
 	}
-	sort.Strings(out)
-	if q.Limit > 0 && len(out) > q.Limit {
-		out = out[:q.Limit]
+	var out []string
+	last := ""
+	for len(heads) > 0 && (q.Limit <= 0 || len(out) < q.Limit) {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		best := 0
+		for i, h := range heads {
+			if h.line < heads[best].line {
+				best = i
+			}
+		}
+		h := heads[best]
+		l := h.line
+		if next, ok := h.c.Next(); ok {
+			h.line = next
+		} else {
+			if err := h.c.Err(); err != nil {
+				return nil, err
+			}
+			heads = append(heads[:best], heads[best+1:]...)
+		}
+		if l == last && len(out) > 0 {
+			continue // the same line in two generations
+		}
+		last = l
+		if k, _, _ := strings.Cut(l, " "); match == nil || match(k) {
+			out = append(out, l)
+		}
 	}
 	return out, nil
 }

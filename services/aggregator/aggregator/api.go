@@ -189,9 +189,17 @@ func (a *Aggregator) cdx(w http.ResponseWriter, hr *http.Request) {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
 	}
+	// The limit is applied while the generations are read: index order
+	// stops at the limit; a sorted query reads at most the hard cap, then
+	// orders and cuts. No query reads more than the cap.
 	q := r.q
-	if r.sort == "" {
-		q.Limit = r.limit // index order: the generations can stop early
+	limit := a.cfg.MaxQueryLines
+	if limit <= 0 {
+		limit = 10000
+	}
+	q.Limit = limit
+	if r.sort == "" && r.limit > 0 && r.limit < limit {
+		q.Limit = r.limit
 	}
 	lines, err := a.Lookup(hr.Context(), q, r.match)
 	if err != nil {

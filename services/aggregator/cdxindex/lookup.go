@@ -95,8 +95,22 @@ func (f *File) lowerBound(key []byte) (int64, error) {
 	return start, err
 }
 
-// Find returns the lines the query selects, in file order.
-func (f *File) Find(q Query) ([]string, error) {
+// maxLine bounds a line read from an index (the indexer's lines are at
+// most about 1 MiB).
+const maxLine = 2 << 20
+
+// Cursor reads the lines a query selects, in file order, one at a time:
+// a query reads no more of the file than the lines it is asked for.
+type Cursor struct {
+	sc   *bufio.Scanner
+	q    Query
+	done bool
+	err  error
+}
+
+// Cursor positions a cursor at the query's first line (q.Limit is not
+// applied: the caller stops when it has enough).
+func (f *File) Cursor(q Query) (*Cursor, error) {
 	key := q.Key
 	if !q.Prefix {
 		key += " "
@@ -109,10 +123,15 @@ func (f *File) Find(q Query) ([]string, error) {
 		return nil, err
 	}
 	sc := bufio.NewScanner(io.NewSectionReader(f.r, off, f.size-off))
-	sc.Buffer(make([]byte, 64<<10), 1<<24)
-	var out []string
-	for sc.Scan() {
-		line := sc.Text()
+	sc.Buffer(make([]byte, 64<<10), maxLine)
+	return &Cursor{sc: sc, q: q}, nil
+}
+
+// Next returns the next selected line; false at the end (see Err).
+func (c *Cursor) Next() (string, bool) {
+	q := c.q
+	for !c.done && c.sc.Scan() {
+		line := c.sc.Text()
 		k, rest, _ := strings.Cut(line, " ")
 		if q.Prefix && !strings.HasPrefix(k, q.Key) || !q.Prefix && k != q.Key {
 			break
@@ -127,13 +146,36 @@ func (f *File) Find(q Query) ([]string, error) {
 			}
 			continue
 		}
-		out = append(out, line)
-		if q.Limit > 0 && len(out) >= q.Limit {
-			break
+		return line, true
+	}
+	if !c.done {
+		c.done = true
+		if err := c.sc.Err(); err != nil {
+			c.err = fmt.Errorf("read index: %w", err)
 		}
 	}
-	if err := sc.Err(); err != nil {
-		return out, fmt.Errorf("read index: %w", err)
+	return "", false
+}
+
+// Err is the error that ended the cursor, if any.
+func (c *Cursor) Err() error { return c.err }
+
+// Find returns the lines the query selects, in file order, at most
+// q.Limit of them (0: all).
+func (f *File) Find(q Query) ([]string, error) {
+	c, err := f.Cursor(q)
+	if err != nil {
+		return nil, err
 	}
-	return out, nil
+	var out []string
+	for {
+		line, ok := c.Next()
+		if !ok {
+			return out, c.Err()
+		}
+		out = append(out, line)
+		if q.Limit > 0 && len(out) >= q.Limit {
+			return out, nil
+		}
+	}
 }

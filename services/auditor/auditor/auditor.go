@@ -43,6 +43,11 @@ type Config struct {
 	RequeueAfter time.Duration `env:"AUDITOR_REQUEUE_AFTER, default=6h"`
 	// HTTPAddr serves status and on-demand checks.
 	HTTPAddr string `env:"AUDITOR_HTTP_ADDR, default=:8082"`
+	// MinSpacePrefix is the shortest space (key prefix) an on-demand check
+	// may name.
+	MinSpacePrefix int `env:"AUDITOR_MIN_SPACE_PREFIX, default=3"`
+	// MaxOnDemand is the most objects one on-demand check may queue.
+	MaxOnDemand int `env:"AUDITOR_MAX_ON_DEMAND, default=10000"`
 	// SecondaryBlobURL is a second copy of the archive, if any: content gone
 	// sour that it still holds is internally resolvable.
 	SecondaryBlobURL string `env:"AUDITOR_SECONDARY_BLOB_URL"`
@@ -246,18 +251,28 @@ func (a *Auditor) task(object, reason string, due time.Time) (events.Envelope, e
 // under a prefix (in the blob store or the content index). It returns how
 // many it queued.
 func (a *Auditor) CheckNow(ctx context.Context, object, space string, light bool) (int, error) {
+	max := a.cfg.MaxOnDemand
+	if max <= 0 {
+		max = 10000
+	}
 	targets := map[string]bool{}
 	if object != "" {
 		targets[object] = true
 	}
 	if space != "" {
+		if len(space) < a.cfg.MinSpacePrefix {
+			return 0, &TooBroadError{fmt.Sprintf("space %q is shorter than %d characters (AUDITOR_MIN_SPACE_PREFIX)", space, a.cfg.MinSpacePrefix)}
+		}
 		for info, err := range a.blob.List(ctx, space) {
 			if err != nil {
 				return 0, err
 			}
 			targets[info.Key] = true
+			if len(targets) > max {
+				return 0, &TooBroadError{fmt.Sprintf("space %q holds more than %d objects (AUDITOR_MAX_ON_DEMAND): name a narrower one", space, max)}
+			}
 		}
-		rows, err := a.db.Query(ctx, `SELECT object FROM auditor.content_index WHERE starts_with(object, $1)`, space)
+		rows, err := a.db.Query(ctx, `SELECT object FROM auditor.content_index WHERE starts_with(object, $1) LIMIT $2`, space, max+1)
 		if err != nil {
 			return 0, err
 		}
@@ -268,6 +283,9 @@ func (a *Auditor) CheckNow(ctx context.Context, object, space string, light bool
 		for _, o := range objs {
 			targets[o] = true
 		}
+		if len(targets) > max {
+			return 0, &TooBroadError{fmt.Sprintf("space %q holds more than %d objects (AUDITOR_MAX_ON_DEMAND): name a narrower one", space, max)}
+		}
 	}
 	var out []bus.Outgoing
 	for o := range targets {
@@ -275,10 +293,18 @@ func (a *Auditor) CheckNow(ctx context.Context, object, space string, light bool
 		if err != nil {
 			return 0, err
 		}
+		// The same check asked again while the first is recent is one
+		// task: JetStream drops the repeat within its duplicate window.
+		env.ID = fmt.Sprintf("on-demand:%t:%s", light, o)
 		out = append(out, bus.Outgoing{Subject: events.SubjectAuditTaskHigh, Envelope: env})
 	}
 	return len(out), a.bus.PublishBatch(ctx, out)
 }
+
+// TooBroadError refuses an on-demand check that would queue too much.
+type TooBroadError struct{ msg string }
+
+func (e *TooBroadError) Error() string { return e.msg }
 
 // Status is what `archivist audit status` shows.
 type Status struct {
@@ -397,6 +423,11 @@ func (a *Auditor) Handler() http.Handler {
 			}
 		}
 		n, err := a.CheckNow(r.Context(), req.Object, req.Space, req.Light)
+		var broad *TooBroadError
+		if errors.As(err, &broad) {
+			reply(w, http.StatusBadRequest, map[string]string{"error": broad.Error(), "field": "space"})
+			return
+		}
 		if err != nil {
 			a.log.Error("on-demand check", "err", err)
 			reply(w, http.StatusServiceUnavailable, map[string]string{"error": "queuing the checks failed; retry"})

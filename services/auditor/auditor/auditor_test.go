@@ -44,6 +44,7 @@ func TestAuditorEndToEnd(t *testing.T) {
 	testenv.StartServiceIn(t, auditor.Definition(), sh, map[string]string{
 		"AUDITOR_HTTP_ADDR": fmt.Sprintf("127.0.0.1:%d", port), "AUDITOR_CYCLE": "2s", "AUDITOR_SCHEDULE_TICK": "100ms",
 		"AUDITOR_IDLE_BACKOFF_MIN": "50ms", "AUDITOR_IDLE_BACKOFF_MAX": "200ms", "AUDITOR_RETRY_DELAY": "100ms",
+		"AUDITOR_MAX_ON_DEMAND": "15",
 	})
 	b := testenv.BusAt(t, sh.NATSURL, "ingest")
 	var batch []bus.Outgoing
@@ -105,6 +106,27 @@ func TestAuditorEndToEnd(t *testing.T) {
 		t.Errorf("bad object key: %d", resp.StatusCode)
 	}
 	resp.Body.Close()
+	// A repeat while the first is recent queues nothing more.
+	high, err := b.JetStream().Stream(ctx, events.StreamAuditHigh)
+	if err != nil {
+		t.Fatal(err)
+	}
+	before, _ := high.Info(ctx)
+	resp, _ = http.Post(fmt.Sprintf("http://127.0.0.1:%d/v1/audit/check", port), "application/json", strings.NewReader(`{"space": "objects/1"}`))
+	resp.Body.Close()
+	if after, _ := high.Info(ctx); after.State.LastSeq != before.State.LastSeq {
+		t.Errorf("a repeated on-demand check queued %d more tasks", after.State.LastSeq-before.State.LastSeq)
+	}
+	// Too broad: a one-letter space, and one of more than AUDITOR_MAX_ON_DEMAND objects.
+	for body, want := range map[string]string{`{"space": "o"}`: "AUDITOR_MIN_SPACE_PREFIX", `{"space": "objects/"}`: "AUDITOR_MAX_ON_DEMAND"} {
+		resp, _ = http.Post(fmt.Sprintf("http://127.0.0.1:%d/v1/audit/check", port), "application/json", strings.NewReader(body))
+		var e map[string]string
+		json.NewDecoder(resp.Body).Decode(&e)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusBadRequest || !strings.Contains(e["error"], want) {
+			t.Errorf("%s: %d %v, want 400 naming %s", body, resp.StatusCode, e, want)
+		}
+	}
 
 	resp, err = http.Get(fmt.Sprintf("http://127.0.0.1:%d/v1/audit/status", port))
 	if err != nil {

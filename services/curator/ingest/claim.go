@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"runtime/debug"
+	"strings"
 	"sync"
 	"time"
 
@@ -23,6 +25,11 @@ type Claim struct {
 	// job is the claimed job as its last move left it (nil when not read
 	// yet): the next state's work starts from it without reading it again.
 	job *JobRow
+	// Attempts counts the claims of the entity at its current state, this
+	// one included (a crash or hang of an earlier holder counted too);
+	// LastError is the error of the last failed attempt.
+	Attempts  int
+	LastError string
 }
 
 func lockKey(e Entity, id int64) int64 {
@@ -41,21 +48,54 @@ func tryClaim(ctx context.Context, db *pgxpool.Pool, e Entity, id int64, state S
 	if err != nil {
 		return nil, err
 	}
-	// One round trip: the lock, and whether the entity is still in state
-	// (it may have moved between the listing and the lock).
-	var ok, still bool
-	if err := conn.QueryRow(ctx, `SELECT pg_try_advisory_lock($1), EXISTS (SELECT FROM `+table(e)+` WHERE id = $2 AND state = $3)`,
-		lockKey(e, id), id, state).Scan(&ok, &still); err != nil || !ok {
+	// One round trip: the lock, and, if taken, the attempt counted on the
+	// entity if it is still in state and due (it may have moved between the
+	// listing and the lock, or be waiting out a failed attempt's backoff).
+	var ok bool
+	var attempts *int
+	var lastErr *string
+	if err := conn.QueryRow(ctx, `WITH l AS (SELECT pg_try_advisory_lock($1) AS ok),
+		u AS (UPDATE `+table(e)+` SET attempts = attempts + 1 WHERE id = $2 AND state = $3 AND next_attempt_at <= now()
+			AND (SELECT ok FROM l) RETURNING attempts, last_attempt_error)
+		SELECT (SELECT ok FROM l), (SELECT attempts FROM u), (SELECT last_attempt_error FROM u)`,
+		lockKey(e, id), id, state).Scan(&ok, &attempts, &lastErr); err != nil || !ok {
 		conn.Release()
 		return nil, err
 	}
 	c := &Claim{Entity: e, ID: id, conn: conn}
-	if !still {
+	if attempts == nil {
 		c.Release()
 		return nil, nil
 	}
+	c.Attempts, c.LastError = *attempts, *lastErr
 	return c, nil
 }
+
+// countAttempt counts an attempt at state on a claim carried on from an
+// earlier state (the move reset the count).
+func (c *Claim) countAttempt(ctx context.Context, state State) error {
+	err := c.conn.QueryRow(ctx, `UPDATE `+table(c.Entity)+` SET attempts = attempts + 1 WHERE id = $1 AND state = $2
+		RETURNING attempts, last_attempt_error`, c.ID, state).Scan(&c.Attempts, &c.LastError)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return ErrMoved
+	}
+	return err
+}
+
+// backOff records a failed attempt: its error, and the time before the
+// next, interval doubling with each attempt, at most maxBackoff.
+func (c *Claim) backOff(ctx context.Context, state State, interval time.Duration, reason string) error {
+	d := interval
+	for i := 1; i < c.Attempts && d < maxBackoff; i++ {
+		d *= 2
+	}
+	_, err := c.conn.Exec(ctx, `UPDATE `+table(c.Entity)+` SET next_attempt_at = now() + $3::interval, last_attempt_error = $4
+		WHERE id = $1 AND state = $2`, c.ID, state, min(d, maxBackoff), truncateText(reason, 2000))
+	return err
+}
+
+// maxBackoff bounds the wait after a failed attempt.
+const maxBackoff = 5 * time.Minute
 
 // Release drops the claim.
 func (c *Claim) Release() {
@@ -106,6 +146,9 @@ type daemon struct {
 	// daemons: a listing skips it without asking PostgreSQL (a job carried
 	// from state to state is listed by each state's daemon in turn).
 	held *sync.Map
+	// maxAttempts fails an entity claimed more often at one state
+	// (INGEST_MAX_ATTEMPTS).
+	maxAttempts int
 }
 
 func (d *daemon) notify() {
@@ -172,9 +215,9 @@ func (d *daemon) run(ctx context.Context) {
 }
 
 func (d *daemon) candidates(ctx context.Context) ([]int64, error) {
-	q := `SELECT id FROM curator.jobs WHERE state = $1 ORDER BY priority, id LIMIT 64`
+	q := `SELECT id FROM curator.jobs WHERE state = $1 AND next_attempt_at <= now() ORDER BY priority, id LIMIT 64`
 	if d.entity == Batch {
-		q = `SELECT id FROM curator.batches WHERE state = $1 ORDER BY id LIMIT 64`
+		q = `SELECT id FROM curator.batches WHERE state = $1 AND next_attempt_at <= now() ORDER BY id LIMIT 64`
 	}
 	rows, err := d.store.db.Query(ctx, q, d.state)
 	if err != nil {
@@ -215,6 +258,10 @@ func carry(ctx context.Context, c *Claim, cur *daemon) *daemon {
 			select {
 			case nd.sem <- struct{}{}:
 				<-cur.sem
+				if err := c.countAttempt(ctx, to); err != nil {
+					<-nd.sem
+					return nd // moved meanwhile, or not counted: a pass of nd takes it
+				}
 				cur = nd
 				continue
 			default:
@@ -228,15 +275,28 @@ func carry(ctx context.Context, c *Claim, cur *daemon) *daemon {
 // handle works the claimed entity and makes the transition; it returns
 // the state reached, and false if there was none.
 func (d *daemon) handle(ctx context.Context, c *Claim) (State, bool) {
-	log := d.log.With(string(d.entity), c.ID, "state", d.state)
-	out, err := d.work(ctx, c)
+	log := d.log.With(string(d.entity), c.ID, "state", d.state, "attempt", c.Attempts)
+	var out Outcome
+	var err error
+	if _, canFail := find(d.entity, d.state, Failed, Daemon); canFail && d.maxAttempts > 0 && c.Attempts > d.maxAttempts {
+		// Poison: every attempt failed, or its worker crashed or hung.
+		why := c.LastError
+		if why == "" {
+			why = "its worker crashed or hung each time"
+		}
+		out = Outcome{To: Failed, Detail: fmt.Sprintf("gave up after %d attempts in %s (INGEST_MAX_ATTEMPTS): %s", c.Attempts-1, d.state, why)}
+	} else {
+		out, err = d.safeWork(ctx, c)
+	}
 	c.job = nil
 	if errors.Is(err, errStay) || ctx.Err() != nil {
 		return "", false
 	}
 	if err != nil {
-		log.Error("ingest: work failed; it will be tried again", "err", err)
-		time.Sleep(d.interval) // before another pass takes it up
+		log.Error("ingest: work failed; it will be tried again after a backoff", "err", err)
+		if berr := c.backOff(ctx, d.state, d.interval, err.Error()); berr != nil {
+			log.Error("ingest: record the failed attempt", "err", berr)
+		}
 		return "", false
 	}
 	to, detail := out.To, out.Detail
@@ -263,6 +323,29 @@ func (d *daemon) handle(ctx context.Context, c *Claim) (State, bool) {
 		log.Debug("ingest: moved", "to", to)
 	}
 	return to, true
+}
+
+// safeWork runs the state's work, turning a panic into an error: the
+// attempt counts, and a job that panics its worker every time is failed
+// after INGEST_MAX_ATTEMPTS instead of taking down every curator.
+func (d *daemon) safeWork(ctx context.Context, c *Claim) (out Outcome, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			d.log.Error("ingest: work panicked", string(d.entity), c.ID, "state", d.state, "panic", r, "stack", string(debug.Stack()))
+			out, err = Outcome{}, fmt.Errorf("panic: %v", r)
+		}
+	}()
+	return d.work(ctx, c)
+}
+
+// truncateText keeps s within n bytes and valid UTF-8 without NULs, as a
+// text column takes it.
+func truncateText(s string, n int) string {
+	s = strings.ToValidUTF8(strings.ReplaceAll(s, "\x00", ""), "?")
+	if len(s) > n {
+		s = strings.ToValidUTF8(s[:n], "")
+	}
+	return s
 }
 
 // String names the daemon.

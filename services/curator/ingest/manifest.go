@@ -2,12 +2,15 @@ package ingest
 
 import (
 	"bufio"
+	"errors"
 	"fmt"
 	"io"
 	"net/url"
 	"path"
 	"strconv"
 	"strings"
+	"unicode"
+	"unicode/utf8"
 )
 
 // Row is one line of a checkm manifest, by field.
@@ -21,20 +24,53 @@ type Row struct {
 	Title     string
 }
 
-// ParseCheckm reads a checkm manifest (#%checkm_0.7): the #%fields line
-// names the columns (nfo:fileUrl, nfo:hashAlgorithm, nfo:hashValue,
-// nfo:fileSize, nfo:fileName, mrt:localIdentifier, mrt:title; without it
-// the first column is the URL). Lines are '|'-separated. A row without a
-// URL, or with a bad size, is an error naming its line.
+// ManifestLimits bound what a checkm manifest may hold; a manifest breaking
+// one fails its batch with an error naming the bound.
+type ManifestLimits struct {
+	// MaxBytes is the most bytes of one manifest (after any transfer
+	// decompression).
+	MaxBytes int64
+	// MaxRows is the most rows of one manifest.
+	MaxRows int
+	// MaxLine is the longest line.
+	MaxLine int
+}
+
+// DefaultManifestLimits are the bounds ParseCheckm applies.
+var DefaultManifestLimits = ManifestLimits{MaxBytes: 16 << 20, MaxRows: 100_000, MaxLine: 64 << 10}
+
+// ParseCheckm reads a whole checkm manifest within DefaultManifestLimits
+// (see ScanCheckm).
 func ParseCheckm(r io.Reader) ([]Row, error) {
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	fields := []string{"nfo:fileurl"}
 	var rows []Row
+	err := ScanCheckm(r, DefaultManifestLimits, func(row Row) error {
+		rows = append(rows, row)
+		return nil
+	})
+	return rows, err
+}
+
+// ScanCheckm reads a checkm manifest (#%checkm_0.7) row by row, handing
+// each to fn, within lim: the #%fields line names the columns
+// (nfo:fileUrl, nfo:hashAlgorithm, nfo:hashValue, nfo:fileSize,
+// nfo:fileName, mrt:localIdentifier, mrt:title; without it the first
+// column is the URL). Lines are '|'-separated. A row without a URL, with a
+// bad size or an unsafe or repeated file name, and a manifest breaking a
+// bound, is an error naming its line.
+func ScanCheckm(r io.Reader, lim ManifestLimits, fn func(Row) error) error {
+	lr := &io.LimitedReader{R: r, N: lim.MaxBytes + 1}
+	sc := bufio.NewScanner(lr)
+	sc.Buffer(make([]byte, min(64<<10, lim.MaxLine+1)), lim.MaxLine+1)
+	fields := []string{"nfo:fileurl"}
+	names := map[string]int{}
+	rows := 0
 	n := 0
 	sawHeader := false
 	for sc.Scan() {
 		n++
+		if lr.N <= 0 {
+			return fmt.Errorf("manifest larger than %d bytes (INGEST_MAX_MANIFEST_BYTES)", lim.MaxBytes)
+		}
 		line := strings.TrimSpace(sc.Text())
 		if line == "" {
 			continue
@@ -45,17 +81,23 @@ func ParseCheckm(r io.Reader) ([]Row, error) {
 			case "#%checkm_0.7", "#%checkm":
 				sawHeader = true
 			case "#%fields":
+				if len(parts) > 64 {
+					return fmt.Errorf("manifest line %d: more than 64 fields", n)
+				}
 				fields = fields[:0]
 				for _, f := range parts[1:] {
 					fields = append(fields, strings.ToLower(f))
 				}
 			case "#%eof":
-				return rows, nil
+				return nil
 			}
 			continue
 		}
 		if strings.HasPrefix(line, "#") {
 			continue
+		}
+		if rows == lim.MaxRows {
+			return fmt.Errorf("manifest line %d: more than %d rows (INGEST_MAX_MANIFEST_ROWS)", n, lim.MaxRows)
 		}
 		parts := splitBar(line)
 		var row Row
@@ -75,7 +117,7 @@ func ParseCheckm(r io.Reader) ([]Row, error) {
 				if v != "" {
 					size, err := strconv.ParseInt(v, 10, 64)
 					if err != nil || size < 0 {
-						return nil, fmt.Errorf("manifest line %d: file size %q is not a number", n, v)
+						return fmt.Errorf("manifest line %d: file size %q is not a number", n, truncate(v, 40))
 					}
 					row.Size = size
 				}
@@ -88,30 +130,70 @@ func ParseCheckm(r io.Reader) ([]Row, error) {
 			}
 		}
 		if row.URL == "" {
-			return nil, fmt.Errorf("manifest line %d: no file URL", n)
+			return fmt.Errorf("manifest line %d: no file URL", n)
 		}
 		if err := httpURL(row.URL); err != nil {
-			return nil, fmt.Errorf("manifest line %d: %q: %v", n, row.URL, err)
+			return fmt.Errorf("manifest line %d: %q: %v", n, truncate(row.URL, 200), err)
 		}
 		if row.DigestAlg != "" && !knownDigest(row.DigestAlg) {
-			return nil, fmt.Errorf("manifest line %d: unknown hash algorithm %q", n, row.DigestAlg)
+			return fmt.Errorf("manifest line %d: unknown hash algorithm %q", n, truncate(row.DigestAlg, 40))
 		}
 		if row.Name == "" {
 			u, _ := url.Parse(row.URL)
 			row.Name = path.Base(u.Path)
 		}
 		if err := safeName(row.Name); err != nil {
-			return nil, fmt.Errorf("manifest line %d: %v", n, err)
+			return fmt.Errorf("manifest line %d: %v", n, err)
 		}
-		rows = append(rows, row)
+		if err := checkText(row.LocalID, "local identifier"); err != nil {
+			return fmt.Errorf("manifest line %d: %v", n, err)
+		}
+		if err := checkText(row.Title, "title"); err != nil {
+			return fmt.Errorf("manifest line %d: %v", n, err)
+		}
+		if first, dup := names[row.Name]; dup {
+			return fmt.Errorf("manifest line %d: file name %q is also on line %d", n, truncate(row.Name, 200), first)
+		}
+		names[row.Name] = n
+		rows++
+		if err := fn(row); err != nil {
+			return err
+		}
 	}
 	if err := sc.Err(); err != nil {
-		return nil, err
+		if errors.Is(err, bufio.ErrTooLong) {
+			return fmt.Errorf("manifest line %d: longer than %d bytes", n+1, lim.MaxLine)
+		}
+		return err
 	}
-	if !sawHeader && len(rows) == 0 {
-		return nil, fmt.Errorf("not a checkm manifest (no #%%checkm_0.7 line and no rows)")
+	if lr.N <= 0 {
+		return fmt.Errorf("manifest larger than %d bytes (INGEST_MAX_MANIFEST_BYTES)", lim.MaxBytes)
 	}
-	return rows, nil
+	if !sawHeader && rows == 0 {
+		return fmt.Errorf("not a checkm manifest (no #%%checkm_0.7 line and no rows)")
+	}
+	return nil
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return strings.ToValidUTF8(s[:n], "") + "..."
+}
+
+// checkText refuses text PostgreSQL cannot store or a person cannot read:
+// invalid UTF-8, NUL and other control characters, more than 4 KiB.
+func checkText(s, what string) error {
+	switch {
+	case len(s) > 4096:
+		return fmt.Errorf("%s longer than 4096 bytes", what)
+	case !utf8.ValidString(s):
+		return fmt.Errorf("%s %q is not valid UTF-8", what, truncate(s, 80))
+	case strings.IndexFunc(s, unicode.IsControl) >= 0:
+		return fmt.Errorf("%s %q holds a control character", what, truncate(s, 80))
+	}
+	return nil
 }
 
 func splitBar(line string) []string {
@@ -130,11 +212,25 @@ func knownDigest(alg string) bool {
 	return false
 }
 
-// safeName refuses a path inside an object that would escape it.
+// safeName refuses a path inside an object that would escape it, and one
+// the object's checkm manifest could not list or a file system could not
+// hold: '|', control characters, invalid UTF-8, more than 1024 bytes or a
+// segment of more than 255.
 func safeName(name string) error {
 	clean := path.Clean("/" + strings.ReplaceAll(name, "\\", "/"))
 	if name == "" || strings.HasPrefix(name, "/") || strings.Contains("/"+strings.ReplaceAll(name, "\\", "/")+"/", "/../") || clean == "/" {
-		return fmt.Errorf("file name %q escapes the object", name)
+		return fmt.Errorf("file name %q escapes the object", truncate(name, 200))
 	}
-	return nil
+	if len(name) > 1024 {
+		return fmt.Errorf("file name longer than 1024 bytes")
+	}
+	for _, seg := range strings.Split(name, "/") {
+		if len(seg) > 255 {
+			return fmt.Errorf("file name %q has a part longer than 255 bytes", truncate(name, 200))
+		}
+	}
+	if strings.Contains(name, "|") {
+		return fmt.Errorf("file name %q holds '|', the manifest's separator", truncate(name, 200))
+	}
+	return checkText(name, "file name")
 }

@@ -45,7 +45,7 @@ func TestSafety(t *testing.T) {
 	b := r.submit(ingest.Submission{Submitter: "t", Profile: "p", PayloadURL: o.put("/f/a.txt", []byte("a")), Type: "file"})
 	r.waitState(ingest.Batch, b, ingest.Failed, 20*time.Second)
 	_, st := r.call("GET", "/v1/jobs/1", nil)
-	if msg, _ := st["error"].(string); !strings.Contains(msg, "loopback or private") {
+	if msg, _ := st["error"].(string); !strings.Contains(msg, "prohibited IP address") {
 		t.Errorf("loopback payload: %q", msg)
 	}
 

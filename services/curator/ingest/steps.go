@@ -19,12 +19,15 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"path"
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
+	"code.dny.dev/ssrf"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -54,8 +57,34 @@ type Config struct {
 	// Interval is how long a daemon with nothing to do waits before looking
 	// again (provisioning's sleep between passes).
 	Interval time.Duration `env:"INGEST_INTERVAL, default=2s"`
+	// ResponseTimeout bounds the wait for a response's headers.
+	ResponseTimeout time.Duration `env:"INGEST_RESPONSE_TIMEOUT, default=30s"`
+	// IdleTimeout fails a download or manifest whose body stalls this long.
+	IdleTimeout time.Duration `env:"INGEST_IDLE_TIMEOUT, default=60s"`
+	// RequestTimeout bounds a whole HEAD request or callback.
+	RequestTimeout time.Duration `env:"INGEST_REQUEST_TIMEOUT, default=1m"`
+	// HTTPProxy, if set, is the proxy every outgoing request goes through
+	// (environment proxies are ignored); the proxy must then enforce the
+	// address rules the dial guard enforces without one.
+	HTTPProxy string `env:"INGEST_HTTP_PROXY"`
+	// MaxManifestBytes bounds one manifest (after transfer decompression).
+	MaxManifestBytes int64 `env:"INGEST_MAX_MANIFEST_BYTES, default=16777216"`
+	// MaxManifestRows bounds the rows of one manifest, so the jobs of a
+	// batch manifest and the files of an object manifest.
+	MaxManifestRows int `env:"INGEST_MAX_MANIFEST_ROWS, default=100000"`
+	// MaxBatchFiles bounds the files of all the jobs of one batch.
+	MaxBatchFiles int `env:"INGEST_MAX_BATCH_FILES, default=200000"`
+	// MaxZipEntries bounds the entries of a container.
+	MaxZipEntries int `env:"INGEST_MAX_ZIP_ENTRIES, default=10000"`
+	// MaxZipRatio bounds how many times larger a container's content is
+	// than the container (beyond 16 MiB of content).
+	MaxZipRatio int64 `env:"INGEST_MAX_ZIP_RATIO, default=100"`
 	// Retries is how many times a download or callback is tried.
 	Retries int `env:"INGEST_RETRIES, default=3"`
+	// MaxAttempts fails a batch or job after this many claims at one state
+	// without moving on (failed attempts, or workers that crashed or hung
+	// on it), where the transition table lets the daemon fail it.
+	MaxAttempts int `env:"INGEST_MAX_ATTEMPTS, default=5"`
 	// ARKPrefix is the local minter's shoulder.
 	ARKPrefix string `env:"INGEST_ARK_PREFIX, default=ark:/99999/fk4"`
 }
@@ -93,25 +122,31 @@ func New(cfg Config, s *Store, bs blob.Store, b *bus.Bus, log *slog.Logger) (*In
 		return nil, fmt.Errorf("ingest work dir: %w", err)
 	}
 	g := &Ingester{cfg: cfg, store: s, blob: bs, bus: b, log: log}
-	dialer := &net.Dialer{Timeout: 10 * time.Second}
-	tr := http.DefaultTransport.(*http.Transport).Clone()
-	tr.DialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
-		host, port, err := net.SplitHostPort(addr)
-		if err != nil {
-			return nil, err
-		}
-		ips, err := net.DefaultResolver.LookupIPAddr(ctx, host)
-		if err != nil {
-			return nil, err
-		}
-		for _, ip := range ips {
-			if err := g.allowedIP(ip.IP); err != nil {
-				return nil, fmt.Errorf("%s: %w", host, err)
-			}
-		}
-		return dialer.DialContext(ctx, network, net.JoinHostPort(ips[0].IP.String(), port))
+	// Every connection's address is checked when it is made (after DNS,
+	// so a name that resolves to a private address is refused too) against
+	// IANA's special-purpose registries, IPv4 forms embedded in IPv6
+	// included: code.dny.dev/ssrf.
+	dialer := &net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}
+	if !cfg.AllowPrivate {
+		dialer.Control = DialGuard
 	}
-	tr.MaxIdleConnsPerHost = 64
+	tr := &http.Transport{
+		DialContext:           dialer.DialContext,
+		ForceAttemptHTTP2:     true,
+		MaxIdleConns:          128,
+		MaxIdleConnsPerHost:   64,
+		IdleConnTimeout:       90 * time.Second,
+		TLSHandshakeTimeout:   10 * time.Second,
+		ResponseHeaderTimeout: cfg.ResponseTimeout,
+		ExpectContinueTimeout: time.Second,
+	}
+	if cfg.HTTPProxy != "" {
+		pu, err := url.Parse(cfg.HTTPProxy)
+		if err != nil || pu.Host == "" {
+			return nil, fmt.Errorf("INGEST_HTTP_PROXY %q is not a URL", cfg.HTTPProxy)
+		}
+		tr.Proxy = http.ProxyURL(pu)
+	}
 	g.client = &http.Client{Transport: tr, Timeout: 0, CheckRedirect: func(r *http.Request, via []*http.Request) error {
 		if len(via) >= 5 {
 			return errors.New("too many redirects")
@@ -131,7 +166,7 @@ func New(cfg Config, s *Store, bs blob.Store, b *bus.Bus, log *slog.Logger) (*In
 	held := &sync.Map{}
 	add := func(e Entity, st State, w Work) {
 		g.daemons = append(g.daemons, &daemon{store: s, entity: e, state: st, work: w,
-			interval: cfg.Interval, log: log, wake: make(chan struct{}, 1), claims: claims, held: held,
+			interval: cfg.Interval, log: log, wake: make(chan struct{}, 1), claims: claims, held: held, maxAttempts: cfg.MaxAttempts,
 			sem: make(chan struct{}, max(cfg.Concurrency, 1)), next: func(to State) *daemon { return g.daemon(e, to) }})
 	}
 	add(Batch, Pending, onBatch(g.batchPending))
@@ -214,14 +249,62 @@ func (g *Ingester) sweep(ctx context.Context) {
 // Close releases the claims' connections (Run does it when it ends).
 func (g *Ingester) Close() { g.claims.Close() }
 
-func (g *Ingester) allowedIP(ip net.IP) error {
-	if g.cfg.AllowPrivate {
-		return nil
+// DialGuard refuses, before a connection is made, every address that is
+// not a public unicast one (loopback, private, shared, link-local,
+// benchmarking, reserved, documentation, multicast, NAT64, 6to4, Teredo,
+// IPv4-mapped and -compatible forms of those...), from IANA's
+// special-purpose address registries, for any port. It is the ingest
+// client's net.Dialer Control unless INGEST_ALLOW_PRIVATE.
+var DialGuard = ssrf.New(ssrf.WithAnyPort()).Safe
+
+// do sends req: its response must start within INGEST_RESPONSE_TIMEOUT
+// (the transport's bound), and its body fails once no byte has come for
+// INGEST_IDLE_TIMEOUT, so a silent origin server holds a worker for a
+// bounded time.
+func (g *Ingester) do(req *http.Request) (*http.Response, error) {
+	ctx, cancel := context.WithCancel(req.Context())
+	resp, err := g.client.Do(req.WithContext(ctx))
+	if err != nil {
+		cancel()
+		return nil, err
 	}
-	if ip.IsLoopback() || ip.IsPrivate() || ip.IsLinkLocalUnicast() || ip.IsUnspecified() || ip.IsMulticast() {
-		return fmt.Errorf("address %s is loopback or private (INGEST_ALLOW_PRIVATE)", ip)
+	resp.Body = newIdleBody(resp.Body, g.cfg.IdleTimeout, cancel)
+	return resp, nil
+}
+
+// idleBody cancels its request when one Read waits longer than d.
+type idleBody struct {
+	rc     io.ReadCloser
+	d      time.Duration
+	t      *time.Timer
+	cancel context.CancelFunc
+	fired  atomic.Bool
+}
+
+func newIdleBody(rc io.ReadCloser, d time.Duration, cancel context.CancelFunc) *idleBody {
+	b := &idleBody{rc: rc, d: d, cancel: cancel}
+	b.t = time.AfterFunc(d, func() { b.fired.Store(true); cancel() })
+	b.t.Stop()
+	return b
+}
+
+func (b *idleBody) Read(p []byte) (int, error) {
+	if b.d > 0 {
+		b.t.Reset(b.d)
 	}
-	return nil
+	n, err := b.rc.Read(p)
+	b.t.Stop()
+	if err != nil && b.fired.Load() {
+		err = fmt.Errorf("no data for %s (INGEST_IDLE_TIMEOUT): %w", b.d, err)
+	}
+	return n, err
+}
+
+func (b *idleBody) Close() error {
+	b.t.Stop()
+	err := b.rc.Close()
+	b.cancel()
+	return err
 }
 
 func (g *Ingester) allowedURL(s string) error {
@@ -271,8 +354,8 @@ func (g *Ingester) batch(ctx context.Context, id int64) (*batchRow, error) {
 	return b, nil
 }
 
-// get fetches a URL (a manifest) into memory, within limit bytes.
-func (g *Ingester) get(ctx context.Context, u string, limit int64) ([]byte, error) {
+// openManifest opens a manifest's body for streaming.
+func (g *Ingester) openManifest(ctx context.Context, u string) (io.ReadCloser, error) {
 	if err := g.allowedURL(u); err != nil {
 		return nil, err
 	}
@@ -280,20 +363,39 @@ func (g *Ingester) get(ctx context.Context, u string, limit int64) ([]byte, erro
 	if err != nil {
 		return nil, err
 	}
-	resp, err := g.client.Do(req)
+	resp, err := g.do(req)
 	if err != nil {
 		return nil, err
 	}
-	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
+		resp.Body.Close()
 		return nil, fmt.Errorf("GET %s: %s", u, resp.Status)
 	}
-	b, err := io.ReadAll(io.LimitReader(resp.Body, limit+1))
-	if int64(len(b)) > limit {
-		return nil, fmt.Errorf("GET %s: more than %d bytes", u, limit)
-	}
-	return b, err
+	return resp.Body, nil
 }
+
+// scanManifest streams the manifest at u through ScanCheckm within the
+// configured bounds. A manifest that cannot be read is a *manifestError
+// saying so; one that breaks a bound or is malformed says why.
+func (g *Ingester) scanManifest(ctx context.Context, u string, fn func(Row) error) error {
+	body, err := g.openManifest(ctx, u)
+	if err != nil {
+		return &manifestError{"reading", err}
+	}
+	defer body.Close()
+	lim := ManifestLimits{MaxBytes: g.cfg.MaxManifestBytes, MaxRows: g.cfg.MaxManifestRows, MaxLine: DefaultManifestLimits.MaxLine}
+	if err := ScanCheckm(body, lim, fn); err != nil {
+		return &manifestError{"corrupt", err}
+	}
+	return nil
+}
+
+type manifestError struct {
+	what string
+	err  error
+}
+
+func (e *manifestError) Error() string { return e.err.Error() }
 
 // newJob is a job to create.
 type newJob struct {
@@ -314,52 +416,62 @@ func (g *Ingester) batchPending(ctx context.Context, id int64) (Outcome, error) 
 		return Outcome{To: Held, Detail: "collection " + b.Profile + " is held"}, nil
 	}
 	var jobs []newJob
-	const manifestLimit = 64 << 20
+	files := 0
+	count := func(n int) error {
+		if files += n; files > g.cfg.MaxBatchFiles {
+			return fmt.Errorf("the batch lists more than %d files (INGEST_MAX_BATCH_FILES)", g.cfg.MaxBatchFiles)
+		}
+		return nil
+	}
+	fail := func(err error, manifest string) (Outcome, error) {
+		var me *manifestError
+		if errors.As(err, &me) && me.what == "reading" {
+			return Outcome{To: Failed, Detail: "reading " + manifest + ": " + err.Error()}, nil
+		}
+		return Outcome{To: Failed, Detail: "corrupt " + manifest + ": " + err.Error()}, nil
+	}
 	switch b.Type {
 	case "file":
 		jobs = []newJob{{kind: "file", url: b.PayloadURL, title: b.Title, files: []File{{URL: b.PayloadURL, Name: nameOf(b.PayloadURL)}}}}
 	case "container":
 		jobs = []newJob{{kind: "container", url: b.PayloadURL, title: b.Title}}
-	case "manifest", "batch-manifest", "manifest-of-manifests":
-		body, err := g.get(ctx, b.PayloadURL, manifestLimit)
+	case "manifest":
+		j := newJob{kind: "manifest", url: b.PayloadURL, title: b.Title}
+		err := g.scanManifest(ctx, b.PayloadURL, func(r Row) error {
+			j.files = append(j.files, File{URL: r.URL, Name: r.Name, DigestAlg: r.DigestAlg, Digest: r.Digest, Size: r.Size})
+			if r.LocalID != "" {
+				j.localID = r.LocalID
+			}
+			return count(1)
+		})
 		if err != nil {
-			return Outcome{To: Failed, Detail: "reading the manifest: " + err.Error()}, nil
+			return fail(err, "the manifest")
 		}
-		rows, err := ParseCheckm(bytes.NewReader(body))
+		jobs = []newJob{j}
+	case "batch-manifest":
+		err := g.scanManifest(ctx, b.PayloadURL, func(r Row) error {
+			jobs = append(jobs, newJob{kind: "file", url: r.URL, localID: r.LocalID, title: firstOf(r.Title, b.Title),
+				files: []File{{URL: r.URL, Name: r.Name, DigestAlg: r.DigestAlg, Digest: r.Digest, Size: r.Size}}})
+			return count(1)
+		})
 		if err != nil {
-			return Outcome{To: Failed, Detail: "corrupt manifest: " + err.Error()}, nil
+			return fail(err, "the manifest")
 		}
-		switch b.Type {
-		case "manifest":
-			j := newJob{kind: "manifest", url: b.PayloadURL, title: b.Title}
-			for _, r := range rows {
-				j.files = append(j.files, File{URL: r.URL, Name: r.Name, DigestAlg: r.DigestAlg, Digest: r.Digest, Size: r.Size})
-				if r.LocalID != "" {
-					j.localID = r.LocalID
-				}
+	case "manifest-of-manifests":
+		var subs []Row
+		if err := g.scanManifest(ctx, b.PayloadURL, func(r Row) error { subs = append(subs, r); return nil }); err != nil {
+			return fail(err, "the manifest")
+		}
+		for _, r := range subs {
+			j := newJob{kind: "manifest", url: r.URL, localID: r.LocalID, title: firstOf(r.Title, b.Title)}
+			err := g.scanManifest(ctx, r.URL, func(f Row) error {
+				j.files = append(j.files, File{URL: f.URL, Name: f.Name, DigestAlg: f.DigestAlg, Digest: f.Digest, Size: f.Size})
+				return count(1)
+			})
+			if err != nil {
+				return fail(err, "object manifest "+r.URL)
 			}
-			jobs = []newJob{j}
-		case "batch-manifest":
-			for _, r := range rows {
-				jobs = append(jobs, newJob{kind: "file", url: r.URL, localID: r.LocalID, title: firstOf(r.Title, b.Title),
-					files: []File{{URL: r.URL, Name: r.Name, DigestAlg: r.DigestAlg, Digest: r.Digest, Size: r.Size}}})
-			}
-		case "manifest-of-manifests":
-			for _, r := range rows {
-				sub, err := g.get(ctx, r.URL, manifestLimit)
-				if err != nil {
-					return Outcome{To: Failed, Detail: "reading object manifest " + r.URL + ": " + err.Error()}, nil
-				}
-				frows, err := ParseCheckm(bytes.NewReader(sub))
-				if err != nil {
-					return Outcome{To: Failed, Detail: "corrupt object manifest " + r.URL + ": " + err.Error()}, nil
-				}
-				j := newJob{kind: "manifest", url: r.URL, localID: r.LocalID, title: firstOf(r.Title, b.Title)}
-				for _, f := range frows {
-					j.files = append(j.files, File{URL: f.URL, Name: f.Name, DigestAlg: f.DigestAlg, Digest: f.Digest, Size: f.Size})
-				}
-				jobs = append(jobs, j)
-			}
+			jobs = append(jobs, j)
 		}
 	}
 	if len(jobs) == 0 {
@@ -423,12 +535,14 @@ func (g *Ingester) estimate(ctx context.Context, j *JobRow) (Outcome, error) {
 		if j.Kind != "container" && j.Files[i].Size > 0 {
 			size = j.Files[i].Size
 		} else if req, err := http.NewRequestWithContext(ctx, http.MethodHead, u, nil); err == nil && g.allowedURL(u) == nil {
-			if resp, err := g.client.Do(req); err == nil {
+			hctx, cancel := context.WithTimeout(ctx, g.cfg.RequestTimeout)
+			if resp, err := g.do(req.WithContext(hctx)); err == nil {
 				resp.Body.Close()
 				if resp.StatusCode == http.StatusOK && resp.ContentLength > 0 {
 					size = resp.ContentLength
 				}
 			}
+			cancel()
 		}
 		total += size
 	}
@@ -568,7 +682,7 @@ func (g *Ingester) fetchOnce(ctx context.Context, f *File, dst string) error {
 	if err != nil {
 		return err
 	}
-	resp, err := g.client.Do(req)
+	resp, err := g.do(req)
 	if err != nil {
 		return err
 	}
@@ -635,7 +749,12 @@ func (g *Ingester) process(ctx context.Context, j *JobRow) (Outcome, error) {
 	files := j.Files
 	var err error
 	if j.Kind == "container" {
-		files, err = unzip(filepath.Join(g.jobDir(id), "container.zip"), filepath.Join(g.jobDir(id), "payload"), g.cfg.MaxFileBytes)
+		files, err = unzip(filepath.Join(g.jobDir(id), "container.zip"), filepath.Join(g.jobDir(id), "payload"), zipLimits{
+			maxBytes: g.cfg.MaxFileBytes, maxEntries: g.cfg.MaxZipEntries, maxRatio: g.cfg.MaxZipRatio, keepFree: g.cfg.MinFreeBytes})
+		var room *noRoomError
+		if errors.As(err, &room) {
+			return Outcome{}, err // waits for room, attempts counted
+		}
 		if err != nil {
 			return Outcome{To: Failed, Detail: "corrupt container: " + err.Error()}, nil
 		}
@@ -712,13 +831,38 @@ func noid(n int64) string {
 	return string(s) + string(xdigits[sum%29])
 }
 
-func unzip(src, dst string, maxBytes int64) ([]File, error) {
+// zipLimits bound a container's extraction.
+type zipLimits struct {
+	maxBytes   int64 // all entries together (INGEST_MAX_FILE_BYTES)
+	maxEntries int   // INGEST_MAX_ZIP_ENTRIES
+	maxRatio   int64 // content over container size, beyond 16 MiB (INGEST_MAX_ZIP_RATIO)
+	keepFree   int64 // free space left in the working area (INGEST_MIN_FREE_BYTES)
+}
+
+// noRoomError: the working area lacks the room a container's content
+// needs now; a later attempt may find it.
+type noRoomError struct{ need, free int64 }
+
+func (e *noRoomError) Error() string {
+	return fmt.Sprintf("the container's content needs %d bytes and the working area has %d free beyond INGEST_MIN_FREE_BYTES", e.need, e.free)
+}
+
+// unzip extracts a container into dst after checking, from its central
+// directory and before writing a byte, every bound: the number of entries,
+// their total size and its ratio to the container's, safe and distinct
+// names, and the room in the working area. Each entry is then read up to
+// its declared size (archive/zip fails an entry longer than it declares).
+func unzip(src, dst string, lim zipLimits) ([]File, error) {
 	zr, err := zip.OpenReader(src)
 	if err != nil {
 		return nil, err
 	}
 	defer zr.Close()
-	var files []File
+	if len(zr.File) > lim.maxEntries {
+		return nil, fmt.Errorf("more than %d entries (INGEST_MAX_ZIP_ENTRIES)", lim.maxEntries)
+	}
+	var total uint64
+	seen := make(map[string]bool, len(zr.File))
 	for _, zf := range zr.File {
 		if zf.FileInfo().IsDir() {
 			continue
@@ -726,8 +870,28 @@ func unzip(src, dst string, maxBytes int64) ([]File, error) {
 		if err := safeName(zf.Name); err != nil {
 			return nil, err
 		}
-		if int64(zf.UncompressedSize64) > maxBytes {
-			return nil, fmt.Errorf("%s: larger than the file size limit", zf.Name)
+		key := strings.ToLower(path.Clean(zf.Name))
+		if seen[key] {
+			return nil, fmt.Errorf("%q is in the container twice", truncate(zf.Name, 200))
+		}
+		seen[key] = true
+		if total += zf.UncompressedSize64; total > uint64(lim.maxBytes) {
+			return nil, fmt.Errorf("content larger than %d bytes (INGEST_MAX_FILE_BYTES)", lim.maxBytes)
+		}
+	}
+	if st, err := os.Stat(src); err == nil && total > 16<<20 && int64(total) > lim.maxRatio*max(st.Size(), 1) {
+		return nil, fmt.Errorf("content of %d bytes is more than %d times the container's %d (INGEST_MAX_ZIP_RATIO)", total, lim.maxRatio, st.Size())
+	}
+	var fs syscall.Statfs_t
+	if err := syscall.Statfs(filepath.Dir(src), &fs); err == nil {
+		if free := int64(fs.Bavail) * int64(fs.Bsize); int64(total) > free-lim.keepFree {
+			return nil, &noRoomError{need: int64(total), free: max(free-lim.keepFree, 0)}
+		}
+	}
+	var files []File
+	for _, zf := range zr.File {
+		if zf.FileInfo().IsDir() {
+			continue
 		}
 		rc, err := zf.Open()
 		if err != nil {
@@ -744,9 +908,12 @@ func unzip(src, dst string, maxBytes int64) ([]File, error) {
 			return nil, err
 		}
 		h := sha256.New()
-		n, err := io.Copy(io.MultiWriter(out, h), io.LimitReader(rc, maxBytes+1))
+		n, err := io.Copy(io.MultiWriter(out, h), io.LimitReader(rc, int64(zf.UncompressedSize64)+1))
 		rc.Close()
 		out.Close()
+		if err == nil && n != int64(zf.UncompressedSize64) {
+			err = fmt.Errorf("%d bytes, the container declares %d", n, zf.UncompressedSize64)
+		}
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", zf.Name, err)
 		}
@@ -955,12 +1122,14 @@ func (g *Ingester) post(ctx context.Context, u string, body []byte) error {
 	if err := g.allowedURL(u); err != nil {
 		return err
 	}
+	ctx, cancel := context.WithTimeout(ctx, g.cfg.RequestTimeout)
+	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u, bytes.NewReader(body))
 	if err != nil {
 		return err
 	}
 	req.Header.Set("Content-Type", "application/json")
-	resp, err := g.client.Do(req)
+	resp, err := g.do(req)
 	if err != nil {
 		return err
 	}

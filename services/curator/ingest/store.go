@@ -207,7 +207,8 @@ func (s *Store) moveRow(ctx context.Context, q querier, e Entity, id int64, from
 	if !ok {
 		return fmt.Errorf("ingest: %s %d: %s -> %s by %s is not in the transition table", e, id, from, to, by)
 	}
-	u := `UPDATE ` + table(e) + ` SET state = $3, state_at = now(), error = CASE WHEN $3 = 'failed' THEN $4 ELSE '' END`
+	u := `UPDATE ` + table(e) + ` SET state = $3, state_at = now(), error = CASE WHEN $3 = 'failed' THEN $4 ELSE '' END,
+		attempts = 0, next_attempt_at = '-infinity', last_attempt_error = ''`
 	if e == Job && by == Daemon && to != Failed && to != Held {
 		u += `, last_successful = $2`
 	}
