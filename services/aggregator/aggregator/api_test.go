@@ -80,3 +80,26 @@ func TestTimestampPrefixesAreTheEarliestMoment(t *testing.T) {
 		}
 	}
 }
+
+// FuzzParseRequest: no query string makes the CDX query parser panic; a
+// query it accepts names a key, and a limit it keeps is not negative.
+func FuzzParseRequest(f *testing.F) {
+	for _, s := range []string{"url=example.com", "url=com&matchType=domain&limit=1", "url=a.com/x&matchType=prefix&from=2020&to=2021",
+		"url=a.com&sort=closest&closest=20200101", "url=a.com&fl=urlkey,timestamp&output=json", "url=&limit=-1", "url=%zz", "matchType=host"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, raw string) {
+		v, err := url.ParseQuery(raw)
+		if err != nil {
+			return
+		}
+		r, err := parseRequest(v)
+		if err != nil {
+			return
+		}
+		if r.q.Key == "" || r.limit < 0 {
+			t.Fatalf("%q: key %q, limit %d", raw, r.q.Key, r.limit)
+		}
+		_ = r.order([]string{"a 20200101000000 x", "a 20210101000000 y", "b"})
+	})
+}

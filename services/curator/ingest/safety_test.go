@@ -79,3 +79,29 @@ func TestSafety(t *testing.T) {
 		t.Errorf("job without room is %s, want provisioning", s)
 	}
 }
+
+// FuzzCheckm: no manifest makes the parser panic or return a row that is
+// unsafe to store: every row has an http(s) URL and a safe, distinct name.
+func FuzzCheckm(f *testing.F) {
+	f.Add("#%checkm_0.7\n#%fields | nfo:fileUrl | nfo:hashAlgorithm | nfo:hashValue | nfo:fileSize | nfo:fileName | mrt:localIdentifier\nhttp://h/a | md5 | abc | 3 | dir/a.txt | loc1\n#%eof\n")
+	f.Add("#%checkm_0.7\nhttp://h/a\nhttps://h/b.wav\n")
+	f.Add("#%checkm_0.7\n#%fields | nfo:fileUrl | nfo:fileName\nhttp://h/a | ../../etc/passwd\n")
+	f.Add("#%checkm_0.7\n#%fields | nfo:fileUrl | nfo:fileName\nhttp://h/a | x.txt\nhttp://h/b | x.txt\n")
+	f.Add("just words\n")
+	f.Fuzz(func(t *testing.T, in string) {
+		rows, err := ingest.ParseCheckm(strings.NewReader(in))
+		if err != nil {
+			return
+		}
+		names := map[string]bool{}
+		for _, r := range rows {
+			if !strings.HasPrefix(r.URL, "http://") && !strings.HasPrefix(r.URL, "https://") {
+				t.Fatalf("row URL %q", r.URL)
+			}
+			if r.Name == "" || strings.HasPrefix(r.Name, "/") || strings.Contains("/"+r.Name+"/", "/../") || strings.ContainsAny(r.Name, "|\x00\n") || names[r.Name] {
+				t.Fatalf("unsafe or repeated name %q", r.Name)
+			}
+			names[r.Name] = true
+		}
+	})
+}
