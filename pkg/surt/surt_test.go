@@ -8,8 +8,8 @@ import (
 
 func TestKeyExamples(t *testing.T) {
 	for in, want := range map[string]string{
-		"http://www.example.com/":                "com,example)/",
-		"https://Example.COM/a/B?y=2&x=1":        "com,example)/a/b?x=1&y=2",
+		"http://www.example.com/":               "com,example)/",
+		"https://Example.COM/a/B?y=2&x=1":       "com,example)/a/b?x=1&y=2",
 		"http://example.com:80/index.html#frag": "com,example)/index.html",
 	} {
 		if got := surt.Key(in); got != want {
