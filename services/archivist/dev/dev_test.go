@@ -106,6 +106,18 @@ func TestDevRunsTheSystemAndKeepsItsData(t *testing.T) {
 	if resp.StatusCode != http.StatusAccepted {
 		t.Fatalf("POST: %d", resp.StatusCode)
 	}
+	// The 14-byte msgpack bomb: 400 naming the bound, and the
+	// curator goes on serving (the POST above is then read back).
+	bomb := append(append([]byte{0x81, 0xa7}, "same_as"...), 0xdd, 0xff, 0xff, 0xff, 0xff)
+	resp, err = http.Post("http://"+o.CuratorAddr+"/v1/episodes", "application/msgpack", bytes.NewReader(bomb))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(b), "exceeds the limit") {
+		t.Fatalf("msgpack bomb: %d %s", resp.StatusCode, b)
+	}
 	pgURL := fmt.Sprintf("postgres://postgres@127.0.0.1:%d/archivist?sslmode=disable", o.PGPort)
 	deadline := time.Now().Add(15 * time.Second)
 	for {
@@ -132,7 +144,7 @@ func TestDevRunsTheSystemAndKeepsItsData(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, _ := io.ReadAll(resp.Body)
+	b, _ = io.ReadAll(resp.Body)
 	resp.Body.Close()
 	if resp.StatusCode != 200 || !strings.Contains(string(b), "Dev run") {
 		t.Fatalf("second run lost the episode: %d %s", resp.StatusCode, b)
