@@ -57,114 +57,102 @@ func CheckMsgpack(b []byte, lim Limits) error {
 		return fmt.Errorf("msgpack: empty input")
 	}
 	// stack[i] is how many values the i-th open container still holds.
-	stack := make([]int64, 0, min(max(lim.MaxDepth, 1), 64))
-	pos := 0
-	need := func(n int64) error {
-		if n < 0 || n > int64(len(b)-pos) {
-			return fmt.Errorf("msgpack: at byte %d a length of %d runs past the end (%d bytes left)", pos, n, len(b)-pos)
-		}
-		return nil
-	}
-	uint := func(width int) (int64, error) {
-		if err := need(int64(width)); err != nil {
-			return 0, err
-		}
-		var v uint64
-		switch width {
-		case 1:
-			v = uint64(b[pos])
-		case 2:
-			v = uint64(binary.BigEndian.Uint16(b[pos:]))
-		case 4:
-			v = uint64(binary.BigEndian.Uint32(b[pos:]))
-		}
-		pos += width
-		return int64(v), nil
-	}
+	var fixed [16]int64
+	stack := fixed[:0]
+	n := int64(len(b))
+	pos := int64(0)
 	for {
-		if err := need(1); err != nil {
+		if pos >= n {
 			return fmt.Errorf("msgpack: truncated at byte %d", pos)
 		}
 		c := b[pos]
 		pos++
-		var skip, open int64 = 0, -1
-		var err error
+		skip, open, width := int64(0), int64(-1), int64(0)
+		pairs := false
 		switch {
 		case c <= 0x7f || c >= 0xe0 || c == 0xc0 || c == 0xc2 || c == 0xc3:
-		case c >= 0x80 && c <= 0x8f:
-			open = 2 * int64(c&0x0f)
-		case c >= 0x90 && c <= 0x9f:
+		case c <= 0x8f: // fixmap
+			open, pairs = int64(c&0x0f), true
+		case c <= 0x9f: // fixarray
 			open = int64(c & 0x0f)
-		case c >= 0xa0 && c <= 0xbf:
+		case c <= 0xbf: // fixstr
 			skip = int64(c & 0x1f)
-		case c == 0xc4 || c == 0xd9: // bin8, str8
-			skip, err = uint(1)
-		case c == 0xc5 || c == 0xda: // bin16, str16
-			skip, err = uint(2)
-		case c == 0xc6 || c == 0xdb: // bin32, str32
-			skip, err = uint(4)
-		case c == 0xc7: // ext8: length, type
-			skip, err = uint(1)
-			skip++
-		case c == 0xc8:
-			skip, err = uint(2)
-			skip++
-		case c == 0xc9:
-			skip, err = uint(4)
-			skip++
-		case c == 0xca:
-			skip = 4
-		case c == 0xcb:
-			skip = 8
-		case c == 0xcc || c == 0xd0:
-			skip = 1
-		case c == 0xcd || c == 0xd1:
-			skip = 2
-		case c == 0xce || c == 0xd2:
-			skip = 4
-		case c == 0xcf || c == 0xd3:
-			skip = 8
-		case c >= 0xd4 && c <= 0xd8: // fixext 1, 2, 4, 8, 16 plus the type byte
-			skip = 1 + int64(1)<<(c-0xd4)
-		case c == 0xdc:
-			open, err = uint(2)
-		case c == 0xdd:
-			open, err = uint(4)
-		case c == 0xde:
-			open, err = uint(2)
-			open *= 2
-		case c == 0xdf:
-			open, err = uint(4)
-			open *= 2
-		default: // 0xc1 is never used
-			return fmt.Errorf("msgpack: invalid byte 0x%02x at %d", c, pos-1)
-		}
-		if err != nil {
-			return err
-		}
-		if err := need(skip); err != nil {
-			return err
-		}
-		pos += int(skip)
-		if open >= 0 {
-			count := open
-			if c >= 0x80 && c <= 0x8f || c == 0xde || c == 0xdf {
-				count = open / 2
+		default:
+			switch c {
+			case 0xc4, 0xd9: // bin8, str8: a length
+				width = 1
+			case 0xc5, 0xda:
+				width = 2
+			case 0xc6, 0xdb:
+				width = 4
+			case 0xc7: // ext8: a length, then the type
+				width, skip = 1, 1
+			case 0xc8:
+				width, skip = 2, 1
+			case 0xc9:
+				width, skip = 4, 1
+			case 0xca, 0xce, 0xd2:
+				skip = 4
+			case 0xcb, 0xcf, 0xd3:
+				skip = 8
+			case 0xcc, 0xd0:
+				skip = 1
+			case 0xcd, 0xd1:
+				skip = 2
+			case 0xd4, 0xd5, 0xd6, 0xd7, 0xd8: // fixext 1-16 and the type
+				skip = 1 + int64(1)<<(c-0xd4)
+			case 0xdc:
+				width, open = 2, 0
+			case 0xdd:
+				width, open = 4, 0
+			case 0xde:
+				width, open, pairs = 2, 0, true
+			case 0xdf:
+				width, open, pairs = 4, 0, true
+			default: // 0xc1 is never used
+				return fmt.Errorf("msgpack: invalid byte 0x%02x at %d", c, pos-1)
 			}
-			if lim.MaxCount > 0 && count > int64(lim.MaxCount) {
-				return &LimitError{Bound: "msgpack array or map length", Limit: int64(lim.MaxCount), Got: count}
+		}
+		if width > 0 {
+			if n-pos < width {
+				return fmt.Errorf("msgpack: truncated at byte %d", pos)
+			}
+			var v int64
+			switch width {
+			case 1:
+				v = int64(b[pos])
+			case 2:
+				v = int64(binary.BigEndian.Uint16(b[pos:]))
+			default:
+				v = int64(binary.BigEndian.Uint32(b[pos:]))
+			}
+			pos += width
+			if open >= 0 {
+				open = v
+			} else {
+				skip += v
+			}
+		}
+		if skip > n-pos {
+			return fmt.Errorf("msgpack: at byte %d a length of %d runs past the end (%d bytes left)", pos, skip, n-pos)
+		}
+		pos += skip
+		if open > 0 {
+			if lim.MaxCount > 0 && open > int64(lim.MaxCount) {
+				return &LimitError{Bound: "msgpack array or map length", Limit: int64(lim.MaxCount), Got: open}
+			}
+			if pairs {
+				open *= 2
 			}
 			// Every element takes at least a byte.
-			if err := need(open); err != nil {
-				return err
+			if open > n-pos {
+				return fmt.Errorf("msgpack: at byte %d a length of %d runs past the end (%d bytes left)", pos, open, n-pos)
 			}
-			if open > 0 {
-				if lim.MaxDepth > 0 && len(stack)+1 > lim.MaxDepth {
-					return &LimitError{Bound: "msgpack nesting depth", Limit: int64(lim.MaxDepth), Got: int64(len(stack) + 1)}
-				}
-				stack = append(stack, open)
-				continue
+			if lim.MaxDepth > 0 && len(stack)+1 > lim.MaxDepth {
+				return &LimitError{Bound: "msgpack nesting depth", Limit: int64(lim.MaxDepth), Got: int64(len(stack) + 1)}
 			}
+			stack = append(stack, open)
+			continue
 		}
 		// A value is complete: count it off its containers.
 		for len(stack) > 0 {
@@ -175,8 +163,8 @@ func CheckMsgpack(b []byte, lim Limits) error {
 			stack = stack[:len(stack)-1]
 		}
 		if len(stack) == 0 {
-			if pos != len(b) {
-				return fmt.Errorf("msgpack: %d bytes after the value", len(b)-pos)
+			if pos != n {
+				return fmt.Errorf("msgpack: %d bytes after the value", n-pos)
 			}
 			return nil
 		}
@@ -189,6 +177,19 @@ func UnmarshalMsgpack(b []byte, v any, lim Limits, strict bool) error {
 	if err := CheckMsgpack(b, lim); err != nil {
 		return err
 	}
+	return decodeMsgpack(b, v, strict)
+}
+
+// decodeMsgpack decodes checked bytes. vmihailenco/msgpack v5.4.1 panics on
+// some well-formed input that does not fit the type (nil for a struct
+// field: reflect.Value.IsNil on a struct), found by FuzzEnvelope: that is an
+// error of the input here, not a crash.
+func decodeMsgpack(b []byte, v any, strict bool) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("msgpack: input does not fit %T: %v", v, r)
+		}
+	}()
 	if !strict {
 		return msgpack.Unmarshal(b, v)
 	}

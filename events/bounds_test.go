@@ -138,3 +138,26 @@ func FuzzEnvelope(f *testing.F) {
 		}
 	})
 }
+
+// BenchmarkUnmarshalChecked: the envelope decode of every consumed event,
+// with the bounds scan (the scan alone is BenchmarkCheckMsgpack).
+func BenchmarkUnmarshalChecked(b *testing.B) {
+	env, _ := events.New("bench", &events.EpisodeUpserted{ID: "ep-0001", Title: "Episode", Media: events.Media{Key: "audio/ep-0001.mp3"}})
+	raw, _ := env.Marshal()
+	b.Run("check", func(b *testing.B) {
+		b.SetBytes(int64(len(raw)))
+		for b.Loop() {
+			if err := events.CheckMsgpack(raw, events.DefaultLimits); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("unmarshal", func(b *testing.B) {
+		b.SetBytes(int64(len(raw)))
+		for b.Loop() {
+			if _, err := events.Unmarshal(raw); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}

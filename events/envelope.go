@@ -44,6 +44,9 @@ type Envelope struct {
 	SentAt time.Time `msgpack:"sent_at" json:"sent_at"`
 	// Payload is the msgpack encoding of the event type's struct.
 	Payload msgpack.RawMessage `msgpack:"payload" json:"-"`
+
+	// checked is set by Unmarshal, whose bounds scan covered the payload.
+	checked bool
 }
 
 // Event is implemented by every payload type.
@@ -107,6 +110,7 @@ func Unmarshal(b []byte) (Envelope, error) {
 		return Envelope{}, err
 	}
 	e.SentAt = e.SentAt.UTC().Truncate(time.Microsecond)
+	e.checked = true
 	return e, nil
 }
 
@@ -141,7 +145,13 @@ func Decode[T any, PT interface {
 	if e.SchemaVersion > v.EventSchemaVersion() {
 		return nil, &FieldError{Field: "schema_version", Msg: fmt.Sprintf("%d is newer than the %d this service understands", e.SchemaVersion, v.EventSchemaVersion())}
 	}
-	if err := UnmarshalMsgpack(e.Payload, v, DefaultLimits, false); err != nil {
+	var err error
+	if e.checked {
+		err = decodeMsgpack(e.Payload, v, false)
+	} else {
+		err = UnmarshalMsgpack(e.Payload, v, DefaultLimits, false)
+	}
+	if err != nil {
 		return nil, fmt.Errorf("decode %s payload: %w", e.Type, err)
 	}
 	if err := v.Validate(); err != nil {

@@ -336,9 +336,11 @@ func (s *Subscription) Process(msg jetstream.Msg) { s.process(msg) }
 
 func (s *Subscription) process(msg jetstream.Msg) {
 	start := time.Now()
-	e := s.inflight.add(msg, start, start.Add(s.opts.timeout))
-	err := s.safeHandle(msg)
+	ctx, cancel := context.WithCancel(s.hctx)
+	e := s.inflight.add(msg, start, start.Add(s.opts.timeout), cancel)
+	err := s.safeHandle(ctx, msg)
 	s.inflight.remove(e)
+	cancel()
 	s.handleTime.Observe(time.Since(start).Seconds())
 	if err == nil {
 		if aerr := msg.Ack(); aerr != nil {
@@ -383,13 +385,12 @@ func (s *Subscription) process(msg jetstream.Msg) {
 	s.retried.Inc()
 }
 
-// safeHandle runs the handler under its timeout and turns a panic into a
+// safeHandle runs the handler (whose context the heartbeat ends at the
+// handler timeout) and turns a panic into a
 // permanent error with the panic's value, so that a message that crashes its
 // handler is dead-lettered with the reason instead of killing the process
 // on every redelivery.
-func (s *Subscription) safeHandle(msg jetstream.Msg) (err error) {
-	ctx, cancel := context.WithTimeout(s.hctx, s.opts.timeout)
-	defer cancel()
+func (s *Subscription) safeHandle(ctx context.Context, msg jetstream.Msg) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			s.log.Error("handler panicked", "panic", r, "subject", msg.Subject(),
@@ -414,7 +415,7 @@ func (s *Subscription) retryDelay(delivered uint64) time.Duration {
 // redelivered to someone else.
 func (s *Subscription) heartbeat() {
 	defer close(s.hbDone)
-	every := s.ackWait / 5
+	every := min(s.ackWait/5, max(s.opts.timeout/4, 10*time.Millisecond))
 	due := s.ackWait * 2 / 5
 	t := time.NewTicker(every)
 	defer t.Stop()
@@ -424,7 +425,11 @@ func (s *Subscription) heartbeat() {
 			return
 		case now := <-t.C:
 			s.inflight.each(func(e *inflightEntry) {
-				if now.Sub(e.last) >= due && now.Before(e.until) {
+				if !now.Before(e.until) {
+					e.cancel() // past the handler timeout: its context ends
+					return
+				}
+				if now.Sub(e.last) >= due {
 					if err := e.msg.InProgress(); err != nil {
 						s.log.Warn("in-progress failed", "err", err, "subject", e.msg.Subject())
 					}
@@ -436,9 +441,10 @@ func (s *Subscription) heartbeat() {
 }
 
 type inflightEntry struct {
-	msg   jetstream.Msg
-	last  time.Time
-	until time.Time // kept in progress until then (the handler timeout)
+	msg    jetstream.Msg
+	last   time.Time
+	until  time.Time          // kept in progress until then (the handler timeout)
+	cancel context.CancelFunc // ends the handler's context
 }
 
 type inflight struct {
@@ -446,8 +452,8 @@ type inflight struct {
 	m  map[*inflightEntry]struct{}
 }
 
-func (f *inflight) add(msg jetstream.Msg, now, until time.Time) *inflightEntry {
-	e := &inflightEntry{msg: msg, last: now, until: until}
+func (f *inflight) add(msg jetstream.Msg, now, until time.Time, cancel context.CancelFunc) *inflightEntry {
+	e := &inflightEntry{msg: msg, last: now, until: until, cancel: cancel}
 	f.mu.Lock()
 	f.m[e] = struct{}{}
 	f.mu.Unlock()
