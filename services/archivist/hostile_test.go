@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"encoding/binary"
 	"os"
 	"path/filepath"
 	"strings"
@@ -29,16 +28,7 @@ func TestToolsAnswerHostileFilesWithAnError(t *testing.T) {
 	longLine := write("long.warc", append([]byte("WARC/1.0\r\nWARC-Type: response\r\nX: "), bytes.Repeat([]byte("a"), 8<<20)...))
 	bigBlock := write("big.warc", []byte("WARC/1.0\r\nWARC-Type: resource\r\nWARC-Target-URI: http://a/\r\nContent-Length: 1073741824\r\n\r\nshort"))
 
-	wav := make([]byte, 60)
-	copy(wav, "RIFF")
-	binary.LittleEndian.PutUint32(wav[4:], 52)
-	copy(wav[8:], "WAVEfmt ")
-	binary.LittleEndian.PutUint32(wav[16:], 16)
-	binary.LittleEndian.PutUint16(wav[20:], 1)
-	binary.LittleEndian.PutUint16(wav[22:], 65535)
-	binary.LittleEndian.PutUint32(wav[24:], 8000)
-	binary.LittleEndian.PutUint16(wav[34:], 16)
-	copy(wav[36:], "data")
+	wav := append(locatetest.WAVHeader(65535, 8000, 16, 16), make([]byte, 16)...)
 	hostileEpisode := write("episode.wav", wav)
 	clips := filepath.Join(dir, "clips")
 	os.Mkdir(clips, 0o755)

@@ -3,7 +3,6 @@ package e2e_test
 import (
 	"bytes"
 	"context"
-	"encoding/binary"
 	"strings"
 	"testing"
 	"time"
@@ -13,22 +12,6 @@ import (
 	"github.com/archivist/archivist/services/researcher/locate"
 	"github.com/archivist/archivist/services/researcher/locate/locatetest"
 )
-
-// hostileWAV is a 60-byte WAV declaring 65,535 channels.
-func hostileWAV() []byte {
-	b := make([]byte, 60)
-	copy(b, "RIFF")
-	binary.LittleEndian.PutUint32(b[4:], 52)
-	copy(b[8:], "WAVEfmt ")
-	binary.LittleEndian.PutUint32(b[16:], 16)
-	binary.LittleEndian.PutUint16(b[20:], 1)
-	binary.LittleEndian.PutUint16(b[22:], 65535)
-	binary.LittleEndian.PutUint32(b[24:], 8000)
-	binary.LittleEndian.PutUint16(b[34:], 16)
-	copy(b[36:], "data")
-	binary.LittleEndian.PutUint32(b[40:], 16)
-	return b
-}
 
 // TestPoisonClipsFailAlone: an item whose clips include a decoder-crashing
 // Ogg page, a WAV declaring 65,535 channels and a clip whose audio does not
@@ -57,7 +40,7 @@ func TestPoisonClipsFailAlone(t *testing.T) {
 		case 1:
 			return oggPage
 		case 2:
-			return hostileWAV()
+			return append(locatetest.WAVHeader(65535, 8000, 16, 16), make([]byte, 16)...)
 		}
 		return []byte("gone")
 	}

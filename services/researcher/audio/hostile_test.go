@@ -16,25 +16,8 @@ import (
 
 	"github.com/archivist/archivist/pkg/testenv"
 	"github.com/archivist/archivist/services/researcher/audio"
+	"github.com/archivist/archivist/services/researcher/locate/locatetest"
 )
-
-// wavHeader is a 44-byte PCM WAV header declaring channels, rate and bits.
-func wavHeader(channels, rate, bits uint32, dataBytes uint32) []byte {
-	b := make([]byte, 44)
-	copy(b, "RIFF")
-	binary.LittleEndian.PutUint32(b[4:], 36+dataBytes)
-	copy(b[8:], "WAVEfmt ")
-	binary.LittleEndian.PutUint32(b[16:], 16)
-	binary.LittleEndian.PutUint16(b[20:], 1)
-	binary.LittleEndian.PutUint16(b[22:], uint16(channels))
-	binary.LittleEndian.PutUint32(b[24:], rate)
-	binary.LittleEndian.PutUint32(b[28:], rate*channels*bits/8)
-	binary.LittleEndian.PutUint16(b[32:], uint16(channels*bits/8))
-	binary.LittleEndian.PutUint16(b[34:], uint16(bits))
-	copy(b[36:], "data")
-	binary.LittleEndian.PutUint32(b[40:], dataBytes)
-	return b
-}
 
 // oggCRC is the Ogg page checksum (CRC-32, polynomial 0x04c11db7, not
 // reflected).
@@ -115,8 +98,8 @@ func TestHostileAudioFailsWithinBounds(t *testing.T) {
 		permanent bool
 	}{
 		{"Ogg page with no segments", emptyOggPage(), clip, "", true},
-		{"WAV rate near 4 GHz", wavHeader(1, 4294967291, 16, 0), clip, "sample rate 4294967291 Hz is beyond the limit", true},
-		{"WAV of 65535 channels", append(wavHeader(65535, 8000, 16, 16), make([]byte, 16)...), clip, "channels 65535 is beyond the limit", true},
+		{"WAV rate near 4 GHz", locatetest.WAVHeader(1, 4294967291, 16, 0), clip, "sample rate 4294967291 Hz is beyond the limit", true},
+		{"WAV of 65535 channels", append(locatetest.WAVHeader(65535, 8000, 16, 16), make([]byte, 16)...), clip, "channels 65535 is beyond the limit", true},
 		{"WAV with a 4 GB fmt chunk", append(append([]byte("RIFF\x00\x00\x00\x00WAVEfmt "), 0xff, 0xff, 0xff, 0xff), make([]byte, 16)...), clip, "fmt chunk of 4294967295 bytes is beyond the limit", true},
 		{"FLAC of constant subframes past the clip bound", flacBomb, clip, "duration", true},
 		{"truncated MP3 frame", []byte{0xff, 0xfb, 0x90, 0x64, 0, 0, 0}, clip, "", true},
@@ -145,7 +128,7 @@ func TestHostileAudioFailsWithinBounds(t *testing.T) {
 
 // A read error of the source is not the file's fault: it stays transient.
 func TestSourceErrorIsNotPermanent(t *testing.T) {
-	b := append(wavHeader(1, 8000, 16, 8000), make([]byte, 100)...)
+	b := append(locatetest.WAVHeader(1, 8000, 16, 8000), make([]byte, 100)...)
 	r := io.MultiReader(bytes.NewReader(b), errReader{})
 	s, err := audio.Open(r)
 	if err != nil {
@@ -173,8 +156,8 @@ func FuzzOpen(f *testing.F) {
 		}
 	}
 	f.Add(emptyOggPage())
-	f.Add(append(wavHeader(2, 44100, 16, 400), make([]byte, 400)...))
-	f.Add(wavHeader(65535, 8000, 16, 0))
+	f.Add(append(locatetest.WAVHeader(2, 44100, 16, 400), make([]byte, 400)...))
+	f.Add(locatetest.WAVHeader(65535, 8000, 16, 0))
 	f.Add(constantFLAC(f, 2))
 	f.Add([]byte{0xff, 0xfb, 0x90, 0x64, 0, 0, 0, 0, 0, 0, 0, 0})
 	lim := audio.DefaultLimits

@@ -53,18 +53,30 @@ func Insert(episode, clip []float32, at int, gain float32) {
 	}
 }
 
+// WAVHeader is the 44-byte header of a PCM WAV declaring channels, rate,
+// bits per sample and dataBytes of samples: whatever they are, so that
+// tests can declare what no real file would (65,535 channels, 4 GHz).
+func WAVHeader(channels, rate, bits, dataBytes uint32) []byte {
+	b := make([]byte, 44)
+	copy(b, "RIFF")
+	binary.LittleEndian.PutUint32(b[4:], 36+dataBytes)
+	copy(b[8:], "WAVEfmt ")
+	binary.LittleEndian.PutUint32(b[16:], 16)
+	binary.LittleEndian.PutUint16(b[20:], 1)
+	binary.LittleEndian.PutUint16(b[22:], uint16(channels))
+	binary.LittleEndian.PutUint32(b[24:], rate)
+	binary.LittleEndian.PutUint32(b[28:], rate*channels*bits/8)
+	binary.LittleEndian.PutUint16(b[32:], uint16(channels*bits/8))
+	binary.LittleEndian.PutUint16(b[34:], uint16(bits))
+	copy(b[36:], "data")
+	binary.LittleEndian.PutUint32(b[40:], dataBytes)
+	return b
+}
+
 // WriteWAV writes mono 16-bit PCM.
 func WriteWAV(w io.Writer, samples []float32, rate int) error {
 	bw := bufio.NewWriter(w)
-	data := uint32(len(samples) * 2)
-	bw.WriteString("RIFF")
-	binary.Write(bw, binary.LittleEndian, 36+data)
-	bw.WriteString("WAVEfmt ")
-	for _, v := range []any{uint32(16), uint16(1), uint16(1), uint32(rate), uint32(rate * 2), uint16(2), uint16(16)} {
-		binary.Write(bw, binary.LittleEndian, v)
-	}
-	bw.WriteString("data")
-	binary.Write(bw, binary.LittleEndian, data)
+	bw.Write(WAVHeader(1, uint32(rate), 16, uint32(len(samples)*2)))
 	var b [2]byte
 	for _, v := range samples {
 		x := math.Max(-1, math.Min(1, float64(v)))
