@@ -283,15 +283,18 @@ type idleBody struct {
 
 func newIdleBody(rc io.ReadCloser, d time.Duration, cancel context.CancelFunc) *idleBody {
 	b := &idleBody{rc: rc, d: d, cancel: cancel}
-	b.t = time.AfterFunc(d, func() { b.fired.Store(true); cancel() })
-	b.t.Stop()
+	if d > 0 {
+		b.t = time.AfterFunc(time.Hour, func() { b.fired.Store(true); cancel() })
+		b.t.Stop()
+	}
 	return b
 }
 
 func (b *idleBody) Read(p []byte) (int, error) {
-	if b.d > 0 {
-		b.t.Reset(b.d)
+	if b.t == nil {
+		return b.rc.Read(p)
 	}
+	b.t.Reset(b.d)
 	n, err := b.rc.Read(p)
 	b.t.Stop()
 	if err != nil && b.fired.Load() {
@@ -301,7 +304,9 @@ func (b *idleBody) Read(p []byte) (int, error) {
 }
 
 func (b *idleBody) Close() error {
-	b.t.Stop()
+	if b.t != nil {
+		b.t.Stop()
+	}
 	err := b.rc.Close()
 	b.cancel()
 	return err
