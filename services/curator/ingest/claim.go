@@ -313,6 +313,12 @@ func (d *daemon) handle(ctx context.Context, c *Claim) (State, bool) {
 			return "", false
 		}
 		log.Error("ingest: transition", "to", to, "err", err)
+		// A failed attempt too (a manifest streamed in the move's
+		// transaction that failed, a lost connection): it backs off and
+		// counts. A move that committed left the state: nothing is written.
+		if berr := c.backOff(ctx, d.state, d.interval, fmt.Sprintf("move to %s: %v", to, err)); berr != nil {
+			log.Error("ingest: record the failed attempt", "err", berr)
+		}
 		return "", false
 	}
 	c.job = row

@@ -193,3 +193,33 @@ func TestCrashedAttemptsFailTheBatch(t *testing.T) {
 		t.Errorf("reason %q", reason)
 	}
 }
+
+// TestBatchManifestStreamsIntoTheDatabase: a batch manifest of 50,000 rows
+// becomes 50,000 jobs without the batch ever being held in memory: it is
+// checked row by row, then streamed again into COPY.
+func TestBatchManifestStreamsIntoTheDatabase(t *testing.T) {
+	o := newOrigin(t)
+	r := newRig(t, map[string]string{"INGEST_CONCURRENCY": "1"})
+	var m strings.Builder
+	m.WriteString("#%checkm_0.7\n#%fields | nfo:fileUrl | nfo:fileName | mrt:localIdentifier\n")
+	const n = 50_000
+	for i := range n {
+		fmt.Fprintf(&m, "%s/missing/%d | f%d.txt | local-%d\n", o.srv.URL, i, i, i)
+	}
+	url := o.put("/big.checkm", []byte(m.String()))
+	var b int64
+	heap := testenv.PeakHeap(func() {
+		b = r.submit(ingest.Submission{Submitter: "t", Profile: "p", PayloadURL: url, Type: "batch-manifest"})
+		r.waitState(ingest.Batch, b, ingest.Processing, 60*time.Second)
+	})
+	r.call("POST", "/v1/ingest/pause", nil)
+	var jobs int
+	r.db.QueryRow(context.Background(), `SELECT count(*) FROM curator.jobs WHERE batch_id = $1`, b).Scan(&jobs)
+	if jobs != n {
+		t.Fatalf("%d jobs, want %d", jobs, n)
+	}
+	t.Logf("%d-row batch manifest (%d KiB) into jobs: peak heap %d MiB", n, m.Len()>>10, heap>>20)
+	if heap > 48<<20 {
+		t.Errorf("peak heap %d MiB", heap>>20)
+	}
+}

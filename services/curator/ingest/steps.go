@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"hash"
 	"io"
+	"iter"
 	"log/slog"
 	"net"
 	"net/http"
@@ -402,6 +403,8 @@ type manifestError struct {
 
 func (e *manifestError) Error() string { return e.err.Error() }
 
+func (e *manifestError) Unwrap() error { return e.err }
+
 // newJob is a job to create.
 type newJob struct {
 	kind, url, localID, title string
@@ -454,14 +457,27 @@ func (g *Ingester) batchPending(ctx context.Context, id int64) (Outcome, error) 
 		}
 		jobs = []newJob{j}
 	case "batch-manifest":
-		err := g.scanManifest(ctx, b.PayloadURL, func(r Row) error {
-			jobs = append(jobs, newJob{kind: "file", url: r.URL, localID: r.LocalID, title: firstOf(r.Title, b.Title),
-				files: []File{{URL: r.URL, Name: r.Name, DigestAlg: r.DigestAlg, Digest: r.Digest, Size: r.Size}}})
-			return count(1)
-		})
-		if err != nil {
+		// A job a row: the manifest is checked whole first, holding
+		// nothing but counts, then streamed again straight into the jobs
+		// table inside the transition's transaction, so a batch of 100,000
+		// jobs never sits in memory (a manifest changed in between fails
+		// that transaction, and the attempt is made again).
+		n := 0
+		if err := g.scanManifest(ctx, b.PayloadURL, func(Row) error { n++; return count(1) }); err != nil {
 			return fail(err, "the manifest")
 		}
+		if n == 0 {
+			return Outcome{To: Failed, Detail: "the payload lists no object"}, nil
+		}
+		return Outcome{To: Processing, Detail: fmt.Sprintf("%d jobs", n), Apply: func(ctx context.Context, tx pgx.Tx) error {
+			src := &manifestJobs{ctx: ctx, g: g, url: b.PayloadURL, batch: id, profile: b.Profile, title: b.Title}
+			copied, err := tx.CopyFrom(ctx, pgx.Identifier{"curator", "jobs"}, jobColumnsCopied, src)
+			src.close()
+			if err == nil && int(copied) != n {
+				err = fmt.Errorf("the manifest changed while it was read: %d rows, then %d", n, copied)
+			}
+			return err
+		}}, nil
 	case "manifest-of-manifests":
 		var subs []Row
 		if err := g.scanManifest(ctx, b.PayloadURL, func(r Row) error { subs = append(subs, r); return nil }); err != nil {
@@ -491,10 +507,68 @@ func (g *Ingester) batchPending(ctx context.Context, id int64) (Outcome, error) 
 			}
 			rows[i] = []any{id, b.Profile, j.kind, j.url, j.localID, j.title, files}
 		}
-		_, err := tx.CopyFrom(ctx, pgx.Identifier{"curator", "jobs"}, []string{"batch_id", "profile", "kind", "payload_url", "local_id", "title", "files"},
-			pgx.CopyFromRows(rows))
+		_, err := tx.CopyFrom(ctx, pgx.Identifier{"curator", "jobs"}, jobColumnsCopied, pgx.CopyFromRows(rows))
 		return err
 	}}, nil
+}
+
+// jobColumnsCopied are the columns a batch's jobs are created with.
+var jobColumnsCopied = []string{"batch_id", "profile", "kind", "payload_url", "local_id", "title", "files"}
+
+// manifestJobs streams a batch manifest's rows as jobs into COPY (a
+// pgx.CopyFromSource): the manifest is read by ScanCheckm as COPY asks for
+// rows, one row in hand at a time.
+type manifestJobs struct {
+	ctx                 context.Context
+	g                   *Ingester
+	url, profile, title string
+	batch               int64
+	next                func() (Row, error, bool)
+	stop                func()
+	row                 Row
+	err                 error
+}
+
+func (m *manifestJobs) Next() bool {
+	if m.next == nil {
+		seq := func(yield func(Row, error) bool) {
+			err := m.g.scanManifest(m.ctx, m.url, func(r Row) error {
+				if !yield(r, nil) {
+					return errStopped
+				}
+				return nil
+			})
+			if err != nil && !errors.Is(err, errStopped) {
+				yield(Row{}, err)
+			}
+		}
+		m.next, m.stop = iter.Pull2(seq)
+	}
+	r, err, ok := m.next()
+	if !ok || err != nil {
+		m.err = err
+		m.stop()
+		return false
+	}
+	m.row = r
+	return true
+}
+
+var errStopped = errors.New("stopped")
+
+func (m *manifestJobs) Values() ([]any, error) {
+	r := m.row
+	return []any{m.batch, m.profile, "file", r.URL, r.LocalID, firstOf(r.Title, m.title),
+		[]File{{URL: r.URL, Name: r.Name, DigestAlg: r.DigestAlg, Digest: r.Digest, Size: r.Size}}}, nil
+}
+
+func (m *manifestJobs) Err() error { return m.err }
+
+// close ends the manifest's reading if COPY stopped before its end.
+func (m *manifestJobs) close() {
+	if m.stop != nil {
+		m.stop()
+	}
 }
 
 func firstOf(a, b string) string {
