@@ -82,6 +82,12 @@ func (c *Claim) countAttempt(ctx context.Context, state State) error {
 	return err
 }
 
+// uncount takes back the attempt of a claim that only waited.
+func (c *Claim) uncount(ctx context.Context, state State) error {
+	_, err := c.conn.Exec(ctx, `UPDATE `+table(c.Entity)+` SET attempts = greatest(attempts - 1, 0) WHERE id = $1 AND state = $2`, c.ID, state)
+	return err
+}
+
 // backOff records a failed attempt: its error, and the time before the
 // next, interval doubling with each attempt, at most maxBackoff.
 func (c *Claim) backOff(ctx context.Context, state State, interval time.Duration, reason string) error {
@@ -289,7 +295,14 @@ func (d *daemon) handle(ctx context.Context, c *Claim) (State, bool) {
 		out, err = d.safeWork(ctx, c)
 	}
 	c.job = nil
-	if errors.Is(err, errStay) || ctx.Err() != nil {
+	if errors.Is(err, errStay) {
+		// Waiting (for room, say) is no failed attempt: not counted.
+		if uerr := c.uncount(ctx, d.state); uerr != nil && ctx.Err() == nil {
+			log.Warn("ingest: uncount a waiting attempt", "err", uerr)
+		}
+		return "", false
+	}
+	if ctx.Err() != nil {
 		return "", false
 	}
 	if err != nil {

@@ -828,13 +828,16 @@ func (g *Ingester) process(ctx context.Context, j *JobRow) (Outcome, error) {
 	files := j.Files
 	var err error
 	if j.Kind == "container" {
-		files, err = unzip(filepath.Join(g.jobDir(id), "container.zip"), filepath.Join(g.jobDir(id), "payload"), zipLimits{
-			maxBytes: g.cfg.MaxFileBytes, maxEntries: g.cfg.MaxZipEntries, maxRatio: g.cfg.MaxZipRatio, keepFree: g.cfg.MinFreeBytes})
-		var room *noRoomError
-		if errors.As(err, &room) {
-			return Outcome{}, err // waits for room, attempts counted
-		}
+		src := filepath.Join(g.jobDir(id), "container.zip")
+		lim := zipLimits{maxBytes: g.cfg.MaxFileBytes, maxEntries: g.cfg.MaxZipEntries, maxRatio: g.cfg.MaxZipRatio}
+		total, err := inspectZip(src, lim)
 		if err != nil {
+			return Outcome{To: Failed, Detail: "corrupt container: " + err.Error()}, nil
+		}
+		if err := g.reserveContent(ctx, j, total); err != nil {
+			return Outcome{}, err
+		}
+		if files, err = unzip(src, filepath.Join(g.jobDir(id), "payload"), lim); err != nil {
 			return Outcome{To: Failed, Detail: "corrupt container: " + err.Error()}, nil
 		}
 	}
@@ -915,30 +918,48 @@ type zipLimits struct {
 	maxBytes   int64 // all entries together (INGEST_MAX_FILE_BYTES)
 	maxEntries int   // INGEST_MAX_ZIP_ENTRIES
 	maxRatio   int64 // content over container size, beyond 16 MiB (INGEST_MAX_ZIP_RATIO)
-	keepFree   int64 // free space left in the working area (INGEST_MIN_FREE_BYTES)
 }
 
-// noRoomError: the working area lacks the room a container's content
-// needs now; a later attempt may find it.
-type noRoomError struct{ need, free int64 }
-
-func (e *noRoomError) Error() string {
-	return fmt.Sprintf("the container's content needs %d bytes and the working area has %d free beyond INGEST_MIN_FREE_BYTES", e.need, e.free)
+// reserveContent reserves room in the working area for a container's
+// content before it is extracted: the job's space_needed grows by total
+// (provisioning counts it for every job in processing), or, if the room
+// is not there beyond INGEST_MIN_FREE_BYTES and what other jobs reserved,
+// the job stays in processing for a later pass.
+func (g *Ingester) reserveContent(ctx context.Context, j *JobRow, total int64) error {
+	var st syscall.Statfs_t
+	if err := syscall.Statfs(g.cfg.WorkDir, &st); err != nil {
+		return fmt.Errorf("free space of %s: %w", g.cfg.WorkDir, err)
+	}
+	free := int64(st.Bavail) * int64(st.Bsize)
+	g.resv.mu.Lock()
+	defer g.resv.mu.Unlock()
+	var others int64
+	if err := g.store.db.QueryRow(ctx, `SELECT coalesce(sum(space_needed), 0) FROM curator.jobs
+		WHERE state IN ('downloading', 'processing') AND id <> $1`, j.ID).Scan(&others); err != nil {
+		return err
+	}
+	if free-others-total < g.cfg.MinFreeBytes {
+		g.log.Info("ingest: waiting for room to extract a container", "job", j.ID, "free", free, "reserved", others, "needed", total)
+		return errStay
+	}
+	if _, err := g.store.db.Exec(ctx, `UPDATE curator.jobs SET space_needed = $2 WHERE id = $1`, j.ID, j.SpaceNeeded+total); err != nil {
+		return fmt.Errorf("reserve room for job %d: %w", j.ID, err)
+	}
+	g.resv.sum += total
+	return nil
 }
 
-// unzip extracts a container into dst after checking, from its central
-// directory and before writing a byte, every bound: the number of entries,
-// their total size and its ratio to the container's, safe and distinct
-// names, and the room in the working area. Each entry is then read up to
-// its declared size (archive/zip fails an entry longer than it declares).
-func unzip(src, dst string, lim zipLimits) ([]File, error) {
+// inspectZip checks a container from its central directory, before a byte
+// is written: the number of entries, their total size and its ratio to
+// the container's, safe and distinct names. It returns the total.
+func inspectZip(src string, lim zipLimits) (int64, error) {
 	zr, err := zip.OpenReader(src)
 	if err != nil {
-		return nil, err
+		return 0, err
 	}
 	defer zr.Close()
 	if len(zr.File) > lim.maxEntries {
-		return nil, fmt.Errorf("more than %d entries (INGEST_MAX_ZIP_ENTRIES)", lim.maxEntries)
+		return 0, fmt.Errorf("more than %d entries (INGEST_MAX_ZIP_ENTRIES)", lim.maxEntries)
 	}
 	var total uint64
 	seen := make(map[string]bool, len(zr.File))
@@ -947,26 +968,35 @@ func unzip(src, dst string, lim zipLimits) ([]File, error) {
 			continue
 		}
 		if err := safeName(zf.Name); err != nil {
-			return nil, err
+			return 0, err
 		}
 		key := strings.ToLower(path.Clean(zf.Name))
 		if seen[key] {
-			return nil, fmt.Errorf("%q is in the container twice", truncate(zf.Name, 200))
+			return 0, fmt.Errorf("%q is in the container twice", truncate(zf.Name, 200))
 		}
 		seen[key] = true
 		if total += zf.UncompressedSize64; total > uint64(lim.maxBytes) {
-			return nil, fmt.Errorf("content larger than %d bytes (INGEST_MAX_FILE_BYTES)", lim.maxBytes)
+			return 0, fmt.Errorf("content larger than %d bytes (INGEST_MAX_FILE_BYTES)", lim.maxBytes)
 		}
 	}
 	if st, err := os.Stat(src); err == nil && total > 16<<20 && int64(total) > lim.maxRatio*max(st.Size(), 1) {
-		return nil, fmt.Errorf("content of %d bytes is more than %d times the container's %d (INGEST_MAX_ZIP_RATIO)", total, lim.maxRatio, st.Size())
+		return 0, fmt.Errorf("content of %d bytes is more than %d times the container's %d (INGEST_MAX_ZIP_RATIO)", total, lim.maxRatio, st.Size())
 	}
-	var fs syscall.Statfs_t
-	if err := syscall.Statfs(filepath.Dir(src), &fs); err == nil {
-		if free := int64(fs.Bavail) * int64(fs.Bsize); int64(total) > free-lim.keepFree {
-			return nil, &noRoomError{need: int64(total), free: max(free-lim.keepFree, 0)}
-		}
+	return int64(total), nil
+}
+
+// unzip extracts a container that inspectZip passed into dst, each entry
+// read up to its declared size (archive/zip fails an entry longer than it
+// declares).
+func unzip(src, dst string, lim zipLimits) ([]File, error) {
+	if _, err := inspectZip(src, lim); err != nil {
+		return nil, err
 	}
+	zr, err := zip.OpenReader(src)
+	if err != nil {
+		return nil, err
+	}
+	defer zr.Close()
 	var files []File
 	for _, zf := range zr.File {
 		if zf.FileInfo().IsDir() {
