@@ -84,7 +84,9 @@ SELECT coalesce((SELECT id FROM up), 0), (SELECT active FROM prior), (SELECT ver
 			return nil
 		}
 		out = Applied
-		changed := wasActive == nil || *wasActive != active
+		// A new work changes counters only if it is active: a clip key
+		// first seen as a redirect or gone counts in no episode.
+		changed := wasActive == nil && active || wasActive != nil && *wasActive != active
 		if !changed {
 			return nil
 		}

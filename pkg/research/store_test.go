@@ -261,3 +261,22 @@ func TestConcurrentWorksKeepCountersRight(t *testing.T) {
 		t.Errorf("%d of 40 episodes miscount their open clips", wrong)
 	}
 }
+
+// TestNewInactiveClipLeavesCountersAlone: a clip key the pwa has never seen
+// that arrives inactive (a redirect or gone key from the merger) changes no
+// episode's count of open clips (it took one off every active episode).
+func TestNewInactiveClipLeavesCountersAlone(t *testing.T) {
+	db := testenv.DB(t, migrations.Schema)
+	s := research.New(db)
+	add(t, s, work("episode", "ep", 1, 1), work("clip", "a", 1, 1))
+	gone := work("clip", "never-seen", 1, 1)
+	gone.State = events.WorkRedirect
+	add(t, s, gone)
+	var open int
+	if err := db.QueryRow(context.Background(), `SELECT open_clips FROM research.episodes WHERE key = 'ep'`).Scan(&open); err != nil {
+		t.Fatal(err)
+	}
+	if open != 1 {
+		t.Errorf("open_clips %d after a new inactive clip, want 1", open)
+	}
+}
