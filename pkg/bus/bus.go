@@ -54,6 +54,9 @@ type Bus struct {
 	replicas int
 	log      *slog.Logger
 	metrics  *metrics
+	// depCheck tells whether the service's dependencies (PostgreSQL, the
+	// blob store) answer; consumers pause while it fails.
+	depCheck func(context.Context) error
 }
 
 // Option configures Connect.
@@ -63,6 +66,18 @@ type connectOptions struct {
 	logger   *slog.Logger
 	reg      prometheus.Registerer
 	natsOpts []nats.Option
+	depCheck func(context.Context) error
+}
+
+// WithDependencyCheck sets how consumers tell that a dependency of their
+// handlers (PostgreSQL, the blob store) is down: when a handler fails and
+// check fails too, the consumer pauses (takes no more messages; the ones in
+// hand wait, kept in progress) and probes check every second; when it
+// passes, the waiting messages are handled again and consuming resumes. An
+// outage then spends no deliveries of the messages in hand, instead of
+// dead-lettering them after MaxDeliver quick retries.
+func WithDependencyCheck(check func(context.Context) error) Option {
+	return func(o *connectOptions) { o.depCheck = check }
 }
 
 // WithLogger sets the logger; the default is slog.Default().
@@ -127,7 +142,7 @@ func Connect(ctx context.Context, cfg Config, producer string, opts ...Option) (
 		nc.Close()
 		return nil, fmt.Errorf("jetstream context: %w", err)
 	}
-	b := &Bus{nc: nc, js: js, producer: producer, replicas: max(cfg.Replicas, 1), log: log, metrics: newMetrics(o.reg)}
+	b := &Bus{nc: nc, js: js, producer: producer, replicas: max(cfg.Replicas, 1), log: log, metrics: newMetrics(o.reg), depCheck: o.depCheck}
 	if _, err := js.AccountInfo(ctx); err != nil {
 		nc.Close()
 		return nil, fmt.Errorf("jetstream not available at %s: %w", redactURL(cfg.URL), err)

@@ -129,7 +129,7 @@ type Subscription struct {
 	handle   RawHandler
 	ackWait  time.Duration
 	cc       jetstream.ConsumeContext
-	work     chan jetstream.Msg
+	work     chan queued
 	workers  sync.WaitGroup
 	hctx     context.Context
 	hcancel  context.CancelFunc
@@ -142,8 +142,16 @@ type Subscription struct {
 	stopOnce  sync.Once
 	stopErr   error
 
+	// Pausing while a dependency is down (Bus.depCheck). pmu guards cc,
+	// paused, resumed and stopping.
+	pmu      sync.Mutex
+	paused   bool
+	resumed  chan struct{} // closed when a pause ends
+	stopping bool
+	callback func(jetstream.Msg)
+
 	// Metric children resolved once, not per message.
-	acked, retried, deadLettered prometheus.Counter
+	acked, retried, deadLettered, paused0 prometheus.Counter
 	handleTime                   prometheus.Observer
 }
 
@@ -207,24 +215,28 @@ func (b *Bus) ConsumeRaw(ctx context.Context, c events.Consumer, h RawHandler, o
 	s.acked = b.metrics.messages.WithLabelValues(s.name, outcomeAcked)
 	s.retried = b.metrics.messages.WithLabelValues(s.name, outcomeRetried)
 	s.deadLettered = b.metrics.messages.WithLabelValues(s.name, outcomeDeadLettered)
+	s.paused0 = b.metrics.pauses.WithLabelValues(s.name)
 	s.handleTime = b.metrics.handle.WithLabelValues(s.name)
 	s.hctx, s.hcancel = context.WithCancel(context.WithoutCancel(ctx))
 
 	callback := s.process
 	if o.concurrency > 1 {
-		s.work = make(chan jetstream.Msg, o.concurrency)
+		s.work = make(chan queued, o.concurrency)
 		for range o.concurrency {
 			s.workers.Add(1)
 			go func() {
 				defer s.workers.Done()
-				for m := range s.work {
-					s.process(m)
+				for q := range s.work {
+					s.handleQueued(q.msg, q.e)
 				}
 			}()
 		}
-		callback = func(m jetstream.Msg) { s.work <- m }
+		// A message is in flight (kept in progress) from the moment it is
+		// handed over, so one waiting for a worker is not redelivered.
+		callback = func(m jetstream.Msg) { s.work <- queued{m, s.track(m)} }
 	}
 	s.cons = cons
+	s.callback = callback
 	go s.heartbeat()
 	if o.manual {
 		return s, nil
@@ -234,13 +246,7 @@ func (b *Bus) ConsumeRaw(ctx context.Context, c events.Consumer, h RawHandler, o
 		s.log.Debug("consuming one at a time", "ack_wait", ackWait)
 		return s, nil
 	}
-	s.cc, err = cons.Consume(callback,
-		jetstream.PullMaxMessages(o.pullMax),
-		jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
-			if !errors.Is(err, jetstream.ErrNoHeartbeat) || b.nc.IsConnected() {
-				s.log.Warn("consume error", "err", err)
-			}
-		}))
+	s.cc, err = s.consume()
 	if err != nil {
 		s.hcancel()
 		if s.work != nil {
@@ -253,18 +259,142 @@ func (b *Bus) ConsumeRaw(ctx context.Context, c events.Consumer, h RawHandler, o
 	return s, nil
 }
 
+// consume starts (or restarts, after a pause) the push-style consumption.
+func (s *Subscription) consume() (jetstream.ConsumeContext, error) {
+	return s.cons.Consume(s.callback,
+		jetstream.PullMaxMessages(s.opts.pullMax),
+		jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
+			if !errors.Is(err, jetstream.ErrNoHeartbeat) || s.b.nc.IsConnected() {
+				s.log.Warn("consume error", "err", err)
+			}
+		}))
+}
+
+// Paused reports whether the subscription is paused for a dependency that
+// is down (a caller fetching by hand should wait).
+func (s *Subscription) Paused() bool {
+	s.pmu.Lock()
+	defer s.pmu.Unlock()
+	return s.paused
+}
+
+// outage reports whether a handler's error came with a dependency down,
+// and if so pauses the subscription.
+func (s *Subscription) outage(err error) bool {
+	if s.b.depCheck == nil || errors.Is(err, ErrPermanent) || IsRetryAfter(err) || s.hctx.Err() != nil {
+		return false
+	}
+	var de decodeError
+	if errors.As(err, &de) {
+		return false
+	}
+	cctx, cancel := context.WithTimeout(s.hctx, 5*time.Second)
+	derr := s.b.depCheck(cctx)
+	cancel()
+	if derr == nil {
+		return false
+	}
+	return s.pause(derr)
+}
+
+// pauseProbe is how often a paused subscription checks its dependencies.
+var pauseProbe = time.Second
+
+// pause stops taking messages until the dependency check passes; false
+// when the subscription is stopping (its messages are given back instead).
+func (s *Subscription) pause(cause error) bool {
+	s.pmu.Lock()
+	defer s.pmu.Unlock()
+	if s.stopping {
+		return false
+	}
+	if s.paused {
+		return true
+	}
+	s.paused, s.resumed = true, make(chan struct{})
+	if s.cc != nil {
+		s.cc.Stop()
+		s.cc = nil
+	}
+	s.paused0.Inc()
+	s.log.Warn("consumer paused: a dependency is down; messages in hand wait", "cause", cause)
+	go func() {
+		t := time.NewTicker(pauseProbe)
+		defer t.Stop()
+		for {
+			select {
+			case <-s.hctx.Done():
+				return
+			case <-t.C:
+			}
+			cctx, cancel := context.WithTimeout(s.hctx, 5*time.Second)
+			err := s.b.depCheck(cctx)
+			cancel()
+			if err == nil && s.resume() {
+				return
+			}
+		}
+	}()
+	return true
+}
+
+// resume ends a pause; false if consuming could not restart yet.
+func (s *Subscription) resume() bool {
+	s.pmu.Lock()
+	defer s.pmu.Unlock()
+	if !s.paused {
+		return true
+	}
+	if !s.stopping && s.callback != nil && !s.opts.manual && !s.opts.oneAtATime {
+		cc, err := s.consume()
+		if err != nil {
+			s.log.Warn("resume consuming", "err", err)
+			return false
+		}
+		s.cc = cc
+	}
+	s.paused = false
+	close(s.resumed)
+	s.log.Info("consumer resumed: its dependencies answer again")
+	return true
+}
+
+// waitResume waits for a pause to end; false if ctx ended first.
+func (s *Subscription) waitResume(ctx context.Context) bool {
+	s.pmu.Lock()
+	paused, ch := s.paused, s.resumed
+	s.pmu.Unlock()
+	if !paused {
+		return true
+	}
+	select {
+	case <-ch:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
 // Stop stops taking new messages, lets the handlers finish the messages they
 // hold (acking or nakking each), and returns. If ctx ends first, the
 // handlers' context is cancelled; whatever they leave unacked is redelivered
 // after the ack wait, so nothing is lost either way.
 func (s *Subscription) Stop(ctx context.Context) error {
 	s.stopOnce.Do(func() {
-		if s.cc != nil {
-			s.cc.Drain()
+		s.pmu.Lock()
+		s.stopping = true
+		cc := s.cc
+		if s.paused { // the messages waiting for a dependency are given back
+			s.paused = false
+			close(s.resumed)
+		}
+		s.pmu.Unlock()
+		if cc != nil {
+			cc.Drain()
 			select {
-			case <-s.cc.Closed():
+			case <-cc.Closed():
 			case <-ctx.Done():
-				s.cc.Stop()
+				cc.Stop()
 				s.stopErr = fmt.Errorf("stop consumer %s: %w", s.name, ctx.Err())
 			}
 		}
@@ -310,6 +440,9 @@ func (s *Subscription) startFetchLoop(cons jetstream.Consumer) {
 	go func() {
 		defer close(s.fetchDone)
 		for fctx.Err() == nil {
+			if !s.waitResume(fctx) {
+				return
+			}
 			batch, err := cons.Fetch(1, jetstream.FetchMaxWait(time.Second))
 			if err != nil {
 				if fctx.Err() == nil {
@@ -334,11 +467,34 @@ func (s *Subscription) Consumer() jetstream.Consumer { return s.cons }
 // Process handles one message fetched by the caller (WithManualFetch).
 func (s *Subscription) Process(msg jetstream.Msg) { s.process(msg) }
 
-func (s *Subscription) process(msg jetstream.Msg) {
-	start := time.Now()
+// queued is a message handed to the workers, already in flight.
+type queued struct {
+	msg jetstream.Msg
+	e   *inflightEntry
+}
+
+// track puts msg in flight: kept in progress by the heartbeat, its
+// handler's context ended at the handler timeout.
+func (s *Subscription) track(msg jetstream.Msg) *inflightEntry {
+	now := time.Now()
 	ctx, cancel := context.WithCancel(s.hctx)
-	e := s.inflight.add(msg, start, start.Add(s.opts.timeout), cancel)
+	e := s.inflight.add(msg, now, now.Add(s.opts.timeout), cancel)
+	e.ctx = ctx
+	return e
+}
+
+func (s *Subscription) process(msg jetstream.Msg) { s.handleQueued(msg, s.track(msg)) }
+
+func (s *Subscription) handleQueued(msg jetstream.Msg, e *inflightEntry) {
+	start := time.Now()
+	ctx, cancel := e.ctx, e.cancel
 	err := s.safeHandle(ctx, msg)
+	// A failure while a dependency is down: the message waits, kept in
+	// progress, until the pause ends, then is handled again, spending no
+	// delivery (up to the handler timeout, which ends ctx).
+	for err != nil && s.outage(err) && s.waitResume(ctx) {
+		err = s.safeHandle(ctx, msg)
+	}
 	s.inflight.remove(e)
 	cancel()
 	s.handleTime.Observe(time.Since(start).Seconds())
@@ -444,6 +600,7 @@ type inflightEntry struct {
 	msg    jetstream.Msg
 	last   time.Time
 	until  time.Time          // kept in progress until then (the handler timeout)
+	ctx    context.Context    // the handler's
 	cancel context.CancelFunc // ends the handler's context
 }
 

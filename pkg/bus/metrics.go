@@ -18,6 +18,7 @@ type metrics struct {
 	messages *prometheus.CounterVec
 	handle   *prometheus.HistogramVec
 	moved    prometheus.Counter
+	pauses   *prometheus.CounterVec
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -35,11 +36,16 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "archivist_bus_max_delivered_moved_total",
 			Help: "Max-delivered messages moved to the dead-letter stream.",
 		}),
+		pauses: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "archivist_bus_consumer_pauses_total",
+			Help: "Times a consumer paused because a dependency (PostgreSQL, the blob store) was down, by consumer.",
+		}, []string{"consumer"}),
 	}
 	if reg != nil {
 		m.messages = register(reg, m.messages)
 		m.handle = register(reg, m.handle)
 		m.moved = register(reg, m.moved)
+		m.pauses = register(reg, m.pauses)
 	}
 	return m
 }

@@ -122,9 +122,10 @@ type closer struct {
 	fn   func(context.Context) error
 }
 
-// Start starts a service: opens and migrates its database, connects its bus
-// and creates the streams, starts the dead-letter mover, opens the blob
-// store, and runs def.Run in the background. What it opened is closed, in
+// Start starts a service: opens and migrates its database, opens the blob
+// store, connects its bus (whose consumers pause while the database or blob
+// store is down) and creates the streams, starts the dead-letter mover, and
+// runs def.Run in the background. What it opened is closed, in
 // reverse order, by Stop (or here, if a later step fails).
 func Start(ctx context.Context, def Definition, common Common, deps Deps) (_ *Running, err error) {
 	log := deps.Log.With("service", def.Name)
@@ -158,8 +159,18 @@ func Start(ctx context.Context, def Definition, common Common, deps Deps) (_ *Ru
 			}
 		}
 	}
+	// The blob store before the bus: the bus's dependency check reads it.
+	if def.NeedsBlob {
+		env.Blob = deps.Blob
+		if env.Blob == nil {
+			if env.Blob, err = blob.Open(ctx, common.Blob); err != nil {
+				return nil, fmt.Errorf("%s: %w", def.Name, err)
+			}
+		}
+	}
 	if def.NeedsBus {
-		b, err := bus.Connect(ctx, common.Bus, def.Name, bus.WithLogger(log), bus.WithRegisterer(reg))
+		b, err := bus.Connect(ctx, common.Bus, def.Name, bus.WithLogger(log), bus.WithRegisterer(reg),
+			bus.WithDependencyCheck(env.dependencies))
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", def.Name, err)
 		}
@@ -175,14 +186,6 @@ func Start(ctx context.Context, def Definition, common Common, deps Deps) (_ *Ru
 		}
 		r.closers = append(r.closers, closer{"dead-letter mover", mover.Stop})
 	}
-	if def.NeedsBlob {
-		env.Blob = deps.Blob
-		if env.Blob == nil {
-			if env.Blob, err = blob.Open(ctx, common.Blob); err != nil {
-				return nil, fmt.Errorf("%s: %w", def.Name, err)
-			}
-		}
-	}
 
 	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	r.cancel = cancel
@@ -192,6 +195,24 @@ func Start(ctx context.Context, def Definition, common Common, deps Deps) (_ *Ru
 		close(r.done)
 	}()
 	return r, nil
+}
+
+// dependencies checks that the service's database and blob store answer:
+// consumers pause while it fails (bus.WithDependencyCheck), so an outage
+// of either spends no deliveries. A blob store answers when it can say
+// that an object does not exist.
+func (e *Env) dependencies(ctx context.Context) error {
+	if e.DB != nil {
+		if err := e.DB.Ping(ctx); err != nil {
+			return fmt.Errorf("database: %w", err)
+		}
+	}
+	if e.Blob != nil {
+		if _, err := e.Blob.Stat(ctx, ".archivist/health"); err != nil && !errors.Is(err, blob.ErrNotFound) {
+			return fmt.Errorf("blob store: %w", err)
+		}
+	}
+	return nil
 }
 
 // Done is closed when Run has returned.
