@@ -152,7 +152,7 @@ type Subscription struct {
 
 	// Metric children resolved once, not per message.
 	acked, retried, deadLettered, paused0 prometheus.Counter
-	handleTime                   prometheus.Observer
+	handleTime                            prometheus.Observer
 }
 
 // decodeError marks a message that is not a valid event.
