@@ -118,6 +118,11 @@ type ResearchCompleted struct {
 	// with this reason instead of storing occurrences, and the item's other
 	// clips are researched as usual.
 	Failure string `msgpack:"failure,omitempty" json:"failure,omitempty"`
+	// EpisodeFailure, on a final result, says why the episode's own audio
+	// cannot be researched (missing, undecodable, beyond a bound): the
+	// episode is parked with this reason and the lease revoked; Clip then
+	// only names one of the item's clips, and nothing is stored for it.
+	EpisodeFailure string `msgpack:"episode_failure,omitempty" json:"episode_failure,omitempty"`
 	// Sent, on a final result, is how many results the researcher sent for
 	// the item, this one included: the cwa revokes the lease once they are
 	// all stored, so that a final result overtaking its siblings does not
@@ -147,6 +152,10 @@ func (r *ResearchCompleted) Validate() error {
 		return &FieldError{Field: "failure", Msg: "a failed clip has no occurrences"}
 	case len(r.Failure) > MaxFailureBytes:
 		return &FieldError{Field: "failure", Msg: fmt.Sprintf("longer than %d bytes", MaxFailureBytes)}
+	case len(r.EpisodeFailure) > MaxFailureBytes:
+		return &FieldError{Field: "episode_failure", Msg: fmt.Sprintf("longer than %d bytes", MaxFailureBytes)}
+	case r.EpisodeFailure != "" && (!r.Final || len(r.Occurrences) > 0):
+		return &FieldError{Field: "episode_failure", Msg: "comes on a final result without occurrences"}
 	}
 	for i, o := range r.Occurrences {
 		if o.OffsetMS < 0 || o.DurationMS < 0 {

@@ -14,7 +14,12 @@ type Status struct {
 		Complete   int64 `json:"complete"`
 		InProgress int64 `json:"in_progress"`
 		Waiting    int64 `json:"waiting"`
+		Parked     int64 `json:"parked"`
 	} `json:"episodes"`
+	// Parked are the parked episodes with their reasons, most recent first
+	// (at most 100), and FailedClips the clips parked in an episode.
+	Parked      []ParkedInfo `json:"parked"`
+	FailedClips []ParkedInfo `json:"failed_clips"`
 	// Clips is the number of active clips.
 	Clips int64 `json:"clips"`
 	// Results is the number of stored results.
@@ -25,6 +30,14 @@ type Status struct {
 	QueueDepth int64 `json:"queue_depth"`
 	// Researchers is the number of live researchers.
 	Researchers int `json:"researchers"`
+}
+
+// ParkedInfo is a parked episode, or a clip parked in an episode.
+type ParkedInfo struct {
+	Episode string    `json:"episode"`
+	Clip    string    `json:"clip,omitempty"`
+	Reason  string    `json:"reason"`
+	At      time.Time `json:"at"`
 }
 
 // LeaseInfo describes an active lease.
@@ -44,9 +57,10 @@ leased AS (SELECT DISTINCT episode_id FROM research.leases WHERE state = 'active
 SELECT
 	count(*) FILTER (WHERE e.researched_clips >= clips.n AND clips.n > 0),
 	count(*) FILTER (WHERE NOT (e.researched_clips >= clips.n AND clips.n > 0) AND e.id IN (SELECT episode_id FROM leased)),
-	count(*) FILTER (WHERE NOT (e.researched_clips >= clips.n AND clips.n > 0) AND e.id NOT IN (SELECT episode_id FROM leased)),
+	count(*) FILTER (WHERE NOT (e.researched_clips >= clips.n AND clips.n > 0) AND e.id NOT IN (SELECT episode_id FROM leased) AND e.parked_reason IS NULL),
+	count(*) FILTER (WHERE e.parked_reason IS NOT NULL AND e.id NOT IN (SELECT episode_id FROM leased)),
 	(SELECT n FROM clips), (SELECT count(*) FROM research.results)
-FROM research.episodes e, clips WHERE e.active`).Scan(&st.Episodes.Complete, &st.Episodes.InProgress, &st.Episodes.Waiting, &st.Clips, &st.Results)
+FROM research.episodes e, clips WHERE e.active`).Scan(&st.Episodes.Complete, &st.Episodes.InProgress, &st.Episodes.Waiting, &st.Episodes.Parked, &st.Clips, &st.Results)
 	if err != nil {
 		return Status{}, fmt.Errorf("research status: %w", err)
 	}
@@ -57,6 +71,15 @@ FROM research.episodes e, clips WHERE e.active`).Scan(&st.Episodes.Complete, &st
 		return Status{}, fmt.Errorf("research status: %w", err)
 	}
 	defer rows.Close()
+	if st.Parked, err = s.parked(ctx, `SELECT key, '', parked_reason, parked_at FROM research.episodes
+		WHERE parked_reason IS NOT NULL ORDER BY parked_at DESC LIMIT 100`); err != nil {
+		return Status{}, err
+	}
+	if st.FailedClips, err = s.parked(ctx, `SELECT e.key, c.key, r.failure, r.stored_at FROM research.results r
+		JOIN research.episodes e ON e.id = r.episode_id JOIN research.clips c ON c.id = r.clip_id
+		WHERE r.failure IS NOT NULL ORDER BY r.stored_at DESC LIMIT 100`); err != nil {
+		return Status{}, err
+	}
 	st.Leases = []LeaseInfo{}
 	for rows.Next() {
 		var l LeaseInfo
@@ -67,4 +90,22 @@ FROM research.episodes e, clips WHERE e.active`).Scan(&st.Episodes.Complete, &st
 		st.Leases = append(st.Leases, l)
 	}
 	return st, rows.Err()
+}
+
+func (s *Store) parked(ctx context.Context, q string) ([]ParkedInfo, error) {
+	rows, err := s.db.Query(ctx, q)
+	if err != nil {
+		return nil, fmt.Errorf("research status: %w", err)
+	}
+	defer rows.Close()
+	out := []ParkedInfo{}
+	for rows.Next() {
+		var p ParkedInfo
+		if err := rows.Scan(&p.Episode, &p.Clip, &p.Reason, &p.At); err != nil {
+			return nil, fmt.Errorf("research status: %w", err)
+		}
+		p.At = p.At.UTC()
+		out = append(out, p)
+	}
+	return out, rows.Err()
 }

@@ -43,9 +43,11 @@ const (
 // newer version wins, equal is a replay, older is skipped. Only works in
 // state "work" are researched; a redirect or gone key is kept inactive.
 func (s *Store) UpsertWork(ctx context.Context, w *events.WorkUpserted) (Outcome, error) {
-	table := "research.episodes"
+	// A parked episode whose media changes is researched again.
+	table, unpark := "research.episodes", `, parked_reason = CASE WHEN t.media_key IS DISTINCT FROM EXCLUDED.media_key
+		OR t.media_sha256 IS DISTINCT FROM EXCLUDED.media_sha256 THEN NULL ELSE t.parked_reason END`
 	if w.Kind == events.KindClip {
-		table = "research.clips"
+		table, unpark = "research.clips", ""
 	}
 	active := w.State == events.WorkMerged
 	var out Outcome
@@ -66,7 +68,7 @@ up AS (
 	VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
 	ON CONFLICT (key) DO UPDATE SET active = EXCLUDED.active, title = EXCLUDED.title, media_key = EXCLUDED.media_key,
 		media_sha256 = EXCLUDED.media_sha256, duration_ms = EXCLUDED.duration_ms, priority = EXCLUDED.priority,
-		initial_curated_at = EXCLUDED.initial_curated_at, version = EXCLUDED.version
+		initial_curated_at = EXCLUDED.initial_curated_at, version = EXCLUDED.version`+unpark+`
 	WHERE t.version < EXCLUDED.version
 	RETURNING id
 )
@@ -203,7 +205,7 @@ func (s *Store) leaseOnce(ctx context.Context, maxClips int, duration time.Durat
 		var epID int64
 		var ep events.AudioRef
 		err := tx.QueryRow(ctx, `SELECT id, key, media_key, media_sha256, duration_ms FROM research.episodes
-			WHERE active AND open_clips > 0
+			WHERE active AND open_clips > 0 AND parked_reason IS NULL
 			ORDER BY priority DESC, initial_curated_at DESC, id
 			LIMIT 1 FOR UPDATE SKIP LOCKED`).Scan(&epID, &ep.Key, &ep.Media.Key, &ep.Media.SHA256, &ep.DurationMS)
 		if errors.Is(err, pgx.ErrNoRows) {
@@ -321,6 +323,27 @@ func (s *Store) Extend(ctx context.Context, leaseID string, by time.Duration) (b
 		WHERE id = $1 AND state = 'active' AND expires_at > now()`, leaseID, by)
 	if err != nil {
 		return false, fmt.Errorf("extend lease %s: %w", leaseID, err)
+	}
+	return tag.RowsAffected() == 1, nil
+}
+
+// ParkEpisode parks an episode whose own audio cannot be researched, with
+// the reason: it is not leased again until its media changes or an
+// operator releases it. It reports whether the episode is known.
+func (s *Store) ParkEpisode(ctx context.Context, key, reason string) (bool, error) {
+	tag, err := s.db.Exec(ctx, `UPDATE research.episodes SET parked_reason = $2, parked_at = now() WHERE key = $1`, key, reason)
+	if err != nil {
+		return false, fmt.Errorf("park episode %s: %w", key, err)
+	}
+	return tag.RowsAffected() == 1, nil
+}
+
+// ReleaseEpisode releases a parked episode (an operator's action, once its
+// audio is fixed): it is leased again. It reports whether it was parked.
+func (s *Store) ReleaseEpisode(ctx context.Context, key string) (bool, error) {
+	tag, err := s.db.Exec(ctx, `UPDATE research.episodes SET parked_reason = NULL, parked_at = NULL WHERE key = $1 AND parked_reason IS NOT NULL`, key)
+	if err != nil {
+		return false, fmt.Errorf("release episode %s: %w", key, err)
 	}
 	return tag.RowsAffected() == 1, nil
 }

@@ -280,3 +280,33 @@ func TestNewInactiveClipLeavesCountersAlone(t *testing.T) {
 		t.Errorf("open_clips %d after a new inactive clip, want 1", open)
 	}
 }
+
+// TestParkedEpisodeIsNotLeasedUntilItsMediaChanges: a parked episode is
+// left out of leasing; a new version with the same media keeps it parked,
+// one with other media releases it.
+func TestParkedEpisodeIsNotLeasedUntilItsMediaChanges(t *testing.T) {
+	s := research.New(testenv.DB(t, migrations.Schema))
+	ctx := context.Background()
+	add(t, s, work("episode", "ep", 1, 1), work("clip", "a", 1, 1))
+	if ok, err := s.ParkEpisode(ctx, "ep", "audio of ep: blob not found"); !ok || err != nil {
+		t.Fatalf("park: %v %v", ok, err)
+	}
+	if l := lease(t, s, 5); l != nil {
+		t.Fatalf("leased a parked episode: %+v", l)
+	}
+	same := work("episode", "ep", 1, 1)
+	same.Version, same.Title = day.Add(time.Hour), "retitled"
+	add(t, s, same)
+	if l := lease(t, s, 5); l != nil {
+		t.Fatalf("a new title released the parked episode: %+v", l)
+	}
+	fixed := work("episode", "ep", 1, 1)
+	fixed.Version, fixed.Media.Key = day.Add(2*time.Hour), "audio/ep-fixed"
+	add(t, s, fixed)
+	if l := lease(t, s, 5); l == nil || l.Episode.Media.Key != "audio/ep-fixed" {
+		t.Fatalf("new media did not release the episode: %+v", l)
+	}
+	if ok, _ := s.ParkEpisode(ctx, "nope", "x"); ok {
+		t.Error("parked an unknown episode")
+	}
+}

@@ -41,7 +41,7 @@ commands:
             a private PostgreSQL under the data dir unless DATABASE_URL is set,
             a local blob store, and every service
   migrate   run every service's migrations against DATABASE_URL
-  research status
+  research status | release EPISODE
             research progress: episodes complete, in progress and waiting,
             active leases, queue depth and live researchers (from the pwa)
   audit status [--json]
@@ -183,15 +183,26 @@ func envOr(name, def string) string {
 }
 
 func researchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	if len(args) == 0 || args[0] != "status" {
-		return fmt.Errorf("usage: archivist research status [--pwa URL] [--json]")
+	const usage = "usage: archivist research status [--pwa URL] [--json] | archivist research release [--pwa URL] EPISODE"
+	if len(args) == 0 || args[0] != "status" && args[0] != "release" {
+		return errors.New(usage)
 	}
-	fs := flag.NewFlagSet("research status", flag.ContinueOnError)
+	fs := flag.NewFlagSet("research "+args[0], flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	base := fs.String("pwa", envOr("ARCHIVIST_PWA_URL", "http://127.0.0.1:8081"), "the pwa's API (ARCHIVIST_PWA_URL)")
 	asJSON := fs.Bool("json", false, "print JSON")
 	if err := fs.Parse(args[1:]); err != nil {
 		return err
+	}
+	if args[0] == "release" {
+		if fs.NArg() != 1 {
+			return errors.New(usage)
+		}
+		if err := researchcmd.Release(ctx, *base, fs.Arg(0)); err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "released %s: it is leased again\n", fs.Arg(0))
+		return nil
 	}
 	st, err := researchcmd.Fetch(ctx, *base)
 	if err != nil {

@@ -57,7 +57,10 @@ func Do(ctx context.Context, service, method, url string, body, out any) error {
 		}
 		return fmt.Errorf("%s: %s: %s", service, resp.Status, msg)
 	}
-	if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
+	if out == nil {
+		return nil
+	}
+	if err := json.NewDecoder(io.LimitReader(resp.Body, 64<<20)).Decode(out); err != nil {
 		return fmt.Errorf("read the %s's answer: %w", service, err)
 	}
 	return nil

@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net/url"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -24,7 +25,7 @@ func Fetch(ctx context.Context, base string) (research.Status, error) {
 // Print writes the status for a person.
 func Print(w io.Writer, st research.Status, now time.Time) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintf(tw, "EPISODES\tcomplete %d\tin progress %d\twaiting %d\n", st.Episodes.Complete, st.Episodes.InProgress, st.Episodes.Waiting)
+	fmt.Fprintf(tw, "EPISODES\tcomplete %d\tin progress %d\twaiting %d\tparked %d\n", st.Episodes.Complete, st.Episodes.InProgress, st.Episodes.Waiting, st.Episodes.Parked)
 	fmt.Fprintf(tw, "CLIPS\t%d\tresults stored %d\n", st.Clips, st.Results)
 	fmt.Fprintf(tw, "QUEUE\t%d waiting\tresearchers live %d\n", st.QueueDepth, st.Researchers)
 	fmt.Fprintf(tw, "\nACTIVE LEASE\tEPISODE\tCLIPS\tEXPIRES IN\n")
@@ -34,5 +35,22 @@ func Print(w io.Writer, st research.Status, now time.Time) error {
 	if len(st.Leases) == 0 {
 		fmt.Fprintf(tw, "(none)\n")
 	}
+	if len(st.Parked) > 0 {
+		fmt.Fprintf(tw, "\nPARKED EPISODE\tSINCE\tREASON (archivist research release EPISODE)\n")
+		for _, p := range st.Parked {
+			fmt.Fprintf(tw, "%s\t%s\t%s\n", p.Episode, p.At.Format(time.RFC3339), p.Reason)
+		}
+	}
+	if len(st.FailedClips) > 0 {
+		fmt.Fprintf(tw, "\nFAILED CLIP\tEPISODE\tREASON\n")
+		for _, p := range st.FailedClips {
+			fmt.Fprintf(tw, "%s\t%s\t%s\n", p.Clip, p.Episode, p.Reason)
+		}
+	}
 	return tw.Flush()
+}
+
+// Release releases a parked episode at the pwa at base.
+func Release(ctx context.Context, base, episode string) error {
+	return apiclient.Post(ctx, "pwa", strings.TrimRight(base, "/")+"/v1/research/episodes/"+url.PathEscape(episode)+"/release", nil, nil)
 }

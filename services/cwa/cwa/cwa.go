@@ -88,6 +88,9 @@ func New(b *bus.Bus, s *research.Store, cfg research.Config, reg prometheus.Regi
 // result is final, and wakes the pwa when a lease ends.
 func (c *CWA) Result(ctx context.Context, m *bus.Message[events.ResearchCompleted]) error {
 	r := m.Event
+	if r.EpisodeFailure != "" {
+		return c.episodeFailed(ctx, m)
+	}
 	stored, err := c.store.StoreResult(ctx, r)
 	if errors.Is(err, research.ErrUnknownPair) {
 		return bus.Permanent(err)
@@ -128,5 +131,38 @@ func (c *CWA) Result(ctx context.Context, m *bus.Message[events.ResearchComplete
 		return err
 	}
 	log.Debug("result", "outcome", outcome, "lease_extended", extended, "occurrences", len(r.Occurrences))
+	return nil
+}
+
+// episodeFailed parks an episode whose own audio cannot be researched and
+// revokes its lease at once (the clips it held are free, for when the
+// episode is released), once the item's other results are stored.
+func (c *CWA) episodeFailed(ctx context.Context, m *bus.Message[events.ResearchCompleted]) error {
+	r := m.Event
+	log := c.log.With("lease", r.LeaseID, "episode", r.Episode, "researcher", r.Researcher)
+	if r.Sent > 1 && m.Metadata.NumDelivered < finalPatience {
+		stored, err := c.store.StoredOfLease(ctx, r.LeaseID)
+		if err != nil {
+			return err
+		}
+		if stored < r.Sent-1 {
+			return fmt.Errorf("episode failure of lease %s overtook its siblings (%d of %d stored); retrying", r.LeaseID, stored, r.Sent-1)
+		}
+	}
+	known, err := c.store.ParkEpisode(ctx, r.Episode, r.EpisodeFailure)
+	if err != nil {
+		return err
+	}
+	if !known {
+		return bus.Permanent(fmt.Errorf("episode failure for %s: %w", r.Episode, research.ErrUnknownPair))
+	}
+	if _, err := c.store.Revoke(ctx, r.LeaseID); err != nil {
+		return err
+	}
+	c.results.WithLabelValues("episode_parked").Inc()
+	log.Warn("episode parked: its audio cannot be researched; lease revoked", "reason", r.EpisodeFailure)
+	if err := c.bus.Conn().Publish(events.SubjectPWAWake, nil); err != nil {
+		log.Warn("wake the pwa", "err", err)
+	}
 	return nil
 }

@@ -279,5 +279,25 @@ func (p *PWA) Handler() http.Handler {
 		}
 		json.NewEncoder(w).Encode(st)
 	})
+	// An operator releases a parked episode once its audio is fixed.
+	mux.HandleFunc("POST /v1/research/episodes/{key}/release", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		key := r.PathValue("key")
+		released, err := p.store.ReleaseEpisode(r.Context(), key)
+		if err != nil {
+			p.log.Error("release episode", "episode", key, "err", err)
+			w.WriteHeader(http.StatusInternalServerError)
+			json.NewEncoder(w).Encode(map[string]string{"error": "releasing the episode failed"})
+			return
+		}
+		if !released {
+			w.WriteHeader(http.StatusNotFound)
+			json.NewEncoder(w).Encode(map[string]string{"error": "no parked episode " + key})
+			return
+		}
+		p.log.Info("parked episode released by an operator", "episode", key)
+		p.Wake()
+		json.NewEncoder(w).Encode(map[string]string{"released": key})
+	})
 	return mux
 }

@@ -207,6 +207,19 @@ func (r *Researcher) Item(ctx context.Context, m *bus.Message[events.WorkItem]) 
 	fctx, fcancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer fcancel()
 	switch {
+	case err != nil && IsClipFault(err) && wctx.Err() == nil:
+		// The episode's own audio is at fault (a clip's fault is reported
+		// through found): a final result parks the episode and ends the
+		// lease at once.
+		reason := truncateReason(err.Error())
+		if perr := out.push(fctx, &events.ResearchCompleted{LeaseID: item.LeaseID, Episode: item.Episode.Key,
+			Clip: item.Clips[0].Key, EpisodeFailure: reason, Researcher: r.cfg.ID}); perr != nil {
+			return perr
+		}
+		if ferr := out.flushFinal(fctx); ferr != nil {
+			return ferr
+		}
+		log.Warn("episode cannot be researched; parked", "reason", reason)
 	case err == nil && done == len(item.Clips):
 		if ferr := out.flushFinal(fctx); ferr != nil {
 			return ferr
@@ -224,13 +237,8 @@ func (r *Researcher) Item(ctx context.Context, m *bus.Message[events.WorkItem]) 
 		fallthrough
 	default:
 		// Nothing was sent: give the item back for another researcher, its
-		// lease still running; or, when the episode's audio itself breaks
-		// a bound or cannot be decoded, dead-letter it at once.
-		err = fmt.Errorf("work item %s not researched: %w", item.LeaseID, err)
-		if IsClipFault(err) {
-			return bus.Permanent(err)
-		}
-		return err
+		// lease still running.
+		return fmt.Errorf("work item %s not researched: %w", item.LeaseID, err)
 	}
 	if err := r.bus.Conn().Publish(events.SubjectPWAWake, nil); err != nil {
 		log.Warn("wake the pwa", "err", err)
