@@ -25,8 +25,11 @@ type Admin struct {
 
 	srv      *http.Server
 	ln       net.Listener
-	ready    atomic.Bool
 	mu       sync.Mutex
+	// registered is set once any service has begun: until then the
+	// process is not ready (the admin server listens before the services
+	// start).
+	registered bool
 	checks   map[string]func(context.Context) error
 	pending  map[string]bool
 	shutdown atomic.Bool
@@ -71,6 +74,7 @@ func (a *Admin) AddCheck(name string, check func(context.Context) error) {
 func (a *Admin) Starting(name string) {
 	a.mu.Lock()
 	a.pending[name] = true
+	a.registered = true
 	a.mu.Unlock()
 }
 
@@ -90,6 +94,7 @@ func (a *Admin) readyz(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	a.mu.Lock()
+	registered := a.registered
 	var pending []string
 	for n := range a.pending {
 		pending = append(pending, n)
@@ -99,6 +104,10 @@ func (a *Admin) readyz(w http.ResponseWriter, r *http.Request) {
 		checks[n] = c
 	}
 	a.mu.Unlock()
+	if !registered {
+		http.Error(w, "starting: no service has begun yet", http.StatusServiceUnavailable)
+		return
+	}
 	if len(pending) > 0 {
 		http.Error(w, fmt.Sprintf("starting: %v", pending), http.StatusServiceUnavailable)
 		return

@@ -36,6 +36,10 @@ func TestAdminReadiness(t *testing.T) {
 	if code, _ := get(t, base+"/healthz"); code != 200 {
 		t.Errorf("healthz %d", code)
 	}
+	// Listening before any service has begun is not ready.
+	if code, body := get(t, base+"/readyz"); code != 503 || !strings.Contains(body, "no service") {
+		t.Errorf("readyz before any service: %d %q", code, body)
+	}
 	a.Starting("curator")
 	if code, body := get(t, base+"/readyz"); code != 503 || !strings.Contains(body, "curator") {
 		t.Errorf("readyz while starting: %d %q", code, body)

@@ -106,14 +106,20 @@ func TestHighBeforeLowInBatchesOfTen(t *testing.T) {
 	r := start(t, b, cfg, workman.Hooks{Batch: func(q string, n int) { mu.Lock(); batches = append(batches, fmt.Sprintf("%s:%d", q, n)); mu.Unlock() }},
 		events.AuditorHigh, events.AuditorLow, nil)
 	waitFor(t, "all 30 tasks", func() bool { return len(r.handled()) == 30 })
-	got := r.handled()
-	for i, o := range got {
-		if (i < 25) != strings.HasPrefix(o, "high") {
-			t.Fatalf("task %d was %s: every high task must come before any low one: %v", i, o, got)
-		}
-	}
+	// Every high task is handed out before any low one (the last high
+	// batch and the first low one may then run side by side on different
+	// workers, so handling order is not asserted: under load it can finish
+	// a low task before a high one handed out earlier).
 	mu.Lock()
 	defer mu.Unlock()
+	seenLow := false
+	for _, bt := range batches {
+		if strings.HasPrefix(bt, "low") {
+			seenLow = true
+		} else if seenLow {
+			t.Fatalf("a high batch handed out after a low one: %v", batches)
+		}
+	}
 	for _, bt := range batches {
 		var q string
 		var n int
