@@ -23,16 +23,16 @@ type Admin struct {
 	// Registry holds the process's metrics.
 	Registry *prometheus.Registry
 
-	srv      *http.Server
-	ln       net.Listener
-	mu       sync.Mutex
+	srv *http.Server
+	ln  net.Listener
+	mu  sync.Mutex
 	// registered is set once any service has begun: until then the
 	// process is not ready (the admin server listens before the services
 	// start).
 	registered bool
-	checks   map[string]func(context.Context) error
-	pending  map[string]bool
-	shutdown atomic.Bool
+	checks     map[string]func(context.Context) error
+	pending    map[string]bool
+	shutdown   atomic.Bool
 }
 
 // NewAdmin listens on addr (host:port; port 0 picks one) and serves.
