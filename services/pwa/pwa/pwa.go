@@ -182,8 +182,36 @@ func ShouldAdd(researchers, pending int) bool {
 }
 
 // Activate is one activation: expire leases, then add work items while the
-// capacity check passes and there is work. It returns the items added.
+// capacity check passes and there is work. It returns the items added (0
+// when another replica is activating).
 func (p *PWA) Activate(ctx context.Context) (int, error) {
+	// One activation at a time across pwa replicas: two capacity checks
+	// side by side would both see the same queue and fill it twice. A
+	// replica that finds another activating skips this one (the other's
+	// covers it, and it wakes again on the next event or tick).
+	conn, err := p.store.DB().Acquire(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("activation lock: %w", err)
+	}
+	defer conn.Release()
+	var mine bool
+	if err := conn.QueryRow(ctx, `SELECT pg_try_advisory_lock(hashtext('archivist.pwa.activation'))`).Scan(&mine); err != nil {
+		return 0, fmt.Errorf("activation lock: %w", err)
+	}
+	if !mine {
+		return 0, nil
+	}
+	defer func() {
+		uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		if _, err := conn.Exec(uctx, `SELECT pg_advisory_unlock(hashtext('archivist.pwa.activation'))`); err != nil {
+			conn.Conn().Close(uctx) // the lock goes with the session
+		}
+	}()
+	return p.activate(ctx)
+}
+
+func (p *PWA) activate(ctx context.Context) (int, error) {
 	if expired, err := p.store.ExpireLeases(ctx); err != nil {
 		return 0, err
 	} else if len(expired) > 0 {

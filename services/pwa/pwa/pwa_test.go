@@ -3,6 +3,7 @@ package pwa_test
 import (
 	"context"
 	"fmt"
+	"sync"
 	"testing"
 	"time"
 
@@ -108,5 +109,62 @@ func TestItemTTLMustBeShorterThanTheLease(t *testing.T) {
 	_, err := pwa.New(context.Background(), testenv.Bus(t, "pwa"), nil, bad, nil, testenv.Logger(t))
 	if err == nil {
 		t.Fatal("a work item TTL equal to the lease was accepted")
+	}
+}
+
+// TestReplicasActivateOneAtATime: two pwa replicas activating side by side
+// add what one activation would (they used to fill the queue twice).
+func TestReplicasActivateOneAtATime(t *testing.T) {
+	ctx := context.Background()
+	b := testenv.Bus(t, "pwa")
+	db := testenv.DB(t, migrations.Schema)
+	s := research.New(db)
+	at := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	for i := range 20 {
+		for _, kind := range []string{events.KindEpisode, events.KindClip} {
+			if _, err := s.UpsertWork(ctx, &events.WorkUpserted{Kind: kind, Key: fmt.Sprintf("%s%d", kind, i), Version: at,
+				State: events.WorkMerged, InitialCuratedAt: at, LatestCuratedAt: at}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	kv, err := research.Researchers(ctx, b.JetStream(), cfg.Research)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 4 {
+		kv.Put(ctx, fmt.Sprintf("r%d", i), []byte("{}"))
+	}
+	var replicas []*pwa.PWA
+	for range 2 {
+		p, err := pwa.New(ctx, b, research.New(db), cfg, nil, testenv.Logger(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		replicas = append(replicas, p)
+	}
+	for round := range 5 {
+		var wg sync.WaitGroup
+		added := make([]int, 2)
+		for i, p := range replicas {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				n, err := p.Activate(ctx)
+				if err != nil {
+					t.Error(err)
+				}
+				added[i] = n
+			}()
+		}
+		wg.Wait()
+		st, err := replicas[0].Status(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// 4 researchers and an empty queue: the spec adds 5 (positions 4..0).
+		if st.QueueDepth > 5 {
+			t.Fatalf("round %d: %d items queued by %v, want at most 5", round, st.QueueDepth, added)
+		}
 	}
 }
