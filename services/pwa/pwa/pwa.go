@@ -217,11 +217,11 @@ func (p *PWA) activate(ctx context.Context) (int, error) {
 	} else if len(expired) > 0 {
 		p.log.Info("leases expired; their unfinished clips are free again", "leases", expired)
 	}
-	researchers, err := research.CountLive(ctx, p.kv)
+	researchers, busy, err := research.Census(ctx, p.kv)
 	if err != nil {
 		return 0, err
 	}
-	pending, err := p.pending(ctx)
+	pending, err := p.pending(ctx, busy)
 	if err != nil {
 		return 0, err
 	}
@@ -238,8 +238,12 @@ func (p *PWA) activate(ctx context.Context) (int, error) {
 	return added, nil
 }
 
-// pending is the number of work items in the queue that no researcher holds.
-func (p *PWA) pending(ctx context.Context) (int, error) {
+// pending is the number of work items in the queue that no researcher
+// holds: those never delivered (NumPending), and those delivered but held
+// by no busy researcher, that is waiting for redelivery after a nak with
+// a delay or a researcher's death (JetStream counts both in NumAckPending,
+// with the ones researchers hold).
+func (p *PWA) pending(ctx context.Context, busy int) (int, error) {
 	cons, err := p.bus.JetStream().Consumer(ctx, events.Researchers.Stream, events.Researchers.Config.Durable)
 	if err != nil {
 		return 0, fmt.Errorf("researchers consumer: %w", err)
@@ -248,7 +252,7 @@ func (p *PWA) pending(ctx context.Context) (int, error) {
 	if err != nil {
 		return 0, fmt.Errorf("researchers consumer: %w", err)
 	}
-	return int(info.NumPending), nil
+	return int(info.NumPending) + max(info.NumAckPending-busy, 0), nil
 }
 
 // addItem selects and leases work and publishes the work item with a TTL
@@ -284,13 +288,16 @@ func (p *PWA) Status(ctx context.Context) (research.Status, error) {
 	if err != nil {
 		return st, err
 	}
-	pending, err := p.pending(ctx)
+	live, busy, err := research.Census(ctx, p.kv)
 	if err != nil {
 		return st, err
 	}
-	st.QueueDepth = int64(pending)
-	st.Researchers, err = research.CountLive(ctx, p.kv)
-	return st, err
+	pending, err := p.pending(ctx, busy)
+	if err != nil {
+		return st, err
+	}
+	st.QueueDepth, st.Researchers = int64(pending), live
+	return st, nil
 }
 
 // Handler serves GET /v1/research/status.

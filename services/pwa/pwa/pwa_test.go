@@ -168,3 +168,59 @@ func TestReplicasActivateOneAtATime(t *testing.T) {
 		}
 	}
 }
+
+// TestItemsAwaitingRedeliveryCountAsPending: an item that failed and waits
+// out its redelivery delay is in NumAckPending, not NumPending; it still
+// counts as pending, unless a busy researcher holds it (the pwa kept
+// adding items while such one waited: 24 leases on one episode in a
+// minute).
+func TestItemsAwaitingRedeliveryCountAsPending(t *testing.T) {
+	ctx := context.Background()
+	b := testenv.Bus(t, "pwa")
+	s := research.New(testenv.DB(t, migrations.Schema))
+	at := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	for i := range 10 {
+		for _, kind := range []string{events.KindEpisode, events.KindClip} {
+			if _, err := s.UpsertWork(ctx, &events.WorkUpserted{Kind: kind, Key: fmt.Sprintf("%s%d", kind, i), Version: at,
+				State: events.WorkMerged, InitialCuratedAt: at, LatestCuratedAt: at}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	p, err := pwa.New(ctx, b, s, cfg, nil, testenv.Logger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	kv, err := research.Researchers(ctx, b.JetStream(), cfg.Research)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kv.Put(ctx, "r0", []byte(`{"id":"r0","busy":false}`))
+	env, _ := events.New("test", &events.WorkItem{LeaseID: "failed-1", Episode: events.AudioRef{Key: "x"},
+		Clips: []events.AudioRef{{Key: "y"}}, LeaseExpiresAt: at, ItemExpiresAt: at})
+	if _, err := b.Publish(ctx, events.SubjectWorkItem, env, jetstream.WithMsgTTL(time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	cons, err := b.JetStream().Consumer(ctx, events.Researchers.Stream, events.Researchers.Config.Durable)
+	if err != nil {
+		t.Fatal(err)
+	}
+	batch, err := cons.Fetch(1, jetstream.FetchMaxWait(2*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for m := range batch.Messages() {
+		if err := m.NakWithDelay(time.Minute); err != nil { // the researcher failed it
+			t.Fatal(err)
+		}
+	}
+	// One idle researcher, one item waiting to be redelivered: position 0,
+	// so one more item (not two).
+	added, err := p.Activate(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if added != 1 {
+		t.Errorf("added %d items with one waiting for redelivery, want 1", added)
+	}
+}

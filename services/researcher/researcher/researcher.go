@@ -18,6 +18,7 @@ import (
 	"os"
 	"regexp"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -96,6 +97,7 @@ type Researcher struct {
 	kv   jetstream.KeyValue
 	log  *slog.Logger
 	stop chan struct{}
+	busy atomic.Bool
 }
 
 var badKeyChars = regexp.MustCompile(`[^-_=.a-zA-Z0-9]`)
@@ -160,11 +162,19 @@ func (r *Researcher) Run(ctx context.Context) error {
 }
 
 func (r *Researcher) announce(ctx context.Context) error {
-	b, _ := json.Marshal(map[string]any{"id": r.cfg.ID, "seen_at": time.Now().UTC()})
+	b, _ := json.Marshal(research.Announcement{ID: r.cfg.ID, SeenAt: time.Now().UTC(), Busy: r.busy.Load()})
 	if _, err := r.kv.Put(ctx, r.cfg.ID, b); err != nil {
 		return fmt.Errorf("announce %s: %w", r.cfg.ID, err)
 	}
 	return nil
+}
+
+// setBusy records whether an item is in hand and announces it at once.
+func (r *Researcher) setBusy(ctx context.Context, busy bool) {
+	r.busy.Store(busy)
+	if err := r.announce(ctx); err != nil {
+		r.log.Warn("announce", "err", err)
+	}
 }
 
 // Item researches one work item.
@@ -176,6 +186,10 @@ func (r *Researcher) Item(ctx context.Context, m *bus.Message[events.WorkItem]) 
 		log.Info("work item expired before it was started; dropped", "item_expires_at", item.ItemExpiresAt)
 		return nil
 	}
+	// Busy while the item is in hand: the pwa counts the items researchers
+	// hold apart from those waiting for redelivery.
+	r.setBusy(ctx, true)
+	defer r.setBusy(context.WithoutCancel(ctx), false)
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	go func() {
