@@ -94,6 +94,15 @@ func (b *Bus) Replay(ctx context.Context, seq uint64) (DeadLetter, error) {
 	if dl.Subject == "" {
 		return DeadLetter{}, fmt.Errorf("dead letter %d does not say its subject", seq)
 	}
+	// A replay goes back only where the message came from: a subject of
+	// the stream its consumer reads, never one a forged header names.
+	src, err := b.js.Stream(ctx, dl.Stream)
+	if err != nil {
+		return DeadLetter{}, fmt.Errorf("dead letter %d came from stream %q: %w", seq, dl.Stream, err)
+	}
+	if !subjectIn(dl.Subject, src.CachedInfo().Config.Subjects) {
+		return DeadLetter{}, fmt.Errorf("dead letter %d names subject %q, which is not one of stream %s's subjects %v: not replayed", seq, dl.Subject, dl.Stream, src.CachedInfo().Config.Subjects)
+	}
 	out := nats.NewMsg(dl.Subject)
 	out.Data = m.Data
 	for k, vs := range m.Header {
@@ -116,4 +125,59 @@ func (b *Bus) Replay(ctx context.Context, seq uint64) (DeadLetter, error) {
 		return DeadLetter{}, fmt.Errorf("remove replayed dead letter %d: %w", seq, err)
 	}
 	return dl, nil
+}
+
+// ReplayAll replays, oldest first, up to limit dead letters of consumer
+// (every consumer's when empty), and returns those it replayed. It stops
+// at the first that cannot be replayed, with its error.
+func (b *Bus) ReplayAll(ctx context.Context, consumer string, limit int) ([]DeadLetter, error) {
+	var done []DeadLetter
+	from := uint64(0)
+	for len(done) < limit {
+		page, err := b.DeadLetters(ctx, from, 100)
+		if err != nil || len(page) == 0 {
+			return done, err
+		}
+		for _, d := range page {
+			from = d.Seq + 1
+			if consumer != "" && d.Consumer != consumer {
+				continue
+			}
+			if _, err := b.Replay(ctx, d.Seq); err != nil {
+				return done, err
+			}
+			done = append(done, d)
+			if len(done) == limit {
+				break
+			}
+		}
+	}
+	return done, nil
+}
+
+// subjectIn reports whether subject matches one of the patterns ('*' one
+// token, '>' the rest).
+func subjectIn(subject string, patterns []string) bool {
+	toks := strings.Split(subject, ".")
+	for _, p := range patterns {
+		pt := strings.Split(p, ".")
+		match := true
+		for i, t := range pt {
+			if t == ">" {
+				match = len(toks) > i
+				break
+			}
+			if i >= len(toks) || t != "*" && t != toks[i] {
+				match = false
+				break
+			}
+			if i == len(pt)-1 && len(toks) != len(pt) {
+				match = false
+			}
+		}
+		if match {
+			return true
+		}
+	}
+	return false
 }

@@ -15,6 +15,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"text/tabwriter"
 	"time"
@@ -242,7 +243,7 @@ func locateCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 }
 
 func dlqCmd(ctx context.Context, args []string, stdout, stderr io.Writer, log *slog.Logger) error {
-	usage := fmt.Errorf("usage: archivist dlq list [--from SEQ] [--limit N] [--json] | archivist dlq replay SEQ")
+	usage := fmt.Errorf("usage: archivist dlq list [--from SEQ] [--limit N] [--json] | archivist dlq replay SEQ | archivist dlq replay --all [--consumer NAME] [--limit N]")
 	if len(args) == 0 {
 		return usage
 	}
@@ -283,6 +284,22 @@ func dlqCmd(ctx context.Context, args []string, stdout, stderr io.Writer, log *s
 		}
 		return tw.Flush()
 	case "replay":
+		if len(args) > 1 && strings.HasPrefix(args[1], "-") {
+			fs := flag.NewFlagSet("dlq replay", flag.ContinueOnError)
+			fs.SetOutput(stderr)
+			all := fs.Bool("all", false, "replay every dead letter (of --consumer, if given)")
+			consumer := fs.String("consumer", "", "only this consumer's dead letters")
+			limit := fs.Int("limit", 1000, "most dead letters to replay")
+			if err := fs.Parse(args[1:]); err != nil {
+				return err
+			}
+			if !*all || fs.NArg() != 0 {
+				return usage
+			}
+			done, err := b.ReplayAll(ctx, *consumer, *limit)
+			fmt.Fprintf(stdout, "replayed %d dead letters\n", len(done))
+			return err
+		}
 		if len(args) != 2 {
 			return usage
 		}

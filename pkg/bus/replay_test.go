@@ -1,0 +1,63 @@
+package bus_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/archivist/archivist/events"
+	"github.com/archivist/archivist/pkg/bus"
+)
+
+// TestReplayAllAndOnlyToTheSourceStream: an operator replays every dead
+// letter of a consumer at once once the cause is fixed; a dead letter
+// whose headers name a subject outside the stream it came from is refused
+// (a forged one could otherwise publish anywhere).
+func TestReplayAllAndOnlyToTheSourceStream(t *testing.T) {
+	b := setup(t)
+	ctx := context.Background()
+	c := testConsumer("many", 5*time.Second, 5)
+	var broken atomic.Bool
+	broken.Store(true)
+	var handled atomic.Int32
+	sub, err := bus.Consume(ctx, b, c, func(context.Context, *bus.Message[events.EpisodeUpserted]) error {
+		if broken.Load() {
+			return bus.Permanent(errors.New("not yet"))
+		}
+		handled.Add(1)
+		return nil
+	}, bus.WithConcurrency(4))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stop(t, sub)
+	for i := range 25 {
+		publish(t, b, testSubject, episode(200+i))
+	}
+	deadLetters(t, b, 25)
+	broken.Store(false)
+	done, err := b.ReplayAll(ctx, "many", 1000)
+	if err != nil || len(done) != 25 {
+		t.Fatalf("replayed %d: %v", len(done), err)
+	}
+	waitFor(t, 10*time.Second, "every replayed message handled", func() bool { return handled.Load() == 25 })
+
+	// A forged dead letter naming another stream's subject.
+	forged := nats.NewMsg("deadletter.TESTWQ.many")
+	forged.Data = []byte("x")
+	forged.Header.Set(events.HeaderDLQStream, testStream.Name)
+	forged.Header.Set(events.HeaderDLQConsumer, "many")
+	forged.Header.Set(events.HeaderDLQSubject, "curation.episode.upserted")
+	ack, err := b.JetStream().PublishMsg(ctx, forged)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Replay(ctx, ack.Sequence); err == nil || !strings.Contains(err.Error(), "not one of stream") {
+		t.Errorf("forged dead letter replayed: %v", err)
+	}
+}
