@@ -223,3 +223,35 @@ func TestBatchManifestStreamsIntoTheDatabase(t *testing.T) {
 		t.Errorf("peak heap %d MiB", heap>>20)
 	}
 }
+
+// TestStatusLineThatPostgresCannotStore: an origin answering with a status
+// line of invalid UTF-8 and a NUL fails its job once, with the reason made
+// storable, instead of a move that can never be saved being tried for ever.
+func TestStatusLineThatPostgresCannotStore(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				buf := make([]byte, 4096)
+				c.Read(buf)
+				c.Write([]byte("HTTP/1.1 500 bad \xff\xfe\x00 news\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"))
+			}()
+		}
+	}()
+	r := newRig(t, nil)
+	r.failsWith(ingest.Submission{Submitter: "t", Profile: "p", PayloadURL: "http://" + ln.Addr().String() + "/x.bin", Type: "file"}, "500 bad")
+	var detail string
+	r.db.QueryRow(context.Background(), `SELECT error FROM curator.jobs LIMIT 1`).Scan(&detail)
+	if strings.ContainsRune(detail, 0) || strings.Contains(detail, "gave up") {
+		t.Errorf("job failed with %q: want the status line, storable, on its first failure", detail)
+	}
+}

@@ -207,6 +207,10 @@ func (s *Store) moveRow(ctx context.Context, q querier, e Entity, id int64, from
 	if !ok {
 		return fmt.Errorf("ingest: %s %d: %s -> %s by %s is not in the transition table", e, id, from, to, by)
 	}
+	// A detail often quotes an origin server (a status line, an error):
+	// PostgreSQL stores no NUL or invalid UTF-8, and a move that cannot be
+	// stored would be tried again for ever.
+	detail = truncateText(detail, 4000)
 	u := `UPDATE ` + table(e) + ` SET state = $3, state_at = now(), error = CASE WHEN $3 = 'failed' THEN $4 ELSE '' END,
 		attempts = 0, next_attempt_at = '-infinity', last_attempt_error = ''`
 	if e == Job && by == Daemon && to != Failed && to != Held {
