@@ -36,6 +36,17 @@ func Open(ctx context.Context, cfg Config, appName string) (*pgxpool.Pool, error
 	if appName != "" {
 		pc.ConnConfig.RuntimeParams["application_name"] = appName
 	}
+	// The server notices a client that vanished (a lost node, a cut
+	// network) within about a minute, and ends its session: its
+	// transactions roll back and its session locks (ingest's claims) go
+	// with it, instead of the hours of the kernel's default keepalive.
+	// Ignored on unix sockets; a URL's own values win.
+	for k, v := range map[string]string{"tcp_keepalives_idle": "30", "tcp_keepalives_interval": "10",
+		"tcp_keepalives_count": "3", "tcp_user_timeout": "60000"} {
+		if _, set := pc.ConnConfig.RuntimeParams[k]; !set {
+			pc.ConnConfig.RuntimeParams[k] = v
+		}
+	}
 	pool, err := pgxpool.NewWithConfig(ctx, pc)
 	if err != nil {
 		return nil, fmt.Errorf("open database pool: %w", err)

@@ -3,12 +3,15 @@ package store_test
 import (
 	"context"
 	"errors"
+	"os"
+	"path/filepath"
 	"sync"
 	"testing"
 	"testing/fstest"
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/archivist/archivist/pkg/pgcluster"
 	"github.com/archivist/archivist/pkg/store"
 	"github.com/archivist/archivist/pkg/testenv"
 )
@@ -92,5 +95,45 @@ func TestInTxCommitsOrRollsBack(t *testing.T) {
 	}
 	if len(ids) != 1 || ids[0] != "committed" {
 		t.Errorf("rows %v, want [committed]", ids)
+	}
+}
+
+// TestSessionsDetectLostClients: every session asks the server to probe
+// its client within seconds, so a claim (a session lock) of a vanished
+// node goes within about a minute, not the kernel's hours; a URL's own
+// setting wins. (Over TCP: on a unix socket the server has nothing to
+// probe, so the test cluster of its own listens on 127.0.0.1.)
+func TestSessionsDetectLostClients(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	for _, d := range []string{dir, filepath.Dir(dir)} {
+		if err := os.Chmod(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pg := &pgcluster.Cluster{Dir: filepath.Join(dir, "data"), SocketDir: filepath.Join(dir, "sock"), Host: "127.0.0.1"}
+	if err := pg.Init(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := pg.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer pg.Stop()
+	url := pg.URL("postgres")
+	for _, c := range []struct{ url, idle string }{{url, "30"}, {url + "&tcp_keepalives_idle=45", "45"}} {
+		pool, err := store.Open(ctx, store.Config{URL: c.url, MaxConns: 1}, "test")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var idle, interval, count, user string
+		err = pool.QueryRow(ctx, `SELECT current_setting('tcp_keepalives_idle'), current_setting('tcp_keepalives_interval'),
+			current_setting('tcp_keepalives_count'), current_setting('tcp_user_timeout')`).Scan(&idle, &interval, &count, &user)
+		pool.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if idle != c.idle || interval != "10" || count != "3" || user != "60000" {
+			t.Errorf("%s: keepalive idle %s, interval %s, count %s, user timeout %s", c.url, idle, interval, count, user)
+		}
 	}
 }
