@@ -82,9 +82,11 @@ func (c *Claim) countAttempt(ctx context.Context, state State) error {
 	return err
 }
 
-// uncount takes back the attempt of a claim that only waited.
-func (c *Claim) uncount(ctx context.Context, state State) error {
-	_, err := c.conn.Exec(ctx, `UPDATE `+table(c.Entity)+` SET attempts = greatest(attempts - 1, 0) WHERE id = $1 AND state = $2`, c.ID, state)
+// wait takes back the attempt of a claim that only waited, and keeps the
+// entity out of its daemon's listing for d.
+func (c *Claim) wait(ctx context.Context, state State, d time.Duration) error {
+	_, err := c.conn.Exec(ctx, `UPDATE `+table(c.Entity)+` SET attempts = greatest(attempts - 1, 0),
+		next_attempt_at = now() + $3::interval WHERE id = $1 AND state = $2`, c.ID, state, d)
 	return err
 }
 
@@ -296,8 +298,11 @@ func (d *daemon) handle(ctx context.Context, c *Claim) (State, bool) {
 	}
 	c.job = nil
 	if errors.Is(err, errStay) {
-		// Waiting (for room, say) is no failed attempt: not counted.
-		if uerr := c.uncount(ctx, d.state); uerr != nil && ctx.Err() == nil {
+		// Waiting (for room, say) is no failed attempt: not counted; and
+		// the entity is not listed again for an interval, so that a daemon
+		// whose every candidate waits sleeps instead of claiming them
+		// again at once, pass after pass.
+		if uerr := c.wait(ctx, d.state, d.interval); uerr != nil && ctx.Err() == nil {
 			log.Warn("ingest: uncount a waiting attempt", "err", uerr)
 		}
 		return "", false
