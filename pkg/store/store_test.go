@@ -3,15 +3,12 @@ package store_test
 import (
 	"context"
 	"errors"
-	"os"
-	"path/filepath"
 	"sync"
 	"testing"
 	"testing/fstest"
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/archivist/archivist/pkg/pgcluster"
 	"github.com/archivist/archivist/pkg/store"
 	"github.com/archivist/archivist/pkg/testenv"
 )
@@ -105,20 +102,7 @@ func TestInTxCommitsOrRollsBack(t *testing.T) {
 // probe, so the test cluster of its own listens on 127.0.0.1.)
 func TestSessionsDetectLostClients(t *testing.T) {
 	ctx := context.Background()
-	dir := t.TempDir()
-	for _, d := range []string{dir, filepath.Dir(dir)} {
-		if err := os.Chmod(d, 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
-	pg := &pgcluster.Cluster{Dir: filepath.Join(dir, "data"), SocketDir: filepath.Join(dir, "sock"), Host: "127.0.0.1"}
-	if err := pg.Init(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if err := pg.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	defer pg.Stop()
+	pg := testenv.PrivatePostgres(t)
 	url := pg.URL("postgres")
 	for _, c := range []struct{ url, idle string }{{url, "30"}, {url + "&tcp_keepalives_idle=45", "45"}} {
 		pool, err := store.Open(ctx, store.Config{URL: c.url, MaxConns: 1}, "test")

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/url"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -170,4 +171,29 @@ func shutdownPostgres() {
 	}
 	pgAdminURL = ""
 	pgTemplates = map[string]string{}
+}
+
+// PrivatePostgres starts a PostgreSQL cluster of the test's own, listening
+// on 127.0.0.1 (and a unix socket), for tests that stop and start their
+// database or need TCP sessions; it is stopped when the test ends. Its
+// URL(db) is a TCP URL.
+func PrivatePostgres(t testing.TB) *pgcluster.Cluster {
+	t.Helper()
+	ctx := context.Background()
+	dir := t.TempDir()
+	// As root, PostgreSQL runs as another user, who must reach the data dir.
+	for _, d := range []string{dir, filepath.Dir(dir)} {
+		if err := os.Chmod(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pg := &pgcluster.Cluster{Dir: filepath.Join(dir, "data"), SocketDir: filepath.Join(dir, "sock"), Host: "127.0.0.1"}
+	if err := pg.Init(ctx); err != nil {
+		t.Fatalf("testenv: PostgreSQL is needed and could not be initialised: %v", err)
+	}
+	if err := pg.Start(ctx); err != nil {
+		t.Fatalf("testenv: PostgreSQL is needed and could not be started: %v", err)
+	}
+	t.Cleanup(func() { _ = pg.Stop() })
+	return pg
 }

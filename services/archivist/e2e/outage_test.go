@@ -3,13 +3,10 @@ package e2e_test
 import (
 	"context"
 	"fmt"
-	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/archivist/archivist/events"
-	"github.com/archivist/archivist/pkg/pgcluster"
 	"github.com/archivist/archivist/pkg/research"
 	"github.com/archivist/archivist/pkg/research/migrations"
 	"github.com/archivist/archivist/pkg/store"
@@ -24,20 +21,7 @@ import (
 // each on its first delivery, and nothing is dead-lettered.
 func TestPostgresRestartLosesNoResults(t *testing.T) {
 	ctx := context.Background()
-	dir := t.TempDir()
-	for _, d := range []string{dir, filepath.Dir(dir)} {
-		if err := os.Chmod(d, 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
-	pg := &pgcluster.Cluster{Dir: filepath.Join(dir, "data"), SocketDir: filepath.Join(dir, "sock"), Host: "127.0.0.1"}
-	if err := pg.Init(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if err := pg.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { pg.Stop() })
+	pg := testenv.PrivatePostgres(t)
 	url := pg.URL("postgres")
 	db, err := store.Open(ctx, store.Config{URL: url, MaxConns: 2}, "test")
 	if err != nil {

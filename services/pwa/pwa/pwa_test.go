@@ -57,14 +57,7 @@ func TestActivation(t *testing.T) {
 			b := testenv.Bus(t, "pwa")
 			s := research.New(testenv.DB(t, migrations.Schema))
 			at := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-			for i := range 10 {
-				for _, kind := range []string{events.KindEpisode, events.KindClip} {
-					if _, err := s.UpsertWork(ctx, &events.WorkUpserted{Kind: kind, Key: fmt.Sprintf("%s%d", kind, i), Version: at,
-						State: events.WorkMerged, InitialCuratedAt: at, LatestCuratedAt: at}); err != nil {
-						t.Fatal(err)
-					}
-				}
-			}
+			seed(t, s, 10)
 			p, err := pwa.New(ctx, b, s, cfg, nil, testenv.Logger(t))
 			if err != nil {
 				t.Fatal(err)
@@ -119,15 +112,7 @@ func TestReplicasActivateOneAtATime(t *testing.T) {
 	b := testenv.Bus(t, "pwa")
 	db := testenv.DB(t, migrations.Schema)
 	s := research.New(db)
-	at := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	for i := range 20 {
-		for _, kind := range []string{events.KindEpisode, events.KindClip} {
-			if _, err := s.UpsertWork(ctx, &events.WorkUpserted{Kind: kind, Key: fmt.Sprintf("%s%d", kind, i), Version: at,
-				State: events.WorkMerged, InitialCuratedAt: at, LatestCuratedAt: at}); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
+	seed(t, s, 20)
 	kv, err := research.Researchers(ctx, b.JetStream(), cfg.Research)
 	if err != nil {
 		t.Fatal(err)
@@ -179,14 +164,7 @@ func TestItemsAwaitingRedeliveryCountAsPending(t *testing.T) {
 	b := testenv.Bus(t, "pwa")
 	s := research.New(testenv.DB(t, migrations.Schema))
 	at := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	for i := range 10 {
-		for _, kind := range []string{events.KindEpisode, events.KindClip} {
-			if _, err := s.UpsertWork(ctx, &events.WorkUpserted{Kind: kind, Key: fmt.Sprintf("%s%d", kind, i), Version: at,
-				State: events.WorkMerged, InitialCuratedAt: at, LatestCuratedAt: at}); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
+	seed(t, s, 10)
 	p, err := pwa.New(ctx, b, s, cfg, nil, testenv.Logger(t))
 	if err != nil {
 		t.Fatal(err)
@@ -222,5 +200,19 @@ func TestItemsAwaitingRedeliveryCountAsPending(t *testing.T) {
 	}
 	if added != 1 {
 		t.Errorf("added %d items with one waiting for redelivery, want 1", added)
+	}
+}
+
+// seed stores n merged episodes and n merged clips.
+func seed(t *testing.T, s *research.Store, n int) {
+	t.Helper()
+	at := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	for i := range n {
+		for _, kind := range []string{events.KindEpisode, events.KindClip} {
+			if _, err := s.UpsertWork(context.Background(), &events.WorkUpserted{Kind: kind, Key: fmt.Sprintf("%s%d", kind, i), Version: at,
+				State: events.WorkMerged, InitialCuratedAt: at, LatestCuratedAt: at}); err != nil {
+				t.Fatal(err)
+			}
+		}
 	}
 }
