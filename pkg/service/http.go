@@ -50,25 +50,20 @@ var DefaultHTTPLimits = HTTPLimits{
 
 func (l HTTPLimits) orDefaults() HTTPLimits {
 	d := DefaultHTTPLimits
-	if l.ReadHeaderTimeout > 0 {
-		d.ReadHeaderTimeout = l.ReadHeaderTimeout
+	orDefault(&l.ReadHeaderTimeout, d.ReadHeaderTimeout)
+	orDefault(&l.ReadTimeout, d.ReadTimeout)
+	orDefault(&l.WriteTimeout, d.WriteTimeout)
+	orDefault(&l.IdleTimeout, d.IdleTimeout)
+	orDefault(&l.MaxHeaderBytes, d.MaxHeaderBytes)
+	orDefault(&l.MaxConns, d.MaxConns)
+	return l
+}
+
+// orDefault sets *v to d unless *v is positive.
+func orDefault[T int | time.Duration](v *T, d T) {
+	if *v <= 0 {
+		*v = d
 	}
-	if l.ReadTimeout > 0 {
-		d.ReadTimeout = l.ReadTimeout
-	}
-	if l.WriteTimeout > 0 {
-		d.WriteTimeout = l.WriteTimeout
-	}
-	if l.IdleTimeout > 0 {
-		d.IdleTimeout = l.IdleTimeout
-	}
-	if l.MaxHeaderBytes > 0 {
-		d.MaxHeaderBytes = l.MaxHeaderBytes
-	}
-	if l.MaxConns > 0 {
-		d.MaxConns = l.MaxConns
-	}
-	return d
 }
 
 // NewHTTPServer is the http.Server every Archivist API and admin server

@@ -32,11 +32,10 @@ func TestToolsAnswerHostileFilesWithAnError(t *testing.T) {
 	hostileEpisode := write("episode.wav", wav)
 	clips := filepath.Join(dir, "clips")
 	os.Mkdir(clips, 0o755)
-	var good bytes.Buffer
-	locatetest.WriteWAV(&good, locatetest.Jingle(1, 3, 22050), 22050)
-	os.WriteFile(filepath.Join(clips, "good.wav"), good.Bytes(), 0o644)
+	good := locatetest.WAV(locatetest.Jingle(1, 3, 22050), 22050)
+	os.WriteFile(filepath.Join(clips, "good.wav"), good, 0o644)
 	os.WriteFile(filepath.Join(clips, "ogg.ogg"), append([]byte("OggS\x00\x02"), make([]byte, 21)...), 0o644)
-	goodEpisode := write("good-episode.wav", good.Bytes())
+	goodEpisode := write("good-episode.wav", good)
 
 	for _, c := range []struct {
 		args []string

@@ -22,18 +22,13 @@ import (
 func TestEpisodeWithMissingMediaIsParked(t *testing.T) {
 	const rate = 22050
 	clip := locatetest.Jingle(41, 3, rate)
-	wav := func(x []float32) []byte {
-		var b bytes.Buffer
-		locatetest.WriteWAV(&b, x, rate)
-		return b.Bytes()
-	}
 	ep := locatetest.Bed(71, 20, rate)
 	locatetest.Insert(ep, clip, 5*rate, 0.7)
 	audio := func(kind string, i int) []byte {
 		if kind == events.KindClip {
-			return wav(clip)
+			return locatetest.WAV(clip, rate)
 		}
-		return wav(ep)
+		return locatetest.WAV(ep, rate)
 	}
 	w := newWorldAt(t, testenv.NATS(t), nil, 2, 1, audio)
 	ctx := context.Background()
@@ -65,7 +60,7 @@ func TestEpisodeWithMissingMediaIsParked(t *testing.T) {
 	}
 
 	// Fixed and released: researched.
-	if _, err := w.shared.Blob.Put(ctx, "audio/ep:001", bytes.NewReader(wav(ep)), nil); err != nil {
+	if _, err := w.shared.Blob.Put(ctx, "audio/ep:001", bytes.NewReader(locatetest.WAV(ep, rate)), nil); err != nil {
 		t.Fatal(err)
 	}
 	if err := researchcmd.Release(ctx, base, "ep:001"); err != nil {

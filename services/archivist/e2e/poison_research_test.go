@@ -1,7 +1,6 @@
 package e2e_test
 
 import (
-	"bytes"
 	"context"
 	"strings"
 	"testing"
@@ -22,21 +21,16 @@ import (
 func TestPoisonClipsFailAlone(t *testing.T) {
 	const rate = 22050
 	good := locatetest.Jingle(41, 3, rate)
-	wav := func(x []float32) []byte {
-		var b bytes.Buffer
-		locatetest.WriteWAV(&b, x, rate)
-		return b.Bytes()
-	}
 	oggPage := append([]byte("OggS\x00\x02"), make([]byte, 21)...)
 	audio := func(kind string, i int) []byte {
 		if kind == events.KindEpisode {
 			ep := locatetest.Bed(71, 30, rate)
 			locatetest.Insert(ep, good, 5*rate, 0.7)
-			return wav(ep)
+			return locatetest.WAV(ep, rate)
 		}
 		switch i {
 		case 0:
-			return wav(good)
+			return locatetest.WAV(good, rate)
 		case 1:
 			return oggPage
 		case 2:

@@ -510,14 +510,9 @@ func TestResearchWithTheFingerprintLocator(t *testing.T) {
 		0: {0: {2}, 2: {20}},
 		1: {1: {5, 25}},
 	}
-	wav := func(x []float32) []byte {
-		var b bytes.Buffer
-		locatetest.WriteWAV(&b, x, rate)
-		return b.Bytes()
-	}
 	audio := func(kind string, i int) []byte {
 		if kind == events.KindClip {
-			return wav(clip(i))
+			return locatetest.WAV(clip(i), rate)
 		}
 		ep := locatetest.Bed(uint64(70+i), 40, rate)
 		for c, at := range placed[i] {
@@ -525,7 +520,7 @@ func TestResearchWithTheFingerprintLocator(t *testing.T) {
 				locatetest.Insert(ep, clip(c), int(s*rate), 0.7)
 			}
 		}
-		return wav(ep)
+		return locatetest.WAV(ep, rate)
 	}
 	w := newWorldAt(t, testenv.NATS(t), nil, 2, 3, audio)
 	w.start(named("cwa"), nil)

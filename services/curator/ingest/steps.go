@@ -830,14 +830,15 @@ func (g *Ingester) process(ctx context.Context, j *JobRow) (Outcome, error) {
 	if j.Kind == "container" {
 		src := filepath.Join(g.jobDir(id), "container.zip")
 		lim := zipLimits{maxBytes: g.cfg.MaxFileBytes, maxEntries: g.cfg.MaxZipEntries, maxRatio: g.cfg.MaxZipRatio}
-		total, err := inspectZip(src, lim)
+		zr, total, err := openZip(src, lim)
 		if err != nil {
 			return Outcome{To: Failed, Detail: "corrupt container: " + err.Error()}, nil
 		}
+		defer zr.Close()
 		if err := g.reserveContent(ctx, j, total); err != nil {
 			return Outcome{}, err
 		}
-		if files, err = unzip(src, filepath.Join(g.jobDir(id), "payload"), lim); err != nil {
+		if files, err = extract(zr, filepath.Join(g.jobDir(id), "payload")); err != nil {
 			return Outcome{To: Failed, Detail: "corrupt container: " + err.Error()}, nil
 		}
 	}
@@ -949,15 +950,22 @@ func (g *Ingester) reserveContent(ctx context.Context, j *JobRow, total int64) e
 	return nil
 }
 
-// inspectZip checks a container from its central directory, before a byte
-// is written: the number of entries, their total size and its ratio to
-// the container's, safe and distinct names. It returns the total.
-func inspectZip(src string, lim zipLimits) (int64, error) {
-	zr, err := zip.OpenReader(src)
-	if err != nil {
-		return 0, err
+// openZip opens a container and checks it from its central directory,
+// before a byte is written: the number of entries, their total size and
+// its ratio to the container's, safe and distinct names. It returns the
+// open container and the total of its content.
+func openZip(src string, lim zipLimits) (zr *zip.ReadCloser, total int64, err error) {
+	if zr, err = zip.OpenReader(src); err != nil {
+		return nil, 0, err
 	}
-	defer zr.Close()
+	if total, err = inspectZip(zr, src, lim); err != nil {
+		zr.Close()
+		return nil, 0, err
+	}
+	return zr, total, nil
+}
+
+func inspectZip(zr *zip.ReadCloser, src string, lim zipLimits) (int64, error) {
 	if len(zr.File) > lim.maxEntries {
 		return 0, fmt.Errorf("more than %d entries (INGEST_MAX_ZIP_ENTRIES)", lim.maxEntries)
 	}
@@ -985,18 +993,10 @@ func inspectZip(src string, lim zipLimits) (int64, error) {
 	return int64(total), nil
 }
 
-// unzip extracts a container that inspectZip passed into dst, each entry
+// extract writes a container that openZip passed into dst, each entry
 // read up to its declared size (archive/zip fails an entry longer than it
 // declares).
-func unzip(src, dst string, lim zipLimits) ([]File, error) {
-	if _, err := inspectZip(src, lim); err != nil {
-		return nil, err
-	}
-	zr, err := zip.OpenReader(src)
-	if err != nil {
-		return nil, err
-	}
-	defer zr.Close()
+func extract(zr *zip.ReadCloser, dst string) ([]File, error) {
 	var files []File
 	for _, zf := range zr.File {
 		if zf.FileInfo().IsDir() {

@@ -117,9 +117,6 @@ type Limits struct {
 // DefaultLimits are the reader's bounds unless Options say otherwise.
 var DefaultLimits = Limits{MaxLine: 64 << 10, MaxHeader: 1 << 20, MaxFields: 1000, MaxHead: 1 << 20, MaxBlock: 1 << 40, MaxTail: 1 << 20}
 
-// MaxBlock is the default bound on a declared block length.
-const MaxBlock = 1 << 40
-
 // Options configure a Reader.
 type Options struct {
 	// Limits bound the reading (zero fields take DefaultLimits').
@@ -178,26 +175,13 @@ func NewReaderOptions(r io.Reader, o Options) (*Reader, error) {
 	if err != nil && !errors.Is(err, io.EOF) {
 		return nil, fmt.Errorf("read archive: %w", err)
 	}
-	lim := o.Limits
-	d := DefaultLimits
-	if lim.MaxLine <= 0 {
-		lim.MaxLine = d.MaxLine
-	}
-	if lim.MaxHeader <= 0 {
-		lim.MaxHeader = d.MaxHeader
-	}
-	if lim.MaxFields <= 0 {
-		lim.MaxFields = d.MaxFields
-	}
-	if lim.MaxHead <= 0 {
-		lim.MaxHead = d.MaxHead
-	}
-	if lim.MaxBlock <= 0 {
-		lim.MaxBlock = d.MaxBlock
-	}
-	if lim.MaxTail <= 0 {
-		lim.MaxTail = d.MaxTail
-	}
+	lim, d := o.Limits, DefaultLimits
+	orDefault(&lim.MaxLine, d.MaxLine)
+	orDefault(&lim.MaxHeader, d.MaxHeader)
+	orDefault(&lim.MaxFields, d.MaxFields)
+	orDefault(&lim.MaxHead, d.MaxHead)
+	orDefault(&lim.MaxBlock, d.MaxBlock)
+	orDefault(&lim.MaxTail, d.MaxTail)
 	rd := &Reader{src: &counter{r: br}, lim: lim, digest: o.Digest, chunk: make([]byte, 32<<10)}
 	rd.gzipped = len(magic) == 2 && magic[0] == 0x1f && magic[1] == 0x8b
 	if !rd.gzipped {
@@ -506,6 +490,13 @@ func (r *Reader) parseARC(br *bufio.Reader, line string, start int64) (*Record, 
 		rec.Header[0].Value = "warcinfo"
 	}
 	return rec, r.readBlock(br, rec, n)
+}
+
+// orDefault sets *v to d unless *v is positive.
+func orDefault[T int | int64](v *T, d T) {
+	if *v <= 0 {
+		*v = d
+	}
 }
 
 // readLine reads a line (with its newline) of at most max bytes; a longer

@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/archivist/archivist/events"
+	"github.com/archivist/archivist/pkg/bus"
 	"github.com/archivist/archivist/pkg/research"
 	"github.com/archivist/archivist/pkg/research/migrations"
 	"github.com/archivist/archivist/pkg/testenv"
@@ -54,29 +55,14 @@ func TestActivation(t *testing.T) {
 	} {
 		t.Run(fmt.Sprintf("r%d_p%d", c.researchers, c.pending), func(t *testing.T) {
 			ctx := context.Background()
-			b := testenv.Bus(t, "pwa")
-			s := research.New(testenv.DB(t, migrations.Schema))
-			at := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-			seed(t, s, 10)
-			p, err := pwa.New(ctx, b, s, cfg, nil, testenv.Logger(t))
-			if err != nil {
-				t.Fatal(err)
-			}
-			kv, err := research.Researchers(ctx, b.JetStream(), cfg.Research)
-			if err != nil {
-				t.Fatal(err)
-			}
+			b, p, kv := newPWA(t, 10)
 			for i := range c.researchers {
 				if _, err := kv.Put(ctx, fmt.Sprintf("r%d", i), []byte("{}")); err != nil {
 					t.Fatal(err)
 				}
 			}
 			for i := range c.pending {
-				env, _ := events.New("test", &events.WorkItem{LeaseID: fmt.Sprintf("waiting-%d", i), Episode: events.AudioRef{Key: "x"},
-					Clips: []events.AudioRef{{Key: "y"}}, LeaseExpiresAt: at, ItemExpiresAt: at})
-				if _, err := b.Publish(ctx, events.SubjectWorkItem, env, jetstream.WithMsgTTL(time.Minute)); err != nil {
-					t.Fatal(err)
-				}
+				queueItem(t, b, fmt.Sprintf("waiting-%d", i))
 			}
 			added, err := p.Activate(ctx)
 			if err != nil {
@@ -161,24 +147,9 @@ func TestReplicasActivateOneAtATime(t *testing.T) {
 // minute).
 func TestItemsAwaitingRedeliveryCountAsPending(t *testing.T) {
 	ctx := context.Background()
-	b := testenv.Bus(t, "pwa")
-	s := research.New(testenv.DB(t, migrations.Schema))
-	at := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	seed(t, s, 10)
-	p, err := pwa.New(ctx, b, s, cfg, nil, testenv.Logger(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	kv, err := research.Researchers(ctx, b.JetStream(), cfg.Research)
-	if err != nil {
-		t.Fatal(err)
-	}
+	b, p, kv := newPWA(t, 10)
 	kv.Put(ctx, "r0", []byte(`{"id":"r0","busy":false}`))
-	env, _ := events.New("test", &events.WorkItem{LeaseID: "failed-1", Episode: events.AudioRef{Key: "x"},
-		Clips: []events.AudioRef{{Key: "y"}}, LeaseExpiresAt: at, ItemExpiresAt: at})
-	if _, err := b.Publish(ctx, events.SubjectWorkItem, env, jetstream.WithMsgTTL(time.Minute)); err != nil {
-		t.Fatal(err)
-	}
+	queueItem(t, b, "failed-1")
 	cons, err := b.JetStream().Consumer(ctx, events.Researchers.Stream, events.Researchers.Config.Durable)
 	if err != nil {
 		t.Fatal(err)
@@ -214,5 +185,36 @@ func seed(t *testing.T, s *research.Store, n int) {
 				t.Fatal(err)
 			}
 		}
+	}
+}
+
+// newPWA is a pwa on a fresh bus and database holding works episodes and
+// clips, with the researchers bucket it counts.
+func newPWA(t *testing.T, works int) (*bus.Bus, *pwa.PWA, jetstream.KeyValue) {
+	t.Helper()
+	ctx := context.Background()
+	b := testenv.Bus(t, "pwa")
+	s := research.New(testenv.DB(t, migrations.Schema))
+	seed(t, s, works)
+	p, err := pwa.New(ctx, b, s, cfg, nil, testenv.Logger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	kv, err := research.Researchers(ctx, b.JetStream(), cfg.Research)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b, p, kv
+}
+
+// queueItem puts a work item of lease on the queue, as another activation
+// would have.
+func queueItem(t *testing.T, b *bus.Bus, lease string) {
+	t.Helper()
+	at := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	env, _ := events.New("test", &events.WorkItem{LeaseID: lease, Episode: events.AudioRef{Key: "x"},
+		Clips: []events.AudioRef{{Key: "y"}}, LeaseExpiresAt: at, ItemExpiresAt: at})
+	if _, err := b.Publish(context.Background(), events.SubjectWorkItem, env, jetstream.WithMsgTTL(time.Minute)); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -4,6 +4,7 @@ package locatetest
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/binary"
 	"io"
 	"math"
@@ -71,6 +72,13 @@ func WAVHeader(channels, rate, bits, dataBytes uint32) []byte {
 	copy(b[36:], "data")
 	binary.LittleEndian.PutUint32(b[40:], dataBytes)
 	return b
+}
+
+// WAV is samples as a mono 16-bit PCM WAV file.
+func WAV(samples []float32, rate int) []byte {
+	var b bytes.Buffer
+	WriteWAV(&b, samples, rate)
+	return b.Bytes()
 }
 
 // WriteWAV writes mono 16-bit PCM.
