@@ -87,7 +87,8 @@ func (s *Store) Status(ctx context.Context, e Entity, id int64) (*Status, error)
 
 // Routes adds the ingest API to mux:
 //
-//	POST /v1/batches                          submit (JSON Submission) → 201 {"batch": ID}
+//	POST /v1/batches                          submit (JSON Submission) → 201 {"batch": ID};
+//	                                          with an Idempotency-Key header, a retry → 200, same ID
 //	GET  /v1/batches/{id}, /v1/jobs/{id}      status, history, report
 //	POST /v1/batches/{id}/{action}            release, delete, update-reporting
 //	POST /v1/jobs/{id}/{action}               hold, release, requeue, delete
@@ -103,12 +104,17 @@ func Routes(mux *http.ServeMux, s *Store) {
 			writeErr(w, &InvalidError{"body", "a JSON submission: " + err.Error()})
 			return
 		}
-		id, err := s.Submit(r.Context(), sub)
+		sub.IdempotencyKey = r.Header.Get("Idempotency-Key")
+		id, created, err := s.Submit(r.Context(), sub)
 		if err != nil {
 			writeErr(w, err)
 			return
 		}
-		writeJSON(w, http.StatusCreated, map[string]int64{"batch": id})
+		code := http.StatusCreated
+		if !created {
+			code = http.StatusOK // a retry of the same submission
+		}
+		writeJSON(w, code, map[string]int64{"batch": id})
 	})
 	status := func(e Entity) http.HandlerFunc {
 		return func(w http.ResponseWriter, r *http.Request) {
@@ -207,12 +213,13 @@ func writeErr(w http.ResponseWriter, err error) {
 	var inv *InvalidError
 	var nf *NotFoundError
 	var ref *RefusedError
+	var conflict *ConflictError
 	switch {
 	case errors.As(err, &inv):
 		writeJSON(w, http.StatusBadRequest, map[string]string{"error": err.Error(), "field": inv.Field})
 	case errors.As(err, &nf):
 		writeJSON(w, http.StatusNotFound, map[string]string{"error": err.Error()})
-	case errors.As(err, &ref):
+	case errors.As(err, &ref), errors.As(err, &conflict):
 		writeJSON(w, http.StatusConflict, map[string]string{"error": err.Error()})
 	default:
 		writeJSON(w, http.StatusInternalServerError, map[string]string{"error": fmt.Sprintf("ingest: %v", err)})

@@ -35,6 +35,10 @@ type Submission struct {
 	Date       string `json:"date,omitempty"`
 	// CallbackURL is told of each job's end (the profile's notification).
 	CallbackURL string `json:"callback_url,omitempty"`
+	// IdempotencyKey, from the request's Idempotency-Key header, names the
+	// submission within its submitter's: a retry with the same key finds
+	// the batch the first made.
+	IdempotencyKey string `json:"-"`
 }
 
 // InvalidError is a submission or request that is wrong, naming the field.
@@ -51,6 +55,9 @@ func (s *Submission) Validate() error {
 		return &InvalidError{"profile", "required"}
 	case !slices.Contains(Types, s.Type):
 		return &InvalidError{"type", "one of " + strings.Join(Types, ", ")}
+	}
+	if k := s.IdempotencyKey; len(k) > 200 || strings.IndexFunc(k, func(r rune) bool { return r <= ' ' || r > '~' }) >= 0 {
+		return &InvalidError{"Idempotency-Key", "at most 200 printable ASCII characters, no spaces"}
 	}
 	if err := httpURL(s.PayloadURL); err != nil {
 		return &InvalidError{"payload_url", err.Error()}
@@ -144,20 +151,44 @@ func (s *Store) implied(e Entity, to State) {
 }
 
 // Submit records a batch: light, it reads nothing of the payload.
-func (s *Store) Submit(ctx context.Context, sub Submission) (int64, error) {
+func (s *Store) Submit(ctx context.Context, sub Submission) (id int64, created bool, err error) {
 	if err := sub.Validate(); err != nil {
-		return 0, err
+		return 0, false, err
 	}
-	var id int64
-	err := s.db.QueryRow(ctx, `INSERT INTO curator.batches (submitter, profile, payload_url, type, title, creator, date, callback_url)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8) RETURNING id`,
-		sub.Submitter, sub.Profile, sub.PayloadURL, sub.Type, sub.Title, sub.Creator, sub.Date, sub.CallbackURL).Scan(&id)
+	var key *string
+	if sub.IdempotencyKey != "" {
+		key = &sub.IdempotencyKey
+	}
+	err = s.db.QueryRow(ctx, `INSERT INTO curator.batches (submitter, profile, payload_url, type, title, creator, date, callback_url, idempotency_key)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
+		ON CONFLICT (submitter, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING RETURNING id`,
+		sub.Submitter, sub.Profile, sub.PayloadURL, sub.Type, sub.Title, sub.Creator, sub.Date, sub.CallbackURL, key).Scan(&id)
+	if errors.Is(err, pgx.ErrNoRows) {
+		// A retry: the key's batch must be the same submission.
+		var first Submission
+		err = s.db.QueryRow(ctx, `SELECT id, profile, payload_url, type, title, creator, date, callback_url
+			FROM curator.batches WHERE submitter = $1 AND idempotency_key = $2`, sub.Submitter, sub.IdempotencyKey).
+			Scan(&id, &first.Profile, &first.PayloadURL, &first.Type, &first.Title, &first.Creator, &first.Date, &first.CallbackURL)
+		if err != nil {
+			return 0, false, fmt.Errorf("submit batch: find the batch of Idempotency-Key %q: %w", sub.IdempotencyKey, err)
+		}
+		first.Submitter, first.IdempotencyKey = sub.Submitter, sub.IdempotencyKey
+		if first != sub {
+			return 0, false, &ConflictError{fmt.Sprintf("Idempotency-Key %q named a different submission (batch %d)", sub.IdempotencyKey, id)}
+		}
+		return id, false, nil
+	}
 	if err != nil {
-		return 0, fmt.Errorf("submit batch: %w", err)
+		return 0, false, fmt.Errorf("submit batch: %w", err)
 	}
 	s.moved(Batch, Pending)
-	return id, nil
+	return id, true, nil
 }
+
+// ConflictError is a request that contradicts an earlier one.
+type ConflictError struct{ Msg string }
+
+func (e *ConflictError) Error() string { return e.Msg }
 
 // ErrMoved is returned when an entity is no longer in the state a
 // transition starts from (another worker or an operator moved it).
