@@ -287,15 +287,42 @@ func (a *Auditor) CheckNow(ctx context.Context, object, space string, light bool
 			return 0, &TooBroadError{fmt.Sprintf("space %q holds more than %d objects (AUDITOR_MAX_ON_DEMAND): name a narrower one", space, max)}
 		}
 	}
-	var out []bus.Outgoing
+	// The same check asked again before the first has been done is one
+	// task: its id names the object's last completed check, and JetStream
+	// drops the repeat within its duplicate window. Asked again after a
+	// check completed, it is a new task (an operator re-checking after a
+	// repair must not be ignored).
+	keys := make([]string, 0, len(targets))
 	for o := range targets {
+		keys = append(keys, o)
+	}
+	last := map[string]time.Time{}
+	rows, err := a.db.Query(ctx, `SELECT object, checked_at FROM auditor.schedule WHERE object = ANY($1) AND checked_at IS NOT NULL`, keys)
+	if err != nil {
+		return 0, fmt.Errorf("last checks: %w", err)
+	}
+	for rows.Next() {
+		var o string
+		var at time.Time
+		if err := rows.Scan(&o, &at); err != nil {
+			rows.Close()
+			return 0, fmt.Errorf("last checks: %w", err)
+		}
+		last[o] = at
+	}
+	if err := rows.Err(); err != nil {
+		return 0, fmt.Errorf("last checks: %w", err)
+	}
+	var out []bus.Outgoing
+	for _, o := range keys {
 		env, err := events.New(a.bus.Producer(), &events.AuditTask{Object: o, Reason: "on-demand", Light: light})
 		if err != nil {
 			return 0, err
 		}
-		// The same check asked again while the first is recent is one
-		// task: JetStream drops the repeat within its duplicate window.
-		env.ID = fmt.Sprintf("on-demand:%t:%s", light, o)
+		env.ID = fmt.Sprintf("on-demand:%t:%s:%d", light, o, last[o].UnixMicro())
+		if at, ok := last[o]; !ok || at.IsZero() {
+			env.ID = fmt.Sprintf("on-demand:%t:%s:never", light, o)
+		}
 		out = append(out, bus.Outgoing{Subject: events.SubjectAuditTaskHigh, Envelope: env})
 	}
 	return len(out), a.bus.PublishBatch(ctx, out)
