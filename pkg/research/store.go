@@ -43,12 +43,15 @@ const (
 // newer version wins, equal is a replay, older is skipped. Only works in
 // state "work" are researched; a redirect or gone key is kept inactive.
 func (s *Store) UpsertWork(ctx context.Context, w *events.WorkUpserted) (Outcome, error) {
-	// A parked episode whose media changes is researched again.
-	table, unpark := "research.episodes", `, parked_reason = CASE WHEN t.media_key IS DISTINCT FROM EXCLUDED.media_key
-		OR t.media_sha256 IS DISTINCT FROM EXCLUDED.media_sha256 THEN NULL ELSE t.parked_reason END`
+	// A work whose media changes is researched again (a parked episode
+	// too): the change is timed, so that results of older leases are
+	// refused, and the work's results and pairs are deleted below.
+	const mediaDiffers = `(t.media_key IS DISTINCT FROM EXCLUDED.media_key OR t.media_sha256 IS DISTINCT FROM EXCLUDED.media_sha256)`
+	table, unpark := "research.episodes", `, parked_reason = CASE WHEN `+mediaDiffers+` THEN NULL ELSE t.parked_reason END`
 	if w.Kind == events.KindClip {
 		table, unpark = "research.clips", ""
 	}
+	unpark += `, media_changed_at = CASE WHEN ` + mediaDiffers + ` THEN now() ELSE t.media_changed_at END`
 	active := w.State == events.WorkMerged
 	var out Outcome
 	err := pgx.BeginFunc(ctx, s.db, func(tx pgx.Tx) error {
@@ -62,7 +65,8 @@ func (s *Store) UpsertWork(ctx context.Context, w *events.WorkUpserted) (Outcome
 		var id int64
 		var wasActive *bool
 		var prior *time.Time
-		err := tx.QueryRow(ctx, `WITH prior AS (SELECT active, version FROM `+table+` WHERE key = $1),
+		var priorKey, priorSHA *string
+		err := tx.QueryRow(ctx, `WITH prior AS (SELECT active, version, media_key, media_sha256 FROM `+table+` WHERE key = $1),
 up AS (
 	INSERT INTO `+table+` AS t (key, active, title, media_key, media_sha256, duration_ms, priority, initial_curated_at, version)
 	VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
@@ -72,9 +76,10 @@ up AS (
 	WHERE t.version < EXCLUDED.version
 	RETURNING id
 )
-SELECT coalesce((SELECT id FROM up), 0), (SELECT active FROM prior), (SELECT version FROM prior)`,
+SELECT coalesce((SELECT id FROM up), 0), (SELECT active FROM prior), (SELECT version FROM prior),
+	(SELECT media_key FROM prior), (SELECT media_sha256 FROM prior)`,
 			w.Key, active, w.Title, w.Media.Key, w.Media.SHA256, w.DurationMS, w.Priority, initialOf(w), w.Version).
-			Scan(&id, &wasActive, &prior)
+			Scan(&id, &wasActive, &prior, &priorKey, &priorSHA)
 		if err != nil {
 			return fmt.Errorf("upsert %s %s: %w", w.Kind, w.Key, err)
 		}
@@ -86,6 +91,9 @@ SELECT coalesce((SELECT id FROM up), 0), (SELECT active FROM prior), (SELECT ver
 			return nil
 		}
 		out = Applied
+		if priorKey != nil && (*priorKey != w.Media.Key || *priorSHA != w.Media.SHA256) {
+			return forgetResearch(ctx, tx, w.Kind, id)
+		}
 		// A new work changes counters only if it is active: a clip key
 		// first seen as a redirect or gone counts in no episode.
 		changed := wasActive == nil && active || wasActive != nil && *wasActive != active
@@ -98,6 +106,35 @@ SELECT coalesce((SELECT id FROM up), 0), (SELECT active FROM prior), (SELECT ver
 		return clipActivity(ctx, tx, id, active)
 	})
 	return out, err
+}
+
+// forgetResearch deletes the results and pairs of a work whose media
+// changed, and recounts the episodes concerned, so that it is leased and
+// researched again from its new audio. Leases in flight are left to end;
+// their results are refused as stale (StoreResult).
+func forgetResearch(ctx context.Context, tx pgx.Tx, kind string, id int64) error {
+	col := "episode_id"
+	if kind == events.KindClip {
+		col = "clip_id"
+	}
+	if _, err := tx.Exec(ctx, `DELETE FROM research.results WHERE `+col+` = $1`, id); err != nil {
+		return fmt.Errorf("forget the results of %s %d: %w", kind, id, err)
+	}
+	rows, err := tx.Query(ctx, `DELETE FROM research.pairs WHERE `+col+` = $1 RETURNING episode_id`, id)
+	if err != nil {
+		return fmt.Errorf("forget the pairs of %s %d: %w", kind, id, err)
+	}
+	episodes, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+	if err != nil {
+		return fmt.Errorf("forget the pairs of %s %d: %w", kind, id, err)
+	}
+	if kind == events.KindEpisode {
+		episodes = []int64{id}
+	}
+	if _, err := tx.Exec(ctx, recountSQL+` WHERE e.id = ANY($1)`, episodes); err != nil {
+		return fmt.Errorf("recount after the media of %s %d changed: %w", kind, id, err)
+	}
+	return nil
 }
 
 func initialOf(w *events.WorkUpserted) time.Time {
@@ -351,6 +388,11 @@ func (s *Store) ReleaseEpisode(ctx context.Context, key string) (bool, error) {
 // ErrUnknownPair is returned for a result whose episode or clip is unknown.
 var ErrUnknownPair = errors.New("unknown episode or clip")
 
+// ErrStaleResult is returned for a result of a lease made before its
+// episode's or clip's media last changed: computed from other audio, it is
+// not stored (the work is researched again from its new media).
+var ErrStaleResult = errors.New("stale result: the media changed after its lease was made")
+
 // StoreResult stores a clip's result for an episode, idempotently: the first
 // result of a pair is kept and marks it researched (or failed, parking the
 // pair with the result's failure reason); a redelivered or duplicated one
@@ -373,8 +415,15 @@ func (s *Store) StoreResult(ctx context.Context, r *events.ResearchCompleted) (b
 		state = "failed"
 	}
 	var known, stored int
-	err = s.db.QueryRow(ctx, `WITH ids AS (
-	SELECT e.id AS eid, c.id AS cid, c.active AS cactive FROM research.episodes e, research.clips c WHERE e.key = $1 AND c.key = $2
+	var stale bool
+	// A result of a lease made before the episode's or the clip's media
+	// last changed was computed from other audio: it is refused.
+	err = s.db.QueryRow(ctx, `WITH named AS (
+	SELECT e.id AS eid, c.id AS cid, c.active AS cactive,
+		coalesce((SELECT l.created_at < greatest(e.media_changed_at, c.media_changed_at) FROM research.leases l WHERE l.id = $3), false) AS stale
+	FROM research.episodes e, research.clips c WHERE e.key = $1 AND c.key = $2
+), ids AS (
+	SELECT * FROM named WHERE NOT stale
 ), res AS (
 	INSERT INTO research.results (episode_id, clip_id, lease_id, researcher, occurrences, failure)
 	SELECT eid, cid, $3, $4, $5, NULLIF($6, '') FROM ids ON CONFLICT DO NOTHING RETURNING 1
@@ -390,12 +439,16 @@ func (s *Store) StoreResult(ctx context.Context, r *events.ResearchCompleted) (b
 		open_clips = greatest(e.open_clips - CASE WHEN (SELECT inserted FROM pair) THEN 1 ELSE 0 END, 0)
 	FROM ids WHERE e.id = ids.eid AND ids.cactive AND EXISTS (SELECT 1 FROM pair)
 )
-SELECT (SELECT count(*) FROM ids), (SELECT count(*) FROM res)`, r.Episode, r.Clip, leaseID, r.Researcher, occJSON, r.Failure, state).Scan(&known, &stored)
+SELECT (SELECT count(*) FROM named), (SELECT count(*) FROM res), coalesce((SELECT stale FROM named), false)`,
+		r.Episode, r.Clip, leaseID, r.Researcher, occJSON, r.Failure, state).Scan(&known, &stored, &stale)
 	if err != nil {
 		return false, fmt.Errorf("store result %s/%s: %w", r.Episode, r.Clip, err)
 	}
 	if known == 0 {
 		return false, fmt.Errorf("result for %s/%s: %w", r.Episode, r.Clip, ErrUnknownPair)
+	}
+	if stale {
+		return false, fmt.Errorf("result for %s/%s of lease %s: %w", r.Episode, r.Clip, r.LeaseID, ErrStaleResult)
 	}
 	return stored == 1, nil
 }

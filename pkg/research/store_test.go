@@ -2,6 +2,7 @@ package research_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"sync"
@@ -308,5 +309,88 @@ func TestParkedEpisodeIsNotLeasedUntilItsMediaChanges(t *testing.T) {
 	}
 	if ok, _ := s.ParkEpisode(ctx, "nope", "x"); ok {
 		t.Error("parked an unknown episode")
+	}
+}
+
+// TestMediaChangeInvalidatesResults: results were first-wins, so fixing a
+// work's media never replaced results computed from the wrong audio. Now a
+// change of an episode's media forgets all its results, a change of a
+// clip's media forgets that clip's results in every episode; both are
+// leased again, and a result of a lease made before the change is refused
+// as stale while one of a newer lease is stored.
+func TestMediaChangeInvalidatesResults(t *testing.T) {
+	db := testenv.DB(t, migrations.Schema)
+	s := research.New(db)
+	ctx := context.Background()
+	add(t, s, work("episode", "e1", 2, 1), work("episode", "e2", 1, 1), work("clip", "a", 1, 1), work("clip", "b", 1, 1))
+	store := func(l *research.Lease, clip string) error {
+		_, err := s.StoreResult(ctx, &events.ResearchCompleted{LeaseID: l.ID, Episode: l.Episode.Key, Clip: clip, Researcher: "r",
+			Occurrences: []events.Occurrence{{OffsetMS: 1, DurationMS: 1, Confidence: 1}}})
+		return err
+	}
+	for range 2 {
+		l := lease(t, s, 5)
+		for _, c := range l.Clips {
+			if err := store(l, c.Key); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	count := func(q string) int {
+		var n int
+		if err := db.QueryRow(ctx, q).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	if n := count(`SELECT count(*) FROM research.results`); n != 4 {
+		t.Fatalf("%d results, want 4", n)
+	}
+	// A lease in flight on e2 when e2's media is fixed: its result is stale.
+	old := work("episode", "e2", 1, 1)
+	old.Version = day.Add(time.Minute)
+	add(t, s, old) // a replay with the same media: nothing forgotten
+	if n := count(`SELECT count(*) FROM research.results`); n != 4 {
+		t.Fatalf("an update without a media change forgot results: %d left", n)
+	}
+	bClip := work("clip", "b", 1, 1)
+	bClip.Version, bClip.Media.SHA256 = day.Add(time.Hour), "ab12"
+	add(t, s, bClip)
+	if n := count(`SELECT count(*) FROM research.results r JOIN research.clips c ON c.id = r.clip_id WHERE c.key = 'b'`); n != 0 {
+		t.Errorf("clip b's media changed; %d of its results kept", n)
+	}
+	if n := count(`SELECT sum(open_clips) FROM research.episodes`); n != 2 {
+		t.Errorf("open clips %d after clip b changed, want 2 (b in each episode)", n)
+	}
+	l := lease(t, s, 5) // e1 first (priority), clip b only
+	if l == nil || l.Episode.Key != "e1" || len(l.Clips) != 1 || l.Clips[0].Key != "b" {
+		t.Fatalf("lease after clip b changed: %+v", l)
+	}
+	fixed := work("episode", "e1", 2, 1)
+	fixed.Version, fixed.Media.Key = day.Add(2*time.Hour), "audio/e1-fixed"
+	add(t, s, fixed)
+	if n := count(`SELECT count(*) FROM research.results r JOIN research.episodes e ON e.id = r.episode_id WHERE e.key = 'e1'`); n != 0 {
+		t.Errorf("episode e1's media changed; %d of its results kept", n)
+	}
+	if n := count(`SELECT open_clips FROM research.episodes WHERE key = 'e1'`); n != 2 {
+		t.Errorf("e1 has %d open clips after its media changed, want 2", n)
+	}
+	if err := store(l, "b"); !errors.Is(err, research.ErrStaleResult) {
+		t.Errorf("a result of a lease made before the media changed: %v, want ErrStaleResult", err)
+	}
+	if n := count(`SELECT count(*) FROM research.results r JOIN research.episodes e ON e.id = r.episode_id WHERE e.key = 'e1'`); n != 0 {
+		t.Errorf("the stale result was stored")
+	}
+	fresh := lease(t, s, 5)
+	if fresh == nil || fresh.Episode.Key != "e1" || fresh.Episode.Media.Key != "audio/e1-fixed" || len(fresh.Clips) != 2 {
+		t.Fatalf("lease after e1 changed: %+v", fresh)
+	}
+	for _, c := range fresh.Clips {
+		if err := store(fresh, c.Key); err != nil {
+			t.Errorf("a result of the new lease: %v", err)
+		}
+	}
+	if n := count(`SELECT researched_clips FROM research.episodes WHERE key = 'e1'`); n != 2 {
+		t.Errorf("e1 researched_clips %d, want 2", n)
 	}
 }

@@ -1,6 +1,7 @@
 package e2e_test
 
 import (
+	"bytes"
 	"context"
 	"strings"
 	"testing"
@@ -13,8 +14,9 @@ import (
 )
 
 // TestPoisonClipsFailAlone: an item whose clips include a decoder-crashing
-// Ogg page, a WAV declaring 65,535 channels and a clip whose audio does not
-// exist is researched with the shipped locator: the good clip's occurrence
+// Ogg page, a WAV declaring 65,535 channels, a clip whose audio does not
+// exist and one whose stored audio is not the one its sha256 names is
+// researched with the shipped locator: the good clip's occurrence
 // is stored, each bad clip is parked with its reason (its pair 'failed',
 // never leased again), the lease ends, the researcher survives, and nothing
 // is dead-lettered.
@@ -38,8 +40,12 @@ func TestPoisonClipsFailAlone(t *testing.T) {
 		}
 		return []byte("gone")
 	}
-	w := newWorldAt(t, testenv.NATS(t), nil, 1, 4, audio)
+	w := newWorldAt(t, testenv.NATS(t), nil, 1, 5, audio)
 	if err := w.shared.Blob.Delete(context.Background(), "audio/clip:003"); err != nil {
+		t.Fatal(err)
+	}
+	other := locatetest.WAV(locatetest.Jingle(42, 3, rate), rate)
+	if _, err := w.shared.Blob.Put(context.Background(), "audio/clip:004", bytes.NewReader(other), nil); err != nil {
 		t.Fatal(err)
 	}
 	w.start(named("cwa"), nil)
@@ -52,7 +58,7 @@ func TestPoisonClipsFailAlone(t *testing.T) {
 	}
 	got := map[string]row{}
 	deadline := time.Now().Add(60 * time.Second)
-	for len(got) < 4 && time.Now().Before(deadline) {
+	for len(got) < 5 && time.Now().Before(deadline) {
 		time.Sleep(100 * time.Millisecond)
 		rows, err := w.db.Query(context.Background(), `SELECT c.key, p.state, coalesce(r.failure, ''), r.occurrences
 			FROM research.results r JOIN research.clips c ON c.id = r.clip_id
@@ -71,8 +77,8 @@ func TestPoisonClipsFailAlone(t *testing.T) {
 		}
 		rows.Close()
 	}
-	if len(got) != 4 {
-		t.Fatalf("%d of 4 clips have a result after 60 s: %+v", len(got), got)
+	if len(got) != 5 {
+		t.Fatalf("%d of 5 clips have a result after 60 s: %+v", len(got), got)
 	}
 	if r := got["clip:000"]; r.state != "researched" || len(r.occ) != 1 || r.occ[0].OffsetMS < 4990 || r.occ[0].OffsetMS > 5010 {
 		t.Errorf("good clip: %+v, want one occurrence at 5 s", r)
@@ -81,6 +87,7 @@ func TestPoisonClipsFailAlone(t *testing.T) {
 		"clip:001": "corrupt audio",
 		"clip:002": "channels 65535 is beyond the limit",
 		"clip:003": "not found",
+		"clip:004": "sha256 mismatch",
 	} {
 		r := got[clip]
 		if r.state != "failed" || !strings.Contains(r.failure, want) || len(r.occ) != 0 {

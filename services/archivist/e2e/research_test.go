@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/binary"
+	"encoding/hex"
 	"fmt"
 	"io"
 	"reflect"
@@ -148,8 +149,9 @@ func newWorldAt(t *testing.T, url string, creds map[string]string, episodes, cli
 		if _, err := bs.Put(ctx, "audio/"+key, bytes.NewReader(body), nil); err != nil {
 			t.Fatal(err)
 		}
+		sum := sha256.Sum256(body)
 		wk := &events.WorkUpserted{Kind: kind, Key: key, Version: at, State: events.WorkMerged, Title: key,
-			Media: events.Media{Key: "audio/" + key}, Priority: int32(prio), InitialCuratedAt: at, LatestCuratedAt: at}
+			Media: events.Media{Key: "audio/" + key, SHA256: hex.EncodeToString(sum[:])}, Priority: int32(prio), InitialCuratedAt: at, LatestCuratedAt: at}
 		env, err := events.NewAt("curator", at, wk)
 		if err != nil {
 			t.Fatal(err)

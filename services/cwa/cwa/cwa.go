@@ -95,6 +95,18 @@ func (c *CWA) Result(ctx context.Context, m *bus.Message[events.ResearchComplete
 	if errors.Is(err, research.ErrUnknownPair) {
 		return bus.Permanent(err)
 	}
+	if errors.Is(err, research.ErrStaleResult) {
+		// Computed from audio since replaced: dropped, and the work is
+		// researched again. A final result still ends its lease.
+		c.results.WithLabelValues("stale").Inc()
+		c.log.Info("stale result dropped: the media changed after its lease was made", "lease", r.LeaseID, "episode", r.Episode, "clip", r.Clip)
+		if r.Final {
+			if _, err := c.store.Revoke(ctx, r.LeaseID); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
 	if err != nil {
 		return err
 	}

@@ -98,6 +98,8 @@ type Researcher struct {
 	log  *slog.Logger
 	stop chan struct{}
 	busy atomic.Bool
+	// verified remembers media whose sha256 was checked.
+	verified verifiedMedia
 }
 
 var badKeyChars = regexp.MustCompile(`[^-_=.a-zA-Z0-9]`)
@@ -261,20 +263,16 @@ func (r *Researcher) Item(ctx context.Context, m *bus.Message[events.WorkItem]) 
 }
 
 func (r *Researcher) audio(ref events.AudioRef) Audio {
-	return Audio{Ref: ref, Open: func(ctx context.Context) (io.ReadCloser, error) {
-		rc, _, err := r.blob.Get(ctx, ref.Media.Key)
-		if err != nil {
-			return nil, fmt.Errorf("audio of %s: %w", ref.Key, err)
-		}
-		return rc, nil
-	}}
+	return Audio{Ref: ref, Open: func(ctx context.Context) (io.ReadCloser, error) { return r.openMedia(ctx, ref) }}
 }
 
 // IsClipFault reports whether err is a fault of the audio itself, which
-// retrying cannot cure: its object does not exist, or it breaks a bound,
-// is of no known format or is corrupt.
+// retrying cannot cure: its object does not exist or is not the one the
+// catalog's sha256 names, or it breaks a bound, is of no known format or is
+// corrupt.
 func IsClipFault(err error) bool {
-	return errors.Is(err, blob.ErrNotFound) || audio.IsPermanent(err)
+	var mm *MediaMismatchError
+	return errors.Is(err, blob.ErrNotFound) || errors.As(err, &mm) || audio.IsPermanent(err)
 }
 
 // truncateReason keeps a failure reason within events.MaxFailureBytes,

@@ -1,0 +1,94 @@
+package researcher
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"strings"
+	"sync"
+
+	"github.com/archivist/archivist/events"
+)
+
+// MediaMismatchError is audio whose bytes are not the ones the catalog's
+// sha256 names: another file was stored under its key, or it went sour.
+// Retrying cannot cure it; the work is parked until its media changes.
+type MediaMismatchError struct {
+	Key, Want, Got string
+}
+
+func (e *MediaMismatchError) Error() string {
+	return fmt.Sprintf("sha256 mismatch: %s has sha256 %s, the catalog says %s", e.Key, e.Got, e.Want)
+}
+
+// verifiedMedia remembers objects whose bytes were hashed and matched, by
+// key, declared sha256 and the store's own size and checksum, so that a
+// clip researched in many episodes is hashed once. Bounded: it is emptied
+// when full.
+type verifiedMedia struct {
+	mu   sync.Mutex
+	seen map[string]bool
+}
+
+const maxVerifiedMedia = 10000
+
+func (v *verifiedMedia) has(k string) bool {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return v.seen[k]
+}
+
+func (v *verifiedMedia) add(k string) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if v.seen == nil || len(v.seen) >= maxVerifiedMedia {
+		v.seen = map[string]bool{}
+	}
+	v.seen[k] = true
+}
+
+// openMedia opens ref's audio, first checking its bytes against the sha256
+// the catalog declares (if any). A store that keeps sha256 checksums (the
+// local store) is trusted for it; otherwise the object is read through a
+// hash once (and remembered) before it is opened again for decoding.
+func (r *Researcher) openMedia(ctx context.Context, ref events.AudioRef) (io.ReadCloser, error) {
+	rc, info, err := r.blob.Get(ctx, ref.Media.Key)
+	if err != nil {
+		return nil, fmt.Errorf("audio of %s: %w", ref.Key, err)
+	}
+	want := strings.ToLower(ref.Media.SHA256)
+	if want == "" {
+		return rc, nil
+	}
+	mismatch := func(got string) error {
+		return fmt.Errorf("audio of %s: %w", ref.Key, &MediaMismatchError{Key: ref.Media.Key, Want: want, Got: got})
+	}
+	if info.Checksum.Algorithm == "sha256" {
+		if info.Checksum.Value != want {
+			rc.Close()
+			return nil, mismatch(info.Checksum.Value)
+		}
+		return rc, nil
+	}
+	seen := fmt.Sprintf("%s\x00%s\x00%d\x00%s", ref.Media.Key, want, info.Size, info.Checksum)
+	if r.verified.has(seen) {
+		return rc, nil
+	}
+	h := sha256.New()
+	_, err = io.Copy(h, rc)
+	rc.Close()
+	if err != nil {
+		return nil, fmt.Errorf("audio of %s: hash %s: %w", ref.Key, ref.Media.Key, err)
+	}
+	if got := hex.EncodeToString(h.Sum(nil)); got != want {
+		return nil, mismatch(got)
+	}
+	r.verified.add(seen)
+	rc, _, err = r.blob.Get(ctx, ref.Media.Key)
+	if err != nil {
+		return nil, fmt.Errorf("audio of %s: %w", ref.Key, err)
+	}
+	return rc, nil
+}
