@@ -9,6 +9,7 @@ package aggregator
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -18,6 +19,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/archivist/archivist/events"
 	"github.com/archivist/archivist/pkg/blob"
@@ -34,6 +36,9 @@ type Config struct {
 	HTTPAddr string `env:"AGGREGATOR_HTTP_ADDR, default=:8084"`
 	// MergeInterval is how often new outputs are merged.
 	MergeInterval time.Duration `env:"AGGREGATOR_MERGE_INTERVAL, default=2s"`
+	// RetireAfter is how long a replaced generation's object is kept for
+	// the queries still reading it before it is deleted.
+	RetireAfter time.Duration `env:"AGGREGATOR_RETIRE_AFTER, default=10m"`
 	// MainThreshold folds the recent generation into main once it holds
 	// this many lines.
 	MainThreshold int64 `env:"AGGREGATOR_MAIN_THRESHOLD, default=1000000"`
@@ -58,13 +63,23 @@ func Definition() service.Definition {
 }
 
 func run(ctx context.Context, env *service.Env, cfg Config) error {
-	a := &Aggregator{db: env.DB, blob: env.Blob, cfg: cfg, log: env.Log, wake: make(chan struct{}, 1)}
+	a := &Aggregator{db: env.DB, blob: env.Blob, cfg: cfg, log: env.Log, wake: make(chan struct{}, 1), skipped: skippedCounter(env.Metrics)}
 	sub, err := bus.Consume(ctx, env.Bus, events.AggregatorReady, a.Ready)
 	if err != nil {
 		return err
 	}
 	loop := func(ctx context.Context) error { a.Loop(ctx); return nil }
 	return env.Serve(ctx, "CDX API", cfg.HTTPAddr, a.Handler(), []service.Loop{loop}, sub.Stop)
+}
+
+// skippedCounter registers the counter of skipped announcements.
+func skippedCounter(reg prometheus.Registerer) prometheus.Counter {
+	c := prometheus.NewCounter(prometheus.CounterOpts{Name: "archivist_aggregator_announcements_skipped_total",
+		Help: "CDX announcements not newer than the output recorded for their file (late or replayed)."})
+	if reg != nil {
+		reg.MustRegister(c)
+	}
+	return c
 }
 
 // Aggregator merges outputs and answers queries.
@@ -74,15 +89,28 @@ type Aggregator struct {
 	cfg  Config
 	log  *slog.Logger
 	wake chan struct{}
+	// skipped counts announcements older than (or a replay of) the output
+	// recorded.
+	skipped prometheus.Counter
 }
 
-// Ready records a file's new output.
+// Ready records a file's new output. The announcement's send time is the
+// output's version: a newer one wins, an equal one is a replay, an older one
+// (arriving late) is skipped, logged and counted. The same output announced
+// again later is not merged again.
 func (a *Aggregator) Ready(ctx context.Context, m *bus.Message[events.IndexCDXReady]) error {
-	_, err := a.db.Exec(ctx, `INSERT INTO aggregator.outputs (file, output, lines) VALUES ($1, $2, $3)
-		ON CONFLICT (file) DO UPDATE SET output = EXCLUDED.output, lines = EXCLUDED.lines, received_at = clock_timestamp()
-		WHERE aggregator.outputs.output <> EXCLUDED.output`, m.Event.File, m.Event.Output, m.Event.Lines)
+	tag, err := a.db.Exec(ctx, `INSERT INTO aggregator.outputs (file, output, lines, version) VALUES ($1, $2, $3, $4)
+		ON CONFLICT (file) DO UPDATE SET output = EXCLUDED.output, lines = EXCLUDED.lines, version = EXCLUDED.version,
+			received_at = CASE WHEN aggregator.outputs.output <> EXCLUDED.output THEN clock_timestamp() ELSE aggregator.outputs.received_at END
+		WHERE aggregator.outputs.version < EXCLUDED.version`, m.Event.File, m.Event.Output, m.Event.Lines, m.Envelope.SentAt)
 	if err != nil {
 		return fmt.Errorf("record output of %s: %w", m.Event.File, err)
+	}
+	if tag.RowsAffected() == 0 {
+		a.skipped.Inc()
+		a.log.Info("announcement not newer than the file's output: skipped", "file", m.Event.File, "output", m.Event.Output,
+			"sent_at", m.Envelope.SentAt, "event", m.Envelope.ID)
+		return nil
 	}
 	select {
 	case a.wake <- struct{}{}:
@@ -99,6 +127,9 @@ func (a *Aggregator) Loop(ctx context.Context) {
 		if err := a.MergeNew(ctx); err != nil && ctx.Err() == nil {
 			a.log.Error("merge", "err", err)
 		}
+		if err := a.DeleteRetired(ctx); err != nil && ctx.Err() == nil {
+			a.log.Error("delete retired generations", "err", err)
+		}
 		select {
 		case <-ctx.Done():
 			return
@@ -110,7 +141,10 @@ func (a *Aggregator) Loop(ctx context.Context) {
 
 // MergeNew rebuilds the recent generation from the outputs received since
 // main was built, or, past the threshold, main from every output. It does
-// nothing when no output arrived since the last build.
+// nothing when no output arrived since the last build. Rebuilding from the
+// outputs, rather than merging new lines into the old generation, is what
+// keeps a re-indexed file's lines once: its new output replaces the old
+// one, whose lines a merge into the old generation would keep.
 func (a *Aggregator) MergeNew(ctx context.Context) error {
 	var mainBuilt, recentBuilt time.Time
 	if err := a.db.QueryRow(ctx, `SELECT (SELECT built_at FROM aggregator.generations WHERE level = 'main'),
@@ -177,15 +211,46 @@ func (a *Aggregator) build(ctx context.Context, level string, since time.Time) e
 	if err != nil {
 		return fmt.Errorf("write generation: %w", err)
 	}
-	q := `UPDATE aggregator.generations SET key = $2, lines = $3, bytes = $4, sources = $5, built_at = $6 WHERE level = $1`
+	// The generations replaced are retired in the same statement; their
+	// objects are deleted once queries reading them have had time to end.
+	levels := []string{level}
+	q := `WITH old AS (SELECT key FROM aggregator.generations WHERE level = ANY($7) AND key <> ''),
+		retire AS (INSERT INTO aggregator.retired (key) SELECT key FROM old ON CONFLICT DO NOTHING)
+		UPDATE aggregator.generations SET key = $2, lines = $3, bytes = $4, sources = $5, built_at = $6 WHERE level = $1`
 	if level == "main" {
-		q = `WITH r AS (UPDATE aggregator.generations SET key = '', lines = 0, bytes = 0, sources = 0, built_at = $6 WHERE level = 'recent')
-			` + q
+		levels = append(levels, "recent")
+		q = `WITH old AS (SELECT key FROM aggregator.generations WHERE level = ANY($7) AND key <> ''),
+		retire AS (INSERT INTO aggregator.retired (key) SELECT key FROM old ON CONFLICT DO NOTHING),
+		r AS (UPDATE aggregator.generations SET key = '', lines = 0, bytes = 0, sources = 0, built_at = $6 WHERE level = 'recent')
+		UPDATE aggregator.generations SET key = $2, lines = $3, bytes = $4, sources = $5, built_at = $6 WHERE level = $1`
 	}
-	if _, err := a.db.Exec(ctx, q, level, key, lines, info.Size, len(outputs), cutoff); err != nil {
+	if _, err := a.db.Exec(ctx, q, level, key, lines, info.Size, len(outputs), cutoff, levels); err != nil {
 		return fmt.Errorf("swap in the %s generation: %w", level, err)
 	}
 	a.log.Info("generation built", "level", level, "outputs", len(outputs), "lines", lines, "key", key)
+	return nil
+}
+
+// DeleteRetired deletes the objects of generations retired more than
+// AGGREGATOR_RETIRE_AFTER ago, and forgets them.
+func (a *Aggregator) DeleteRetired(ctx context.Context) error {
+	rows, err := a.db.Query(ctx, `SELECT key FROM aggregator.retired WHERE retired_at < now() - $1::interval`, a.cfg.RetireAfter)
+	if err != nil {
+		return fmt.Errorf("retired generations: %w", err)
+	}
+	keys, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return fmt.Errorf("retired generations: %w", err)
+	}
+	for _, k := range keys {
+		if err := a.blob.Delete(ctx, k); err != nil && !errors.Is(err, blob.ErrNotFound) {
+			return fmt.Errorf("delete retired generation %s: %w", k, err)
+		}
+		if _, err := a.db.Exec(ctx, `DELETE FROM aggregator.retired WHERE key = $1`, k); err != nil {
+			return fmt.Errorf("forget retired generation %s: %w", k, err)
+		}
+		a.log.Info("retired generation deleted", "key", k)
+	}
 	return nil
 }
 
