@@ -209,6 +209,21 @@ func (b *Bus) Close(ctx context.Context) error {
 	}
 }
 
+// CheckDependencies runs the dependency check given to Connect
+// (WithDependencyCheck), nil when there is none. A handler that turns its
+// failures into a retry schedule of its own (bus.RetryAfter, or Permanent
+// after N) asks it first: while a dependency is down it returns the failure
+// as it is, so that the subscription pauses and handles the message again
+// when the dependency is back, spending no delivery.
+func (b *Bus) CheckDependencies(ctx context.Context) error {
+	if b.depCheck == nil {
+		return nil
+	}
+	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	return b.depCheck(cctx)
+}
+
 // Healthy reports whether the connection is up.
 func (b *Bus) Healthy() error {
 	if s := b.nc.Status(); s != nats.CONNECTED {

@@ -74,6 +74,11 @@ func New(ctx context.Context, b *bus.Bus, high, low events.Consumer, h bus.Handl
 			switch {
 			case err == nil, errors.Is(err, bus.ErrPermanent), bus.IsRetryAfter(err):
 				return err
+			case b.CheckDependencies(ctx) != nil:
+				// PostgreSQL or the blob store is down: not the task's
+				// failure. Returned as it is, it pauses the consumer and the
+				// task is handled again once the dependency is back.
+				return err
 			case int(msg.Metadata.NumDelivered) >= maxDeliver:
 				return bus.Permanent(fmt.Errorf("failed %d times, last: %w", msg.Metadata.NumDelivered, err))
 			default:

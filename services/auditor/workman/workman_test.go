@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -185,6 +187,42 @@ func TestThirdFailureIsDeadLetteredWithItsReason(t *testing.T) {
 	time.Sleep(200 * time.Millisecond)
 	if n := len(r.handled()); n != 3 {
 		t.Errorf("%d deliveries, want 3", n)
+	}
+}
+
+// TestOutageSpendsNoFailures: the soak test's finding. While PostgreSQL
+// restarted, every check failed and the manager's own budget (fail three
+// times, then dead-letter) dead-lettered thousands of tasks. A failure while
+// the dependency check fails is not the task's: the consumer pauses and the
+// task is handled again once the dependency is back, dead-lettering none.
+func TestOutageSpendsNoFailures(t *testing.T) {
+	var down atomic.Bool
+	down.Store(true)
+	b := testenv.Bus(t, "auditor", bus.WithDependencyCheck(func(context.Context) error {
+		if down.Load() {
+			return errors.New("postgres: connection refused")
+		}
+		return nil
+	}))
+	enqueue(t, b, events.SubjectAuditTaskHigh, "a", "b")
+	var failures atomic.Int64
+	r := start(t, b, fast, workman.Hooks{}, events.AuditorHigh, events.AuditorLow, func(string, uint64) error {
+		if down.Load() {
+			failures.Add(1)
+			return errors.New("read index and audit log: connection refused")
+		}
+		return nil
+	})
+	waitFor(t, "the outage to be met", func() bool { return failures.Load() >= 1 })
+	time.Sleep(2 * time.Second) // many FailureDelays, several pause probes
+	down.Store(false)
+	waitFor(t, "both tasks done", func() bool {
+		h := r.handled()
+		return slices.Contains(h, "a") && slices.Contains(h, "b") && int64(len(h)) >= failures.Load()+2
+	})
+	time.Sleep(300 * time.Millisecond)
+	if dl, err := b.DeadLetters(context.Background(), 0, 10); err != nil || len(dl) != 0 {
+		t.Errorf("dead letters after an outage: %+v %v, want none", dl, err)
 	}
 }
 
