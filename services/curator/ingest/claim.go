@@ -148,6 +148,9 @@ type daemon struct {
 	log      *slog.Logger
 	wake     chan struct{}
 	claims   *pgxpool.Pool
+	// slots are the process's claim slots (INGEST_MAX_CLAIMS), shared by
+	// every daemon: one is held from before a claim until its release.
+	slots chan struct{}
 	sem      chan struct{}       // a slot per entity in hand
 	next     func(State) *daemon // the daemon of another state of the entity
 	// held is what this process has claimed, by lock key, shared by all
@@ -191,9 +194,16 @@ func (d *daemon) run(ctx context.Context) {
 				case <-ctx.Done():
 					return
 				}
+				select {
+				case d.slots <- struct{}{}:
+				case <-ctx.Done():
+					<-sem
+					return
+				}
 				c, err := tryClaim(ctx, d.claims, d.entity, id, d.state)
 				if err != nil || c == nil {
 					<-sem
+					<-d.slots
 					continue
 				}
 				claimed++
@@ -202,6 +212,7 @@ func (d *daemon) run(ctx context.Context) {
 				go func() {
 					defer wg.Done()
 					next := carry(ctx, c, d)
+					<-d.slots // the claim is released
 					d.held.Delete(key)
 					if next != nil {
 						// Left for that state's daemon, now that it can claim it.

@@ -55,6 +55,9 @@ type Config struct {
 	AllowPrivate bool `env:"INGEST_ALLOW_PRIVATE, default=false"`
 	// Concurrency is how many jobs each state's daemon works at once.
 	Concurrency int `env:"INGEST_CONCURRENCY, default=8"`
+	// MaxClaims is how many batches and jobs the process holds claimed at
+	// once over all states: each claim holds a PostgreSQL connection.
+	MaxClaims int `env:"INGEST_MAX_CLAIMS, default=16"`
 	// Interval is how long a daemon with nothing to do waits before looking
 	// again (provisioning's sleep between passes).
 	Interval time.Duration `env:"INGEST_INTERVAL, default=2s"`
@@ -155,9 +158,12 @@ func New(cfg Config, s *Store, bs blob.Store, b *bus.Bus, log *slog.Logger) (*In
 		return g.allowedURL(r.URL.String())
 	}}
 	// Claims hold a connection each for the length of their work: they get
-	// a pool of their own, one connection per claim any daemon may hold.
+	// a pool of their own, of INGEST_MAX_CLAIMS connections, and the daemons
+	// share that many claim slots (11 daemons of INGEST_CONCURRENCY each
+	// could otherwise open 88 connections).
 	pc := s.db.Config().Copy()
-	pc.MaxConns = int32(11 * max(cfg.Concurrency, 1))
+	pc.MaxConns = int32(max(cfg.MaxClaims, 1))
+	slots := make(chan struct{}, max(cfg.MaxClaims, 1))
 	pc.MinConns = 0
 	claims, err := pgxpool.NewWithConfig(context.Background(), pc)
 	if err != nil {
@@ -167,7 +173,7 @@ func New(cfg Config, s *Store, bs blob.Store, b *bus.Bus, log *slog.Logger) (*In
 	held := &sync.Map{}
 	add := func(e Entity, st State, w Work) {
 		g.daemons = append(g.daemons, &daemon{store: s, entity: e, state: st, work: w,
-			interval: cfg.Interval, log: log, wake: make(chan struct{}, 1), claims: claims, held: held, maxAttempts: cfg.MaxAttempts,
+			interval: cfg.Interval, log: log, wake: make(chan struct{}, 1), claims: claims, slots: slots, held: held, maxAttempts: cfg.MaxAttempts,
 			sem: make(chan struct{}, max(cfg.Concurrency, 1)), next: func(to State) *daemon { return g.daemon(e, to) }})
 	}
 	add(Batch, Pending, onBatch(g.batchPending))
