@@ -151,8 +151,8 @@ type daemon struct {
 	// slots are the process's claim slots (INGEST_MAX_CLAIMS), shared by
 	// every daemon: one is held from before a claim until its release.
 	slots chan struct{}
-	sem      chan struct{}       // a slot per entity in hand
-	next     func(State) *daemon // the daemon of another state of the entity
+	sem   chan struct{}       // a slot per entity in hand
+	next  func(State) *daemon // the daemon of another state of the entity
 	// held is what this process has claimed, by lock key, shared by all
 	// daemons: a listing skips it without asking PostgreSQL (a job carried
 	// from state to state is listed by each state's daemon in turn).
