@@ -152,12 +152,18 @@ var (
 	AuditorLow = auditQueue(StreamAuditLow, "auditor-low")
 )
 
-// AuditMaxAttempts is how often a task is tried.
+// AuditMaxAttempts is how often a task's check is tried (the outcome
+// table's retries: "retry later" until the last).
 const AuditMaxAttempts = 3
+
+// AuditMaxFailures is how many failures a task may have before it is
+// dead-lettered (the worker manager's three). Attempts and failures are
+// separate budgets; JetStream's MaxDeliver bounds their sum.
+const AuditMaxFailures = 3
 
 func auditQueue(stream, durable string) Consumer {
 	return Consumer{Stream: stream, Config: jetstream.ConsumerConfig{
 		Durable: durable, Description: "auditor worker manager", AckPolicy: jetstream.AckExplicitPolicy,
-		AckWait: time.Minute, MaxDeliver: AuditMaxAttempts, MaxAckPending: 1000,
+		AckWait: time.Minute, MaxDeliver: AuditMaxAttempts + AuditMaxFailures, MaxAckPending: 1000,
 	}}
 }

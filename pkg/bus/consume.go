@@ -94,6 +94,15 @@ func IsRetryAfter(err error) bool {
 // d: a planned retry ("not yet"), not a failure.
 func RetryAfter(d time.Duration) error { return retryAfter{d} }
 
+// RetryDelay is the delay of a RetryAfter result (false for another error).
+func RetryDelay(err error) (time.Duration, bool) {
+	var ra retryAfter
+	if errors.As(err, &ra) {
+		return ra.d, true
+	}
+	return 0, false
+}
+
 // WithOneAtATime fetches a message only when the previous one is settled,
 // and holds none in a buffer: for long work items (a researcher's), so that
 // an idle worker elsewhere can take what this one has not started.

@@ -319,7 +319,8 @@ func dlqCmd(ctx context.Context, args []string, stdout, stderr io.Writer, log *s
 }
 
 func auditCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	usage := fmt.Errorf("usage: archivist audit status [--json] | archivist audit check [--light] OBJECT | archivist audit check [--light] --space PREFIX")
+	usage := fmt.Errorf("usage: archivist audit status [--json] | archivist audit check [--light] OBJECT | archivist audit check [--light] --space PREFIX |\n" +
+		"       archivist audit parked [--json] | archivist audit resolutions [--all] [--json] | archivist audit close TASK-ID")
 	if len(args) == 0 {
 		return usage
 	}
@@ -329,10 +330,39 @@ func auditCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	asJSON := fs.Bool("json", false, "print JSON")
 	space := fs.String("space", "", "check every object whose key starts with this prefix")
 	light := fs.Bool("light", false, "compare checksums without reading the content")
+	all := fs.Bool("all", false, "resolutions: closed tasks too")
 	if err := fs.Parse(args[1:]); err != nil {
 		return err
 	}
 	switch args[0] {
+	case "parked":
+		p, err := auditcmd.Parked(ctx, *base)
+		if err != nil {
+			return err
+		}
+		if *asJSON {
+			return printJSON(stdout, p)
+		}
+		return auditcmd.PrintParked(stdout, p)
+	case "resolutions":
+		res, err := auditcmd.Resolutions(ctx, *base, *all)
+		if err != nil {
+			return err
+		}
+		if *asJSON {
+			return printJSON(stdout, res)
+		}
+		return auditcmd.PrintResolutions(stdout, res)
+	case "close":
+		id, err := strconv.ParseInt(fs.Arg(0), 10, 64)
+		if err != nil {
+			return usage
+		}
+		if err := auditcmd.Close(ctx, *base, id); err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "resolution task %d closed; a check of its object is queued\n", id)
+		return nil
 	case "status":
 		st, err := auditcmd.Status(ctx, *base)
 		if err != nil {

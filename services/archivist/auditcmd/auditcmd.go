@@ -29,6 +29,55 @@ func Check(ctx context.Context, base, object, space string, light bool) (int, er
 	return out["queued"], err
 }
 
+// Parked lists the objects whose check failed three times.
+func Parked(ctx context.Context, base string) ([]auditor.ParkedObject, error) {
+	var p []auditor.ParkedObject
+	err := apiclient.Get(ctx, "auditor", strings.TrimRight(base, "/")+"/v1/audit/parked?limit=10000", &p)
+	return p, err
+}
+
+// Resolutions lists the open resolution tasks (all of them with all).
+func Resolutions(ctx context.Context, base string, all bool) ([]auditor.Resolution, error) {
+	state := "open"
+	if all {
+		state = "all"
+	}
+	var res []auditor.Resolution
+	err := apiclient.Get(ctx, "auditor", strings.TrimRight(base, "/")+"/v1/audit/resolutions?limit=10000&state="+state, &res)
+	return res, err
+}
+
+// Close closes an open resolution task (its object is checked again).
+func Close(ctx context.Context, base string, id int64) error {
+	return apiclient.Post(ctx, "auditor", fmt.Sprintf("%s/v1/audit/resolutions/%d/close", strings.TrimRight(base, "/"), id), nil, nil)
+}
+
+// PrintParked writes the parked objects for a person.
+func PrintParked(w io.Writer, p []auditor.ParkedObject) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintf(tw, "OBJECT\tPARKED\tREASON\n")
+	for _, o := range p {
+		fmt.Fprintf(tw, "%s\t%s\t%s\n", o.Object, o.ParkedAt.Format("2006-01-02 15:04"), o.Reason)
+	}
+	if len(p) == 0 {
+		fmt.Fprintf(tw, "(none)\n")
+	}
+	return tw.Flush()
+}
+
+// PrintResolutions writes resolution tasks for a person.
+func PrintResolutions(w io.Writer, res []auditor.Resolution) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintf(tw, "ID\tOBJECT\tKIND\tROW\tSTATE\tOPENED\tREASON\n")
+	for _, r := range res {
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%d\t%s\t%s\t%s\n", r.ID, r.Object, r.Kind, r.Row, r.State, r.CreatedAt.Format("2006-01-02 15:04"), r.Reason)
+	}
+	if len(res) == 0 {
+		fmt.Fprintf(tw, "(none)\n")
+	}
+	return tw.Flush()
+}
+
 // Print writes the status for a person.
 func Print(w io.Writer, st auditor.Status) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
@@ -37,6 +86,7 @@ func Print(w io.Writer, st auditor.Status) error {
 	fmt.Fprintf(tw, "BIT ERRORS\t%d\n", st.BitErrors)
 	fmt.Fprintf(tw, "RESOLUTION TASKS\tinternal %d\texternal %d\n", st.OpenResolutions["internal"], st.OpenResolutions["external"])
 	fmt.Fprintf(tw, "AUDIT QUEUE\t%d\n", st.AuditQueue)
+	fmt.Fprintf(tw, "PARKED\t%d\t(archivist audit parked)\n", st.Parked)
 	fmt.Fprintf(tw, "DEAD LETTERS\t%d\n", st.DeadLetters)
 	rows := make([]string, 0, len(st.FailuresByRow))
 	for r := range st.FailuresByRow {

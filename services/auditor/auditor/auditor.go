@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"strconv"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -83,7 +84,7 @@ func run(ctx context.Context, env *service.Env, cfg Config) error {
 	if err != nil {
 		return errors.Join(err, objects.Stop(context.Background()))
 	}
-	m, err := workman.New(ctx, env.Bus, events.AuditorHigh, events.AuditorLow, a.Task, cfg.Workman, workman.Hooks{}, env.Log)
+	m, err := workman.New(ctx, env.Bus, events.AuditorHigh, events.AuditorLow, a.Task, cfg.Workman, workman.Hooks{}, a.Failures(), env.Log)
 	if err != nil {
 		return errors.Join(err, objects.Stop(context.Background()))
 	}
@@ -109,6 +110,10 @@ func New(b *bus.Bus, db *pgxpool.Pool, bs, secondary blob.Store, cfg Config, log
 	return &Auditor{bus: b, db: db, blob: bs, checker: integrity.New(db, bs, secondary), records: integrity.NewRecords(db, cfg.Cycle), cfg: cfg, log: log}
 }
 
+// Failures is the worker manager's failure store: counts in PostgreSQL, and
+// an object whose task failed its last time parked on the schedule.
+func (a *Auditor) Failures() workman.Failures { return taskFailures{a.db} }
+
 // Object keeps the content index and audit log from an archive event.
 func (a *Auditor) Object(ctx context.Context, m *bus.Message[events.ObjectRecorded]) error {
 	return a.records.Recorded(ctx, m.Envelope.ID, m.Event)
@@ -121,9 +126,13 @@ func (a *Auditor) Deleted(ctx context.Context, m *bus.Message[events.ObjectDelet
 
 // Task runs one bit-integrity check.
 func (a *Auditor) Task(ctx context.Context, m *bus.Message[events.AuditTask]) error {
-	res, err := a.checker.Check(ctx, m.Event.Object, m.Event.Light, int(m.Metadata.NumDelivered), events.AuditMaxAttempts)
+	attempt := workman.Attempt(ctx)
+	if attempt == 0 {
+		attempt = int(m.Metadata.NumDelivered)
+	}
+	res, err := a.checker.Check(ctx, m.Event.Object, m.Event.Light, attempt, events.AuditMaxAttempts)
 	if errors.Is(err, integrity.ErrRetryLater) {
-		a.log.Info("check: retry later", "object", m.Event.Object, "row", res.Row.No, "attempt", m.Metadata.NumDelivered)
+		a.log.Info("check: retry later", "object", m.Event.Object, "row", res.Row.No, "attempt", attempt)
 		return bus.RetryAfter(a.cfg.RetryDelay)
 	}
 	if err != nil {
@@ -205,10 +214,13 @@ func (a *Auditor) QueueDue(ctx context.Context, now time.Time) (int, error) {
 }
 
 // Requeue rebuilds the queue from PostgreSQL: a check queued more than
-// RequeueAfter ago and not done since is queued again.
+// RequeueAfter ago and not done since is queued again, unless it was parked
+// since (its task failed three times: requeueing it would dead-letter it
+// again every RequeueAfter, for ever).
 func (a *Auditor) Requeue(ctx context.Context, now time.Time) (int, error) {
 	rows, err := a.db.Query(ctx, `UPDATE auditor.schedule SET queued_for = $1
 		WHERE queued_for IS NOT NULL AND queued_for < $1::timestamptz - $2::interval AND (checked_at IS NULL OR checked_at < queued_for)
+			AND (parked_at IS NULL OR parked_at < queued_for)
 		RETURNING object`, now, a.cfg.RequeueAfter)
 	if err != nil {
 		return 0, err
@@ -328,6 +340,63 @@ func (a *Auditor) CheckNow(ctx context.Context, object, space string, light bool
 	return len(out), a.bus.PublishBatch(ctx, out)
 }
 
+// ParkedObject is an object whose check failed three times.
+type ParkedObject struct {
+	Object   string    `json:"object"`
+	ParkedAt time.Time `json:"parked_at"`
+	Reason   string    `json:"reason"`
+}
+
+// Parked lists up to limit parked objects, the most recent first.
+func (a *Auditor) Parked(ctx context.Context, limit int) ([]ParkedObject, error) {
+	rows, err := a.db.Query(ctx, `SELECT object, parked_at, coalesce(parked_reason, '') FROM auditor.schedule
+		WHERE parked_at IS NOT NULL ORDER BY parked_at DESC LIMIT $1`, limit)
+	if err != nil {
+		return nil, fmt.Errorf("parked objects: %w", err)
+	}
+	return pgx.CollectRows(rows, pgx.RowToStructByPos[ParkedObject])
+}
+
+// Resolution is a resolution task: a problem for a person or a repair
+// process.
+type Resolution struct {
+	ID        int64     `json:"id"`
+	Object    string    `json:"object"`
+	Kind      string    `json:"kind"`
+	Reason    string    `json:"reason"`
+	Row       int       `json:"row"`
+	State     string    `json:"state"`
+	CreatedAt time.Time `json:"created_at"`
+}
+
+// Resolutions lists up to limit resolution tasks in state ("open",
+// "closed", or "" for both), the oldest first.
+func (a *Auditor) Resolutions(ctx context.Context, state string, limit int) ([]Resolution, error) {
+	rows, err := a.db.Query(ctx, `SELECT id, object, kind, reason, row_no, state, created_at FROM auditor.resolution_tasks
+		WHERE $1 = '' OR state = $1 ORDER BY id LIMIT $2`, state, limit)
+	if err != nil {
+		return nil, fmt.Errorf("resolution tasks: %w", err)
+	}
+	return pgx.CollectRows(rows, pgx.RowToStructByPos[Resolution])
+}
+
+// CloseResolution closes an open resolution task and queues a check of its
+// object, so that the repair is verified; false if no such open task.
+func (a *Auditor) CloseResolution(ctx context.Context, id int64) (bool, error) {
+	var object string
+	err := a.db.QueryRow(ctx, `UPDATE auditor.resolution_tasks SET state = 'closed' WHERE id = $1 AND state = 'open' RETURNING object`, id).Scan(&object)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("close resolution task %d: %w", id, err)
+	}
+	if _, err := a.CheckNow(ctx, object, "", false); err != nil {
+		return true, fmt.Errorf("resolution task %d closed; queue the check of %s: %w", id, object, err)
+	}
+	return true, nil
+}
+
 // TooBroadError refuses an on-demand check that would queue too much.
 type TooBroadError struct{ msg string }
 
@@ -342,9 +411,12 @@ type Status struct {
 	BitErrors        int64            `json:"bit_errors"`
 	OpenResolutions  map[string]int64 `json:"open_resolution_tasks"`
 	AuditQueue       int64            `json:"audit_queue"`
-	DeadLetters      int              `json:"dead_letters"`
-	QueuedHigh       uint64           `json:"queued_high"`
-	QueuedLow        uint64           `json:"queued_low"`
+	// Parked counts objects whose check failed three times (`archivist
+	// audit parked` lists them).
+	Parked      int64  `json:"parked"`
+	DeadLetters int    `json:"dead_letters"`
+	QueuedHigh  uint64 `json:"queued_high"`
+	QueuedLow   uint64 `json:"queued_low"`
 }
 
 // Status reads the status: this cycle's checks and failures, open
@@ -355,7 +427,8 @@ func (a *Auditor) Status(ctx context.Context) (Status, error) {
 	err := a.db.QueryRow(ctx, `SELECT (SELECT count(*) FROM auditor.schedule),
 		(SELECT count(DISTINCT object) FROM auditor.bit_log WHERE at >= $1),
 		(SELECT count(*) FROM auditor.bit_log WHERE at >= $1 AND bit_error),
-		(SELECT count(*) FROM auditor.audit_queue WHERE NOT done)`, since).Scan(&st.Objects, &st.CheckedThisCycle, &st.BitErrors, &st.AuditQueue)
+		(SELECT count(*) FROM auditor.audit_queue WHERE NOT done),
+		(SELECT count(*) FROM auditor.schedule WHERE parked_at IS NOT NULL)`, since).Scan(&st.Objects, &st.CheckedThisCycle, &st.BitErrors, &st.AuditQueue, &st.Parked)
 	if err != nil {
 		return st, fmt.Errorf("audit status: %w", err)
 	}
@@ -426,6 +499,69 @@ func (a *Auditor) Handler() http.Handler {
 			return
 		}
 		reply(w, http.StatusOK, st)
+	})
+	limit := func(r *http.Request) (int, bool) {
+		n := 100
+		if v := r.URL.Query().Get("limit"); v != "" {
+			var err error
+			if n, err = strconv.Atoi(v); err != nil || n < 1 || n > 10000 {
+				return 0, false
+			}
+		}
+		return n, true
+	}
+	mux.HandleFunc("GET /v1/audit/parked", func(w http.ResponseWriter, r *http.Request) {
+		n, ok := limit(r)
+		if !ok {
+			reply(w, http.StatusBadRequest, map[string]string{"error": "limit must be 1 to 10000", "field": "limit"})
+			return
+		}
+		p, err := a.Parked(r.Context(), n)
+		if err != nil {
+			a.log.Error("parked objects", "err", err)
+			reply(w, http.StatusInternalServerError, map[string]string{"error": "reading the parked objects failed"})
+			return
+		}
+		reply(w, http.StatusOK, p)
+	})
+	mux.HandleFunc("GET /v1/audit/resolutions", func(w http.ResponseWriter, r *http.Request) {
+		n, ok := limit(r)
+		state := r.URL.Query().Get("state")
+		if state == "" {
+			state = "open"
+		}
+		if state == "all" {
+			state = ""
+		}
+		if !ok || (state != "" && state != "open" && state != "closed") {
+			reply(w, http.StatusBadRequest, map[string]string{"error": "state is open, closed or all; limit 1 to 10000"})
+			return
+		}
+		res, err := a.Resolutions(r.Context(), state, n)
+		if err != nil {
+			a.log.Error("resolution tasks", "err", err)
+			reply(w, http.StatusInternalServerError, map[string]string{"error": "reading the resolution tasks failed"})
+			return
+		}
+		reply(w, http.StatusOK, res)
+	})
+	mux.HandleFunc("POST /v1/audit/resolutions/{id}/close", func(w http.ResponseWriter, r *http.Request) {
+		id, err := strconv.ParseInt(r.PathValue("id"), 10, 64)
+		if err != nil {
+			reply(w, http.StatusBadRequest, map[string]string{"error": "the id is a number", "field": "id"})
+			return
+		}
+		closed, err := a.CloseResolution(r.Context(), id)
+		if err != nil {
+			a.log.Error("close resolution task", "id", id, "err", err)
+			reply(w, http.StatusServiceUnavailable, map[string]string{"error": "closing the resolution task failed; retry"})
+			return
+		}
+		if !closed {
+			reply(w, http.StatusNotFound, map[string]string{"error": fmt.Sprintf("no open resolution task %d", id)})
+			return
+		}
+		reply(w, http.StatusOK, map[string]any{"closed": id, "check_queued": true})
 	})
 	mux.HandleFunc("POST /v1/audit/check", func(w http.ResponseWriter, r *http.Request) {
 		var req struct {

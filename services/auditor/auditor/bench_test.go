@@ -61,7 +61,7 @@ func BenchmarkTasks100k(b *testing.B) {
 	a := auditor.New(bb, db, bs, nil, auditor.Config{Cycle: time.Hour, RetryDelay: time.Minute}, testenv.Logger(b))
 	cfg := workman.Config{Workers: 8, Batch: 10, BackoffMin: 10 * time.Millisecond, BackoffMax: 50 * time.Millisecond, FailureDelay: time.Second}
 	rctx, cancel := context.WithCancel(ctx)
-	m, err := workman.New(rctx, bb, events.AuditorHigh, events.AuditorLow, a.Task, cfg, workman.Hooks{}, testenv.Logger(b))
+	m, err := workman.New(rctx, bb, events.AuditorHigh, events.AuditorLow, a.Task, cfg, workman.Hooks{}, a.Failures(), testenv.Logger(b))
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -279,7 +279,7 @@ func (c *Checker) apply(ctx context.Context, tx pgx.Tx, res Result, attempt int)
 		}
 	}
 	if row.No != 11 {
-		_, err := tx.Exec(ctx, `UPDATE auditor.schedule SET checked_at = now() WHERE object = $1`, obs.Object)
+		_, err := tx.Exec(ctx, `UPDATE auditor.schedule SET checked_at = now(), parked_at = NULL, parked_reason = NULL WHERE object = $1`, obs.Object)
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)

@@ -46,6 +46,34 @@ type Hooks struct {
 	Idle func(wait time.Duration)
 }
 
+// MaxFailures is how many failures a task may have before it goes to the
+// dead-letter stream (the spec's three).
+const MaxFailures = events.AuditMaxFailures
+
+// Failures keeps each task's failures apart from its deliveries: a planned
+// retry (the outcome table's "retry later") is a delivery, not a failure,
+// and must not spend the three failures a task has; nor a failure its
+// check's attempts. Tasks are named by their message id.
+type Failures interface {
+	// Failures returns how many failures the task has had.
+	Failures(ctx context.Context, id string) (int, error)
+	// Failed records a failure of the task and returns how many it has had.
+	Failed(ctx context.Context, id string, task *events.AuditTask, err error) (int, error)
+	// Exhausted parks the task's object: its last failure was its last.
+	Exhausted(ctx context.Context, id string, task *events.AuditTask, err error) error
+	// Done forgets the task's failures: it succeeded or is done with.
+	Done(ctx context.Context, id string) error
+}
+
+type attemptKey struct{}
+
+// Attempt is the attempt of the check a handler runs (1-based): its
+// deliveries less its failures. Outside a manager's handler it is 0.
+func Attempt(ctx context.Context) int {
+	n, _ := ctx.Value(attemptKey{}).(int)
+	return n
+}
+
 // Manager runs the worker pool over the two queues.
 type Manager struct {
 	cfg   Config
@@ -61,37 +89,74 @@ type Manager struct {
 
 // New prepares a manager of the high and low consumers, handling each task
 // with h. A handler error is a failure: the task is retried after
-// FailureDelay, and on its last allowed delivery it is dead-lettered with the
-// error as reason. A bus.RetryAfter result is a planned retry, not a failure.
-func New(ctx context.Context, b *bus.Bus, high, low events.Consumer, h bus.Handler[events.AuditTask], cfg Config, hooks Hooks, log *slog.Logger) (*Manager, error) {
+// FailureDelay, and on its third failure it is dead-lettered with the error
+// as reason (and its object parked, through failures). A bus.RetryAfter
+// result is a planned retry, not a failure; the manager wakes for it when
+// it is due. A failure while a dependency is down is no failure: the
+// consumer pauses. failures may be nil: then every delivery before the
+// failure counts as one.
+func New(ctx context.Context, b *bus.Bus, high, low events.Consumer, h bus.Handler[events.AuditTask], cfg Config, hooks Hooks, failures Failures, log *slog.Logger) (*Manager, error) {
 	if cfg.Workers < 1 || cfg.Batch < 1 || cfg.BackoffMin <= 0 || cfg.BackoffMax < cfg.BackoffMin {
 		return nil, fmt.Errorf("worker manager: workers %d, batch %d, backoff %s..%s", cfg.Workers, cfg.Batch, cfg.BackoffMin, cfg.BackoffMax)
 	}
 	m := &Manager{cfg: cfg, log: log, hooks: hooks, wake: make(chan struct{}, 1), slots: make(chan struct{}, cfg.Workers)}
-	handle := func(maxDeliver int) bus.Handler[events.AuditTask] {
-		return func(ctx context.Context, msg *bus.Message[events.AuditTask]) error {
-			err := h(ctx, msg)
-			switch {
-			case err == nil, errors.Is(err, bus.ErrPermanent), bus.IsRetryAfter(err):
-				return err
-			case b.CheckDependencies(ctx) != nil:
-				// PostgreSQL or the blob store is down: not the task's
-				// failure. Returned as it is, it pauses the consumer and the
-				// task is handled again once the dependency is back.
-				return err
-			case int(msg.Metadata.NumDelivered) >= maxDeliver:
-				return bus.Permanent(fmt.Errorf("failed %d times, last: %w", msg.Metadata.NumDelivered, err))
-			default:
-				log.Warn("task failed; back of its queue", "object", msg.Event.Object, "delivery", msg.Metadata.NumDelivered, "err", err)
-				return bus.RetryAfter(cfg.FailureDelay)
+	handle := func(ctx context.Context, msg *bus.Message[events.AuditTask]) error {
+		delivered := int(msg.Metadata.NumDelivered)
+		failed := delivered - 1
+		if failures != nil {
+			failed = 0
+			if delivered > 1 {
+				n, err := failures.Failures(ctx, msg.Envelope.ID)
+				if err != nil {
+					return fmt.Errorf("failures of task %s: %w", msg.Envelope.ID, err)
+				}
+				failed = n
 			}
 		}
+		err := h(context.WithValue(ctx, attemptKey{}, max(delivered-failed, 1)), msg)
+		if d, ok := bus.RetryDelay(err); ok {
+			// The redelivery comes after d with no publish to wake an idle
+			// manager: wake it then, not at the end of its backoff.
+			time.AfterFunc(d, m.Wake)
+		}
+		switch {
+		case err == nil, errors.Is(err, bus.ErrPermanent), bus.IsRetryAfter(err):
+			if failures != nil && failed > 0 && !bus.IsRetryAfter(err) {
+				if derr := failures.Done(ctx, msg.Envelope.ID); derr != nil {
+					log.Warn("forget a task's failures", "task", msg.Envelope.ID, "err", derr)
+				}
+			}
+			return err
+		case b.CheckDependencies(ctx) != nil:
+			// PostgreSQL or the blob store is down: not the task's
+			// failure. Returned as it is, it pauses the consumer and the
+			// task is handled again once the dependency is back.
+			return err
+		}
+		n := failed + 1
+		if failures != nil {
+			var ferr error
+			if n, ferr = failures.Failed(ctx, msg.Envelope.ID, msg.Event, err); ferr != nil {
+				return errors.Join(err, ferr) // not counted: retried as a plain error
+			}
+		}
+		if n >= MaxFailures {
+			if failures != nil {
+				if perr := failures.Exhausted(ctx, msg.Envelope.ID, msg.Event, err); perr != nil {
+					return errors.Join(err, perr)
+				}
+			}
+			return bus.Permanent(fmt.Errorf("failed %d times, last: %w", n, err))
+		}
+		log.Warn("task failed; back of its queue", "object", msg.Event.Object, "failures", n, "delivery", delivered, "err", err)
+		time.AfterFunc(cfg.FailureDelay, m.Wake)
+		return bus.RetryAfter(cfg.FailureDelay)
 	}
 	var err error
-	if m.high, err = bus.Consume(ctx, b, high, handle(high.Config.MaxDeliver), bus.WithManualFetch()); err != nil {
+	if m.high, err = bus.Consume(ctx, b, high, handle, bus.WithManualFetch()); err != nil {
 		return nil, err
 	}
-	if m.low, err = bus.Consume(ctx, b, low, handle(low.Config.MaxDeliver), bus.WithManualFetch()); err != nil {
+	if m.low, err = bus.Consume(ctx, b, low, handle, bus.WithManualFetch()); err != nil {
 		return nil, err
 	}
 	// Any task published on either queue wakes an idle manager.
@@ -114,6 +179,10 @@ func (m *Manager) Wake() {
 // hand and stops.
 func (m *Manager) Run(ctx context.Context) error {
 	backoff := m.cfg.BackoffMin
+	// rechecks are quick looks after a wake: the wake (a task published, on
+	// a core subject) can come before the stream has stored the task, and
+	// a fetch then finds nothing; without them the task waited a backoff.
+	rechecks := 0
 	for ctx.Err() == nil {
 		free := m.waitFree(ctx)
 		if free == 0 {
@@ -127,6 +196,16 @@ func (m *Manager) Run(ctx context.Context) error {
 			backoff = m.cfg.BackoffMin
 			continue
 		}
+		if rechecks > 0 {
+			rechecks--
+			select {
+			case <-ctx.Done():
+			case <-m.wake:
+				rechecks = wakeRechecks
+			case <-time.After(wakeRecheck):
+			}
+			continue
+		}
 		if m.hooks.Idle != nil {
 			m.hooks.Idle(backoff)
 		}
@@ -134,6 +213,7 @@ func (m *Manager) Run(ctx context.Context) error {
 		case <-ctx.Done():
 		case <-m.wake:
 			backoff = m.cfg.BackoffMin
+			rechecks = wakeRechecks
 		case <-time.After(backoff):
 			backoff = min(backoff*2, m.cfg.BackoffMax)
 		}
@@ -143,6 +223,13 @@ func (m *Manager) Run(ctx context.Context) error {
 	defer cancel()
 	return errors.Join(m.sub.Unsubscribe(), m.high.Stop(sctx), m.low.Stop(sctx))
 }
+
+// After a wake, an empty fetch is tried again wakeRechecks times,
+// wakeRecheck apart, before the manager backs off.
+const (
+	wakeRechecks = 5
+	wakeRecheck  = 20 * time.Millisecond
+)
 
 // waitFree waits until at least one worker is free and returns how many are.
 func (m *Manager) waitFree(ctx context.Context) int {

@@ -64,7 +64,7 @@ func start(t *testing.T, b *bus.Bus, cfg workman.Config, hooks workman.Hooks, hi
 		return nil
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	m, err := workman.New(ctx, b, high, low, handler, cfg, hooks, testenv.Logger(t))
+	m, err := workman.New(ctx, b, high, low, handler, cfg, hooks, nil, testenv.Logger(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -257,5 +257,89 @@ func TestIdleBackoffGrowsToItsCapAndResetsOnWork(t *testing.T) {
 	defer mu.Unlock()
 	if waits[0] != 20*time.Millisecond {
 		t.Errorf("after work the backoff restarted at %s, want 20ms", waits[0])
+	}
+}
+
+// memFailures is an in-memory workman.Failures.
+type memFailures struct {
+	mu        sync.Mutex
+	n         map[string]int
+	exhausted []string
+}
+
+func (f *memFailures) Failures(_ context.Context, id string) (int, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.n[id], nil
+}
+
+func (f *memFailures) Failed(_ context.Context, id string, _ *events.AuditTask, _ error) (int, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.n[id]++
+	return f.n[id], nil
+}
+
+func (f *memFailures) Exhausted(_ context.Context, _ string, t *events.AuditTask, _ error) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.exhausted = append(f.exhausted, t.Object)
+	return nil
+}
+
+func (f *memFailures) Done(_ context.Context, id string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	delete(f.n, id)
+	return nil
+}
+
+// TestRetryLaterSpendsNoFailures: "retry later" and real failures shared one
+// 3-delivery budget, so a check that had to wait twice was dead-lettered on
+// its first failure. Now a task retried later twice (its check seeing
+// attempts 1, 2, 3) and then failing is dead-lettered on its third failure,
+// after five deliveries, and its object is parked. The manager, idle with a
+// one-minute backoff, wakes for each planned retry when it is due.
+func TestRetryLaterSpendsNoFailures(t *testing.T) {
+	b := testenv.Bus(t, "auditor")
+	enqueue(t, b, events.SubjectAuditTaskHigh, "waits")
+	cfg := fast
+	cfg.BackoffMin, cfg.BackoffMax = time.Minute, time.Minute
+	f := &memFailures{n: map[string]int{}}
+	var mu sync.Mutex
+	var attempts []int
+	r := &run{b: b, done: make(chan error, 1)}
+	ctx, cancel := context.WithCancel(context.Background())
+	m, err := workman.New(ctx, b, events.AuditorHigh, events.AuditorLow, func(ctx context.Context, msg *bus.Message[events.AuditTask]) error {
+		mu.Lock()
+		attempts = append(attempts, workman.Attempt(ctx))
+		n := len(attempts)
+		mu.Unlock()
+		if n <= 2 {
+			return bus.RetryAfter(100 * time.Millisecond)
+		}
+		return errors.New("checksum stream broke")
+	}, cfg, workman.Hooks{}, f, testenv.Logger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { r.done <- m.Run(ctx) }()
+	defer func() { cancel(); <-r.done }()
+	var dl []bus.DeadLetter
+	waitFor(t, "the dead letter", func() bool {
+		dl, err = b.DeadLetters(context.Background(), 0, 10)
+		return err == nil && len(dl) == 1
+	})
+	mu.Lock()
+	got := fmt.Sprint(attempts)
+	mu.Unlock()
+	if got != "[1 2 3 3 3]" {
+		t.Errorf("check attempts %s, want [1 2 3 3 3]: two retries later, then three failures of attempt 3", got)
+	}
+	if !strings.Contains(dl[0].Reason, "failed 3 times") || dl[0].Deliveries != 5 {
+		t.Errorf("dead letter %+v, want failed 3 times after 5 deliveries", dl[0])
+	}
+	if fmt.Sprint(f.exhausted) != "[waits]" {
+		t.Errorf("objects parked %v, want [waits]", f.exhausted)
 	}
 }
