@@ -73,6 +73,9 @@ func StartProcess(t testing.TB, pkg string, sh Shared, blobDir string, env map[s
 	if blobDir != "" {
 		base["BLOB_URL"] = "file://" + blobDir
 	}
+	for k, v := range localHTTPAddrs {
+		base[k] = v
+	}
 	for k, v := range env {
 		base[k] = v
 	}

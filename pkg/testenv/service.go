@@ -44,6 +44,15 @@ type Shared struct {
 	Blob blob.Store
 }
 
+// localHTTPAddrs are the services' API addresses for tests: a free port on
+// the loopback interface unless the test names one, never a service's
+// default (:8080 and the like), so that the tests pass while `archivist dev`
+// runs on the same machine.
+var localHTTPAddrs = map[string]string{
+	"CURATOR_HTTP_ADDR": "127.0.0.1:0", "PWA_HTTP_ADDR": "127.0.0.1:0", "AUDITOR_HTTP_ADDR": "127.0.0.1:0",
+	"INDEXER_HTTP_ADDR": "127.0.0.1:0", "AGGREGATOR_HTTP_ADDR": "127.0.0.1:0",
+}
+
 // StartServiceIn runs def as its main would, in the shared NATS account and
 // database, with the extra environment env, and waits until /readyz is 200.
 func StartServiceIn(t testing.TB, def service.Definition, sh Shared, env map[string]string) *Service {
@@ -67,7 +76,8 @@ func StartServiceIn(t testing.TB, def service.Definition, sh Shared, env map[str
 			t.Fatal(err)
 		}
 	}
-	r, err := service.Start(ctx, def, common, service.Deps{Log: Logger(t), Admin: admin, Blob: bs, Lookuper: envconfig.MapLookuper(env)})
+	lookuper := envconfig.MultiLookuper(envconfig.MapLookuper(env), envconfig.MapLookuper(localHTTPAddrs))
+	r, err := service.Start(ctx, def, common, service.Deps{Log: Logger(t), Admin: admin, Blob: bs, Lookuper: lookuper})
 	if err != nil {
 		t.Fatalf("testenv: start %s: %v", def.Name, err)
 	}
