@@ -112,7 +112,8 @@ type rig struct {
 	bs       blob.Store
 	shared   testenv.Shared
 	env      map[string]string
-	callback atomic.Int64
+	callback atomic.Int64 // job callbacks
+	reports  atomic.Int64 // batch reports sent to the callback
 	cbURL    string
 	svc      *testenv.Service
 }
@@ -137,7 +138,13 @@ func newRigWith(t testing.TB, bs blob.Store, extra map[string]string) *rig {
 		r.env[k] = v
 	}
 	cb := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
-		r.callback.Add(1)
+		var body struct{ Type string }
+		json.NewDecoder(io.LimitReader(req.Body, 1<<20)).Decode(&body)
+		if body.Type == "batch-report" {
+			r.reports.Add(1)
+		} else {
+			r.callback.Add(1)
+		}
 		w.WriteHeader(http.StatusNoContent)
 	}))
 	t.Cleanup(cb.Close)
@@ -235,6 +242,9 @@ func TestManifestOf100FilesEndToEnd(t *testing.T) {
 
 	if n := r.callback.Load(); n != 100 {
 		t.Errorf("%d callbacks, want 100", n)
+	}
+	if n := r.reports.Load(); n != 1 {
+		t.Errorf("%d batch reports sent, want 1", n)
 	}
 	rows, err := r.db.Query(context.Background(), `SELECT f.path, f.key, f.size, f.sha256, o.local_id FROM curator.inventory_files f
 		JOIN curator.inventory_objects o ON o.ark = f.ark WHERE f.path LIKE 'producer/%'`)

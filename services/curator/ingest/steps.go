@@ -22,6 +22,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -1213,17 +1214,7 @@ func (g *Ingester) notify(ctx context.Context, j *JobRow) (Outcome, error) {
 	}
 	if b.CB != "" {
 		body, _ := json.Marshal(map[string]any{"batch": b.ID, "job": j.ID, "ark": j.ARK, "version": j.Version, "local_id": j.LocalID, "state": "completed"})
-		var last error
-		for try := range max(g.cfg.Retries, 1) {
-			if try > 0 {
-				time.Sleep(time.Duration(try*try) * 200 * time.Millisecond)
-			}
-			last = g.post(ctx, b.CB, body)
-			if last == nil {
-				break
-			}
-		}
-		if last != nil {
+		if last := g.postRetrying(ctx, b.CB, body); last != nil {
 			return Outcome{To: Failed, Detail: "callback: " + last.Error()}, nil
 		}
 	}
@@ -1231,6 +1222,21 @@ func (g *Ingester) notify(ctx context.Context, j *JobRow) (Outcome, error) {
 		g.log.Warn("ingest: clean working directory", "job", id, "err", err)
 	}
 	return Outcome{To: Completed}, nil
+}
+
+// postRetrying posts body to u up to INGEST_RETRIES times, waiting longer
+// after each failure; it returns the last failure.
+func (g *Ingester) postRetrying(ctx context.Context, u string, body []byte) error {
+	var last error
+	for try := range max(g.cfg.Retries, 1) {
+		if try > 0 {
+			time.Sleep(time.Duration(try*try) * 200 * time.Millisecond)
+		}
+		if last = g.post(ctx, u, body); last == nil {
+			return nil
+		}
+	}
+	return last
 }
 
 func (g *Ingester) post(ctx context.Context, u string, body []byte) error {
@@ -1255,13 +1261,75 @@ func (g *Ingester) post(ctx context.Context, u string, body []byte) error {
 	return nil
 }
 
-// Report is a batch's report.
+// Report is a batch's report. It is stored in the blob store (under
+// reports/batch-ID.json, and each report of the batch under
+// reports/batch-ID-SEQUENCE.json) and on the batch row, and sent to the
+// batch's callback URL.
 type Report struct {
+	// Type is "batch-report", which tells it from a job's callback.
+	Type      string           `json:"type"`
 	Batch     int64            `json:"batch"`
 	Jobs      map[State]int    `json:"jobs"`
 	Failed    []FailedJob      `json:"failed,omitempty"`
 	Objects   []ReportedObject `json:"objects"`
 	WrittenAt time.Time        `json:"written_at"`
+	// Sequence numbers the batch's reports from 1 (update-reporting writes
+	// the next).
+	Sequence int `json:"sequence"`
+	// PreviousWrittenAt and Changes, in a report after the first, say when
+	// the previous one was written and which jobs changed since.
+	PreviousWrittenAt *time.Time  `json:"previous_written_at,omitempty"`
+	Changes           []JobChange `json:"changes,omitempty"`
+}
+
+// JobChange is a job whose outcome changed between two reports: Was and
+// Now are "completed vN", "failed in STATE" or "not reported".
+type JobChange struct {
+	Job int64  `json:"job"`
+	Was string `json:"was"`
+	Now string `json:"now"`
+}
+
+// outcomes are a report's jobs' outcomes, by job.
+func (r *Report) outcomes() map[int64]string {
+	out := map[int64]string{}
+	for _, o := range r.Objects {
+		out[o.Job] = fmt.Sprintf("completed v%d", o.Version)
+	}
+	for _, f := range r.Failed {
+		out[f.Job] = fmt.Sprintf("failed in %s", f.State)
+	}
+	return out
+}
+
+// changesSince lists the jobs whose outcome differs from prev's, by job.
+func (r *Report) changesSince(prev *Report) []JobChange {
+	was, now := prev.outcomes(), r.outcomes()
+	var jobs []int64
+	for j := range was {
+		jobs = append(jobs, j)
+	}
+	for j := range now {
+		if _, ok := was[j]; !ok {
+			jobs = append(jobs, j)
+		}
+	}
+	slices.Sort(jobs)
+	var out []JobChange
+	for _, j := range jobs {
+		w, n := was[j], now[j]
+		if w == n {
+			continue
+		}
+		if w == "" {
+			w = "not reported"
+		}
+		if n == "" {
+			n = "not reported"
+		}
+		out = append(out, JobChange{Job: j, Was: w, Now: n})
+	}
+	return out
 }
 
 // FailedJob is a failed job in a report.
@@ -1281,7 +1349,20 @@ type ReportedObject struct {
 
 func (g *Ingester) batchReport(from State) Work {
 	return onBatch(func(ctx context.Context, id int64) (Outcome, error) {
-		rep := Report{Batch: id, Jobs: map[State]int{}, Objects: []ReportedObject{}, WrittenAt: time.Now().UTC()}
+		rep := Report{Type: "batch-report", Batch: id, Jobs: map[State]int{}, Objects: []ReportedObject{}, WrittenAt: time.Now().UTC(), Sequence: 1}
+		var prevRaw []byte
+		var callback string
+		if err := g.store.db.QueryRow(ctx, `SELECT report, callback_url FROM curator.batches WHERE id = $1`, id).Scan(&prevRaw, &callback); err != nil {
+			return Outcome{}, fmt.Errorf("batch %d: %w", id, err)
+		}
+		var prev *Report
+		if len(prevRaw) > 0 {
+			prev = &Report{}
+			if err := json.Unmarshal(prevRaw, prev); err != nil {
+				g.log.Warn("ingest: the previous report is unreadable; writing a first one", "batch", id, "err", err)
+				prev = nil
+			}
+		}
 		rows, err := g.store.db.Query(ctx, `SELECT id, state, last_successful, error, ark, version, local_id FROM curator.jobs WHERE batch_id = $1 ORDER BY id`, id)
 		if err != nil {
 			return Outcome{}, err
@@ -1307,9 +1388,17 @@ func (g *Ingester) batchReport(from State) Work {
 		if err := rows.Err(); err != nil {
 			return Outcome{}, err
 		}
+		if prev != nil {
+			rep.Sequence = prev.Sequence + 1
+			at := prev.WrittenAt
+			rep.PreviousWrittenAt = &at
+			rep.Changes = rep.changesSince(prev)
+		}
 		body, _ := json.MarshalIndent(rep, "", "  ")
-		if _, err := g.blob.Put(ctx, fmt.Sprintf("reports/batch-%d.json", id), bytes.NewReader(body), nil); err != nil {
-			return Outcome{}, err
+		for _, key := range []string{fmt.Sprintf("reports/batch-%d-%d.json", id, rep.Sequence), fmt.Sprintf("reports/batch-%d.json", id)} {
+			if _, err := g.blob.Put(ctx, key, bytes.NewReader(body), nil); err != nil {
+				return Outcome{}, err
+			}
 		}
 		to, detail := Completed, fmt.Sprintf("%d objects", len(rep.Objects))
 		open := 0
@@ -1320,6 +1409,20 @@ func (g *Ingester) batchReport(from State) Work {
 		}
 		if open > 0 {
 			to, detail = Failed, fmt.Sprintf("%d of %d jobs not completed", open, open+rep.Jobs[Completed])
+		}
+		if len(rep.Changes) > 0 {
+			detail += fmt.Sprintf("; %d changed since report %d", len(rep.Changes), rep.Sequence-1)
+		}
+		// The depositor is sent the report. A callback that does not take
+		// it does not change the batch's outcome: the move's detail says
+		// so, and update-reporting sends it again.
+		if callback != "" {
+			if last := g.postRetrying(ctx, callback, body); last != nil {
+				detail += "; report not delivered: " + last.Error()
+				g.log.Warn("ingest: batch report not delivered", "batch", id, "err", last)
+			} else {
+				detail += "; report delivered"
+			}
 		}
 		return Outcome{To: to, Detail: detail, Set: map[string]any{"report": body}}, nil
 	})
