@@ -9,12 +9,14 @@ import (
 // Status is the research state an operator looks at.
 type Status struct {
 	// Episodes counts active episodes: complete (every active clip
-	// researched), in progress (an active lease), waiting (the rest).
+	// researched), in progress (an active lease), parked, done with failed
+	// clips (nothing left to lease, some clips failed), waiting (the rest).
 	Episodes struct {
-		Complete   int64 `json:"complete"`
-		InProgress int64 `json:"in_progress"`
-		Waiting    int64 `json:"waiting"`
-		Parked     int64 `json:"parked"`
+		Complete        int64 `json:"complete"`
+		InProgress      int64 `json:"in_progress"`
+		Waiting         int64 `json:"waiting"`
+		Parked          int64 `json:"parked"`
+		WithFailedClips int64 `json:"with_failed_clips"`
 	} `json:"episodes"`
 	// Parked are the parked episodes with their reasons, most recent first
 	// (at most 100), and FailedClips the clips parked in an episode.
@@ -53,14 +55,20 @@ type LeaseInfo struct {
 func (s *Store) Status(ctx context.Context) (Status, error) {
 	var st Status
 	err := s.db.QueryRow(ctx, `WITH clips AS (SELECT count(*) AS n FROM research.clips WHERE active),
-leased AS (SELECT DISTINCT episode_id FROM research.leases WHERE state = 'active')
+leased AS (SELECT DISTINCT episode_id FROM research.leases WHERE state = 'active'),
+failed AS (SELECT DISTINCT p.episode_id FROM research.pairs p JOIN research.clips c ON c.id = p.clip_id AND c.active WHERE p.state = 'failed'),
+rest AS (SELECT e.id, e.open_clips FROM research.episodes e, clips
+	WHERE e.active AND NOT (e.researched_clips >= clips.n AND clips.n > 0) AND e.parked_reason IS NULL
+		AND e.id NOT IN (SELECT episode_id FROM leased))
 SELECT
 	count(*) FILTER (WHERE e.researched_clips >= clips.n AND clips.n > 0),
 	count(*) FILTER (WHERE NOT (e.researched_clips >= clips.n AND clips.n > 0) AND e.id IN (SELECT episode_id FROM leased)),
-	count(*) FILTER (WHERE NOT (e.researched_clips >= clips.n AND clips.n > 0) AND e.id NOT IN (SELECT episode_id FROM leased) AND e.parked_reason IS NULL),
+	(SELECT count(*) FROM rest WHERE open_clips > 0 OR id NOT IN (SELECT episode_id FROM failed)),
 	count(*) FILTER (WHERE e.parked_reason IS NOT NULL AND e.id NOT IN (SELECT episode_id FROM leased)),
+	(SELECT count(*) FROM rest WHERE open_clips = 0 AND id IN (SELECT episode_id FROM failed)),
 	(SELECT n FROM clips), (SELECT count(*) FROM research.results)
-FROM research.episodes e, clips WHERE e.active`).Scan(&st.Episodes.Complete, &st.Episodes.InProgress, &st.Episodes.Waiting, &st.Episodes.Parked, &st.Clips, &st.Results)
+FROM research.episodes e, clips WHERE e.active`).Scan(&st.Episodes.Complete, &st.Episodes.InProgress, &st.Episodes.Waiting, &st.Episodes.Parked,
+		&st.Episodes.WithFailedClips, &st.Clips, &st.Results)
 	if err != nil {
 		return Status{}, fmt.Errorf("research status: %w", err)
 	}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/archivist/archivist/events"
+	"github.com/archivist/archivist/pkg/research"
 	"github.com/archivist/archivist/pkg/testenv"
 	"github.com/archivist/archivist/services/researcher/locate"
 	"github.com/archivist/archivist/services/researcher/locate/locatetest"
@@ -104,6 +105,11 @@ func TestPoisonClipsFailAlone(t *testing.T) {
 	w.db.QueryRow(context.Background(), `SELECT open_clips FROM research.episodes`).Scan(&open)
 	if open != 0 {
 		t.Errorf("open_clips %d, want 0", open)
+	}
+	// The operator sees the episode done with failed clips, not waiting.
+	rst, err := research.New(w.db).Status(context.Background())
+	if err != nil || rst.Episodes.WithFailedClips != 1 || rst.Episodes.Waiting != 0 || len(rst.FailedClips) != 4 {
+		t.Errorf("research status %+v (%v): want 1 episode done with 4 failed clips, none waiting", rst.Episodes, err)
 	}
 	st, err := w.bus.JetStream().Stream(context.Background(), events.StreamDeadLetter)
 	if err != nil {

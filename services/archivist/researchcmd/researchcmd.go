@@ -25,7 +25,8 @@ func Fetch(ctx context.Context, base string) (research.Status, error) {
 // Print writes the status for a person.
 func Print(w io.Writer, st research.Status, now time.Time) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintf(tw, "EPISODES\tcomplete %d\tin progress %d\twaiting %d\tparked %d\n", st.Episodes.Complete, st.Episodes.InProgress, st.Episodes.Waiting, st.Episodes.Parked)
+	fmt.Fprintf(tw, "EPISODES\tcomplete %d\tin progress %d\twaiting %d\tparked %d\tdone with failed clips %d\n",
+		st.Episodes.Complete, st.Episodes.InProgress, st.Episodes.Waiting, st.Episodes.Parked, st.Episodes.WithFailedClips)
 	fmt.Fprintf(tw, "CLIPS\t%d\tresults stored %d\n", st.Clips, st.Results)
 	fmt.Fprintf(tw, "QUEUE\t%d waiting\tresearchers live %d\n", st.QueueDepth, st.Researchers)
 	fmt.Fprintf(tw, "\nACTIVE LEASE\tEPISODE\tCLIPS\tEXPIRES IN\n")
