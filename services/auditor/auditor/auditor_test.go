@@ -106,7 +106,11 @@ func TestAuditorEndToEnd(t *testing.T) {
 	if len(res) != 1 || res[0].Object != "objects/07" || res[0].Row != 2 || res[0].Kind != "external" {
 		t.Fatalf("open resolution tasks %+v, want objects/07's (row 2, external: no secondary copy)", res)
 	}
-	for want, code := range map[string]int{"first": http.StatusOK, "again": http.StatusNotFound} {
+	for _, c := range []struct {
+		want string
+		code int
+	}{{"first", http.StatusOK}, {"again", http.StatusNotFound}} {
+		want, code := c.want, c.code
 		resp, err := http.Post(fmt.Sprintf("%s/%d/close", api, res[0].ID), "application/json", nil)
 		if err != nil {
 			t.Fatal(err)
