@@ -549,6 +549,22 @@ func (s *Store) Act(ctx context.Context, e Entity, id int64, action string) (Sta
 			}
 		}
 		if action == "delete" && e == Batch {
+			// A batch's jobs are deleted only from states the table lets
+			// them be deleted from: a job a worker holds (a requeued one
+			// downloading, say) is not pulled from under it.
+			var busy []string
+			rows, err := tx.Query(ctx, `SELECT id::text || ' is ' || state FROM curator.jobs
+				WHERE batch_id = $1 AND state <> ALL($2) ORDER BY id LIMIT 5`, id, deletableJobStates)
+			if err != nil {
+				return err
+			}
+			if busy, err = pgx.CollectRows(rows, pgx.RowTo[string]); err != nil {
+				return err
+			}
+			if len(busy) > 0 {
+				return &ConflictError{fmt.Sprintf("batch %d has jobs at work (job %s): let them end, or hold them, before deleting the batch",
+					id, strings.Join(busy, ", job "))}
+			}
 			if err := s.deleteJobs(ctx, tx, id); err != nil {
 				return err
 			}
@@ -565,8 +581,20 @@ func (s *Store) Act(ctx context.Context, e Entity, id int64, action string) (Sta
 	return to, nil
 }
 
+// deletableJobStates are the job states the table lets a job be deleted
+// from (by an operator, or by cleanup), and deleted.
+var deletableJobStates = func() []State {
+	out := []State{Deleted}
+	for _, t := range Transitions {
+		if t.Entity == Job && t.To == Deleted {
+			out = append(out, t.From)
+		}
+	}
+	return out
+}()
+
 // deleteJobs marks every job of a batch deleted (admin delete of the
-// batch, or cleanup).
+// batch, or cleanup); the caller has checked they are deletable.
 func (s *Store) deleteJobs(ctx context.Context, tx pgx.Tx, batch int64) error {
 	_, err := tx.Exec(ctx, `WITH d AS (UPDATE curator.jobs SET state = 'deleted', state_at = now() WHERE batch_id = $1 AND state <> 'deleted'
 		RETURNING id, (SELECT state FROM curator.jobs j2 WHERE j2.id = jobs.id) AS old)
