@@ -60,8 +60,12 @@ func run(ctx context.Context, env *service.Env, cfg Config) error {
 }
 
 // finalPatience is how many deliveries of a final result wait for its
-// siblings before the lease is revoked regardless.
-const finalPatience = 4
+// siblings before the lease is revoked regardless; siblingWait is how long
+// each wait is. A wait is a planned retry (bus.RetryAfter), not a failure.
+const (
+	finalPatience = 4
+	siblingWait   = 500 * time.Millisecond
+)
 
 // CWA handles completed-research events.
 type CWA struct {
@@ -76,7 +80,7 @@ type CWA struct {
 func New(b *bus.Bus, s *research.Store, cfg research.Config, reg prometheus.Registerer, log *slog.Logger) *CWA {
 	c := &CWA{bus: b, store: s, cfg: cfg, log: log, results: prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "archivist_cwa_results_total",
-		Help: "Results received, by outcome (stored, duplicate).",
+		Help: "Results received, by outcome (stored; duplicate: a second result of a pair; redelivered: a delivery again of one stored; stale; episode_parked).",
 	}, []string{"outcome"})}
 	if reg != nil {
 		reg.MustRegister(c.results)
@@ -110,8 +114,15 @@ func (c *CWA) Result(ctx context.Context, m *bus.Message[events.ResearchComplete
 	if err != nil {
 		return err
 	}
+	// A redelivery of a result whose first delivery stored it (a final
+	// result waiting for its siblings, or one whose ack was lost) is not a
+	// second result: only a first delivery that stores nothing is a
+	// duplicate.
 	outcome := "stored"
-	if !stored {
+	switch {
+	case !stored && m.Metadata.NumDelivered > 1:
+		outcome = "redelivered"
+	case !stored:
 		outcome = "duplicate"
 	}
 	c.results.WithLabelValues(outcome).Inc()
@@ -124,7 +135,8 @@ func (c *CWA) Result(ctx context.Context, m *bus.Message[events.ResearchComplete
 			return err
 		}
 		if stored < r.Sent {
-			return fmt.Errorf("final result of lease %s overtook its siblings (%d of %d stored); retrying", r.LeaseID, stored, r.Sent)
+			log.Debug("final result waits for its siblings", "stored", stored, "sent", r.Sent, "delivery", m.Metadata.NumDelivered)
+			return bus.RetryAfter(siblingWait)
 		}
 	}
 	if r.Final {
@@ -158,7 +170,8 @@ func (c *CWA) episodeFailed(ctx context.Context, m *bus.Message[events.ResearchC
 			return err
 		}
 		if stored < r.Sent-1 {
-			return fmt.Errorf("episode failure of lease %s overtook its siblings (%d of %d stored); retrying", r.LeaseID, stored, r.Sent-1)
+			log.Debug("episode failure waits for its siblings", "stored", stored, "sent", r.Sent-1, "delivery", m.Metadata.NumDelivered)
+			return bus.RetryAfter(siblingWait)
 		}
 	}
 	known, err := c.store.ParkEpisode(ctx, r.Episode, r.EpisodeFailure)
