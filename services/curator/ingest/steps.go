@@ -1074,13 +1074,40 @@ func systemFiles(j *JobRow, b *batchRow) []sysFile {
 	return append(out, sysFile{"mrt-manifest.checkm", []byte(m.String())})
 }
 
+// allocateVersion gives the job the next version number of its object and
+// keeps it on the job, in one transaction: two jobs of one ARK get two
+// numbers, and a retry of the job keeps its number.
+func (g *Ingester) allocateVersion(ctx context.Context, j *JobRow) (int, error) {
+	var version int
+	err := pgx.BeginFunc(ctx, g.store.db, func(tx pgx.Tx) error {
+		if err := tx.QueryRow(ctx, `SELECT version FROM curator.jobs WHERE id = $1 FOR UPDATE`, j.ID).Scan(&version); err != nil {
+			return err
+		}
+		if version != 0 {
+			return nil
+		}
+		if err := tx.QueryRow(ctx, `INSERT INTO curator.ark_versions (ark, last)
+			VALUES ($1, coalesce((SELECT versions FROM curator.inventory_objects WHERE ark = $1), 0) + 1)
+			ON CONFLICT (ark) DO UPDATE SET last = ark_versions.last + 1 RETURNING last`, j.ARK).Scan(&version); err != nil {
+			return err
+		}
+		_, err := tx.Exec(ctx, `UPDATE curator.jobs SET version = $2 WHERE id = $1`, j.ID, version)
+		return err
+	})
+	if err != nil {
+		return 0, fmt.Errorf("version of %s for job %d: %w", j.ARK, j.ID, err)
+	}
+	return version, nil
+}
+
 // storeFiles puts the object's files and system files into the blob store
 // as the next version of the object.
 func (g *Ingester) storeFiles(ctx context.Context, j *JobRow) (Outcome, error) {
 	id := j.ID
 	version := j.Version
 	if version == 0 {
-		if err := g.store.db.QueryRow(ctx, `SELECT coalesce((SELECT versions FROM curator.inventory_objects WHERE ark = $1), 0) + 1`, j.ARK).Scan(&version); err != nil {
+		var err error
+		if version, err = g.allocateVersion(ctx, j); err != nil {
 			return Outcome{}, err
 		}
 	}
