@@ -7,9 +7,12 @@ package auditor
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"strconv"
@@ -153,6 +156,11 @@ func (a *Auditor) Schedule(ctx context.Context) {
 		} else if n > 0 {
 			a.log.Info("queued scheduled checks", "objects", n)
 		}
+		if n, err := a.ProcessAuditQueue(ctx, 100); err != nil && ctx.Err() == nil {
+			a.log.Error("process the audit queue", "err", err)
+		} else if n > 0 {
+			a.log.Info("audit queue processed", "objects", n)
+		}
 		if n, err := a.Requeue(ctx, time.Now()); err != nil && ctx.Err() == nil {
 			a.log.Error("requeue lost checks", "err", err)
 		} else if n > 0 {
@@ -164,6 +172,80 @@ func (a *Auditor) Schedule(ctx context.Context) {
 		case <-t.C:
 		}
 	}
+}
+
+// ProcessAuditQueue works up to limit entries of the audit queue (rows 7,
+// 9 and 10 of the outcome table: an object the audit records lost or never
+// captured): the storage provider's object, with its sha256, is captured
+// into the content index and the audit log as an event would have been,
+// and a check of it is queued to confirm; an object no longer at the
+// provider is marked gone. It returns how many entries it worked.
+func (a *Auditor) ProcessAuditQueue(ctx context.Context, limit int) (int, error) {
+	n := 0
+	for n < limit {
+		worked := false
+		err := pgx.BeginFunc(ctx, a.db, func(tx pgx.Tx) error {
+			var id int64
+			var object string
+			err := tx.QueryRow(ctx, `SELECT id, object FROM auditor.audit_queue WHERE NOT done ORDER BY id LIMIT 1 FOR UPDATE SKIP LOCKED`).Scan(&id, &object)
+			if errors.Is(err, pgx.ErrNoRows) {
+				return nil
+			}
+			if err != nil {
+				return err
+			}
+			worked = true
+			outcome, err := a.capture(ctx, id, object)
+			if err != nil {
+				return fmt.Errorf("audit queue entry %d (%s): %w", id, object, err)
+			}
+			_, err = tx.Exec(ctx, `UPDATE auditor.audit_queue SET done = true, outcome = $2, done_at = now() WHERE id = $1`, id, outcome)
+			return err
+		})
+		if err != nil || !worked {
+			return n, err
+		}
+		n++
+	}
+	return n, nil
+}
+
+// capture records the provider's object for audit queue entry id and
+// queues a check of it; "gone" if the provider no longer has it.
+func (a *Auditor) capture(ctx context.Context, id int64, object string) (string, error) {
+	info, err := a.blob.Stat(ctx, object)
+	if errors.Is(err, blob.ErrNotFound) {
+		return "gone", nil
+	}
+	if err != nil {
+		return "", err
+	}
+	sum := info.Checksum.Value
+	if info.Checksum.Algorithm != "sha256" {
+		rc, _, err := a.blob.Get(ctx, object)
+		if err != nil {
+			return "", err
+		}
+		h := sha256.New()
+		_, err = io.Copy(h, rc)
+		rc.Close()
+		if err != nil {
+			return "", fmt.Errorf("hash %s: %w", object, err)
+		}
+		sum = hex.EncodeToString(h.Sum(nil))
+	}
+	var logged bool
+	if err := a.db.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM auditor.audit_log WHERE object = $1)`, object).Scan(&logged); err != nil {
+		return "", err
+	}
+	if err := a.records.Captured(ctx, id, &events.ObjectRecorded{Object: object, SHA256: sum, Size: info.Size,
+		Properties: info.Properties, Update: logged}); err != nil {
+		return "", err
+	}
+	if _, err := a.CheckNow(ctx, object, "", false); err != nil {
+		return "", fmt.Errorf("queue the check of %s: %w", object, err)
+	}
+	return "captured", nil
 }
 
 // QueueDue queues a low-priority check of every object due by now and moves

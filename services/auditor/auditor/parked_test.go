@@ -71,3 +71,59 @@ func TestObjectWhoseCheckKeepsFailingIsParkedNotRequeued(t *testing.T) {
 		t.Errorf("status parked %d (%v), want 1", st.Parked, err)
 	}
 }
+
+// TestAuditQueueIsProcessed: rows 7, 9 and 10 add objects to the audit
+// queue, which nothing read. Processing it captures the provider's object
+// (sha256, size) into the content index and the audit log, schedules it and
+// queues a check to confirm; an object gone from the provider is marked so.
+func TestAuditQueueIsProcessed(t *testing.T) {
+	ctx := context.Background()
+	db := testenv.DB(t, migrations.Schema)
+	bs, err := blob.NewLocal(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := bs.Put(ctx, "objects/new", strings.NewReader("added at the provider"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := testenv.Bus(t, "auditor")
+	a := auditor.New(b, db, bs, nil, auditor.Config{Cycle: 720 * time.Hour, MaxOnDemand: 100}, testenv.Logger(t))
+	if _, err := db.Exec(ctx, `INSERT INTO auditor.audit_queue (object, reason, row_no) VALUES
+		('objects/new', 'added at the provider, not yet captured', 9), ('objects/gone', 'the audit record was lost', 7)`); err != nil {
+		t.Fatal(err)
+	}
+	n, err := a.ProcessAuditQueue(ctx, 10)
+	if err != nil || n != 2 {
+		t.Fatalf("processed %d (%v), want 2", n, err)
+	}
+	var sum, action, source string
+	db.QueryRow(ctx, `SELECT checksum FROM auditor.content_index WHERE object = 'objects/new'`).Scan(&sum)
+	db.QueryRow(ctx, `SELECT action, source FROM auditor.audit_log WHERE object = 'objects/new'`).Scan(&action, &source)
+	if sum != info.Checksum.Value || action != "add" || !strings.HasPrefix(source, "audit-queue:") {
+		t.Errorf("captured: index %q (want %s), log %s from %s", sum, info.Checksum.Value, action, source)
+	}
+	outcomes := map[string]string{}
+	rows, _ := db.Query(ctx, `SELECT object, outcome FROM auditor.audit_queue WHERE done`)
+	for rows.Next() {
+		var o, out string
+		rows.Scan(&o, &out)
+		outcomes[o] = out
+	}
+	rows.Close()
+	if outcomes["objects/new"] != "captured" || outcomes["objects/gone"] != "gone" {
+		t.Errorf("outcomes %v", outcomes)
+	}
+	var scheduled bool
+	db.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM auditor.schedule WHERE object = 'objects/new')`).Scan(&scheduled)
+	high, err := b.JetStream().Stream(ctx, events.StreamAuditHigh)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st, _ := high.Info(ctx); !scheduled || st.State.Msgs != 1 {
+		t.Errorf("scheduled %v, %d checks queued: want the captured object scheduled and checked", scheduled, st.State.Msgs)
+	}
+	if n, _ := a.ProcessAuditQueue(ctx, 10); n != 0 {
+		t.Errorf("processed %d more, want none", n)
+	}
+}

@@ -35,10 +35,22 @@ func Offset(object string, cycle time.Duration) time.Duration {
 	return time.Duration(binary.BigEndian.Uint64(h.Sum(nil)) % uint64(cycle))
 }
 
-// Recorded records an object stored or replaced: the content index, an add
-// or update in the audit log, and its place in the schedule. A redelivered
-// event (same event id) is recorded once.
+// Recorded records an object recorded by the archive (an event): in the
+// content index, the audit log and the schedule, once per event.
 func (r *Records) Recorded(ctx context.Context, eventID string, o *events.ObjectRecorded) error {
+	return r.record(ctx, "event:"+eventID, o)
+}
+
+// Captured records what the storage provider holds for an object of the
+// audit queue (entry queueID), as an event would have: the capture the
+// outcome table's rows 7, 9 and 10 ask for.
+func (r *Records) Captured(ctx context.Context, queueID int64, o *events.ObjectRecorded) error {
+	return r.record(ctx, fmt.Sprintf("audit-queue:%d", queueID), o)
+}
+
+// record writes o into the content index, the audit log (with source, once
+// per source) and the schedule.
+func (r *Records) record(ctx context.Context, source string, o *events.ObjectRecorded) error {
 	props, _ := json.Marshal(o.Properties)
 	if o.Properties == nil {
 		props = nil
@@ -49,8 +61,8 @@ func (r *Records) Recorded(ctx context.Context, eventID string, o *events.Object
 	}
 	return pgx.BeginFunc(ctx, r.db, func(tx pgx.Tx) error {
 		var seen bool
-		if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM auditor.audit_log WHERE object = $1 AND source = 'event:' || $2)`,
-			o.Object, eventID).Scan(&seen); err != nil {
+		if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM auditor.audit_log WHERE object = $1 AND source = $2)`,
+			o.Object, source).Scan(&seen); err != nil {
 			return err
 		}
 		if seen {
@@ -62,7 +74,7 @@ func (r *Records) Recorded(ctx context.Context, eventID string, o *events.Object
 			return fmt.Errorf("content index %s: %w", o.Object, err)
 		}
 		if _, err := tx.Exec(ctx, `INSERT INTO auditor.audit_log (object, action, checksum, size, properties, source)
-			VALUES ($1, $2, $3, $4, $5, 'event:' || $6)`, o.Object, action, o.SHA256, o.Size, props, eventID); err != nil {
+			VALUES ($1, $2, $3, $4, $5, $6)`, o.Object, action, o.SHA256, o.Size, props, source); err != nil {
 			return fmt.Errorf("audit log %s: %w", o.Object, err)
 		}
 		if _, err := tx.Exec(ctx, `INSERT INTO auditor.schedule (object, next_due) VALUES ($1, now() + $2::interval)
