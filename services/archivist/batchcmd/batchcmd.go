@@ -8,6 +8,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net/url"
 	"os"
 	"slices"
 	"strconv"
@@ -33,6 +34,8 @@ func Usage() string {
   archivist batch submit --profile P --payload URL --type TYPE [--submitter S] [--title T]
                          [--creator C] [--date D] [--callback URL] [--wait]
   archivist batch status ID [--json]
+  archivist batch list [--state S] [--limit N] [--json]
+  archivist job list [--state S] [--batch ID] [--limit N] [--json]
   archivist batch release|delete|update-reporting ID
   archivist job status ID [--json]
   archivist job hold|release|requeue|delete ID
@@ -73,6 +76,28 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			return writeJSON(stdout, st)
 		}
 		return Print(stdout, &st)
+	case (what == "batch" || what == "job") && verb == "list":
+		fs := flag.NewFlagSet(what+" list", flag.ContinueOnError)
+		fs.SetOutput(stderr)
+		asJSON := fs.Bool("json", false, "print JSON")
+		state := fs.String("state", "", "only those in this state (failed, held, ...)")
+		limit := fs.Int("limit", 100, "at most this many, the newest first")
+		batch := fs.Int64("batch", 0, "jobs: only this batch's")
+		if err := fs.Parse(rest); err != nil {
+			return err
+		}
+		u := fmt.Sprintf("%s/v1/%s?state=%s&limit=%d", base, plural(what), url.QueryEscape(*state), *limit)
+		if what == "job" && *batch != 0 {
+			u += fmt.Sprintf("&batch=%d", *batch)
+		}
+		var items []ingest.Listed
+		if err := apiclient.Get(ctx, "curator", u, &items); err != nil {
+			return err
+		}
+		if *asJSON {
+			return writeJSON(stdout, items)
+		}
+		return PrintList(stdout, what, items)
 	case what == "batch" || what == "job":
 		fs := flag.NewFlagSet(what+" "+verb, flag.ContinueOnError)
 		fs.SetOutput(stderr)
@@ -120,6 +145,32 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	fmt.Fprint(stderr, Usage())
 	return fmt.Errorf("unknown command %q", strings.Join(args[:2], " "))
+}
+
+// PrintList writes a list of batches or jobs for a person.
+func PrintList(w io.Writer, what string, items []ingest.Listed) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	if what == "job" {
+		fmt.Fprintf(tw, "JOB\tBATCH\tPROFILE\tLOCAL ID\tSTATE\tSINCE\tATTEMPTS\tERROR\n")
+	} else {
+		fmt.Fprintf(tw, "BATCH\tPROFILE\tSTATE\tSINCE\tATTEMPTS\tERROR\n")
+	}
+	for _, it := range items {
+		why := it.Error
+		if why == "" {
+			why = it.LastAttemptError
+		}
+		since := it.StateAt.Format("2006-01-02 15:04")
+		if what == "job" {
+			fmt.Fprintf(tw, "%d\t%d\t%s\t%s\t%s\t%s\t%d\t%s\n", it.ID, it.Batch, it.Profile, it.LocalID, it.State, since, it.Attempts, why)
+		} else {
+			fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%d\t%s\n", it.ID, it.Profile, it.State, since, it.Attempts, why)
+		}
+	}
+	if len(items) == 0 {
+		fmt.Fprintf(tw, "(none)\n")
+	}
+	return tw.Flush()
 }
 
 func plural(what string) string {

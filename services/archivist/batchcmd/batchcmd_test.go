@@ -53,6 +53,22 @@ func TestSubmitWaitStatusAndRefusal(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "job 2 is completed: requeue is allowed only from failed") {
 		t.Errorf("requeue of a completed job: %v", err)
 	}
+	// Lists by state: the batch's three completed jobs, no failed ones, and
+	// a state the table does not know refused.
+	out.Reset()
+	if err := batchcmd.Run(ctx, []string{"job", "list", "--state", "completed", "--batch", "1"}, &out, &errOut); err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(out.String(), " completed "); n != 3 || !strings.Contains(out.String(), "LOCAL ID") {
+		t.Errorf("job list --state completed (%d rows):\n%s", n, out.String())
+	}
+	out.Reset()
+	if err := batchcmd.Run(ctx, []string{"batch", "list", "--state", "failed"}, &out, &errOut); err != nil || !strings.Contains(out.String(), "(none)") {
+		t.Errorf("batch list --state failed: %v\n%s", err, out.String())
+	}
+	if err := batchcmd.Run(ctx, []string{"job", "list", "--state", "sleeping"}, &out, &errOut); err == nil || !strings.Contains(err.Error(), "not a job state") {
+		t.Errorf("job list --state sleeping: %v", err)
+	}
 	err = batchcmd.Run(ctx, []string{"batch", "submit", "--profile", "p", "--payload", "ftp://x/y", "--type", "file"}, &out, &errOut)
 	if err == nil || !strings.Contains(err.Error(), "payload_url: an http or https URL") {
 		t.Errorf("bad payload: %v", err)

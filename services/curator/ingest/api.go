@@ -89,6 +89,7 @@ func (s *Store) Status(ctx context.Context, e Entity, id int64) (*Status, error)
 //
 //	POST /v1/batches                          submit (JSON Submission) → 201 {"batch": ID};
 //	                                          with an Idempotency-Key header, a retry → 200, same ID
+//	GET  /v1/batches, /v1/jobs                list: ?state=S&limit=N (jobs also &batch=ID), newest first
 //	GET  /v1/batches/{id}, /v1/jobs/{id}      status, history, report
 //	POST /v1/batches/{id}/{action}            release, delete, update-reporting
 //	POST /v1/jobs/{id}/{action}               hold, release, requeue, delete
@@ -146,6 +147,36 @@ func Routes(mux *http.ServeMux, s *Store) {
 			writeJSON(w, http.StatusOK, map[string]any{string(e): id, "state": to})
 		}
 	}
+	list := func(e Entity) http.HandlerFunc {
+		return func(w http.ResponseWriter, r *http.Request) {
+			q := r.URL.Query()
+			f := Filter{State: State(q.Get("state")), Limit: 100}
+			if v := q.Get("limit"); v != "" {
+				n, err := strconv.Atoi(v)
+				if err != nil {
+					writeErr(w, &InvalidError{"limit", "a number"})
+					return
+				}
+				f.Limit = n
+			}
+			if v := q.Get("batch"); v != "" && e == Job {
+				n, err := strconv.ParseInt(v, 10, 64)
+				if err != nil {
+					writeErr(w, &InvalidError{"batch", "a number"})
+					return
+				}
+				f.Batch = n
+			}
+			out, err := s.List(r.Context(), e, f)
+			if err != nil {
+				writeErr(w, err)
+				return
+			}
+			writeJSON(w, http.StatusOK, out)
+		}
+	}
+	mux.HandleFunc("GET /v1/batches", list(Batch))
+	mux.HandleFunc("GET /v1/jobs", list(Job))
 	mux.HandleFunc("GET /v1/batches/{id}", status(Batch))
 	mux.HandleFunc("GET /v1/jobs/{id}", status(Job))
 	mux.HandleFunc("POST /v1/batches/{id}/{action}", act(Batch))
