@@ -46,7 +46,9 @@ func (s *Store) UpsertWork(ctx context.Context, w *events.WorkUpserted) (Outcome
 	// A work whose media changes is researched again (a parked episode
 	// too): the change is timed, so that results of older leases are
 	// refused, and the work's results and pairs are deleted below.
-	const mediaDiffers = `(t.media_key IS DISTINCT FROM EXCLUDED.media_key OR t.media_sha256 IS DISTINCT FROM EXCLUDED.media_sha256)`
+	// A work that goes inactive (a redirect, gone) keeps its media and its
+	// results: they carry over to the work it was merged into.
+	const mediaDiffers = `(EXCLUDED.active AND (t.media_key IS DISTINCT FROM EXCLUDED.media_key OR t.media_sha256 IS DISTINCT FROM EXCLUDED.media_sha256))`
 	table, unpark := "research.episodes", `, parked_reason = CASE WHEN `+mediaDiffers+` THEN NULL ELSE t.parked_reason END`
 	if w.Kind == events.KindClip {
 		table, unpark = "research.clips", ""
@@ -70,8 +72,10 @@ func (s *Store) UpsertWork(ctx context.Context, w *events.WorkUpserted) (Outcome
 up AS (
 	INSERT INTO `+table+` AS t (key, active, title, media_key, media_sha256, duration_ms, priority, initial_curated_at, version)
 	VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
-	ON CONFLICT (key) DO UPDATE SET active = EXCLUDED.active, title = EXCLUDED.title, media_key = EXCLUDED.media_key,
-		media_sha256 = EXCLUDED.media_sha256, duration_ms = EXCLUDED.duration_ms, priority = EXCLUDED.priority,
+	ON CONFLICT (key) DO UPDATE SET active = EXCLUDED.active, title = EXCLUDED.title,
+		media_key = CASE WHEN EXCLUDED.active THEN EXCLUDED.media_key ELSE t.media_key END,
+		media_sha256 = CASE WHEN EXCLUDED.active THEN EXCLUDED.media_sha256 ELSE t.media_sha256 END,
+		duration_ms = EXCLUDED.duration_ms, priority = EXCLUDED.priority,
 		initial_curated_at = EXCLUDED.initial_curated_at, version = EXCLUDED.version`+unpark+`
 	WHERE t.version < EXCLUDED.version
 	RETURNING id
@@ -91,19 +95,40 @@ SELECT coalesce((SELECT id FROM up), 0), (SELECT active FROM prior), (SELECT ver
 			return nil
 		}
 		out = Applied
-		if priorKey != nil && (*priorKey != w.Media.Key || *priorSHA != w.Media.SHA256) {
-			return forgetResearch(ctx, tx, w.Kind, id)
+		if active && priorKey != nil && (*priorKey != w.Media.Key || *priorSHA != w.Media.SHA256) {
+			if err := forgetResearch(ctx, tx, w.Kind, id); err != nil {
+				return err
+			}
 		}
 		// A new work changes counters only if it is active: a clip key
 		// first seen as a redirect or gone counts in no episode.
 		changed := wasActive == nil && active || wasActive != nil && *wasActive != active
-		if !changed {
-			return nil
+		if changed {
+			if w.Kind == events.KindEpisode {
+				err = recountEpisode(ctx, tx, id)
+			} else {
+				err = clipActivity(ctx, tx, id, active)
+			}
+			if err != nil {
+				return err
+			}
 		}
-		if w.Kind == events.KindEpisode {
-			return recountEpisode(ctx, tx, id)
+		// Research done on works merged into another carries over to it
+		// when both have the same media: from a redirect to its work as it
+		// arrives, or to a work from its members (whichever comes last).
+		if w.State == events.WorkRedirect && w.RedirectTo != "" {
+			return carryOver(ctx, tx, w.Kind, w.Key, w.RedirectTo)
 		}
-		return clipActivity(ctx, tx, id, active)
+		if active {
+			for _, m := range w.Members {
+				if m != w.Key {
+					if err := carryOver(ctx, tx, w.Kind, m, w.Key); err != nil {
+						return err
+					}
+				}
+			}
+		}
+		return nil
 	})
 	return out, err
 }
@@ -133,6 +158,44 @@ func forgetResearch(ctx context.Context, tx pgx.Tx, kind string, id int64) error
 	}
 	if _, err := tx.Exec(ctx, recountSQL+` WHERE e.id = ANY($1)`, episodes); err != nil {
 		return fmt.Errorf("recount after the media of %s %d changed: %w", kind, id, err)
+	}
+	return nil
+}
+
+// carryOver copies the results (and pair states) of the inactive work from
+// to the active work to, when both have the same media (key and sha256),
+// and recounts the episodes that gained them: research is not done twice
+// for audio already researched under another key.
+func carryOver(ctx context.Context, tx pgx.Tx, kind, from, to string) error {
+	table, own, other := "research.episodes", "episode_id", "clip_id"
+	if kind == events.KindClip {
+		table, own, other = "research.clips", "clip_id", "episode_id"
+	}
+	rows, err := tx.Query(ctx, `WITH src AS (SELECT id, media_key, media_sha256 FROM `+table+` WHERE key = $1 AND NOT active),
+dst AS (SELECT d.id FROM `+table+` d, src WHERE d.key = $2 AND d.active AND d.media_key <> ''
+	AND d.media_key = src.media_key AND d.media_sha256 = src.media_sha256),
+res AS (
+	INSERT INTO research.results (`+own+`, `+other+`, lease_id, researcher, occurrences, failure, stored_at)
+	SELECT dst.id, r.`+other+`, r.lease_id, r.researcher, r.occurrences, r.failure, r.stored_at
+	FROM research.results r, src, dst WHERE r.`+own+` = src.id
+	ON CONFLICT DO NOTHING RETURNING `+other+` AS other, failure
+)
+INSERT INTO research.pairs (`+own+`, `+other+`, state)
+SELECT dst.id, res.other, CASE WHEN res.failure IS NULL THEN 'researched' ELSE 'failed' END FROM res, dst
+ON CONFLICT (episode_id, clip_id) DO UPDATE SET state = EXCLUDED.state, lease_id = NULL WHERE research.pairs.state = 'leased'
+RETURNING episode_id`, from, to)
+	if err != nil {
+		return fmt.Errorf("carry the research of %s %s over to %s: %w", kind, from, to, err)
+	}
+	episodes, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+	if err != nil {
+		return fmt.Errorf("carry the research of %s %s over to %s: %w", kind, from, to, err)
+	}
+	if len(episodes) == 0 {
+		return nil
+	}
+	if _, err := tx.Exec(ctx, recountSQL+` WHERE e.id = ANY($1)`, episodes); err != nil {
+		return fmt.Errorf("recount after carrying %s %s over to %s: %w", kind, from, to, err)
 	}
 	return nil
 }

@@ -394,3 +394,77 @@ func TestMediaChangeInvalidatesResults(t *testing.T) {
 		t.Errorf("e1 researched_clips %d, want 2", n)
 	}
 }
+
+// TestResearchCarriesOverWhenWorksMerge: an episode or clip merged into
+// another work (a redirect) took its results with it to nowhere, and the
+// work was researched again from the same audio. Results now carry over to
+// the work it is merged into when both have the same media, whichever of
+// the redirect and the work arrives last; not when the media differs.
+func TestResearchCarriesOverWhenWorksMerge(t *testing.T) {
+	db := testenv.DB(t, migrations.Schema)
+	s := research.New(db)
+	ctx := context.Background()
+	count := func(q string, args ...any) int {
+		var n int
+		if err := db.QueryRow(ctx, q, args...).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	results := func(episode string) int {
+		return count(`SELECT count(*) FROM research.results r JOIN research.episodes e ON e.id = r.episode_id WHERE e.key = $1`, episode)
+	}
+	media := func(w *events.WorkUpserted, key string) *events.WorkUpserted { w.Media.Key = "audio/" + key; return w }
+	add(t, s, work("clip", "a", 1, 1), work("clip", "b", 1, 1), work("episode", "src", 1, 1))
+	l := lease(t, s, 5)
+	for _, c := range l.Clips {
+		if _, err := s.StoreResult(ctx, &events.ResearchCompleted{LeaseID: l.ID, Episode: "src", Clip: c.Key, Researcher: "r",
+			Occurrences: []events.Occurrence{}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The redirect first, then the work it points to (same media), which
+	// names its members.
+	redirect := work("episode", "src", 1, 1)
+	redirect.Version, redirect.State, redirect.RedirectTo, redirect.Media = day.Add(time.Hour), events.WorkRedirect, "dst", events.Media{}
+	add(t, s, redirect)
+	dst := media(work("episode", "dst", 1, 1), "src")
+	dst.Version, dst.Members = day.Add(time.Hour), []string{"dst", "src"}
+	add(t, s, dst)
+	if n := results("dst"); n != 2 {
+		t.Errorf("the merged work has %d results, want the 2 carried over", n)
+	}
+	if n := count(`SELECT open_clips FROM research.episodes WHERE key = 'dst'`); n != 0 {
+		t.Errorf("the merged work has %d open clips, want 0", n)
+	}
+	if l := lease(t, s, 5); l != nil {
+		t.Errorf("leased %+v: the carried-over research is done again", l)
+	}
+	// A clip merged into another with the same media: its results carry
+	// over, in every episode; the work first, then the redirect.
+	newClip := media(work("clip", "a2", 1, 1), "a")
+	add(t, s, newClip)
+	clipRedirect := work("clip", "a", 1, 1)
+	clipRedirect.Version, clipRedirect.State, clipRedirect.RedirectTo = day.Add(time.Hour), events.WorkRedirect, "a2"
+	add(t, s, clipRedirect)
+	if n := count(`SELECT count(*) FROM research.results r JOIN research.clips c ON c.id = r.clip_id WHERE c.key = 'a2'`); n != 2 {
+		t.Errorf("the merged clip has %d results, want 2 (src's and dst's)", n)
+	}
+	// Different media: nothing carries over.
+	add(t, s, work("episode", "other", 1, 1))
+	lo := lease(t, s, 5)
+	for lo != nil {
+		for _, c := range lo.Clips {
+			s.StoreResult(ctx, &events.ResearchCompleted{LeaseID: lo.ID, Episode: lo.Episode.Key, Clip: c.Key, Researcher: "r", Occurrences: []events.Occurrence{}})
+		}
+		lo = lease(t, s, 5)
+	}
+	diff := media(work("episode", "third", 1, 1), "something-else")
+	diff.Members = []string{"other", "third"}
+	otherRedirect := work("episode", "other", 1, 1)
+	otherRedirect.Version, otherRedirect.State, otherRedirect.RedirectTo = day.Add(time.Hour), events.WorkRedirect, "third"
+	add(t, s, otherRedirect, diff)
+	if n := results("third"); n != 0 {
+		t.Errorf("%d results carried over to a work of other media", n)
+	}
+}
