@@ -448,6 +448,40 @@ func (s *Store) ReleaseEpisode(ctx context.Context, key string) (bool, error) {
 	return tag.RowsAffected() == 1, nil
 }
 
+// Redo has an episode researched again, as an operator asks: with
+// failedOnly its failed clips (their audio fixed, say), else all its clips
+// (the locator improved, say). Their results and pairs are forgotten, the
+// episode is unparked and recounted, so the pwa leases the clips again. It
+// returns how many results it forgot; false if the episode is unknown.
+func (s *Store) Redo(ctx context.Context, key string, failedOnly bool) (int, bool, error) {
+	var forgot int
+	var known bool
+	err := pgx.BeginFunc(ctx, s.db, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtext('archivist.research.works'))`); err != nil {
+			return fmt.Errorf("lock works changes: %w", err)
+		}
+		var id int64
+		err := tx.QueryRow(ctx, `UPDATE research.episodes SET parked_reason = NULL, parked_at = NULL WHERE key = $1 RETURNING id`, key).Scan(&id)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		known = true
+		if err := tx.QueryRow(ctx, `WITH d AS (DELETE FROM research.results WHERE episode_id = $1 AND ($2 = false OR failure IS NOT NULL) RETURNING clip_id),
+			p AS (DELETE FROM research.pairs WHERE episode_id = $1 AND state <> 'leased' AND clip_id IN (SELECT clip_id FROM d))
+			SELECT count(*) FROM d`, id, failedOnly).Scan(&forgot); err != nil {
+			return err
+		}
+		return recountEpisode(ctx, tx, id)
+	})
+	if err != nil {
+		return 0, false, fmt.Errorf("redo episode %s: %w", key, err)
+	}
+	return forgot, known, nil
+}
+
 // ErrUnknownPair is returned for a result whose episode or clip is unknown.
 var ErrUnknownPair = errors.New("unknown episode or clip")
 

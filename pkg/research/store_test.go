@@ -468,3 +468,39 @@ func TestResearchCarriesOverWhenWorksMerge(t *testing.T) {
 		t.Errorf("%d results carried over to a work of other media", n)
 	}
 }
+
+// TestRedoForgetsFailedOrAllClips: an operator's retry forgets an episode's
+// failed clips (and unparks it), a redo all of them; the clips are leased
+// again; an unknown episode is reported.
+func TestRedoForgetsFailedOrAllClips(t *testing.T) {
+	s := research.New(testenv.DB(t, migrations.Schema))
+	ctx := context.Background()
+	add(t, s, work("episode", "ep", 1, 1), work("clip", "a", 1, 1), work("clip", "b", 1, 1))
+	l := lease(t, s, 5)
+	for _, c := range l.Clips {
+		r := &events.ResearchCompleted{LeaseID: l.ID, Episode: "ep", Clip: c.Key, Researcher: "r", Occurrences: []events.Occurrence{}}
+		if c.Key == "b" {
+			r.Failure = "corrupt audio"
+		}
+		if _, err := s.StoreResult(ctx, r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if l := lease(t, s, 5); l != nil {
+		t.Fatalf("leased %+v before any retry", l)
+	}
+	n, known, err := s.Redo(ctx, "ep", true)
+	if err != nil || !known || n != 1 {
+		t.Fatalf("retry: %d %v %v, want the failed clip forgotten", n, known, err)
+	}
+	if l := lease(t, s, 5); l == nil || len(l.Clips) != 1 || l.Clips[0].Key != "b" {
+		t.Fatalf("after the retry leased %+v, want clip b alone", l)
+	}
+	n, _, err = s.Redo(ctx, "ep", false)
+	if err != nil || n != 1 {
+		t.Fatalf("redo: %d %v, want a's result forgotten (b's is leased)", n, err)
+	}
+	if _, known, _ := s.Redo(ctx, "nope", false); known {
+		t.Error("redo of an unknown episode reported it known")
+	}
+}

@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -42,7 +43,7 @@ commands:
             a private PostgreSQL under the data dir unless DATABASE_URL is set,
             a local blob store, and every service
   migrate   run every service's migrations against DATABASE_URL
-  research status | release EPISODE
+  research status | release|retry|redo EPISODE
             research progress: episodes complete, in progress and waiting,
             active leases, queue depth and live researchers (from the pwa)
   audit status [--json]
@@ -184,8 +185,9 @@ func envOr(name, def string) string {
 }
 
 func researchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	const usage = "usage: archivist research status [--pwa URL] [--json] | archivist research release [--pwa URL] EPISODE"
-	if len(args) == 0 || args[0] != "status" && args[0] != "release" {
+	const usage = "usage: archivist research status [--pwa URL] [--json] | archivist research release|retry|redo [--pwa URL] EPISODE\n" +
+		"  release: a parked episode is leased again; retry: its failed clips are researched again; redo: all its clips are"
+	if len(args) == 0 || !slices.Contains([]string{"status", "release", "retry", "redo"}, args[0]) {
 		return errors.New(usage)
 	}
 	fs := flag.NewFlagSet("research "+args[0], flag.ContinueOnError)
@@ -203,6 +205,17 @@ func researchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) e
 			return err
 		}
 		fmt.Fprintf(stdout, "released %s: it is leased again\n", fs.Arg(0))
+		return nil
+	}
+	if args[0] == "retry" || args[0] == "redo" {
+		if fs.NArg() != 1 {
+			return errors.New(usage)
+		}
+		n, err := researchcmd.Redo(ctx, *base, fs.Arg(0), args[0])
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "%s: %d results forgotten; its clips are leased again\n", fs.Arg(0), n)
 		return nil
 	}
 	st, err := researchcmd.Fetch(ctx, *base)

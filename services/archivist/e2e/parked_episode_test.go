@@ -70,4 +70,18 @@ func TestEpisodeWithMissingMediaIsParked(t *testing.T) {
 		t.Errorf("second release: %v", err)
 	}
 	w.waitStored(30 * time.Second)
+
+	// An operator has an episode researched again: retry (its failed clips:
+	// none here), redo (all of them: its result forgotten, then stored
+	// again); an unknown episode is a 404.
+	if n, err := researchcmd.Redo(ctx, base, "ep:000", "retry"); err != nil || n != 0 {
+		t.Errorf("retry of an episode without failed clips: %d %v, want 0 forgotten", n, err)
+	}
+	if n, err := researchcmd.Redo(ctx, base, "ep:000", "redo"); err != nil || n != 1 {
+		t.Fatalf("redo: %d %v, want 1 result forgotten", n, err)
+	}
+	w.waitStored(30 * time.Second)
+	if _, err := researchcmd.Redo(ctx, base, "ep:nope", "redo"); err == nil || !strings.Contains(err.Error(), "404") {
+		t.Errorf("redo of an unknown episode: %v", err)
+	}
 }

@@ -55,3 +55,14 @@ func Print(w io.Writer, st research.Status, now time.Time) error {
 func Release(ctx context.Context, base, episode string) error {
 	return apiclient.Post(ctx, "pwa", strings.TrimRight(base, "/")+"/v1/research/episodes/"+url.PathEscape(episode)+"/release", nil, nil)
 }
+
+// Redo has an episode researched again at the pwa at base: its failed
+// clips (action "retry") or all its clips ("redo"). It returns how many
+// results were forgotten.
+func Redo(ctx context.Context, base, episode, action string) (int, error) {
+	var out struct {
+		Forgot int `json:"results_forgotten"`
+	}
+	err := apiclient.Post(ctx, "pwa", strings.TrimRight(base, "/")+"/v1/research/episodes/"+url.PathEscape(episode)+"/"+action, nil, &out)
+	return out.Forgot, err
+}

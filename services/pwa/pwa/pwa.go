@@ -334,5 +334,28 @@ func (p *PWA) Handler() http.Handler {
 		p.Wake()
 		json.NewEncoder(w).Encode(map[string]string{"released": key})
 	})
+	// An operator has an episode researched again: its failed clips
+	// (retry) or all of them (redo).
+	for action, failedOnly := range map[string]bool{"retry": true, "redo": false} {
+		mux.HandleFunc("POST /v1/research/episodes/{key}/"+action, func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", "application/json")
+			key := r.PathValue("key")
+			forgot, known, err := p.store.Redo(r.Context(), key, failedOnly)
+			if err != nil {
+				p.log.Error(action+" episode", "episode", key, "err", err)
+				w.WriteHeader(http.StatusInternalServerError)
+				json.NewEncoder(w).Encode(map[string]string{"error": action + " of the episode failed"})
+				return
+			}
+			if !known {
+				w.WriteHeader(http.StatusNotFound)
+				json.NewEncoder(w).Encode(map[string]string{"error": "no episode " + key})
+				return
+			}
+			p.log.Info("episode researched again by an operator", "episode", key, "action", action, "results_forgotten", forgot)
+			p.Wake()
+			json.NewEncoder(w).Encode(map[string]any{"episode": key, "action": action, "results_forgotten": forgot})
+		})
+	}
 	return mux
 }
