@@ -44,13 +44,13 @@ type Config struct {
 	DispatchInterval time.Duration `env:"INDEXER_DISPATCH_INTERVAL, default=2s"`
 	// MaxFailures parks a file after this many failed attempts.
 	MaxFailures int `env:"INDEXER_MAX_FAILURES, default=3"`
-	// StaleAfter hands a queued or indexing file out again after this long
-	// (a lost task, a dead indexer).
-	StaleAfter time.Duration `env:"INDEXER_STALE_AFTER, default=10m"`
+	// StaleAfter hands a queued file, or an indexing file whose claim was
+	// not touched for this long (a lost task, a dead indexer: a live one
+	// touches it every StaleAfter/3), out again.
+	StaleAfter time.Duration `env:"INDEXER_STALE_AFTER, default=2m"`
 	// TaskTimeout bounds indexing one file; a file that takes longer fails
-	// that attempt (and after MaxFailures is parked). It must be shorter
-	// than StaleAfter.
-	TaskTimeout time.Duration `env:"INDEXER_TASK_TIMEOUT, default=8m"`
+	// that attempt (and after MaxFailures is parked).
+	TaskTimeout time.Duration `env:"INDEXER_TASK_TIMEOUT, default=1h"`
 	// WorkDir holds the sorted runs of a large file's CDX lines and its
 	// output before upload ("" is the system's temporary directory).
 	WorkDir string `env:"INDEXER_WORK_DIR"`
@@ -77,8 +77,8 @@ func Definition() service.Definition {
 }
 
 func run(ctx context.Context, env *service.Env, cfg Config) error {
-	if cfg.TaskTimeout >= cfg.StaleAfter {
-		return fmt.Errorf("INDEXER_TASK_TIMEOUT (%s) must be shorter than INDEXER_STALE_AFTER (%s)", cfg.TaskTimeout, cfg.StaleAfter)
+	if cfg.StaleAfter < time.Second || cfg.TaskTimeout <= 0 {
+		return fmt.Errorf("INDEXER_STALE_AFTER (%s) must be at least 1s and INDEXER_TASK_TIMEOUT (%s) positive", cfg.StaleAfter, cfg.TaskTimeout)
 	}
 	ix := New(env.Bus, registry.New(env.DB, cfg.MaxFailures), env.Blob, cfg, env.Log)
 	recorded, err := bus.Consume(ctx, env.Bus, events.IndexerRecorded, ix.Recorded, bus.WithConcurrency(4))
@@ -228,6 +228,22 @@ func (ix *Indexer) Task(ctx context.Context, m *bus.Message[events.IndexTask]) e
 	}
 	tctx, cancel := context.WithTimeout(ctx, ix.cfg.TaskTimeout)
 	defer cancel()
+	// While the task runs its claim is touched, so that a long file is not
+	// taken for the file of a dead indexer.
+	go func() {
+		t := time.NewTicker(ix.cfg.StaleAfter / 3)
+		defer t.Stop()
+		for {
+			select {
+			case <-tctx.Done():
+				return
+			case <-t.C:
+				if err := ix.reg.Touch(tctx, d); err != nil && tctx.Err() == nil {
+					log.Warn("touch the claim", "err", err)
+				}
+			}
+		}
+	}()
 	rc, _, err := ix.blob.Get(tctx, d.Name)
 	if err != nil {
 		log.Warn("cannot read archive file", "err", err)

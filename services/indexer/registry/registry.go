@@ -93,6 +93,18 @@ func (r *Registry) Claim(ctx context.Context, d Due) (bool, error) {
 	return tag.RowsAffected() == 1, nil
 }
 
+// Touch keeps attempt's claim of its file fresh: a file indexing with a
+// live indexer is never taken for stale, however long it takes (its task
+// is bounded by INDEXER_TASK_TIMEOUT); one whose indexer died is, within
+// INDEXER_STALE_AFTER of its last touch.
+func (r *Registry) Touch(ctx context.Context, d Due) error {
+	if _, err := r.db.Exec(ctx, `UPDATE indexer.files SET status_at = now() WHERE name = $1 AND attempts = $2 AND status = 'indexing'`,
+		d.Name, d.Attempt); err != nil {
+		return fmt.Errorf("touch %s: %w", d.Name, err)
+	}
+	return nil
+}
+
 // Indexed records attempt's output as the file's, in one statement: status,
 // output and the announcement still to make. fault is the reason the file
 // could not be indexed whole, or "" (then the file is indexed). A faulty
