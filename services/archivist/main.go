@@ -350,22 +350,10 @@ func auditCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	switch args[0] {
 	case "parked":
 		p, err := auditcmd.Parked(ctx, *base)
-		if err != nil {
-			return err
-		}
-		if *asJSON {
-			return printJSON(stdout, p)
-		}
-		return auditcmd.PrintParked(stdout, p)
+		return show(stdout, p, err, *asJSON, auditcmd.PrintParked)
 	case "resolutions":
 		res, err := auditcmd.Resolutions(ctx, *base, *all)
-		if err != nil {
-			return err
-		}
-		if *asJSON {
-			return printJSON(stdout, res)
-		}
-		return auditcmd.PrintResolutions(stdout, res)
+		return show(stdout, res, err, *asJSON, auditcmd.PrintResolutions)
 	case "close":
 		id, err := strconv.ParseInt(fs.Arg(0), 10, 64)
 		if err != nil {
@@ -378,13 +366,7 @@ func auditCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return nil
 	case "status":
 		st, err := auditcmd.Status(ctx, *base)
-		if err != nil {
-			return err
-		}
-		if *asJSON {
-			return printJSON(stdout, st)
-		}
-		return auditcmd.Print(stdout, st)
+		return show(stdout, st, err, *asJSON, auditcmd.Print)
 	case "check":
 		object := fs.Arg(0)
 		if (object == "") == (*space == "") {
@@ -399,6 +381,17 @@ func auditCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	default:
 		return usage
 	}
+}
+
+// show prints a view read with err: as JSON, or for a person.
+func show[T any](stdout io.Writer, v T, err error, asJSON bool, print func(io.Writer, T) error) error {
+	if err != nil {
+		return err
+	}
+	if asJSON {
+		return printJSON(stdout, v)
+	}
+	return print(stdout, v)
 }
 
 // printJSON writes v as indented JSON: the --json form of every view.

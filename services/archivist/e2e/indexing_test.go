@@ -176,12 +176,21 @@ func newRestartRig(t *testing.T, files, fileSize int) *restartRig {
 // count returns the lines the CDX API answers for every file and how many of
 // them are distinct; -1, -1 when the API does not answer.
 func (r *restartRig) count() (lines, distinct int) {
-	resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/cdx?url=example.com&matchType=domain", r.port))
+	return cdxLines(fmt.Sprintf("http://127.0.0.1:%d/cdx?url=example.com&matchType=domain", r.port))
+}
+
+// cdxLines returns the lines a CDX query answers and how many of them are
+// distinct; -1, -1 when the API does not answer.
+func cdxLines(query string) (lines, distinct int) {
+	resp, err := http.Get(query)
 	if err != nil {
 		return -1, -1
 	}
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		return -1, -1
+	}
 	seen := map[string]bool{}
 	for _, l := range strings.Split(strings.TrimSpace(string(b)), "\n") {
 		if l != "" {

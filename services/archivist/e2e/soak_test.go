@@ -519,7 +519,8 @@ func (s *soak) observe(ctx context.Context, db *pgxpool.Pool, sent soakSent, fin
 	q(&st.checked, `SELECT count(*) FROM auditor.schedule WHERE checked_at >= $1`, finalCheck)
 	q(&st.badChecks, `SELECT count(*) FROM (SELECT DISTINCT ON (object) success FROM auditor.bit_log ORDER BY object, id DESC) l WHERE NOT success`)
 	st.unchecked = st.objects - st.checked
-	st.lines, st.distinct = s.cdxLines()
+	st.lines, st.distinct = cdxLines(s.api["aggregator"] + "/cdx?url=soak.example&matchType=domain")
+	st.lines, st.distinct = max(st.lines, 0), max(st.distinct, 0)
 	st.deadLetters, st.poisonLetters = s.deadLetters(ctx)
 
 	want := func(what string, got, n int) {
@@ -556,27 +557,6 @@ func (s *soak) observe(ctx context.Context, db *pgxpool.Pool, sent soakSent, fin
 		problems = append(problems, "the poison message was never dead-lettered")
 	}
 	return st, problems
-}
-
-// cdxLines asks the CDX API for every line of the soak's hosts.
-func (s *soak) cdxLines() (lines, distinct int) {
-	resp, err := http.Get(s.api["aggregator"] + "/cdx?url=soak.example&matchType=domain")
-	if err != nil {
-		return 0, 0
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	if resp.StatusCode != http.StatusOK {
-		return 0, 0
-	}
-	seen := map[string]bool{}
-	for _, l := range strings.Split(strings.TrimSpace(string(b)), "\n") {
-		if l != "" {
-			lines++
-			seen[l] = true
-		}
-	}
-	return lines, len(seen)
 }
 
 // deadLetters counts the dead letters, and those that are the poison.

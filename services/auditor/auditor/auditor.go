@@ -422,6 +422,17 @@ func (a *Auditor) CheckNow(ctx context.Context, object, space string, light bool
 	return len(out), a.bus.PublishBatch(ctx, out)
 }
 
+// replyRead answers a read: v, or a 500 saying what could not be read (the
+// error goes to the log, not to the client).
+func (a *Auditor) replyRead(w http.ResponseWriter, what string, v any, err error) {
+	if err != nil {
+		a.log.Error("read "+what, "err", err)
+		reply(w, http.StatusInternalServerError, map[string]string{"error": "reading the " + what + " failed"})
+		return
+	}
+	reply(w, http.StatusOK, v)
+}
+
 // ParkedObject is an object whose check failed three times.
 type ParkedObject struct {
 	Object   string    `json:"object"`
@@ -564,23 +575,21 @@ func (a *Auditor) Status(ctx context.Context) (Status, error) {
 	return st, nil
 }
 
-// Handler serves GET /v1/audit/status and POST /v1/audit/check
-// ({"object": KEY} or {"space": PREFIX}, optional "light").
+// reply writes v as JSON with code.
+func reply(w http.ResponseWriter, code int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	json.NewEncoder(w).Encode(v)
+}
+
+// Handler serves GET /v1/audit/status, POST /v1/audit/check ({"object":
+// KEY} or {"space": PREFIX}, optional "light"), GET /v1/audit/parked, GET
+// /v1/audit/resolutions and POST /v1/audit/resolutions/{id}/close.
 func (a *Auditor) Handler() http.Handler {
 	mux := http.NewServeMux()
-	reply := func(w http.ResponseWriter, code int, v any) {
-		w.Header().Set("Content-Type", "application/json")
-		w.WriteHeader(code)
-		json.NewEncoder(w).Encode(v)
-	}
 	mux.HandleFunc("GET /v1/audit/status", func(w http.ResponseWriter, r *http.Request) {
 		st, err := a.Status(r.Context())
-		if err != nil {
-			a.log.Error("audit status", "err", err)
-			reply(w, http.StatusInternalServerError, map[string]string{"error": "reading the audit status failed"})
-			return
-		}
-		reply(w, http.StatusOK, st)
+		a.replyRead(w, "audit status", st, err)
 	})
 	limit := func(r *http.Request) (int, bool) {
 		n := 100
@@ -599,12 +608,7 @@ func (a *Auditor) Handler() http.Handler {
 			return
 		}
 		p, err := a.Parked(r.Context(), n)
-		if err != nil {
-			a.log.Error("parked objects", "err", err)
-			reply(w, http.StatusInternalServerError, map[string]string{"error": "reading the parked objects failed"})
-			return
-		}
-		reply(w, http.StatusOK, p)
+		a.replyRead(w, "parked objects", p, err)
 	})
 	mux.HandleFunc("GET /v1/audit/resolutions", func(w http.ResponseWriter, r *http.Request) {
 		n, ok := limit(r)
@@ -620,12 +624,7 @@ func (a *Auditor) Handler() http.Handler {
 			return
 		}
 		res, err := a.Resolutions(r.Context(), state, n)
-		if err != nil {
-			a.log.Error("resolution tasks", "err", err)
-			reply(w, http.StatusInternalServerError, map[string]string{"error": "reading the resolution tasks failed"})
-			return
-		}
-		reply(w, http.StatusOK, res)
+		a.replyRead(w, "resolution tasks", res, err)
 	})
 	mux.HandleFunc("POST /v1/audit/resolutions/{id}/close", func(w http.ResponseWriter, r *http.Request) {
 		id, err := strconv.ParseInt(r.PathValue("id"), 10, 64)

@@ -3,7 +3,6 @@ package indexer_test
 import (
 	"bytes"
 	"context"
-	"io"
 	"testing"
 	"time"
 
@@ -14,30 +13,6 @@ import (
 	"github.com/archivist/archivist/services/indexer/migrations"
 	"github.com/archivist/archivist/services/indexer/registry"
 )
-
-// pacedStore serves one key 64 bytes every 100 ms.
-type pacedStore struct {
-	blob.Store
-	key string
-}
-
-func (s pacedStore) Get(ctx context.Context, key string) (io.ReadCloser, blob.Info, error) {
-	rc, info, err := s.Store.Get(ctx, key)
-	if err != nil || key != s.key {
-		return rc, info, err
-	}
-	return struct {
-		io.Reader
-		io.Closer
-	}{paced{rc}, rc}, info, nil
-}
-
-type paced struct{ r io.Reader }
-
-func (p paced) Read(b []byte) (int, error) {
-	time.Sleep(100 * time.Millisecond)
-	return p.r.Read(b[:min(len(b), 64)])
-}
 
 // TestIndexingLongerThanTheStaleTimeIsRecorded: a file whose indexing took
 // longer than INDEXER_STALE_AFTER was taken for the file of a dead indexer,
@@ -54,7 +29,7 @@ func TestIndexingLongerThanTheStaleTimeIsRecorded(t *testing.T) {
 		t.Fatalf("the file is %d bytes: too short to outlast the 1 s stale time at 64 bytes per 100 ms", len(file))
 	}
 	local.Put(ctx, "warcs/long.warc.gz", bytes.NewReader(file), nil)
-	sh := testenv.Shared{NATSURL: testenv.NATS(t), DBURL: testenv.DBURL(t, migrations.Schema), Blob: pacedStore{local, "warcs/long.warc.gz"}}
+	sh := testenv.Shared{NATSURL: testenv.NATS(t), DBURL: testenv.DBURL(t, migrations.Schema), Blob: slowStore{local, "warcs/long.warc.gz", 64, 100 * time.Millisecond}}
 	testenv.StartServiceIn(t, indexer.Definition(), sh, map[string]string{
 		"INDEXER_REPOSITORY_PREFIX": "warcs/", "INDEXER_DISPATCH_INTERVAL": "50ms",
 		"INDEXER_TASK_TIMEOUT": "1m", "INDEXER_STALE_AFTER": "1s",

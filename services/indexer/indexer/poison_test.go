@@ -16,11 +16,13 @@ import (
 	"github.com/archivist/archivist/services/indexer/registry"
 )
 
-// slowStore serves one key a byte every 50 ms: a file whose indexing
-// would take hours.
+// slowStore serves one key chunk bytes every delay: a file whose indexing
+// takes as long as a test needs.
 type slowStore struct {
 	blob.Store
-	key string
+	key   string
+	chunk int
+	delay time.Duration
 }
 
 func (s slowStore) Get(ctx context.Context, key string) (io.ReadCloser, blob.Info, error) {
@@ -31,14 +33,18 @@ func (s slowStore) Get(ctx context.Context, key string) (io.ReadCloser, blob.Inf
 	return struct {
 		io.Reader
 		io.Closer
-	}{&trickle{rc}, rc}, info, nil
+	}{&trickle{rc, s.chunk, s.delay}, rc}, info, nil
 }
 
-type trickle struct{ r io.Reader }
+type trickle struct {
+	r     io.Reader
+	chunk int
+	delay time.Duration
+}
 
 func (t *trickle) Read(p []byte) (int, error) {
-	time.Sleep(50 * time.Millisecond)
-	return t.r.Read(p[:min(len(p), 1)])
+	time.Sleep(t.delay)
+	return t.r.Read(p[:min(len(p), t.chunk)])
 }
 
 // A file that takes longer than INDEXER_TASK_TIMEOUT fails that attempt,
@@ -52,7 +58,7 @@ func TestFileOutlastingTheDeadlineIsParked(t *testing.T) {
 	}
 	local.Put(ctx, "warcs/slow.warc.gz", bytes.NewReader(warcFile("slow.example", 50)), nil)
 	local.Put(ctx, "warcs/ok.warc.gz", bytes.NewReader(warcFile("ok.example", 2)), nil)
-	sh := testenv.Shared{NATSURL: testenv.NATS(t), DBURL: testenv.DBURL(t, migrations.Schema), Blob: slowStore{local, "warcs/slow.warc.gz"}}
+	sh := testenv.Shared{NATSURL: testenv.NATS(t), DBURL: testenv.DBURL(t, migrations.Schema), Blob: slowStore{local, "warcs/slow.warc.gz", 1, 50 * time.Millisecond}}
 	testenv.StartServiceIn(t, indexer.Definition(), sh, map[string]string{
 		"INDEXER_REPOSITORY_PREFIX": "warcs/", "INDEXER_DISPATCH_INTERVAL": "50ms", "INDEXER_MAX_FAILURES": "3",
 		"INDEXER_TASK_TIMEOUT": "300ms", "INDEXER_STALE_AFTER": "30s",
