@@ -189,7 +189,16 @@ func (e *Env) Serve(ctx context.Context, api, addr string, h http.Handler, loops
 }
 
 // ServeHTTP serves h on addr with the service's HTTP limits and shutdown
-// timeout (see the package function ServeHTTP).
+// timeout (see the package function ServeHTTP), every request
+// authenticated as API_AUTH says: a request without a known key is a 401
+// before h sees it, and h's routes Require the role they need.
 func (e *Env) ServeHTTP(ctx context.Context, addr string, h http.Handler, ready func(addr string)) error {
-	return ServeHTTP(ctx, addr, h, e.HTTP, e.Log, e.ShutdownTimeout, ready)
+	auth, err := newAuthenticator(e.Auth)
+	if err != nil {
+		return fmt.Errorf("%s API: %w", e.Name, err)
+	}
+	if e.Auth.Mode == "off" {
+		e.Log.Warn("API authentication is off (API_AUTH=off): anyone who reaches the API may use it")
+	}
+	return ServeHTTP(ctx, addr, auth.wrap(h), e.HTTP, e.Log, e.ShutdownTimeout, ready)
 }

@@ -56,6 +56,8 @@ type Common struct {
 	Blob blob.Config
 	// HTTP bounds every API server of the service.
 	HTTP HTTPLimits
+	// Auth says how the APIs authenticate their callers.
+	Auth AuthConfig
 }
 
 // Env is what a running service is given.
@@ -76,6 +78,8 @@ type Env struct {
 	ShutdownTimeout time.Duration
 	// HTTP bounds the service's API servers.
 	HTTP HTTPLimits
+	// Auth says how the service's APIs authenticate their callers.
+	Auth AuthConfig
 
 	lookuper envconfig.Lookuper
 	admin    *Admin
@@ -130,7 +134,7 @@ type closer struct {
 func Start(ctx context.Context, def Definition, common Common, deps Deps) (_ *Running, err error) {
 	log := deps.Log.With("service", def.Name)
 	reg := prometheus.WrapRegistererWith(prometheus.Labels{"service": def.Name}, deps.Admin.Registry)
-	env := &Env{Name: def.Name, Log: log, Metrics: reg, ShutdownTimeout: common.ShutdownTimeout, HTTP: common.HTTP, lookuper: deps.Lookuper, admin: deps.Admin}
+	env := &Env{Name: def.Name, Log: log, Metrics: reg, ShutdownTimeout: common.ShutdownTimeout, HTTP: common.HTTP, Auth: common.Auth, lookuper: deps.Lookuper, admin: deps.Admin}
 	r := &Running{def: def, env: env, done: make(chan struct{})}
 	deps.Admin.Starting(def.Name)
 	defer func() {

@@ -66,7 +66,12 @@ func StartServiceIn(t testing.TB, def service.Definition, sh Shared, env map[str
 	s.Admin = admin.Addr()
 	common := service.Common{ShutdownTimeout: 10 * time.Second, MigrateOnStart: true,
 		Bus:   bus.Config{URL: s.NATSURL, Replicas: 1, User: env["NATS_USER"], Password: env["NATS_PASSWORD"]},
-		Store: store.Config{URL: s.DBURL, MaxConns: 5}}
+		Store: store.Config{URL: s.DBURL, MaxConns: 5},
+		// Tests reach the APIs without keys unless they test the keys.
+		Auth: service.AuthConfig{Mode: "off", KeysFile: env["API_KEYS_FILE"]}}
+	if v := env["API_AUTH"]; v != "" {
+		common.Auth.Mode = v
+	}
 	if v, err := strconv.Atoi(env["DATABASE_MAX_CONNS"]); err == nil && v > 0 {
 		common.Store.MaxConns = int32(v)
 	}

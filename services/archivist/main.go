@@ -51,6 +51,12 @@ commands:
             open resolution tasks, audit queue, dead letters
   audit check OBJECT | --space PREFIX [--light]
             queue high-priority checks now
+  audit parked | resolutions [--all] | close TASK
+            objects whose check failed three times; resolution tasks
+  key new NAME --role ROLE[,ROLE] [--source SOURCE]
+            make an API key: prints the key (give it to its holder) and
+            the line to add to API_KEYS_FILE; delete the line to revoke it
+            (the CLI presents ARCHIVIST_TOKEN, or .archivist/api.token)
   index status [--json] | index reset FILE
             indexing: files by status, parked files with their errors,
             freshness; make a parked file due again
@@ -138,6 +144,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return batchcmd.Run(ctx, args, stdout, stderr)
 	case "locate":
 		return locateCmd(ctx, args[1:], stdout, stderr)
+	case "key":
+		return keyCmd(args[1:], stdout, stderr)
 	case "dlq":
 		return dlqCmd(ctx, args[1:], stdout, stderr, log)
 	case "version":
@@ -381,6 +389,31 @@ func auditCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	default:
 		return usage
 	}
+}
+
+// keyCmd is `archivist key new`: an API key and its keys-file line.
+func keyCmd(args []string, stdout, stderr io.Writer) error {
+	usage := errors.New("usage: archivist key new NAME --role reader|publisher|operator[,...] [--source SOURCE]")
+	if len(args) < 2 || args[0] != "new" {
+		return usage
+	}
+	fs := flag.NewFlagSet("key new", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	roles := fs.String("role", "", "the key's roles, comma-separated: reader, publisher, operator")
+	source := fs.String("source", "", "a publisher's source: the records it posts carry it")
+	if err := fs.Parse(args[2:]); err != nil {
+		return err
+	}
+	var rs []service.Role
+	for _, r := range strings.Split(*roles, ",") {
+		rs = append(rs, service.Role(strings.TrimSpace(r)))
+	}
+	key, line := service.NewKey(args[1], rs, *source)
+	if _, err := service.ParseKeys(line); err != nil {
+		return fmt.Errorf("%w\n%v", err, usage)
+	}
+	fmt.Fprintf(stdout, "key (give it to %s; it is not kept):\n  %s\nline for API_KEYS_FILE:\n  %s\n", args[1], key, line)
+	return nil
 }
 
 // show prints a view read with err: as JSON, or for a person.

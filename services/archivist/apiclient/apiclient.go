@@ -9,8 +9,32 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 )
+
+// Token is the API key the CLI presents: ARCHIVIST_TOKEN, else the file
+// ARCHIVIST_TOKEN_FILE names, else the one `archivist dev` wrote under its
+// data dir (ARCHIVIST_DATA_DIR, default .archivist); "" when there is none.
+func Token() string {
+	if v := os.Getenv("ARCHIVIST_TOKEN"); v != "" {
+		return v
+	}
+	file := os.Getenv("ARCHIVIST_TOKEN_FILE")
+	if file == "" {
+		dir := os.Getenv("ARCHIVIST_DATA_DIR")
+		if dir == "" {
+			dir = ".archivist"
+		}
+		file = filepath.Join(dir, "api.token")
+	}
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSpace(string(b))
+}
 
 // Get fetches url and decodes its JSON into out. service names the service
 // in errors.
@@ -37,6 +61,9 @@ func Do(ctx context.Context, service, method, url string, body, out any) error {
 	req, err := http.NewRequestWithContext(ctx, method, url, rd)
 	if err != nil {
 		return err
+	}
+	if key := Token(); key != "" {
+		req.Header.Set("Authorization", "Bearer "+key)
 	}
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")

@@ -81,7 +81,13 @@ func Run(ctx context.Context, o Options, defs []service.Definition, log *slog.Lo
 		dbURL = pg.URL("archivist")
 	}
 
+	keysFile, tokenFile, err := devKeys(dataDir)
+	if err != nil {
+		return err
+	}
 	defaults := map[string]string{
+		"API_AUTH":             "keys",
+		"API_KEYS_FILE":        keysFile,
 		"NATS_URL":             natsURL,
 		"DATABASE_URL":         dbURL,
 		"BLOB_URL":             "file://" + filepath.Join(dataDir, "blobs"),
@@ -122,10 +128,38 @@ func Run(ctx context.Context, o Options, defs []service.Definition, log *slog.Lo
   index             http://%s/v1/index/status (ARC/WARC files under the blob store's warcs/)
   CDX API           http://%s/cdx?url=...
   admin             http://%s/healthz  /readyz  /metrics
+  API key           %s (operator and publisher as source "http"; the CLI reads it;
+                    curl -H "Authorization: Bearer $(cat %s)" ...)
 Ctrl-C stops everything.
-`, dataDir, natsURL, monitor, redacted(dbURL), common.Blob.URL, hostPort(o.CuratorAddr), hostPort(o.PWAAddr), hostPort(o.AuditorAddr), hostPort(o.IndexerAddr), hostPort(o.AggregatorAddr), admin.Addr())
+`, dataDir, natsURL, monitor, redacted(dbURL), common.Blob.URL, hostPort(o.CuratorAddr), hostPort(o.PWAAddr), hostPort(o.AuditorAddr), hostPort(o.IndexerAddr), hostPort(o.AggregatorAddr), admin.Addr(),
+		tokenFile, tokenFile)
 
 	return service.Serve(ctx, defs, common, service.Deps{Log: log, Admin: admin, Lookuper: lookuper})
+}
+
+// TokenFile is where `archivist dev` keeps the local operator's API key,
+// under the data dir; the CLI reads it (ARCHIVIST_TOKEN overrides).
+const TokenFile = "api.token"
+
+// devKeys makes, on the first run, the data dir's keys file with one key
+// for the local operator (operator and publisher, as source "http") and
+// writes the key itself to the token file, readable by its owner only.
+func devKeys(dataDir string) (keysFile, tokenFile string, err error) {
+	keysFile, tokenFile = filepath.Join(dataDir, "api-keys"), filepath.Join(dataDir, TokenFile)
+	if _, err := os.Stat(keysFile); err == nil {
+		if _, err := os.Stat(tokenFile); err == nil {
+			return keysFile, tokenFile, nil
+		}
+	}
+	key, line := service.NewKey("local-operator", []service.Role{service.Operator, service.Publisher}, "http")
+	if err := os.WriteFile(tokenFile, []byte(key+"\n"), 0o600); err != nil {
+		return "", "", fmt.Errorf("API token: %w", err)
+	}
+	keys := "# API keys of this development system: NAME ROLES SHA256-OF-KEY [source=SOURCE]\n" + line + "\n"
+	if err := os.WriteFile(keysFile, []byte(keys), 0o600); err != nil {
+		return "", "", fmt.Errorf("API keys: %w", err)
+	}
+	return keysFile, tokenFile, nil
 }
 
 func ensureDatabase(ctx context.Context, adminURL, name string) error {

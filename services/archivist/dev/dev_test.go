@@ -96,6 +96,28 @@ func TestDevRunsTheSystemAndKeepsItsData(t *testing.T) {
 			t.Errorf("startup banner lacks %q:\n%s", want, out)
 		}
 	}
+	// The API needs the key dev made (the banner says where it is).
+	tokenFile := filepath.Join(o.DataDir, dev.TokenFile)
+	if !strings.Contains(out.String(), tokenFile) {
+		t.Errorf("the banner does not say where the API key is:\n%s", out)
+	}
+	key, err := os.ReadFile(tokenFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st, _ := os.Stat(tokenFile); st.Mode().Perm() != 0o600 {
+		t.Errorf("the key file is %v, want 0600", st.Mode().Perm())
+	}
+	post := func(ctype string, body io.Reader) *http.Response {
+		req, _ := http.NewRequest("POST", "http://"+o.CuratorAddr+"/v1/episodes", body)
+		req.Header.Set("Content-Type", ctype)
+		req.Header.Set("Authorization", "Bearer "+strings.TrimSpace(string(key)))
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp
+	}
 	body := `{"id":"ep-dev","title":"Dev run","media":{"key":"audio/ep-dev.mp3","sha256":""},"duration_ms":1,"priority":1,
 		"initial_curated_at":"2026-01-01T00:00:00Z","latest_curated_at":"2026-01-01T00:00:00Z"}`
 	resp, err := http.Post("http://"+o.CuratorAddr+"/v1/episodes", "application/json", strings.NewReader(body))
@@ -103,16 +125,18 @@ func TestDevRunsTheSystemAndKeepsItsData(t *testing.T) {
 		t.Fatal(err)
 	}
 	resp.Body.Close()
+	if resp.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("POST without a key: %d, want 401", resp.StatusCode)
+	}
+	resp = post("application/json", strings.NewReader(body))
+	resp.Body.Close()
 	if resp.StatusCode != http.StatusAccepted {
 		t.Fatalf("POST: %d", resp.StatusCode)
 	}
 	// The issue's 14-byte msgpack bomb: 400 naming the bound, and the
 	// curator goes on serving (the POST above is then read back).
 	bomb := append(append([]byte{0x81, 0xa7}, "same_as"...), 0xdd, 0xff, 0xff, 0xff, 0xff)
-	resp, err = http.Post("http://"+o.CuratorAddr+"/v1/episodes", "application/msgpack", bytes.NewReader(bomb))
-	if err != nil {
-		t.Fatal(err)
-	}
+	resp = post("application/msgpack", bytes.NewReader(bomb))
 	b, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(b), "exceeds the limit") {
@@ -140,7 +164,9 @@ func TestDevRunsTheSystemAndKeepsItsData(t *testing.T) {
 	}
 
 	stop, _ = runDev(t, o)
-	resp, err = http.Get("http://" + o.CuratorAddr + "/v1/episodes/http:ep-dev")
+	req, _ := http.NewRequest("GET", "http://"+o.CuratorAddr+"/v1/episodes/http:ep-dev", nil)
+	req.Header.Set("Authorization", "Bearer "+strings.TrimSpace(string(key))) // the same key, kept
+	resp, err = http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"mime"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 
@@ -19,6 +20,7 @@ import (
 
 	"github.com/archivist/archivist/events"
 	"github.com/archivist/archivist/pkg/bus"
+	"github.com/archivist/archivist/pkg/service"
 	"github.com/archivist/archivist/services/curator/catalog"
 	"github.com/archivist/archivist/services/curator/merger"
 )
@@ -53,6 +55,15 @@ func New(b *bus.Bus, cat *catalog.Catalog, log *slog.Logger) *Server {
 // a retried POST is stored once.
 func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
+	s.Routes(mux)
+	return mux
+}
+
+// PublisherRoutes are the routes a publisher calls.
+var PublisherRoutes = []string{"POST /v1/episodes", "POST /v1/clips"}
+
+// Routes adds the API's routes to mux (see Handler).
+func (s *Server) Routes(mux *http.ServeMux) {
 	mux.HandleFunc("POST /v1/episodes", func(w http.ResponseWriter, r *http.Request) {
 		post[events.EpisodeUpserted](s, w, r)
 	})
@@ -63,7 +74,6 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("GET /v1/clips/{id}", func(w http.ResponseWriter, r *http.Request) { s.get(w, r, catalog.Clip) })
 	mux.HandleFunc("GET /v1/works/episodes/{key}", func(w http.ResponseWriter, r *http.Request) { s.work(w, r, catalog.Episode) })
 	mux.HandleFunc("GET /v1/works/clips/{key}", func(w http.ResponseWriter, r *http.Request) { s.work(w, r, catalog.Clip) })
-	return mux
 }
 
 // Accepted is the body of a 202.
@@ -95,9 +105,23 @@ func post[T any, PT interface {
 		writeProblem(w, err)
 		return
 	}
+	// Who sends the record is who authenticated: a publisher's key names
+	// its producer and binds its source, whatever the body or a header say.
+	// Without authentication (API_AUTH=off) the Archivist-Producer header
+	// names the producer (default "http").
 	producer := r.Header.Get("Archivist-Producer")
 	if producer == "" {
 		producer = "http"
+	}
+	caller, _ := service.Caller(r.Context())
+	if caller.Source != "" {
+		producer = caller.Name
+		// An operator may also publish for another source (to correct a
+		// record, say); a publisher only as its own.
+		if err := bindSource(ev, caller.Source, slices.Contains(caller.Roles, service.Operator)); err != nil {
+			writeProblem(w, err)
+			return
+		}
 	}
 	env, err := events.New(producer, ev)
 	if err != nil {
@@ -110,11 +134,24 @@ func post[T any, PT interface {
 			return
 		}
 		// The key names the event: a retry is the same event, sent at the
-		// same time, so it is de-duplicated on the bus and a replay in PostgreSQL.
+		// same time, so it is de-duplicated on the bus and a replay in
+		// PostgreSQL. Keys are the caller's own: another caller's same key
+		// names another event.
 		env.ID = key
+		if caller.Source != "" {
+			env.ID = caller.Name + "/" + key
+		}
 		if id, err := uuid.Parse(key); err == nil && id.Version() == 7 {
 			sec, nsec := id.Time().UnixTime()
-			env.SentAt = time.Unix(sec, nsec).UTC()
+			at := time.Unix(sec, nsec).UTC()
+			// The key's time becomes the event's version: one from the
+			// future would win over every later change, for ever.
+			if at.After(events.Now().Add(MaxClockSkew)) {
+				writeProblem(w, &badRequest{status: http.StatusBadRequest, field: "Idempotency-Key",
+					msg: fmt.Sprintf("the UUIDv7 key's time %s is more than %s in the future", at.Format(time.RFC3339), MaxClockSkew)})
+				return
+			}
+			env.SentAt = at
 		}
 	}
 	k, _ := events.Lookup(env.Type)
@@ -125,6 +162,33 @@ func post[T any, PT interface {
 		return
 	}
 	writeJSON(w, http.StatusAccepted, Accepted{ID: env.ID, Type: env.Type, SentAt: env.SentAt, Stream: ack.Stream, Sequence: ack.Sequence, Duplicate: ack.Duplicate})
+}
+
+// MaxClockSkew is how far in the future an event time taken from a UUIDv7
+// Idempotency-Key may be.
+const MaxClockSkew = 5 * time.Minute
+
+// bindSource sets a curated record's source to the publisher's, refusing a
+// body that names another unless anySource.
+func bindSource(ev events.Event, source string, anySource bool) error {
+	var a *events.CuratedAudio
+	switch e := ev.(type) {
+	case *events.EpisodeUpserted:
+		a = (*events.CuratedAudio)(e)
+	case *events.ClipUpserted:
+		a = (*events.CuratedAudio)(e)
+	default:
+		return nil
+	}
+	if a.Source != "" && a.Source != source {
+		if anySource {
+			return nil
+		}
+		return &badRequest{status: http.StatusForbidden, field: "source",
+			msg: fmt.Sprintf("your key publishes as source %q, not %q", source, a.Source)}
+	}
+	a.Source = source
+	return nil
 }
 
 // badRequest is a client error with the field it concerns.

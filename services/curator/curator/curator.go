@@ -93,9 +93,10 @@ func run(ctx context.Context, env *service.Env, cfg Config) error {
 		stoppers = append(stoppers, s.Stop)
 	}
 	mux := http.NewServeMux()
-	mux.Handle("/", api.New(env.Bus, p.Catalog, env.Log).Handler())
+	api.New(env.Bus, p.Catalog, env.Log).Routes(mux)
 	ingest.Routes(mux, ist)
-	return env.Serve(ctx, "curation API", cfg.HTTPAddr, mux, loops, stoppers...)
+	h := service.PublisherRoutes(mux, append(api.PublisherRoutes, ingest.PublisherRoutes...)...)
+	return env.Serve(ctx, "curation API", cfg.HTTPAddr, h, loops, stoppers...)
 }
 
 // Pipeline is the curator's stages on the bus: curation events through the

@@ -85,6 +85,9 @@ func (s *Store) Status(ctx context.Context, e Entity, id int64) (*Status, error)
 	return st, rows.Err()
 }
 
+// PublisherRoutes are the routes a publisher (a depositor) calls.
+var PublisherRoutes = []string{"POST /v1/batches"}
+
 // Routes adds the ingest API to mux:
 //
 //	POST /v1/batches                          submit (JSON Submission) → 201 {"batch": ID};

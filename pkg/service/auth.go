@@ -1,0 +1,293 @@
+package service
+
+import (
+	"bufio"
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/archivist/archivist/events"
+)
+
+// Role is what an API caller may do.
+type Role string
+
+// The roles. An operator may also read; a publisher may also read (the
+// status of what it submitted, say).
+const (
+	// Reader reads status, views and CDX.
+	Reader Role = "reader"
+	// Publisher posts curation records and submits batches, as the source
+	// its key is bound to.
+	Publisher Role = "publisher"
+	// Operator takes admin actions: release, requeue, delete, reset, checks.
+	Operator Role = "operator"
+)
+
+// AuthConfig says how the APIs authenticate their callers.
+type AuthConfig struct {
+	// Mode is "keys" (every API request carries a key listed in KeysFile)
+	// or "off" (no authentication: for tests and a private development
+	// machine only; the service logs a warning).
+	Mode string `env:"API_AUTH, default=keys"`
+	// KeysFile lists the API keys, hashed (see ParseKeys); it is read
+	// again when it changes, so a key is issued or revoked by editing it.
+	KeysFile string `env:"API_KEYS_FILE"`
+}
+
+// Identity is an authenticated caller.
+type Identity struct {
+	// Name names the key's holder (a curating system, an operator).
+	Name string `json:"name"`
+	// Roles are what it may do.
+	Roles []Role `json:"roles"`
+	// Source, for a publisher, is the source name its records carry.
+	Source string `json:"source,omitempty"`
+}
+
+// Has reports whether the identity may act in role.
+func (id Identity) Has(role Role) bool {
+	if slices.Contains(id.Roles, role) {
+		return true
+	}
+	return role == Reader && (slices.Contains(id.Roles, Operator) || slices.Contains(id.Roles, Publisher))
+}
+
+type identityKey struct{}
+
+// Caller returns the request's authenticated identity (with API_AUTH=off, a
+// caller named "anonymous" with every role).
+func Caller(ctx context.Context) (Identity, bool) {
+	id, ok := ctx.Value(identityKey{}).(Identity)
+	return id, ok
+}
+
+// WithCaller returns ctx carrying id (tests of handlers use it).
+func WithCaller(ctx context.Context, id Identity) context.Context {
+	return context.WithValue(ctx, identityKey{}, id)
+}
+
+// anonymous is the caller when authentication is off.
+var anonymous = Identity{Name: "anonymous", Roles: []Role{Reader, Publisher, Operator}}
+
+// PublisherRoutes marks the routes of mux (by pattern, as registered) that
+// a publisher may call: curation records and batch submissions. Every
+// other route needs the reader role for GET and HEAD and the operator role
+// for any other method.
+func PublisherRoutes(mux *http.ServeMux, patterns ...string) http.Handler {
+	rt := routed{mux: mux, publisher: map[string]bool{}}
+	for _, p := range patterns {
+		rt.publisher[p] = true
+	}
+	return rt
+}
+
+type routed struct {
+	mux       *http.ServeMux
+	publisher map[string]bool
+}
+
+func (rt routed) ServeHTTP(w http.ResponseWriter, r *http.Request) { rt.mux.ServeHTTP(w, r) }
+
+// requiredRole is the role a request to h needs.
+func requiredRole(h http.Handler, r *http.Request) Role {
+	if r.Method == http.MethodGet || r.Method == http.MethodHead {
+		return Reader
+	}
+	if rt, ok := h.(routed); ok {
+		if _, pattern := rt.mux.Handler(r); rt.publisher[pattern] {
+			return Publisher
+		}
+	}
+	return Operator
+}
+
+func writeAuthError(w http.ResponseWriter, code int, msg string) {
+	w.Header().Set("Content-Type", "application/json")
+	if code == http.StatusUnauthorized {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="archivist"`)
+	}
+	w.WriteHeader(code)
+	_ = json.NewEncoder(w).Encode(map[string]string{"error": msg})
+}
+
+// Key is one line of the keys file.
+type Key struct {
+	Identity
+	// Hash is the key's SHA-256, in hex: the file never holds a key.
+	Hash string
+}
+
+// ParseKeys reads a keys file: a line per key,
+//
+//	NAME ROLE[,ROLE...] SHA256-OF-THE-KEY-IN-HEX [source=SOURCE]
+//
+// with blank lines and lines starting with # ignored. NewKey makes a key
+// and its line.
+func ParseKeys(text string) ([]Key, error) {
+	var keys []Key
+	sc := bufio.NewScanner(strings.NewReader(text))
+	for n := 1; sc.Scan(); n++ {
+		line := strings.TrimSpace(sc.Text())
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		f := strings.Fields(line)
+		if len(f) < 3 || len(f) > 4 {
+			return nil, fmt.Errorf("keys line %d: want NAME ROLES SHA256 [source=SOURCE]", n)
+		}
+		k := Key{Identity: Identity{Name: f[0]}, Hash: strings.ToLower(f[2])}
+		for _, r := range strings.Split(f[1], ",") {
+			switch Role(r) {
+			case Reader, Publisher, Operator:
+				k.Roles = append(k.Roles, Role(r))
+			default:
+				return nil, fmt.Errorf("keys line %d: unknown role %q (reader, publisher, operator)", n, r)
+			}
+		}
+		if b, err := hex.DecodeString(k.Hash); err != nil || len(b) != sha256.Size {
+			return nil, fmt.Errorf("keys line %d: the key's hash must be 64 hex digits (SHA-256)", n)
+		}
+		if len(f) == 4 {
+			src, ok := strings.CutPrefix(f[3], "source=")
+			if !ok {
+				return nil, fmt.Errorf("keys line %d: the fourth field is source=SOURCE", n)
+			}
+			if err := events.ValidateSource("source", src); err != nil {
+				return nil, fmt.Errorf("keys line %d: %w", n, err)
+			}
+			k.Source = src
+		}
+		if slices.Contains(k.Roles, Publisher) && k.Source == "" {
+			return nil, fmt.Errorf("keys line %d: a publisher's key is bound to its source (source=SOURCE)", n)
+		}
+		keys = append(keys, k)
+	}
+	return keys, sc.Err()
+}
+
+// NewKey makes a random API key for name with roles (and source, for a
+// publisher) and returns it with its keys-file line. The key is shown once;
+// only its hash is kept.
+func NewKey(name string, roles []Role, source string) (key, line string) {
+	var b [32]byte
+	_, _ = rand.Read(b[:])
+	key = "ak_" + base64.RawURLEncoding.EncodeToString(b[:])
+	rs := make([]string, len(roles))
+	for i, r := range roles {
+		rs[i] = string(r)
+	}
+	line = fmt.Sprintf("%s %s %s", name, strings.Join(rs, ","), HashKey(key))
+	if source != "" {
+		line += " source=" + source
+	}
+	return key, line
+}
+
+// HashKey is the hash a keys file holds for key.
+func HashKey(key string) string {
+	h := sha256.Sum256([]byte(key))
+	return hex.EncodeToString(h[:])
+}
+
+// authenticator checks bearer keys against the keys file, reading it again
+// when it changes (checked at most every few seconds).
+type authenticator struct {
+	cfg     AuthConfig
+	mu      sync.Mutex
+	keys    map[string]Identity // by hash
+	mod     time.Time           // the file's modification time and size when read
+	size    int64
+	checked time.Time
+}
+
+func newAuthenticator(cfg AuthConfig) (*authenticator, error) {
+	switch cfg.Mode {
+	case "off":
+		return &authenticator{cfg: cfg}, nil
+	case "keys", "":
+		if cfg.KeysFile == "" {
+			return nil, errors.New("API_AUTH=keys needs API_KEYS_FILE, the file of API keys (or API_AUTH=off on a private development machine)")
+		}
+		a := &authenticator{cfg: cfg}
+		if err := a.load(); err != nil {
+			return nil, err
+		}
+		return a, nil
+	default:
+		return nil, fmt.Errorf("API_AUTH is %q: keys or off", cfg.Mode)
+	}
+}
+
+func (a *authenticator) load() error {
+	st, err := os.Stat(a.cfg.KeysFile)
+	if err != nil {
+		return fmt.Errorf("API_KEYS_FILE: %w", err)
+	}
+	b, err := os.ReadFile(a.cfg.KeysFile)
+	if err != nil {
+		return fmt.Errorf("API_KEYS_FILE: %w", err)
+	}
+	keys, err := ParseKeys(string(b))
+	if err != nil {
+		return fmt.Errorf("API_KEYS_FILE %s: %w", a.cfg.KeysFile, err)
+	}
+	m := make(map[string]Identity, len(keys))
+	for _, k := range keys {
+		m[k.Hash] = k.Identity
+	}
+	a.keys, a.mod, a.size = m, st.ModTime(), st.Size()
+	return nil
+}
+
+// lookup finds the identity of a presented key, reloading a changed file.
+func (a *authenticator) lookup(key string) (Identity, bool) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if time.Since(a.checked) > 2*time.Second {
+		a.checked = time.Now()
+		if st, err := os.Stat(a.cfg.KeysFile); err == nil && (!st.ModTime().Equal(a.mod) || st.Size() != a.size) {
+			_ = a.load() // a file broken mid-edit keeps the keys it had
+		}
+	}
+	id, ok := a.keys[HashKey(key)]
+	return id, ok
+}
+
+// wrap authenticates every request to h: 401 without a known key, 403
+// without the role the request needs (requiredRole).
+func (a *authenticator) wrap(h http.Handler) http.Handler {
+	if a.cfg.Mode == "off" {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			h.ServeHTTP(w, r.WithContext(WithCaller(r.Context(), anonymous)))
+		})
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		key, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+		if !ok || key == "" {
+			writeAuthError(w, http.StatusUnauthorized, "an API key is needed: Authorization: Bearer KEY")
+			return
+		}
+		id, ok := a.lookup(strings.TrimSpace(key))
+		if !ok {
+			writeAuthError(w, http.StatusUnauthorized, "unknown API key")
+			return
+		}
+		if role := requiredRole(h, r); !id.Has(role) {
+			writeAuthError(w, http.StatusForbidden, fmt.Sprintf("%s %s needs the %s role; %q has %v", r.Method, r.URL.Path, role, id.Name, id.Roles))
+			return
+		}
+		h.ServeHTTP(w, r.WithContext(WithCaller(r.Context(), id)))
+	})
+}

@@ -1,0 +1,179 @@
+package e2e_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/archivist/archivist/pkg/research/migrations"
+	"github.com/archivist/archivist/pkg/service"
+	"github.com/archivist/archivist/pkg/testenv"
+	"github.com/archivist/archivist/services/aggregator/aggregator"
+	aggmigrations "github.com/archivist/archivist/services/aggregator/migrations"
+	"github.com/archivist/archivist/services/auditor/auditor"
+	auditormigrations "github.com/archivist/archivist/services/auditor/migrations"
+	"github.com/archivist/archivist/services/curator/curator"
+	curatormigrations "github.com/archivist/archivist/services/curator/migrations"
+	"github.com/archivist/archivist/services/indexer/indexer"
+	indexermigrations "github.com/archivist/archivist/services/indexer/migrations"
+	"github.com/archivist/archivist/services/pwa/pwa"
+)
+
+// TestEveryAPIAuthenticates runs every service with an API under
+// API_AUTH=keys and, for each API, calls a read and an action: without a
+// key 401, with an unknown key 401, with a key lacking the role 403, with
+// the right role as before. A publisher's records carry its own source
+// (a body naming another is refused), its Idempotency-Keys are its own,
+// and an event time from a UUIDv7 key far in the future is refused.
+func TestEveryAPIAuthenticates(t *testing.T) {
+	keys := map[string]string{}
+	var lines []string
+	for _, k := range []struct {
+		name   string
+		roles  []service.Role
+		source string
+	}{{"viewer", []service.Role{service.Reader}, ""}, {"radio", []service.Role{service.Publisher}, "radio"},
+		{"tv", []service.Role{service.Publisher}, "tv"}, {"ops", []service.Role{service.Operator}, ""}} {
+		key, line := service.NewKey(k.name, k.roles, k.source)
+		keys[k.name] = key
+		lines = append(lines, line)
+	}
+	keysFile := filepath.Join(t.TempDir(), "api-keys")
+	if err := os.WriteFile(keysFile, []byte(strings.Join(lines, "\n")+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	natsURL := testenv.NATS(t)
+	addr := func() string { return fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(t)) }
+	auth := func(name, a string) map[string]string {
+		return map[string]string{"API_AUTH": "keys", "API_KEYS_FILE": keysFile, name: a, "INGEST_ALLOW_PRIVATE": "true",
+			"INGEST_WORK_DIR": t.TempDir(), "INGEST_MIN_FREE_BYTES": "1048576"}
+	}
+	apis := map[string]string{"curator": addr(), "pwa": addr(), "auditor": addr(), "indexer": addr(), "aggregator": addr()}
+	testenv.StartServiceIn(t, curator.Definition(), testenv.Shared{NATSURL: natsURL, DBURL: testenv.DBURL(t, curatormigrations.Schema)}, auth("CURATOR_HTTP_ADDR", apis["curator"]))
+	testenv.StartServiceIn(t, pwa.Definition(), testenv.Shared{NATSURL: natsURL, DBURL: testenv.DBURL(t, migrations.Schema)}, auth("PWA_HTTP_ADDR", apis["pwa"]))
+	testenv.StartServiceIn(t, auditor.Definition(), testenv.Shared{NATSURL: natsURL, DBURL: testenv.DBURL(t, auditormigrations.Schema)}, auth("AUDITOR_HTTP_ADDR", apis["auditor"]))
+	testenv.StartServiceIn(t, indexer.Definition(), testenv.Shared{NATSURL: natsURL, DBURL: testenv.DBURL(t, indexermigrations.Schema)}, auth("INDEXER_HTTP_ADDR", apis["indexer"]))
+	testenv.StartServiceIn(t, aggregator.Definition(), testenv.Shared{NATSURL: natsURL, DBURL: testenv.DBURL(t, aggmigrations.Schema)}, auth("AGGREGATOR_HTTP_ADDR", apis["aggregator"]))
+
+	call := func(who, method, url, body string, hdr ...string) (int, string) {
+		t.Helper()
+		req, _ := http.NewRequest(method, url, strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		switch who {
+		case "":
+		case "forged":
+			req.Header.Set("Authorization", "Bearer ak_not-a-key-anyone-holds")
+		default:
+			req.Header.Set("Authorization", "Bearer "+keys[who])
+		}
+		for i := 0; i+1 < len(hdr); i += 2 {
+			req.Header.Set(hdr[i], hdr[i+1])
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<16))
+		return resp.StatusCode, string(b)
+	}
+	type route struct {
+		api, method, path, body string
+		role                    service.Role
+	}
+	episode := `{"id":"ep-1","title":"One","media":{"key":"audio/ep-1.wav","sha256":""},"duration_ms":1000,"priority":1,
+		"initial_curated_at":"2026-01-01T00:00:00Z","latest_curated_at":"2026-01-01T00:00:00Z"}`
+	routes := []route{
+		{"curator", "GET", "/v1/episodes/radio:none", "", service.Reader},
+		{"curator", "POST", "/v1/episodes", episode, service.Publisher},
+		{"curator", "GET", "/v1/jobs?state=failed", "", service.Reader},
+		{"curator", "POST", "/v1/ingest/pause", "", service.Operator},
+		{"pwa", "GET", "/v1/research/status", "", service.Reader},
+		{"pwa", "POST", "/v1/research/episodes/none/release", "", service.Operator},
+		{"auditor", "GET", "/v1/audit/resolutions", "", service.Reader},
+		{"auditor", "POST", "/v1/audit/check", `{"object":"objects/x"}`, service.Operator},
+		{"indexer", "GET", "/v1/index/status", "", service.Reader},
+		{"indexer", "POST", "/v1/index/reset", `{"file":"warcs/none.warc.gz"}`, service.Operator},
+		{"aggregator", "GET", "/cdx?url=example.com", "", service.Reader},
+	}
+	for _, r := range routes {
+		url := "http://" + apis[r.api] + r.path
+		what := r.api + " " + r.method + " " + r.path
+		for _, who := range []string{"", "forged"} {
+			if code, _ := call(who, r.method, url, r.body); code != http.StatusUnauthorized {
+				t.Errorf("%s with key %q: %d, want 401", what, who, code)
+			}
+		}
+		allowed := map[service.Role][]string{service.Reader: {"viewer", "radio", "ops"}, service.Publisher: {"radio"}, service.Operator: {"ops"}}[r.role]
+		for _, who := range []string{"viewer", "radio", "ops"} {
+			code, body := call(who, r.method, url, r.body)
+			may := false
+			for _, a := range allowed {
+				may = may || a == who
+			}
+			if !may && code != http.StatusForbidden {
+				t.Errorf("%s as %s: %d %s, want 403", what, who, code, body)
+			}
+			if may && (code == http.StatusUnauthorized || code == http.StatusForbidden) {
+				t.Errorf("%s as %s: %d %s, want it served", what, who, code, body)
+			}
+		}
+	}
+
+	// A publisher's records carry its source; another source is refused.
+	curatorURL := "http://" + apis["curator"]
+	other := strings.Replace(episode, `"id":"ep-1"`, `"id":"ep-2","source":"tv"`, 1)
+	if code, body := call("radio", "POST", curatorURL+"/v1/episodes", other); code != http.StatusForbidden || !strings.Contains(body, `source \"radio\"`) {
+		t.Errorf("a publisher posing as another source: %d %s, want 403", code, body)
+	}
+	waitUntil(t, 15*time.Second, "radio:ep-1 stored", func() bool {
+		code, body := call("viewer", "GET", curatorURL+"/v1/episodes/radio:ep-1", "")
+		var rec struct{ Producer string }
+		json.Unmarshal([]byte(body), &rec)
+		return code == http.StatusOK && rec.Producer == "radio"
+	})
+	// Idempotency keys are each publisher's own: the same key from another
+	// publisher is another event.
+	first := func(who, id string) string {
+		t.Helper()
+		body := strings.Replace(episode, `"id":"ep-1"`, `"id":"`+id+`"`, 1)
+		code, out := call(who, "POST", curatorURL+"/v1/episodes", body, "Idempotency-Key", "same-key")
+		var acc struct {
+			ID        string
+			Duplicate bool
+		}
+		json.Unmarshal([]byte(out), &acc)
+		if code != http.StatusAccepted || acc.Duplicate {
+			t.Errorf("%s's POST with Idempotency-Key same-key: %d %s, want a new event", who, code, out)
+		}
+		return acc.ID
+	}
+	if a, b := first("radio", "ep-3"), first("tv", "ep-3"); a == b {
+		t.Errorf("two publishers' same Idempotency-Key made one event id %q", a)
+	}
+	// An event time from the far future would win for ever: refused.
+	key := futureUUIDv7(time.Now().AddDate(1, 0, 0))
+	if code, body := call("radio", "POST", curatorURL+"/v1/episodes", episode, "Idempotency-Key", key); code != http.StatusBadRequest || !strings.Contains(body, "future") {
+		t.Errorf("a UUIDv7 key a year ahead: %d %s, want 400", code, body)
+	}
+}
+
+// futureUUIDv7 is a version 7 UUID carrying time at.
+func futureUUIDv7(at time.Time) string {
+	var u uuid.UUID
+	ms := uint64(at.UnixMilli())
+	for i := 0; i < 6; i++ {
+		u[i] = byte(ms >> (40 - 8*i))
+	}
+	u[6] = 0x70
+	u[8] = 0x80
+	return u.String()
+}
