@@ -13,8 +13,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net/url"
-	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -22,6 +20,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/archivist/archivist/events"
+	"github.com/archivist/archivist/pkg/config"
 )
 
 // Config says how to reach NATS. Its fields are read from the environment by
@@ -135,7 +134,7 @@ func Connect(ctx context.Context, cfg Config, producer string, opts ...Option) (
 
 	nc, err := nats.Connect(cfg.URL, nopts...)
 	if err != nil {
-		return nil, fmt.Errorf("connect to nats %s: %w", redactURL(cfg.URL), err)
+		return nil, fmt.Errorf("connect to nats %s: %w", config.RedactSecrets(cfg.URL), err)
 	}
 	js, err := jetstream.New(nc, jetstream.WithPublishAsyncMaxPending(4096))
 	if err != nil {
@@ -145,7 +144,7 @@ func Connect(ctx context.Context, cfg Config, producer string, opts ...Option) (
 	b := &Bus{nc: nc, js: js, producer: producer, replicas: max(cfg.Replicas, 1), log: log, metrics: newMetrics(o.reg), depCheck: o.depCheck}
 	if _, err := js.AccountInfo(ctx); err != nil {
 		nc.Close()
-		return nil, fmt.Errorf("jetstream not available at %s: %w", redactURL(cfg.URL), err)
+		return nil, fmt.Errorf("jetstream not available at %s: %w", config.RedactSecrets(cfg.URL), err)
 	}
 	return b, nil
 }
@@ -243,22 +242,4 @@ func Permanent(err error) error {
 		return nil
 	}
 	return fmt.Errorf("%w: %w", ErrPermanent, err)
-}
-
-// redactURL hides the password of every URL in a comma-separated list.
-func redactURL(list string) string {
-	parts := strings.Split(list, ",")
-	for i, p := range parts {
-		u, err := url.Parse(strings.TrimSpace(p))
-		if err != nil || u.User == nil {
-			continue
-		}
-		if _, has := u.User.Password(); has {
-			u.User = url.UserPassword(u.User.Username(), "REDACTED")
-		} else {
-			u.User = url.User("REDACTED")
-		}
-		parts[i] = u.String()
-	}
-	return strings.Join(parts, ",")
 }

@@ -7,7 +7,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"net/url"
 	"reflect"
 	"strings"
 
@@ -99,22 +98,63 @@ func redact(name, value string) string {
 			return "REDACTED"
 		}
 	}
-	if u, err := url.Parse(value); err == nil && u.User != nil {
-		if _, ok := u.User.Password(); ok {
-			u.User = url.UserPassword(u.User.Username(), "REDACTED")
-			return u.String()
-		}
+	return RedactSecrets(value)
+}
+
+// secretParams are query and DSN parameters whose values are secrets.
+var secretParams = []string{"password", "passwd", "secret", "token", "key", "sslpassword"}
+
+// RedactSecrets hides the secrets in a value that may hold URLs or a DSN:
+// the password of every URL of a comma-separated list, found without
+// parsing the URL (a password may hold / # @ or anything else), and the
+// value of every password-like query or key=value parameter.
+func RedactSecrets(value string) string {
+	parts := strings.Split(value, ",")
+	for i, p := range parts {
+		parts[i] = redactOne(p)
 	}
-	if strings.Contains(value, "password=") {
-		fields := strings.Fields(value)
-		for i, f := range fields {
-			if strings.HasPrefix(f, "password=") {
-				fields[i] = "password=REDACTED"
+	return strings.Join(parts, ",")
+}
+
+func redactOne(p string) string {
+	if i := strings.Index(p, "://"); i >= 0 {
+		rest := p[i+3:]
+		// The userinfo ends at the last @ before the path's first / that
+		// follows it; a password may contain / and @ itself, so the last @
+		// of the whole value is taken when in doubt: hiding too much is
+		// the safe side.
+		if at := strings.LastIndex(rest, "@"); at >= 0 {
+			if c := strings.Index(rest[:at], ":"); c >= 0 {
+				p = p[:i+3] + rest[:c+1] + "REDACTED" + rest[at:]
 			}
 		}
-		return strings.Join(fields, " ")
 	}
-	return value
+	// key=value parameters, in a query string or a DSN.
+	var b strings.Builder
+	for len(p) > 0 {
+		j := strings.IndexAny(p, "?&; ")
+		if j < 0 {
+			b.WriteString(redactParam(p))
+			break
+		}
+		b.WriteString(redactParam(p[:j]))
+		b.WriteByte(p[j])
+		p = p[j+1:]
+	}
+	return b.String()
+}
+
+func redactParam(kv string) string {
+	k, _, ok := strings.Cut(kv, "=")
+	if !ok {
+		return kv
+	}
+	for _, s := range secretParams {
+		if strings.EqualFold(k, s) || strings.HasSuffix(strings.ToLower(k), "_"+s) {
+			return k + "=REDACTED"
+		}
+	}
+	return kv
 }
 
 // LogAttrs returns the configuration as log attributes, secrets redacted.

@@ -53,3 +53,24 @@ func TestLoadFailsFast(t *testing.T) {
 		t.Errorf("bad duration: %v", err)
 	}
 }
+
+// TestSecretsDoNotLeakPastRedaction: the leaks: a password in a
+// query parameter, passwords holding / # @, the second URL of a
+// comma-separated NATS_URL, and a key=value DSN.
+func TestSecretsDoNotLeakPastRedaction(t *testing.T) {
+	for in, secret := range map[string]string{
+		"postgres://app@db:5432/archivist?sslmode=require&password=hunter2":    "hunter2",
+		"postgres://app:p/a#s@s@db:5432/archivist":                             "p/a#s@s",
+		"nats://a:one@n1:4222,nats://b:two@n2:4222":                            "two",
+		"host=db user=app password=hunter3 dbname=archivist":                   "hunter3",
+		"s3://bucket/?endpoint=s3.example&secret_key=abc123&access_key=AKIAXX": "abc123",
+	} {
+		out := config.RedactSecrets(in)
+		if strings.Contains(out, secret) || !strings.Contains(out, "REDACTED") {
+			t.Errorf("%q redacted as %q: %q shows", in, out, secret)
+		}
+	}
+	if out := config.RedactSecrets("nats://n1:4222,nats://n2:4222"); out != "nats://n1:4222,nats://n2:4222" {
+		t.Errorf("a list without secrets changed: %q", out)
+	}
+}

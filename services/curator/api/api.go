@@ -90,6 +90,8 @@ type Accepted struct {
 type Problem struct {
 	Error string `json:"error"`
 	Field string `json:"field,omitempty"`
+	// ErrorID, on an internal error, is the id of its log entry.
+	ErrorID string `json:"error_id,omitempty"`
 }
 
 func post[T any, PT interface {
@@ -98,11 +100,11 @@ func post[T any, PT interface {
 }](s *Server, w http.ResponseWriter, r *http.Request) {
 	ev := PT(new(T))
 	if err := decodeBody(w, r, ev); err != nil {
-		writeProblem(w, err)
+		s.problem(w, err)
 		return
 	}
 	if err := ev.Validate(); err != nil {
-		writeProblem(w, err)
+		s.problem(w, err)
 		return
 	}
 	// Who sends the record is who authenticated: a publisher's key names
@@ -119,18 +121,18 @@ func post[T any, PT interface {
 		// An operator may also publish for another source (to correct a
 		// record, say); a publisher only as its own.
 		if err := bindSource(ev, caller.Source, slices.Contains(caller.Roles, service.Operator)); err != nil {
-			writeProblem(w, err)
+			s.problem(w, err)
 			return
 		}
 	}
 	env, err := events.New(producer, ev)
 	if err != nil {
-		writeProblem(w, err)
+		s.problem(w, err)
 		return
 	}
 	if key := r.Header.Get("Idempotency-Key"); key != "" {
 		if err := events.ValidateID("Idempotency-Key", key); err != nil {
-			writeProblem(w, err)
+			s.problem(w, err)
 			return
 		}
 		// The key names the event: a retry is the same event, sent at the
@@ -147,7 +149,7 @@ func post[T any, PT interface {
 			// The key's time becomes the event's version: one from the
 			// future would win over every later change, for ever.
 			if at.After(events.Now().Add(MaxClockSkew)) {
-				writeProblem(w, &badRequest{status: http.StatusBadRequest, field: "Idempotency-Key",
+				s.problem(w, &badRequest{status: http.StatusBadRequest, field: "Idempotency-Key",
 					msg: fmt.Sprintf("the UUIDv7 key's time %s is more than %s in the future", at.Format(time.RFC3339), MaxClockSkew)})
 				return
 			}
@@ -255,7 +257,10 @@ func jsonProblem(err error) error {
 	return &badRequest{status: http.StatusBadRequest, msg: "invalid JSON: " + err.Error()}
 }
 
-func writeProblem(w http.ResponseWriter, err error) {
+// problem answers a request that failed: 4xx naming the field, or, for an
+// internal error, 500 "internal error" with an id that is in the log with
+// the error.
+func (s *Server) problem(w http.ResponseWriter, err error) {
 	var br *badRequest
 	if errors.As(err, &br) {
 		writeJSON(w, br.status, Problem{Error: br.msg, Field: br.field})
@@ -265,7 +270,9 @@ func writeProblem(w http.ResponseWriter, err error) {
 		writeJSON(w, http.StatusBadRequest, Problem{Error: fe.Error(), Field: fe.Field})
 		return
 	}
-	writeJSON(w, http.StatusInternalServerError, Problem{Error: err.Error()})
+	id := service.ErrorID()
+	s.log.Error("curation API: internal error", "err", err, "error_id", id)
+	writeJSON(w, http.StatusInternalServerError, Problem{Error: "internal error", ErrorID: id})
 }
 
 func (s *Server) get(w http.ResponseWriter, r *http.Request, k catalog.Kind) {

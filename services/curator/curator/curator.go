@@ -94,7 +94,7 @@ func run(ctx context.Context, env *service.Env, cfg Config) error {
 	}
 	mux := http.NewServeMux()
 	api.New(env.Bus, p.Catalog, env.Log).Routes(mux)
-	ingest.Routes(mux, ist)
+	ingest.Routes(mux, ist, env.Log)
 	h := service.PublisherRoutes(mux, append(api.PublisherRoutes, ingest.PublisherRoutes...)...)
 	return env.Serve(ctx, "curation API", cfg.HTTPAddr, h, loops, stoppers...)
 }

@@ -4,13 +4,16 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
+	"net/url"
 	"strconv"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/archivist/archivist/pkg/service"
 )
 
 // Status is a batch's or job's state, history and (for a batch) its jobs
@@ -67,6 +70,15 @@ func (s *Store) Status(ctx context.Context, e Entity, id int64) (*Status, error)
 		if err != nil {
 			return nil, err
 		}
+		// The view shows no credentials: payload URLs without user info or
+		// query string.
+		j.PayloadURL = redactURL(j.PayloadURL)
+		files := make([]File, len(j.Files))
+		for i, f := range j.Files {
+			f.URL = redactURL(f.URL)
+			files[i] = f
+		}
+		j.Files = files
 		st.State, st.Error, st.Profile, st.Priority, st.Job = j.State, j.Error, j.Profile, j.Priority, j
 	}
 	rows, err := s.db.Query(ctx, `SELECT from_state, to_state, by, action, detail, at FROM curator.ingest_history
@@ -99,7 +111,8 @@ var PublisherRoutes = []string{"POST /v1/batches"}
 //	POST /v1/collections/{profile}/hold|release
 //	POST /v1/ingest/pause, /v1/ingest/resume, /v1/ingest/cleanup[?older_than=24h]
 //	GET  /v1/ingest/transitions               the transition table
-func Routes(mux *http.ServeMux, s *Store) {
+func Routes(mux *http.ServeMux, s *Store, log *slog.Logger) {
+	writeErr := errorWriter(log)
 	mux.HandleFunc("POST /v1/batches", func(w http.ResponseWriter, r *http.Request) {
 		var sub Submission
 		dec := json.NewDecoder(io.LimitReader(r.Body, 1<<20))
@@ -243,7 +256,15 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	json.NewEncoder(w).Encode(v)
 }
 
-func writeErr(w http.ResponseWriter, err error) {
+// errorWriter answers a request that failed: 4xx saying what is wrong with
+// it, or, for an internal error, 500 "internal error" with an id that is in
+// the log with the error (its text, which may name hosts, tables or
+// credentials, stays in the log).
+func errorWriter(log *slog.Logger) func(http.ResponseWriter, error) {
+	return func(w http.ResponseWriter, err error) { writeErrLog(w, log, err) }
+}
+
+func writeErrLog(w http.ResponseWriter, log *slog.Logger, err error) {
 	var inv *InvalidError
 	var nf *NotFoundError
 	var ref *RefusedError
@@ -256,6 +277,25 @@ func writeErr(w http.ResponseWriter, err error) {
 	case errors.As(err, &ref), errors.As(err, &conflict):
 		writeJSON(w, http.StatusConflict, map[string]string{"error": err.Error()})
 	default:
-		writeJSON(w, http.StatusInternalServerError, map[string]string{"error": fmt.Sprintf("ingest: %v", err)})
+		id := service.ErrorID()
+		log.Error("ingest API: internal error", "err", err, "error_id", id)
+		writeJSON(w, http.StatusInternalServerError, map[string]string{"error": "internal error", "error_id": id})
 	}
+}
+
+// redactURL is a URL as a job view shows it: without user info or query
+// string, which may carry credentials or presigned tokens.
+func redactURL(s string) string {
+	u, err := url.Parse(s)
+	if err != nil {
+		return "REDACTED"
+	}
+	if u.User != nil {
+		u.User = url.User("REDACTED")
+	}
+	if u.RawQuery != "" {
+		u.RawQuery = "REDACTED"
+	}
+	u.Fragment = ""
+	return u.String()
 }
