@@ -60,6 +60,31 @@ var accessOf = map[string]access{
 	},
 }
 
+// InboxPrefix is the inbox prefix of a NATS user: its replies (JetStream's
+// included) come there, and only it may subscribe to it.
+func InboxPrefix(user string) string { return "_INBOX_" + user }
+
+// DeadLetterMoverOf is the dead-letter mover of a service: the consumer of
+// the max-deliveries advisories of the service's own consumers. A name that
+// is no service (a tool, a test) gets the mover of every consumer.
+func DeadLetterMoverOf(service string) Consumer {
+	a, ok := accessOf[service]
+	if !ok {
+		return DeadLetterMover
+	}
+	c := DeadLetterMover
+	c.Config.Durable = DeadLetterMover.Config.Durable + "-" + service
+	c.Config.Description = "moves the max-delivered messages of the " + service + "'s consumers into DEADLETTER"
+	for _, own := range a.consumers {
+		c.Config.FilterSubjects = append(c.Config.FilterSubjects, maxDeliveriesAdvisory+"."+own.Stream+"."+own.Config.Durable)
+	}
+	return c
+}
+
+// maxDeliveriesAdvisory prefixes the advisory JetStream raises when a
+// message reaches a consumer's MaxDeliver (.STREAM.CONSUMER follows).
+const maxDeliveriesAdvisory = "$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES"
+
 // Permissions are a NATS user's allowed subjects.
 type Permissions struct {
 	Publish   []string
@@ -73,15 +98,23 @@ func PermissionsOf(service string) (Permissions, error) {
 	if !ok {
 		return Permissions{}, fmt.Errorf("no NATS access is declared for service %q", service)
 	}
-	pub := []string{"$JS.API.INFO", SubjectDeadLetterPrefix + ".>"}
+	pub := []string{"$JS.API.INFO"}
 	pub = append(pub, a.publishes...)
 	for _, s := range Streams(1) {
 		pub = append(pub, "$JS.API.STREAM.CREATE."+s.Name, "$JS.API.STREAM.UPDATE."+s.Name, "$JS.API.STREAM.INFO."+s.Name)
 	}
-	// The dead-letter mover reads and deletes the message an advisory names,
-	// in whichever stream it is.
-	pub = append(pub, "$JS.API.STREAM.MSG.GET.*", "$JS.API.STREAM.MSG.DELETE.*")
-	for _, c := range append([]Consumer{DeadLetterMover}, a.consumers...) {
+	// Dead letters of its own consumers only; its dead-letter mover reads
+	// and deletes the message an advisory names in the streams it consumes,
+	// and no other.
+	mover := DeadLetterMoverOf(service)
+	pub = append(pub, DeadLetterSubject(mover.Stream, mover.Config.Durable),
+		// the shared mover of earlier versions, removed at start
+		"$JS.API.CONSUMER.DELETE."+DeadLetterMover.Stream+"."+DeadLetterMover.Config.Durable)
+	for _, c := range a.consumers {
+		pub = append(pub, DeadLetterSubject(c.Stream, c.Config.Durable),
+			"$JS.API.STREAM.MSG.GET."+c.Stream, "$JS.API.STREAM.MSG.DELETE."+c.Stream)
+	}
+	for _, c := range append([]Consumer{mover}, a.consumers...) {
 		d := c.Config.Durable
 		pub = append(pub,
 			"$JS.API.CONSUMER.CREATE."+c.Stream+"."+d, "$JS.API.CONSUMER.CREATE."+c.Stream+"."+d+".>",
@@ -96,12 +129,13 @@ func PermissionsOf(service string) (Permissions, error) {
 	for _, b := range a.buckets {
 		st := "KV_" + b
 		pub = append(pub, "$JS.API.STREAM.CREATE."+st, "$JS.API.STREAM.UPDATE."+st, "$JS.API.STREAM.INFO."+st,
+			"$JS.API.STREAM.MSG.GET."+st, "$JS.API.DIRECT.GET."+st+".>",
 			"$JS.API.CONSUMER.CREATE."+st+".>", "$JS.API.CONSUMER.DELETE."+st+".>", "$JS.FC."+st+".>")
 		if a.bucketPuts {
 			pub = append(pub, "$KV."+b+".>")
 		}
 	}
-	sub := append([]string{"_INBOX.>"}, a.subscribes...)
+	sub := append([]string{InboxPrefix(service) + ".>"}, a.subscribes...)
 	slices.Sort(pub)
 	return Permissions{Publish: slices.Compact(pub), Subscribe: sub}, nil
 }

@@ -122,7 +122,9 @@ func Connect(ctx context.Context, cfg Config, producer string, opts ...Option) (
 		nopts = append(nopts, nats.UserCredentials(cfg.CredsFile))
 	}
 	if cfg.User != "" {
-		nopts = append(nopts, nats.UserInfo(cfg.User, cfg.Password))
+		// A user's replies come to an inbox prefix of its own, which no
+		// other user may read (events.PermissionsOf).
+		nopts = append(nopts, nats.UserInfo(cfg.User, cfg.Password), nats.CustomInboxPrefix(events.InboxPrefix(cfg.User)))
 	}
 	if cfg.TLSCAFile != "" {
 		nopts = append(nopts, nats.RootCAs(cfg.TLSCAFile))
@@ -158,17 +160,13 @@ func (b *Bus) JetStream() jetstream.JetStream { return b.js }
 // Producer is the name this bus publishes events as.
 func (b *Bus) Producer() string { return b.producer }
 
-// EnsureStreams creates or updates every stream of events.Streams, and the
-// dead-letter mover's consumer. It is idempotent: replicas of every service
-// call it at start.
+// EnsureStreams creates or updates every stream of events.Streams. It is
+// idempotent: replicas of every service call it at start.
 func (b *Bus) EnsureStreams(ctx context.Context) error {
 	for _, cfg := range events.Streams(b.replicas) {
 		if _, err := b.js.CreateOrUpdateStream(ctx, cfg); err != nil {
 			return fmt.Errorf("create or update stream %s: %w", cfg.Name, err)
 		}
-	}
-	if _, err := b.EnsureConsumer(ctx, events.DeadLetterMover); err != nil {
-		return err
 	}
 	return nil
 }

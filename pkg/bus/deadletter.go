@@ -60,9 +60,22 @@ type maxDeliveriesAdvisory struct {
 // the mover fetches the message it names, republishes it to DEADLETTER with
 // the reason, and deletes it from a work-queue stream (from any other stream
 // it is left in place: other consumers may still need it). Every service runs
-// a mover; the replicas share one durable consumer.
+// a mover of the advisories of its own consumers (events.DeadLetterMoverOf),
+// so that its NATS user may read and delete messages only in the streams
+// it consumes; the replicas of a service share one durable consumer.
 func (b *Bus) StartDeadLetterMover(ctx context.Context) (*Subscription, error) {
-	return b.ConsumeRaw(ctx, events.DeadLetterMover, b.moveMaxDelivered)
+	c := events.DeadLetterMoverOf(b.producer)
+	if c.Config.Durable != events.DeadLetterMover.Config.Durable {
+		// The mover of every consumer, shared by earlier versions, takes
+		// every advisory; on a work-queue stream no filtered mover can be
+		// made beside it. It goes (its advisories stay in the stream for
+		// the movers of the services).
+		if err := b.js.DeleteConsumer(ctx, events.StreamAdvisories, events.DeadLetterMover.Config.Durable); err != nil &&
+			!errors.Is(err, jetstream.ErrConsumerNotFound) {
+			return nil, fmt.Errorf("remove the shared dead-letter mover of earlier versions: %w", err)
+		}
+	}
+	return b.ConsumeRaw(ctx, c, b.moveMaxDelivered)
 }
 
 func (b *Bus) moveMaxDelivered(ctx context.Context, msg jetstream.Msg) error {

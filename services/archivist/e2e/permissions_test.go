@@ -180,3 +180,57 @@ func merge(a, b map[string]string) map[string]string {
 	}
 	return out
 }
+
+// TestTheResearchersUserIsConfined: the researcher, the process that decodes
+// hostile audio, holds the least: it may not read another user's inbox (nor
+// the shared _INBOX), get or delete messages in a stream it does not
+// consume, or dead-letter for another service's consumer; its own inbox
+// and subjects work.
+func TestTheResearchersUserIsConfined(t *testing.T) {
+	url := securedNATS(t)
+	errs := make(chan error, 10)
+	nc, err := nats.Connect(url, nats.UserInfo("researcher", "pw-researcher"),
+		nats.CustomInboxPrefix(events.InboxPrefix("researcher")),
+		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) { errs <- err }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	refused := func(what string, do func() error) {
+		t.Helper()
+		if err := do(); err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+		nc.Flush()
+		select {
+		case err := <-errs:
+			if !strings.Contains(err.Error(), "Permissions Violation") {
+				t.Errorf("%s: %v, want a permissions violation", what, err)
+			}
+		case <-time.After(3 * time.Second):
+			t.Errorf("%s: allowed", what)
+		}
+	}
+	sub := func(subject string) func() error {
+		return func() error { _, err := nc.SubscribeSync(subject); return err }
+	}
+	pub := func(subject string) func() error { return func() error { return nc.Publish(subject, []byte("{}")) } }
+	refused("subscribe to the shared _INBOX", sub("_INBOX.>"))
+	refused("subscribe to the curator's inbox", sub(events.InboxPrefix("curator")+".>"))
+	refused("get a message of CURATION", pub("$JS.API.STREAM.MSG.GET."+events.StreamCuration))
+	refused("delete a message of WORKS", pub("$JS.API.STREAM.MSG.DELETE.WORKS"))
+	refused("dead-letter for the curator's consumer", pub(events.DeadLetterSubject(events.StreamCuration, events.CuratorEpisodes.Config.Durable)))
+	// Its own inbox and subjects are allowed.
+	if _, err := nc.SubscribeSync(events.InboxPrefix("researcher") + ".x"); err != nil {
+		t.Fatal(err)
+	}
+	if err := nc.Publish(events.SubjectPWAWake, nil); err != nil {
+		t.Fatal(err)
+	}
+	nc.Flush()
+	select {
+	case err := <-errs:
+		t.Errorf("its own inbox and subjects: %v", err)
+	case <-time.After(300 * time.Millisecond):
+	}
+}

@@ -134,7 +134,8 @@ func newWorldAt(t *testing.T, url string, creds map[string]string, episodes, cli
 		}}
 	var opts []bus.Option
 	if creds != nil {
-		opts = append(opts, bus.WithNATSOptions(nats.UserInfo(creds["NATS_USER"], creds["NATS_PASSWORD"])))
+		opts = append(opts, bus.WithNATSOptions(nats.UserInfo(creds["NATS_USER"], creds["NATS_PASSWORD"]),
+			nats.CustomInboxPrefix(events.InboxPrefix(creds["NATS_USER"]))))
 	}
 	w.bus = testenv.BusAt(t, w.shared.NATSURL, "curator", opts...)
 	w.db, err = store.Open(context.Background(), store.Config{URL: w.shared.DBURL, MaxConns: 4}, "test")
