@@ -10,6 +10,13 @@ import (
 // NATS user of its own (k8s/nats/auth.conf, rendered by AuthConfig).
 var Services = []string{"curator", "pwa", "cwa", "researcher", "indexer", "aggregator", "auditor"}
 
+// ExternalUsers are the NATS users of systems outside Archivist: a
+// curating system publishes curation events as "publisher" (NATS_PASSWORD_PUBLISHER).
+var ExternalUsers = []string{"publisher"}
+
+// Users are every NATS user k8s/nats/auth.conf declares.
+func Users() []string { return append(slices.Clone(Services), ExternalUsers...) }
+
 // access is what one service does on NATS.
 type access struct {
 	publishes  []string   // subjects it publishes (JetStream or core)
@@ -18,6 +25,7 @@ type access struct {
 	inspects   []Consumer // durable consumers it only creates and looks at
 	buckets    []string   // key-value buckets it creates and reads
 	bucketPuts bool       // whether it writes to those buckets
+	external   bool       // a system outside Archivist: its publishes only
 }
 
 // accessOf is each service's use of NATS. Every service also ensures the
@@ -58,6 +66,12 @@ var accessOf = map[string]access{
 		subscribes: []string{"audit.task.>"}, // a new task wakes the idle worker manager
 		consumers:  []Consumer{AuditorRecorded, AuditorDeleted, AuditorHigh, AuditorLow},
 	},
+	// A curating system: it publishes curation events (and reads the
+	// acknowledgements in its inbox), nothing else.
+	"publisher": {
+		publishes: []string{SubjectEpisodeUpserted, SubjectClipUpserted},
+		external:  true,
+	},
 }
 
 // InboxPrefix is the inbox prefix of a NATS user: its replies (JetStream's
@@ -97,6 +111,9 @@ func PermissionsOf(service string) (Permissions, error) {
 	a, ok := accessOf[service]
 	if !ok {
 		return Permissions{}, fmt.Errorf("no NATS access is declared for service %q", service)
+	}
+	if a.external {
+		return Permissions{Publish: slices.Clone(a.publishes), Subscribe: []string{InboxPrefix(service) + ".>"}}, nil
 	}
 	pub := []string{"$JS.API.INFO"}
 	pub = append(pub, a.publishes...)
@@ -145,12 +162,14 @@ func PermissionsOf(service string) (Permissions, error) {
 // environment variable NATS_PASSWORD_<SERVICE>.
 func AuthConfig() (string, error) {
 	var b strings.Builder
-	b.WriteString("# NATS users of the Archivist services: one per service, allowed only its own\n")
-	b.WriteString("# subjects and the JetStream API calls it needs. Generated from events/permissions.go\n")
-	b.WriteString("# by `go test ./events -run TestAuthConfig -update`; do not edit by hand.\n")
-	b.WriteString("# Passwords come from the server's environment: NATS_PASSWORD_<SERVICE>.\n")
+	b.WriteString("# NATS users of the Archivist services (one per service, allowed only its own\n")
+	b.WriteString("# subjects and JetStream calls) and of curating systems (publisher: curation events only).\n")
+	b.WriteString("# Each user's replies come to its own inbox prefix, _INBOX_<user>.\n#\n")
+	b.WriteString("# Generated from events/permissions.go by `go test ./events -run TestAuthConfig -update`;\n")
+	b.WriteString("# do not edit by hand.\n")
+	b.WriteString("# Passwords come from the server's environment: NATS_PASSWORD_<USER>.\n")
 	b.WriteString("authorization {\n  users: [\n")
-	for _, svc := range Services {
+	for _, svc := range Users() {
 		p, err := PermissionsOf(svc)
 		if err != nil {
 			return "", err

@@ -75,9 +75,9 @@ func CheckNATSValues(path string) error {
 	if inc, _ := c.Merge["$include"].(string); !strings.HasSuffix(inc, "auth.conf") {
 		fail("config.merge must $include the users file auth.conf")
 	}
-	for _, svc := range events.Services {
+	for _, svc := range events.Users() {
 		if _, ok := v.Container.Env["NATS_PASSWORD_"+strings.ToUpper(svc)]; !ok {
-			fail("no password variable for service %s's NATS user", svc)
+			fail("no password variable for the NATS user %s", svc)
 		}
 	}
 	return errors.Join(errs...)

@@ -30,7 +30,7 @@ const authConf = "../../../k8s/nats/auth.conf"
 // permissions, every password "pw-<service>".
 func securedNATS(t *testing.T) string {
 	t.Helper()
-	for _, svc := range events.Services {
+	for _, svc := range events.Users() {
 		t.Setenv("NATS_PASSWORD_"+strings.ToUpper(svc), "pw-"+svc)
 	}
 	s, err := natsserver.Start(natsserver.Options{Port: -1, StoreDir: t.TempDir(), ConfigFile: authConf})
