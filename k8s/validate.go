@@ -19,6 +19,7 @@ import (
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	"sigs.k8s.io/kustomize/api/krusty"
 	"sigs.k8s.io/kustomize/kyaml/filesys"
@@ -87,6 +88,8 @@ func Decode(doc []byte) (Object, error) {
 		v = &CNPGCluster{}
 	case "keda.sh/v1alpha1/ScaledObject":
 		v = &ScaledObject{}
+	case "networking.k8s.io/v1/NetworkPolicy":
+		v = &networkingv1.NetworkPolicy{}
 	default:
 		return Object{}, fmt.Errorf("%s %s: kind %s/%s is not one Archivist deploys", tm.Kind, tm.Metadata.Name, tm.APIVersion, tm.Kind)
 	}
@@ -195,8 +198,11 @@ func Check(objs []Object) error {
 	keda := map[string]bool{}
 	var shutdown time.Duration
 	var cluster *CNPGCluster
+	var policies []*networkingv1.NetworkPolicy
 	for _, o := range objs {
 		switch v := o.Value.(type) {
+		case *networkingv1.NetworkPolicy:
+			policies = append(policies, v)
 		case *appsv1.Deployment:
 			deployments[v.Name] = v
 		case *policyv1.PodDisruptionBudget:
@@ -234,6 +240,7 @@ func Check(objs []Object) error {
 			fail("Deployment %s has no PodDisruptionBudget", svc)
 		}
 	}
+	checkNetworkPolicies(policies, deployments, fail)
 	if cluster == nil {
 		fail("no CloudNativePG Cluster")
 	} else {
@@ -294,6 +301,62 @@ func checkDeployment(d *appsv1.Deployment, shutdown time.Duration, fail func(str
 	if _, err := events.PermissionsOf(name); err != nil {
 		fail("Deployment %s: %v", name, err)
 	}
+}
+
+// apiServices are the services with an HTTP API: their pods mount the API
+// keys and take connections only from API clients.
+var apiServices = []string{"curator", "pwa", "auditor", "indexer", "aggregator"}
+
+// checkNetworkPolicies: ingress is denied by default; each API takes
+// connections on its http port only from pods labelled as API clients; the
+// admin port only from the monitoring namespace; every API pod mounts the
+// API keys.
+func checkNetworkPolicies(policies []*networkingv1.NetworkPolicy, deployments map[string]*appsv1.Deployment, fail func(string, ...any)) {
+	denyAll := false
+	apiAllowed := map[string]bool{}
+	for _, p := range policies {
+		ingress := slices.Contains(p.Spec.PolicyTypes, networkingv1.PolicyTypeIngress)
+		if ingress && len(p.Spec.PodSelector.MatchLabels) == 0 && len(p.Spec.PodSelector.MatchExpressions) == 0 && len(p.Spec.Ingress) == 0 {
+			denyAll = true
+		}
+		for _, r := range p.Spec.Ingress {
+			for _, f := range r.From {
+				if f.PodSelector == nil && f.NamespaceSelector != nil && len(f.NamespaceSelector.MatchLabels) == 0 && len(f.NamespaceSelector.MatchExpressions) == 0 {
+					fail("NetworkPolicy %s lets every pod of every namespace in", p.Name)
+				}
+			}
+			if len(r.From) == 0 {
+				fail("NetworkPolicy %s lets anyone in (an ingress rule without from)", p.Name)
+			}
+		}
+		for _, e := range p.Spec.PodSelector.MatchExpressions {
+			if e.Key == "app.kubernetes.io/name" && e.Operator == "In" {
+				for _, v := range e.Values {
+					apiAllowed[v] = true
+				}
+			}
+		}
+	}
+	if !denyAll {
+		fail("no default-deny NetworkPolicy (podSelector {}, Ingress, no rules)")
+	}
+	for _, svc := range apiServices {
+		if !apiAllowed[svc] {
+			fail("no NetworkPolicy lets API clients reach %s", svc)
+		}
+		if d, ok := deployments[svc]; ok && !mountsAPIKeys(d) {
+			fail("Deployment %s does not mount the API keys (Secret archivist-api-keys)", svc)
+		}
+	}
+}
+
+func mountsAPIKeys(d *appsv1.Deployment) bool {
+	for _, v := range d.Spec.Template.Spec.Volumes {
+		if v.Secret != nil && v.Secret.SecretName == "archivist-api-keys" {
+			return true
+		}
+	}
+	return false
 }
 
 func checkScaledObject(s *ScaledObject, fail func(string, ...any)) {

@@ -20,7 +20,7 @@ func TestOverlays(t *testing.T) {
 			for _, obj := range objs {
 				kinds[obj.Kind]++
 			}
-			if kinds["Deployment"] != 7 || kinds["PodDisruptionBudget"] != 7 || kinds["Job"] != 1 || kinds["Cluster"] != 1 || kinds["ScaledObject"] != 2 {
+			if kinds["Deployment"] != 7 || kinds["PodDisruptionBudget"] != 7 || kinds["Job"] != 1 || kinds["Cluster"] != 1 || kinds["ScaledObject"] != 2 || kinds["NetworkPolicy"] != 4 {
 				t.Errorf("objects by kind: %v", kinds)
 			}
 		})
@@ -90,6 +90,9 @@ func TestValidationCatchesFaults(t *testing.T) {
 		{"grace shorter than the shutdown", "name: auditor\n", "terminationGracePeriodSeconds: 40", "terminationGracePeriodSeconds: 10", "termination grace"},
 		{"KEDA on a consumer that does not exist", "kind: ScaledObject", "consumer: researchers", "consumer: nobody", "no Archivist consumer"},
 		{"runs as root", "name: indexer\n", "runAsNonRoot: true", "runAsNonRoot: false", "non-root"},
+		{"no default deny", "name: default-deny-ingress", "podSelector: {}", "podSelector: {matchLabels: {x: y}}", "default-deny"},
+		{"an API open to every pod", "name: archivist-apis", "    - namespaceSelector: {}\n      podSelector:\n        matchLabels:\n          archivist.io/api-client: \"true\"\n", "    - namespaceSelector: {}\n", "every pod of every namespace"},
+		{"an API pod without the keys", "name: pwa\n", "secretName: archivist-api-keys", "secretName: something-else", "pwa does not mount the API keys"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			_, err := decodeAll(t, mutate(t, docs, c.marker, c.old, c.new))
