@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/url"
 	"os"
 	"os/exec"
 	"os/user"
@@ -70,6 +71,10 @@ type Cluster struct {
 	// Durable keeps fsync on (a dev cluster); off, the cluster trades crash
 	// safety for speed (tests).
 	Durable bool
+	// Password, when set, is the postgres user's password, and a cluster
+	// made by Init asks every connection for it (scram-sha-256) instead of
+	// trusting every local user; URL carries it.
+	Password string
 
 	bin         string
 	cred        *syscall.Credential
@@ -106,6 +111,17 @@ func (c *Cluster) Init(ctx context.Context) error {
 		return nil
 	}
 	args := []string{"-D", c.Dir, "-U", "postgres", "-A", "trust", "-E", "UTF8", "--locale=C"}
+	if c.Password != "" {
+		pw := filepath.Join(filepath.Dir(c.Dir), ".pgcluster-pwfile")
+		if err := os.WriteFile(pw, []byte(c.Password+"\n"), 0o600); err != nil {
+			return fmt.Errorf("password file: %w", err)
+		}
+		defer os.Remove(pw)
+		if err := c.chown(pw); err != nil {
+			return err
+		}
+		args = []string{"-D", c.Dir, "-U", "postgres", "-A", "scram-sha-256", "--pwfile", pw, "-E", "UTF8", "--locale=C"}
+	}
 	if !c.Durable {
 		args = append(args, "--no-sync")
 	}
@@ -175,10 +191,14 @@ func (c *Cluster) Start(ctx context.Context) error {
 // URL is a connection URL for database db, over TCP when the cluster listens
 // on it, else over the unix socket.
 func (c *Cluster) URL(db string) string {
-	if c.Host != "" {
-		return fmt.Sprintf("postgres://postgres@%s/%s?sslmode=disable", net.JoinHostPort(c.Host, strconv.Itoa(c.Port)), db)
+	user := "postgres"
+	if c.Password != "" {
+		user = url.UserPassword("postgres", c.Password).String()
 	}
-	return fmt.Sprintf("postgres://postgres@/%s?host=%s&port=%d&sslmode=disable", db, c.SocketDir, c.Port)
+	if c.Host != "" {
+		return fmt.Sprintf("postgres://%s@%s/%s?sslmode=disable", user, net.JoinHostPort(c.Host, strconv.Itoa(c.Port)), db)
+	}
+	return fmt.Sprintf("postgres://%s@/%s?host=%s&port=%d&sslmode=disable", user, db, c.SocketDir, c.Port)
 }
 
 // Stop shuts postgres down (fast shutdown: open transactions roll back) and

@@ -5,6 +5,8 @@ package dev
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"fmt"
 	"io"
 	"log/slog"
@@ -12,6 +14,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/sethvargo/go-envconfig"
@@ -67,7 +70,13 @@ func Run(ctx context.Context, o Options, defs []service.Definition, log *slog.Lo
 
 	dbURL := os.Getenv("DATABASE_URL")
 	if dbURL == "" {
-		pg := &pgcluster.Cluster{Dir: filepath.Join(dataDir, "pg"), Host: "127.0.0.1", Port: o.PGPort, Durable: true}
+		// A password of its own (kept under the data dir): the cluster does
+		// not trust every user of the machine.
+		pw, err := devSecret(filepath.Join(dataDir, "pg-password"))
+		if err != nil {
+			return err
+		}
+		pg := &pgcluster.Cluster{Dir: filepath.Join(dataDir, "pg"), Host: "127.0.0.1", Port: o.PGPort, Durable: true, Password: pw}
 		if err := pg.Init(ctx); err != nil {
 			return err
 		}
@@ -160,6 +169,23 @@ func devKeys(dataDir string) (keysFile, tokenFile string, err error) {
 		return "", "", fmt.Errorf("API keys: %w", err)
 	}
 	return keysFile, tokenFile, nil
+}
+
+// devSecret reads the secret kept in file, making a random one (readable by
+// its owner only) on the first run.
+func devSecret(file string) (string, error) {
+	if b, err := os.ReadFile(file); err == nil {
+		return strings.TrimSpace(string(b)), nil
+	}
+	var b [24]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", err
+	}
+	secret := hex.EncodeToString(b[:])
+	if err := os.WriteFile(file, []byte(secret+"\n"), 0o600); err != nil {
+		return "", fmt.Errorf("write %s: %w", file, err)
+	}
+	return secret, nil
 }
 
 func ensureDatabase(ctx context.Context, adminURL, name string) error {

@@ -142,7 +142,17 @@ func TestDevRunsTheSystemAndKeepsItsData(t *testing.T) {
 	if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(b), "exceeds the limit") {
 		t.Fatalf("msgpack bomb: %d %s", resp.StatusCode, b)
 	}
-	pgURL := fmt.Sprintf("postgres://postgres@127.0.0.1:%d/archivist?sslmode=disable", o.PGPort)
+	// The private cluster asks for the password dev made, not trusting
+	// every user of the machine.
+	pw, err := os.ReadFile(filepath.Join(o.DataDir, "pg-password"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if conn, err := pgx.Connect(context.Background(), fmt.Sprintf("postgres://postgres@127.0.0.1:%d/archivist?sslmode=disable", o.PGPort)); err == nil {
+		conn.Close(context.Background())
+		t.Error("the dev PostgreSQL let a client in without a password")
+	}
+	pgURL := fmt.Sprintf("postgres://postgres:%s@127.0.0.1:%d/archivist?sslmode=disable", strings.TrimSpace(string(pw)), o.PGPort)
 	deadline := time.Now().Add(15 * time.Second)
 	for {
 		conn, err := pgx.Connect(context.Background(), pgURL)
