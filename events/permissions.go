@@ -10,9 +10,10 @@ import (
 // NATS user of its own (k8s/nats/auth.conf, rendered by AuthConfig).
 var Services = []string{"curator", "pwa", "cwa", "researcher", "indexer", "aggregator", "auditor"}
 
-// ExternalUsers are the NATS users of systems outside Archivist: a
-// curating system publishes curation events as "publisher" (NATS_PASSWORD_PUBLISHER).
-var ExternalUsers = []string{"publisher"}
+// ExternalUsers are the NATS users of people and systems outside the
+// services: a curating system publishes curation events as "publisher";
+// the operator's CLI (`archivist dlq`) connects as "operator".
+var ExternalUsers = []string{"publisher", "operator"}
 
 // Users are every NATS user k8s/nats/auth.conf declares.
 func Users() []string { return append(slices.Clone(Services), ExternalUsers...) }
@@ -72,6 +73,7 @@ var accessOf = map[string]access{
 		publishes: []string{SubjectEpisodeUpserted, SubjectClipUpserted},
 		external:  true,
 	},
+	"operator": {external: true}, // operatorPermissions
 }
 
 // InboxPrefix is the inbox prefix of a NATS user: its replies (JetStream's
@@ -111,6 +113,9 @@ func PermissionsOf(service string) (Permissions, error) {
 	a, ok := accessOf[service]
 	if !ok {
 		return Permissions{}, fmt.Errorf("no NATS access is declared for service %q", service)
+	}
+	if service == "operator" {
+		return operatorPermissions(), nil
 	}
 	if a.external {
 		return Permissions{Publish: slices.Clone(a.publishes), Subscribe: []string{InboxPrefix(service) + ".>"}}, nil
@@ -155,6 +160,21 @@ func PermissionsOf(service string) (Permissions, error) {
 	sub := append([]string{InboxPrefix(service) + ".>"}, a.subscribes...)
 	slices.Sort(pub)
 	return Permissions{Publish: slices.Compact(pub), Subscribe: sub}, nil
+}
+
+// operatorPermissions are the CLI's: read stream state, read and delete
+// dead letters, and replay one to the subject it came from (any subject a
+// service publishes); no stream or consumer management, no other inbox.
+func operatorPermissions() Permissions {
+	pub := []string{"$JS.API.INFO", "$JS.API.STREAM.MSG.GET." + StreamDeadLetter, "$JS.API.STREAM.MSG.DELETE." + StreamDeadLetter}
+	for _, s := range Streams(1) {
+		pub = append(pub, "$JS.API.STREAM.INFO."+s.Name)
+	}
+	for _, svc := range Services {
+		pub = append(pub, accessOf[svc].publishes...)
+	}
+	slices.Sort(pub)
+	return Permissions{Publish: slices.Compact(pub), Subscribe: []string{InboxPrefix("operator") + ".>"}}
 }
 
 // AuthConfig renders the NATS server's authorization block: one user per

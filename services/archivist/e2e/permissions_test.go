@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/archivist/archivist/events"
+	"github.com/archivist/archivist/pkg/bus"
 	"github.com/archivist/archivist/pkg/natsserver"
 	"github.com/archivist/archivist/pkg/testenv"
 	"github.com/archivist/archivist/services/auditor/auditor"
@@ -232,5 +233,71 @@ func TestTheResearchersUserIsConfined(t *testing.T) {
 	case err := <-errs:
 		t.Errorf("its own inbox and subjects: %v", err)
 	case <-time.After(300 * time.Millisecond):
+	}
+}
+
+// TestTheOperatorsUser: the CLI's NATS user lists dead letters and replays
+// one to the subject it came from, and may not manage streams or read
+// another user's inbox.
+func TestTheOperatorsUser(t *testing.T) {
+	url := securedNATS(t)
+	ctx := context.Background()
+	curatorBus, err := bus.Connect(ctx, bus.Config{URL: url, User: "curator", Password: "pw-curator", Replicas: 1}, "curator")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer curatorBus.Close(ctx)
+	if err := curatorBus.EnsureStreams(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// A dead letter of the curator's consumer, as its handler writes one.
+	dl := nats.NewMsg(events.DeadLetterSubject(events.StreamCuration, events.CuratorEpisodes.Config.Durable))
+	dl.Data = []byte("not an event")
+	for k, v := range map[string]string{events.HeaderDLQReason: "undecodable", events.HeaderDLQStream: events.StreamCuration,
+		events.HeaderDLQConsumer: events.CuratorEpisodes.Config.Durable, events.HeaderDLQSubject: events.SubjectEpisodeUpserted,
+		events.HeaderDLQSequence: "1", events.HeaderDLQDeliveries: "1"} {
+		dl.Header.Set(k, v)
+	}
+	if _, err := curatorBus.JetStream().PublishMsg(ctx, dl); err != nil {
+		t.Fatal(err)
+	}
+	op, err := bus.Connect(ctx, bus.Config{URL: url, User: "operator", Password: "pw-operator", Replicas: 1}, "archivist-cli")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer op.Close(ctx)
+	list, err := op.DeadLetters(ctx, 0, 10)
+	if err != nil || len(list) != 1 {
+		t.Fatalf("dead letters as the operator: %+v %v", list, err)
+	}
+	if _, err := op.Replay(ctx, list[0].Seq); err != nil {
+		t.Fatalf("replay as the operator: %v", err)
+	}
+	if list, err := op.DeadLetters(ctx, 0, 10); err != nil || len(list) != 0 {
+		t.Errorf("dead letters after the replay: %+v %v", list, err)
+	}
+	errs := make(chan error, 4)
+	nc, err := nats.Connect(url, nats.UserInfo("operator", "pw-operator"), nats.CustomInboxPrefix(events.InboxPrefix("operator")),
+		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) { errs <- err }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	for what, do := range map[string]func() error{
+		"delete a stream":            func() error { return nc.Publish("$JS.API.STREAM.DELETE."+events.StreamCuration, nil) },
+		"read the curator's replies": func() error { _, err := nc.SubscribeSync(events.InboxPrefix("curator") + ".>"); return err },
+	} {
+		if err := do(); err != nil {
+			t.Fatal(err)
+		}
+		nc.Flush()
+		select {
+		case err := <-errs:
+			if !strings.Contains(err.Error(), "Permissions Violation") {
+				t.Errorf("%s: %v", what, err)
+			}
+		case <-time.After(3 * time.Second):
+			t.Errorf("the operator's user may %s", what)
+		}
 	}
 }
