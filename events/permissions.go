@@ -12,8 +12,9 @@ var Services = []string{"curator", "pwa", "cwa", "researcher", "indexer", "aggre
 
 // ExternalUsers are the NATS users of people and systems outside the
 // services: a curating system publishes curation events as "publisher";
-// the operator's CLI (`archivist dlq`) connects as "operator".
-var ExternalUsers = []string{"publisher", "operator"}
+// the operator's CLI (`archivist dlq`) connects as "operator"; `archivist
+// migrate` manages the streams as "deploy".
+var ExternalUsers = []string{"publisher", "operator", "deploy"}
 
 // Users are every NATS user k8s/nats/auth.conf declares.
 func Users() []string { return append(slices.Clone(Services), ExternalUsers...) }
@@ -74,6 +75,7 @@ var accessOf = map[string]access{
 		external:  true,
 	},
 	"operator": {external: true}, // operatorPermissions
+	"deploy":   {external: true}, // deployPermissions
 }
 
 // InboxPrefix is the inbox prefix of a NATS user: its replies (JetStream's
@@ -114,16 +116,20 @@ func PermissionsOf(service string) (Permissions, error) {
 	if !ok {
 		return Permissions{}, fmt.Errorf("no NATS access is declared for service %q", service)
 	}
-	if service == "operator" {
+	switch service {
+	case "operator":
 		return operatorPermissions(), nil
+	case "deploy":
+		return deployPermissions(), nil
 	}
 	if a.external {
 		return Permissions{Publish: slices.Clone(a.publishes), Subscribe: []string{InboxPrefix(service) + ".>"}}, nil
 	}
 	pub := []string{"$JS.API.INFO"}
 	pub = append(pub, a.publishes...)
+	// Streams are made by the deploy identity; a service only looks.
 	for _, s := range Streams(1) {
-		pub = append(pub, "$JS.API.STREAM.CREATE."+s.Name, "$JS.API.STREAM.UPDATE."+s.Name, "$JS.API.STREAM.INFO."+s.Name)
+		pub = append(pub, "$JS.API.STREAM.INFO."+s.Name)
 	}
 	// Dead letters of its own consumers only; its dead-letter mover reads
 	// and deletes the message an advisory names in the streams it consumes,
@@ -160,6 +166,16 @@ func PermissionsOf(service string) (Permissions, error) {
 	sub := append([]string{InboxPrefix(service) + ".>"}, a.subscribes...)
 	slices.Sort(pub)
 	return Permissions{Publish: slices.Compact(pub), Subscribe: sub}, nil
+}
+
+// deployPermissions are `archivist migrate`'s: it creates and updates the
+// streams, and nothing else.
+func deployPermissions() Permissions {
+	pub := []string{"$JS.API.INFO"}
+	for _, s := range Streams(1) {
+		pub = append(pub, "$JS.API.STREAM.CREATE."+s.Name, "$JS.API.STREAM.UPDATE."+s.Name, "$JS.API.STREAM.INFO."+s.Name)
+	}
+	return Permissions{Publish: pub, Subscribe: []string{InboxPrefix("deploy") + ".>"}}
 }
 
 // operatorPermissions are the CLI's: read stream state, read and delete

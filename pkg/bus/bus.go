@@ -43,6 +43,10 @@ type Config struct {
 	TLSKeyFile string `env:"NATS_TLS_KEY_FILE"`
 	// Replicas is the number of replicas of every stream (3 in a cluster).
 	Replicas int `env:"NATS_REPLICAS, default=1"`
+	// EnsureStreams has a service create or update the streams at start;
+	// off, it only checks they exist, and the deploy identity (`archivist
+	// migrate` as NATS user deploy) manages them: services' users may not.
+	EnsureStreams bool `env:"NATS_ENSURE_STREAMS, default=true"`
 }
 
 // Bus is a connection to NATS JetStream on behalf of one service.
@@ -166,6 +170,17 @@ func (b *Bus) EnsureStreams(ctx context.Context) error {
 	for _, cfg := range events.Streams(b.replicas) {
 		if _, err := b.js.CreateOrUpdateStream(ctx, cfg); err != nil {
 			return fmt.Errorf("create or update stream %s: %w", cfg.Name, err)
+		}
+	}
+	return nil
+}
+
+// CheckStreams reports a stream of events.Streams that does not exist, for a
+// service that may not create streams (NATS_ENSURE_STREAMS=false).
+func (b *Bus) CheckStreams(ctx context.Context) error {
+	for _, cfg := range events.Streams(b.replicas) {
+		if _, err := b.js.Stream(ctx, cfg.Name); err != nil {
+			return fmt.Errorf("stream %s: %w (the deploy identity makes the streams: archivist migrate with NATS_USER=deploy)", cfg.Name, err)
 		}
 	}
 	return nil

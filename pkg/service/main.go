@@ -10,6 +10,7 @@ import (
 	"os/signal"
 	"syscall"
 
+	"github.com/archivist/archivist/pkg/bus"
 	"github.com/archivist/archivist/pkg/config"
 	"github.com/archivist/archivist/pkg/logging"
 	"github.com/archivist/archivist/pkg/store"
@@ -63,8 +64,22 @@ func run(def Definition, args []string, stderr io.Writer) error {
 // Migrate runs the migrations of every definition as the connecting
 // (migration) role, then grants each service's runtime role, a role named
 // like the service if one exists, the use of its own schemas and nothing
-// else.
+// else. Connected to NATS as the deploy user, it also creates or updates
+// the streams, which the services' users may not.
 func Migrate(ctx context.Context, defs []Definition, common Common, log *slog.Logger) error {
+	if common.Bus.User == "deploy" {
+		// The deploy identity manages the streams the services use.
+		b, err := bus.Connect(ctx, common.Bus, "migrate", bus.WithLogger(log))
+		if err != nil {
+			return err
+		}
+		err = b.EnsureStreams(ctx)
+		b.Close(context.WithoutCancel(ctx))
+		if err != nil {
+			return err
+		}
+		log.Info("streams created or updated")
+	}
 	pool, err := store.Open(ctx, common.Store, "migrate")
 	if err != nil {
 		return err

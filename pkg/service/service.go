@@ -181,7 +181,11 @@ func Start(ctx context.Context, def Definition, common Common, deps Deps) (_ *Ru
 		r.closers = append(r.closers, closer{"bus", b.Close})
 		env.Bus = b
 		deps.Admin.AddCheck(def.Name+" nats", func(context.Context) error { return b.Healthy() })
-		if err := b.EnsureStreams(ctx); err != nil {
+		ensure := b.EnsureStreams
+		if !common.Bus.EnsureStreams {
+			ensure = b.CheckStreams
+		}
+		if err := ensure(ctx); err != nil {
 			return nil, fmt.Errorf("%s: %w", def.Name, err)
 		}
 		mover, err := b.StartDeadLetterMover(ctx)

@@ -65,7 +65,8 @@ func StartServiceIn(t testing.TB, def service.Definition, sh Shared, env map[str
 	}
 	s.Admin = admin.Addr()
 	common := service.Common{ShutdownTimeout: 10 * time.Second, MigrateOnStart: true,
-		Bus:   bus.Config{URL: s.NATSURL, Replicas: 1, User: env["NATS_USER"], Password: env["NATS_PASSWORD"]},
+		Bus: bus.Config{URL: s.NATSURL, Replicas: 1, User: env["NATS_USER"], Password: env["NATS_PASSWORD"],
+			EnsureStreams: env["NATS_ENSURE_STREAMS"] != "false"},
 		Store: store.Config{URL: s.DBURL, MaxConns: 5},
 		// Tests reach the APIs without keys unless they test the keys.
 		Auth: service.AuthConfig{Mode: "off", KeysFile: env["API_KEYS_FILE"]}}

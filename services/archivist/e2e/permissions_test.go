@@ -39,11 +39,22 @@ func securedNATS(t *testing.T) string {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { natsserver.Stop(s) })
+	// The deploy identity makes the streams, as `archivist migrate` does;
+	// the services' users may not.
+	ctx := context.Background()
+	deploy, err := bus.Connect(ctx, bus.Config{URL: s.ClientURL(), User: "deploy", Password: "pw-deploy", Replicas: 1}, "migrate")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer deploy.Close(ctx)
+	if err := deploy.EnsureStreams(ctx); err != nil {
+		t.Fatalf("the deploy user making the streams: %v", err)
+	}
 	return s.ClientURL()
 }
 
 func as(svc string) map[string]string {
-	return map[string]string{"NATS_USER": svc, "NATS_PASSWORD": "pw-" + svc}
+	return map[string]string{"NATS_USER": svc, "NATS_PASSWORD": "pw-" + svc, "NATS_ENSURE_STREAMS": "false"}
 }
 
 // TestServicesWorkWithTheirOwnNATSUsers runs the curator and the research
@@ -185,8 +196,8 @@ func merge(a, b map[string]string) map[string]string {
 // TestTheResearchersUserIsConfined: the researcher, the process that decodes
 // hostile audio, holds the least: it may not read another user's inbox (nor
 // the shared _INBOX), get or delete messages in a stream it does not
-// consume, or dead-letter for another service's consumer; its own inbox
-// and subjects work.
+// consume, change a stream (only the deploy user may), or dead-letter for
+// another service's consumer; its own inbox and subjects work.
 func TestTheResearchersUserIsConfined(t *testing.T) {
 	url := securedNATS(t)
 	errs := make(chan error, 10)
@@ -220,6 +231,7 @@ func TestTheResearchersUserIsConfined(t *testing.T) {
 	refused("subscribe to the curator's inbox", sub(events.InboxPrefix("curator")+".>"))
 	refused("get a message of CURATION", pub("$JS.API.STREAM.MSG.GET."+events.StreamCuration))
 	refused("delete a message of WORKS", pub("$JS.API.STREAM.MSG.DELETE.WORKS"))
+	refused("update a stream", pub("$JS.API.STREAM.UPDATE."+events.StreamResearchWork))
 	refused("dead-letter for the curator's consumer", pub(events.DeadLetterSubject(events.StreamCuration, events.CuratorEpisodes.Config.Durable)))
 	// Its own inbox and subjects are allowed.
 	if _, err := nc.SubscribeSync(events.InboxPrefix("researcher") + ".x"); err != nil {
@@ -247,7 +259,10 @@ func TestTheOperatorsUser(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer curatorBus.Close(ctx)
-	if err := curatorBus.EnsureStreams(ctx); err != nil {
+	if err := curatorBus.EnsureStreams(ctx); err == nil {
+		t.Error("the curator's user created or updated the streams")
+	}
+	if err := curatorBus.CheckStreams(ctx); err != nil {
 		t.Fatal(err)
 	}
 	// A dead letter of the curator's consumer, as its handler writes one.

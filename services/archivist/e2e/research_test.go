@@ -16,7 +16,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/nats-io/nats.go"
 
 	"github.com/archivist/archivist/events"
 	"github.com/archivist/archivist/pkg/blob"
@@ -132,12 +131,17 @@ func newWorldAt(t *testing.T, url string, creds map[string]string, episodes, cli
 			"RESEARCH_LEASE_DURATION": "6s", "RESEARCH_ITEM_TTL": "3s", "RESEARCH_MAX_CLIPS": "8",
 			"RESEARCH_LIVENESS_TTL": "2s", "PWA_INTERVAL": "200ms", "PWA_HTTP_ADDR": "127.0.0.1:0",
 		}}
-	var opts []bus.Option
 	if creds != nil {
-		opts = append(opts, bus.WithNATSOptions(nats.UserInfo(creds["NATS_USER"], creds["NATS_PASSWORD"]),
-			nats.CustomInboxPrefix(events.InboxPrefix(creds["NATS_USER"]))))
+		// A service's user may not make streams: the deploy user made them.
+		b, err := bus.Connect(context.Background(), bus.Config{URL: url, User: creds["NATS_USER"], Password: creds["NATS_PASSWORD"], Replicas: 1}, "curator")
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { b.Close(context.Background()) })
+		w.bus = b
+	} else {
+		w.bus = testenv.BusAt(t, w.shared.NATSURL, "curator")
 	}
-	w.bus = testenv.BusAt(t, w.shared.NATSURL, "curator", opts...)
 	w.db, err = store.Open(context.Background(), store.Config{URL: w.shared.DBURL, MaxConns: 4}, "test")
 	if err != nil {
 		t.Fatal(err)
