@@ -209,31 +209,38 @@ type Status struct {
 // Status reads the registry's status (at most 100 parked files listed).
 func (r *Registry) Status(ctx context.Context) (Status, error) {
 	st := Status{ByStatus: map[string]int64{}}
-	rows, err := r.db.Query(ctx, `SELECT status, count(*), coalesce(sum(lines), 0) FROM indexer.files GROUP BY status`)
+	// One snapshot: the counts and the parked list agree.
+	err := pgx.BeginTxFunc(ctx, r.db, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
+		rows, err := tx.Query(ctx, `SELECT status, count(*), coalesce(sum(lines), 0) FROM indexer.files GROUP BY status`)
+		if err != nil {
+			return err
+		}
+		for rows.Next() {
+			var s string
+			var n, lines int64
+			if err := rows.Scan(&s, &n, &lines); err != nil {
+				rows.Close()
+				return err
+			}
+			st.ByStatus[s] = n
+			if s == "indexed" {
+				st.Lines = lines
+			}
+		}
+		rows.Close()
+		if err := tx.QueryRow(ctx, `SELECT min(discovered_at) FROM indexer.files WHERE status <> 'indexed'`).Scan(&st.OldestUnindexed); err != nil {
+			return err
+		}
+		rows, err = tx.Query(ctx, `SELECT name, status, failures, last_error, output, lines, discovered_at FROM indexer.files
+			WHERE status = 'parked' ORDER BY name LIMIT 100`)
+		if err != nil {
+			return err
+		}
+		st.Parked, err = pgx.CollectRows(rows, pgx.RowToStructByPos[File])
+		return err
+	})
 	if err != nil {
 		return st, fmt.Errorf("index status: %w", err)
 	}
-	for rows.Next() {
-		var s string
-		var n, lines int64
-		if err := rows.Scan(&s, &n, &lines); err != nil {
-			rows.Close()
-			return st, err
-		}
-		st.ByStatus[s] = n
-		if s == "indexed" {
-			st.Lines = lines
-		}
-	}
-	rows.Close()
-	if err := r.db.QueryRow(ctx, `SELECT min(discovered_at) FROM indexer.files WHERE status <> 'indexed'`).Scan(&st.OldestUnindexed); err != nil {
-		return st, fmt.Errorf("index status: %w", err)
-	}
-	rows, err = r.db.Query(ctx, `SELECT name, status, failures, last_error, output, lines, discovered_at FROM indexer.files
-		WHERE status = 'parked' ORDER BY name LIMIT 100`)
-	if err != nil {
-		return st, err
-	}
-	st.Parked, err = pgx.CollectRows(rows, pgx.RowToStructByPos[File])
-	return st, err
+	return st, nil
 }
