@@ -255,6 +255,9 @@ func Check(objs []Object) error {
 			if hasEnv(d, "DATABASE_URL") && !strings.Contains(envValue(d, "DATABASE_URL"), cluster.Metadata.Name+"-rw") {
 				fail("Deployment %s does not connect to the Cluster's -rw service", name)
 			}
+			if u := envValue(d, "DATABASE_URL"); hasEnv(d, "DATABASE_URL") && (!strings.Contains(u, "sslmode=verify-full") || !strings.Contains(u, "sslrootcert=")) {
+				fail("Deployment %s connects to PostgreSQL without checking its certificate (sslmode=verify-full with sslrootcert)", name)
+			}
 		}
 	}
 	return errors.Join(errs...)
