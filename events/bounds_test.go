@@ -6,6 +6,7 @@ import (
 	"runtime"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/archivist/archivist/events"
 )
@@ -160,4 +161,18 @@ func BenchmarkUnmarshalChecked(b *testing.B) {
 			}
 		}
 	})
+}
+
+// TestFailureTextIsStorable: a reason with NUL bytes, invalid UTF-8 and
+// more than MaxFailureBytes comes out storable and within the bound, cut at
+// a rune boundary.
+func TestFailureTextIsStorable(t *testing.T) {
+	in := "a\x00b\xff" + strings.Repeat("é", events.MaxFailureBytes)
+	out := events.FailureText(in)
+	if len(out) > events.MaxFailureBytes || strings.ContainsRune(out, 0) || !utf8.ValidString(out) || !strings.HasPrefix(out, "ab") || !strings.HasSuffix(out, "...") {
+		t.Errorf("FailureText: %d bytes, %q...", len(out), out[:10])
+	}
+	if got := events.FailureText("short"); got != "short" {
+		t.Errorf("a short reason changed: %q", got)
+	}
 }

@@ -2,6 +2,7 @@ package events
 
 import (
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -132,6 +133,17 @@ type ResearchCompleted struct {
 
 // MaxFailureBytes bounds a failure reason carried in an event.
 const MaxFailureBytes = 1024
+
+// FailureText is a failure reason as events and tables keep it: without
+// NUL bytes, valid UTF-8, and at most MaxFailureBytes ("..." marking a cut
+// made at a rune boundary).
+func FailureText(s string) string {
+	s = strings.ToValidUTF8(strings.ReplaceAll(s, "\x00", ""), "")
+	if len(s) > MaxFailureBytes {
+		s = strings.ToValidUTF8(s[:MaxFailureBytes-3], "") + "..."
+	}
+	return s
+}
 
 // EventType implements Event.
 func (ResearchCompleted) EventType() string { return TypeResearchCompleted }

@@ -200,29 +200,8 @@ func merge(a, b map[string]string) map[string]string {
 // another service's consumer; its own inbox and subjects work.
 func TestTheResearchersUserIsConfined(t *testing.T) {
 	url := securedNATS(t)
-	errs := make(chan error, 10)
-	nc, err := nats.Connect(url, nats.UserInfo("researcher", "pw-researcher"),
-		nats.CustomInboxPrefix(events.InboxPrefix("researcher")),
-		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) { errs <- err }))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	refused := func(what string, do func() error) {
-		t.Helper()
-		if err := do(); err != nil {
-			t.Fatalf("%s: %v", what, err)
-		}
-		nc.Flush()
-		select {
-		case err := <-errs:
-			if !strings.Contains(err.Error(), "Permissions Violation") {
-				t.Errorf("%s: %v, want a permissions violation", what, err)
-			}
-		case <-time.After(3 * time.Second):
-			t.Errorf("%s: allowed", what)
-		}
-	}
+	c := connectAs(t, url, "researcher")
+	nc, errs, refused := c.nc, c.errs, c.refused
 	sub := func(subject string) func() error {
 		return func() error { _, err := nc.SubscribeSync(subject); return err }
 	}
@@ -291,28 +270,46 @@ func TestTheOperatorsUser(t *testing.T) {
 	if list, err := op.DeadLetters(ctx, 0, 10); err != nil || len(list) != 0 {
 		t.Errorf("dead letters after the replay: %+v %v", list, err)
 	}
-	errs := make(chan error, 4)
-	nc, err := nats.Connect(url, nats.UserInfo("operator", "pw-operator"), nats.CustomInboxPrefix(events.InboxPrefix("operator")),
-		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) { errs <- err }))
+	c := connectAs(t, url, "operator")
+	c.refused("delete a stream", func() error { return c.nc.Publish("$JS.API.STREAM.DELETE."+events.StreamCuration, nil) })
+	c.refused("read the curator's replies", func() error { _, err := c.nc.SubscribeSync(events.InboxPrefix("curator") + ".>"); return err })
+}
+
+// userConn is a raw NATS connection as one user of the generated auth.conf
+// (with its inbox prefix), collecting the server's asynchronous errors.
+type userConn struct {
+	t    *testing.T
+	nc   *nats.Conn
+	errs chan error
+}
+
+func connectAs(t *testing.T, url, user string) *userConn {
+	t.Helper()
+	c := &userConn{t: t, errs: make(chan error, 10)}
+	nc, err := nats.Connect(url, nats.UserInfo(user, "pw-"+user), nats.CustomInboxPrefix(events.InboxPrefix(user)),
+		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) { c.errs <- err }))
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer nc.Close()
-	for what, do := range map[string]func() error{
-		"delete a stream":            func() error { return nc.Publish("$JS.API.STREAM.DELETE."+events.StreamCuration, nil) },
-		"read the curator's replies": func() error { _, err := nc.SubscribeSync(events.InboxPrefix("curator") + ".>"); return err },
-	} {
-		if err := do(); err != nil {
-			t.Fatal(err)
+	t.Cleanup(nc.Close)
+	c.nc = nc
+	return c
+}
+
+// refused runs do and wants the server to answer it with a permissions
+// violation.
+func (c *userConn) refused(what string, do func() error) {
+	c.t.Helper()
+	if err := do(); err != nil {
+		c.t.Fatalf("%s: %v", what, err)
+	}
+	c.nc.Flush()
+	select {
+	case err := <-c.errs:
+		if !strings.Contains(err.Error(), "Permissions Violation") {
+			c.t.Errorf("%s: %v, want a permissions violation", what, err)
 		}
-		nc.Flush()
-		select {
-		case err := <-errs:
-			if !strings.Contains(err.Error(), "Permissions Violation") {
-				t.Errorf("%s: %v", what, err)
-			}
-		case <-time.After(3 * time.Second):
-			t.Errorf("the operator's user may %s", what)
-		}
+	case <-time.After(3 * time.Second):
+		c.t.Errorf("%s: allowed", what)
 	}
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -19,17 +18,6 @@ type taskFailures struct{ db *pgxpool.Pool }
 
 var _ workman.Failures = taskFailures{}
 
-// maxReason bounds a stored failure reason.
-const maxReason = events.MaxFailureBytes
-
-func reason(err error) string {
-	s := strings.ToValidUTF8(strings.ReplaceAll(err.Error(), "\x00", ""), "")
-	if len(s) > maxReason {
-		s = strings.ToValidUTF8(s[:maxReason-3], "") + "..."
-	}
-	return s
-}
-
 func (f taskFailures) Failures(ctx context.Context, id string) (int, error) {
 	var n int
 	err := f.db.QueryRow(ctx, `SELECT failures FROM auditor.task_failures WHERE task = $1`, id).Scan(&n)
@@ -43,7 +31,7 @@ func (f taskFailures) Failed(ctx context.Context, id string, task *events.AuditT
 	var n int
 	qerr := f.db.QueryRow(ctx, `INSERT INTO auditor.task_failures (task, object, failures, last_error) VALUES ($1, $2, 1, $3)
 		ON CONFLICT (task) DO UPDATE SET failures = auditor.task_failures.failures + 1, last_error = EXCLUDED.last_error, at = now()
-		RETURNING failures`, id, task.Object, reason(err)).Scan(&n)
+		RETURNING failures`, id, task.Object, events.FailureText(err.Error())).Scan(&n)
 	if qerr != nil {
 		return 0, fmt.Errorf("count a failure of task %s: %w", id, qerr)
 	}
@@ -51,7 +39,7 @@ func (f taskFailures) Failed(ctx context.Context, id string, task *events.AuditT
 }
 
 func (f taskFailures) Exhausted(ctx context.Context, id string, task *events.AuditTask, err error) error {
-	why := fmt.Sprintf("check failed %d times (%s task): %s", workman.MaxFailures, task.Reason, reason(err))
+	why := fmt.Sprintf("check failed %d times (%s task): %s", workman.MaxFailures, task.Reason, events.FailureText(err.Error()))
 	if _, qerr := f.db.Exec(ctx, `UPDATE auditor.schedule SET parked_at = now(), parked_reason = $2 WHERE object = $1`, task.Object, why); qerr != nil {
 		return fmt.Errorf("park %s: %w", task.Object, qerr)
 	}

@@ -1,8 +1,6 @@
 package ingest_test
 
 import (
-	"bytes"
-	"encoding/json"
 	"net/http"
 	"testing"
 	"time"
@@ -20,20 +18,7 @@ func TestSubmitWithIdempotencyKey(t *testing.T) {
 	r := newRig(t, nil)
 	murl, _ := o.manifest("idem", 3)
 	post := func(sub ingest.Submission, key string) (int, map[string]any) {
-		b, _ := json.Marshal(sub)
-		req, _ := http.NewRequest("POST", r.api+"/v1/batches", bytes.NewReader(b))
-		req.Header.Set("Content-Type", "application/json")
-		if key != "" {
-			req.Header.Set("Idempotency-Key", key)
-		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		var out map[string]any
-		json.NewDecoder(resp.Body).Decode(&out)
-		return resp.StatusCode, out
+		return r.callWith("POST", "/v1/batches", sub, map[string]string{"Idempotency-Key": key})
 	}
 	sub := ingest.Submission{Submitter: "alice", Profile: "p", PayloadURL: murl, Type: "batch-manifest"}
 	code, first := post(sub, "batch-2026-11-23")

@@ -160,6 +160,12 @@ func newRigWith(t testing.TB, bs blob.Store, extra map[string]string) *rig {
 
 func (r *rig) call(method, path string, body any) (int, map[string]any) {
 	r.t.Helper()
+	return r.callWith(method, path, body, nil)
+}
+
+// callWith is call with request headers.
+func (r *rig) callWith(method, path string, body any, hdr map[string]string) (int, map[string]any) {
+	r.t.Helper()
 	var rd io.Reader
 	if body != nil {
 		b, _ := json.Marshal(body)
@@ -167,6 +173,9 @@ func (r *rig) call(method, path string, body any) (int, map[string]any) {
 	}
 	req, _ := http.NewRequest(method, r.api+path, rd)
 	req.Header.Set("Content-Type", "application/json")
+	for k, v := range hdr {
+		req.Header.Set(k, v)
+	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		r.t.Fatal(err)

@@ -17,7 +17,6 @@ import (
 	"log/slog"
 	"os"
 	"regexp"
-	"strings"
 	"sync/atomic"
 	"time"
 
@@ -215,7 +214,7 @@ func (r *Researcher) Item(ctx context.Context, m *bus.Message[events.WorkItem]) 
 		res := &events.ResearchCompleted{LeaseID: item.LeaseID, Episode: item.Episode.Key,
 			Clip: item.Clips[i].Key, Occurrences: occ, Researcher: r.cfg.ID}
 		if failure != nil {
-			res.Occurrences, res.Failure = nil, truncateReason(failure.Error())
+			res.Occurrences, res.Failure = nil, events.FailureText(failure.Error())
 			log.Warn("clip cannot be researched; parked", "clip", item.Clips[i].Key, "reason", res.Failure)
 		}
 		return out.push(wctx, res)
@@ -227,7 +226,7 @@ func (r *Researcher) Item(ctx context.Context, m *bus.Message[events.WorkItem]) 
 		// The episode's own audio is at fault (a clip's fault is reported
 		// through found): a final result parks the episode and ends the
 		// lease at once.
-		reason := truncateReason(err.Error())
+		reason := events.FailureText(err.Error())
 		if perr := out.push(fctx, &events.ResearchCompleted{LeaseID: item.LeaseID, Episode: item.Episode.Key,
 			Clip: item.Clips[0].Key, EpisodeFailure: reason, Researcher: r.cfg.ID}); perr != nil {
 			return perr
@@ -273,15 +272,6 @@ func (r *Researcher) audio(ref events.AudioRef) Audio {
 func IsClipFault(err error) bool {
 	var mm *MediaMismatchError
 	return errors.Is(err, blob.ErrNotFound) || errors.As(err, &mm) || audio.IsPermanent(err)
-}
-
-// truncateReason keeps a failure reason within events.MaxFailureBytes,
-// cutting at a rune boundary.
-func truncateReason(s string) string {
-	if len(s) <= events.MaxFailureBytes {
-		return s
-	}
-	return strings.ToValidUTF8(s[:events.MaxFailureBytes-3], "") + "..."
 }
 
 // sender holds back the latest result so that the last one sent can be
