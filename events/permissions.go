@@ -25,7 +25,7 @@ type access struct {
 	subscribes []string   // core subjects it subscribes to
 	consumers  []Consumer // durable consumers it creates and reads
 	inspects   []Consumer // durable consumers it only creates and looks at
-	buckets    []string   // key-value buckets it creates and reads
+	buckets    []string   // key-value buckets it reads (the deploy identity makes them)
 	bucketPuts bool       // whether it writes to those buckets
 	external   bool       // a system outside Archivist: its publishes only
 }
@@ -156,7 +156,8 @@ func PermissionsOf(service string) (Permissions, error) {
 	}
 	for _, b := range a.buckets {
 		st := "KV_" + b
-		pub = append(pub, "$JS.API.STREAM.CREATE."+st, "$JS.API.STREAM.UPDATE."+st, "$JS.API.STREAM.INFO."+st,
+		// The deploy identity makes the bucket; a service binds to it.
+		pub = append(pub, "$JS.API.STREAM.INFO."+st,
 			"$JS.API.STREAM.MSG.GET."+st, "$JS.API.DIRECT.GET."+st+".>",
 			"$JS.API.CONSUMER.CREATE."+st+".>", "$JS.API.CONSUMER.DELETE."+st+".>", "$JS.FC."+st+".>")
 		if a.bucketPuts {
@@ -169,11 +170,21 @@ func PermissionsOf(service string) (Permissions, error) {
 }
 
 // deployPermissions are `archivist migrate`'s: it creates and updates the
-// streams, and nothing else.
+// streams and the services' key-value buckets, and nothing else.
 func deployPermissions() Permissions {
 	pub := []string{"$JS.API.INFO"}
+	names := []string{}
 	for _, s := range Streams(1) {
-		pub = append(pub, "$JS.API.STREAM.CREATE."+s.Name, "$JS.API.STREAM.UPDATE."+s.Name, "$JS.API.STREAM.INFO."+s.Name)
+		names = append(names, s.Name)
+	}
+	for _, svc := range Services {
+		for _, b := range accessOf[svc].buckets {
+			names = append(names, "KV_"+b)
+		}
+	}
+	slices.Sort(names)
+	for _, n := range slices.Compact(names) {
+		pub = append(pub, "$JS.API.STREAM.CREATE."+n, "$JS.API.STREAM.UPDATE."+n, "$JS.API.STREAM.INFO."+n)
 	}
 	return Permissions{Publish: pub, Subscribe: []string{InboxPrefix("deploy") + ".>"}}
 }

@@ -55,8 +55,11 @@ type Bus struct {
 	js       jetstream.JetStream
 	producer string
 	replicas int
-	log      *slog.Logger
-	metrics  *metrics
+	// manages says whether this identity creates and updates the streams
+	// and buckets (NATS_ENSURE_STREAMS), or only binds to them.
+	manages bool
+	log     *slog.Logger
+	metrics *metrics
 	// depCheck tells whether the service's dependencies (PostgreSQL, the
 	// blob store) answer; consumers pause while it fails.
 	depCheck func(context.Context) error
@@ -147,7 +150,7 @@ func Connect(ctx context.Context, cfg Config, producer string, opts ...Option) (
 		nc.Close()
 		return nil, fmt.Errorf("jetstream context: %w", err)
 	}
-	b := &Bus{nc: nc, js: js, producer: producer, replicas: max(cfg.Replicas, 1), log: log, metrics: newMetrics(o.reg), depCheck: o.depCheck}
+	b := &Bus{nc: nc, js: js, producer: producer, replicas: max(cfg.Replicas, 1), manages: cfg.EnsureStreams, log: log, metrics: newMetrics(o.reg), depCheck: o.depCheck}
 	if _, err := js.AccountInfo(ctx); err != nil {
 		nc.Close()
 		return nil, fmt.Errorf("jetstream not available at %s: %w", config.RedactSecrets(cfg.URL), err)
@@ -184,6 +187,43 @@ func (b *Bus) CheckStreams(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// EnsureKeyValue creates or updates a key-value bucket (with the bus's
+// replicas unless cfg sets them): the deploy identity's part, as
+// EnsureStreams is for streams.
+func (b *Bus) EnsureKeyValue(ctx context.Context, cfg jetstream.KeyValueConfig) (jetstream.KeyValue, error) {
+	if cfg.Replicas == 0 {
+		cfg.Replicas = b.replicas
+	}
+	kv, err := b.js.CreateOrUpdateKeyValue(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("create or update bucket %s: %w", cfg.Bucket, err)
+	}
+	return kv, nil
+}
+
+// KeyValue opens the bucket cfg describes. A bus that manages the streams
+// (NATS_ENSURE_STREAMS) creates or updates it; otherwise it binds to the
+// bucket the deploy identity made, and refuses one whose TTL differs from
+// cfg's (the service's configuration and the deployed bucket disagree).
+func (b *Bus) KeyValue(ctx context.Context, cfg jetstream.KeyValueConfig) (jetstream.KeyValue, error) {
+	if b.manages {
+		return b.EnsureKeyValue(ctx, cfg)
+	}
+	kv, err := b.js.KeyValue(ctx, cfg.Bucket)
+	if err != nil {
+		return nil, fmt.Errorf("bucket %s: %w (the deploy identity makes it: archivist migrate with NATS_USER=deploy)", cfg.Bucket, err)
+	}
+	st, err := kv.Status(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("bucket %s: %w", cfg.Bucket, err)
+	}
+	if st.TTL() != cfg.TTL {
+		return nil, fmt.Errorf("bucket %s keeps keys %s, this service's configuration says %s: run archivist migrate with the same configuration",
+			cfg.Bucket, st.TTL(), cfg.TTL)
+	}
+	return kv, nil
 }
 
 // EnsureConsumer creates or updates a durable consumer.

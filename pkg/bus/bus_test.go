@@ -444,3 +444,50 @@ func TestDeadLettersListAndReplay(t *testing.T) {
 		t.Errorf("replayed dead letter still listed: %+v", list)
 	}
 }
+
+// TestKeyValueIsMadeByTheDeployIdentity: a bus that does not manage the
+// streams binds to a bucket and never makes one; it refuses a bucket whose
+// TTL differs from its configuration; a managing bus makes and updates it.
+func TestKeyValueIsMadeByTheDeployIdentity(t *testing.T) {
+	ctx := context.Background()
+	url := testenv.NATS(t)
+	connect := func(manages bool) *bus.Bus {
+		b, err := bus.Connect(ctx, bus.Config{URL: url, Replicas: 1, EnsureStreams: manages}, "kv-test")
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = b.Close(ctx) })
+		return b
+	}
+	cfg := jetstream.KeyValueConfig{Bucket: "kvtest", TTL: 10 * time.Second, History: 1}
+	service := connect(false)
+	if _, err := service.KeyValue(ctx, cfg); err == nil || !strings.Contains(err.Error(), "archivist migrate") {
+		t.Fatalf("binding a bucket nobody made: %v, want an error naming archivist migrate", err)
+	}
+	if _, err := service.JetStream().KeyValue(ctx, cfg.Bucket); err == nil {
+		t.Fatal("a non-managing bus made the bucket")
+	}
+	deploy := connect(true)
+	if _, err := deploy.EnsureKeyValue(ctx, cfg); err != nil {
+		t.Fatal(err)
+	}
+	kv, err := service.KeyValue(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kv.Put(ctx, "r0", []byte("x")); err != nil {
+		t.Fatal(err)
+	}
+	other := cfg
+	other.TTL = time.Minute
+	if _, err := service.KeyValue(ctx, other); err == nil || !strings.Contains(err.Error(), "1m0s") {
+		t.Fatalf("binding with another TTL: %v, want an error naming both", err)
+	}
+	// The managing bus updates it to its configuration.
+	if _, err := deploy.KeyValue(ctx, other); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := service.KeyValue(ctx, other); err != nil {
+		t.Fatalf("after the update: %v", err)
+	}
+}

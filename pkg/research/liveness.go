@@ -9,22 +9,45 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/archivist/archivist/events"
+	"github.com/archivist/archivist/pkg/bus"
+	"github.com/archivist/archivist/pkg/config"
 )
 
-// Researchers opens (creating or updating) the bucket where live
-// researchers keep their keys; a key not refreshed within ttl disappears.
-func Researchers(ctx context.Context, js jetstream.JetStream, ttl Config) (jetstream.KeyValue, error) {
-	kv, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+// ResearchersBucket is the bucket where live researchers keep their keys;
+// a key not refreshed within cfg.LivenessTTL disappears. Its replicas
+// follow the bus's (NATS_REPLICAS).
+func ResearchersBucket(cfg Config) jetstream.KeyValueConfig {
+	return jetstream.KeyValueConfig{
 		Bucket:      events.BucketResearchers,
 		Description: "live researchers: each keeps its key fresh",
-		TTL:         ttl.LivenessTTL,
+		TTL:         cfg.LivenessTTL,
 		History:     1,
 		Storage:     jetstream.FileStorage,
-	})
+	}
+}
+
+// Researchers opens the researchers' bucket (bus.KeyValue: made by the
+// deploy identity, or by the service where it manages the streams).
+func Researchers(ctx context.Context, b *bus.Bus, cfg Config) (jetstream.KeyValue, error) {
+	kv, err := b.KeyValue(ctx, ResearchersBucket(cfg))
 	if err != nil {
-		return nil, fmt.Errorf("researchers bucket: %w", err)
+		return nil, fmt.Errorf("researchers: %w", err)
 	}
 	return kv, nil
+}
+
+// Buckets are the buckets of the research services, from the process
+// environment's research configuration: what `archivist migrate` makes
+// as the deploy identity (service.Definition.Buckets).
+func Buckets(ctx context.Context) ([]jetstream.KeyValueConfig, error) {
+	var cfg Config
+	if err := config.Load(ctx, &cfg, nil); err != nil {
+		return nil, err
+	}
+	if err := cfg.Check(); err != nil {
+		return nil, err
+	}
+	return []jetstream.KeyValueConfig{ResearchersBucket(cfg)}, nil
 }
 
 // Announcement is what a researcher keeps in its key.

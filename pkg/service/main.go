@@ -61,24 +61,52 @@ func run(def Definition, args []string, stderr io.Writer) error {
 	}
 }
 
+// MigrateNATS creates or updates every stream, and every bucket the
+// definitions declare, connected with cfg: the deploy identity's part of a
+// migration.
+func MigrateNATS(ctx context.Context, defs []Definition, cfg bus.Config, log *slog.Logger) error {
+	b, err := bus.Connect(ctx, cfg, "migrate", bus.WithLogger(log))
+	if err != nil {
+		return err
+	}
+	defer b.Close(context.WithoutCancel(ctx))
+	if err := b.EnsureStreams(ctx); err != nil {
+		return err
+	}
+	log.Info("streams created or updated")
+	made := map[string]bool{}
+	for _, d := range defs {
+		if d.Buckets == nil {
+			continue
+		}
+		buckets, err := d.Buckets(ctx)
+		if err != nil {
+			return fmt.Errorf("%s: %w", d.Name, err)
+		}
+		for _, kv := range buckets {
+			if made[kv.Bucket] {
+				continue
+			}
+			if _, err := b.EnsureKeyValue(ctx, kv); err != nil {
+				return fmt.Errorf("%s: %w", d.Name, err)
+			}
+			made[kv.Bucket] = true
+			log.Info("bucket created or updated", "bucket", kv.Bucket, "ttl", kv.TTL)
+		}
+	}
+	return nil
+}
+
 // Migrate runs the migrations of every definition as the connecting
 // (migration) role, then grants each service's runtime role, a role named
 // like the service if one exists, the use of its own schemas and nothing
 // else. Connected to NATS as the deploy user, it also creates or updates
-// the streams, which the services' users may not.
+// the streams and buckets, which the services' users may not (MigrateNATS).
 func Migrate(ctx context.Context, defs []Definition, common Common, log *slog.Logger) error {
 	if common.Bus.User == "deploy" {
-		// The deploy identity manages the streams the services use.
-		b, err := bus.Connect(ctx, common.Bus, "migrate", bus.WithLogger(log))
-		if err != nil {
+		if err := MigrateNATS(ctx, defs, common.Bus, log); err != nil {
 			return err
 		}
-		err = b.EnsureStreams(ctx)
-		b.Close(context.WithoutCancel(ctx))
-		if err != nil {
-			return err
-		}
-		log.Info("streams created or updated")
 	}
 	pool, err := store.Open(ctx, common.Store, "migrate")
 	if err != nil {

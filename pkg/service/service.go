@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/sethvargo/go-envconfig"
 
@@ -35,6 +36,10 @@ type Definition struct {
 	Schemas []store.Schema
 	// NeedsDB, NeedsBus and NeedsBlob say which dependencies Run uses.
 	NeedsDB, NeedsBus, NeedsBlob bool
+	// Buckets, if set, returns the key-value buckets the service uses, from
+	// the process environment's configuration: `archivist migrate` makes
+	// them as the deploy identity, as it makes the streams.
+	Buckets func(ctx context.Context) ([]jetstream.KeyValueConfig, error)
 	// Run runs the service until ctx ends, then stops its work cleanly
 	// (draining consumers) and returns. It calls env.Ready once it serves.
 	Run func(ctx context.Context, env *Env) error

@@ -121,7 +121,7 @@ func BusAt(t testing.TB, url, producer string, opts ...bus.Option) *bus.Bus {
 	t.Helper()
 	ctx := context.Background()
 	opts = append([]bus.Option{bus.WithLogger(Logger(t))}, opts...)
-	b, err := bus.Connect(ctx, bus.Config{URL: url, Replicas: 1}, producer, opts...)
+	b, err := bus.Connect(ctx, bus.Config{URL: url, Replicas: 1, EnsureStreams: true}, producer, opts...)
 	if err != nil {
 		t.Fatalf("testenv: connect bus: %v", err)
 	}

@@ -15,7 +15,9 @@ import (
 	"github.com/archivist/archivist/events"
 	"github.com/archivist/archivist/pkg/bus"
 	"github.com/archivist/archivist/pkg/natsserver"
+	"github.com/archivist/archivist/pkg/service"
 	"github.com/archivist/archivist/pkg/testenv"
+	"github.com/archivist/archivist/services/archivist/all"
 	"github.com/archivist/archivist/services/auditor/auditor"
 	auditormigrations "github.com/archivist/archivist/services/auditor/migrations"
 	"github.com/archivist/archivist/services/curator/curator"
@@ -39,16 +41,15 @@ func securedNATS(t *testing.T) string {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { natsserver.Stop(s) })
-	// The deploy identity makes the streams, as `archivist migrate` does;
-	// the services' users may not.
+	// The deploy identity makes the streams and buckets, as `archivist
+	// migrate` does; the services' users may not.
+	// The research services of the test world keep their keys 2s
+	// (newWorldAt); the deploy identity makes the bucket the same way.
+	t.Setenv("RESEARCH_LIVENESS_TTL", "2s")
 	ctx := context.Background()
-	deploy, err := bus.Connect(ctx, bus.Config{URL: s.ClientURL(), User: "deploy", Password: "pw-deploy", Replicas: 1}, "migrate")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer deploy.Close(ctx)
-	if err := deploy.EnsureStreams(ctx); err != nil {
-		t.Fatalf("the deploy user making the streams: %v", err)
+	deploy := bus.Config{URL: s.ClientURL(), User: "deploy", Password: "pw-deploy", Replicas: 1}
+	if err := service.MigrateNATS(ctx, all.Services(), deploy, testenv.Logger(t)); err != nil {
+		t.Fatalf("the deploy user making the streams and buckets: %v", err)
 	}
 	return s.ClientURL()
 }
@@ -211,6 +212,8 @@ func TestTheResearchersUserIsConfined(t *testing.T) {
 	refused("get a message of CURATION", pub("$JS.API.STREAM.MSG.GET."+events.StreamCuration))
 	refused("delete a message of WORKS", pub("$JS.API.STREAM.MSG.DELETE.WORKS"))
 	refused("update a stream", pub("$JS.API.STREAM.UPDATE."+events.StreamResearchWork))
+	refused("create its key-value bucket", pub("$JS.API.STREAM.CREATE.KV_"+events.BucketResearchers))
+	refused("update its key-value bucket", pub("$JS.API.STREAM.UPDATE.KV_"+events.BucketResearchers))
 	refused("dead-letter for the curator's consumer", pub(events.DeadLetterSubject(events.StreamCuration, events.CuratorEpisodes.Config.Durable)))
 	// Its own inbox and subjects are allowed.
 	if _, err := nc.SubscribeSync(events.InboxPrefix("researcher") + ".x"); err != nil {

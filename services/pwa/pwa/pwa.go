@@ -46,6 +46,7 @@ func Definition() service.Definition {
 		Schemas:  []store.Schema{migrations.Schema},
 		NeedsDB:  true,
 		NeedsBus: true,
+		Buckets:  research.Buckets,
 		Run:      service.Configured(run),
 	}
 }
@@ -97,7 +98,7 @@ func New(ctx context.Context, b *bus.Bus, s *research.Store, cfg Config, reg pro
 	if err := cfg.Research.Check(); err != nil {
 		return nil, err
 	}
-	kv, err := research.Researchers(ctx, b.JetStream(), cfg.Research)
+	kv, err := research.Researchers(ctx, b, cfg.Research)
 	if err != nil {
 		return nil, err
 	}

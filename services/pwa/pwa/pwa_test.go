@@ -99,7 +99,7 @@ func TestReplicasActivateOneAtATime(t *testing.T) {
 	db := testenv.DB(t, migrations.Schema)
 	s := research.New(db)
 	seed(t, s, 20)
-	kv, err := research.Researchers(ctx, b.JetStream(), cfg.Research)
+	kv, err := research.Researchers(ctx, b, cfg.Research)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -200,7 +200,7 @@ func newPWA(t *testing.T, works int) (*bus.Bus, *pwa.PWA, jetstream.KeyValue) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	kv, err := research.Researchers(ctx, b.JetStream(), cfg.Research)
+	kv, err := research.Researchers(ctx, b, cfg.Research)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -66,6 +66,7 @@ func Definition(loc ClipLocator) service.Definition {
 		Summary:   "locates each leased clip's occurrences inside the episode's audio",
 		NeedsBus:  loc != nil,
 		NeedsBlob: loc != nil,
+		Buckets:   research.Buckets,
 		Run: func(ctx context.Context, env *service.Env) error {
 			if loc == nil {
 				env.Log.Warn("no clip locator is built into this researcher (the clip-locator issue); it takes no work")
@@ -115,7 +116,7 @@ func New(ctx context.Context, b *bus.Bus, bs blob.Store, loc ClipLocator, cfg Co
 		cfg.ID = host + "-" + hex.EncodeToString(suffix)
 	}
 	cfg.ID = badKeyChars.ReplaceAllString(cfg.ID, "_")
-	kv, err := research.Researchers(ctx, b.JetStream(), cfg.Research)
+	kv, err := research.Researchers(ctx, b, cfg.Research)
 	if err != nil {
 		return nil, err
 	}
