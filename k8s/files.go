@@ -11,12 +11,28 @@ import (
 	"github.com/archivist/archivist/events"
 )
 
+// ChartTLS is a tls block of the NATS Helm chart's values.
+type ChartTLS struct {
+	Enabled    bool           `json:"enabled"`
+	SecretName string         `json:"secretName"`
+	Merge      map[string]any `json:"merge,omitempty"`
+}
+
 // NATSValues is the part of the NATS Helm chart's values Archivist sets.
 type NATSValues struct {
+	TLSCA struct {
+		Enabled    bool   `json:"enabled"`
+		SecretName string `json:"secretName"`
+		Key        string `json:"key"`
+	} `json:"tlsCA"`
 	Config struct {
+		NATS struct {
+			TLS ChartTLS `json:"tls"`
+		} `json:"nats"`
 		Cluster struct {
-			Enabled  bool `json:"enabled"`
-			Replicas int  `json:"replicas"`
+			Enabled  bool     `json:"enabled"`
+			Replicas int      `json:"replicas"`
+			TLS      ChartTLS `json:"tls"`
 		} `json:"cluster"`
 		JetStream struct {
 			Enabled   bool `json:"enabled"`
@@ -45,17 +61,31 @@ type NATSValues struct {
 	} `json:"podTemplate"`
 }
 
-// CheckNATSValues checks the NATS Helm values: JetStream on a PVC, three
-// replicas, fsync always, monitoring, the users file included, and a
-// password variable for every service's user.
-func CheckNATSValues(path string) error {
+// NATSServerSecret is the Secret of the NATS servers' certificate
+// (k8s/nats/tls.yaml), which the chart's tls blocks mount.
+const NATSServerSecret = "nats-server-tls"
+
+// ReadNATSValues strict-decodes the NATS Helm values.
+func ReadNATSValues(path string) (NATSValues, error) {
+	var v NATSValues
 	b, err := readFile(path)
 	if err != nil {
-		return err
+		return v, err
 	}
-	var v NATSValues
 	if err := strictYAML(b, &v); err != nil {
-		return fmt.Errorf("%s: %w", path, err)
+		return v, fmt.Errorf("%s: %w", path, err)
+	}
+	return v, nil
+}
+
+// CheckNATSValues checks the NATS Helm values: JetStream on a PVC, three
+// replicas, fsync always, monitoring, the users file included, a password
+// variable for every service's user, and TLS for clients and routes with
+// cert-manager's certificate.
+func CheckNATSValues(path string) error {
+	v, err := ReadNATSValues(path)
+	if err != nil {
+		return err
 	}
 	var errs []error
 	fail := func(format string, a ...any) { errs = append(errs, fmt.Errorf(path+": "+format, a...)) }
@@ -71,6 +101,15 @@ func CheckNATSValues(path string) error {
 	}
 	if !c.Monitor.Enabled || c.Monitor.Port != 8222 {
 		fail("monitoring must be on port 8222 (KEDA reads consumer lag there)")
+	}
+	if t := c.NATS.TLS; !t.Enabled || t.SecretName != NATSServerSecret {
+		fail("config.nats.tls must be enabled with secretName %s: clients speak TLS", NATSServerSecret)
+	}
+	if t := c.Cluster.TLS; !t.Enabled || t.SecretName != NATSServerSecret {
+		fail("config.cluster.tls must be enabled with secretName %s: routes speak TLS", NATSServerSecret)
+	}
+	if !v.TLSCA.Enabled || v.TLSCA.SecretName != NATSServerSecret || v.TLSCA.Key != "ca.crt" {
+		fail("tlsCA must be enabled from %s (key ca.crt): the servers check routes against the CA", NATSServerSecret)
 	}
 	if inc, _ := c.Merge["$include"].(string); !strings.HasSuffix(inc, "auth.conf") {
 		fail("config.merge must $include the users file auth.conf")
@@ -111,8 +150,8 @@ func CheckCompose(path string) error {
 		fail("nats: image %v, want nats:2-alpine", nats["image"])
 	case !strings.Contains(text(nats["healthcheck"]), "/healthz?js-enabled-only=true"):
 		fail("nats: health check must ask /healthz?js-enabled-only=true")
-	case !strings.Contains(text(nats["ports"]), "8222"):
-		fail("nats: monitoring port 8222 must be published")
+	case nats["ports"] != nil:
+		fail("nats: its ports must not be published (only the services reach it)")
 	case !strings.Contains(text(nats["command"]), "-js") || nats["volumes"] == nil:
 		fail("nats: JetStream must be on, on a volume")
 	}
@@ -121,6 +160,15 @@ func CheckCompose(path string) error {
 	}
 	if pg := doc.Services["postgres"]; pg == nil || !strings.Contains(text(pg["healthcheck"]), "pg_isready") {
 		fail("postgres: needs a pg_isready health check")
+	} else if pg["ports"] != nil {
+		fail("postgres: its port must not be published")
+	}
+	for name, s := range doc.Services {
+		for _, p := range asList(s["ports"]) {
+			if !strings.HasPrefix(p, "127.0.0.1:") {
+				fail("service %s publishes %s beyond this machine (bind it to 127.0.0.1)", name, p)
+			}
+		}
 	}
 	if m := doc.Services["migrate"]; m == nil || !strings.Contains(text(m["command"]), "migrate") {
 		fail("migrate: a one-shot service running `archivist migrate` is required")

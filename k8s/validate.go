@@ -15,6 +15,7 @@ import (
 	"strings"
 	"time"
 
+	cmv1 "github.com/cert-manager/cert-manager/pkg/apis/certmanager/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	batchv1 "k8s.io/api/batch/v1"
@@ -90,6 +91,10 @@ func Decode(doc []byte) (Object, error) {
 		v = &ScaledObject{}
 	case "networking.k8s.io/v1/NetworkPolicy":
 		v = &networkingv1.NetworkPolicy{}
+	case "cert-manager.io/v1/Certificate":
+		v = &cmv1.Certificate{}
+	case "cert-manager.io/v1/ClusterIssuer":
+		v = &cmv1.ClusterIssuer{}
 	default:
 		return Object{}, fmt.Errorf("%s %s: kind %s/%s is not one Archivist deploys", tm.Kind, tm.Metadata.Name, tm.APIVersion, tm.Kind)
 	}
@@ -199,8 +204,15 @@ func Check(objs []Object) error {
 	var shutdown time.Duration
 	var cluster *CNPGCluster
 	var policies []*networkingv1.NetworkPolicy
+	var jobs []*batchv1.Job
+	var certs []*cmv1.Certificate
+	config := map[string]string{}
 	for _, o := range objs {
 		switch v := o.Value.(type) {
+		case *batchv1.Job:
+			jobs = append(jobs, v)
+		case *cmv1.Certificate:
+			certs = append(certs, v)
 		case *networkingv1.NetworkPolicy:
 			policies = append(policies, v)
 		case *appsv1.Deployment:
@@ -213,6 +225,9 @@ func Check(objs []Object) error {
 			keda[v.Spec.ScaleTargetRef.Name] = true
 			checkScaledObject(v, fail)
 		case *corev1.ConfigMap:
+			if v.Name == "archivist" {
+				config = v.Data
+			}
 			if s, ok := v.Data["SHUTDOWN_TIMEOUT"]; ok {
 				d, err := time.ParseDuration(s)
 				if err != nil {
@@ -241,6 +256,14 @@ func Check(objs []Object) error {
 		}
 	}
 	checkNetworkPolicies(policies, deployments, fail)
+	pods := map[string]corev1.PodSpec{}
+	for name, d := range deployments {
+		pods["Deployment "+name] = d.Spec.Template.Spec
+	}
+	for _, j := range jobs {
+		pods["Job "+j.Name] = j.Spec.Template.Spec
+	}
+	checkNATSClients(config, certs, pods, fail)
 	if cluster == nil {
 		fail("no CloudNativePG Cluster")
 	} else {
@@ -349,6 +372,54 @@ func checkNetworkPolicies(policies []*networkingv1.NetworkPolicy, deployments ma
 		}
 		if d, ok := deployments[svc]; ok && !mountsAPIKeys(d) {
 			fail("Deployment %s does not mount the API keys (Secret archivist-api-keys)", svc)
+		}
+	}
+}
+
+// NATSClientSecret is the Secret of the NATS clients' certificate
+// (k8s/base/nats-tls.yaml), mounted in every pod.
+const NATSClientSecret = "archivist-nats-client"
+
+// checkNATSClients: NATS is reached over TLS only (a tls:// URL), the
+// server checked against a CA file inside the mounted Secret of the clients'
+// certificate, which cert-manager issues; every pod mounts it where the
+// configuration points.
+func checkNATSClients(config map[string]string, certs []*cmv1.Certificate, pods map[string]corev1.PodSpec, fail func(string, ...any)) {
+	for _, u := range strings.Split(config["NATS_URL"], ",") {
+		if !strings.HasPrefix(strings.TrimSpace(u), "tls://") {
+			fail("ConfigMap archivist: NATS_URL %q must be tls:// (NATS without TLS)", u)
+		}
+	}
+	ca := config["NATS_TLS_CA_FILE"]
+	if ca == "" {
+		fail("ConfigMap archivist: NATS_TLS_CA_FILE is not set: the NATS server's certificate is not checked against Archivist's CA")
+	}
+	issued := false
+	for _, c := range certs {
+		if c.Spec.SecretName == NATSClientSecret {
+			issued = c.Spec.IssuerRef.Name == NATSIssuer && slices.Contains(c.Spec.Usages, cmv1.UsageClientAuth)
+		}
+	}
+	if !issued {
+		fail("no cert-manager Certificate issues Secret %s (client auth) for the NATS clients", NATSClientSecret)
+	}
+	for name, spec := range pods {
+		vols := map[string]bool{}
+		for _, v := range spec.Volumes {
+			if v.Secret != nil && v.Secret.SecretName == NATSClientSecret {
+				vols[v.Name] = true
+			}
+		}
+		mounted := false
+		for _, c := range spec.Containers {
+			for _, m := range c.VolumeMounts {
+				if vols[m.Name] && ca != "" && strings.HasPrefix(ca, strings.TrimSuffix(m.MountPath, "/")+"/") {
+					mounted = true
+				}
+			}
+		}
+		if !mounted {
+			fail("%s does not mount Secret %s where NATS_TLS_CA_FILE %s is", name, NATSClientSecret, ca)
 		}
 	}
 }

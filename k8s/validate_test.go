@@ -1,10 +1,13 @@
 package k8s_test
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
+	corev1 "k8s.io/api/core/v1"
 
 	"github.com/archivist/archivist/k8s"
 )
@@ -20,11 +23,89 @@ func TestOverlays(t *testing.T) {
 			for _, obj := range objs {
 				kinds[obj.Kind]++
 			}
-			if kinds["Deployment"] != 7 || kinds["PodDisruptionBudget"] != 7 || kinds["Job"] != 1 || kinds["Cluster"] != 1 || kinds["ScaledObject"] != 2 || kinds["NetworkPolicy"] != 4 {
+			if kinds["Deployment"] != 7 || kinds["PodDisruptionBudget"] != 7 || kinds["Job"] != 1 || kinds["Cluster"] != 1 || kinds["ScaledObject"] != 2 || kinds["NetworkPolicy"] != 4 || kinds["Certificate"] != 1 {
 				t.Errorf("objects by kind: %v", kinds)
 			}
 		})
 	}
+}
+
+// TestNATSNamespace: the nats namespace's objects pass, and each fault is
+// refused: the monitoring port open beyond KEDA and Prometheus, no default
+// deny, the client port open to every pod, a server certificate that does
+// not name the host the services dial, and the chart's TLS turned off.
+func TestNATSNamespace(t *testing.T) {
+	objs, err := k8s.Overlay("overlays/prod")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var url string
+	for _, o := range objs {
+		if cm, ok := o.Value.(*corev1.ConfigMap); ok && cm.Name == "archivist" {
+			url = cm.Data["NATS_URL"]
+		}
+	}
+	if _, err := k8s.NATSNamespace("nats", url); err != nil {
+		t.Fatal(err)
+	}
+	if err := k8s.CertManager("cert-manager"); err != nil {
+		t.Fatal(err)
+	}
+	docs, err := k8s.Build("nats")
+	if err != nil {
+		t.Fatal(err)
+	}
+	check := func(docs [][]byte, url string) error {
+		var objs []k8s.Object
+		for _, d := range docs {
+			o, err := k8s.Decode(d)
+			if err != nil {
+				return err
+			}
+			objs = append(objs, o)
+		}
+		return k8s.CheckNATSNamespace(objs, url)
+	}
+	for _, c := range []struct {
+		name, marker, old, new, want string
+	}{
+		{"monitoring open to every namespace's Prometheus-labelled pods", "name: nats-monitoring", "  - from:\n    - namespaceSelector:\n        matchLabels:\n          kubernetes.io/metadata.name: keda\n",
+			"  - from:\n    - namespaceSelector: {}\n      podSelector: {matchLabels: {app: prometheus}}\n    - namespaceSelector:\n        matchLabels:\n          kubernetes.io/metadata.name: keda\n", "opens the monitoring port"},
+		{"monitoring from the archivist namespace", "name: nats-monitoring", "kubernetes.io/metadata.name: keda", "kubernetes.io/metadata.name: archivist", "opens the monitoring port"},
+		{"a client rule without ports opens monitoring", "name: nats-clients", "    ports:\n    - port: 4222\n", "", "opens the monitoring port"},
+		{"no default deny", "name: default-deny-ingress", "podSelector: {}", "podSelector: {matchLabels: {x: y}}", "default-deny"},
+		{"client port open to every pod", "name: nats-clients", "    - namespaceSelector: {}\n      podSelector:\n        matchLabels:\n          archivist.io/nats-client: \"true\"\n", "    - namespaceSelector: {}\n", "every pod of every namespace"},
+		{"certificate without the service's name", "name: nats-server", "  - nats.nats.svc.cluster.local\n", "", "does not name nats.nats.svc.cluster.local"},
+		{"unknown field in the certificate", "name: nats-server", "dnsNames:", "dnsName:", "unknown field"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			if err := check(mutate(t, docs, c.marker, c.old, c.new), url); err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Errorf("error %v, want one mentioning %q", err, c.want)
+			}
+		})
+	}
+	t.Run("the chart's TLS off", func(t *testing.T) {
+		b, err := os.ReadFile("nats/values.yaml")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range []struct{ old, new, want string }{
+			{"  nats:\n    tls:\n      enabled: true", "  nats:\n    tls:\n      enabled: false", "config.nats.tls"},
+			{"    tls:\n      enabled: true\n      secretName: nats-server-tls\n  jetstream", "    tls:\n      enabled: false\n      secretName: nats-server-tls\n  jetstream", "config.cluster.tls"},
+			{"tlsCA:\n  enabled: true", "tlsCA:\n  enabled: false", "tlsCA"},
+		} {
+			if !strings.Contains(string(b), c.old) {
+				t.Fatalf("values.yaml has no %q", c.old)
+			}
+			p := filepath.Join(t.TempDir(), "values.yaml")
+			if err := os.WriteFile(p, []byte(strings.Replace(string(b), c.old, c.new, 1)), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			if err := k8s.CheckNATSValues(p); err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Errorf("error %v, want one mentioning %q", err, c.want)
+			}
+		}
+	})
 }
 
 func TestNATSValuesAndCompose(t *testing.T) {
@@ -33,6 +114,31 @@ func TestNATSValuesAndCompose(t *testing.T) {
 	}
 	if err := k8s.CheckCompose("../compose.yaml"); err != nil {
 		t.Error(err)
+	}
+}
+
+// TestComposeFaults: compose publishing a port beyond the machine, or
+// publishing NATS or PostgreSQL at all, is refused.
+func TestComposeFaults(t *testing.T) {
+	b, err := os.ReadFile("../compose.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct{ old, new, want string }{
+		{`ports: ["127.0.0.1:8080:8080"]`, `ports: ["8080:8080"]`, "beyond this machine"},
+		{"    volumes: [nats:/data]\n", "    ports: [\"127.0.0.1:4222:4222\"]\n    volumes: [nats:/data]\n", "nats: its ports must not be published"},
+		{"    volumes: [pg:/var/lib/postgresql/data]\n", "    ports: [\"127.0.0.1:5432:5432\"]\n    volumes: [pg:/var/lib/postgresql/data]\n", "postgres: its port must not be published"},
+	} {
+		if !strings.Contains(string(b), c.old) {
+			t.Fatalf("compose.yaml has no %q", c.old)
+		}
+		p := filepath.Join(t.TempDir(), "compose.yaml")
+		if err := os.WriteFile(p, []byte(strings.Replace(string(b), c.old, c.new, 1)), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := k8s.CheckCompose(p); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("error %v, want one mentioning %q", err, c.want)
+		}
 	}
 }
 
@@ -94,6 +200,12 @@ func TestValidationCatchesFaults(t *testing.T) {
 		{"an API open to every pod", "name: archivist-apis", "    - namespaceSelector: {}\n      podSelector:\n        matchLabels:\n          archivist.io/api-client: \"true\"\n", "    - namespaceSelector: {}\n", "every pod of every namespace"},
 		{"PostgreSQL without a certificate check", "name: cwa\n", "sslmode=verify-full", "sslmode=require", "without checking its certificate"},
 		{"an API pod without the keys", "name: pwa\n", "secretName: archivist-api-keys", "secretName: something-else", "pwa does not mount the API keys"},
+		{"NATS without TLS", "kind: ConfigMap", "NATS_URL: tls://", "NATS_URL: nats://", "must be tls://"},
+		{"the NATS server not checked", "kind: ConfigMap", "NATS_TLS_CA_FILE:", "NATS_TLS_CA_FILES:", "NATS_TLS_CA_FILE is not set"},
+		{"a pod without the NATS CA", "name: researcher\n", "secretName: archivist-nats-client", "secretName: other", "Deployment researcher does not mount Secret archivist-nats-client"},
+		{"the migrate Job without the NATS CA", "kind: Job", "mountPath: /etc/archivist/nats-tls", "mountPath: /etc/elsewhere", "Job archivist-migrate does not mount"},
+		{"no client certificate issued", "name: archivist-nats-client", "secretName: archivist-nats-client", "secretName: another", "no cert-manager Certificate issues Secret archivist-nats-client"},
+		{"unknown field in a Certificate", "name: archivist-nats-client", "renewBefore:", "renewBeforeX:", "unknown field"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			_, err := decodeAll(t, mutate(t, docs, c.marker, c.old, c.new))

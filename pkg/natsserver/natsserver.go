@@ -3,6 +3,7 @@
 package natsserver
 
 import (
+	"crypto/tls"
 	"fmt"
 	"time"
 
@@ -27,6 +28,10 @@ type Options struct {
 	// Auth, when set, authenticates every client (tests use it to give each
 	// test its own account).
 	Auth server.Authentication
+	// TLS, when set, is the client port's TLS configuration: every client
+	// must speak TLS, and with ClientAuth RequireAndVerifyClientCert present
+	// a certificate of ClientCAs (mutual TLS).
+	TLS *tls.Config
 	// ConfigFile, when set, is a NATS server configuration file (for example
 	// k8s/nats/auth.conf) whose settings the fields above then override.
 	ConfigFile string
@@ -52,6 +57,10 @@ func Start(o Options) (*server.Server, error) {
 	opts.NoSigs, opts.NoLog, opts.MaxPayload = true, true, 8<<20
 	if o.Auth != nil {
 		opts.CustomClientAuthentication = o.Auth
+	}
+	if o.TLS != nil {
+		opts.TLSConfig, opts.TLS, opts.TLSTimeout = o.TLS, true, 2
+		opts.TLSVerify = o.TLS.ClientAuth == tls.RequireAndVerifyClientCert
 	}
 	if o.MonitorPort != 0 {
 		opts.HTTPHost = o.Host
