@@ -44,6 +44,27 @@ type AuthConfig struct {
 	// KeysFile lists the API keys, hashed (see ParseKeys); it is read
 	// again when it changes, so a key is issued or revoked by editing it.
 	KeysFile string `env:"API_KEYS_FILE"`
+	// JWT, when its issuer is set, also accepts bearer JWTs of an OIDC
+	// provider, beside the keys.
+	JWT JWTConfig
+}
+
+// JWTConfig says which bearer JWTs (access or ID tokens of an OIDC
+// provider: Keycloak, Dex, a cloud's identity service) the APIs accept, and
+// where a token's roles and source are.
+type JWTConfig struct {
+	// Issuer is the tokens' iss; set, JWTs are accepted.
+	Issuer string `env:"API_JWT_ISSUER"`
+	// JWKSURL is where the issuer publishes its signing keys (fetched when
+	// a token names a key not yet seen, and cached).
+	JWKSURL string `env:"API_JWT_JWKS_URL"`
+	// Audience is the aud a token must name (this deployment's client id).
+	Audience string `env:"API_JWT_AUDIENCE"`
+	// RolesClaim is the claim holding the caller's roles (a list, or a
+	// space-separated string): reader, publisher, operator; others ignored.
+	RolesClaim string `env:"API_JWT_ROLES_CLAIM, default=archivist_roles"`
+	// SourceClaim is the claim holding a publisher's source.
+	SourceClaim string `env:"API_JWT_SOURCE_CLAIM, default=archivist_source"`
 }
 
 // Identity is an authenticated caller.
@@ -205,6 +226,7 @@ func HashKey(key string) string {
 // when it changes (checked at most every few seconds).
 type authenticator struct {
 	cfg     AuthConfig
+	jwt     *jwtVerifier // nil unless API_JWT_ISSUER is set
 	mu      sync.Mutex
 	keys    map[string]Identity // by hash
 	mod     time.Time           // the file's modification time and size when read
@@ -217,10 +239,20 @@ func newAuthenticator(cfg AuthConfig) (*authenticator, error) {
 	case "off":
 		return &authenticator{cfg: cfg}, nil
 	case "keys", "":
-		if cfg.KeysFile == "" {
-			return nil, errors.New("API_AUTH=keys needs API_KEYS_FILE, the file of API keys (or API_AUTH=off on a private development machine)")
-		}
 		a := &authenticator{cfg: cfg}
+		if cfg.JWT.Issuer != "" {
+			v, err := newJWTVerifier(cfg.JWT)
+			if err != nil {
+				return nil, err
+			}
+			a.jwt = v
+		}
+		if cfg.KeysFile == "" {
+			if a.jwt != nil {
+				return a, nil
+			}
+			return nil, errors.New("API_AUTH=keys needs API_KEYS_FILE, the file of API keys, or API_JWT_ISSUER (or API_AUTH=off on a private development machine)")
+		}
 		if err := a.load(); err != nil {
 			return nil, err
 		}
@@ -253,6 +285,9 @@ func (a *authenticator) load() error {
 
 // lookup finds the identity of a presented key, reloading a changed file.
 func (a *authenticator) lookup(key string) (Identity, bool) {
+	if a.cfg.KeysFile == "" {
+		return Identity{}, false
+	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if time.Since(a.checked) > 2*time.Second {
@@ -279,8 +314,15 @@ func (a *authenticator) wrap(h http.Handler) http.Handler {
 			writeAuthError(w, http.StatusUnauthorized, "an API key is needed: Authorization: Bearer KEY")
 			return
 		}
-		id, ok := a.lookup(strings.TrimSpace(key))
-		if !ok {
+		key = strings.TrimSpace(key)
+		var id Identity
+		if a.jwt != nil && looksLikeJWT(key) {
+			var err error
+			if id, err = a.jwt.verify(r.Context(), key); err != nil {
+				writeAuthError(w, http.StatusUnauthorized, "token refused: "+err.Error())
+				return
+			}
+		} else if id, ok = a.lookup(key); !ok {
 			writeAuthError(w, http.StatusUnauthorized, "unknown API key")
 			return
 		}

@@ -1,0 +1,173 @@
+package service
+
+import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/rsa"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/go-jose/go-jose/v4"
+	"github.com/go-jose/go-jose/v4/jwt"
+)
+
+// testIssuer is an OIDC issuer of one test: its JWKS served over HTTP,
+// tokens signed with its key.
+type testIssuer struct {
+	t       *testing.T
+	url     string
+	signer  jose.Signer
+	fetches atomic.Int32
+}
+
+func newTestIssuer(t *testing.T) *testIssuer {
+	t.Helper()
+	key, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		t.Fatal(err)
+	}
+	iss := &testIssuer{t: t}
+	jwks := jose.JSONWebKeySet{Keys: []jose.JSONWebKey{{Key: &key.PublicKey, KeyID: "k1", Algorithm: "RS256", Use: "sig"}}}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		iss.fetches.Add(1)
+		_ = json.NewEncoder(w).Encode(jwks)
+	}))
+	t.Cleanup(srv.Close)
+	iss.url = srv.URL
+	if iss.signer, err = jose.NewSigner(jose.SigningKey{Algorithm: jose.RS256, Key: key}, (&jose.SignerOptions{}).WithType("JWT").WithHeader("kid", "k1")); err != nil {
+		t.Fatal(err)
+	}
+	return iss
+}
+
+// token signs claims (iss, aud, sub, exp defaulted to a valid token's).
+func (iss *testIssuer) token(signer jose.Signer, extra map[string]any) string {
+	iss.t.Helper()
+	claims := map[string]any{"iss": "https://idp.example", "aud": "archivist", "sub": "radio-system",
+		"exp": time.Now().Add(time.Hour).Unix(), "iat": time.Now().Unix()}
+	for k, v := range extra {
+		if v == nil {
+			delete(claims, k)
+			continue
+		}
+		claims[k] = v
+	}
+	raw, err := jwt.Signed(signer).Claims(claims).Serialize()
+	if err != nil {
+		iss.t.Fatal(err)
+	}
+	return raw
+}
+
+// TestJWTsOfAnOIDCIssuer: beside the keys file, the APIs accept JWTs of the
+// configured issuer: signature, issuer, audience and expiry are checked;
+// roles and a publisher's source come from their claims.
+func TestJWTsOfAnOIDCIssuer(t *testing.T) {
+	iss := newTestIssuer(t)
+	ops, opsLine := NewKey("ops", []Role{Operator}, "")
+	file := filepath.Join(t.TempDir(), "keys")
+	if err := os.WriteFile(file, []byte(opsLine+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg := AuthConfig{Mode: "keys", KeysFile: file, JWT: JWTConfig{Issuer: "https://idp.example", JWKSURL: iss.url,
+		Audience: "archivist", RolesClaim: "archivist_roles", SourceClaim: "archivist_source"}}
+	a, err := newAuthenticator(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /v1/records", func(w http.ResponseWriter, r *http.Request) {
+		id, _ := Caller(r.Context())
+		w.Write([]byte(id.Name + " " + id.Source))
+	})
+	mux.HandleFunc("GET /v1/status", func(w http.ResponseWriter, r *http.Request) {})
+	mux.HandleFunc("POST /v1/admin", func(w http.ResponseWriter, r *http.Request) {})
+	h := a.wrap(PublisherRoutes(mux, "POST /v1/records"))
+	do := func(method, path, bearer string) (int, string) {
+		req := httptest.NewRequest(method, path, nil)
+		req.Header.Set("Authorization", "Bearer "+bearer)
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		return rec.Code, rec.Body.String()
+	}
+
+	publisher := iss.token(iss.signer, map[string]any{"archivist_roles": []string{"publisher"}, "archivist_source": "radio"})
+	if code, body := do("POST", "/v1/records", publisher); code != 200 || body != "radio-system radio" {
+		t.Errorf("a publisher's token on its route: %d %q", code, body)
+	}
+	if code, _ := do("POST", "/v1/admin", publisher); code != http.StatusForbidden {
+		t.Errorf("a publisher's token on an operator route: %d, want 403", code)
+	}
+	operator := iss.token(iss.signer, map[string]any{"archivist_roles": "operator reader"})
+	if code, _ := do("POST", "/v1/admin", operator); code != 200 {
+		t.Errorf("an operator's token (roles as a string): %d", code)
+	}
+	noRoles := iss.token(iss.signer, nil)
+	if code, _ := do("GET", "/v1/status", noRoles); code != http.StatusForbidden {
+		t.Errorf("a token without roles: %d, want 403", code)
+	}
+	if code, _ := do("POST", "/v1/admin", ops); code != 200 {
+		t.Errorf("an API key beside the JWTs: %d", code)
+	}
+
+	otherKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	forger, err := jose.NewSigner(jose.SigningKey{Algorithm: jose.ES256, Key: otherKey}, (&jose.SignerOptions{}).WithType("JWT").WithHeader("kid", "k1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, tok := range map[string]string{
+		"expired":                      iss.token(iss.signer, map[string]any{"archivist_roles": "operator", "exp": time.Now().Add(-time.Minute).Unix()}),
+		"another audience":             iss.token(iss.signer, map[string]any{"archivist_roles": "operator", "aud": "someone-else"}),
+		"another issuer":               iss.token(iss.signer, map[string]any{"archivist_roles": "operator", "iss": "https://evil.example"}),
+		"signed by another key":        iss.token(forger, map[string]any{"archivist_roles": "operator"}),
+		"a publisher without a source": iss.token(iss.signer, map[string]any{"archivist_roles": "publisher"}),
+		"a bad source":                 iss.token(iss.signer, map[string]any{"archivist_roles": "publisher", "archivist_source": "Bad Source"}),
+		"not a token at all":           "a.b.c",
+	} {
+		if code, body := do("POST", "/v1/admin", tok); code != http.StatusUnauthorized || !strings.Contains(body, "token refused") {
+			t.Errorf("%s: %d %s, want 401 token refused", name, code, body)
+		}
+	}
+	if iss.fetches.Load() == 0 {
+		t.Error("the issuer's keys were never fetched")
+	}
+
+	// JWTs alone, without a keys file; and the configuration's faults.
+	jwtOnly := cfg
+	jwtOnly.KeysFile = ""
+	if a, err = newAuthenticator(jwtOnly); err != nil {
+		t.Fatal(err)
+	}
+	h = a.wrap(PublisherRoutes(mux, "POST /v1/records"))
+	if code, _ := do("POST", "/v1/admin", operator); code != 200 {
+		t.Errorf("JWTs without a keys file: %d", code)
+	}
+	if code, _ := do("POST", "/v1/admin", ops); code != http.StatusUnauthorized {
+		t.Errorf("a key without a keys file: %d, want 401", code)
+	}
+	for _, c := range []struct {
+		edit func(*AuthConfig)
+		want string
+	}{
+		{func(c *AuthConfig) { c.JWT.JWKSURL = "" }, "API_JWT_JWKS_URL"},
+		{func(c *AuthConfig) { c.JWT.Audience = "" }, "API_JWT_AUDIENCE"},
+		{func(c *AuthConfig) { c.JWT.Issuer = "" }, "API_KEYS_FILE"},
+	} {
+		bad := jwtOnly
+		c.edit(&bad)
+		if _, err := newAuthenticator(bad); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%v: want an error naming %s", err, c.want)
+		}
+	}
+}
