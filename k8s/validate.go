@@ -1,8 +1,9 @@
 // Package k8s validates Archivist's deployment files offline: it builds every
 // kustomize overlay with the kustomize library, strict-decodes each object
-// into its Kubernetes type (or, for CloudNativePG and KEDA, a small local
-// struct), failing on unknown fields, and checks the policies operators rely
-// on. It also checks the NATS Helm values and compose.yaml.
+// into its upstream project's own Go API type (k8s.io/api; CloudNativePG's
+// api module, KEDA's and cert-manager's apis, at pinned versions), failing
+// on unknown fields, and checks the policies operators rely on. It also
+// checks the NATS Helm values, the nats namespace and compose.yaml.
 package k8s
 
 import (
@@ -16,6 +17,8 @@ import (
 	"time"
 
 	cmv1 "github.com/cert-manager/cert-manager/pkg/apis/certmanager/v1"
+	cnpgv1 "github.com/cloudnative-pg/api/pkg/api/v1"
+	kedav1alpha1 "github.com/kedacore/keda/v2/apis/keda/v1alpha1"
 	appsv1 "k8s.io/api/apps/v1"
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	batchv1 "k8s.io/api/batch/v1"
@@ -33,7 +36,7 @@ import (
 type Object struct {
 	Kind string
 	Name string
-	// Value is the typed object: *appsv1.Deployment, *CNPGCluster, ...
+	// Value is the typed object: *appsv1.Deployment, *cnpgv1.Cluster, ... (the upstream projects' own API types)
 	Value any
 }
 
@@ -86,9 +89,9 @@ func Decode(doc []byte) (Object, error) {
 	case "autoscaling/v2/HorizontalPodAutoscaler":
 		v = &autoscalingv2.HorizontalPodAutoscaler{}
 	case "postgresql.cnpg.io/v1/Cluster":
-		v = &CNPGCluster{}
+		v = &cnpgv1.Cluster{}
 	case "keda.sh/v1alpha1/ScaledObject":
-		v = &ScaledObject{}
+		v = &kedav1alpha1.ScaledObject{}
 	case "networking.k8s.io/v1/NetworkPolicy":
 		v = &networkingv1.NetworkPolicy{}
 	case "cert-manager.io/v1/Certificate":
@@ -113,63 +116,6 @@ func strictYAML(doc []byte, v any) error {
 	dec := json.NewDecoder(bytes.NewReader(j))
 	dec.DisallowUnknownFields()
 	return dec.Decode(v)
-}
-
-// CNPGCluster is the part of CloudNativePG's Cluster that Archivist uses.
-type CNPGCluster struct {
-	APIVersion string `json:"apiVersion"`
-	Kind       string `json:"kind"`
-	Metadata   Meta   `json:"metadata"`
-	Spec       struct {
-		Instances int    `json:"instances"`
-		ImageName string `json:"imageName"`
-		Storage   struct {
-			Size string `json:"size"`
-		} `json:"storage"`
-		Bootstrap struct {
-			InitDB struct {
-				Database string `json:"database"`
-				Owner    string `json:"owner"`
-			} `json:"initdb"`
-		} `json:"bootstrap"`
-		Managed struct {
-			Roles []struct {
-				Name           string `json:"name"`
-				Ensure         string `json:"ensure"`
-				Login          bool   `json:"login"`
-				PasswordSecret struct {
-					Name string `json:"name"`
-				} `json:"passwordSecret"`
-			} `json:"roles"`
-		} `json:"managed"`
-	} `json:"spec"`
-}
-
-// ScaledObject is the part of KEDA's ScaledObject that Archivist uses.
-type ScaledObject struct {
-	APIVersion string `json:"apiVersion"`
-	Kind       string `json:"kind"`
-	Metadata   Meta   `json:"metadata"`
-	Spec       struct {
-		ScaleTargetRef struct {
-			Name string `json:"name"`
-		} `json:"scaleTargetRef"`
-		MinReplicaCount int `json:"minReplicaCount"`
-		MaxReplicaCount int `json:"maxReplicaCount"`
-		CooldownPeriod  int `json:"cooldownPeriod"`
-		Triggers        []struct {
-			Type     string            `json:"type"`
-			Metadata map[string]string `json:"metadata"`
-		} `json:"triggers"`
-	} `json:"spec"`
-}
-
-// Meta is the metadata the local structs accept.
-type Meta struct {
-	Name        string            `json:"name"`
-	Namespace   string            `json:"namespace,omitempty"`
-	Labels      map[string]string `json:"labels,omitempty"`
-	Annotations map[string]string `json:"annotations,omitempty"`
 }
 
 // Overlay builds, decodes and checks one overlay.
@@ -202,7 +148,7 @@ func Check(objs []Object) error {
 	pdbs := map[string]bool{}
 	keda := map[string]bool{}
 	var shutdown time.Duration
-	var cluster *CNPGCluster
+	var cluster *cnpgv1.Cluster
 	var policies []*networkingv1.NetworkPolicy
 	var jobs []*batchv1.Job
 	var certs []*cmv1.Certificate
@@ -221,7 +167,7 @@ func Check(objs []Object) error {
 			if v.Spec.Selector != nil {
 				pdbs[v.Spec.Selector.MatchLabels["app.kubernetes.io/name"]] = true
 			}
-		case *ScaledObject:
+		case *kedav1alpha1.ScaledObject:
 			keda[v.Spec.ScaleTargetRef.Name] = true
 			checkScaledObject(v, fail)
 		case *corev1.ConfigMap:
@@ -235,7 +181,7 @@ func Check(objs []Object) error {
 				}
 				shutdown = d
 			}
-		case *CNPGCluster:
+		case *cnpgv1.Cluster:
 			cluster = v
 		}
 	}
@@ -268,14 +214,16 @@ func Check(objs []Object) error {
 		fail("no CloudNativePG Cluster")
 	} else {
 		roles := map[string]bool{}
-		for _, r := range cluster.Spec.Managed.Roles {
-			roles[r.Name] = r.Login && r.Ensure == "present" && r.PasswordSecret.Name != ""
+		if cluster.Spec.Managed != nil {
+			for _, r := range cluster.Spec.Managed.Roles {
+				roles[r.Name] = r.Login && r.Ensure == cnpgv1.EnsurePresent && r.PasswordSecret != nil && r.PasswordSecret.Name != ""
+			}
 		}
 		for name, d := range deployments {
 			if hasEnv(d, "DATABASE_URL") && !roles[name] {
 				fail("Deployment %s uses PostgreSQL but has no runtime role in the Cluster", name)
 			}
-			if hasEnv(d, "DATABASE_URL") && !strings.Contains(envValue(d, "DATABASE_URL"), cluster.Metadata.Name+"-rw") {
+			if hasEnv(d, "DATABASE_URL") && !strings.Contains(envValue(d, "DATABASE_URL"), cluster.Name+"-rw") {
 				fail("Deployment %s does not connect to the Cluster's -rw service", name)
 			}
 			if u := envValue(d, "DATABASE_URL"); hasEnv(d, "DATABASE_URL") && (!strings.Contains(u, "sslmode=verify-full") || !strings.Contains(u, "sslrootcert=")) {
@@ -433,18 +381,18 @@ func mountsAPIKeys(d *appsv1.Deployment) bool {
 	return false
 }
 
-func checkScaledObject(s *ScaledObject, fail func(string, ...any)) {
+func checkScaledObject(s *kedav1alpha1.ScaledObject, fail func(string, ...any)) {
 	for _, tr := range s.Spec.Triggers {
 		if tr.Type != "nats-jetstream" {
-			fail("ScaledObject %s: trigger %s: only nats-jetstream is used", s.Metadata.Name, tr.Type)
+			fail("ScaledObject %s: trigger %s: only nats-jetstream is used", s.Name, tr.Type)
 			continue
 		}
 		stream, consumer := tr.Metadata["stream"], tr.Metadata["consumer"]
 		if !consumerExists(stream, consumer) {
-			fail("ScaledObject %s scales on %s/%s, which is no Archivist consumer", s.Metadata.Name, stream, consumer)
+			fail("ScaledObject %s scales on %s/%s, which is no Archivist consumer", s.Name, stream, consumer)
 		}
 		if tr.Metadata["natsServerMonitoringEndpoint"] == "" || tr.Metadata["lagThreshold"] == "" {
-			fail("ScaledObject %s: natsServerMonitoringEndpoint and lagThreshold are required", s.Metadata.Name)
+			fail("ScaledObject %s: natsServerMonitoringEndpoint and lagThreshold are required", s.Name)
 		}
 	}
 }
