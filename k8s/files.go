@@ -196,6 +196,52 @@ func CheckCompose(path string) error {
 	return errors.Join(errs...)
 }
 
+// CheckDockerfile checks that the image runs as the non-root user 65532
+// and that every directory compose mounts a named volume on (/blobs) is
+// made in the image owned by that user: a new named volume takes the
+// ownership of the directory it is mounted on, and a root-owned one
+// leaves every service failing to write.
+func CheckDockerfile(dockerfile, compose string) error {
+	b, err := readFile(dockerfile)
+	if err != nil {
+		return err
+	}
+	text := string(b)
+	var errs []error
+	if !strings.Contains(text, "USER nonroot:nonroot") && !strings.Contains(text, "USER 65532") {
+		errs = append(errs, fmt.Errorf("%s: the image must run as the non-root user 65532", dockerfile))
+	}
+	c, err := readFile(compose)
+	if err != nil {
+		return err
+	}
+	var doc struct {
+		Services map[string]map[string]any `json:"services"`
+		Volumes  map[string]any            `json:"volumes"`
+	}
+	if err := yaml.Unmarshal(c, &doc); err != nil {
+		return fmt.Errorf("%s: %w", compose, err)
+	}
+	for _, s := range doc.Services {
+		if s["build"] == nil {
+			continue
+		}
+		for _, v := range asList(s["volumes"]) {
+			name, target, ok := strings.Cut(v, ":")
+			if _, named := doc.Volumes[name]; !ok || !named {
+				continue
+			}
+			target, _, _ = strings.Cut(target, ":")
+			if !slices.ContainsFunc(strings.Split(text, "\n"), func(l string) bool {
+				return strings.HasPrefix(l, "COPY ") && strings.Contains(l, "--chown=65532:65532") && strings.HasSuffix(strings.TrimSpace(l), " "+target)
+			}) {
+				errs = append(errs, fmt.Errorf("%s: %s, where compose mounts volume %s, is not made in the image owned by 65532 (COPY --chown=65532:65532 ... %s)", dockerfile, target, name, target))
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
 func asList(v any) []string {
 	l, _ := v.([]any)
 	out := make([]string, 0, len(l))

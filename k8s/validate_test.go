@@ -142,6 +142,32 @@ func TestComposeFaults(t *testing.T) {
 	}
 }
 
+// TestDockerfile: the image makes /blobs, where compose mounts the blobs
+// volume, owned by the user it runs as; without it every service fails to
+// write there and restarts for ever.
+func TestDockerfile(t *testing.T) {
+	if err := k8s.CheckDockerfile("../Dockerfile", "../compose.yaml"); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile("../Dockerfile")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct{ old, new, want string }{
+		{"COPY --from=build --chown=65532:65532 /out/blobs /blobs\n", "", "/blobs, where compose mounts volume blobs"},
+		{"--chown=65532:65532 /out/blobs", "/out/blobs", "/blobs, where compose mounts volume blobs"},
+		{"USER nonroot:nonroot", "USER root", "non-root"},
+	} {
+		p := filepath.Join(t.TempDir(), "Dockerfile")
+		if err := os.WriteFile(p, []byte(strings.Replace(string(b), c.old, c.new, 1)), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := k8s.CheckDockerfile(p, "../compose.yaml"); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%q removed: %v, want an error mentioning %q", c.old, err, c.want)
+		}
+	}
+}
+
 func base(t *testing.T) [][]byte {
 	t.Helper()
 	docs, err := k8s.Build("overlays/prod")
