@@ -151,12 +151,15 @@ func Check(objs []Object) error {
 	var cluster *cnpgv1.Cluster
 	var policies []*networkingv1.NetworkPolicy
 	var jobs []*batchv1.Job
+	var services []*corev1.Service
 	var certs []*cmv1.Certificate
 	config := map[string]string{}
 	for _, o := range objs {
 		switch v := o.Value.(type) {
 		case *batchv1.Job:
 			jobs = append(jobs, v)
+		case *corev1.Service:
+			services = append(services, v)
 		case *cmv1.Certificate:
 			certs = append(certs, v)
 		case *networkingv1.NetworkPolicy:
@@ -202,6 +205,7 @@ func Check(objs []Object) error {
 		}
 	}
 	checkNetworkPolicies(policies, deployments, fail)
+	checkAPIServices(services, deployments, fail)
 	pods := map[string]corev1.PodSpec{}
 	for name, d := range deployments {
 		pods["Deployment "+name] = d.Spec.Template.Spec
@@ -266,6 +270,7 @@ func checkDeployment(d *appsv1.Deployment, shutdown time.Duration, fail func(str
 			fail("Deployment %s container %s: must not allow privilege escalation", name, c.Name)
 		}
 	}
+	checkWritablePaths("Deployment "+name, spec, fail)
 	if envValue(d, "NATS_USER") != name {
 		fail("Deployment %s: NATS_USER must be its own NATS user %q", name, name)
 	}
@@ -274,6 +279,60 @@ func checkDeployment(d *appsv1.Deployment, shutdown time.Duration, fail func(str
 	}
 	if _, err := events.PermissionsOf(name); err != nil {
 		fail("Deployment %s: %v", name, err)
+	}
+}
+
+// checkAPIServices: every service with an HTTP API listens on a port named
+// http (its *_HTTP_ADDR), and a Service selects its pods on that port, so
+// that clients (a Wayback, the CLI, a dashboard) reach it by name.
+func checkAPIServices(services []*corev1.Service, deployments map[string]*appsv1.Deployment, fail func(string, ...any)) {
+	for _, svc := range apiServices {
+		d, ok := deployments[svc]
+		if !ok {
+			continue
+		}
+		addr := envValue(d, strings.ToUpper(svc)+"_HTTP_ADDR")
+		port := int32(0)
+		for _, p := range container(d).Ports {
+			if p.Name == "http" {
+				port = p.ContainerPort
+			}
+		}
+		if port == 0 || !strings.HasSuffix(addr, fmt.Sprintf(":%d", port)) {
+			fail("Deployment %s: its API must listen (%s_HTTP_ADDR %q) on its container port named http (%d)", svc, strings.ToUpper(svc), addr, port)
+		}
+		if !slices.ContainsFunc(services, func(s *corev1.Service) bool {
+			return s.Spec.Selector["app.kubernetes.io/name"] == svc && slices.ContainsFunc(s.Spec.Ports, func(p corev1.ServicePort) bool {
+				return p.TargetPort.StrVal == "http" || p.TargetPort.IntVal == port
+			})
+		}) {
+			fail("no Service exposes the API of %s (its pods' http port)", svc)
+		}
+	}
+}
+
+// checkWritablePaths: on a read-only root filesystem every path a
+// service writes is a volume: /tmp (os.TempDir: the aggregator's merge),
+// TMPDIR, and every *_DIR variable (the ingest and indexer working areas).
+func checkWritablePaths(what string, spec corev1.PodSpec, fail func(string, ...any)) {
+	for _, c := range spec.Containers {
+		if sc := c.SecurityContext; sc == nil || sc.ReadOnlyRootFilesystem == nil || !*sc.ReadOnlyRootFilesystem {
+			fail("%s container %s: the root filesystem must be read-only", what, c.Name)
+			continue
+		}
+		paths := []string{"/tmp"}
+		for _, e := range c.Env {
+			if (e.Name == "TMPDIR" || strings.HasSuffix(e.Name, "_DIR")) && strings.HasPrefix(e.Value, "/") {
+				paths = append(paths, e.Value)
+			}
+		}
+		for _, p := range paths {
+			if !slices.ContainsFunc(c.VolumeMounts, func(m corev1.VolumeMount) bool {
+				return !m.ReadOnly && (p == m.MountPath || strings.HasPrefix(p, strings.TrimSuffix(m.MountPath, "/")+"/"))
+			}) {
+				fail("%s container %s writes %s, which is on the read-only root filesystem: mount a volume there", what, c.Name, p)
+			}
+		}
 	}
 }
 
