@@ -28,6 +28,9 @@ const (
 	StreamResearchWork = "RESEARCH_WORK"
 	// StreamResearchResults is the completed-research queue.
 	StreamResearchResults = "RESEARCH_RESULTS"
+	// MetricOpenResearch is the pwa's gauge of episodes waiting for research
+	// or being researched: what the researchers' KEDA scaler reads.
+	MetricOpenResearch = "archivist_research_open_episodes"
 	// BucketResearchers is the key-value bucket where each live researcher
 	// keeps a key; its TTL makes a dead researcher's key disappear.
 	BucketResearchers = "research_researchers"

@@ -440,18 +440,41 @@ func mountsAPIKeys(d *appsv1.Deployment) bool {
 	return false
 }
 
+// NATSMonitorEndpoint is where KEDA's nats-jetstream scaler reads consumer
+// lag: the monitoring port of the NATS chart's headless Service (release
+// and namespace nats). The chart's ClusterIP Service does not carry 8222,
+// and in a cluster the scaler asks each consumer's leader at
+// <server name>.<endpoint>, which only the headless Service resolves.
+const NATSMonitorEndpoint = "nats-headless.nats.svc.cluster.local:8222"
+
 func checkScaledObject(s *kedav1alpha1.ScaledObject, fail func(string, ...any)) {
 	for _, tr := range s.Spec.Triggers {
-		if tr.Type != "nats-jetstream" {
-			fail("ScaledObject %s: trigger %s: only nats-jetstream is used", s.Name, tr.Type)
-			continue
-		}
-		stream, consumer := tr.Metadata["stream"], tr.Metadata["consumer"]
-		if !consumerExists(stream, consumer) {
-			fail("ScaledObject %s scales on %s/%s, which is no Archivist consumer", s.Name, stream, consumer)
-		}
-		if tr.Metadata["natsServerMonitoringEndpoint"] == "" || tr.Metadata["lagThreshold"] == "" {
-			fail("ScaledObject %s: natsServerMonitoringEndpoint and lagThreshold are required", s.Name)
+		switch tr.Type {
+		case "nats-jetstream":
+			stream, consumer := tr.Metadata["stream"], tr.Metadata["consumer"]
+			if !consumerExists(stream, consumer) {
+				fail("ScaledObject %s scales on %s/%s, which is no Archivist consumer", s.Name, stream, consumer)
+			}
+			if tr.Metadata["lagThreshold"] == "" {
+				fail("ScaledObject %s: lagThreshold is required", s.Name)
+			}
+			if ep := tr.Metadata["natsServerMonitoringEndpoint"]; ep != NATSMonitorEndpoint {
+				fail("ScaledObject %s: natsServerMonitoringEndpoint %q does not resolve in the NATS chart's naming: want %s (the headless Service's monitoring port)", s.Name, ep, NATSMonitorEndpoint)
+			}
+			if stream == events.StreamResearchWork {
+				fail("ScaledObject %s scales on the research work queue, which the pwa keeps short: scale on %s", s.Name, events.MetricOpenResearch)
+			}
+		case "metrics-api":
+			ns := s.Namespace
+			if ns == "" {
+				ns = "archivist"
+			}
+			want := "http://pwa." + ns + ".svc.cluster.local:9090/metrics"
+			if tr.Metadata["url"] != want || tr.Metadata["format"] != "prometheus" || tr.Metadata["valueLocation"] != events.MetricOpenResearch || tr.Metadata["targetValue"] == "" {
+				fail("ScaledObject %s: the metrics-api trigger must read %s (format prometheus, valueLocation %s, a targetValue)", s.Name, want, events.MetricOpenResearch)
+			}
+		default:
+			fail("ScaledObject %s: trigger %s: only nats-jetstream and the pwa's metrics-api are used", s.Name, tr.Type)
 		}
 	}
 }

@@ -23,7 +23,7 @@ func TestOverlays(t *testing.T) {
 			for _, obj := range objs {
 				kinds[obj.Kind]++
 			}
-			if kinds["Deployment"] != 7 || kinds["PodDisruptionBudget"] != 7 || kinds["Job"] != 1 || kinds["Cluster"] != 1 || kinds["ScaledObject"] != 2 || kinds["NetworkPolicy"] != 4 || kinds["Certificate"] != 1 {
+			if kinds["Deployment"] != 7 || kinds["PodDisruptionBudget"] != 7 || kinds["Job"] != 1 || kinds["Cluster"] != 1 || kinds["ScaledObject"] != 2 || kinds["NetworkPolicy"] != 5 || kinds["Certificate"] != 1 {
 				t.Errorf("objects by kind: %v", kinds)
 			}
 		})
@@ -220,7 +220,11 @@ func TestValidationCatchesFaults(t *testing.T) {
 		{"readiness probe lost", "name: cwa\n", "readinessProbe:", "startupProbe:", "readiness probe"},
 		{"a service without its NATS user", "name: pwa\n", "value: pwa", "value: curator", "NATS_USER"},
 		{"grace shorter than the shutdown", "name: auditor\n", "terminationGracePeriodSeconds: 40", "terminationGracePeriodSeconds: 10", "termination grace"},
-		{"KEDA on a consumer that does not exist", "kind: ScaledObject", "consumer: researchers", "consumer: nobody", "no Archivist consumer"},
+		{"KEDA on a consumer that does not exist", "kind: ScaledObject", "consumer: indexers", "consumer: nobody", "no Archivist consumer"},
+		{"KEDA on the chart's ClusterIP Service", "consumer: indexers", "nats-headless.nats.svc.cluster.local:8222", "nats.nats.svc.cluster.local:8222", "does not resolve in the NATS chart's naming"},
+		{"researchers scaled on the pwa-limited queue", "name: researcher\n", "  - metadata:\n      format: prometheus\n      targetValue: \"2\"\n      url: http://pwa.archivist.svc.cluster.local:9090/metrics\n      valueLocation: archivist_research_open_episodes\n    type: metrics-api\n",
+			"  - metadata:\n      natsServerMonitoringEndpoint: nats-headless.nats.svc.cluster.local:8222\n      stream: RESEARCH_WORK\n      consumer: researchers\n      lagThreshold: \"2\"\n    type: nats-jetstream\n", "the pwa keeps short"},
+		{"researchers scaled on another metric", "name: researcher\n", "valueLocation: archivist_research_open_episodes", "valueLocation: up", "must read"},
 		{"runs as root", "name: indexer\n", "runAsNonRoot: true", "runAsNonRoot: false", "non-root"},
 		{"no default deny", "name: default-deny-ingress", "podSelector: {}", "podSelector: {matchLabels: {x: y}}", "default-deny"},
 		{"an API open to every pod", "name: archivist-apis", "    - namespaceSelector: {}\n      podSelector:\n        matchLabels:\n          archivist.io/api-client: \"true\"\n", "    - namespaceSelector: {}\n", "every pod of every namespace"},

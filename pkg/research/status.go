@@ -53,6 +53,16 @@ type LeaseInfo struct {
 // Status reads the database part of the status (queue depth and
 // researchers come from NATS).
 func (s *Store) Status(ctx context.Context) (Status, error) {
+	st, err := s.Counts(ctx)
+	if err != nil {
+		return Status{}, err
+	}
+	return s.lists(ctx, st)
+}
+
+// Counts reads the status's counts of episodes, clips and results, without
+// its lists: one query, cheap enough for a metric read at every scrape.
+func (s *Store) Counts(ctx context.Context) (Status, error) {
 	var st Status
 	err := s.db.QueryRow(ctx, `WITH clips AS (SELECT count(*) AS n FROM research.clips WHERE active),
 leased AS (SELECT DISTINCT episode_id FROM research.leases WHERE state = 'active'),
@@ -72,6 +82,11 @@ FROM research.episodes e, clips WHERE e.active`).Scan(&st.Episodes.Complete, &st
 	if err != nil {
 		return Status{}, fmt.Errorf("research status: %w", err)
 	}
+	return st, nil
+}
+
+// lists adds the status's lists (leases, parked episodes, failed clips).
+func (s *Store) lists(ctx context.Context, st Status) (Status, error) {
 	rows, err := s.db.Query(ctx, `SELECT l.id::text, e.key, cardinality(l.clip_ids), l.expires_at
 		FROM research.leases l JOIN research.episodes e ON e.id = l.episode_id
 		WHERE l.state = 'active' ORDER BY l.expires_at LIMIT 100`)

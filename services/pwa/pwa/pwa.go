@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -90,6 +91,10 @@ type PWA struct {
 	log    *slog.Logger
 	wake   chan struct{}
 	leased prometheus.Counter
+
+	openMu sync.Mutex
+	open   float64   // the last reading of OpenResearch
+	openAt time.Time // when it was read
 }
 
 // New checks the configuration (a work item must expire before its lease)
@@ -108,9 +113,36 @@ func New(ctx context.Context, b *bus.Bus, s *research.Store, cfg Config, reg pro
 	p := &PWA{bus: b, store: s, cfg: cfg, kv: kv, log: log, wake: make(chan struct{}, 1),
 		leased: prometheus.NewCounter(prometheus.CounterOpts{Name: "archivist_pwa_work_items_total", Help: "Work items leased and queued."})}
 	if reg != nil {
-		reg.MustRegister(p.leased)
+		reg.MustRegister(p.leased, prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: events.MetricOpenResearch,
+			Help: "Episodes waiting for research or being researched (the researchers scale on it)."}, p.OpenResearch))
 	}
 	return p, nil
+}
+
+// openCacheFor is how long a reading of the open research is reused: every
+// scrape and every scaler poll would otherwise query the database.
+const openCacheFor = 5 * time.Second
+
+// OpenResearch is the number of episodes waiting for research or being
+// researched: the work researchers are for. The pwa itself keeps the work
+// queue short (a few items per live researcher), so its depth says nothing
+// of how many researchers are wanted; this does. A failed reading returns
+// the last one.
+func (p *PWA) OpenResearch() float64 {
+	p.openMu.Lock()
+	defer p.openMu.Unlock()
+	if !p.openAt.IsZero() && time.Since(p.openAt) < openCacheFor {
+		return p.open
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	st, err := p.store.Counts(ctx)
+	if err != nil {
+		p.log.Warn("reading the open research for the metric", "err", err)
+		return p.open
+	}
+	p.open, p.openAt = float64(st.Episodes.Waiting+st.Episodes.InProgress), time.Now()
+	return p.open
 }
 
 // Wake asks for an activation soon.

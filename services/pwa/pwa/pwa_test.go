@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/archivist/archivist/events"
 	"github.com/archivist/archivist/pkg/bus"
@@ -216,5 +217,50 @@ func queueItem(t *testing.T, b *bus.Bus, lease string) {
 		Clips: []events.AudioRef{{Key: "y"}}, LeaseExpiresAt: at, ItemExpiresAt: at})
 	if _, err := b.Publish(context.Background(), events.SubjectWorkItem, env, jetstream.WithMsgTTL(time.Minute)); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestOpenResearchIsWhatResearchersScaleOn: the gauge KEDA reads counts the
+// episodes waiting or being researched, however short the pwa keeps the
+// work queue, and it is exported under the name the ScaledObject names.
+func TestOpenResearchIsWhatResearchersScaleOn(t *testing.T) {
+	ctx := context.Background()
+	b := testenv.Bus(t, "pwa")
+	s := research.New(testenv.DB(t, migrations.Schema))
+	seed(t, s, 7)
+	reg := prometheus.NewRegistry()
+	p, err := pwa.New(ctx, b, s, cfg, reg, testenv.Logger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got float64 = -1
+	for _, f := range families {
+		if f.GetName() == events.MetricOpenResearch {
+			got = f.GetMetric()[0].GetGauge().GetValue()
+		}
+	}
+	if got != 7 {
+		t.Fatalf("%s = %v, want the 7 seeded episodes", events.MetricOpenResearch, got)
+	}
+	// A leased episode stays open (in progress); a parked one is not open.
+	if _, err := s.Lease(ctx, 2, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := s.ParkEpisode(ctx, "episode3", "test"); err != nil || !ok {
+		t.Fatalf("park: %v %v", ok, err)
+	}
+	if n := p.OpenResearch(); n != 7 {
+		t.Errorf("within the cache time: %v, want the 7 read before", n)
+	}
+	fresh, err := pwa.New(ctx, b, s, cfg, nil, testenv.Logger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := fresh.OpenResearch(); n != 6 {
+		t.Errorf("after a lease and a parked episode: %v, want 6", n)
 	}
 }
