@@ -11,6 +11,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/url"
 	"os"
 	"slices"
 	"strings"
@@ -80,6 +81,8 @@ func Decode(doc []byte) (Object, error) {
 		v = &batchv1.Job{}
 	case "v1/Service":
 		v = &corev1.Service{}
+	case "v1/ServiceAccount":
+		v = &corev1.ServiceAccount{}
 	case "v1/ConfigMap":
 		v = &corev1.ConfigMap{}
 	case "v1/Secret":
@@ -152,6 +155,7 @@ func Check(objs []Object) error {
 	var policies []*networkingv1.NetworkPolicy
 	var jobs []*batchv1.Job
 	var services []*corev1.Service
+	accounts := map[string]bool{}
 	var certs []*cmv1.Certificate
 	config := map[string]string{}
 	for _, o := range objs {
@@ -160,6 +164,8 @@ func Check(objs []Object) error {
 			jobs = append(jobs, v)
 		case *corev1.Service:
 			services = append(services, v)
+		case *corev1.ServiceAccount:
+			accounts[v.Name] = true
 		case *cmv1.Certificate:
 			certs = append(certs, v)
 		case *networkingv1.NetworkPolicy:
@@ -206,6 +212,7 @@ func Check(objs []Object) error {
 	}
 	checkNetworkPolicies(policies, deployments, fail)
 	checkAPIServices(services, deployments, fail)
+	checkBlobAccess(config, accounts, deployments, fail)
 	pods := map[string]corev1.PodSpec{}
 	for name, d := range deployments {
 		pods["Deployment "+name] = d.Spec.Template.Spec
@@ -279,6 +286,37 @@ func checkDeployment(d *appsv1.Deployment, shutdown time.Duration, fail func(str
 	}
 	if _, err := events.PermissionsOf(name); err != nil {
 		fail("Deployment %s: %v", name, err)
+	}
+}
+
+// blobServices are the services that read and write the blob store.
+var blobServices = []string{"curator", "researcher", "indexer", "aggregator", "auditor"}
+
+// checkBlobAccess: BLOB_URL names a real bucket and endpoint (not a
+// placeholder), and every service using the store has credentials: a
+// ServiceAccount of the manifests (the platform's identity: IRSA, Pod
+// Identity) and the static keys of the Secret archivist-s3 where it
+// exists.
+func checkBlobAccess(config map[string]string, accounts map[string]bool, deployments map[string]*appsv1.Deployment, fail func(string, ...any)) {
+	u, err := url.Parse(config["BLOB_URL"])
+	switch {
+	case err != nil || u.Scheme != "s3" || u.Host == "":
+		fail("ConfigMap archivist: BLOB_URL %q is not an s3://bucket/ URL", config["BLOB_URL"])
+	case u.Query().Get("endpoint") == "" || strings.Contains(u.Query().Get("endpoint"), "example"):
+		fail("ConfigMap archivist: BLOB_URL %q: endpoint %q is a placeholder", config["BLOB_URL"], u.Query().Get("endpoint"))
+	}
+	for _, svc := range blobServices {
+		d, ok := deployments[svc]
+		if !ok {
+			continue
+		}
+		sa := d.Spec.Template.Spec.ServiceAccountName
+		if sa == "" || !accounts[sa] {
+			fail("Deployment %s uses the blob store but runs as no ServiceAccount of the manifests (%q): no cloud identity to take credentials from", svc, sa)
+		}
+		if !envFromSecret(d, "S3_ACCESS_KEY_ID") || !envFromSecret(d, "S3_SECRET_ACCESS_KEY") {
+			fail("Deployment %s uses the blob store without S3_ACCESS_KEY_ID and S3_SECRET_ACCESS_KEY from the Secret archivist-s3 (optional: absent, the identity's credentials are used)", svc)
+		}
 	}
 }
 

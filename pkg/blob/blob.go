@@ -64,9 +64,13 @@ type Store interface {
 // Config says which store to open.
 type Config struct {
 	// URL is file:///abs/dir (or a plain path) for a local directory, or
-	// s3://bucket/prefix?endpoint=host:port&secure=true&region=r&path_style=false for a bucket.
+	// s3://bucket/prefix?endpoint=host:port&secure=true&region=r&path_style=false
+	// for a bucket (and sts_endpoint=URL for a private security token
+	// service).
 	URL string `env:"BLOB_URL, default=file://./.archivist/blobs"`
-	// S3AccessKeyID is the S3 access key.
+	// S3AccessKeyID is the S3 access key; without it the credentials come
+	// from the platform's chain (AWS variables, IRSA, Pod Identity, the
+	// instance role: S3Options.AccessKey).
 	S3AccessKeyID string `env:"S3_ACCESS_KEY_ID"`
 	// S3SecretAccessKey is the S3 secret key.
 	S3SecretAccessKey string `env:"S3_SECRET_ACCESS_KEY"`
@@ -95,14 +99,15 @@ func Open(ctx context.Context, cfg Config) (Store, error) {
 		q := u.Query()
 		secure := q.Get("secure") != "false"
 		return NewS3(ctx, S3Options{
-			Endpoint:  q.Get("endpoint"),
-			Bucket:    u.Host,
-			Prefix:    strings.TrimPrefix(u.Path, "/"),
-			Region:    q.Get("region"),
-			AccessKey: cfg.S3AccessKeyID,
-			SecretKey: cfg.S3SecretAccessKey,
-			Secure:    secure,
-			PathStyle: q.Get("path_style") == "true",
+			Endpoint:    q.Get("endpoint"),
+			Bucket:      u.Host,
+			Prefix:      strings.TrimPrefix(u.Path, "/"),
+			Region:      q.Get("region"),
+			AccessKey:   cfg.S3AccessKeyID,
+			SecretKey:   cfg.S3SecretAccessKey,
+			Secure:      secure,
+			PathStyle:   q.Get("path_style") == "true",
+			STSEndpoint: q.Get("sts_endpoint"),
 		})
 	default:
 		return nil, fmt.Errorf("BLOB_URL scheme %q: want file or s3", u.Scheme)

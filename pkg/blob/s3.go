@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"iter"
 	"regexp"
 	"strings"
@@ -23,7 +24,13 @@ type S3Options struct {
 	Prefix string
 	// Region of the bucket (optional).
 	Region string
-	// AccessKey and SecretKey are static credentials; empty uses anonymous access.
+	// AccessKey and SecretKey are static credentials. Empty, the credentials
+	// come from the platform's chain (s3Credentials): AWS_ACCESS_KEY_ID and
+	// AWS_SECRET_ACCESS_KEY, MINIO_ROOT_USER and its password, the AWS
+	// shared credentials file, then IAM: a web identity (EKS IRSA:
+	// AWS_WEB_IDENTITY_TOKEN_FILE and AWS_ROLE_ARN), container credentials
+	// (EKS Pod Identity, ECS), the instance's role; none gives anonymous
+	// access.
 	AccessKey string
 	// SecretKey is the secret half of the credentials.
 	SecretKey string
@@ -31,6 +38,24 @@ type S3Options struct {
 	Secure bool
 	// PathStyle forces path-style bucket addressing (most S3-compatible servers).
 	PathStyle bool
+	// STSEndpoint is the security token service a web identity is
+	// exchanged at (default: AWS's regional STS); for a private STS such as
+	// MinIO's.
+	STSEndpoint string
+}
+
+// s3Credentials are o's static keys if it has them, else the platform's
+// credentials chain (see S3Options.AccessKey).
+func s3Credentials(o S3Options) *credentials.Credentials {
+	if o.AccessKey != "" || o.SecretKey != "" {
+		return credentials.NewStaticV4(o.AccessKey, o.SecretKey, "")
+	}
+	return credentials.NewChainCredentials([]credentials.Provider{
+		&credentials.EnvAWS{},
+		&credentials.EnvMinio{},
+		&credentials.FileAWSCredentials{},
+		&credentials.IAM{Endpoint: o.STSEndpoint},
+	})
 }
 
 // S3 is a blob store in an S3-compatible bucket. Its checksum is the
@@ -51,7 +76,7 @@ func NewS3(ctx context.Context, o S3Options) (*S3, error) {
 		lookup = minio.BucketLookupPath
 	}
 	c, err := minio.New(o.Endpoint, &minio.Options{
-		Creds:        credentials.NewStaticV4(o.AccessKey, o.SecretKey, ""),
+		Creds:        s3Credentials(o),
 		Secure:       o.Secure,
 		Region:       o.Region,
 		BucketLookup: lookup,
@@ -103,6 +128,34 @@ func notFound(err error) bool {
 	return code == "NoSuchKey" || code == "NotFound"
 }
 
+// s3PartSize is the part of a multipart upload: a put of unknown length
+// holds one part in memory (8 at once fit a curator's memory, where 64 MiB
+// parts did not), and 10,000 parts reach 156 GiB, beyond the largest file
+// ingest takes (INGEST_MAX_FILE_BYTES, 100 GiB).
+const s3PartSize = 16 << 20
+
+// readerSize is r's length when it is a file or an in-memory reader, so
+// that the upload reads the parts from it instead of buffering them (and a
+// small object goes in one request, with an MD5 ETag the auditor can
+// compare); -1 when unknown.
+func readerSize(r io.Reader) int64 {
+	switch v := r.(type) {
+	case interface{ Stat() (fs.FileInfo, error) }:
+		if st, err := v.Stat(); err == nil && st.Mode().IsRegular() {
+			// A file read from its start only: the upload reads a file's
+			// parts at their offsets (io.ReaderAt), from 0.
+			if sk, ok := r.(io.Seeker); ok {
+				if off, err := sk.Seek(0, io.SeekCurrent); err == nil && off == 0 {
+					return st.Size()
+				}
+			}
+		}
+	case interface{ Len() int }:
+		return int64(v.Len())
+	}
+	return -1
+}
+
 // Put implements Store. The payload is sent unsigned (as over TLS every
 // client does): S3-compatible servers differ in their support of streaming
 // signatures, and the ETag checks what arrived.
@@ -110,7 +163,7 @@ func (s *S3) Put(ctx context.Context, key string, r io.Reader, props map[string]
 	if err := ValidateKey(key); err != nil {
 		return Info{}, err
 	}
-	opts := minio.PutObjectOptions{PartSize: 64 << 20, DisableContentSha256: true}
+	opts := minio.PutObjectOptions{PartSize: s3PartSize, DisableContentSha256: true}
 	for k, v := range props {
 		if strings.EqualFold(k, "content-type") {
 			opts.ContentType = v
@@ -121,7 +174,7 @@ func (s *S3) Put(ctx context.Context, key string, r io.Reader, props map[string]
 		}
 		opts.UserMetadata[k] = v
 	}
-	if _, err := s.c.PutObject(ctx, s.bucket, s.prefix+key, r, -1, opts); err != nil {
+	if _, err := s.c.PutObject(ctx, s.bucket, s.prefix+key, r, readerSize(r), opts); err != nil {
 		return Info{}, fmt.Errorf("put %s: %w", key, err)
 	}
 	// Report what the store now says of the object, as Stat will.
