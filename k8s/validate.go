@@ -11,9 +11,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net/url"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -150,6 +152,7 @@ func Check(objs []Object) error {
 	deployments := map[string]*appsv1.Deployment{}
 	pdbs := map[string]bool{}
 	keda := map[string]bool{}
+	scaledMax := map[string]int32{}
 	var shutdown time.Duration
 	var cluster *cnpgv1.Cluster
 	var policies []*networkingv1.NetworkPolicy
@@ -178,6 +181,9 @@ func Check(objs []Object) error {
 			}
 		case *kedav1alpha1.ScaledObject:
 			keda[v.Spec.ScaleTargetRef.Name] = true
+			if v.Spec.MaxReplicaCount != nil {
+				scaledMax[v.Spec.ScaleTargetRef.Name] = *v.Spec.MaxReplicaCount
+			}
 			checkScaledObject(v, fail)
 		case *corev1.ConfigMap:
 			if v.Name == "archivist" {
@@ -213,6 +219,9 @@ func Check(objs []Object) error {
 	checkNetworkPolicies(policies, deployments, fail)
 	checkAPIServices(services, deployments, fail)
 	checkBlobAccess(config, accounts, deployments, fail)
+	if cluster != nil {
+		checkConnectionBudget(cluster, config, deployments, scaledMax, len(jobs), fail)
+	}
 	pods := map[string]corev1.PodSpec{}
 	for name, d := range deployments {
 		pods["Deployment "+name] = d.Spec.Template.Spec
@@ -286,6 +295,70 @@ func checkDeployment(d *appsv1.Deployment, shutdown time.Duration, fail func(str
 	}
 	if _, err := events.PermissionsOf(name); err != nil {
 		fail("Deployment %s: %v", name, err)
+	}
+}
+
+// Connection budget: what PostgreSQL keeps for superusers
+// (superuser_reserved_connections) and for the operator, CloudNativePG and
+// an administrator's psql.
+const (
+	pgReserved = 3
+	pgHeadroom = 10
+)
+
+// checkConnectionBudget: at their most replicas (KEDA's maximum for a
+// scaled Deployment), every pool of every service (DATABASE_MAX_CONNS, and
+// the curator's ingest claims, INGEST_MAX_CLAIMS) and the migrate Job fit
+// in the Cluster's max_connections, less what is reserved.
+func checkConnectionBudget(cluster *cnpgv1.Cluster, config map[string]string, deployments map[string]*appsv1.Deployment, scaledMax map[string]int32, jobs int, fail func(string, ...any)) {
+	limit := 100 // PostgreSQL's default
+	if v, ok := cluster.Spec.PostgresConfiguration.Parameters["max_connections"]; ok {
+		n, err := strconv.Atoi(v)
+		if err != nil {
+			fail("Cluster %s: max_connections %q: %v", cluster.Name, v, err)
+			return
+		}
+		limit = n
+	}
+	setting := func(d *appsv1.Deployment, name string, def int) int {
+		v := config[name]
+		if hasEnv(d, name) {
+			v = envValue(d, name)
+		}
+		if v == "" {
+			return def
+		}
+		n, err := strconv.Atoi(v)
+		if err != nil {
+			fail("Deployment %s: %s %q: %v", d.Name, name, v, err)
+		}
+		return n
+	}
+	total := jobs * setting(&appsv1.Deployment{}, "DATABASE_MAX_CONNS", 10)
+	var parts []string
+	names := slices.Sorted(maps.Keys(deployments))
+	for _, name := range names {
+		d := deployments[name]
+		if !hasEnv(d, "DATABASE_URL") {
+			continue
+		}
+		per := setting(d, "DATABASE_MAX_CONNS", 10)
+		if name == "curator" {
+			per += setting(d, "INGEST_MAX_CLAIMS", 16)
+		}
+		replicas := int32(1)
+		if d.Spec.Replicas != nil {
+			replicas = *d.Spec.Replicas
+		}
+		if m, ok := scaledMax[name]; ok {
+			replicas = m
+		}
+		total += int(replicas) * per
+		parts = append(parts, fmt.Sprintf("%s %d×%d", name, replicas, per))
+	}
+	if budget := limit - pgReserved - pgHeadroom; total > budget {
+		fail("PostgreSQL connections: the services may open %d (%s, migrate %d) at their most replicas, beyond the %d that max_connections %d leaves: raise it in the Cluster or lower DATABASE_MAX_CONNS",
+			total, strings.Join(parts, ", "), jobs*setting(&appsv1.Deployment{}, "DATABASE_MAX_CONNS", 10), budget, limit)
 	}
 }
 

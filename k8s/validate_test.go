@@ -238,6 +238,8 @@ func TestValidationCatchesFaults(t *testing.T) {
 		{"a placeholder bucket endpoint", "kind: ConfigMap", "endpoint=s3.amazonaws.com", "endpoint=s3.example.internal", "placeholder"},
 		{"a blob service without an identity", "name: indexer\n", "serviceAccountName: archivist-blob", "serviceAccountName: default", "indexer uses the blob store but runs as no ServiceAccount"},
 		{"a blob service without the static keys' Secret", "name: auditor\n", "name: S3_SECRET_ACCESS_KEY\n          valueFrom:\n            secretKeyRef:\n              key: secret-access-key\n              name: archivist-s3\n              optional: true\n", "name: S3_SECRET_ACCESS_KEY\n          value: in-the-manifest\n", "auditor uses the blob store without S3_ACCESS_KEY_ID and S3_SECRET_ACCESS_KEY from the Secret"},
+		{"connections beyond max_connections", "kind: Cluster", "max_connections: \"300\"", "max_connections: \"100\"", "PostgreSQL connections: the services may open"},
+		{"a pool grown past the budget", "name: indexer\n", "name: DATABASE_MAX_CONNS\n          value: \"4\"", "name: DATABASE_MAX_CONNS\n          value: \"30\"", "indexer 10×30"},
 		{"NATS without TLS", "kind: ConfigMap", "NATS_URL: tls://", "NATS_URL: nats://", "must be tls://"},
 		{"the NATS server not checked", "kind: ConfigMap", "NATS_TLS_CA_FILE:", "NATS_TLS_CA_FILES:", "NATS_TLS_CA_FILE is not set"},
 		{"a pod without the NATS CA", "name: researcher\n", "secretName: archivist-nats-client", "secretName: other", "Deployment researcher does not mount Secret archivist-nats-client"},
