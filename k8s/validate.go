@@ -230,6 +230,7 @@ func Check(objs []Object) error {
 		pods["Job "+j.Name] = j.Spec.Template.Spec
 	}
 	checkNATSClients(config, certs, pods, fail)
+	checkMigration(config, jobs, fail)
 	if cluster == nil {
 		fail("no CloudNativePG Cluster")
 	} else {
@@ -295,6 +296,35 @@ func checkDeployment(d *appsv1.Deployment, shutdown time.Duration, fail func(str
 	}
 	if _, err := events.PermissionsOf(name); err != nil {
 		fail("Deployment %s: %v", name, err)
+	}
+}
+
+// checkMigration: the services do not migrate (the migration role is the
+// Job's alone) and so wait for their schemas; the Job fails on a missing
+// runtime role, and is removed soon after it finishes, so that the next
+// release's apply can create it anew (its pod template is immutable).
+func checkMigration(config map[string]string, jobs []*batchv1.Job, fail func(string, ...any)) {
+	if config["MIGRATE_ON_START"] != "false" {
+		fail("ConfigMap archivist: MIGRATE_ON_START must be false: the services' runtime roles may not change the schema")
+	}
+	if len(jobs) != 1 {
+		fail("want one migrate Job, have %d", len(jobs))
+		return
+	}
+	j := jobs[0]
+	var require string
+	for _, c := range j.Spec.Template.Spec.Containers {
+		for _, e := range c.Env {
+			if e.Name == "MIGRATE_REQUIRE_ROLES" {
+				require = e.Value
+			}
+		}
+	}
+	if require != "true" {
+		fail("Job %s: MIGRATE_REQUIRE_ROLES must be true: a missing runtime role would leave its service refused every query", j.Name)
+	}
+	if t := j.Spec.TTLSecondsAfterFinished; t == nil || *t > 600 {
+		fail("Job %s: ttlSecondsAfterFinished must be at most 600: a finished Job left in place refuses the next release's pod template", j.Name)
 	}
 }
 

@@ -31,7 +31,7 @@ type Admin struct {
 	// start).
 	registered bool
 	checks     map[string]func(context.Context) error
-	pending    map[string]bool
+	pending    map[string]string // service → what it waits for ("" starting)
 	shutdown   atomic.Bool
 }
 
@@ -43,7 +43,7 @@ func NewAdmin(addr string, log *slog.Logger) (*Admin, error) {
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	a := &Admin{Registry: reg, ln: ln, checks: map[string]func(context.Context) error{}, pending: map[string]bool{}}
+	a := &Admin{Registry: reg, ln: ln, checks: map[string]func(context.Context) error{}, pending: map[string]string{}}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		fmt.Fprintln(w, "ok")
@@ -73,8 +73,17 @@ func (a *Admin) AddCheck(name string, check func(context.Context) error) {
 // Started(name).
 func (a *Admin) Starting(name string) {
 	a.mu.Lock()
-	a.pending[name] = true
+	a.pending[name] = ""
 	a.registered = true
+	a.mu.Unlock()
+}
+
+// Waiting records what a starting service waits for; /readyz says it.
+func (a *Admin) Waiting(name, reason string) {
+	a.mu.Lock()
+	if _, ok := a.pending[name]; ok {
+		a.pending[name] = reason
+	}
 	a.mu.Unlock()
 }
 
@@ -96,7 +105,10 @@ func (a *Admin) readyz(w http.ResponseWriter, r *http.Request) {
 	a.mu.Lock()
 	registered := a.registered
 	var pending []string
-	for n := range a.pending {
+	for n, why := range a.pending {
+		if why != "" {
+			n += " (" + why + ")"
+		}
 		pending = append(pending, n)
 	}
 	checks := make(map[string]func(context.Context) error, len(a.checks))

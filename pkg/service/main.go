@@ -128,8 +128,13 @@ func Migrate(ctx context.Context, defs []Definition, common Common, log *slog.Lo
 			if err != nil {
 				return err
 			}
-			if granted {
+			switch {
+			case granted:
 				log.Info("runtime role granted its schema", "role", d.Name, "schema", s.Name)
+			case common.RequireRoles:
+				return fmt.Errorf("runtime role %s does not exist: its service could not use schema %s (create the role: the Cluster's managed roles; MIGRATE_REQUIRE_ROLES)", d.Name, s.Name)
+			default:
+				log.Warn("no runtime role to grant; the service logs in as another role", "role", d.Name, "schema", s.Name)
 			}
 		}
 	}

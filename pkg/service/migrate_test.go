@@ -2,10 +2,13 @@ package service_test
 
 import (
 	"context"
+	"io"
+	"net/http"
 	"net/url"
 	"strings"
 	"testing"
 	"testing/fstest"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -56,5 +59,108 @@ func TestMigrateGrantsRuntimeRolesTheirSchemaOnly(t *testing.T) {
 		if _, err := conn.Exec(ctx, q); err == nil || !strings.Contains(err.Error(), "permission denied") && !strings.Contains(err.Error(), "must be owner") {
 			t.Errorf("%s as svc_alpha: %v, want permission denied", q, err)
 		}
+	}
+}
+
+// TestAServiceWaitsForItsSchema: a service that does not migrate
+// (MIGRATE_ON_START=false) starts nothing while its schema is behind the
+// build, and /readyz says why; once `archivist migrate` has run, it starts.
+func TestAServiceWaitsForItsSchema(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	dbURL := testenv.DBURL(t)
+	gamma := store.Schema{Name: "gamma", Migrations: fstest.MapFS{
+		"001_t.sql": {Data: []byte("CREATE TABLE gamma.t (id bigint PRIMARY KEY);")},
+		"002_u.sql": {Data: []byte("ALTER TABLE gamma.t ADD COLUMN v text;")},
+	}}
+	ran := make(chan struct{})
+	def := service.Definition{Name: "gamma", Schemas: []store.Schema{gamma}, NeedsDB: true, Run: func(ctx context.Context, env *service.Env) error {
+		// The code of version 2: it needs the column.
+		if _, err := env.DB.Exec(ctx, "INSERT INTO gamma.t (id, v) VALUES (1, 'x')"); err != nil {
+			return err
+		}
+		close(ran)
+		env.Ready()
+		<-ctx.Done()
+		return nil
+	}}
+	a, err := service.NewAdmin("127.0.0.1:0", testenv.Logger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close(context.Background())
+	done := make(chan error, 1)
+	common := service.Common{ShutdownTimeout: 5 * time.Second, Auth: service.AuthConfig{Mode: "off"}, Store: store.Config{URL: dbURL}}
+	go func() { done <- service.Serve(ctx, []service.Definition{def}, common, service.Deps{Log: testenv.Logger(t), Admin: a}) }()
+	readyz := func() (int, string) {
+		resp, err := http.Get("http://" + a.Addr() + "/readyz")
+		if err != nil {
+			return 0, err.Error()
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	// The old schema: version 1 only.
+	pool, err := store.Open(ctx, store.Config{URL: dbURL}, "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	old := store.Schema{Name: "gamma", Migrations: fstest.MapFS{"001_t.sql": gamma.Migrations.(fstest.MapFS)["001_t.sql"]}}
+	if err := store.Migrate(ctx, pool, old); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		code, body := readyz()
+		if code == http.StatusServiceUnavailable && strings.Contains(body, "schema gamma is at version 1, this build needs 2") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("readyz %d %q, want 503 naming the schema's versions", code, body)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	select {
+	case <-ran:
+		t.Fatal("the service ran on the old schema")
+	case err := <-done:
+		t.Fatalf("serve ended: %v", err)
+	case <-time.After(300 * time.Millisecond):
+	}
+	if err := service.Migrate(ctx, []service.Definition{def}, common, testenv.Logger(t)); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-ran:
+	case err := <-done:
+		t.Fatalf("serve ended: %v", err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("the service did not start once migrated")
+	}
+	for deadline := time.Now().Add(5 * time.Second); ; {
+		if code, _ := readyz(); code == http.StatusOK {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("not ready after the migration")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestMigrateRequiresRoles: with MIGRATE_REQUIRE_ROLES a service whose
+// runtime role does not exist fails the migration, naming the role,
+// instead of leaving it to be refused by every query.
+func TestMigrateRequiresRoles(t *testing.T) {
+	ctx := context.Background()
+	defs := []service.Definition{{Name: "svc_missing_role", Schemas: []store.Schema{schema("delta")}}}
+	common := service.Common{Store: store.Config{URL: testenv.DBURL(t)}, RequireRoles: true}
+	if err := service.Migrate(ctx, defs, common, testenv.Logger(t)); err == nil || !strings.Contains(err.Error(), "runtime role svc_missing_role does not exist") {
+		t.Fatalf("migrate: %v, want an error naming the missing role", err)
+	}
+	common.RequireRoles = false
+	if err := service.Migrate(ctx, defs, common, testenv.Logger(t)); err != nil {
+		t.Fatalf("without MIGRATE_REQUIRE_ROLES: %v", err)
 	}
 }

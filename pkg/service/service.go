@@ -51,8 +51,14 @@ type Common struct {
 	AdminAddr string `env:"ADMIN_ADDR, default=:9090"`
 	// ShutdownTimeout bounds a graceful shutdown.
 	ShutdownTimeout time.Duration `env:"SHUTDOWN_TIMEOUT, default=25s"`
-	// MigrateOnStart runs the service's migrations at start.
+	// MigrateOnStart runs the service's migrations at start. Off, the
+	// service waits, not ready, until `archivist migrate` has brought its
+	// schemas to the version it needs.
 	MigrateOnStart bool `env:"MIGRATE_ON_START, default=true"`
+	// RequireRoles makes `archivist migrate` fail when a service's runtime
+	// role does not exist, instead of skipping its grants (Kubernetes, where
+	// each service logs in as its own role).
+	RequireRoles bool `env:"MIGRATE_REQUIRE_ROLES, default=false"`
 	// Bus is how to reach NATS.
 	Bus bus.Config
 	// Store is how to reach PostgreSQL.
@@ -166,6 +172,8 @@ func Start(ctx context.Context, def Definition, common Common, deps Deps) (_ *Ru
 				v, _ := store.Version(ctx, pool, s.Name)
 				log.Info("schema migrated", "schema", s.Name, "version", v)
 			}
+		} else if err := awaitSchemas(ctx, pool, def.Schemas, deps.Admin, def.Name, log); err != nil {
+			return nil, fmt.Errorf("%s: %w", def.Name, err)
 		}
 	}
 	// The blob store before the bus: the bus's dependency check reads it.
@@ -208,6 +216,57 @@ func Start(ctx context.Context, def Definition, common Common, deps Deps) (_ *Ru
 		close(r.done)
 	}()
 	return r, nil
+}
+
+// schemaPoll is how often a service waiting for its schemas looks again.
+const schemaPoll = 2 * time.Second
+
+// awaitSchemas waits until every schema is at least at the version this
+// build needs (its newest migration): a service that does not migrate
+// (MIGRATE_ON_START=false) must not run new code on an old schema. It is
+// not ready meanwhile; /readyz says what it waits for. A schema
+// newer than the build (a rollback of the code) is logged, and served.
+func awaitSchemas(ctx context.Context, pool *pgxpool.Pool, schemas []store.Schema, admin *Admin, name string, log *slog.Logger) error {
+	behind := func() (string, error) {
+		for _, s := range schemas {
+			want, err := store.Latest(s)
+			if err != nil {
+				return "", err
+			}
+			have, err := store.Version(ctx, pool, s.Name)
+			if err != nil {
+				// Not migrated at all yet, or not granted to this role.
+				return fmt.Sprintf("schema %s: %v; this build needs version %d: waiting for archivist migrate", s.Name, err, want), nil
+			}
+			if have < want {
+				return fmt.Sprintf("schema %s is at version %d, this build needs %d: waiting for archivist migrate", s.Name, have, want), nil
+			}
+			if have > want {
+				log.Warn("schema newer than this build (a rolled-back release?)", "schema", s.Name, "version", have, "build", want)
+			}
+		}
+		return "", nil
+	}
+	var logged time.Time
+	for {
+		w, err := behind()
+		if err != nil {
+			return err
+		}
+		admin.Waiting(name, w)
+		if w == "" {
+			return nil
+		}
+		if time.Since(logged) > time.Minute {
+			log.Warn("not ready: " + w)
+			logged = time.Now()
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%s: %w", w, ctx.Err())
+		case <-time.After(schemaPoll):
+		}
+	}
 }
 
 // dependencies checks that the service's database and blob store answer:

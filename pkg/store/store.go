@@ -6,6 +6,8 @@ import (
 	"context"
 	"fmt"
 	"io/fs"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -118,6 +120,28 @@ func Version(ctx context.Context, pool *pgxpool.Pool, schema string) (int32, err
 		return 0, fmt.Errorf("read %s schema version: %w", schema, err)
 	}
 	return v, nil
+}
+
+// Latest is the newest migration of s: the schema version this build
+// needs.
+func Latest(s Schema) (int32, error) {
+	entries, err := fs.ReadDir(s.Migrations, ".")
+	if err != nil {
+		return 0, fmt.Errorf("migrations of %s: %w", s.Name, err)
+	}
+	var latest int32
+	for _, e := range entries {
+		num, _, ok := strings.Cut(e.Name(), "_")
+		if !ok || !strings.HasSuffix(e.Name(), ".sql") {
+			continue
+		}
+		n, err := strconv.ParseInt(num, 10, 32)
+		if err != nil {
+			continue
+		}
+		latest = max(latest, int32(n))
+	}
+	return latest, nil
 }
 
 // InTx runs fn in a transaction: committed if fn returns nil, rolled back
