@@ -91,7 +91,9 @@ func TestAServiceWaitsForItsSchema(t *testing.T) {
 	defer a.Close(context.Background())
 	done := make(chan error, 1)
 	common := service.Common{ShutdownTimeout: 5 * time.Second, Auth: service.AuthConfig{Mode: "off"}, Store: store.Config{URL: dbURL}}
-	go func() { done <- service.Serve(ctx, []service.Definition{def}, common, service.Deps{Log: testenv.Logger(t), Admin: a}) }()
+	go func() {
+		done <- service.Serve(ctx, []service.Definition{def}, common, service.Deps{Log: testenv.Logger(t), Admin: a})
+	}()
 	readyz := func() (int, string) {
 		resp, err := http.Get("http://" + a.Addr() + "/readyz")
 		if err != nil {
