@@ -55,6 +55,10 @@ type Common struct {
 	// service waits, not ready, until `archivist migrate` has brought its
 	// schemas to the version it needs.
 	MigrateOnStart bool `env:"MIGRATE_ON_START, default=true"`
+	// LeaderRetry is how often a replica asks to lead the loops that run in
+	// one replica at a time, and how long a new leader waits before it
+	// starts (two retries: the old one's session check); see AsLeader.
+	LeaderRetry time.Duration `env:"LEADER_RETRY, default=5s"`
 	// RequireRoles makes `archivist migrate` fail when a service's runtime
 	// role does not exist, instead of skipping its grants (Kubernetes, where
 	// each service logs in as its own role).
@@ -87,6 +91,8 @@ type Env struct {
 	Metrics prometheus.Registerer
 	// ShutdownTimeout bounds the service's own clean stop once Run's ctx ends.
 	ShutdownTimeout time.Duration
+	// LeaderRetry paces AsLeader (LEADER_RETRY).
+	LeaderRetry time.Duration
 	// HTTP bounds the service's API servers.
 	HTTP HTTPLimits
 	// Auth says how the service's APIs authenticate their callers.
@@ -145,7 +151,7 @@ type closer struct {
 func Start(ctx context.Context, def Definition, common Common, deps Deps) (_ *Running, err error) {
 	log := deps.Log.With("service", def.Name)
 	reg := prometheus.WrapRegistererWith(prometheus.Labels{"service": def.Name}, deps.Admin.Registry)
-	env := &Env{Name: def.Name, Log: log, Metrics: reg, ShutdownTimeout: common.ShutdownTimeout, HTTP: common.HTTP, Auth: common.Auth, lookuper: deps.Lookuper, admin: deps.Admin}
+	env := &Env{Name: def.Name, Log: log, Metrics: reg, ShutdownTimeout: common.ShutdownTimeout, LeaderRetry: common.LeaderRetry, HTTP: common.HTTP, Auth: common.Auth, lookuper: deps.Lookuper, admin: deps.Admin}
 	r := &Running{def: def, env: env, done: make(chan struct{})}
 	deps.Admin.Starting(def.Name)
 	defer func() {

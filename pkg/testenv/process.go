@@ -68,7 +68,7 @@ func StartProcess(t testing.TB, pkg string, sh Shared, blobDir string, env map[s
 	}
 	base := map[string]string{
 		"NATS_URL": sh.NATSURL, "NATS_USER": user, "NATS_PASSWORD": pass, "DATABASE_URL": sh.DBURL,
-		"ADMIN_ADDR": p.Admin, "LOG_FORMAT": "json", "SHUTDOWN_TIMEOUT": "10s", "DATABASE_MAX_CONNS": "5",
+		"ADMIN_ADDR": p.Admin, "LOG_FORMAT": "json", "SHUTDOWN_TIMEOUT": "10s", "DATABASE_MAX_CONNS": "5", "LEADER_RETRY": "200ms",
 		"API_AUTH": "off", // tests reach the APIs without keys unless they test the keys
 	}
 	if blobDir != "" {

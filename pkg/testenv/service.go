@@ -64,7 +64,7 @@ func StartServiceIn(t testing.TB, def service.Definition, sh Shared, env map[str
 		t.Fatal(err)
 	}
 	s.Admin = admin.Addr()
-	common := service.Common{ShutdownTimeout: 10 * time.Second, MigrateOnStart: true,
+	common := service.Common{ShutdownTimeout: 10 * time.Second, MigrateOnStart: true, LeaderRetry: 100 * time.Millisecond,
 		Bus: bus.Config{URL: s.NATSURL, Replicas: 1, User: env["NATS_USER"], Password: env["NATS_PASSWORD"],
 			EnsureStreams: env["NATS_ENSURE_STREAMS"] != "false"},
 		Store: store.Config{URL: s.DBURL, MaxConns: 5},

@@ -68,7 +68,9 @@ func run(ctx context.Context, env *service.Env, cfg Config) error {
 	if err != nil {
 		return err
 	}
-	loop := func(ctx context.Context) error { a.Loop(ctx); return nil }
+	// One replica merges at a time (the leader); every replica answers
+	// queries.
+	loop := env.AsLeader("aggregator.merge", func(ctx context.Context) error { a.Loop(ctx); return nil })
 	return env.Serve(ctx, "CDX API", cfg.HTTPAddr, a.Handler(), []service.Loop{loop}, sub.Stop)
 }
 

@@ -111,6 +111,8 @@ func Run(ctx context.Context, o Options, defs []service.Definition, log *slog.Lo
 		// Ingest works under the data dir and may fetch from this machine.
 		"INGEST_WORK_DIR":      filepath.Join(dataDir, "ingest"),
 		"INGEST_ALLOW_PRIVATE": "true",
+		// One process: a replica taking over needs no long grace.
+		"LEADER_RETRY": "500ms",
 	}
 	lookuper := envconfig.MultiLookuper(envconfig.OsLookuper(), envconfig.MapLookuper(defaults))
 	var common service.Common

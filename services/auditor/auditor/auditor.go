@@ -93,7 +93,9 @@ func run(ctx context.Context, env *service.Env, cfg Config) error {
 	}
 	// The manager and the schedule stop when the API does (also when it
 	// fails to start).
-	schedule := func(ctx context.Context) error { a.Schedule(ctx); return nil }
+	// The schedule runs in one replica at a time (the leader); every
+	// replica checks.
+	schedule := env.AsLeader("auditor.schedule", func(ctx context.Context) error { a.Schedule(ctx); return nil })
 	return env.Serve(ctx, "audit API", cfg.HTTPAddr, a.Handler(), []service.Loop{m.Run, schedule}, objects.Stop, deletions.Stop)
 }
 

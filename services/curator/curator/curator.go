@@ -69,24 +69,28 @@ func run(ctx context.Context, env *service.Env, cfg Config) error {
 		ing.Close()
 		return err
 	}
-	loops := []service.Loop{
-		func(ctx context.Context) error { ing.Run(ctx); return nil },
-		service.Every(cfg.ReconcileInterval, func(ctx context.Context) {
-			if n, err := p.Reconcile(ctx); err != nil && ctx.Err() == nil {
-				env.Log.Error("reconcile match results", "err", err)
-			} else if n > 0 {
-				env.Log.Warn("republished match results whose works were missing", "graphs", n)
-			}
-		}),
-	}
+	// Reconciling and the daily resync run in one replica at a time (the
+	// leader): every replica republishing every work daily outgrew the
+	// WORKS stream.
+	singletons := []service.Loop{service.Every(cfg.ReconcileInterval, func(ctx context.Context) {
+		if n, err := p.Reconcile(ctx); err != nil && ctx.Err() == nil {
+			env.Log.Error("reconcile match results", "err", err)
+		} else if n > 0 {
+			env.Log.Warn("republished match results whose works were missing", "graphs", n)
+		}
+	})}
 	if cfg.ResyncInterval > 0 {
-		loops = append(loops, service.Every(cfg.ResyncInterval, func(ctx context.Context) {
+		singletons = append(singletons, service.Every(cfg.ResyncInterval, func(ctx context.Context) {
 			if n, err := p.ResyncWorks(ctx); err != nil && ctx.Err() == nil {
 				env.Log.Error("resync works", "err", err)
 			} else {
 				env.Log.Info("works published again for their consumers", "rows", n)
 			}
 		}))
+	}
+	loops := []service.Loop{
+		func(ctx context.Context) error { ing.Run(ctx); return nil },
+		env.AsLeader("curator.reconcile", service.All(singletons...)),
 	}
 	var stoppers []func(context.Context) error
 	for _, s := range subs {

@@ -1,0 +1,147 @@
+package service
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// DefaultLeaderRetry is how often a replica that does not lead a loop asks
+// again, and how often the leader checks that its session is alive.
+const DefaultLeaderRetry = 5 * time.Second
+
+// AsLeader runs loop in one replica at a time across every replica of a
+// service: the one holding the PostgreSQL session advisory lock named by
+// name (leader election; the lock goes with its session, so a replica
+// that dies or loses the database hands the loop to another within a few
+// retries). The others wait, asking again every retry. Loops that must run once for
+// the whole deployment (a daily resync, the aggregator's merges, the
+// audit schedule) are wrapped in it; their work must still be safe to
+// redo, since a new leader may repeat what a dead one was doing.
+func AsLeader(db *pgxpool.Pool, name string, retry time.Duration, log *slog.Logger, loop Loop) Loop {
+	if retry <= 0 {
+		retry = DefaultLeaderRetry
+	}
+	log = log.With("leader_of", name)
+	return func(ctx context.Context) error {
+		for {
+			led, err := lead(ctx, db, name, retry, log, loop)
+			if ctx.Err() != nil {
+				return nil
+			}
+			if err != nil {
+				if led {
+					log.Warn("lost the lead; asking again", "err", err)
+				} else {
+					log.Debug("not leading", "err", err)
+				}
+			}
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-time.After(retry):
+			}
+		}
+	}
+}
+
+// lead takes the lock if it is free and runs loop while it holds it: until
+// ctx ends, loop returns, or the lock's session is lost. It reports whether
+// it led.
+func lead(ctx context.Context, db *pgxpool.Pool, name string, retry time.Duration, log *slog.Logger, loop Loop) (bool, error) {
+	conn, err := db.Acquire(ctx)
+	if err != nil {
+		return false, fmt.Errorf("leader lock %s: %w", name, err)
+	}
+	defer conn.Release()
+	key := "archivist.leader." + name
+	var mine bool
+	if err := conn.QueryRow(ctx, `SELECT pg_try_advisory_lock(hashtext($1))`, key).Scan(&mine); err != nil {
+		return false, fmt.Errorf("leader lock %s: %w", name, err)
+	}
+	if !mine {
+		return false, nil
+	}
+	// A leader whose session the server ended (a restart, a terminated
+	// backend) learns it at its next check, within two retries (a check
+	// times out after one): the new leader waits that long before it
+	// starts, so that two never run the loop at once.
+	select {
+	case <-ctx.Done():
+		unlock(conn, key)
+		return false, ctx.Err()
+	case <-time.After(2 * retry):
+	}
+	log.Info("leading")
+	lctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- loop(lctx) }()
+	t := time.NewTicker(retry)
+	defer t.Stop()
+	var lost error
+	for lost == nil {
+		select {
+		case err := <-done:
+			unlock(conn, key)
+			if err != nil {
+				return true, err
+			}
+			return true, errors.New("the loop returned")
+		case <-t.C:
+			pctx, pcancel := context.WithTimeout(ctx, retry)
+			if err := conn.Ping(pctx); err != nil && ctx.Err() == nil {
+				lost = fmt.Errorf("the lock's session: %w", err)
+			}
+			pcancel()
+		case <-ctx.Done():
+			lost = ctx.Err()
+		}
+	}
+	// Lost (or stopping): the loop stops before another replica may lead.
+	cancel()
+	<-done
+	if ctx.Err() == nil {
+		// The session is gone with its lock; never return it to the pool.
+		_ = conn.Conn().Close(context.Background())
+	} else {
+		unlock(conn, key)
+	}
+	return true, lost
+}
+
+// unlock releases the lock, or closes the session (and with it the lock)
+// if it cannot.
+func unlock(conn *pgxpool.Conn, key string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if _, err := conn.Exec(ctx, `SELECT pg_advisory_unlock(hashtext($1))`, key); err != nil {
+		_ = conn.Conn().Close(ctx)
+	}
+}
+
+// AsLeader runs loop in one replica of the service at a time (AsLeader on
+// the service's database, paced by LEADER_RETRY).
+func (e *Env) AsLeader(name string, loop Loop) Loop {
+	return AsLeader(e.DB, name, e.LeaderRetry, e.Log, loop)
+}
+
+// All is a Loop running loops side by side until ctx ends; it returns
+// their errors, joined, once all have returned.
+func All(loops ...Loop) Loop {
+	return func(ctx context.Context) error {
+		errs := make(chan error, len(loops))
+		for _, l := range loops {
+			go func() { errs <- l(ctx) }()
+		}
+		var all []error
+		for range loops {
+			all = append(all, <-errs)
+		}
+		return errors.Join(all...)
+	}
+}

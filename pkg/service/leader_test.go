@@ -1,0 +1,106 @@
+package service_test
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/archivist/archivist/pkg/service"
+	"github.com/archivist/archivist/pkg/store"
+	"github.com/archivist/archivist/pkg/testenv"
+)
+
+// TestOneReplicaLeadsALoop: of two replicas running a loop AsLeader, one
+// runs it; when it stops, or its database session is killed, the other
+// takes over, and the first's loop is stopped.
+func TestOneReplicaLeadsALoop(t *testing.T) {
+	ctx := context.Background()
+	dbURL := testenv.DBURL(t)
+	var running atomic.Int32
+	var mu sync.Mutex
+	leading := map[string]bool{}
+	replica := func(name string) (context.CancelFunc, chan struct{}) {
+		pool, err := store.Open(ctx, store.Config{URL: dbURL, MaxConns: 4}, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(pool.Close)
+		rctx, cancel := context.WithCancel(ctx)
+		done := make(chan struct{})
+		loop := service.AsLeader(pool, "test-loop", 50*time.Millisecond, testenv.Logger(t), func(ctx context.Context) error {
+			if n := running.Add(1); n > 1 {
+				t.Errorf("%s leads while another does", name)
+			}
+			mu.Lock()
+			leading[name] = true
+			mu.Unlock()
+			<-ctx.Done()
+			mu.Lock()
+			leading[name] = false
+			mu.Unlock()
+			running.Add(-1)
+			return nil
+		})
+		go func() { defer close(done); _ = loop(rctx) }()
+		return cancel, done
+	}
+	leader := func() string {
+		mu.Lock()
+		defer mu.Unlock()
+		for n, l := range leading {
+			if l {
+				return n
+			}
+		}
+		return ""
+	}
+	waitLeader := func(not string) string {
+		t.Helper()
+		for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+			if l := leader(); l != "" && l != not {
+				return l
+			}
+		}
+		t.Fatalf("no replica other than %q took the lead", not)
+		return ""
+	}
+	stopA, doneA := replica("a")
+	stopB, doneB := replica("b")
+	defer func() { stopA(); stopB(); <-doneA; <-doneB }()
+	first := waitLeader("")
+	time.Sleep(300 * time.Millisecond) // the other keeps asking, and waits
+	if running.Load() != 1 {
+		t.Fatalf("%d replicas lead", running.Load())
+	}
+
+	// The leader's session is killed (a lost node, a cut network): the
+	// server frees its lock, it notices and stops, the other leads.
+	admin, err := store.Open(ctx, store.Config{URL: dbURL, MaxConns: 1}, "admin")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close()
+	if _, err := admin.Exec(ctx, `SELECT pg_terminate_backend(pid) FROM pg_locks WHERE locktype = 'advisory' AND granted AND pid <> pg_backend_pid()`); err != nil {
+		t.Fatal(err)
+	}
+	second := waitLeader(first)
+	for deadline := time.Now().Add(5 * time.Second); running.Load() != 1; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d replicas lead after the takeover", running.Load())
+		}
+	}
+
+	// The new leader stops (a rolling update): the first leads again.
+	if second == "a" {
+		stopA()
+		<-doneA
+	} else {
+		stopB()
+		<-doneB
+	}
+	if l := waitLeader(second); l != first {
+		t.Fatalf("%s leads, want %s", l, first)
+	}
+}
