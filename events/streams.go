@@ -16,7 +16,9 @@ const (
 
 	// SubjectGraphMatched carries the matcher's GraphMatched results.
 	SubjectGraphMatched = "match.graph.matched"
-	// SubjectWorkUpserted carries the merger's WorkUpserted outputs.
+	// SubjectWorkUpserted carries the merger's WorkUpserted outputs: each
+	// work on a subject of its own below it (WorkSubject), so that the WORKS
+	// stream keeps the newest message per work.
 	SubjectWorkUpserted = "works.work.upserted"
 
 	// SubjectDeadLetterPrefix prefixes dead-lettered messages:
@@ -94,13 +96,17 @@ func Streams(replicas int) []jetstream.StreamConfig {
 		},
 		{
 			Name:        StreamWorks,
-			Description: "Merged works, redirects and gone keys, versioned by the matcher's time.",
+			Description: "Merged works, redirects and gone keys, versioned by the matcher's time: the newest message of each work.",
 			Subjects:    []string{"works.>"},
 			Retention:   jetstream.LimitsPolicy,
-			MaxAge:      curationRetention,
-			Duplicates:  defaultDuplicateWindow,
-			Storage:     jetstream.FileStorage,
-			Replicas:    replicas,
+			// One message per work (WorkSubject): the daily resync publishes
+			// every work again, and the stream held one copy per day of
+			// retention. Its consumers keep the newest version per key.
+			MaxMsgsPerSubject: 1,
+			MaxAge:            curationRetention,
+			Duplicates:        defaultDuplicateWindow,
+			Storage:           jetstream.FileStorage,
+			Replicas:          replicas,
 		},
 		{
 			Name:        StreamDeadLetter,

@@ -1,6 +1,8 @@
 package events
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"slices"
 	"time"
@@ -120,4 +122,12 @@ func validateKind(k string) error {
 		return &FieldError{Field: "kind", Msg: fmt.Sprintf("%q is not episode or clip", k)}
 	}
 	return nil
+}
+
+// WorkSubject is the subject a work's WorkUpserted is published on: the
+// kind and a digest of the key (keys may hold characters subjects cannot),
+// below SubjectWorkUpserted.
+func WorkSubject(kind, key string) string {
+	sum := sha256.Sum256([]byte(key))
+	return SubjectWorkUpserted + "." + kind + "." + hex.EncodeToString(sum[:12])
 }

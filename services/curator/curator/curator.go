@@ -230,7 +230,7 @@ func (p *Pipeline) worksOut(rows []merger.Row, suffix string) ([]bus.Outgoing, e
 			return nil, err
 		}
 		env.ID = fmt.Sprintf("work:%s:%s:%d%s", rows[i].Kind, rows[i].Key, rows[i].Version.UnixMicro(), suffix)
-		out = append(out, bus.Outgoing{Subject: events.SubjectWorkUpserted, Envelope: env})
+		out = append(out, bus.Outgoing{Subject: events.WorkSubject(rows[i].Kind, rows[i].Key), Envelope: env})
 	}
 	return out, nil
 }

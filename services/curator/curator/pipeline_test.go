@@ -303,4 +303,15 @@ func TestResyncWorksRepublishesEveryRow(t *testing.T) {
 	if info.State.Msgs != uint64(rows) {
 		t.Errorf("WORKS holds %d messages, want %d", info.State.Msgs, rows)
 	}
+	// Resyncs day after day: the stream keeps one message per work, not
+	// one per work and resync.
+	for range 3 {
+		if _, err := pl.p.ResyncWorks(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	info, _ = st.Info(ctx)
+	if info.State.Msgs != uint64(rows) || info.State.NumSubjects != uint64(rows) {
+		t.Errorf("after 3 more resyncs WORKS holds %d messages on %d subjects, want %d", info.State.Msgs, info.State.NumSubjects, rows)
+	}
 }
