@@ -83,6 +83,8 @@ func Decode(doc []byte) (Object, error) {
 		v = &batchv1.Job{}
 	case "v1/Service":
 		v = &corev1.Service{}
+	case "v1/PersistentVolumeClaim":
+		v = &corev1.PersistentVolumeClaim{}
 	case "v1/ServiceAccount":
 		v = &corev1.ServiceAccount{}
 	case "v1/ConfigMap":
@@ -159,6 +161,7 @@ func Check(objs []Object) error {
 	var jobs []*batchv1.Job
 	var services []*corev1.Service
 	accounts := map[string]bool{}
+	claims := map[string]*corev1.PersistentVolumeClaim{}
 	var certs []*cmv1.Certificate
 	config := map[string]string{}
 	for _, o := range objs {
@@ -169,6 +172,8 @@ func Check(objs []Object) error {
 			services = append(services, v)
 		case *corev1.ServiceAccount:
 			accounts[v.Name] = true
+		case *corev1.PersistentVolumeClaim:
+			claims[v.Name] = v
 		case *cmv1.Certificate:
 			certs = append(certs, v)
 		case *networkingv1.NetworkPolicy:
@@ -231,6 +236,9 @@ func Check(objs []Object) error {
 	}
 	checkNATSClients(config, certs, pods, fail)
 	checkMigration(config, jobs, fail)
+	if d, ok := deployments["curator"]; ok {
+		checkSharedWorkArea(d, claims, fail)
+	}
 	if cluster == nil {
 		fail("no CloudNativePG Cluster")
 	} else {
@@ -297,6 +305,33 @@ func checkDeployment(d *appsv1.Deployment, shutdown time.Duration, fail func(str
 	if _, err := events.PermissionsOf(name); err != nil {
 		fail("Deployment %s: %v", name, err)
 	}
+}
+
+// checkSharedWorkArea: the curator's ingest working area (INGEST_WORK_DIR)
+// is a ReadWriteMany volume claim when it runs more than one replica: any
+// replica may take up a job whose files another downloaded.
+func checkSharedWorkArea(d *appsv1.Deployment, claims map[string]*corev1.PersistentVolumeClaim, fail func(string, ...any)) {
+	if d.Spec.Replicas != nil && *d.Spec.Replicas <= 1 {
+		return
+	}
+	dir := envValue(d, "INGEST_WORK_DIR")
+	var vol string
+	for _, m := range container(d).VolumeMounts {
+		if dir != "" && (dir == m.MountPath || strings.HasPrefix(dir, strings.TrimSuffix(m.MountPath, "/")+"/")) {
+			vol = m.Name
+		}
+	}
+	for _, v := range d.Spec.Template.Spec.Volumes {
+		if v.Name != vol {
+			continue
+		}
+		if v.PersistentVolumeClaim != nil {
+			if c, ok := claims[v.PersistentVolumeClaim.ClaimName]; ok && slices.Contains(c.Spec.AccessModes, corev1.ReadWriteMany) {
+				return
+			}
+		}
+	}
+	fail("Deployment curator: its ingest working area (INGEST_WORK_DIR %q) must be a ReadWriteMany volume claim shared by its replicas: any replica may take up a job whose files another downloaded", dir)
 }
 
 // checkMigration: the services do not migrate (the migration role is the

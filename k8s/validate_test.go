@@ -243,6 +243,8 @@ func TestValidationCatchesFaults(t *testing.T) {
 		{"the migration skipping missing roles", "kind: Job", "value: \"true\"", "value: \"false\"", "MIGRATE_REQUIRE_ROLES must be true"},
 		{"the migrate Job kept for a day", "kind: Job", "ttlSecondsAfterFinished: 300", "ttlSecondsAfterFinished: 86400", "ttlSecondsAfterFinished must be at most 600"},
 		{"services migrating on start", "kind: ConfigMap", "MIGRATE_ON_START: \"false\"", "MIGRATE_ON_START: \"true\"", "MIGRATE_ON_START must be false"},
+		{"the ingest working area per pod", "name: curator\n", "persistentVolumeClaim:\n          claimName: archivist-ingest", "emptyDir:\n          sizeLimit: 50Gi", "must be a ReadWriteMany volume claim"},
+		{"the ingest working area on a single-node claim", "name: archivist-ingest", "ReadWriteMany", "ReadWriteOnce", "must be a ReadWriteMany volume claim"},
 		{"NATS without TLS", "kind: ConfigMap", "NATS_URL: tls://", "NATS_URL: nats://", "must be tls://"},
 		{"the NATS server not checked", "kind: ConfigMap", "NATS_TLS_CA_FILE:", "NATS_TLS_CA_FILES:", "NATS_TLS_CA_FILE is not set"},
 		{"a pod without the NATS CA", "name: researcher\n", "secretName: archivist-nats-client", "secretName: other", "Deployment researcher does not mount Secret archivist-nats-client"},
