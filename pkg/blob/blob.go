@@ -19,6 +19,36 @@ import (
 // ErrNotFound is returned (wrapped) for a key that names no object.
 var ErrNotFound = errors.New("blob not found")
 
+// PropSHA256 is the property by which a Put states the content's SHA-256
+// (hex), when the writer knows it. It is not kept as a property: a store
+// that computes its own checks it (a mismatch fails the put, nothing
+// stored), and one whose checksum does not digest the content (an S3
+// multipart ETag) keeps it as the object's checksum, so that an audit can
+// tell content gone sour from a store that cannot say.
+const PropSHA256 = "sha256"
+
+// ErrChecksumMismatch is returned (wrapped) by a Put whose content does not
+// have the SHA-256 its PropSHA256 stated.
+var ErrChecksumMismatch = errors.New("content does not match its stated sha256")
+
+// takeSHA256 splits the stated SHA-256 from the other properties.
+func takeSHA256(props map[string]string) (string, map[string]string) {
+	want, ok := props[PropSHA256]
+	if !ok {
+		return "", props
+	}
+	rest := make(map[string]string, len(props)-1)
+	for k, v := range props {
+		if k != PropSHA256 {
+			rest[k] = v
+		}
+	}
+	if len(rest) == 0 {
+		rest = nil
+	}
+	return strings.ToLower(want), rest
+}
+
 // Checksum is a store's own checksum of an object.
 type Checksum struct {
 	// Algorithm is "sha256" (local store), "md5" (an S3 ETag of a single-part

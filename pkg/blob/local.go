@@ -83,6 +83,7 @@ func (l *Local) Put(ctx context.Context, key string, r io.Reader, props map[stri
 	if err := ValidateKey(key); err != nil {
 		return Info{}, err
 	}
+	want, props := takeSHA256(props)
 	var m localMeta
 	sidecar := false
 	err := l.writeAtomic(l.path(key), func(f *os.File) error {
@@ -90,6 +91,9 @@ func (l *Local) Put(ctx context.Context, key string, r io.Reader, props map[stri
 		n, err := io.Copy(io.MultiWriter(f, h), ctxReader{ctx, r})
 		if err != nil {
 			return err
+		}
+		if sum := hex.EncodeToString(h.Sum(nil)); want != "" && sum != want {
+			return fmt.Errorf("%w: stated %s, read %s", ErrChecksumMismatch, want, sum)
 		}
 		fi, err := f.Stat()
 		if err != nil {

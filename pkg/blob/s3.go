@@ -59,7 +59,9 @@ func s3Credentials(o S3Options) *credentials.Credentials {
 }
 
 // S3 is a blob store in an S3-compatible bucket. Its checksum is the
-// object's ETag: the MD5 of the content for a single-part upload.
+// object's ETag: the MD5 of the content for a single-part upload; for a
+// multipart one, whose ETag digests nothing, the SHA-256 its put stated
+// (PropSHA256), when it did.
 type S3 struct {
 	c      *minio.Client
 	bucket string
@@ -108,18 +110,32 @@ func etagChecksum(etag string) Checksum {
 	return Checksum{Algorithm: "s3-etag", Value: etag}
 }
 
+// metaSHA256 is the user metadata holding a put's stated SHA-256.
+const metaSHA256 = "archivist-sha256"
+
 func (s *S3) info(oi minio.ObjectInfo) Info {
+	sum := etagChecksum(oi.ETag)
 	var props map[string]string
 	if len(oi.UserMetadata) > 0 || (oi.ContentType != "" && oi.ContentType != "binary/octet-stream" && oi.ContentType != "application/octet-stream") {
 		props = make(map[string]string, len(oi.UserMetadata)+1)
 		for k, v := range oi.UserMetadata {
-			props[strings.ToLower(strings.TrimPrefix(strings.TrimPrefix(k, "X-Amz-Meta-"), "x-amz-meta-"))] = v
+			name := strings.ToLower(strings.TrimPrefix(strings.TrimPrefix(k, "X-Amz-Meta-"), "x-amz-meta-"))
+			if name == metaSHA256 {
+				if sum.Algorithm != "md5" {
+					sum = Checksum{Algorithm: "sha256", Value: strings.ToLower(v)}
+				}
+				continue
+			}
+			props[name] = v
 		}
 		if oi.ContentType != "" && oi.ContentType != "binary/octet-stream" && oi.ContentType != "application/octet-stream" {
 			props["content-type"] = oi.ContentType
 		}
+		if len(props) == 0 {
+			props = nil
+		}
 	}
-	return Info{Key: strings.TrimPrefix(oi.Key, s.prefix), Size: oi.Size, Checksum: etagChecksum(oi.ETag),
+	return Info{Key: strings.TrimPrefix(oi.Key, s.prefix), Size: oi.Size, Checksum: sum,
 		Modified: oi.LastModified.UTC(), Properties: props}
 }
 
@@ -163,7 +179,12 @@ func (s *S3) Put(ctx context.Context, key string, r io.Reader, props map[string]
 	if err := ValidateKey(key); err != nil {
 		return Info{}, err
 	}
+	want, props := takeSHA256(props)
 	opts := minio.PutObjectOptions{PartSize: s3PartSize, DisableContentSha256: true}
+	if want != "" {
+		// Kept beside a multipart ETag, which digests nothing (info).
+		opts.UserMetadata = map[string]string{metaSHA256: want}
+	}
 	for k, v := range props {
 		if strings.EqualFold(k, "content-type") {
 			opts.ContentType = v

@@ -57,6 +57,43 @@ func Run(t *testing.T, open func(t *testing.T) blob.Store) {
 		}
 	})
 
+	t.Run("StatedSHA256", func(t *testing.T) {
+		// A put stating its content's SHA-256 (blob.PropSHA256): stored,
+		// its checksum still digests the content, and the statement is not
+		// a property. A store that can check it refuses a wrong one,
+		// keeping nothing; every store's checksum, where it digests the
+		// content, says the truth, which is what an audit compares.
+		s := open(t)
+		for _, size := range []int{1000, 17 << 20} { // one request, and multipart on S3
+			data := randomBytes(size)
+			sum := sha256.Sum256(data)
+			info, err := s.Put(ctx, "stated", bytes.NewReader(data), map[string]string{blob.PropSHA256: hex.EncodeToString(sum[:]), "note": "x"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			st, err := s.Stat(ctx, "stated")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if st.Checksum.Algorithm == "s3-etag" {
+				t.Errorf("%d bytes: the store's checksum digests nothing though the put stated the sha256", size)
+			}
+			checkChecksum(t, st.Checksum, data)
+			if _, ok := st.Properties[blob.PropSHA256]; ok || st.Properties["note"] != "x" || info.Checksum != st.Checksum {
+				t.Errorf("%d bytes: properties %v, checksum %v / %v", size, st.Properties, info.Checksum, st.Checksum)
+			}
+		}
+		_, err := s.Put(ctx, "wrong", strings.NewReader("abc"), map[string]string{blob.PropSHA256: strings.Repeat("0", 64)})
+		switch {
+		case errors.Is(err, blob.ErrChecksumMismatch):
+			if _, err := s.Stat(ctx, "wrong"); !errors.Is(err, blob.ErrNotFound) {
+				t.Errorf("a refused put left an object: %v", err)
+			}
+		case err != nil:
+			t.Errorf("a wrong statement: %v, want ErrChecksumMismatch", err)
+		}
+	})
+
 	t.Run("Overwrite", func(t *testing.T) {
 		s := open(t)
 		put(t, s, "k", "first")

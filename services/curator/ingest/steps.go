@@ -1118,6 +1118,7 @@ func (g *Ingester) storeFiles(ctx context.Context, j *JobRow) (Outcome, error) {
 	type item struct {
 		path, local string
 		body        []byte
+		sha256      string // known: checked by the store, kept where its checksum digests nothing
 	}
 	put := func(it item) error {
 		var r io.Reader = bytes.NewReader(it.body)
@@ -1129,15 +1130,20 @@ func (g *Ingester) storeFiles(ctx context.Context, j *JobRow) (Outcome, error) {
 			defer f.Close()
 			r = f
 		}
-		_, err := g.blob.Put(ctx, objectKey(j.ARK, version, it.path), r, nil)
+		var props map[string]string
+		if it.sha256 != "" {
+			props = map[string]string{blob.PropSHA256: it.sha256}
+		}
+		_, err := g.blob.Put(ctx, objectKey(j.ARK, version, it.path), r, props)
 		return err
 	}
 	var items []item
 	for _, f := range j.Files {
-		items = append(items, item{path: "producer/" + f.Name, local: filepath.Join(g.jobDir(id), "payload", filepath.FromSlash(f.Name))})
+		items = append(items, item{path: "producer/" + f.Name, local: filepath.Join(g.jobDir(id), "payload", filepath.FromSlash(f.Name)), sha256: f.SHA256})
 	}
 	for _, f := range systemFiles(j, b) {
-		items = append(items, item{path: "system/" + f.name, body: f.body})
+		sum := sha256.Sum256(f.body)
+		items = append(items, item{path: "system/" + f.name, body: f.body, sha256: hex.EncodeToString(sum[:])})
 	}
 	// Several puts at once: a store's latency (a disk's sync, a bucket's
 	// round trip) is paid once per wave, not once per file.
