@@ -3,6 +3,7 @@ package k8s
 import (
 	"errors"
 	"fmt"
+	"path/filepath"
 	"slices"
 	"strings"
 
@@ -155,8 +156,16 @@ func CheckCompose(path string) error {
 	case !strings.Contains(text(nats["command"]), "-js") || nats["volumes"] == nil:
 		fail("nats: JetStream must be on, on a volume")
 	}
-	if !strings.Contains(text(doc.Configs), "sync_interval: always") {
-		fail("nats: its config must set jetstream sync_interval: always")
+	natsConf := ""
+	for _, v := range asList(nats["volumes"]) {
+		if f, target, ok := strings.Cut(v, ":"); ok && strings.HasPrefix(f, "./") && strings.HasPrefix(target, "/etc/nats/") {
+			if b, err := readFile(filepath.Join(filepath.Dir(path), f)); err == nil {
+				natsConf = string(b)
+			}
+		}
+	}
+	if !strings.Contains(natsConf, "sync_interval: always") {
+		fail("nats: its config file (mounted under /etc/nats/) must set jetstream sync_interval: always")
 	}
 	if pg := doc.Services["postgres"]; pg == nil || !strings.Contains(text(pg["healthcheck"]), "pg_isready") {
 		fail("postgres: needs a pg_isready health check")

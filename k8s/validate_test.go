@@ -125,8 +125,8 @@ func TestComposeFaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, c := range []struct{ old, new, want string }{
-		{`ports: ["127.0.0.1:8080:8080"]`, `ports: ["8080:8080"]`, "beyond this machine"},
-		{"    volumes: [nats:/data]\n", "    ports: [\"127.0.0.1:4222:4222\"]\n    volumes: [nats:/data]\n", "nats: its ports must not be published"},
+		{`ports: ["127.0.0.1:${CURATOR_PORT:-8080}:8080"]`, `ports: ["${CURATOR_PORT:-8080}:8080"]`, "beyond this machine"},
+		{"    volumes: [nats:/data,", "    ports: [\"127.0.0.1:4222:4222\"]\n    volumes: [nats:/data,", "nats: its ports must not be published"},
 		{"    volumes: [pg:/var/lib/postgresql/data]\n", "    ports: [\"127.0.0.1:5432:5432\"]\n    volumes: [pg:/var/lib/postgresql/data]\n", "postgres: its port must not be published"},
 	} {
 		if !strings.Contains(string(b), c.old) {

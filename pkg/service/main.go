@@ -6,9 +6,13 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
+	"net/http"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
+	"time"
 
 	"github.com/archivist/archivist/pkg/bus"
 	"github.com/archivist/archivist/pkg/config"
@@ -48,16 +52,18 @@ func run(def Definition, args []string, stderr io.Writer) error {
 	switch cmd {
 	case "serve":
 		return Serve(ctx, []Definition{def}, common, Deps{Log: log})
+	case "healthcheck":
+		return Healthcheck(ctx, common.AdminAddr)
 	case "migrate":
 		return Migrate(ctx, []Definition{def}, common, log)
 	case "version":
 		fmt.Println(def.Name, Version)
 		return nil
 	case "help", "-h", "--help":
-		fmt.Fprintf(stderr, "usage: %s [serve|migrate|version]\n\n%s\n", def.Name, def.Summary)
+		fmt.Fprintf(stderr, "usage: %s [serve|migrate|healthcheck|version]\n\n%s\n", def.Name, def.Summary)
 		return nil
 	default:
-		return fmt.Errorf("unknown command %q (want serve, migrate or version)", cmd)
+		return fmt.Errorf("unknown command %q (want serve, migrate, healthcheck or version)", cmd)
 	}
 }
 
@@ -93,6 +99,35 @@ func MigrateNATS(ctx context.Context, defs []Definition, cfg bus.Config, log *sl
 			made[kv.Bucket] = true
 			log.Info("bucket created or updated", "bucket", kv.Bucket, "ttl", kv.TTL)
 		}
+	}
+	return nil
+}
+
+// Healthcheck asks the admin server at addr (ADMIN_ADDR) whether the
+// service is ready: the check of a container image that has no shell or
+// HTTP client (`<service> healthcheck` in compose's healthcheck).
+func Healthcheck(ctx context.Context, addr string) error {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("ADMIN_ADDR %q: %w", addr, err)
+	}
+	if host == "" || host == "0.0.0.0" || host == "::" {
+		host = "127.0.0.1"
+	}
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+net.JoinHostPort(host, port)+"/readyz", nil)
+	if err != nil {
+		return err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return fmt.Errorf("not ready: %w", err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("not ready: %s", strings.TrimSpace(string(body)))
 	}
 	return nil
 }

@@ -201,3 +201,27 @@ func TestEnvServeStopsLoopsThenStoppers(t *testing.T) {
 		t.Errorf("a taken port: %v", err)
 	}
 }
+
+// TestHealthcheck: `<service> healthcheck`, a container's health check, is
+// ready exactly when /readyz is, and says why not.
+func TestHealthcheck(t *testing.T) {
+	a, err := service.NewAdmin("127.0.0.1:0", testenv.Logger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close(context.Background())
+	_, port, _ := net.SplitHostPort(a.Addr())
+	addr := ":" + port // as ADMIN_ADDR is in a container
+	a.Starting("svc")
+	a.Waiting("svc", "schema x is behind")
+	if err := service.Healthcheck(context.Background(), addr); err == nil || !strings.Contains(err.Error(), "schema x is behind") {
+		t.Errorf("starting: %v, want not ready, saying why", err)
+	}
+	a.Started("svc")
+	if err := service.Healthcheck(context.Background(), addr); err != nil {
+		t.Errorf("started: %v", err)
+	}
+	if err := service.Healthcheck(context.Background(), "bad"); err == nil || !strings.Contains(err.Error(), "ADMIN_ADDR") {
+		t.Errorf("a bad address: %v", err)
+	}
+}
