@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -46,5 +47,29 @@ func TestCDXCommandMatchesPywb(t *testing.T) {
 	err := run(context.Background(), []string{"cdx", filepath.Join(td, "warc", "warcio", "test", "data", "example-wrong-chunks.warc.gz")}, &out, &errs)
 	if err == nil || !strings.Contains(errs.String(), "truncated record") || strings.Count(out.String(), "\n") != 2 {
 		t.Errorf("broken file: err %v, stderr %q, stdout %q", err, errs.String(), out.String())
+	}
+}
+
+// TestBlobPut: `archivist blob put KEY FILE` stores the file under KEY in
+// BLOB_URL's store, stating its sha256; a wrong usage says how.
+func TestBlobPut(t *testing.T) {
+	dir := t.TempDir()
+	t.Setenv("BLOB_URL", "file://"+dir)
+	src := filepath.Join(t.TempDir(), "in.warc")
+	if err := os.WriteFile(src, []byte("WARC/1.0\r\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	if err := run(context.Background(), []string{"blob", "put", "warcs/in.warc", src}, &out, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(out.String(), "warcs/in.warc 10 sha256:") {
+		t.Errorf("printed %q", out.String())
+	}
+	if b, err := os.ReadFile(filepath.Join(dir, "warcs", "in.warc")); err != nil || string(b) != "WARC/1.0\r\n" {
+		t.Errorf("stored %q %v", b, err)
+	}
+	if err := run(context.Background(), []string{"blob", "get", "x"}, io.Discard, io.Discard); err == nil || !strings.Contains(err.Error(), "usage: archivist blob put KEY [FILE]") {
+		t.Errorf("a wrong usage: %v", err)
 	}
 }

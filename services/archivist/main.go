@@ -5,6 +5,8 @@ package main
 import (
 	"bufio"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -21,6 +23,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/archivist/archivist/pkg/blob"
 	"github.com/archivist/archivist/pkg/bus"
 	"github.com/archivist/archivist/pkg/config"
 	"github.com/archivist/archivist/pkg/logging"
@@ -76,6 +79,10 @@ commands:
   dlq replay SEQ
             publish dead letter SEQ again on its subject (after fixing the
             cause), and remove it from the dead-letter stream
+  blob put KEY [FILE]
+            store FILE (or standard input) in the blob store (BLOB_URL) under
+            KEY, with its sha256 stated: a WARC into the indexers'
+            repository, audio for a record's media
   works show KEY
             show the merged work a record key ("source:id") belongs to: its
             graph, source records, versions and redirects
@@ -146,6 +153,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return locateCmd(ctx, args[1:], stdout, stderr)
 	case "key":
 		return keyCmd(args[1:], stdout, stderr)
+	case "blob":
+		return blobCmd(ctx, args[1:], os.Stdin, stdout)
 	case "dlq":
 		return dlqCmd(ctx, args[1:], stdout, stderr, log)
 	case "version":
@@ -158,6 +167,50 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		fmt.Fprint(stderr, usage)
 		return fmt.Errorf("unknown command %q", args[0])
 	}
+}
+
+// blobCmd is `archivist blob put KEY [FILE]`: the file (or in) is read
+// once to state its sha256, then stored under KEY in BLOB_URL's store.
+func blobCmd(ctx context.Context, args []string, in io.Reader, stdout io.Writer) error {
+	if len(args) < 2 || len(args) > 3 || args[0] != "put" {
+		return fmt.Errorf("usage: archivist blob put KEY [FILE]")
+	}
+	var cfg blob.Config
+	if err := config.Load(ctx, &cfg, nil); err != nil {
+		return err
+	}
+	src := in
+	if len(args) == 3 {
+		f, err := os.Open(args[2])
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		src = f
+	}
+	tmp, err := os.CreateTemp("", "archivist-blob-*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	defer tmp.Close()
+	h := sha256.New()
+	if _, err := io.Copy(io.MultiWriter(tmp, h), src); err != nil {
+		return fmt.Errorf("read %s: %w", args[1], err)
+	}
+	if _, err := tmp.Seek(0, io.SeekStart); err != nil {
+		return err
+	}
+	st, err := blob.Open(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	info, err := st.Put(ctx, args[1], tmp, map[string]string{blob.PropSHA256: hex.EncodeToString(h.Sum(nil))})
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "%s %d %s\n", info.Key, info.Size, info.Checksum)
+	return nil
 }
 
 func worksCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {

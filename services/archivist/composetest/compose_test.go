@@ -1,0 +1,421 @@
+// Package composetest runs compose.yaml end to end on a Docker engine: the
+// images built here (scripts/images), every health check green, the
+// README's flows across containers, a service killed mid-work and
+// restarted, then down -v.
+//
+//	ARCHIVIST_COMPOSE_TEST=1 go test ./services/archivist/composetest/
+//
+// It needs a Docker engine, docker-compose (or docker compose) and
+// /bin/busybox (Debian's busybox-static); .ci/run sets the variable where
+// the engine answers.
+package composetest
+
+import (
+	"bytes"
+	"compress/gzip"
+	"context"
+	"crypto/md5"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/archivist/archivist/pkg/testenv"
+	"github.com/archivist/archivist/services/researcher/locate/locatetest"
+)
+
+// root is the repository, from this package's directory.
+const root = "../../.."
+
+// system is one compose project under test.
+type system struct {
+	t       *testing.T
+	composeBin []string // the compose command
+	project string
+	env     []string
+	api     map[string]string // service → base URL
+	token   string
+	log     io.Writer
+}
+
+func TestCompose(t *testing.T) {
+	if os.Getenv("ARCHIVIST_COMPOSE_TEST") == "" {
+		t.Skip("SKIPPED: the compose end-to-end test runs with ARCHIVIST_COMPOSE_TEST=1 (a Docker engine, docker-compose, /bin/busybox); .ci/run sets it where `docker info` answers")
+	}
+	start := time.Now()
+	s := newSystem(t)
+	step := func(what string, since time.Time) {
+		t.Logf("%-52s %6.1f s (%.1f s in all)", what, time.Since(since).Seconds(), time.Since(start).Seconds())
+	}
+
+	t0 := time.Now()
+	s.run(exec.Command(filepath.Join(root, "scripts/images")))
+	step("images built (scripts/images)", t0)
+
+	t0 = time.Now()
+	s.compose("up", "-d", "--no-build")
+	s.waitHealthy(3 * time.Minute)
+	step("docker compose up, every health check green", t0)
+
+	// Research: two jingles, an episode holding the first, with real
+	// (synthesized) audio stored in the blobs volume.
+	t0 = time.Now()
+	const rate = 8000
+	files := map[string][]byte{}
+	for i := range 2 {
+		files[fmt.Sprintf("audio/clip-%d.wav", i)] = locatetest.WAV(locatetest.Jingle(uint64(i+1), 2, rate), rate)
+	}
+	episode := func(n, clip int) []byte {
+		ep := locatetest.Bed(uint64(100+n), 12, rate)
+		locatetest.Insert(ep, locatetest.Jingle(uint64(clip+1), 2, rate), 4*rate, 0.8)
+		return locatetest.WAV(ep, rate)
+	}
+	files["audio/episode-0.wav"] = episode(0, 0)
+	files["audio/episode-1.wav"] = episode(1, 1)
+	s.putBlobs(files)
+	for i := range 2 {
+		s.curate("clip", fmt.Sprintf("clip-%d", i), files[fmt.Sprintf("audio/clip-%d.wav", i)], 2000)
+	}
+	s.curate("episode", "episode-0", files["audio/episode-0.wav"], 12000)
+	s.waitResearch(1, 2, 2*time.Minute)
+	step("an episode and two clips researched", t0)
+
+	// A researcher killed while the next episode waits for it, then
+	// started again: the episode is researched, nothing lost.
+	t0 = time.Now()
+	s.compose("kill", "researcher")
+	s.curate("episode", "episode-1", files["audio/episode-1.wav"], 12000)
+	time.Sleep(2 * time.Second)
+	s.compose("start", "researcher")
+	s.waitResearch(2, 4, 2*time.Minute)
+	step("researcher killed and restarted mid-work: complete", t0)
+
+	// Ingest: a batch of three files from an origin on this machine,
+	// stored and then audited.
+	t0 = time.Now()
+	origin := s.origin(map[string][]byte{"/a.txt": []byte("alpha"), "/b.txt": []byte("bravo bravo"), "/c.txt": []byte(strings.Repeat("c", 5000))})
+	batch := s.submitBatch(origin, []string{"a.txt", "b.txt", "c.txt"})
+	s.compose("kill", "curator") // mid-batch: a claim dies with its process
+	s.compose("start", "curator")
+	s.waitHealthy(2 * time.Minute)
+	s.waitBatch(batch, 3*time.Minute)
+	step("a batch ingested (curator killed and restarted)", t0)
+	t0 = time.Now()
+	s.post("auditor", "/v1/audit/check", map[string]string{"space": "objects/"}, http.StatusAccepted)
+	s.waitAudit(2 * time.Minute)
+	step("its objects audited", t0)
+
+	// Indexing: a WARC dropped into the repository is answered by the CDX
+	// API.
+	t0 = time.Now()
+	s.putBlobs(map[string][]byte{"warcs/compose.warc.gz": gzWARC("compose.example", 3)})
+	s.waitCDX("compose.example/p/2", 3*time.Minute)
+	step("a WARC indexed and answered by the CDX API", t0)
+}
+
+func newSystem(t *testing.T) *system {
+	s := &system{t: t, project: fmt.Sprintf("archivisttest%d", os.Getpid()), api: map[string]string{}, log: io.Discard}
+	if _, err := exec.LookPath("docker-compose"); err == nil {
+		s.composeBin = []string{"docker-compose"}
+	} else if exec.Command("docker", "compose", "version").Run() == nil {
+		s.composeBin = []string{"docker", "compose"}
+	} else {
+		t.Fatal("ARCHIVIST_COMPOSE_TEST is set but neither docker-compose nor docker compose runs")
+	}
+	if out, err := exec.Command("docker", "info").CombinedOutput(); err != nil {
+		t.Fatalf("ARCHIVIST_COMPOSE_TEST is set but the Docker engine does not answer: %v\n%s", err, out)
+	}
+	token, err := os.ReadFile(filepath.Join(root, "deploy/compose/api.token"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.token = strings.TrimSpace(string(token))
+	s.env = append(os.Environ(), "ARCHIVIST_TAG=composetest", "INGEST_ALLOW_PRIVATE=true", "INDEXER_SCAN_INTERVAL=2s")
+	for _, svc := range []string{"curator", "pwa", "auditor", "indexer", "aggregator"} {
+		port := testenv.FreePort(t)
+		s.env = append(s.env, fmt.Sprintf("%s_PORT=%d", strings.ToUpper(svc), port))
+		s.api[svc] = fmt.Sprintf("http://127.0.0.1:%d", port)
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			out, _ := s.composeOut("logs", "--no-color", "--tail", "40")
+			t.Logf("compose logs:\n%s", out)
+		}
+		t0 := time.Now()
+		s.compose("down", "-v", "--remove-orphans")
+		t.Logf("%-52s %6.1f s", "docker compose down -v", time.Since(t0).Seconds())
+	})
+	return s
+}
+
+func (s *system) run(cmd *exec.Cmd) string {
+	s.t.Helper()
+	cmd.Env = s.env
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		s.t.Fatalf("%s: %v\n%s", strings.Join(cmd.Args, " "), err, out)
+	}
+	return string(out)
+}
+
+func (s *system) composeCmd(args ...string) *exec.Cmd {
+	full := append(append(append([]string{}, s.composeBin[1:]...), "-p", s.project, "-f", filepath.Join(root, "compose.yaml")), args...)
+	cmd := exec.Command(s.composeBin[0], full...)
+	cmd.Env = s.env
+	return cmd
+}
+
+func (s *system) compose(args ...string) string {
+	s.t.Helper()
+	out, err := s.composeOut(args...)
+	if err != nil {
+		s.t.Fatalf("compose %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	return out
+}
+
+func (s *system) composeOut(args ...string) (string, error) {
+	out, err := s.composeCmd(args...).CombinedOutput()
+	return string(out), err
+}
+
+// container is the id of a service's container.
+func (s *system) container(svc string) string {
+	s.t.Helper()
+	id := strings.TrimSpace(s.compose("ps", "-q", svc))
+	if id == "" {
+		s.t.Fatalf("no container of %s", svc)
+	}
+	return id
+}
+
+// waitHealthy waits until every long-running container is healthy and the
+// migration has finished.
+func (s *system) waitHealthy(timeout time.Duration) {
+	s.t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		out, _ := exec.Command("docker", "ps", "-a", "--filter", "label=com.docker.compose.project="+s.project,
+			"--format", "{{.Label \"com.docker.compose.service\"}} {{.Status}}").Output()
+		lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+		var waiting []string
+		for _, l := range lines {
+			svc, status, _ := strings.Cut(l, " ")
+			switch {
+			case svc == "migrate" && strings.HasPrefix(status, "Exited (0)"):
+			case strings.Contains(status, "(healthy)"):
+			default:
+				waiting = append(waiting, svc+": "+status)
+			}
+		}
+		if len(lines) >= 10 && len(waiting) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			s.t.Fatalf("not healthy after %s: %v", timeout, waiting)
+		}
+		time.Sleep(time.Second)
+	}
+}
+
+// putBlobs stores files in the blobs volume as an operator would: `archivist
+// blob put` in the CLI's image, on the volume.
+func (s *system) putBlobs(files map[string][]byte) {
+	s.t.Helper()
+	for key, body := range files {
+		cmd := exec.Command("docker", "run", "--rm", "-i", "-v", s.project+"_blobs:/blobs", "-e", "BLOB_URL=file:///blobs",
+			"archivist/archivist:composetest", "blob", "put", key)
+		cmd.Stdin = bytes.NewReader(body)
+		s.run(cmd)
+	}
+}
+
+func (s *system) request(method, svc, path string, body any) (int, []byte) {
+	s.t.Helper()
+	var r io.Reader
+	if body != nil {
+		b, _ := json.Marshal(body)
+		r = bytes.NewReader(b)
+	}
+	req, _ := http.NewRequest(method, s.api[svc]+path, r)
+	req.Header.Set("Authorization", "Bearer "+s.token)
+	req.Header.Set("Content-Type", "application/json")
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	resp, err := http.DefaultClient.Do(req.WithContext(ctx))
+	if err != nil {
+		return 0, []byte(err.Error())
+	}
+	defer resp.Body.Close()
+	out, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	return resp.StatusCode, out
+}
+
+// post sends body, retrying for a minute (a service restarting), and wants
+// one of codes.
+func (s *system) post(svc, path string, body any, codes ...int) []byte {
+	s.t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for {
+		code, out := s.request(http.MethodPost, svc, path, body)
+		for _, c := range codes {
+			if code == c {
+				return out
+			}
+		}
+		if time.Now().After(deadline) {
+			s.t.Fatalf("POST %s%s: %d %s", svc, path, code, out)
+		}
+		time.Sleep(time.Second)
+	}
+}
+
+// waitFor polls get until done says so.
+func (s *system) waitFor(what string, timeout time.Duration, svc, path string, done func(body []byte) bool) {
+	s.t.Helper()
+	deadline := time.Now().Add(timeout)
+	var last []byte
+	for {
+		code, body := s.request(http.MethodGet, svc, path, nil)
+		if code == http.StatusOK && done(body) {
+			return
+		}
+		last = body
+		if time.Now().After(deadline) {
+			s.t.Fatalf("%s: not after %s; last answer %s", what, timeout, last)
+		}
+		time.Sleep(time.Second)
+	}
+}
+
+func (s *system) curate(kind, id string, media []byte, ms int) {
+	s.t.Helper()
+	sum := sha256.Sum256(media)
+	at := time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)
+	rec := map[string]any{"id": id, "title": "Compose " + id, "media": map[string]string{"key": "audio/" + id + ".wav", "sha256": hex.EncodeToString(sum[:])},
+		"duration_ms": ms, "priority": 0, "initial_curated_at": at, "latest_curated_at": at}
+	s.post("curator", "/v1/"+kind+"s", rec, http.StatusAccepted)
+}
+
+func (s *system) waitResearch(episodes, results int, timeout time.Duration) {
+	s.t.Helper()
+	s.waitFor(fmt.Sprintf("%d episodes complete with %d results", episodes, results), timeout, "pwa", "/v1/research/status", func(b []byte) bool {
+		var st struct {
+			Episodes struct {
+				Complete int `json:"complete"`
+			} `json:"episodes"`
+			Results int `json:"results"`
+		}
+		return json.Unmarshal(b, &st) == nil && st.Episodes.Complete == episodes && st.Results == results
+	})
+}
+
+// origin serves files on every address of this machine, and returns its
+// URL as the containers reach it: the compose network's gateway.
+func (s *system) origin(files map[string][]byte) string {
+	s.t.Helper()
+	ln, err := net.Listen("tcp", "0.0.0.0:0")
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	var mu sync.Mutex
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		body, ok := files[r.URL.Path]
+		mu.Unlock()
+		if !ok {
+			http.NotFound(w, r)
+			return
+		}
+		w.Header().Set("Content-Length", fmt.Sprint(len(body)))
+		if r.Method == http.MethodGet {
+			w.Write(body)
+		}
+	})}
+	go srv.Serve(ln)
+	s.t.Cleanup(func() { srv.Close() })
+	gw := strings.TrimSpace(s.run(exec.Command("docker", "network", "inspect", s.project+"_default", "-f", "{{(index .IPAM.Config 0).Gateway}}")))
+	base := fmt.Sprintf("http://%s:%d", gw, ln.Addr().(*net.TCPAddr).Port)
+	var m strings.Builder
+	m.WriteString("#%checkm_0.7\n#%profile | http://uc3.cdlib.org/registry/ingest/manifest/mrt-batch-manifest\n")
+	m.WriteString("#%fields | nfo:fileUrl | nfo:hashAlgorithm | nfo:hashValue | nfo:fileSize | nfo:fileLastModified | nfo:fileName | mrt:localIdentifier\n")
+	mu.Lock()
+	for path, body := range files {
+		sum := md5.Sum(body)
+		fmt.Fprintf(&m, "%s%s | md5 | %s | %d | | %s | compose%s\n", base, path, hex.EncodeToString(sum[:]), len(body), strings.TrimPrefix(path, "/"), strings.ReplaceAll(path, "/", "-"))
+	}
+	m.WriteString("#%eof\n")
+	files["/batch.checkm"] = []byte(m.String())
+	mu.Unlock()
+	return base
+}
+
+func (s *system) submitBatch(origin string, _ []string) int64 {
+	s.t.Helper()
+	out := s.post("curator", "/v1/batches", map[string]string{"submitter": "compose", "profile": "compose",
+		"payload_url": origin + "/batch.checkm", "type": "batch-manifest"}, http.StatusCreated, http.StatusOK)
+	var b struct {
+		ID int64 `json:"batch"`
+	}
+	if err := json.Unmarshal(out, &b); err != nil || b.ID == 0 {
+		s.t.Fatalf("batch submission answered %s", out)
+	}
+	return b.ID
+}
+
+func (s *system) waitBatch(id int64, timeout time.Duration) {
+	s.t.Helper()
+	s.waitFor(fmt.Sprintf("batch %d completed", id), timeout, "curator", fmt.Sprintf("/v1/batches/%d", id), func(b []byte) bool {
+		var st struct {
+			State string `json:"state"`
+		}
+		if json.Unmarshal(b, &st) == nil && st.State == "failed" {
+			s.t.Fatalf("batch %d failed: %s", id, b)
+		}
+		return st.State == "completed"
+	})
+}
+
+func (s *system) waitAudit(timeout time.Duration) {
+	s.t.Helper()
+	s.waitFor("every stored object audited", timeout, "auditor", "/v1/audit/status", func(b []byte) bool {
+		var st struct {
+			Objects int            `json:"objects"`
+			Checked int            `json:"checked_this_cycle"`
+			Fails   map[string]int `json:"failures_by_row"`
+		}
+		// The three files and the system files of their object versions.
+		return json.Unmarshal(b, &st) == nil && st.Objects >= 3 && st.Checked >= st.Objects && len(st.Fails) == 0
+	})
+}
+
+func (s *system) waitCDX(url string, timeout time.Duration) {
+	s.t.Helper()
+	s.waitFor("the CDX API answering "+url, timeout, "aggregator", "/cdx?url="+url, func(b []byte) bool {
+		return strings.Contains(string(b), "compose.example")
+	})
+}
+
+// gzWARC is a WARC file of pages responses of host, a gzip member each.
+func gzWARC(host string, pages int) []byte {
+	var out bytes.Buffer
+	for i := range pages {
+		body := fmt.Sprintf("HTTP/1.1 200 OK\r\nContent-Type: text/html\r\n\r\n<p>%d</p>", i)
+		rec := fmt.Sprintf("WARC/1.0\r\nWARC-Type: response\r\nWARC-Target-URI: http://%s/p/%d\r\nWARC-Date: 2026-03-0%dT00:00:00Z\r\nContent-Length: %d\r\n\r\n%s\r\n\r\n",
+			host, i, 1+i%9, len(body), body)
+		w := gzip.NewWriter(&out)
+		w.Write([]byte(rec))
+		w.Close()
+	}
+	return out.Bytes()
+}
