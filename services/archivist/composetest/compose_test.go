@@ -39,13 +39,13 @@ const root = "../../.."
 
 // system is one compose project under test.
 type system struct {
-	t       *testing.T
+	t          *testing.T
 	composeBin []string // the compose command
-	project string
-	env     []string
-	api     map[string]string // service → base URL
-	token   string
-	log     io.Writer
+	project    string
+	env        []string
+	api        map[string]string // service → base URL
+	token      string
+	log        io.Writer
 }
 
 func TestCompose(t *testing.T) {
