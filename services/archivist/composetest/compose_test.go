@@ -41,35 +41,81 @@ const root = "../../.."
 type system struct {
 	t          *testing.T
 	composeBin []string // the compose command
+	files      []string // compose.yaml and its overrides
 	project    string
 	env        []string
 	api        map[string]string // service → base URL
 	token      string
 	log        io.Writer
+	start      time.Time
 }
 
-func TestCompose(t *testing.T) {
+// skipUnlessAsked skips, saying how to run it, unless ARCHIVIST_COMPOSE_TEST
+// is set.
+func skipUnlessAsked(t *testing.T) {
 	if os.Getenv("ARCHIVIST_COMPOSE_TEST") == "" {
-		t.Skip("SKIPPED: the compose end-to-end test runs with ARCHIVIST_COMPOSE_TEST=1 (a Docker engine, docker-compose, /bin/busybox); .ci/run sets it where `docker info` answers")
+		t.Skip("SKIPPED: the compose end-to-end tests run with ARCHIVIST_COMPOSE_TEST=1 (a Docker engine, docker-compose, /bin/busybox)")
 	}
-	start := time.Now()
-	s := newSystem(t)
-	step := func(what string, since time.Time) {
-		t.Logf("%-52s %6.1f s (%.1f s in all)", what, time.Since(since).Seconds(), time.Since(start).Seconds())
-	}
+}
 
+// imagesOnce builds the images once for both tests.
+var imagesOnce sync.Once
+
+// TestCompose: compose.yaml end to end (see the package comment).
+func TestCompose(t *testing.T) {
+	skipUnlessAsked(t)
+	s := newSystem(t, "single")
+	s.up()
+	s.researchAndKill("researcher")
+	s.ingestAndAudit(true)
+	s.indexWARC()
+}
+
+// TestComposeCluster: the same with a 3-node JetStream cluster
+// (deploy/compose/cluster.yaml: every stream and bucket at 3 replicas); a
+// NATS node is stopped while an episode waits for research and a batch is
+// ingested, and the system goes on.
+func TestComposeCluster(t *testing.T) {
+	skipUnlessAsked(t)
+	s := newSystem(t, "cluster", "deploy/compose/cluster.yaml")
+	s.up()
+	// Every stream and the researchers' bucket at 3 replicas.
+	jsz := strings.Join(strings.Fields(s.compose("exec", "-T", "nats", "wget", "-qO-", "http://localhost:8222/jsz?accounts=true&streams=true&config=true")), "")
+	if n := strings.Count(jsz, `"num_replicas":3`); n < 10 || strings.Contains(jsz, `"num_replicas":1,`) {
+		t.Fatalf("streams at 3 replicas: %d; jsz %s", n, jsz)
+	}
+	s.researchAndKill("nats-2")
+	s.ingestAndAudit(false)
+	s.indexWARC()
+	s.compose("start", "nats-2")
+	s.waitHealthy(2 * time.Minute)
+}
+
+// step logs a step's time.
+func (s *system) step(what string, since time.Time) {
+	s.t.Logf("%-56s %6.1f s (%.1f s in all)", what, time.Since(since).Seconds(), time.Since(s.start).Seconds())
+}
+
+// up builds the images (once) and brings the system up.
+func (s *system) up() {
+	s.t.Helper()
 	t0 := time.Now()
-	s.run(exec.Command(filepath.Join(root, "scripts/images")))
-	step("images built (scripts/images)", t0)
-
+	imagesOnce.Do(func() {
+		s.run(exec.Command(filepath.Join(root, "scripts/images")))
+		s.step("images built (scripts/images)", t0)
+	})
 	t0 = time.Now()
 	s.compose("up", "-d", "--no-build")
 	s.waitHealthy(3 * time.Minute)
-	step("docker compose up, every health check green", t0)
+	s.step("docker compose up, every health check green", t0)
+}
 
-	// Research: two jingles, an episode holding the first, with real
-	// (synthesized) audio stored in the blobs volume.
-	t0 = time.Now()
+// researchAndKill researches an episode and two clips, then stops victim
+// (docker compose kill) while the next episode waits for research, starts
+// it again, and wants that episode researched: nothing lost.
+func (s *system) researchAndKill(victim string) {
+	s.t.Helper()
+	t0 := time.Now()
 	const rate = 8000
 	files := map[string][]byte{}
 	for i := range 2 {
@@ -88,43 +134,55 @@ func TestCompose(t *testing.T) {
 	}
 	s.curate("episode", "episode-0", files["audio/episode-0.wav"], 12000)
 	s.waitResearch(1, 2, 2*time.Minute)
-	step("an episode and two clips researched", t0)
+	s.step("an episode and two clips researched", t0)
 
-	// A researcher killed while the next episode waits for it, then
-	// started again: the episode is researched, nothing lost.
 	t0 = time.Now()
-	s.compose("kill", "researcher")
+	s.compose("kill", victim)
 	s.curate("episode", "episode-1", files["audio/episode-1.wav"], 12000)
-	time.Sleep(2 * time.Second)
-	s.compose("start", "researcher")
-	s.waitResearch(2, 4, 2*time.Minute)
-	step("researcher killed and restarted mid-work: complete", t0)
+	if victim == "researcher" {
+		time.Sleep(2 * time.Second)
+		s.compose("start", victim)
+	}
+	s.waitResearch(2, 4, 3*time.Minute)
+	s.step(victim+" killed mid-work: the next episode researched", t0)
+}
 
-	// Ingest: a batch of three files from an origin on this machine,
-	// stored and then audited.
-	t0 = time.Now()
+// ingestAndAudit ingests a batch of three files from an origin on this
+// machine (killing and restarting the curator meanwhile, if kill) and
+// audits the objects stored.
+func (s *system) ingestAndAudit(kill bool) {
+	s.t.Helper()
+	t0 := time.Now()
 	origin := s.origin(map[string][]byte{"/a.txt": []byte("alpha"), "/b.txt": []byte("bravo bravo"), "/c.txt": []byte(strings.Repeat("c", 5000))})
-	batch := s.submitBatch(origin, []string{"a.txt", "b.txt", "c.txt"})
-	s.compose("kill", "curator") // mid-batch: a claim dies with its process
-	s.compose("start", "curator")
-	s.waitHealthy(2 * time.Minute)
+	batch := s.submitBatch(origin)
+	what := "a batch ingested"
+	if kill {
+		s.compose("kill", "curator") // mid-batch: its claims die with its process
+		s.compose("start", "curator")
+		s.waitHealthy(2 * time.Minute)
+		what += " (curator killed and restarted)"
+	}
 	s.waitBatch(batch, 3*time.Minute)
-	step("a batch ingested (curator killed and restarted)", t0)
+	s.step(what, t0)
 	t0 = time.Now()
 	s.post("auditor", "/v1/audit/check", map[string]string{"space": "objects/"}, http.StatusAccepted)
 	s.waitAudit(2 * time.Minute)
-	step("its objects audited", t0)
-
-	// Indexing: a WARC dropped into the repository is answered by the CDX
-	// API.
-	t0 = time.Now()
-	s.putBlobs(map[string][]byte{"warcs/compose.warc.gz": gzWARC("compose.example", 3)})
-	s.waitCDX("compose.example/p/2", 3*time.Minute)
-	step("a WARC indexed and answered by the CDX API", t0)
+	s.step("its objects audited", t0)
 }
 
-func newSystem(t *testing.T) *system {
-	s := &system{t: t, project: fmt.Sprintf("archivisttest%d", os.Getpid()), api: map[string]string{}, log: io.Discard}
+// indexWARC drops a WARC into the repository and wants it answered by the
+// CDX API.
+func (s *system) indexWARC() {
+	s.t.Helper()
+	t0 := time.Now()
+	s.putBlobs(map[string][]byte{"warcs/compose.warc.gz": gzWARC("compose.example", 3)})
+	s.waitCDX("compose.example/p/2", 3*time.Minute)
+	s.step("a WARC indexed and answered by the CDX API", t0)
+}
+
+func newSystem(t *testing.T, name string, files ...string) *system {
+	s := &system{t: t, project: fmt.Sprintf("archivist%s%d", name, os.Getpid()), api: map[string]string{}, log: io.Discard,
+		files: append([]string{"compose.yaml"}, files...), start: time.Now()}
 	if _, err := exec.LookPath("docker-compose"); err == nil {
 		s.composeBin = []string{"docker-compose"}
 	} else if exec.Command("docker", "compose", "version").Run() == nil {
@@ -169,7 +227,11 @@ func (s *system) run(cmd *exec.Cmd) string {
 }
 
 func (s *system) composeCmd(args ...string) *exec.Cmd {
-	full := append(append(append([]string{}, s.composeBin[1:]...), "-p", s.project, "-f", filepath.Join(root, "compose.yaml")), args...)
+	full := append(append([]string{}, s.composeBin[1:]...), "-p", s.project)
+	for _, f := range s.files {
+		full = append(full, "-f", filepath.Join(root, f))
+	}
+	full = append(full, args...)
 	cmd := exec.Command(s.composeBin[0], full...)
 	cmd.Env = s.env
 	return cmd
@@ -218,7 +280,7 @@ func (s *system) waitHealthy(timeout time.Duration) {
 				waiting = append(waiting, svc+": "+status)
 			}
 		}
-		if len(lines) >= 10 && len(waiting) == 0 {
+		if len(lines) >= s.containers() && len(waiting) == 0 {
 			return
 		}
 		if time.Now().After(deadline) {
@@ -226,6 +288,12 @@ func (s *system) waitHealthy(timeout time.Duration) {
 		}
 		time.Sleep(time.Second)
 	}
+}
+
+// containers is how many containers the project runs: its services.
+func (s *system) containers() int {
+	out, _ := s.composeOut("config", "--services")
+	return len(strings.Fields(out))
 }
 
 // putBlobs stores files in the blobs volume as an operator would: `archivist
@@ -360,7 +428,7 @@ func (s *system) origin(files map[string][]byte) string {
 	return base
 }
 
-func (s *system) submitBatch(origin string, _ []string) int64 {
+func (s *system) submitBatch(origin string) int64 {
 	s.t.Helper()
 	out := s.post("curator", "/v1/batches", map[string]string{"submitter": "compose", "profile": "compose",
 		"payload_url": origin + "/batch.checkm", "type": "batch-manifest"}, http.StatusCreated, http.StatusOK)
