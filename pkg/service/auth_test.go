@@ -37,13 +37,7 @@ func TestKeysFileIsStrictAndReloaded(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	mux := http.NewServeMux()
-	mux.HandleFunc("POST /v1/records", func(w http.ResponseWriter, r *http.Request) {
-		id, _ := Caller(r.Context())
-		w.Write([]byte(id.Name + " " + id.Source))
-	})
-	mux.HandleFunc("POST /v1/admin", func(w http.ResponseWriter, r *http.Request) {})
-	h := a.wrap(PublisherRoutes(mux, "POST /v1/records"))
+	h := a.wrap(testRoutes())
 	do := func(key, path string) (int, string) {
 		req := httptest.NewRequest("POST", path, nil)
 		if key != "" {
@@ -83,4 +77,18 @@ func TestKeysFileIsStrictAndReloaded(t *testing.T) {
 	if _, err := newAuthenticator(AuthConfig{Mode: "keys"}); err == nil || !strings.Contains(err.Error(), "API_KEYS_FILE") {
 		t.Errorf("keys without a file: %v, want an error naming API_KEYS_FILE", err)
 	}
+}
+
+// testRoutes is an API of a publisher route that answers with its caller's
+// name and source (POST /v1/records), a read (GET /v1/status) and an
+// operator's action (POST /v1/admin).
+func testRoutes() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /v1/records", func(w http.ResponseWriter, r *http.Request) {
+		id, _ := Caller(r.Context())
+		w.Write([]byte(id.Name + " " + id.Source))
+	})
+	mux.HandleFunc("GET /v1/status", func(w http.ResponseWriter, r *http.Request) {})
+	mux.HandleFunc("POST /v1/admin", func(w http.ResponseWriter, r *http.Request) {})
+	return PublisherRoutes(mux, "POST /v1/records")
 }

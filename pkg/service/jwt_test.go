@@ -83,14 +83,7 @@ func TestJWTsOfAnOIDCIssuer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	mux := http.NewServeMux()
-	mux.HandleFunc("POST /v1/records", func(w http.ResponseWriter, r *http.Request) {
-		id, _ := Caller(r.Context())
-		w.Write([]byte(id.Name + " " + id.Source))
-	})
-	mux.HandleFunc("GET /v1/status", func(w http.ResponseWriter, r *http.Request) {})
-	mux.HandleFunc("POST /v1/admin", func(w http.ResponseWriter, r *http.Request) {})
-	h := a.wrap(PublisherRoutes(mux, "POST /v1/records"))
+	h := a.wrap(testRoutes())
 	do := func(method, path, bearer string) (int, string) {
 		req := httptest.NewRequest(method, path, nil)
 		req.Header.Set("Authorization", "Bearer "+bearer)
@@ -149,7 +142,7 @@ func TestJWTsOfAnOIDCIssuer(t *testing.T) {
 	if a, err = newAuthenticator(jwtOnly); err != nil {
 		t.Fatal(err)
 	}
-	h = a.wrap(PublisherRoutes(mux, "POST /v1/records"))
+	h = a.wrap(testRoutes())
 	if code, _ := do("POST", "/v1/admin", operator); code != 200 {
 		t.Errorf("JWTs without a keys file: %d", code)
 	}

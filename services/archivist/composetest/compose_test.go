@@ -12,7 +12,6 @@ package composetest
 
 import (
 	"bytes"
-	"compress/gzip"
 	"context"
 	"crypto/md5"
 	"crypto/sha256"
@@ -31,6 +30,7 @@ import (
 	"time"
 
 	"github.com/archivist/archivist/pkg/testenv"
+	"github.com/archivist/archivist/services/indexer/warc/warctest"
 	"github.com/archivist/archivist/services/researcher/locate/locatetest"
 )
 
@@ -175,7 +175,7 @@ func (s *system) ingestAndAudit(kill bool) {
 func (s *system) indexWARC() {
 	s.t.Helper()
 	t0 := time.Now()
-	s.putBlobs(map[string][]byte{"warcs/compose.warc.gz": gzWARC("compose.example", 3)})
+	s.putBlobs(map[string][]byte{"warcs/compose.warc.gz": warctest.Gzipped("compose.example", 3)})
 	s.waitCDX("compose.example/p/2", 3*time.Minute)
 	s.step("a WARC indexed and answered by the CDX API", t0)
 }
@@ -472,18 +472,4 @@ func (s *system) waitCDX(url string, timeout time.Duration) {
 	s.waitFor("the CDX API answering "+url, timeout, "aggregator", "/cdx?url="+url, func(b []byte) bool {
 		return strings.Contains(string(b), "compose.example")
 	})
-}
-
-// gzWARC is a WARC file of pages responses of host, a gzip member each.
-func gzWARC(host string, pages int) []byte {
-	var out bytes.Buffer
-	for i := range pages {
-		body := fmt.Sprintf("HTTP/1.1 200 OK\r\nContent-Type: text/html\r\n\r\n<p>%d</p>", i)
-		rec := fmt.Sprintf("WARC/1.0\r\nWARC-Type: response\r\nWARC-Target-URI: http://%s/p/%d\r\nWARC-Date: 2026-03-0%dT00:00:00Z\r\nContent-Length: %d\r\n\r\n%s\r\n\r\n",
-			host, i, 1+i%9, len(body), body)
-		w := gzip.NewWriter(&out)
-		w.Write([]byte(rec))
-		w.Close()
-	}
-	return out.Bytes()
 }

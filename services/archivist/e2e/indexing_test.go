@@ -24,20 +24,8 @@ import (
 	"github.com/archivist/archivist/services/indexer/indexer"
 	indexermigrations "github.com/archivist/archivist/services/indexer/migrations"
 	"github.com/archivist/archivist/services/indexer/registry"
+	"github.com/archivist/archivist/services/indexer/warc/warctest"
 )
-
-func gzWARC(host string, pages int) []byte {
-	var out bytes.Buffer
-	for i := range pages {
-		body := fmt.Sprintf("HTTP/1.1 200 OK\r\nContent-Type: text/html\r\n\r\n<p>%d</p>", i)
-		rec := fmt.Sprintf("WARC/1.0\r\nWARC-Type: response\r\nWARC-Target-URI: http://%s/p/%d\r\nWARC-Date: 2026-03-0%dT00:00:00Z\r\nContent-Length: %d\r\n\r\n%s\r\n\r\n",
-			host, i, 1+i%9, len(body), body)
-		w := gzip.NewWriter(&out)
-		w.Write([]byte(rec))
-		w.Close()
-	}
-	return out.Bytes()
-}
 
 // TestFilesDroppedAreAnsweredByTheCDXAPI: WARC files dropped into the
 // repository are indexed, merged into generations and answered by the CDX
@@ -81,12 +69,12 @@ func TestFilesDroppedAreAnsweredByTheCDXAPI(t *testing.T) {
 			time.Sleep(50 * time.Millisecond)
 		}
 	}
-	bs.Put(ctx, "warcs/one.warc.gz", bytes.NewReader(gzWARC("www.example.com", 5)), nil)
+	bs.Put(ctx, "warcs/one.warc.gz", bytes.NewReader(warctest.Gzipped("www.example.com", 5)), nil)
 	waitLines("/cdx?url=http://example.com/p/3", 1)
 	waitLines("/cdx?url=example.com/&matchType=host", 5)
 
-	bs.Put(ctx, "warcs/two.warc.gz", bytes.NewReader(gzWARC("blog.example.com", 4)), nil)
-	bs.Put(ctx, "warcs/three.warc.gz", bytes.NewReader(gzWARC("other.org", 4)), nil)
+	bs.Put(ctx, "warcs/two.warc.gz", bytes.NewReader(warctest.Gzipped("blog.example.com", 4)), nil)
+	bs.Put(ctx, "warcs/three.warc.gz", bytes.NewReader(warctest.Gzipped("other.org", 4)), nil)
 	waitLines("/cdx?url=example.com&matchType=domain", 9)
 	out := waitLines("/cdx?url=other.org/p/&matchType=prefix&limit=2", 2)
 	if !strings.HasPrefix(out, "org,other)/p/0 ") {

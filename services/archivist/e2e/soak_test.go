@@ -32,6 +32,7 @@ import (
 	"github.com/archivist/archivist/pkg/natsserver"
 	"github.com/archivist/archivist/pkg/pgcluster"
 	"github.com/archivist/archivist/pkg/testenv"
+	"github.com/archivist/archivist/services/indexer/warc/warctest"
 	"github.com/archivist/archivist/services/researcher/locate/locatetest"
 )
 
@@ -411,7 +412,7 @@ func (s *soak) batch(n int) {
 // the repository the indexer scans.
 func (s *soak) warc(n int) {
 	host := fmt.Sprintf("h%03d.soak.example", n)
-	if _, err := s.bs.Put(context.Background(), fmt.Sprintf("warcs/soak-%03d.warc.gz", n), bytes.NewReader(gzWARC(host, 5)), nil); err != nil {
+	if _, err := s.bs.Put(context.Background(), fmt.Sprintf("warcs/soak-%03d.warc.gz", n), bytes.NewReader(warctest.Gzipped(host, 5)), nil); err != nil {
 		s.t.Errorf("soak load: store WARC %d: %v", n, err)
 		return
 	}
