@@ -85,26 +85,11 @@ func TestNATSNamespace(t *testing.T) {
 		})
 	}
 	t.Run("the chart's TLS off", func(t *testing.T) {
-		b, err := os.ReadFile("nats/values.yaml")
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, c := range []struct{ old, new, want string }{
+		fileFaults(t, "nats/values.yaml", k8s.CheckNATSValues, []fault{
 			{"  nats:\n    tls:\n      enabled: true", "  nats:\n    tls:\n      enabled: false", "config.nats.tls"},
 			{"    tls:\n      enabled: true\n      secretName: nats-server-tls\n  jetstream", "    tls:\n      enabled: false\n      secretName: nats-server-tls\n  jetstream", "config.cluster.tls"},
 			{"tlsCA:\n  enabled: true", "tlsCA:\n  enabled: false", "tlsCA"},
-		} {
-			if !strings.Contains(string(b), c.old) {
-				t.Fatalf("values.yaml has no %q", c.old)
-			}
-			p := filepath.Join(t.TempDir(), "values.yaml")
-			if err := os.WriteFile(p, []byte(strings.Replace(string(b), c.old, c.new, 1)), 0o644); err != nil {
-				t.Fatal(err)
-			}
-			if err := k8s.CheckNATSValues(p); err == nil || !strings.Contains(err.Error(), c.want) {
-				t.Errorf("error %v, want one mentioning %q", err, c.want)
-			}
-		}
+		})
 	})
 }
 
@@ -120,26 +105,11 @@ func TestNATSValuesAndCompose(t *testing.T) {
 // TestComposeFaults: compose publishing a port beyond the machine, or
 // publishing NATS or PostgreSQL at all, is refused.
 func TestComposeFaults(t *testing.T) {
-	b, err := os.ReadFile("../compose.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, c := range []struct{ old, new, want string }{
+	fileFaults(t, "../compose.yaml", k8s.CheckCompose, []fault{
 		{`ports: ["127.0.0.1:${CURATOR_PORT:-8080}:8080"]`, `ports: ["${CURATOR_PORT:-8080}:8080"]`, "beyond this machine"},
 		{"    volumes: [nats:/data,", "    ports: [\"127.0.0.1:4222:4222\"]\n    volumes: [nats:/data,", "nats: its ports must not be published"},
 		{"    volumes: [pg:/var/lib/postgresql/data]\n", "    ports: [\"127.0.0.1:5432:5432\"]\n    volumes: [pg:/var/lib/postgresql/data]\n", "postgres: its port must not be published"},
-	} {
-		if !strings.Contains(string(b), c.old) {
-			t.Fatalf("compose.yaml has no %q", c.old)
-		}
-		p := filepath.Join(t.TempDir(), "compose.yaml")
-		if err := os.WriteFile(p, []byte(strings.Replace(string(b), c.old, c.new, 1)), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		if err := k8s.CheckCompose(p); err == nil || !strings.Contains(err.Error(), c.want) {
-			t.Errorf("error %v, want one mentioning %q", err, c.want)
-		}
-	}
+	})
 }
 
 // TestDockerfile: the image makes /blobs, where compose mounts the blobs
@@ -149,21 +119,35 @@ func TestDockerfile(t *testing.T) {
 	if err := k8s.CheckDockerfile("../Dockerfile", "../compose.yaml"); err != nil {
 		t.Fatal(err)
 	}
-	b, err := os.ReadFile("../Dockerfile")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, c := range []struct{ old, new, want string }{
+	check := func(p string) error { return k8s.CheckDockerfile(p, "../compose.yaml") }
+	fileFaults(t, "../Dockerfile", check, []fault{
 		{"COPY --from=build --chown=65532:65532 /out/blobs /blobs\n", "", "/blobs, where compose mounts volume blobs"},
 		{"--chown=65532:65532 /out/blobs", "/out/blobs", "/blobs, where compose mounts volume blobs"},
 		{"USER nonroot:nonroot", "USER root", "non-root"},
-	} {
-		p := filepath.Join(t.TempDir(), "Dockerfile")
-		if err := os.WriteFile(p, []byte(strings.Replace(string(b), c.old, c.new, 1)), 0o644); err != nil {
+	})
+}
+
+// fault is a change to a file that its check must refuse, saying want.
+type fault struct{ old, new, want string }
+
+// fileFaults writes the file at path with each fault made, in a directory
+// of its own beside the original's name, and wants check to refuse it.
+func fileFaults(t *testing.T, path string, check func(string) error, faults []fault) {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range faults {
+		if !strings.Contains(string(b), f.old) {
+			t.Fatalf("%s has no %q", path, f.old)
+		}
+		p := filepath.Join(t.TempDir(), filepath.Base(path))
+		if err := os.WriteFile(p, []byte(strings.Replace(string(b), f.old, f.new, 1)), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		if err := k8s.CheckDockerfile(p, "../compose.yaml"); err == nil || !strings.Contains(err.Error(), c.want) {
-			t.Errorf("%q removed: %v, want an error mentioning %q", c.old, err, c.want)
+		if err := check(p); err == nil || !strings.Contains(err.Error(), f.want) {
+			t.Errorf("%s with %q made %q: %v, want an error mentioning %q", path, f.old, f.new, err, f.want)
 		}
 	}
 }
