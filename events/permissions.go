@@ -35,7 +35,7 @@ type access struct {
 var accessOf = map[string]access{
 	"curator": {
 		// Ingest lives in the curator: it records and deletes archive objects.
-		publishes: []string{SubjectEpisodeUpserted, SubjectClipUpserted, SubjectGraphMatched, SubjectWorkUpserted, SubjectWorkUpserted + ".>",
+		publishes: []string{SubjectEpisodeUpserted, SubjectClipUpserted, SubjectGraphMatched, SubjectWorkUpserted + ".>",
 			SubjectObjectRecorded, SubjectObjectDeleted},
 		consumers: []Consumer{CuratorEpisodes, CuratorClips, CuratorMerger},
 	},

@@ -242,14 +242,13 @@ var (
 	PWAWorks = Consumer{
 		Stream: StreamWorks,
 		Config: jetstream.ConsumerConfig{
-			Durable:     "pwa-works",
-			Description: "pwa: its copy of merged episodes and clips",
-			// Each work's subject, and the one subject of earlier versions.
-			FilterSubjects: []string{SubjectWorkUpserted, SubjectWorkUpserted + ".>"},
-			AckPolicy:      jetstream.AckExplicitPolicy,
-			AckWait:        defaultConsumerAckWait,
-			MaxDeliver:     defaultConsumerMaxDeliver,
-			MaxAckPending:  1000,
+			Durable:       "pwa-works",
+			Description:   "pwa: its copy of merged episodes and clips",
+			FilterSubject: SubjectWorkUpserted + ".>",
+			AckPolicy:     jetstream.AckExplicitPolicy,
+			AckWait:       defaultConsumerAckWait,
+			MaxDeliver:    defaultConsumerMaxDeliver,
+			MaxAckPending: 1000,
 		},
 	}
 )

@@ -97,11 +97,13 @@ func Streams(replicas int) []jetstream.StreamConfig {
 		{
 			Name:        StreamWorks,
 			Description: "Merged works, redirects and gone keys, versioned by the matcher's time: the newest message of each work.",
-			Subjects:    []string{"works.>"},
-			Retention:   jetstream.LimitsPolicy,
-			// One message per work (WorkSubject): the daily resync publishes
-			// every work again, and the stream held one copy per day of
-			// retention. Its consumers keep the newest version per key.
+			// Each work on a subject of its own (WorkSubject), one message
+			// per subject: the daily resync publishes every work again, and
+			// the stream held one copy per day of retention. The bare
+			// SubjectWorkUpserted of earlier versions is not taken: one
+			// subject for every work would keep one work in all.
+			Subjects:          []string{SubjectWorkUpserted + ".>"},
+			Retention:         jetstream.LimitsPolicy,
 			MaxMsgsPerSubject: 1,
 			MaxAge:            curationRetention,
 			Duplicates:        defaultDuplicateWindow,

@@ -161,7 +161,7 @@ func newWorldAt(t *testing.T, url string, creds map[string]string, episodes, cli
 		if err != nil {
 			t.Fatal(err)
 		}
-		batch = append(batch, bus.Outgoing{Subject: events.SubjectWorkUpserted, Envelope: env})
+		batch = append(batch, bus.Outgoing{Subject: events.WorkSubject(kind, key), Envelope: env})
 	}
 	for i := range clips {
 		add(events.KindClip, fmt.Sprintf("clip:%03d", i), audio(events.KindClip, i), i%5)

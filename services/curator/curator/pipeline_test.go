@@ -314,4 +314,9 @@ func TestResyncWorksRepublishesEveryRow(t *testing.T) {
 	if info.State.Msgs != uint64(rows) || info.State.NumSubjects != uint64(rows) {
 		t.Errorf("after 3 more resyncs WORKS holds %d messages on %d subjects, want %d", info.State.Msgs, info.State.NumSubjects, rows)
 	}
+	// The one subject of earlier versions is no stream's: a publisher still
+	// on it is refused, not collapsed into one message for every work.
+	if _, err := pl.bus.JetStream().Publish(ctx, events.SubjectWorkUpserted, []byte("x")); err == nil {
+		t.Error("a work published on the bare subject was taken")
+	}
 }
