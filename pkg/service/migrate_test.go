@@ -100,7 +100,7 @@ func TestAServiceWaitsForItsSchema(t *testing.T) {
 			return 0, err.Error()
 		}
 		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
 		return resp.StatusCode, string(b)
 	}
 	// The old schema: version 1 only.
