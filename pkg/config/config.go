@@ -52,11 +52,13 @@ var secretNames = []string{"SECRET", "PASSWORD", "TOKEN", "ACCESS_KEY"}
 // ACCESS_KEY) replaced and passwords in URLs hidden.
 func Vars(v any) []Var {
 	var out []Var
-	walk(reflect.ValueOf(v), &out)
+	walk(reflect.ValueOf(v), &out, "")
 	return out
 }
 
-func walk(rv reflect.Value, out *[]Var) {
+// walk adds rv's variables; path is the fields leading to rv, as
+// envconfig names them in its errors ("Store: MaxConns").
+func walk(rv reflect.Value, out *[]Var, path string) {
 	for rv.Kind() == reflect.Pointer {
 		if rv.IsNil() {
 			return
@@ -74,7 +76,7 @@ func walk(rv reflect.Value, out *[]Var) {
 		}
 		tag := f.Tag.Get("env")
 		if tag == "" {
-			walk(rv.Field(i), out)
+			walk(rv.Field(i), out, path+f.Name+": ")
 			continue
 		}
 		parts := strings.Split(tag, ",")
@@ -85,7 +87,7 @@ func walk(rv reflect.Value, out *[]Var) {
 				def = d
 			}
 		}
-		*out = append(*out, Var{Name: name, Default: def, field: f.Name, Value: redact(name, fmt.Sprint(rv.Field(i).Interface()))})
+		*out = append(*out, Var{Name: name, Default: def, field: path + f.Name, Value: redact(name, fmt.Sprint(rv.Field(i).Interface()))})
 	}
 }
 

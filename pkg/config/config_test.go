@@ -52,6 +52,16 @@ func TestLoadFailsFast(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "TIMEOUT") {
 		t.Errorf("bad duration: %v", err)
 	}
+	// A variable of a nested struct is named too, not its Go field path.
+	var n struct {
+		Store struct {
+			MaxConns int32 `env:"DATABASE_MAX_CONNS, default=10"`
+		}
+	}
+	err = config.Load(context.Background(), &n, envconfig.MapLookuper(map[string]string{"DATABASE_MAX_CONNS": "x"}))
+	if err == nil || !strings.HasPrefix(err.Error(), "configuration: DATABASE_MAX_CONNS: ") {
+		t.Errorf("a nested variable's bad value: %v, want it named", err)
+	}
 }
 
 // TestSecretsDoNotLeakPastRedaction: the issue's leaks: a password in a

@@ -39,6 +39,15 @@ func run(def Definition, args []string, stderr io.Writer) error {
 	if len(args) > 0 {
 		cmd = args[0]
 	}
+	// Help and version need no configuration.
+	switch cmd {
+	case "version", "--version", "-version":
+		fmt.Println(def.Name, Version)
+		return nil
+	case "help", "-h", "-help", "--help":
+		fmt.Printf("usage: %s [serve|migrate|healthcheck|version]\n\n%s\n\nConfiguration: environment variables (the README's table). Exit status: 0 done, 1 an error, said on standard error.\n", def.Name, def.Summary)
+		return nil
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	log, err := logging.FromEnv(ctx, stderr)
@@ -56,12 +65,6 @@ func run(def Definition, args []string, stderr io.Writer) error {
 		return Healthcheck(ctx, common.AdminAddr)
 	case "migrate":
 		return Migrate(ctx, []Definition{def}, common, log)
-	case "version":
-		fmt.Println(def.Name, Version)
-		return nil
-	case "help", "-h", "--help":
-		fmt.Fprintf(stderr, "usage: %s [serve|migrate|healthcheck|version]\n\n%s\n", def.Name, def.Summary)
-		return nil
 	default:
 		return fmt.Errorf("unknown command %q (want serve, migrate, healthcheck or version)", cmd)
 	}

@@ -88,7 +88,9 @@ commands:
             graph, source records, versions and redirects
   version   print the version
 
-Run 'archivist <command> -h' for a command's flags.
+Run 'archivist <command> -h' for a command's help and flags (no running
+system needed). Exit status: 0 done (and for -h), 1 an error or a wrong
+usage, said on standard error.
 `
 
 func main() {
@@ -105,6 +107,34 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		fmt.Fprint(stderr, usage)
 		return fmt.Errorf("no command")
 	}
+	switch {
+	case args[0] == "--version" || args[0] == "-version":
+		fmt.Fprintln(stdout, "archivist", service.Version)
+		return nil
+	case helpAsked(args[1:]):
+		// Help needs no running system: it is printed before any command
+		// reads its configuration or connects.
+		h, ok := commandHelp(args[0])
+		if !ok {
+			fmt.Fprint(stderr, usage)
+			return fmt.Errorf("unknown command %q", args[0])
+		}
+		fmt.Fprint(stdout, h)
+		if flagged(args) {
+			// Its flags, from the command itself: it parses them before it
+			// does anything, and stops at the help flag.
+			fmt.Fprintln(stdout)
+			if err := dispatch(ctx, withoutHelp(args), stdout, stdout); err != nil && !errors.Is(err, flag.ErrHelp) {
+				return err
+			}
+		}
+		return nil
+	}
+	return dispatch(ctx, args, stdout, stderr)
+}
+
+// dispatch runs the command args name.
+func dispatch(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	log, err := logging.FromEnv(ctx, stderr)
 	if err != nil {
 		return err
@@ -211,6 +241,73 @@ func blobCmd(ctx context.Context, args []string, in io.Reader, stdout io.Writer)
 	}
 	fmt.Fprintf(stdout, "%s %d %s\n", info.Key, info.Size, info.Checksum)
 	return nil
+}
+
+// flagged tells whether the command args name parses flags before it does
+// anything else, so that its -h prints them.
+func flagged(args []string) bool {
+	switch args[0] {
+	case "dev", "locate", "cdx":
+		return true
+	case "index":
+		return len(args) > 1 && args[1] == "status"
+	case "batch":
+		return len(args) > 1 && args[1] == "submit"
+	}
+	return false
+}
+
+// withoutHelp is args with every help flag as -h, where the flag package
+// stops.
+func withoutHelp(args []string) []string {
+	out := make([]string, 0, len(args))
+	for _, a := range args {
+		if a == "--help" || a == "-help" {
+			a = "-h"
+		}
+		out = append(out, a)
+	}
+	return out
+}
+
+// helpAsked tells whether args ask for help (-h, -help, --help).
+func helpAsked(args []string) bool {
+	for _, a := range args {
+		if a == "--" {
+			return false
+		}
+		if a == "-h" || a == "-help" || a == "--help" {
+			return true
+		}
+	}
+	return false
+}
+
+// commandHelp is the part of the usage that describes command: each entry
+// whose first line names it, with its description.
+func commandHelp(command string) (string, bool) {
+	var out strings.Builder
+	lines := strings.Split(usage, "\n")
+	for i := 0; i < len(lines); i++ {
+		l := lines[i]
+		if !strings.HasPrefix(l, "  ") || strings.HasPrefix(l, "            ") {
+			continue
+		}
+		words := strings.FieldsFunc(l, func(r rune) bool { return r == ' ' || r == '|' })
+		if !slices.Contains(words, command) {
+			continue
+		}
+		out.WriteString(l + "\n")
+		for i+1 < len(lines) && strings.HasPrefix(lines[i+1], "            ") {
+			i++
+			out.WriteString(lines[i] + "\n")
+		}
+	}
+	if out.Len() == 0 {
+		return "", false
+	}
+	return "usage: archivist " + command + " ...\n\n" + out.String() +
+		"\nExit status: 0 done (and for -h), 1 an error or a wrong usage, said on standard error.\n", true
 }
 
 func worksCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {

@@ -1,6 +1,9 @@
 package main
 
 import (
+	"bytes"
+	"context"
+	"io"
 	"os"
 	"strings"
 	"testing"
@@ -40,5 +43,37 @@ func TestREADMEDocumentsEveryVariable(t *testing.T) {
 				t.Errorf("README gives %s a default other than %q", v.Name, v.Default)
 			}
 		}
+	}
+}
+
+// TestEveryCommandHasHelp: -h and --help on every command and subcommand
+// print its help and succeed, with no running system (NATS_URL and the
+// APIs point nowhere) and whatever the environment holds; --version
+// prints the version.
+func TestEveryCommandHasHelp(t *testing.T) {
+	t.Setenv("NATS_URL", "nats://127.0.0.1:1")
+	t.Setenv("DATABASE_MAX_CONNS", "not a number")
+	for _, args := range [][]string{
+		{"dev"}, {"migrate"}, {"research"}, {"research", "status"}, {"audit"}, {"audit", "check"}, {"key", "new"},
+		{"index"}, {"index", "status"}, {"cdx"}, {"batch"}, {"batch", "submit"}, {"batch", "status"}, {"job", "status"},
+		{"collection"}, {"ingest"}, {"locate"}, {"dlq"}, {"dlq", "list"}, {"dlq", "replay"}, {"works", "show"}, {"blob", "put"},
+	} {
+		for _, h := range []string{"-h", "--help"} {
+			var out, errs bytes.Buffer
+			if err := run(context.Background(), append(append([]string{}, args...), h), &out, &errs); err != nil {
+				t.Errorf("archivist %s %s: %v (%s)", strings.Join(args, " "), h, err, errs.String())
+				continue
+			}
+			if !strings.HasPrefix(out.String(), "usage: archivist "+args[0]) {
+				t.Errorf("archivist %s %s printed %q", strings.Join(args, " "), h, out.String())
+			}
+		}
+	}
+	var out bytes.Buffer
+	if err := run(context.Background(), []string{"--version"}, &out, io.Discard); err != nil || !strings.HasPrefix(out.String(), "archivist ") {
+		t.Errorf("--version: %q %v", out.String(), err)
+	}
+	if err := run(context.Background(), []string{"nosuch", "-h"}, io.Discard, io.Discard); err == nil {
+		t.Error("help of an unknown command succeeded")
 	}
 }
