@@ -99,6 +99,10 @@ func DeadLetterMoverOf(service string) Consumer {
 	return c
 }
 
+// ConsumersOf are the durable consumers whose work a service takes (its
+// backlogs: the consumers' lag is exported as a gauge).
+func ConsumersOf(service string) []Consumer { return slices.Clone(accessOf[service].consumers) }
+
 // maxDeliveriesAdvisory prefixes the advisory JetStream raises when a
 // message reaches a consumer's MaxDeliver (.STREAM.CONSUMER follows).
 const maxDeliveriesAdvisory = "$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES"

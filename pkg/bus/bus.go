@@ -239,6 +239,41 @@ func (b *Bus) EnsureConsumer(ctx context.Context, c events.Consumer) (jetstream.
 	return cons, nil
 }
 
+// Backlog is a consumer's backlog, as JetStream counts it.
+type Backlog struct {
+	Consumer events.Consumer
+	// Pending messages not yet delivered; AckPending delivered and not yet
+	// acknowledged; Redelivered delivered more than once and not yet
+	// acknowledged.
+	Pending, AckPending, Redelivered uint64
+}
+
+// Backlogs reads the backlog of each consumer, and how many messages the
+// dead-letter stream holds.
+func (b *Bus) Backlogs(ctx context.Context, consumers []events.Consumer) ([]Backlog, uint64, error) {
+	out := make([]Backlog, 0, len(consumers))
+	for _, c := range consumers {
+		cons, err := b.js.Consumer(ctx, c.Stream, c.Config.Durable)
+		if err != nil {
+			return nil, 0, fmt.Errorf("consumer %s on %s: %w", c.Config.Durable, c.Stream, err)
+		}
+		info, err := cons.Info(ctx)
+		if err != nil {
+			return nil, 0, fmt.Errorf("consumer %s on %s: %w", c.Config.Durable, c.Stream, err)
+		}
+		out = append(out, Backlog{Consumer: c, Pending: info.NumPending, AckPending: uint64(info.NumAckPending), Redelivered: uint64(info.NumRedelivered)})
+	}
+	st, err := b.js.Stream(ctx, events.StreamDeadLetter)
+	if err != nil {
+		return nil, 0, fmt.Errorf("stream %s: %w", events.StreamDeadLetter, err)
+	}
+	info, err := st.Info(ctx)
+	if err != nil {
+		return nil, 0, fmt.Errorf("stream %s: %w", events.StreamDeadLetter, err)
+	}
+	return out, info.State.Msgs, nil
+}
+
 // Close drains the connection: subscriptions stop taking messages, pending
 // publishes are flushed, then the connection closes. It waits until the
 // drain is complete or ctx is done.

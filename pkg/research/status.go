@@ -26,6 +26,8 @@ type Status struct {
 	Clips int64 `json:"clips"`
 	// Results is the number of stored results.
 	Results int64 `json:"results"`
+	// LeasesActive is the number of active leases.
+	LeasesActive int64 `json:"leases_active"`
 	// Leases are the active leases, soonest expiry first (at most 100).
 	Leases []LeaseInfo `json:"leases"`
 	// QueueDepth is the number of work items waiting in the queue.
@@ -76,9 +78,9 @@ SELECT
 	(SELECT count(*) FROM rest WHERE open_clips > 0 OR id NOT IN (SELECT episode_id FROM failed)),
 	count(*) FILTER (WHERE e.parked_reason IS NOT NULL AND e.id NOT IN (SELECT episode_id FROM leased)),
 	(SELECT count(*) FROM rest WHERE open_clips = 0 AND id IN (SELECT episode_id FROM failed)),
-	(SELECT n FROM clips), (SELECT count(*) FROM research.results)
+	(SELECT n FROM clips), (SELECT count(*) FROM research.results), (SELECT count(*) FROM research.leases WHERE state = 'active')
 FROM research.episodes e, clips WHERE e.active`).Scan(&st.Episodes.Complete, &st.Episodes.InProgress, &st.Episodes.Waiting, &st.Episodes.Parked,
-		&st.Episodes.WithFailedClips, &st.Clips, &st.Results)
+		&st.Episodes.WithFailedClips, &st.Clips, &st.Results, &st.LeasesActive)
 	if err != nil {
 		return Status{}, fmt.Errorf("research status: %w", err)
 	}

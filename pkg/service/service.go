@@ -19,6 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/sethvargo/go-envconfig"
 
+	"github.com/archivist/archivist/events"
 	"github.com/archivist/archivist/pkg/blob"
 	"github.com/archivist/archivist/pkg/bus"
 	"github.com/archivist/archivist/pkg/config"
@@ -212,6 +213,7 @@ func Start(ctx context.Context, def Definition, common Common, deps Deps) (_ *Ru
 			return nil, fmt.Errorf("%s: %w", def.Name, err)
 		}
 		r.closers = append(r.closers, closer{"dead-letter mover", mover.Stop})
+		registerBacklogs(env, b, events.ConsumersOf(def.Name))
 	}
 
 	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
@@ -222,6 +224,31 @@ func Start(ctx context.Context, def Definition, common Common, deps Deps) (_ *Ru
 		close(r.done)
 	}()
 	return r, nil
+}
+
+// registerBacklogs exports the lag of the service's consumers and the
+// dead letters waiting, read from JetStream at each scrape.
+func registerBacklogs(env *Env, b *bus.Bus, consumers []events.Consumer) {
+	labels := []string{"stream", "consumer"}
+	env.ReadGauges([]Gauge{
+		{Name: "archivist_consumer_pending", Help: "Messages of the consumer's stream not yet delivered to it.", Labels: labels},
+		{Name: "archivist_consumer_ack_pending", Help: "Messages delivered to the consumer and not yet acknowledged.", Labels: labels},
+		{Name: "archivist_consumer_redelivered", Help: "Messages delivered more than once and not yet acknowledged.", Labels: labels},
+		{Name: "archivist_dead_letters", Help: "Messages in the dead-letter stream, waiting for an operator (archivist dlq list)."},
+	}, func(ctx context.Context) (Readings, error) {
+		backlogs, dead, err := b.Backlogs(ctx, consumers)
+		if err != nil {
+			return nil, err
+		}
+		r := Readings{"archivist_dead_letters": {{Value: float64(dead)}}}
+		for _, bl := range backlogs {
+			l := []string{bl.Consumer.Stream, bl.Consumer.Config.Durable}
+			r["archivist_consumer_pending"] = append(r["archivist_consumer_pending"], Reading{l, float64(bl.Pending)})
+			r["archivist_consumer_ack_pending"] = append(r["archivist_consumer_ack_pending"], Reading{l, float64(bl.AckPending)})
+			r["archivist_consumer_redelivered"] = append(r["archivist_consumer_redelivered"], Reading{l, float64(bl.Redelivered)})
+		}
+		return r, nil
+	})
 }
 
 // schemaPoll is how often a service waiting for its schemas looks again.

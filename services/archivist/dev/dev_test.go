@@ -96,6 +96,20 @@ func TestDevRunsTheSystemAndKeepsItsData(t *testing.T) {
 			t.Errorf("startup banner lacks %q:\n%s", want, out)
 		}
 	}
+	// Every pipeline's backlog gauges, on the admin port.
+	mresp, err := http.Get("http://" + o.AdminAddr + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	metrics, _ := io.ReadAll(io.LimitReader(mresp.Body, 4<<20))
+	mresp.Body.Close()
+	for _, family := range []string{`archivist_research_episodes{service="pwa",state="waiting"}`, `archivist_research_researchers{service="pwa"}`,
+		`archivist_ingest_items`, `archivist_index_oldest_unindexed_seconds{service="indexer"}`, `archivist_audit_objects{service="auditor"}`,
+		`archivist_consumer_pending{consumer="researchers",service="researcher",stream="RESEARCH_WORK"}`, `archivist_dead_letters{service="cwa"}`} {
+		if !strings.Contains(string(metrics), family) {
+			t.Errorf("/metrics lacks %s", family)
+		}
+	}
 	// The API needs the key dev made (the banner says where it is).
 	tokenFile := filepath.Join(o.DataDir, dev.TokenFile)
 	if !strings.Contains(out.String(), tokenFile) {

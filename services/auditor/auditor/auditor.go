@@ -79,6 +79,30 @@ func run(ctx context.Context, env *service.Env, cfg Config) error {
 		}
 	}
 	a := New(env.Bus, env.DB, env.Blob, secondary, cfg, env.Log)
+	env.ReadGauges([]service.Gauge{
+		{Name: "archivist_audit_objects", Help: "Objects the auditor knows."},
+		{Name: "archivist_audit_checked_this_cycle", Help: "Objects checked within the audit cycle (AUDITOR_CYCLE)."},
+		{Name: "archivist_audit_parked", Help: "Objects whose check failed three times (archivist audit parked)."},
+		{Name: "archivist_audit_open_resolutions", Help: "Open resolution tasks by kind.", Labels: []string{"kind"}},
+		{Name: "archivist_audit_failures_this_cycle", Help: "Checks of the cycle by failing outcome row.", Labels: []string{"row"}},
+	}, func(ctx context.Context) (service.Readings, error) {
+		st, err := a.Status(ctx)
+		if err != nil {
+			return nil, err
+		}
+		r := service.Readings{
+			"archivist_audit_objects":            {service.Read(float64(st.Objects))},
+			"archivist_audit_checked_this_cycle": {service.Read(float64(st.CheckedThisCycle))},
+			"archivist_audit_parked":             {service.Read(float64(st.Parked))},
+		}
+		for kind, n := range st.OpenResolutions {
+			r["archivist_audit_open_resolutions"] = append(r["archivist_audit_open_resolutions"], service.Read(float64(n), kind))
+		}
+		for row, n := range st.FailuresByRow {
+			r["archivist_audit_failures_this_cycle"] = append(r["archivist_audit_failures_this_cycle"], service.Read(float64(n), row))
+		}
+		return r, nil
+	})
 	objects, err := bus.Consume(ctx, env.Bus, events.AuditorRecorded, a.Object, bus.WithConcurrency(4))
 	if err != nil {
 		return err

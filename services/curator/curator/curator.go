@@ -60,6 +60,7 @@ func run(ctx context.Context, env *service.Env, cfg Config) error {
 	p := NewPipeline(env.Bus, catalog.New(env.DB, env.Metrics, env.Log),
 		merger.New(env.DB, strings.Split(cfg.SourcePrecedence, ","), env.Metrics, env.Log))
 	ist := ingest.NewStore(env.DB)
+	env.ReadGauges(ingest.BacklogGauges, ist.Backlog)
 	ing, err := ingest.New(cfg.Ingest, ist, env.Blob, env.Bus, env.Log)
 	if err != nil {
 		return err

@@ -3,9 +3,12 @@ package ingest
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/archivist/archivist/pkg/service"
 )
 
 // Listed is a batch or job in a list: what an operator needs to pick one to
@@ -66,4 +69,68 @@ func hasState(e Entity, state State) bool {
 		}
 	}
 	return false
+}
+
+// Backlog is how many batches and jobs are in each state, and how long the
+// oldest of each has been in it, in seconds: the ingest backlog gauges.
+func (s *Store) Backlog(ctx context.Context) (service.Readings, error) {
+	r := service.Readings{}
+	// Every state of the table is a series, 0 when empty: an alert on a
+	// state compares with a number, not with an absent series.
+	for _, e := range []string{"batch", "job"} {
+		seen := map[State]bool{}
+		for _, tr := range Transitions {
+			if string(tr.Entity) != e {
+				continue
+			}
+			for _, st := range []State{tr.From, tr.To} {
+				if !seen[st] {
+					seen[st] = true
+					r["archivist_ingest_items"] = append(r["archivist_ingest_items"], service.Read(0, e, string(st)))
+					r["archivist_ingest_oldest_seconds"] = append(r["archivist_ingest_oldest_seconds"], service.Read(0, e, string(st)))
+				}
+			}
+		}
+	}
+	for _, e := range []struct {
+		entity, table string
+	}{{"batch", "curator.batches"}, {"job", "curator.jobs"}} {
+		rows, err := s.db.Query(ctx, `SELECT state, count(*), extract(epoch FROM now() - min(state_at))::float8 FROM `+e.table+` GROUP BY state`)
+		if err != nil {
+			return nil, fmt.Errorf("ingest backlog: %w", err)
+		}
+		for rows.Next() {
+			var state string
+			var n int64
+			var oldest float64
+			if err := rows.Scan(&state, &n, &oldest); err != nil {
+				rows.Close()
+				return nil, err
+			}
+			set(r, "archivist_ingest_items", service.Read(float64(n), e.entity, state))
+			set(r, "archivist_ingest_oldest_seconds", service.Read(oldest, e.entity, state))
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return nil, err
+		}
+	}
+	return r, nil
+}
+
+// set replaces the reading of r's family with the same labels, or adds it.
+func set(r service.Readings, family string, v service.Reading) {
+	for i, old := range r[family] {
+		if slices.Equal(old.Labels, v.Labels) {
+			r[family][i] = v
+			return
+		}
+	}
+	r[family] = append(r[family], v)
+}
+
+// BacklogGauges are the families Backlog reads.
+var BacklogGauges = []service.Gauge{
+	{Name: "archivist_ingest_items", Help: "Ingest batches and jobs by state.", Labels: []string{"entity", "state"}},
+	{Name: "archivist_ingest_oldest_seconds", Help: "How long the oldest batch or job of a state has been in it.", Labels: []string{"entity", "state"}},
 }

@@ -80,7 +80,27 @@ func run(ctx context.Context, env *service.Env, cfg Config) error {
 	if cfg.StaleAfter < time.Second || cfg.TaskTimeout <= 0 {
 		return fmt.Errorf("INDEXER_STALE_AFTER (%s) must be at least 1s and INDEXER_TASK_TIMEOUT (%s) positive", cfg.StaleAfter, cfg.TaskTimeout)
 	}
-	ix := New(env.Bus, registry.New(env.DB, cfg.MaxFailures), env.Blob, cfg, env.Log)
+	reg := registry.New(env.DB, cfg.MaxFailures)
+	ix := New(env.Bus, reg, env.Blob, cfg, env.Log)
+	env.ReadGauges([]service.Gauge{
+		{Name: "archivist_index_files", Help: "Archive files by indexing status.", Labels: []string{"status"}},
+		{Name: "archivist_index_oldest_unindexed_seconds", Help: "How long ago the oldest file not yet indexed was found (0: none): the index's freshness."},
+	}, func(ctx context.Context) (service.Readings, error) {
+		st, err := reg.Status(ctx)
+		if err != nil {
+			return nil, err
+		}
+		r := service.Readings{}
+		for status, n := range st.ByStatus {
+			r["archivist_index_files"] = append(r["archivist_index_files"], service.Read(float64(n), status))
+		}
+		age := 0.0
+		if st.OldestUnindexed != nil {
+			age = time.Since(*st.OldestUnindexed).Seconds()
+		}
+		r["archivist_index_oldest_unindexed_seconds"] = []service.Reading{service.Read(age)}
+		return r, nil
+	})
 	recorded, err := bus.Consume(ctx, env.Bus, events.IndexerRecorded, ix.Recorded, bus.WithConcurrency(4))
 	if err != nil {
 		return err

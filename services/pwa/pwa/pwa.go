@@ -61,6 +61,7 @@ func run(ctx context.Context, env *service.Env, cfg Config) error {
 	if err != nil {
 		return err
 	}
+	p.exportBacklog(env)
 	wake, err := env.Bus.Conn().Subscribe(events.SubjectPWAWake, func(*nats.Msg) { p.Wake() })
 	if err != nil {
 		return errors.Join(fmt.Errorf("subscribe %s: %w", events.SubjectPWAWake, err), works.Stop(context.Background()))
@@ -117,6 +118,32 @@ func New(ctx context.Context, b *bus.Bus, s *research.Store, cfg Config, reg pro
 			Help: "Episodes waiting for research or being researched (the researchers scale on it)."}, p.OpenResearch))
 	}
 	return p, nil
+}
+
+// exportBacklog exports the research backlog: episodes by state, active
+// leases and live researchers, read when Prometheus scrapes.
+func (p *PWA) exportBacklog(env *service.Env) {
+	env.ReadGauges([]service.Gauge{
+		{Name: "archivist_research_episodes", Help: "Active episodes by research state.", Labels: []string{"state"}},
+		{Name: "archivist_research_leases_active", Help: "Active leases."},
+		{Name: "archivist_research_researchers", Help: "Live researchers (keys fresh in the researchers bucket)."},
+	}, func(ctx context.Context) (service.Readings, error) {
+		st, err := p.store.Counts(ctx)
+		if err != nil {
+			return nil, err
+		}
+		live, _, err := research.Census(ctx, p.kv)
+		if err != nil {
+			return nil, err
+		}
+		e := st.Episodes
+		return service.Readings{
+			"archivist_research_episodes": {service.Read(float64(e.Complete), "complete"), service.Read(float64(e.InProgress), "in_progress"),
+				service.Read(float64(e.Waiting), "waiting"), service.Read(float64(e.Parked), "parked"), service.Read(float64(e.WithFailedClips), "with_failed_clips")},
+			"archivist_research_leases_active": {service.Read(float64(st.LeasesActive))},
+			"archivist_research_researchers":   {service.Read(float64(live))},
+		}, nil
+	})
 }
 
 // openCacheFor is how long a reading of the open research is reused: every
