@@ -22,6 +22,7 @@ import (
 	cmv1 "github.com/cert-manager/cert-manager/pkg/apis/certmanager/v1"
 	cnpgv1 "github.com/cloudnative-pg/api/pkg/api/v1"
 	kedav1alpha1 "github.com/kedacore/keda/v2/apis/keda/v1alpha1"
+	monitoringv1 "github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	batchv1 "k8s.io/api/batch/v1"
@@ -101,6 +102,10 @@ func Decode(doc []byte) (Object, error) {
 		v = &kedav1alpha1.ScaledObject{}
 	case "networking.k8s.io/v1/NetworkPolicy":
 		v = &networkingv1.NetworkPolicy{}
+	case "monitoring.coreos.com/v1/PodMonitor":
+		v = &monitoringv1.PodMonitor{}
+	case "monitoring.coreos.com/v1/PrometheusRule":
+		v = &monitoringv1.PrometheusRule{}
 	case "cert-manager.io/v1/Certificate":
 		v = &cmv1.Certificate{}
 	case "cert-manager.io/v1/ClusterIssuer":

@@ -3,6 +3,7 @@ package k8s_test
 import (
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -23,7 +24,8 @@ func TestOverlays(t *testing.T) {
 			for _, obj := range objs {
 				kinds[obj.Kind]++
 			}
-			if kinds["Deployment"] != 7 || kinds["PodDisruptionBudget"] != 7 || kinds["Job"] != 1 || kinds["Cluster"] != 1 || kinds["ScaledObject"] != 2 || kinds["NetworkPolicy"] != 5 || kinds["Certificate"] != 1 {
+			if kinds["Deployment"] != 7 || kinds["PodDisruptionBudget"] != 7 || kinds["Job"] != 1 || kinds["Cluster"] != 1 || kinds["ScaledObject"] != 2 || kinds["NetworkPolicy"] != 5 || kinds["Certificate"] != 1 ||
+				kinds["PodMonitor"] != 1 || kinds["PrometheusRule"] != 1 {
 				t.Errorf("objects by kind: %v", kinds)
 			}
 		})
@@ -100,6 +102,75 @@ func TestNATSValuesAndCompose(t *testing.T) {
 	if err := k8s.CheckCompose("../compose.yaml"); err != nil {
 		t.Error(err)
 	}
+}
+
+// exportedMetrics are the metric names the Go code of the repository
+// registers (the literal names of its metrics and gauges).
+func exportedMetrics(t *testing.T) map[string]bool {
+	t.Helper()
+	known := map[string]bool{}
+	re := regexp.MustCompile(`"(archivist_[a-z_]+)"`)
+	for _, dir := range []string{"../pkg", "../services", "../events"} {
+		err := filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+			if err != nil || d.IsDir() || !strings.HasSuffix(p, ".go") || strings.HasSuffix(p, "_test.go") {
+				return err
+			}
+			b, err := os.ReadFile(p)
+			for _, m := range re.FindAllStringSubmatch(string(b), -1) {
+				known[m[1]] = true
+			}
+			return err
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	return known
+}
+
+// TestAlerts: every alert names metrics the code exports, has a severity,
+// a summary and a runbook section; a rule on an unknown metric or without
+// its runbook is refused.
+func TestAlerts(t *testing.T) {
+	objs, err := k8s.Overlay("overlays/prod")
+	if err != nil {
+		t.Fatal(err)
+	}
+	runbook, err := os.ReadFile("../docs/RUNBOOK.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	known := exportedMetrics(t)
+	if err := k8s.CheckMonitoring(objs, string(runbook), known); err != nil {
+		t.Fatal(err)
+	}
+	docs := base(t)
+	for _, c := range []struct{ old, new, want string }{
+		{"archivist_index_oldest_unindexed_seconds) > 3600", "archivist_index_oldest_file_seconds) > 3600", "not one Archivist exports"},
+		{"RUNBOOK.md#archivistindexstale", "RUNBOOK.md#nowhere", "names no section"},
+		{"port: admin", "port: http", "no PodMonitor"},
+	} {
+		mutated, err := decodeAllUnchecked(mutate(t, docs, "monitoring.coreos.com", c.old, c.new))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := k8s.CheckMonitoring(mutated, string(runbook), known); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%q → %q: %v, want an error mentioning %q", c.old, c.new, err, c.want)
+		}
+	}
+}
+
+// decodeAllUnchecked decodes without the overlay's checks.
+func decodeAllUnchecked(docs [][]byte) ([]k8s.Object, error) {
+	var objs []k8s.Object
+	for _, d := range docs {
+		o, err := k8s.Decode(d)
+		if err != nil {
+			return nil, err
+		}
+		objs = append(objs, o)
+	}
+	return objs, nil
 }
 
 // TestComposeFaults: compose publishing a port beyond the machine, or
