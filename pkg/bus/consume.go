@@ -12,8 +12,12 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/archivist/archivist/events"
+	"github.com/archivist/archivist/pkg/telemetry"
 )
 
 // Message is one decoded event handed to a Handler.
@@ -192,7 +196,19 @@ func Consume[T any, PT interface {
 		if err != nil {
 			return fmt.Errorf("message metadata: %w", err)
 		}
-		return h(ctx, &Message[T]{Envelope: env, Event: ev, Subject: msg.Subject(), Header: msg.Headers(), Metadata: meta})
+		// The handler runs in the trace the message carries: what it
+		// publishes and queries follows it.
+		ctx, span := tracer.Start(telemetry.Extract(ctx, msg.Headers()), "process "+c.Config.Durable,
+			trace.WithSpanKind(trace.SpanKindConsumer), trace.WithAttributes(
+				attribute.String("messaging.system", "nats"), attribute.String("messaging.destination.name", msg.Subject()),
+				attribute.String("messaging.consumer.group.name", c.Config.Durable), attribute.String("messaging.message.id", env.ID),
+				attribute.Int64("messaging.nats.delivered", int64(meta.NumDelivered))))
+		defer span.End()
+		err = h(ctx, &Message[T]{Envelope: env, Event: ev, Subject: msg.Subject(), Header: msg.Headers(), Metadata: meta})
+		if err != nil {
+			span.SetStatus(codes.Error, err.Error())
+		}
+		return err
 	}, opts...)
 }
 

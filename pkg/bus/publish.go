@@ -6,8 +6,13 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/archivist/archivist/events"
+	"github.com/archivist/archivist/pkg/telemetry"
 )
 
 // NewMsg builds the NATS message of an envelope: its msgpack bytes, the event
@@ -34,11 +39,25 @@ func (b *Bus) Publish(ctx context.Context, subject string, env events.Envelope, 
 	if err != nil {
 		return nil, err
 	}
+	ctx, span := publishSpan(ctx, "publish "+subject, attribute.String("messaging.destination.name", subject),
+		attribute.String("messaging.message.id", env.ID))
+	defer span.End()
+	telemetry.Inject(ctx, m.Header)
 	ack, err := b.js.PublishMsg(ctx, m, opts...)
 	if err != nil {
+		span.SetStatus(codes.Error, err.Error())
 		return nil, fmt.Errorf("publish %s %s on %s: %w", env.Type, env.ID, subject, err)
 	}
 	return ack, nil
+}
+
+// tracer makes the bus's spans.
+var tracer = otel.Tracer("github.com/archivist/archivist/pkg/bus")
+
+// publishSpan starts a producer span, whose context the messages carry.
+func publishSpan(ctx context.Context, name string, attrs ...attribute.KeyValue) (context.Context, trace.Span) {
+	return tracer.Start(ctx, name, trace.WithSpanKind(trace.SpanKindProducer),
+		trace.WithAttributes(append(attrs, attribute.String("messaging.system", "nats"))...))
 }
 
 // PublishEvent wraps e in a new envelope from this bus's producer and
@@ -69,12 +88,15 @@ type Outgoing struct {
 // that were stored stay stored, and since each carries its id a retry of the
 // whole batch stores nothing twice.
 func (b *Bus) PublishBatch(ctx context.Context, batch []Outgoing) error {
+	ctx, span := publishSpan(ctx, "publish batch", attribute.Int("messaging.batch.message_count", len(batch)))
+	defer span.End()
 	futures := make([]jetstream.PubAckFuture, 0, len(batch))
 	for _, o := range batch {
 		m, err := NewMsg(o.Subject, o.Envelope)
 		if err != nil {
 			return err
 		}
+		telemetry.Inject(ctx, m.Header)
 		f, err := b.js.PublishMsgAsync(m)
 		if err != nil {
 			return fmt.Errorf("publish %s %s on %s: %w", o.Envelope.Type, o.Envelope.ID, o.Subject, err)

@@ -13,6 +13,7 @@ import (
 	"runtime/debug"
 	"time"
 
+	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
 	"golang.org/x/net/netutil"
 )
 
@@ -200,5 +201,10 @@ func (e *Env) ServeHTTP(ctx context.Context, addr string, h http.Handler, ready 
 	if e.Auth.Mode == "off" {
 		e.Log.Warn("API authentication is off (API_AUTH=off): anyone who reaches the API may use it")
 	}
-	return ServeHTTP(ctx, addr, auth.wrap(h), e.HTTP, e.Log, e.ShutdownTimeout, ready)
+	// Every request is a span (a caller's traceparent continued), around
+	// its authentication.
+	traced := otelhttp.NewHandler(auth.wrap(h), e.Name+" API", otelhttp.WithSpanNameFormatter(func(_ string, r *http.Request) string {
+		return r.Method + " " + e.Name + " API"
+	}))
+	return ServeHTTP(ctx, addr, traced, e.HTTP, e.Log, e.ShutdownTimeout, ready)
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/archivist/archivist/pkg/config"
 	"github.com/archivist/archivist/pkg/logging"
 	"github.com/archivist/archivist/pkg/store"
+	"github.com/archivist/archivist/pkg/telemetry"
 )
 
 // Version is stamped in at build time with
@@ -60,6 +61,11 @@ func run(def Definition, args []string, stderr io.Writer) error {
 	}
 	switch cmd {
 	case "serve":
+		shutdown, err := telemetry.Setup(ctx, def.Name)
+		if err != nil {
+			return err
+		}
+		defer shutdown(context.WithoutCancel(ctx))
 		return Serve(ctx, []Definition{def}, common, Deps{Log: log})
 	case "healthcheck":
 		return Healthcheck(ctx, common.AdminAddr)

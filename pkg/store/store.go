@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/exaring/otelpgx"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/jackc/tern/v2/migrate"
@@ -38,6 +39,8 @@ func Open(ctx context.Context, cfg Config, appName string) (*pgxpool.Pool, error
 	if appName != "" {
 		pc.ConnConfig.RuntimeParams["application_name"] = appName
 	}
+	// Every query a span, in the trace of the work that runs it.
+	pc.ConnConfig.Tracer = otelpgx.NewTracer()
 	// The server notices a client that vanished (a lost node, a cut
 	// network) within about a minute, and ends its session: its
 	// transactions roll back and its session locks (ingest's claims) go

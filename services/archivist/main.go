@@ -28,6 +28,7 @@ import (
 	"github.com/archivist/archivist/pkg/config"
 	"github.com/archivist/archivist/pkg/logging"
 	"github.com/archivist/archivist/pkg/service"
+	"github.com/archivist/archivist/pkg/telemetry"
 	"github.com/archivist/archivist/services/archivist/all"
 	"github.com/archivist/archivist/services/archivist/auditcmd"
 	"github.com/archivist/archivist/services/archivist/batchcmd"
@@ -160,6 +161,11 @@ func dispatch(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		if err := fs.Parse(args[1:]); err != nil {
 			return err
 		}
+		shutdown, err := telemetry.Setup(ctx, "archivist")
+		if err != nil {
+			return err
+		}
+		defer shutdown(context.WithoutCancel(ctx))
 		return dev.Run(ctx, o, all.Services(), log, stdout)
 	case "migrate":
 		var common service.Common
