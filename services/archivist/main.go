@@ -43,9 +43,11 @@ import (
 const usage = `usage: archivist <command> [flags]
 
 commands:
-  dev       run the whole system in one process: embedded NATS (JetStream),
+  dev [--demo]
+            run the whole system in one process: embedded NATS (JetStream),
             a private PostgreSQL under the data dir unless DATABASE_URL is set,
-            a local blob store, and every service
+            a local blob store, and every service; --demo seeds a little of
+            everything (research, a batch, WARC files) once it is ready
   migrate   run every service's migrations against DATABASE_URL
   research status | release|retry|redo EPISODE
             research progress: episodes complete, in progress and waiting,
@@ -158,6 +160,7 @@ func dispatch(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		fs.StringVar(&o.AuditorAddr, "auditor-addr", o.AuditorAddr, "audit API address (AUDITOR_HTTP_ADDR)")
 		fs.StringVar(&o.IndexerAddr, "indexer-addr", o.IndexerAddr, "index API address (INDEXER_HTTP_ADDR)")
 		fs.StringVar(&o.AggregatorAddr, "aggregator-addr", o.AggregatorAddr, "CDX query API address (AGGREGATOR_HTTP_ADDR)")
+		fs.BoolVar(&o.Demo, "demo", o.Demo, "seed demo data once ready: episodes and jingles, a batch, WARC files (ARCHIVIST_DEMO)")
 		if err := fs.Parse(args[1:]); err != nil {
 			return err
 		}

@@ -19,6 +19,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/sethvargo/go-envconfig"
 
+	"github.com/archivist/archivist/pkg/blob"
 	"github.com/archivist/archivist/pkg/config"
 	"github.com/archivist/archivist/pkg/natsserver"
 	"github.com/archivist/archivist/pkg/pgcluster"
@@ -47,6 +48,8 @@ type Options struct {
 	IndexerAddr string `env:"INDEXER_HTTP_ADDR, default=127.0.0.1:8083"`
 	// AggregatorAddr is the CDX query API's address.
 	AggregatorAddr string `env:"AGGREGATOR_HTTP_ADDR, default=127.0.0.1:8084"`
+	// Demo seeds a little of everything once the system is ready (--demo).
+	Demo bool `env:"ARCHIVIST_DEMO, default=false"`
 }
 
 // Run runs everything until ctx ends, printing where each part listens to out.
@@ -106,8 +109,10 @@ func Run(ctx context.Context, o Options, defs []service.Definition, log *slog.Lo
 		"AUDITOR_HTTP_ADDR":    o.AuditorAddr,
 		"INDEXER_HTTP_ADDR":    o.IndexerAddr,
 		"AGGREGATOR_HTTP_ADDR": o.AggregatorAddr,
-		// Archive files dropped under warcs/ in the blob store are indexed.
+		// Archive files dropped under warcs/ in the blob store are indexed,
+		// found within seconds.
 		"INDEXER_REPOSITORY_PREFIX": "warcs/",
+		"INDEXER_SCAN_INTERVAL":     "10s",
 		// Ingest works under the data dir and may fetch from this machine.
 		"INGEST_WORK_DIR":      filepath.Join(dataDir, "ingest"),
 		"INGEST_ALLOW_PRIVATE": "true",
@@ -145,6 +150,22 @@ Ctrl-C stops everything.
 `, dataDir, natsURL, monitor, redacted(dbURL), common.Blob.URL, hostPort(o.CuratorAddr), hostPort(o.PWAAddr), hostPort(o.AuditorAddr), hostPort(o.IndexerAddr), hostPort(o.AggregatorAddr), admin.Addr(),
 		tokenFile, tokenFile)
 
+	if o.Demo {
+		token, err := os.ReadFile(tokenFile)
+		if err != nil {
+			return err
+		}
+		blobs, err := blob.NewLocal(filepath.Join(dataDir, "blobs"))
+		if err != nil {
+			return err
+		}
+		d := &demo{blobs: blobs, token: strings.TrimSpace(string(token)), admin: admin.Addr(), curator: "http://" + hostPort(o.CuratorAddr), out: out}
+		go func() {
+			if err := d.run(ctx); err != nil && ctx.Err() == nil {
+				log.Error("demo data", "err", err)
+			}
+		}()
+	}
 	return service.Serve(ctx, defs, common, service.Deps{Log: log, Admin: admin, Lookuper: lookuper})
 }
 

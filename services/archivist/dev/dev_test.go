@@ -3,6 +3,7 @@ package dev_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -22,9 +23,9 @@ import (
 
 // runDev starts `archivist dev` in the background and returns a function
 // that stops it (as Ctrl-C does) and reports how it ended.
-func runDev(t *testing.T, o dev.Options) (stop func() error, out *bytes.Buffer) {
+func runDev(t *testing.T, o dev.Options) (stop func() error, out *lockedBuffer) {
 	ctx, cancel := context.WithCancel(context.Background())
-	out = &bytes.Buffer{}
+	out = &lockedBuffer{}
 	done := make(chan error, 1)
 	go func() { done <- dev.Run(ctx, o, all.Services(), testenv.Logger(t), out) }()
 	deadline := time.Now().Add(60 * time.Second)
@@ -62,6 +63,25 @@ func runDev(t *testing.T, o dev.Options) (stop func() error, out *bytes.Buffer) 
 	}
 	t.Cleanup(func() { _ = stop() })
 	return stop, out
+}
+
+// lockedBuffer is what archivist dev prints, written by its goroutines and
+// read by the test.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }
 
 // TestDevRunsTheSystemAndKeepsItsData is the README's first command end to
@@ -201,5 +221,87 @@ func TestDevRunsTheSystemAndKeepsItsData(t *testing.T) {
 	}
 	if err := stop(); err != nil {
 		t.Fatalf("clean stop of the second run: %v", err)
+	}
+}
+
+// TestDevDemo: `archivist dev --demo` seeds a little of everything, and
+// every pipeline moves within a minute: the episodes researched, the batch
+// ingested, its objects audited, the WARC files answered by the CDX API.
+func TestDevDemo(t *testing.T) {
+	if os.Getenv("DATABASE_URL") != "" {
+		t.Setenv("DATABASE_URL", "")
+	}
+	dir := t.TempDir()
+	for _, d := range []string{dir, filepath.Dir(dir)} {
+		if err := os.Chmod(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	o := dev.Options{
+		DataDir:        filepath.Join(dir, "data"),
+		NATSPort:       testenv.FreePort(t),
+		PGPort:         testenv.FreePort(t),
+		AdminAddr:      fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(t)),
+		CuratorAddr:    fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(t)),
+		PWAAddr:        fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(t)),
+		AuditorAddr:    fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(t)),
+		IndexerAddr:    fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(t)),
+		AggregatorAddr: fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(t)),
+		Demo:           true,
+	}
+	stop, out := runDev(t, o)
+	defer stop()
+	token, err := os.ReadFile(filepath.Join(o.DataDir, dev.TokenFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	get := func(url string, v any) bool {
+		req, _ := http.NewRequest(http.MethodGet, url, nil)
+		req.Header.Set("Authorization", "Bearer "+strings.TrimSpace(string(token)))
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return false
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+		if s, ok := v.(*string); ok {
+			*s = string(b)
+			return resp.StatusCode == http.StatusOK
+		}
+		return resp.StatusCode == http.StatusOK && json.Unmarshal(b, v) == nil
+	}
+	var research struct {
+		Episodes struct {
+			Complete int `json:"complete"`
+		} `json:"episodes"`
+		Results int `json:"results"`
+	}
+	var batches []struct {
+		State string `json:"state"`
+	}
+	var audit struct {
+		Objects int `json:"objects"`
+		Checked int `json:"checked_this_cycle"`
+	}
+	var cdx string
+	deadline := time.Now().Add(90 * time.Second)
+	for {
+		researched := get("http://"+o.PWAAddr+"/v1/research/status", &research) && research.Episodes.Complete == 2 && research.Results == 6
+		ingested := get("http://"+o.CuratorAddr+"/v1/batches?state=completed", &batches) && len(batches) == 1
+		audited := get("http://"+o.AuditorAddr+"/v1/audit/status", &audit) && audit.Objects > 0
+		indexed := get("http://"+o.AggregatorAddr+"/cdx?url=www.demo.example/p/1", &cdx) && strings.Contains(cdx, "demo.example")
+		if researched && ingested && audited && indexed {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after 90 s: researched %v (%+v), ingested %v (%+v), audited %v (%+v), indexed %v (%q)\n%s",
+				researched, research, ingested, batches, audited, audit, indexed, cdx, out)
+		}
+		time.Sleep(time.Second)
+	}
+	for _, want := range []string{"demo: 2 episodes", "demo: a batch", "demo: 2 WARC files"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("the banner lacks %q", want)
+		}
 	}
 }

@@ -1,0 +1,171 @@
+package dev
+
+import (
+	"bytes"
+	"context"
+	"crypto/md5"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/archivist/archivist/pkg/blob"
+	"github.com/archivist/archivist/services/indexer/warc/warctest"
+	"github.com/archivist/archivist/services/researcher/locate/locatetest"
+)
+
+// demo seeds a running system with a little of everything, so that a
+// newcomer sees every pipeline move within a minute: three jingles and two
+// episodes of synthesized audio that hold them (researched), a batch of
+// three files from an origin on this machine (ingested, then audited), and
+// two WARC files (indexed and answered by the CDX API). It waits for the
+// system to be ready first, and reports what it did to out.
+type demo struct {
+	blobs   blob.Store
+	token   string
+	admin   string
+	curator string
+	out     io.Writer
+}
+
+func (d *demo) run(ctx context.Context) error {
+	if err := d.waitReady(ctx); err != nil {
+		return err
+	}
+	const rate = 8000
+	at := time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)
+	record := func(kind, id string, wav []byte, ms int) error {
+		key := "demo/audio/" + id + ".wav"
+		if _, err := d.blobs.Put(ctx, key, bytes.NewReader(wav), nil); err != nil {
+			return err
+		}
+		sum := sha256.Sum256(wav)
+		return d.post(ctx, d.curator+"/v1/"+kind+"s", map[string]any{"id": id, "title": "Demo " + id,
+			"media": map[string]string{"key": key, "sha256": hex.EncodeToString(sum[:])}, "duration_ms": ms, "priority": 0,
+			"initial_curated_at": at, "latest_curated_at": at}, http.StatusAccepted)
+	}
+	for i := range 3 {
+		if err := record("clip", fmt.Sprintf("demo-jingle-%d", i), locatetest.WAV(locatetest.Jingle(uint64(i+1), 2, rate), rate), 2000); err != nil {
+			return fmt.Errorf("demo clip: %w", err)
+		}
+	}
+	for i := range 2 {
+		ep := locatetest.Bed(uint64(500+i), 20, rate)
+		locatetest.Insert(ep, locatetest.Jingle(uint64(i+1), 2, rate), 5*rate, 0.8)
+		locatetest.Insert(ep, locatetest.Jingle(3, 2, rate), 14*rate, 0.8)
+		if err := record("episode", fmt.Sprintf("demo-episode-%d", i), locatetest.WAV(ep, rate), 20000); err != nil {
+			return fmt.Errorf("demo episode: %w", err)
+		}
+	}
+	fmt.Fprintln(d.out, "demo: 2 episodes and 3 jingles curated (archivist research status)")
+
+	origin, err := d.origin(ctx)
+	if err != nil {
+		return err
+	}
+	if err := d.post(ctx, d.curator+"/v1/batches", map[string]string{"submitter": "demo", "profile": "demo",
+		"payload_url": origin + "/demo.checkm", "type": "batch-manifest"}, http.StatusCreated, http.StatusOK); err != nil {
+		return fmt.Errorf("demo batch: %w", err)
+	}
+	fmt.Fprintln(d.out, "demo: a batch of 3 files submitted (archivist batch list)")
+
+	for i, host := range []string{"www.demo.example", "blog.demo.example"} {
+		if _, err := d.blobs.Put(ctx, fmt.Sprintf("warcs/demo-%d.warc.gz", i), bytes.NewReader(warctest.Gzipped(host, 5)), nil); err != nil {
+			return fmt.Errorf("demo WARC: %w", err)
+		}
+	}
+	fmt.Fprintln(d.out, "demo: 2 WARC files dropped into warcs/ (archivist index status; /cdx?url=www.demo.example/p/1)")
+	return nil
+}
+
+// waitReady waits for the admin server's /readyz.
+func (d *demo) waitReady(ctx context.Context) error {
+	for {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+d.admin+"/readyz", nil)
+		if resp, err := http.DefaultClient.Do(req); err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return nil
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+// post sends body as JSON with the operator's key, retrying for half a
+// minute, and wants one of codes.
+func (d *demo) post(ctx context.Context, url string, body any, codes ...int) error {
+	b, err := json.Marshal(body)
+	if err != nil {
+		return err
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(b))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Authorization", "Bearer "+d.token)
+		resp, err := http.DefaultClient.Do(req)
+		if err == nil {
+			msg, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+			resp.Body.Close()
+			for _, c := range codes {
+				if resp.StatusCode == c {
+					return nil
+				}
+			}
+			err = fmt.Errorf("POST %s: %d %s", url, resp.StatusCode, strings.TrimSpace(string(msg)))
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			return err
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+}
+
+// origin serves the demo batch's manifest and files on this machine until
+// ctx ends, and returns its URL.
+func (d *demo) origin(ctx context.Context) (string, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	base := "http://" + ln.Addr().String()
+	files := map[string][]byte{
+		"/files/notes.txt":  []byte("Demo batch: notes of a programme.\n"),
+		"/files/script.txt": []byte(strings.Repeat("The script of the programme. ", 40)),
+		"/files/rights.txt": []byte("Rights: demo material, no rights reserved.\n"),
+	}
+	var m strings.Builder
+	m.WriteString("#%checkm_0.7\n#%profile | http://uc3.cdlib.org/registry/ingest/manifest/mrt-batch-manifest\n")
+	m.WriteString("#%fields | nfo:fileUrl | nfo:hashAlgorithm | nfo:hashValue | nfo:fileSize | nfo:fileLastModified | nfo:fileName | mrt:localIdentifier\n")
+	for _, name := range []string{"notes.txt", "script.txt", "rights.txt"} {
+		body := files["/files/"+name]
+		sum := md5.Sum(body)
+		fmt.Fprintf(&m, "%s/files/%s | md5 | %s | %d | | %s | demo-%s\n", base, name, hex.EncodeToString(sum[:]), len(body), name, strings.TrimSuffix(name, ".txt"))
+	}
+	m.WriteString("#%eof\n")
+	files["/demo.checkm"] = []byte(m.String())
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, ok := files[r.URL.Path]
+		if !ok {
+			http.NotFound(w, r)
+			return
+		}
+		w.Header().Set("Content-Length", fmt.Sprint(len(body)))
+		if r.Method == http.MethodGet {
+			w.Write(body)
+		}
+	}), ReadHeaderTimeout: 10 * time.Second}
+	go srv.Serve(ln)
+	go func() { <-ctx.Done(); srv.Close() }()
+	return base, nil
+}
