@@ -13,7 +13,6 @@ package composetest
 import (
 	"bytes"
 	"context"
-	"crypto/md5"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -30,6 +29,7 @@ import (
 	"time"
 
 	"github.com/archivist/archivist/pkg/testenv"
+	"github.com/archivist/archivist/services/curator/ingest/origin"
 	"github.com/archivist/archivist/services/indexer/warc/warctest"
 	"github.com/archivist/archivist/services/researcher/locate/locatetest"
 )
@@ -388,43 +388,26 @@ func (s *system) waitResearch(episodes, results int, timeout time.Duration) {
 	})
 }
 
-// origin serves files on every address of this machine, and returns its
-// URL as the containers reach it: the compose network's gateway.
+// origin serves files on every address of this machine with their batch
+// manifest, and returns the URL at which the containers reach it (the
+// compose network's gateway).
 func (s *system) origin(files map[string][]byte) string {
 	s.t.Helper()
 	ln, err := net.Listen("tcp", "0.0.0.0:0")
 	if err != nil {
 		s.t.Fatal(err)
 	}
-	var mu sync.Mutex
-	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		mu.Lock()
-		body, ok := files[r.URL.Path]
-		mu.Unlock()
-		if !ok {
-			http.NotFound(w, r)
-			return
-		}
-		w.Header().Set("Content-Length", fmt.Sprint(len(body)))
-		if r.Method == http.MethodGet {
-			w.Write(body)
-		}
-	})}
+	o := origin.New(nil)
+	srv := &http.Server{Handler: o, ReadHeaderTimeout: 10 * time.Second}
 	go srv.Serve(ln)
 	s.t.Cleanup(func() { srv.Close() })
 	gw := strings.TrimSpace(s.run(exec.Command("docker", "network", "inspect", s.project+"_default", "-f", "{{(index .IPAM.Config 0).Gateway}}")))
 	base := fmt.Sprintf("http://%s:%d", gw, ln.Addr().(*net.TCPAddr).Port)
-	var m strings.Builder
-	m.WriteString("#%checkm_0.7\n#%profile | http://uc3.cdlib.org/registry/ingest/manifest/mrt-batch-manifest\n")
-	m.WriteString("#%fields | nfo:fileUrl | nfo:hashAlgorithm | nfo:hashValue | nfo:fileSize | nfo:fileLastModified | nfo:fileName | mrt:localIdentifier\n")
-	mu.Lock()
+	var rows []origin.File
 	for path, body := range files {
-		sum := md5.Sum(body)
-		fmt.Fprintf(&m, "%s%s | md5 | %s | %d | | %s | compose%s\n", base, path, hex.EncodeToString(sum[:]), len(body), strings.TrimPrefix(path, "/"), strings.ReplaceAll(path, "/", "-"))
+		rows = append(rows, origin.File{Path: path, Name: strings.TrimPrefix(path, "/"), LocalID: "compose" + strings.ReplaceAll(path, "/", "-"), Body: body})
 	}
-	m.WriteString("#%eof\n")
-	files["/batch.checkm"] = []byte(m.String())
-	mu.Unlock()
+	o.AddBatch(base, "/batch.checkm", rows)
 	return base
 }
 

@@ -3,7 +3,6 @@ package dev
 import (
 	"bytes"
 	"context"
-	"crypto/md5"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -15,6 +14,7 @@ import (
 	"time"
 
 	"github.com/archivist/archivist/pkg/blob"
+	"github.com/archivist/archivist/services/curator/ingest/origin"
 	"github.com/archivist/archivist/services/indexer/warc/warctest"
 	"github.com/archivist/archivist/services/researcher/locate/locatetest"
 )
@@ -139,32 +139,17 @@ func (d *demo) origin(ctx context.Context) (string, error) {
 		return "", err
 	}
 	base := "http://" + ln.Addr().String()
-	files := map[string][]byte{
-		"/files/notes.txt":  []byte("Demo batch: notes of a programme.\n"),
-		"/files/script.txt": []byte(strings.Repeat("The script of the programme. ", 40)),
-		"/files/rights.txt": []byte("Rights: demo material, no rights reserved.\n"),
+	o := origin.New(nil)
+	var files []origin.File
+	for name, body := range map[string][]byte{
+		"notes.txt":  []byte("Demo batch: notes of a programme.\n"),
+		"script.txt": []byte(strings.Repeat("The script of the programme. ", 40)),
+		"rights.txt": []byte("Rights: demo material, no rights reserved.\n"),
+	} {
+		files = append(files, origin.File{Path: "/files/" + name, Name: name, LocalID: "demo-" + strings.TrimSuffix(name, ".txt"), Body: body})
 	}
-	var m strings.Builder
-	m.WriteString("#%checkm_0.7\n#%profile | http://uc3.cdlib.org/registry/ingest/manifest/mrt-batch-manifest\n")
-	m.WriteString("#%fields | nfo:fileUrl | nfo:hashAlgorithm | nfo:hashValue | nfo:fileSize | nfo:fileLastModified | nfo:fileName | mrt:localIdentifier\n")
-	for _, name := range []string{"notes.txt", "script.txt", "rights.txt"} {
-		body := files["/files/"+name]
-		sum := md5.Sum(body)
-		fmt.Fprintf(&m, "%s/files/%s | md5 | %s | %d | | %s | demo-%s\n", base, name, hex.EncodeToString(sum[:]), len(body), name, strings.TrimSuffix(name, ".txt"))
-	}
-	m.WriteString("#%eof\n")
-	files["/demo.checkm"] = []byte(m.String())
-	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		body, ok := files[r.URL.Path]
-		if !ok {
-			http.NotFound(w, r)
-			return
-		}
-		w.Header().Set("Content-Length", fmt.Sprint(len(body)))
-		if r.Method == http.MethodGet {
-			w.Write(body)
-		}
-	}), ReadHeaderTimeout: 10 * time.Second}
+	o.AddBatch(base, "/demo.checkm", files)
+	srv := &http.Server{Handler: o, ReadHeaderTimeout: 10 * time.Second}
 	go srv.Serve(ln)
 	go func() { <-ctx.Done(); srv.Close() }()
 	return base, nil

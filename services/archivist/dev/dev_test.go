@@ -65,6 +65,33 @@ func runDev(t *testing.T, o dev.Options) (stop func() error, out *lockedBuffer) 
 	return stop, out
 }
 
+// devOptions are options of `archivist dev` on free ports and a data dir
+// of the test's own, with its own PostgreSQL.
+func devOptions(t *testing.T) dev.Options {
+	t.Helper()
+	if os.Getenv("DATABASE_URL") != "" {
+		t.Setenv("DATABASE_URL", "") // dev must make its own cluster here
+	}
+	dir := t.TempDir()
+	// As root, PostgreSQL runs as another user, who must reach the data dir.
+	for _, d := range []string{dir, filepath.Dir(dir)} {
+		if err := os.Chmod(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dev.Options{
+		DataDir:        filepath.Join(dir, "data"),
+		NATSPort:       testenv.FreePort(t),
+		PGPort:         testenv.FreePort(t),
+		AdminAddr:      fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(t)),
+		CuratorAddr:    fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(t)),
+		PWAAddr:        fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(t)),
+		AuditorAddr:    fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(t)),
+		IndexerAddr:    fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(t)),
+		AggregatorAddr: fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(t)),
+	}
+}
+
 // lockedBuffer is what archivist dev prints, written by its goroutines and
 // read by the test.
 type lockedBuffer struct {
@@ -89,27 +116,7 @@ func (b *lockedBuffer) String() string {
 // PostgreSQL through JetStream, Ctrl-C stops it cleanly, and a second run
 // finds the data again.
 func TestDevRunsTheSystemAndKeepsItsData(t *testing.T) {
-	if os.Getenv("DATABASE_URL") != "" {
-		t.Setenv("DATABASE_URL", "") // dev must make its own cluster here
-	}
-	dir := t.TempDir()
-	// As root, PostgreSQL runs as another user, who must reach the data dir.
-	for _, d := range []string{dir, filepath.Dir(dir)} {
-		if err := os.Chmod(d, 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
-	o := dev.Options{
-		DataDir:        filepath.Join(dir, "data"),
-		NATSPort:       testenv.FreePort(t),
-		PGPort:         testenv.FreePort(t),
-		AdminAddr:      fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(t)),
-		CuratorAddr:    fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(t)),
-		PWAAddr:        fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(t)),
-		AuditorAddr:    fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(t)),
-		IndexerAddr:    fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(t)),
-		AggregatorAddr: fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(t)),
-	}
+	o := devOptions(t)
 	stop, out := runDev(t, o)
 	for _, want := range []string{"NATS (JetStream)", "PostgreSQL", "curation API", o.CuratorAddr, o.AdminAddr} {
 		if !strings.Contains(out.String(), want) {
@@ -228,27 +235,8 @@ func TestDevRunsTheSystemAndKeepsItsData(t *testing.T) {
 // every pipeline moves within a minute: the episodes researched, the batch
 // ingested, its objects audited, the WARC files answered by the CDX API.
 func TestDevDemo(t *testing.T) {
-	if os.Getenv("DATABASE_URL") != "" {
-		t.Setenv("DATABASE_URL", "")
-	}
-	dir := t.TempDir()
-	for _, d := range []string{dir, filepath.Dir(dir)} {
-		if err := os.Chmod(d, 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
-	o := dev.Options{
-		DataDir:        filepath.Join(dir, "data"),
-		NATSPort:       testenv.FreePort(t),
-		PGPort:         testenv.FreePort(t),
-		AdminAddr:      fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(t)),
-		CuratorAddr:    fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(t)),
-		PWAAddr:        fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(t)),
-		AuditorAddr:    fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(t)),
-		IndexerAddr:    fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(t)),
-		AggregatorAddr: fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(t)),
-		Demo:           true,
-	}
+	o := devOptions(t)
+	o.Demo = true
 	stop, out := runDev(t, o)
 	defer stop()
 	token, err := os.ReadFile(filepath.Join(o.DataDir, dev.TokenFile))

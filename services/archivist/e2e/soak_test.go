@@ -3,7 +3,6 @@ package e2e_test
 import (
 	"bytes"
 	"context"
-	"crypto/md5"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -32,6 +31,7 @@ import (
 	"github.com/archivist/archivist/pkg/natsserver"
 	"github.com/archivist/archivist/pkg/pgcluster"
 	"github.com/archivist/archivist/pkg/testenv"
+	"github.com/archivist/archivist/services/curator/ingest/origin"
 	"github.com/archivist/archivist/services/indexer/warc/warctest"
 	"github.com/archivist/archivist/services/researcher/locate/locatetest"
 )
@@ -60,7 +60,7 @@ type soak struct {
 	poison  []byte
 
 	mu    sync.Mutex
-	files map[string][]byte // the origin's, by path
+	files *origin.Origin // the batches' files and manifests
 	sent  soakSent
 }
 
@@ -116,7 +116,7 @@ func newSoak(t *testing.T) *soak {
 	t.Helper()
 	ctx := context.Background()
 	s := &soak{t: t, blobDir: t.TempDir(), env: map[string]map[string]string{}, api: map[string]string{},
-		procs: map[string]*testenv.Process{}, files: map[string][]byte{}, poison: []byte("\xc1 not msgpack: the soak's poison")}
+		procs: map[string]*testenv.Process{}, poison: []byte("\xc1 not msgpack: the soak's poison")}
 	s.pg = testenv.PrivatePostgres(t)
 	conn, err := pgx.Connect(ctx, s.pg.URL("postgres"))
 	if err != nil {
@@ -235,19 +235,8 @@ func (s *soak) restartNATS() {
 
 // originServer serves the files ingest batches fetch.
 func (s *soak) originServer() {
-	s.origin = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		s.mu.Lock()
-		body, ok := s.files[r.URL.Path]
-		s.mu.Unlock()
-		if !ok {
-			http.NotFound(w, r)
-			return
-		}
-		w.Header().Set("Content-Length", fmt.Sprint(len(body)))
-		if r.Method == http.MethodGet {
-			w.Write(body)
-		}
-	}))
+	s.files = origin.New(nil)
+	s.origin = httptest.NewServer(s.files)
 	s.t.Cleanup(s.origin.Close)
 }
 
@@ -382,22 +371,14 @@ func (s *soak) curate(kind string, i int) {
 
 // batch submits a batch manifest of 3 files served by the origin.
 func (s *soak) batch(n int) {
-	var m strings.Builder
-	m.WriteString("#%checkm_0.7\n#%profile | http://uc3.cdlib.org/registry/ingest/manifest/mrt-batch-manifest\n")
-	m.WriteString("#%fields | nfo:fileUrl | nfo:hashAlgorithm | nfo:hashValue | nfo:fileSize | nfo:fileLastModified | nfo:fileName | mrt:localIdentifier\n")
-	s.mu.Lock()
+	var rows []origin.File
 	for i := range 3 {
-		body := []byte(fmt.Sprintf("soak batch %d file %d %s", n, i, strings.Repeat("z", 100*i)))
 		name := fmt.Sprintf("b%03d-%d.txt", n, i)
-		s.files["/files/"+name] = body
-		sum := md5.Sum(body)
-		fmt.Fprintf(&m, "%s/files/%s | md5 | %s | %d | | %s | soak-%03d-%d\n", s.origin.URL, name, hex.EncodeToString(sum[:]), len(body), name, n, i)
+		rows = append(rows, origin.File{Path: "/files/" + name, Name: name, LocalID: fmt.Sprintf("soak-%03d-%d", n, i),
+			Body: []byte(fmt.Sprintf("soak batch %d file %d %s", n, i, strings.Repeat("z", 100*i)))})
 	}
-	m.WriteString("#%eof\n")
-	manifest := fmt.Sprintf("/manifests/b%03d.checkm", n)
-	s.files[manifest] = []byte(m.String())
-	s.mu.Unlock()
-	sub := map[string]string{"submitter": "soak", "profile": "soak", "payload_url": s.origin.URL + manifest, "type": "batch-manifest"}
+	manifest := s.files.AddBatch(s.origin.URL, fmt.Sprintf("/manifests/b%03d.checkm", n), rows)
+	sub := map[string]string{"submitter": "soak", "profile": "soak", "payload_url": manifest, "type": "batch-manifest"}
 	s.retry(fmt.Sprintf("submit batch %d", n), func() error {
 		return post(s.api["curator"]+"/v1/batches", map[string]string{"Idempotency-Key": fmt.Sprintf("soak-batch-%03d", n)}, sub,
 			http.StatusCreated, http.StatusOK)
