@@ -183,6 +183,7 @@ func Consume[T any, PT interface {
 	*T
 	events.Event
 }](ctx context.Context, b *Bus, c events.Consumer, h Handler[T], opts ...ConsumeOption) (*Subscription, error) {
+	spanName, spanKind := "process "+c.Config.Durable, trace.WithSpanKind(trace.SpanKindConsumer)
 	return b.ConsumeRaw(ctx, c, func(ctx context.Context, msg jetstream.Msg) error {
 		env, err := events.Unmarshal(msg.Data())
 		if err != nil {
@@ -196,15 +197,20 @@ func Consume[T any, PT interface {
 		if err != nil {
 			return fmt.Errorf("message metadata: %w", err)
 		}
+		msgOf := &Message[T]{Envelope: env, Event: ev, Subject: msg.Subject(), Header: msg.Headers(), Metadata: meta}
+		if !telemetry.Tracing() && !telemetry.Carried(msg.Headers()) {
+			return h(ctx, msgOf) // no trace to record or pass on
+		}
 		// The handler runs in the trace the message carries: what it
 		// publishes and queries follows it.
-		ctx, span := tracer.Start(telemetry.Extract(ctx, msg.Headers()), "process "+c.Config.Durable,
-			trace.WithSpanKind(trace.SpanKindConsumer), trace.WithAttributes(
-				attribute.String("messaging.system", "nats"), attribute.String("messaging.destination.name", msg.Subject()),
-				attribute.String("messaging.consumer.group.name", c.Config.Durable), attribute.String("messaging.message.id", env.ID),
-				attribute.Int64("messaging.nats.delivered", int64(meta.NumDelivered))))
+		ctx, span := tracer.Start(telemetry.Extract(ctx, msg.Headers()), spanName, spanKind)
 		defer span.End()
-		err = h(ctx, &Message[T]{Envelope: env, Event: ev, Subject: msg.Subject(), Header: msg.Headers(), Metadata: meta})
+		if span.IsRecording() { // attributes cost only where spans are kept
+			span.SetAttributes(attribute.String("messaging.system", "nats"), attribute.String("messaging.destination.name", msg.Subject()),
+				attribute.String("messaging.consumer.group.name", c.Config.Durable), attribute.String("messaging.message.id", env.ID),
+				attribute.Int64("messaging.nats.delivered", int64(meta.NumDelivered)))
+		}
+		err = h(ctx, msgOf)
 		if err != nil {
 			span.SetStatus(codes.Error, err.Error())
 		}

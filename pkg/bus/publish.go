@@ -39,10 +39,15 @@ func (b *Bus) Publish(ctx context.Context, subject string, env events.Envelope, 
 	if err != nil {
 		return nil, err
 	}
-	ctx, span := publishSpan(ctx, "publish "+subject, attribute.String("messaging.destination.name", subject),
-		attribute.String("messaging.message.id", env.ID))
-	defer span.End()
-	telemetry.Inject(ctx, m.Header)
+	span := trace.SpanFromContext(ctx)
+	if traced(ctx) {
+		ctx, span = publishSpan(ctx, "publish "+subject)
+		defer span.End()
+		if span.IsRecording() {
+			span.SetAttributes(attribute.String("messaging.destination.name", subject), attribute.String("messaging.message.id", env.ID))
+		}
+		telemetry.Inject(ctx, m.Header)
+	}
 	ack, err := b.js.PublishMsg(ctx, m, opts...)
 	if err != nil {
 		span.SetStatus(codes.Error, err.Error())
@@ -54,10 +59,23 @@ func (b *Bus) Publish(ctx context.Context, subject string, env events.Envelope, 
 // tracer makes the bus's spans.
 var tracer = otel.Tracer("github.com/archivist/archivist/pkg/bus")
 
-// publishSpan starts a producer span, whose context the messages carry.
-func publishSpan(ctx context.Context, name string, attrs ...attribute.KeyValue) (context.Context, trace.Span) {
-	return tracer.Start(ctx, name, trace.WithSpanKind(trace.SpanKindProducer),
-		trace.WithAttributes(append(attrs, attribute.String("messaging.system", "nats"))...))
+// traced tells whether a publish in ctx is traced: this process records
+// spans, or ctx carries a trace to pass on.
+func traced(ctx context.Context) bool {
+	return telemetry.Tracing() || trace.SpanContextFromContext(ctx).IsValid()
+}
+
+// producerKind is the span kind of publishing.
+var producerKind = trace.WithSpanKind(trace.SpanKindProducer)
+
+// publishSpan starts a producer span, whose context the messages carry;
+// its attributes are set only when it is recorded.
+func publishSpan(ctx context.Context, name string) (context.Context, trace.Span) {
+	ctx, span := tracer.Start(ctx, name, producerKind)
+	if span.IsRecording() {
+		span.SetAttributes(attribute.String("messaging.system", "nats"))
+	}
+	return ctx, span
 }
 
 // PublishEvent wraps e in a new envelope from this bus's producer and
@@ -88,15 +106,24 @@ type Outgoing struct {
 // that were stored stay stored, and since each carries its id a retry of the
 // whole batch stores nothing twice.
 func (b *Bus) PublishBatch(ctx context.Context, batch []Outgoing) error {
-	ctx, span := publishSpan(ctx, "publish batch", attribute.Int("messaging.batch.message_count", len(batch)))
-	defer span.End()
+	tracing := traced(ctx)
+	if tracing {
+		var span trace.Span
+		ctx, span = publishSpan(ctx, "publish batch")
+		defer span.End()
+		if span.IsRecording() {
+			span.SetAttributes(attribute.Int("messaging.batch.message_count", len(batch)))
+		}
+	}
 	futures := make([]jetstream.PubAckFuture, 0, len(batch))
 	for _, o := range batch {
 		m, err := NewMsg(o.Subject, o.Envelope)
 		if err != nil {
 			return err
 		}
-		telemetry.Inject(ctx, m.Header)
+		if tracing {
+			telemetry.Inject(ctx, m.Header)
+		}
 		f, err := b.js.PublishMsgAsync(m)
 		if err != nil {
 			return fmt.Errorf("publish %s %s on %s: %w", o.Envelope.Type, o.Envelope.ID, o.Subject, err)

@@ -16,6 +16,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"sync/atomic"
 
 	"github.com/nats-io/nats.go"
 	"go.opentelemetry.io/otel"
@@ -29,6 +30,14 @@ import (
 // Propagator is the W3C trace context (and baggage) Archivist carries in
 // HTTP and NATS headers.
 var Propagator = propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{})
+
+// recording is set once Setup has installed an exporting provider.
+var recording atomic.Bool
+
+// Tracing tells whether this process records spans (Setup found an
+// endpoint): where it does not, and no trace context arrived, the hot
+// paths (every message published and handled) make no span at all.
+func Tracing() bool { return recording.Load() }
 
 // Enabled tells whether the environment asks for traces to be exported.
 func Enabled() bool {
@@ -64,7 +73,11 @@ func Setup(ctx context.Context, service string) (func(context.Context) error, er
 	}
 	tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp), sdktrace.WithResource(res))
 	otel.SetTracerProvider(tp)
-	return tp.Shutdown, nil
+	recording.Store(true)
+	return func(ctx context.Context) error {
+		recording.Store(false)
+		return tp.Shutdown(ctx)
+	}, nil
 }
 
 // Inject writes ctx's trace context into a message's headers, under the
@@ -72,6 +85,9 @@ func Setup(ctx context.Context, service string) (func(context.Context) error, er
 func Inject(ctx context.Context, h nats.Header) {
 	otel.GetTextMapPropagator().Inject(ctx, natsCarrier(h))
 }
+
+// Carried tells whether a message's headers carry a trace context.
+func Carried(h nats.Header) bool { return len(h["traceparent"]) > 0 }
 
 // Extract returns ctx carrying the trace context of a message's headers.
 func Extract(ctx context.Context, h nats.Header) context.Context {
