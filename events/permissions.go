@@ -13,8 +13,9 @@ var Services = []string{"curator", "pwa", "cwa", "researcher", "indexer", "aggre
 // ExternalUsers are the NATS users of people and systems outside the
 // services: a curating system publishes curation events as "publisher";
 // the operator's CLI (`archivist dlq`) connects as "operator"; `archivist
-// migrate` manages the streams as "deploy".
-var ExternalUsers = []string{"publisher", "operator", "deploy"}
+// migrate` manages the streams as "deploy"; the dashboard looks as
+// "dashboard".
+var ExternalUsers = []string{"publisher", "operator", "deploy", "dashboard"}
 
 // Users are every NATS user k8s/nats/auth.conf declares.
 func Users() []string { return append(slices.Clone(Services), ExternalUsers...) }
@@ -74,8 +75,9 @@ var accessOf = map[string]access{
 		publishes: []string{SubjectEpisodeUpserted, SubjectClipUpserted},
 		external:  true,
 	},
-	"operator": {external: true}, // operatorPermissions
-	"deploy":   {external: true}, // deployPermissions
+	"operator":  {external: true}, // operatorPermissions
+	"deploy":    {external: true}, // deployPermissions
+	"dashboard": {external: true}, // dashboardPermissions
 }
 
 // InboxPrefix is the inbox prefix of a NATS user: its replies (JetStream's
@@ -125,6 +127,8 @@ func PermissionsOf(service string) (Permissions, error) {
 		return operatorPermissions(), nil
 	case "deploy":
 		return deployPermissions(), nil
+	case "dashboard":
+		return dashboardPermissions(), nil
 	}
 	if a.external {
 		return Permissions{Publish: slices.Clone(a.publishes), Subscribe: []string{InboxPrefix(service) + ".>"}}, nil
@@ -206,6 +210,23 @@ func operatorPermissions() Permissions {
 	}
 	slices.Sort(pub)
 	return Permissions{Publish: slices.Compact(pub), Subscribe: []string{InboxPrefix("operator") + ".>"}}
+}
+
+// dashboardPermissions are the dashboard's: it only looks: the streams'
+// state, the lag of every service's consumers, and the dead letters (read,
+// never deleted or replayed).
+func dashboardPermissions() Permissions {
+	pub := []string{"$JS.API.INFO", "$JS.API.STREAM.MSG.GET." + StreamDeadLetter}
+	for _, s := range Streams(1) {
+		pub = append(pub, "$JS.API.STREAM.INFO."+s.Name)
+	}
+	for _, svc := range Services {
+		for _, c := range accessOf[svc].consumers {
+			pub = append(pub, "$JS.API.CONSUMER.INFO."+c.Stream+"."+c.Config.Durable)
+		}
+	}
+	slices.Sort(pub)
+	return Permissions{Publish: slices.Compact(pub), Subscribe: []string{InboxPrefix("dashboard") + ".>"}}
 }
 
 // AuthConfig renders the NATS server's authorization block: one user per

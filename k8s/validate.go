@@ -215,7 +215,7 @@ func Check(objs []Object) error {
 			fail("HorizontalPodAutoscaler %s and a KEDA ScaledObject both scale Deployment %s", h.Name, h.Spec.ScaleTargetRef.Name)
 		}
 	}
-	for _, svc := range events.Services {
+	for _, svc := range Deployed() {
 		d, ok := deployments[svc]
 		if !ok {
 			fail("service %s has no Deployment", svc)
@@ -519,7 +519,11 @@ func checkWritablePaths(what string, spec corev1.PodSpec, fail func(string, ...a
 
 // apiServices are the services with an HTTP API: their pods mount the API
 // keys and take connections only from API clients.
-var apiServices = []string{"curator", "pwa", "auditor", "indexer", "aggregator"}
+var apiServices = []string{"curator", "pwa", "auditor", "indexer", "aggregator", "dashboard"}
+
+// Deployed are the services a Deployment runs: every service with a NATS
+// user of its own, and the dashboard (which looks as the user dashboard).
+func Deployed() []string { return append(slices.Clone(events.Services), "dashboard") }
 
 // checkNetworkPolicies: ingress is denied by default; each API takes
 // connections on its http port only from pods labelled as API clients; the

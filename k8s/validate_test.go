@@ -24,7 +24,7 @@ func TestOverlays(t *testing.T) {
 			for _, obj := range objs {
 				kinds[obj.Kind]++
 			}
-			if kinds["Deployment"] != 7 || kinds["PodDisruptionBudget"] != 7 || kinds["Job"] != 1 || kinds["Cluster"] != 1 || kinds["ScaledObject"] != 2 || kinds["NetworkPolicy"] != 5 || kinds["Certificate"] != 1 ||
+			if kinds["Deployment"] != 8 || kinds["PodDisruptionBudget"] != 8 || kinds["Job"] != 1 || kinds["Cluster"] != 1 || kinds["ScaledObject"] != 2 || kinds["NetworkPolicy"] != 5 || kinds["Certificate"] != 1 ||
 				kinds["PodMonitor"] != 1 || kinds["PrometheusRule"] != 1 {
 				t.Errorf("objects by kind: %v", kinds)
 			}

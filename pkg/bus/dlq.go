@@ -35,6 +35,8 @@ type DeadLetter struct {
 	At time.Time `json:"at"`
 	// Size is the payload's size in bytes.
 	Size int `json:"size"`
+	// TraceID is the W3C trace id the message carried, if any.
+	TraceID string `json:"trace_id,omitempty"`
 }
 
 // DeadLetters lists up to limit dead letters, oldest first, starting at
@@ -73,7 +75,46 @@ func deadLetterOf(m *jetstream.RawStreamMsg) DeadLetter {
 		Subject: h.Get(events.HeaderDLQSubject), OriginalSeq: num(events.HeaderDLQSequence), Deliveries: num(events.HeaderDLQDeliveries),
 		Reason: h.Get(events.HeaderDLQReason), Type: h.Get(events.HeaderType),
 		ID: h.Get(events.HeaderOriginalPrefix + events.HeaderMsgID), At: m.Time.UTC(), Size: len(m.Data),
+		TraceID: traceIDOf(h.Get("traceparent")),
 	}
+}
+
+// traceIDOf is the trace id of a W3C traceparent header
+// (version-traceid-parentid-flags), "" when it is not one.
+func traceIDOf(tp string) string {
+	f := strings.Split(tp, "-")
+	if len(f) != 4 || len(f[1]) != 32 || strings.Trim(f[1], "0123456789abcdef") != "" || strings.Trim(f[1], "0") == "" {
+		return ""
+	}
+	return f[1]
+}
+
+// LatestDeadLetters lists up to limit of the newest dead letters, newest
+// first, and how many the stream holds.
+func (b *Bus) LatestDeadLetters(ctx context.Context, limit int) ([]DeadLetter, uint64, error) {
+	st, err := b.js.Stream(ctx, events.StreamDeadLetter)
+	if err != nil {
+		return nil, 0, fmt.Errorf("dead-letter stream: %w", err)
+	}
+	info, err := st.Info(ctx)
+	if err != nil {
+		return nil, 0, fmt.Errorf("dead-letter stream: %w", err)
+	}
+	var out []DeadLetter
+	// Replayed letters leave gaps: look at no more than 10 sequences a letter.
+	tries := 10 * limit
+	for seq := info.State.LastSeq; info.State.Msgs > 0 && seq >= max(info.State.FirstSeq, 1) && len(out) < limit && tries > 0; seq-- {
+		tries--
+		m, err := st.GetMsg(ctx, seq)
+		if errors.Is(err, jetstream.ErrMsgNotFound) {
+			continue // replayed or deleted
+		}
+		if err != nil {
+			return nil, 0, fmt.Errorf("dead letter %d: %w", seq, err)
+		}
+		out = append(out, deadLetterOf(m))
+	}
+	return out, info.State.Msgs, nil
 }
 
 // Replay publishes dead letter seq again on its original subject, with its

@@ -16,6 +16,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/archivist/archivist/events"
+	"github.com/archivist/archivist/pkg/telemetry"
 )
 
 // Store is the research schema.
@@ -70,19 +71,19 @@ func (s *Store) UpsertWork(ctx context.Context, w *events.WorkUpserted) (Outcome
 		var priorKey, priorSHA *string
 		err := tx.QueryRow(ctx, `WITH prior AS (SELECT active, version, media_key, media_sha256 FROM `+table+` WHERE key = $1),
 up AS (
-	INSERT INTO `+table+` AS t (key, active, title, media_key, media_sha256, duration_ms, priority, initial_curated_at, version)
-	VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
+	INSERT INTO `+table+` AS t (key, active, title, media_key, media_sha256, duration_ms, priority, initial_curated_at, version, trace_id)
+	VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
 	ON CONFLICT (key) DO UPDATE SET active = EXCLUDED.active, title = EXCLUDED.title,
 		media_key = CASE WHEN EXCLUDED.active THEN EXCLUDED.media_key ELSE t.media_key END,
 		media_sha256 = CASE WHEN EXCLUDED.active THEN EXCLUDED.media_sha256 ELSE t.media_sha256 END,
 		duration_ms = EXCLUDED.duration_ms, priority = EXCLUDED.priority,
-		initial_curated_at = EXCLUDED.initial_curated_at, version = EXCLUDED.version`+unpark+`
+		initial_curated_at = EXCLUDED.initial_curated_at, version = EXCLUDED.version, trace_id = EXCLUDED.trace_id`+unpark+`
 	WHERE t.version < EXCLUDED.version
 	RETURNING id
 )
 SELECT coalesce((SELECT id FROM up), 0), (SELECT active FROM prior), (SELECT version FROM prior),
 	(SELECT media_key FROM prior), (SELECT media_sha256 FROM prior)`,
-			w.Key, active, w.Title, w.Media.Key, w.Media.SHA256, w.DurationMS, w.Priority, initialOf(w), w.Version).
+			w.Key, active, w.Title, w.Media.Key, w.Media.SHA256, w.DurationMS, w.Priority, initialOf(w), w.Version, telemetry.TraceID(ctx)).
 			Scan(&id, &wasActive, &prior, &priorKey, &priorSHA)
 		if err != nil {
 			return fmt.Errorf("upsert %s %s: %w", w.Kind, w.Key, err)

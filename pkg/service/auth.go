@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
 	"os"
 	"slices"
 	"strings"
@@ -301,35 +302,76 @@ func (a *authenticator) lookup(key string) (Identity, bool) {
 }
 
 // wrap authenticates every request to h: 401 without a known key, 403
-// without the role the request needs (requiredRole).
+// without the role the request needs (requiredRole). A Browser handler's
+// login page is served without a key, and its readers may carry their key
+// in the session cookie instead of the Authorization header.
 func (a *authenticator) wrap(h http.Handler) http.Handler {
+	_, isBrowser := h.(browser)
 	if a.cfg.Mode == "off" {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			h.ServeHTTP(w, r.WithContext(WithCaller(r.Context(), anonymous)))
 		})
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if isBrowser && (r.URL.Path == loginPath || r.URL.Path == logoutPath) {
+			a.login(w, r)
+			return
+		}
 		key, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+		if (!ok || key == "") && isBrowser && safeMethod(r) {
+			if c, err := r.Cookie(SessionCookie); err == nil && c.Value != "" {
+				key, ok = c.Value, true
+			}
+		}
 		if !ok || key == "" {
+			if isBrowser && safeMethod(r) && strings.Contains(r.Header.Get("Accept"), "text/html") {
+				http.Redirect(w, r, loginPath+"?next="+url.QueryEscape(r.URL.RequestURI()), http.StatusSeeOther)
+				return
+			}
 			writeAuthError(w, http.StatusUnauthorized, "an API key is needed: Authorization: Bearer KEY")
 			return
 		}
 		key = strings.TrimSpace(key)
-		var id Identity
-		if a.jwt != nil && looksLikeJWT(key) {
-			var err error
-			if id, err = a.jwt.verify(r.Context(), key); err != nil {
-				writeAuthError(w, http.StatusUnauthorized, "token refused: "+err.Error())
-				return
-			}
-		} else if id, ok = a.lookup(key); !ok {
-			writeAuthError(w, http.StatusUnauthorized, "unknown API key")
+		id, err := a.identify(r.Context(), key)
+		if err != nil {
+			writeAuthError(w, http.StatusUnauthorized, err.Error())
 			return
 		}
 		if role := requiredRole(h, r); !id.Has(role) {
 			writeAuthError(w, http.StatusForbidden, fmt.Sprintf("%s %s needs the %s role; %q has %v", r.Method, r.URL.Path, role, id.Name, id.Roles))
 			return
 		}
-		h.ServeHTTP(w, r.WithContext(WithCaller(r.Context(), id)))
+		ctx := context.WithValue(WithCaller(r.Context(), id), credentialKey{}, key)
+		h.ServeHTTP(w, r.WithContext(ctx))
 	})
+}
+
+// identify finds the identity of a presented key or JWT.
+func (a *authenticator) identify(ctx context.Context, key string) (Identity, error) {
+	if a.jwt != nil && looksLikeJWT(key) {
+		id, err := a.jwt.verify(ctx, key)
+		if err != nil {
+			return Identity{}, fmt.Errorf("token refused: %w", err)
+		}
+		return id, nil
+	}
+	if id, ok := a.lookup(key); ok {
+		return id, nil
+	}
+	return Identity{}, errors.New("unknown API key")
+}
+
+func safeMethod(r *http.Request) bool {
+	return r.Method == http.MethodGet || r.Method == http.MethodHead
+}
+
+type credentialKey struct{}
+
+// Credential returns the key or token the request was authenticated with
+// ("" when authentication is off), for a service that asks other
+// Archivist APIs on its caller's behalf (the dashboard): they then check
+// the caller's own roles.
+func Credential(ctx context.Context) string {
+	s, _ := ctx.Value(credentialKey{}).(string)
+	return s
 }

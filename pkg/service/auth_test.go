@@ -92,3 +92,78 @@ func testRoutes() http.Handler {
 	mux.HandleFunc("POST /v1/admin", func(w http.ResponseWriter, r *http.Request) {})
 	return PublisherRoutes(mux, "POST /v1/records")
 }
+
+// TestBrowserSessions: a Browser handler sends a person without a key to
+// its login page; a known key signs in (an HttpOnly, SameSite=Strict
+// cookie), an unknown one is refused there; the cookie reads (GET) and the
+// handler sees the credential to ask other APIs with, but it never
+// authorises a POST; a redirect after sign-in stays on the site; sign-out
+// forgets the cookie. An API that is not a Browser handler ignores it.
+func TestBrowserSessions(t *testing.T) {
+	reader, readerLine := NewKey("viewer", []Role{Reader}, "")
+	file := filepath.Join(t.TempDir(), "keys")
+	if err := os.WriteFile(file, []byte(readerLine+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	a, err := newAuthenticator(AuthConfig{Mode: "keys", KeysFile: file})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /", func(w http.ResponseWriter, r *http.Request) {
+		id, _ := Caller(r.Context())
+		w.Write([]byte(id.Name + " " + Credential(r.Context())))
+	})
+	mux.HandleFunc("POST /act", func(w http.ResponseWriter, r *http.Request) {})
+	h := a.wrap(Browser(mux))
+	do := func(method, path, body string, hdr map[string]string) *httptest.ResponseRecorder {
+		req := httptest.NewRequest(method, path, strings.NewReader(body))
+		for k, v := range hdr {
+			req.Header.Set(k, v)
+		}
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		return rec
+	}
+	if rec := do("GET", "/item?x=1", "", map[string]string{"Accept": "text/html"}); rec.Code != http.StatusSeeOther || rec.Header().Get("Location") != "/login?next=%2Fitem%3Fx%3D1" {
+		t.Errorf("a page without a key: %d %q, want 303 to the login page", rec.Code, rec.Header().Get("Location"))
+	}
+	if rec := do("GET", "/panels", "", nil); rec.Code != http.StatusUnauthorized {
+		t.Errorf("a fragment without a key: %d, want 401", rec.Code)
+	}
+	if rec := do("GET", "/login", "", nil); rec.Code != 200 || !strings.Contains(rec.Body.String(), `name="key"`) {
+		t.Errorf("login page: %d %s", rec.Code, rec.Body)
+	}
+	form := map[string]string{"Content-Type": "application/x-www-form-urlencoded"}
+	if rec := do("POST", "/login", "key=ak_nope&next=/", form); rec.Code != http.StatusUnauthorized || !strings.Contains(rec.Body.String(), "not known") || len(rec.Result().Cookies()) != 0 {
+		t.Errorf("unknown key: %d %s", rec.Code, rec.Body)
+	}
+	rec := do("POST", "/login", "key="+reader+"&next=//evil.example/", form)
+	cookies := rec.Result().Cookies()
+	if rec.Code != http.StatusSeeOther || rec.Header().Get("Location") != "/" || len(cookies) != 1 {
+		t.Fatalf("sign in: %d %q %v", rec.Code, rec.Header().Get("Location"), cookies)
+	}
+	c := cookies[0]
+	if c.Name != SessionCookie || c.Value != reader || !c.HttpOnly || c.SameSite != http.SameSiteStrictMode {
+		t.Errorf("session cookie: %+v", c)
+	}
+	withCookie := map[string]string{"Cookie": SessionCookie + "=" + reader}
+	if rec := do("GET", "/", "", withCookie); rec.Code != 200 || rec.Body.String() != "viewer "+reader {
+		t.Errorf("reading with the cookie: %d %q", rec.Code, rec.Body)
+	}
+	if rec := do("POST", "/act", "", withCookie); rec.Code != http.StatusUnauthorized {
+		t.Errorf("a POST with only the cookie: %d, want 401", rec.Code)
+	}
+	if rec := do("POST", "/logout", "", withCookie); rec.Code != http.StatusSeeOther || len(rec.Result().Cookies()) != 1 || rec.Result().Cookies()[0].MaxAge >= 0 {
+		t.Errorf("sign out: %d %v", rec.Code, rec.Result().Cookies())
+	}
+	// An API (no Browser) takes no cookie and has no login page.
+	api := a.wrap(testRoutes())
+	req := httptest.NewRequest("GET", "/v1/status", nil)
+	req.Header.Set("Cookie", SessionCookie+"="+reader)
+	rec = httptest.NewRecorder()
+	api.ServeHTTP(rec, req)
+	if rec.Code != http.StatusUnauthorized {
+		t.Errorf("an API with the cookie: %d, want 401", rec.Code)
+	}
+}

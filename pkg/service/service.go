@@ -37,6 +37,10 @@ type Definition struct {
 	Schemas []store.Schema
 	// NeedsDB, NeedsBus and NeedsBlob say which dependencies Run uses.
 	NeedsDB, NeedsBus, NeedsBlob bool
+	// ObservesBus marks a service that only looks at the bus (stream and
+	// consumer state, dead letters): its streams are checked, never made,
+	// and it runs no dead-letter mover (it consumes nothing).
+	ObservesBus bool
 	// Buckets, if set, returns the key-value buckets the service uses, from
 	// the process environment's configuration: `archivist migrate` makes
 	// them as the deploy identity, as it makes the streams.
@@ -202,18 +206,20 @@ func Start(ctx context.Context, def Definition, common Common, deps Deps) (_ *Ru
 		env.Bus = b
 		deps.Admin.AddCheck(def.Name+" nats", func(context.Context) error { return b.Healthy() })
 		ensure := b.EnsureStreams
-		if !common.Bus.EnsureStreams {
+		if !common.Bus.EnsureStreams || def.ObservesBus {
 			ensure = b.CheckStreams
 		}
 		if err := ensure(ctx); err != nil {
 			return nil, fmt.Errorf("%s: %w", def.Name, err)
 		}
-		mover, err := b.StartDeadLetterMover(ctx)
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", def.Name, err)
+		if !def.ObservesBus {
+			mover, err := b.StartDeadLetterMover(ctx)
+			if err != nil {
+				return nil, fmt.Errorf("%s: %w", def.Name, err)
+			}
+			r.closers = append(r.closers, closer{"dead-letter mover", mover.Stop})
+			registerBacklogs(env, b, events.ConsumersOf(def.Name))
 		}
-		r.closers = append(r.closers, closer{"dead-letter mover", mover.Stop})
-		registerBacklogs(env, b, events.ConsumersOf(def.Name))
 	}
 
 	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))

@@ -25,6 +25,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/resource"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	semconv "go.opentelemetry.io/otel/semconv/v1.26.0"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // Propagator is the W3C trace context (and baggage) Archivist carries in
@@ -116,4 +117,14 @@ func (c natsCarrier) Keys() []string {
 		keys = append(keys, k)
 	}
 	return keys
+}
+
+// TraceID is the W3C trace id of the span context in ctx, "" when there is
+// none (tracing off and nothing carried one in).
+func TraceID(ctx context.Context) string {
+	sc := trace.SpanContextFromContext(ctx)
+	if !sc.TraceID().IsValid() {
+		return ""
+	}
+	return sc.TraceID().String()
 }

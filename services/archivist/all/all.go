@@ -7,6 +7,7 @@ import (
 	"github.com/archivist/archivist/services/auditor/auditor"
 	"github.com/archivist/archivist/services/curator/curator"
 	"github.com/archivist/archivist/services/cwa/cwa"
+	"github.com/archivist/archivist/services/dashboard/dashboard"
 	"github.com/archivist/archivist/services/indexer/indexer"
 	"github.com/archivist/archivist/services/pwa/pwa"
 	"github.com/archivist/archivist/services/researcher/locate"
@@ -24,5 +25,6 @@ func Services() []service.Definition {
 		indexer.Definition(),
 		aggregator.Definition(),
 		auditor.Definition(),
+		dashboard.Definition(),
 	}
 }

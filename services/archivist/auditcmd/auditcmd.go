@@ -10,7 +10,7 @@ import (
 	"strings"
 	"text/tabwriter"
 
-	"github.com/archivist/archivist/services/archivist/apiclient"
+	"github.com/archivist/archivist/pkg/apiclient"
 	"github.com/archivist/archivist/services/auditor/auditor"
 )
 

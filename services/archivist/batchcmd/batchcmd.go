@@ -16,7 +16,7 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/archivist/archivist/services/archivist/apiclient"
+	"github.com/archivist/archivist/pkg/apiclient"
 	"github.com/archivist/archivist/services/curator/ingest"
 )
 

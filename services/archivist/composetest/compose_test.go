@@ -69,6 +69,7 @@ func TestCompose(t *testing.T) {
 	s.researchAndKill("researcher")
 	s.ingestAndAudit(true)
 	s.indexWARC()
+	s.dashboardShowsAll()
 }
 
 // TestComposeCluster: the same with a 3-node JetStream cluster
@@ -199,7 +200,7 @@ func newSystem(t *testing.T, name string, files ...string) *system {
 	}
 	s.token = strings.TrimSpace(string(token))
 	s.env = append(os.Environ(), "ARCHIVIST_TAG=composetest", "INGEST_ALLOW_PRIVATE=true", "INDEXER_SCAN_INTERVAL=2s")
-	for _, svc := range []string{"curator", "pwa", "auditor", "indexer", "aggregator"} {
+	for _, svc := range []string{"curator", "pwa", "auditor", "indexer", "aggregator", "dashboard"} {
 		port := testenv.FreePort(t)
 		s.env = append(s.env, fmt.Sprintf("%s_PORT=%d", strings.ToUpper(svc), port))
 		s.api[svc] = fmt.Sprintf("http://127.0.0.1:%d", port)
@@ -448,6 +449,20 @@ func (s *system) waitAudit(timeout time.Duration) {
 		// The three files and the system files of their object versions.
 		return json.Unmarshal(b, &st) == nil && st.Objects >= 3 && st.Checked >= st.Objects && len(st.Fails) == 0
 	})
+}
+
+// dashboardShowsAll wants the dashboard's panels, read as the compose
+// key's holder, to show every pipeline (no service refused or missing) with
+// what the flows above did.
+func (s *system) dashboardShowsAll() {
+	s.t.Helper()
+	t0 := time.Now()
+	s.waitFor("the dashboard showing every pipeline", time.Minute, "dashboard", "/panels", func(b []byte) bool {
+		page := string(b)
+		return !strings.Contains(page, `class="err"`) && strings.Contains(page, `id="research-complete">2<`) &&
+			strings.Contains(page, `id="ingest-batches-completed">1<`) && strings.Contains(page, `id="index-indexed">1<`)
+	})
+	s.step("the dashboard shows every pipeline", t0)
 }
 
 func (s *system) waitCDX(url string, timeout time.Duration) {

@@ -48,6 +48,8 @@ type Options struct {
 	IndexerAddr string `env:"INDEXER_HTTP_ADDR, default=127.0.0.1:8083"`
 	// AggregatorAddr is the CDX query API's address.
 	AggregatorAddr string `env:"AGGREGATOR_HTTP_ADDR, default=127.0.0.1:8084"`
+	// DashboardAddr is the operator's dashboard's address.
+	DashboardAddr string `env:"DASHBOARD_HTTP_ADDR, default=127.0.0.1:8090"`
 	// Demo seeds a little of everything once the system is ready (--demo).
 	Demo bool `env:"ARCHIVIST_DEMO, default=false"`
 }
@@ -109,6 +111,13 @@ func Run(ctx context.Context, o Options, defs []service.Definition, log *slog.Lo
 		"AUDITOR_HTTP_ADDR":    o.AuditorAddr,
 		"INDEXER_HTTP_ADDR":    o.IndexerAddr,
 		"AGGREGATOR_HTTP_ADDR": o.AggregatorAddr,
+		"DASHBOARD_HTTP_ADDR":  o.DashboardAddr,
+		// The dashboard asks the APIs of this process.
+		"DASHBOARD_CURATOR_URL":    "http://" + hostPort(o.CuratorAddr),
+		"DASHBOARD_PWA_URL":        "http://" + hostPort(o.PWAAddr),
+		"DASHBOARD_AUDITOR_URL":    "http://" + hostPort(o.AuditorAddr),
+		"DASHBOARD_INDEXER_URL":    "http://" + hostPort(o.IndexerAddr),
+		"DASHBOARD_AGGREGATOR_URL": "http://" + hostPort(o.AggregatorAddr),
 		// Archive files dropped under warcs/ in the blob store are indexed,
 		// found within seconds.
 		"INDEXER_REPOSITORY_PREFIX": "warcs/",
@@ -143,11 +152,12 @@ func Run(ctx context.Context, o Options, defs []service.Definition, log *slog.Lo
   audit             http://%s/v1/audit/status, /v1/audit/check
   index             http://%s/v1/index/status (ARC/WARC files under the blob store's warcs/)
   CDX API           http://%s/cdx?url=...
+  dashboard         http://%s/ (sign in with the API key below)
   admin             http://%s/healthz  /readyz  /metrics
   API key           %s (operator and publisher as source "http"; the CLI reads it;
                     curl -H "Authorization: Bearer $(cat %s)" ...)
 Ctrl-C stops everything.
-`, dataDir, natsURL, monitor, redacted(dbURL), common.Blob.URL, hostPort(o.CuratorAddr), hostPort(o.PWAAddr), hostPort(o.AuditorAddr), hostPort(o.IndexerAddr), hostPort(o.AggregatorAddr), admin.Addr(),
+`, dataDir, natsURL, monitor, redacted(dbURL), common.Blob.URL, hostPort(o.CuratorAddr), hostPort(o.PWAAddr), hostPort(o.AuditorAddr), hostPort(o.IndexerAddr), hostPort(o.AggregatorAddr), hostPort(o.DashboardAddr), admin.Addr(),
 		tokenFile, tokenFile)
 
 	if o.Demo {
@@ -159,7 +169,8 @@ Ctrl-C stops everything.
 		if err != nil {
 			return err
 		}
-		d := &demo{blobs: blobs, token: strings.TrimSpace(string(token)), admin: admin.Addr(), curator: "http://" + hostPort(o.CuratorAddr), out: out}
+		d := &demo{blobs: blobs, token: strings.TrimSpace(string(token)), admin: admin.Addr(), curator: "http://" + hostPort(o.CuratorAddr),
+			auditor: "http://" + hostPort(o.AuditorAddr), out: out}
 		go func() {
 			if err := d.run(ctx); err != nil && ctx.Err() == nil {
 				log.Error("demo data", "err", err)

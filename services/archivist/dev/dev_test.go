@@ -89,6 +89,7 @@ func devOptions(t *testing.T) dev.Options {
 		AuditorAddr:    fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(t)),
 		IndexerAddr:    fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(t)),
 		AggregatorAddr: fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(t)),
+		DashboardAddr:  fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(t)),
 	}
 }
 
@@ -287,6 +288,67 @@ func TestDevDemo(t *testing.T) {
 		}
 		time.Sleep(time.Second)
 	}
+	// Each pipeline tells an item's story (what the dashboard shows).
+	histories := map[string]struct {
+		url, state string
+		events     []string
+	}{
+		"episode": {"http://" + o.PWAAddr + "/v1/research/history?episode=http:demo-episode-0", "complete", []string{"leased", "lease revoked", "result"}},
+		"batch":   {"http://" + o.CuratorAddr + "/v1/ingest/history?batch=1", "completed", []string{"pending → processing (jobs-created)", "reporting → completed"}},
+		"job":     {"http://" + o.CuratorAddr + "/v1/ingest/history?job=1", "completed", []string{"pending → estimating", "→ completed"}},
+		"file":    {"http://" + o.IndexerAddr + "/v1/index/history?file=warcs/demo-0.warc.gz", "indexed", []string{"found", "indexed"}},
+	}
+	// A stored object: the first job's manifest, named by the object its
+	// history names.
+	var job struct {
+		Facts []struct{ Name, Value string }
+	}
+	get(histories["job"].url, &job)
+	for _, f := range job.Facts {
+		if f.Name == "object" {
+			ark, version, _ := strings.Cut(f.Value, " ")
+			histories["object"] = struct {
+				url, state string
+				events     []string
+			}{"http://" + o.AuditorAddr + "/v1/audit/history?object=objects/" + strings.NewReplacer(":", "", "/", "_").Replace(ark) + "/" + version + "/system/mrt-manifest.checkm", "checked", []string{"add", "checked"}}
+		}
+	}
+	for kind, want := range histories {
+		var h struct {
+			Kind, State string
+			Events      []struct{ What, Detail string }
+		}
+		deadline := time.Now().Add(30 * time.Second)
+		for !get(want.url, &h) || h.State != want.state {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s history %s: %+v", kind, want.url, h)
+			}
+			time.Sleep(500 * time.Millisecond)
+		}
+		var text strings.Builder
+		for _, e := range h.Events {
+			text.WriteString(e.What + " " + e.Detail + "\n")
+		}
+		for _, w := range want.events {
+			if !strings.Contains(text.String(), w) {
+				t.Errorf("%s history lacks %q:\n%s", kind, w, text.String())
+			}
+		}
+	}
+	if len(histories) != 5 {
+		t.Errorf("no stored object found for an audit history: %v", histories)
+	}
+	// The dashboard renders each item (and says 404 for an unknown one).
+	var page string
+	for _, item := range []string{"kind=episode&id=http:demo-episode-0", "kind=batch&id=1", "kind=job&id=1", "kind=file&id=warcs/demo-0.warc.gz"} {
+		if !get("http://"+o.DashboardAddr+"/item?"+item, &page) || !strings.Contains(page, `id="history"`) {
+			t.Errorf("dashboard item %s: %s", item, page)
+		}
+	}
+	if get("http://"+o.DashboardAddr+"/item?kind=batch&id=999", &page) || !strings.Contains(page, "not found") {
+		t.Errorf("dashboard item of an unknown batch: %s", page)
+	}
+
 	for _, want := range []string{"demo: 2 episodes", "demo: a batch", "demo: 2 WARC files"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("the banner lacks %q", want)

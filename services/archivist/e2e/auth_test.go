@@ -22,6 +22,7 @@ import (
 	auditormigrations "github.com/archivist/archivist/services/auditor/migrations"
 	"github.com/archivist/archivist/services/curator/curator"
 	curatormigrations "github.com/archivist/archivist/services/curator/migrations"
+	"github.com/archivist/archivist/services/dashboard/dashboard"
 	"github.com/archivist/archivist/services/indexer/indexer"
 	indexermigrations "github.com/archivist/archivist/services/indexer/migrations"
 	"github.com/archivist/archivist/services/pwa/pwa"
@@ -56,12 +57,18 @@ func TestEveryAPIAuthenticates(t *testing.T) {
 		return map[string]string{"API_AUTH": "keys", "API_KEYS_FILE": keysFile, name: a, "INGEST_ALLOW_PRIVATE": "true",
 			"INGEST_WORK_DIR": t.TempDir(), "INGEST_MIN_FREE_BYTES": "1048576"}
 	}
-	apis := map[string]string{"curator": addr(), "pwa": addr(), "auditor": addr(), "indexer": addr(), "aggregator": addr()}
+	apis := map[string]string{"curator": addr(), "pwa": addr(), "auditor": addr(), "indexer": addr(), "aggregator": addr(), "dashboard": addr()}
 	testenv.StartServiceIn(t, curator.Definition(), testenv.Shared{NATSURL: natsURL, DBURL: testenv.DBURL(t, curatormigrations.Schema)}, auth("CURATOR_HTTP_ADDR", apis["curator"]))
 	testenv.StartServiceIn(t, pwa.Definition(), testenv.Shared{NATSURL: natsURL, DBURL: testenv.DBURL(t, migrations.Schema)}, auth("PWA_HTTP_ADDR", apis["pwa"]))
 	testenv.StartServiceIn(t, auditor.Definition(), testenv.Shared{NATSURL: natsURL, DBURL: testenv.DBURL(t, auditormigrations.Schema)}, auth("AUDITOR_HTTP_ADDR", apis["auditor"]))
 	testenv.StartServiceIn(t, indexer.Definition(), testenv.Shared{NATSURL: natsURL, DBURL: testenv.DBURL(t, indexermigrations.Schema)}, auth("INDEXER_HTTP_ADDR", apis["indexer"]))
 	testenv.StartServiceIn(t, aggregator.Definition(), testenv.Shared{NATSURL: natsURL, DBURL: testenv.DBURL(t, aggmigrations.Schema)}, auth("AGGREGATOR_HTTP_ADDR", apis["aggregator"]))
+	// The dashboard asks the others on its caller's behalf.
+	dash := auth("DASHBOARD_HTTP_ADDR", apis["dashboard"])
+	for _, api := range []string{"curator", "pwa", "auditor", "indexer", "aggregator"} {
+		dash["DASHBOARD_"+strings.ToUpper(api)+"_URL"] = "http://" + apis[api]
+	}
+	testenv.StartServiceIn(t, dashboard.Definition(), testenv.Shared{NATSURL: natsURL}, dash)
 
 	call := func(who, method, url, body string, hdr ...string) (int, string) {
 		t.Helper()
@@ -103,6 +110,15 @@ func TestEveryAPIAuthenticates(t *testing.T) {
 		{"indexer", "GET", "/v1/index/status", "", service.Reader},
 		{"indexer", "POST", "/v1/index/reset", `{"file":"warcs/none.warc.gz"}`, service.Operator},
 		{"aggregator", "GET", "/cdx?url=example.com", "", service.Reader},
+		{"curator", "GET", "/v1/curation/status", "", service.Reader},
+		{"curator", "GET", "/v1/ingest/status", "", service.Reader},
+		{"curator", "GET", "/v1/ingest/history?batch=1", "", service.Reader},
+		{"pwa", "GET", "/v1/research/history?episode=none", "", service.Reader},
+		{"auditor", "GET", "/v1/audit/history?object=objects/x", "", service.Reader},
+		{"indexer", "GET", "/v1/index/history?file=warcs/none.warc.gz", "", service.Reader},
+		{"dashboard", "GET", "/panels", "", service.Reader},
+		{"dashboard", "GET", "/item?kind=batch&id=1", "", service.Reader},
+		{"dashboard", "POST", "/panels", "", service.Operator},
 	}
 	for _, r := range routes {
 		url := "http://" + apis[r.api] + r.path
@@ -126,6 +142,12 @@ func TestEveryAPIAuthenticates(t *testing.T) {
 				t.Errorf("%s as %s: %d %s, want it served", what, who, code, body)
 			}
 		}
+	}
+
+	// The dashboard passed each caller's own key on: a reader sees every
+	// panel (no API refused it).
+	if code, body := call("viewer", "GET", "http://"+apis["dashboard"]+"/panels", ""); code != http.StatusOK || strings.Contains(body, `class="err"`) || !strings.Contains(body, `id="research-complete"`) {
+		t.Errorf("the dashboard's panels as a reader: %d %s", code, body)
 	}
 
 	// A publisher's records carry its source; another source is refused.

@@ -12,8 +12,8 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/archivist/archivist/pkg/apiclient"
 	"github.com/archivist/archivist/services/aggregator/aggregator"
-	"github.com/archivist/archivist/services/archivist/apiclient"
 	"github.com/archivist/archivist/services/indexer/registry"
 )
 

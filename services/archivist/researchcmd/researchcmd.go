@@ -11,8 +11,8 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/archivist/archivist/pkg/apiclient"
 	"github.com/archivist/archivist/pkg/research"
-	"github.com/archivist/archivist/services/archivist/apiclient"
 )
 
 // Fetch reads the status from the pwa at base.

@@ -11,7 +11,7 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/archivist/archivist/services/archivist/apiclient"
+	"github.com/archivist/archivist/pkg/apiclient"
 	"github.com/archivist/archivist/services/curator/merger"
 )
 

@@ -608,7 +608,7 @@ func reply(w http.ResponseWriter, code int, v any) {
 	json.NewEncoder(w).Encode(v)
 }
 
-// Handler serves GET /v1/audit/status, POST /v1/audit/check ({"object":
+// Handler serves GET /v1/audit/status, GET /v1/audit/history?object=KEY, POST /v1/audit/check ({"object":
 // KEY} or {"space": PREFIX}, optional "light"), GET /v1/audit/parked, GET
 // /v1/audit/resolutions and POST /v1/audit/resolutions/{id}/close.
 func (a *Auditor) Handler() http.Handler {
@@ -627,6 +627,8 @@ func (a *Auditor) Handler() http.Handler {
 		}
 		return n, true
 	}
+	// An object's integrity story as an operator follows it (the dashboard).
+	mux.HandleFunc("GET /v1/audit/history", service.HistoryHandler(a.log, "object", ErrNoObject, a.History))
 	mux.HandleFunc("GET /v1/audit/parked", func(w http.ResponseWriter, r *http.Request) {
 		n, ok := limit(r)
 		if !ok {

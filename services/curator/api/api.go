@@ -49,6 +49,7 @@ func New(b *bus.Bus, cat *catalog.Catalog, log *slog.Logger) *Server {
 //	GET  /v1/works/episodes/{key}, /v1/works/clips/{key}
 //	                        the work a key resolves to: graph, sources,
 //	                        versions and redirects (merger.View)
+//	GET  /v1/curation/status records by source, works by state, stale updates
 //
 // A POST's event is sent now by the producer named in the Archivist-Producer
 // header (default "http"); an Idempotency-Key header becomes the event id, so
@@ -74,6 +75,16 @@ func (s *Server) Routes(mux *http.ServeMux) {
 	mux.HandleFunc("GET /v1/clips/{id}", func(w http.ResponseWriter, r *http.Request) { s.get(w, r, catalog.Clip) })
 	mux.HandleFunc("GET /v1/works/episodes/{key}", func(w http.ResponseWriter, r *http.Request) { s.work(w, r, catalog.Episode) })
 	mux.HandleFunc("GET /v1/works/clips/{key}", func(w http.ResponseWriter, r *http.Request) { s.work(w, r, catalog.Clip) })
+	mux.HandleFunc("GET /v1/curation/status", func(w http.ResponseWriter, r *http.Request) {
+		st, err := s.cat.Status(r.Context())
+		if err != nil {
+			id := service.ErrorID()
+			s.log.Error("curation status", "err", err, "error_id", id)
+			writeJSON(w, http.StatusInternalServerError, Problem{Error: "internal error", ErrorID: id})
+			return
+		}
+		writeJSON(w, http.StatusOK, st)
+	})
 }
 
 // Accepted is the body of a 202.

@@ -193,8 +193,78 @@ func (c *Catalog) Upsert(ctx context.Context, q Querier, r Record) (Outcome, err
 	c.updates.WithLabelValues(string(r.Kind), string(out)).Inc()
 	if out == Stale {
 		c.log.Info("stale update skipped", "kind", r.Kind, "key", r.Key(), "event", r.EventID, "version", r.Version, "stored_version", prior)
+		if _, err := q.Exec(ctx, `INSERT INTO curator.stale_updates AS s (kind, n, last_key, last_at) VALUES ($1, 1, $2, now())
+			ON CONFLICT (kind) DO UPDATE SET n = s.n + 1, last_key = EXCLUDED.last_key, last_at = EXCLUDED.last_at`, string(r.Kind), r.Key()); err != nil {
+			return "", fmt.Errorf("count the stale update of %s %s: %w", r.Kind, r.Key(), err)
+		}
 	}
 	return out, nil
+}
+
+// Status is curation at a glance: source records by kind and source, works
+// by kind and state, and stale updates by kind.
+type Status struct {
+	Records map[string]map[string]int64 `json:"records"`
+	Works   map[string]map[string]int64 `json:"works"`
+	Stale   map[string]StaleCount       `json:"stale_updates"`
+}
+
+// StaleCount counts the stale updates of a kind, with the last one's key.
+type StaleCount struct {
+	N       int64     `json:"n"`
+	LastKey string    `json:"last_key"`
+	LastAt  time.Time `json:"last_at"`
+}
+
+// Status reads the curation status in one snapshot.
+func (c *Catalog) Status(ctx context.Context) (Status, error) {
+	st := Status{Records: map[string]map[string]int64{}, Works: map[string]map[string]int64{}, Stale: map[string]StaleCount{}}
+	err := pgx.BeginTxFunc(ctx, c.db, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
+		add := func(m map[string]map[string]int64, sql string) error {
+			rows, err := tx.Query(ctx, sql)
+			if err != nil {
+				return err
+			}
+			defer rows.Close()
+			for rows.Next() {
+				var kind, k string
+				var n int64
+				if err := rows.Scan(&kind, &k, &n); err != nil {
+					return err
+				}
+				if m[kind] == nil {
+					m[kind] = map[string]int64{}
+				}
+				m[kind][k] = n
+			}
+			return rows.Err()
+		}
+		if err := add(st.Records, `SELECT 'episode', source, count(*) FROM curator.episodes GROUP BY source
+			UNION ALL SELECT 'clip', source, count(*) FROM curator.clips GROUP BY source`); err != nil {
+			return err
+		}
+		if err := add(st.Works, `SELECT kind, state, count(*) FROM curator.works GROUP BY kind, state`); err != nil {
+			return err
+		}
+		rows, err := tx.Query(ctx, `SELECT kind, n, last_key, last_at FROM curator.stale_updates`)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var kind string
+			var sc StaleCount
+			if err := rows.Scan(&kind, &sc.N, &sc.LastKey, &sc.LastAt); err != nil {
+				return err
+			}
+			st.Stale[kind] = sc
+		}
+		return rows.Err()
+	})
+	if err != nil {
+		return st, fmt.Errorf("curation status: %w", err)
+	}
+	return st, nil
 }
 
 // ErrNotFound is returned by Get for an unknown key.

@@ -110,6 +110,8 @@ var PublisherRoutes = []string{"POST /v1/batches"}
 //	POST /v1/jobs/{id}/{action}               hold, release, requeue, delete
 //	POST /v1/collections/{profile}/hold|release
 //	POST /v1/ingest/pause, /v1/ingest/resume, /v1/ingest/cleanup[?older_than=24h]
+//	GET  /v1/ingest/status                    batches and jobs by state, with the oldest's age
+//	GET  /v1/ingest/history?batch=ID|job=ID   its story (service.History)
 //	GET  /v1/ingest/transitions               the transition table
 func Routes(mux *http.ServeMux, s *Store, log *slog.Logger) {
 	writeErr := errorWriter(log)
@@ -244,6 +246,24 @@ func Routes(mux *http.ServeMux, s *Store, log *slog.Logger) {
 		default:
 			writeErr(w, &InvalidError{"action", "pause, resume or cleanup"})
 		}
+	})
+	// A batch's or job's story as an operator follows it (the dashboard).
+	batchHistory := service.HistoryHandler(log, "batch", ErrNotFound, func(ctx context.Context, id string) (service.History, error) { return s.History(ctx, Batch, id) })
+	jobHistory := service.HistoryHandler(log, "job", ErrNotFound, func(ctx context.Context, id string) (service.History, error) { return s.History(ctx, Job, id) })
+	mux.HandleFunc("GET /v1/ingest/status", func(w http.ResponseWriter, r *http.Request) {
+		c, err := s.Counts(r.Context())
+		if err != nil {
+			writeErr(w, err)
+			return
+		}
+		writeJSON(w, http.StatusOK, map[string]any{"batches": c[Batch], "jobs": c[Job]})
+	})
+	mux.HandleFunc("GET /v1/ingest/history", func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Query().Has("job") {
+			jobHistory(w, r)
+			return
+		}
+		batchHistory(w, r)
 	})
 	mux.HandleFunc("GET /v1/ingest/transitions", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, Transitions)

@@ -92,30 +92,50 @@ func (s *Store) Backlog(ctx context.Context) (service.Readings, error) {
 			}
 		}
 	}
-	for _, e := range []struct {
-		entity, table string
-	}{{"batch", "curator.batches"}, {"job", "curator.jobs"}} {
-		rows, err := s.db.Query(ctx, `SELECT state, count(*), extract(epoch FROM now() - min(state_at))::float8 FROM `+e.table+` GROUP BY state`)
+	counts, err := s.Counts(ctx)
+	if err != nil {
+		return nil, err
+	}
+	for e, byState := range counts {
+		for state, c := range byState {
+			set(r, "archivist_ingest_items", service.Read(float64(c.N), string(e), string(state)))
+			set(r, "archivist_ingest_oldest_seconds", service.Read(c.OldestSeconds, string(e), string(state)))
+		}
+	}
+	return r, nil
+}
+
+// StateCount is how many batches or jobs are in a state, and how long the
+// oldest has been in it.
+type StateCount struct {
+	N             int64   `json:"n"`
+	OldestSeconds float64 `json:"oldest_seconds"`
+}
+
+// Counts counts batches and jobs by state (GET /v1/ingest/status, the
+// backlog gauges).
+func (s *Store) Counts(ctx context.Context) (map[Entity]map[State]StateCount, error) {
+	out := map[Entity]map[State]StateCount{Batch: {}, Job: {}}
+	for e, table := range map[Entity]string{Batch: "curator.batches", Job: "curator.jobs"} {
+		rows, err := s.db.Query(ctx, `SELECT state, count(*), extract(epoch FROM now() - min(state_at))::float8 FROM `+table+` GROUP BY state`)
 		if err != nil {
-			return nil, fmt.Errorf("ingest backlog: %w", err)
+			return nil, fmt.Errorf("ingest counts: %w", err)
 		}
 		for rows.Next() {
-			var state string
-			var n int64
-			var oldest float64
-			if err := rows.Scan(&state, &n, &oldest); err != nil {
+			var state State
+			var c StateCount
+			if err := rows.Scan(&state, &c.N, &c.OldestSeconds); err != nil {
 				rows.Close()
 				return nil, err
 			}
-			set(r, "archivist_ingest_items", service.Read(float64(n), e.entity, state))
-			set(r, "archivist_ingest_oldest_seconds", service.Read(oldest, e.entity, state))
+			out[e][state] = c
 		}
 		rows.Close()
 		if err := rows.Err(); err != nil {
 			return nil, err
 		}
 	}
-	return r, nil
+	return out, nil
 }
 
 // set replaces the reading of r's family with the same labels, or adds it.

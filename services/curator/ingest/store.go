@@ -16,6 +16,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/archivist/archivist/pkg/store"
+	"github.com/archivist/archivist/pkg/telemetry"
 )
 
 // Types are the submission types: one file, a zip container, an object
@@ -159,10 +160,10 @@ func (s *Store) Submit(ctx context.Context, sub Submission) (id int64, created b
 	if sub.IdempotencyKey != "" {
 		key = &sub.IdempotencyKey
 	}
-	err = s.db.QueryRow(ctx, `INSERT INTO curator.batches (submitter, profile, payload_url, type, title, creator, date, callback_url, idempotency_key)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
+	err = s.db.QueryRow(ctx, `INSERT INTO curator.batches (submitter, profile, payload_url, type, title, creator, date, callback_url, idempotency_key, trace_id)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
 		ON CONFLICT (submitter, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING RETURNING id`,
-		sub.Submitter, sub.Profile, sub.PayloadURL, sub.Type, sub.Title, sub.Creator, sub.Date, sub.CallbackURL, key).Scan(&id)
+		sub.Submitter, sub.Profile, sub.PayloadURL, sub.Type, sub.Title, sub.Creator, sub.Date, sub.CallbackURL, key, telemetry.TraceID(ctx)).Scan(&id)
 	if errors.Is(err, pgx.ErrNoRows) {
 		// A retry: the key's batch must be the same submission.
 		var first Submission
@@ -201,6 +202,12 @@ type NotFoundError struct {
 }
 
 func (e *NotFoundError) Error() string { return fmt.Sprintf("%s %d not found", e.Entity, e.ID) }
+
+// ErrNotFound is what every NotFoundError is (errors.Is).
+var ErrNotFound = errors.New("not found")
+
+// Is makes a NotFoundError match ErrNotFound.
+func (e *NotFoundError) Is(target error) bool { return target == ErrNotFound }
 
 func table(e Entity) string {
 	if e == Batch {

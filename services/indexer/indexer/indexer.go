@@ -344,7 +344,7 @@ func isFileFault(err error) bool {
 	return errors.As(err, &fe) && !errors.Is(err, errTaskDeadline)
 }
 
-// Handler serves GET /v1/index/status and POST /v1/index/reset {"file": KEY}.
+// Handler serves GET /v1/index/status, GET /v1/index/history?file=KEY and POST /v1/index/reset {"file": KEY}.
 func (ix *Indexer) Handler() http.Handler {
 	mux := http.NewServeMux()
 	reply := func(w http.ResponseWriter, code int, v any) {
@@ -361,6 +361,8 @@ func (ix *Indexer) Handler() http.Handler {
 		}
 		reply(w, http.StatusOK, st)
 	})
+	// A file's story as an operator follows it (the dashboard).
+	mux.HandleFunc("GET /v1/index/history", service.HistoryHandler(ix.log, "file", registry.ErrUnknown, ix.reg.History))
 	mux.HandleFunc("POST /v1/index/reset", func(w http.ResponseWriter, r *http.Request) {
 		var req struct {
 			File string `json:"file"`

@@ -12,6 +12,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/archivist/archivist/pkg/service"
 )
 
 // Registry is the registry on PostgreSQL.
@@ -243,4 +245,42 @@ func (r *Registry) Status(ctx context.Context) (Status, error) {
 		return st, fmt.Errorf("index status: %w", err)
 	}
 	return st, nil
+}
+
+// History is a file's story as the registry keeps it: found, its attempts
+// and failures, its last error, indexed (the registry keeps a file's
+// current row, not a row per attempt).
+func (r *Registry) History(ctx context.Context, name string) (service.History, error) {
+	h := service.History{Kind: "file", ID: name, Facts: []service.Fact{}, Events: []service.HistoryEvent{}}
+	var kind, lastError, output string
+	var size, lines int64
+	var attempts, failures int
+	var found, statusAt time.Time
+	var indexedAt *time.Time
+	err := r.db.QueryRow(ctx, `SELECT kind, size, discovered_at, status, status_at, attempts, failures, last_error, output, lines, indexed_at
+		FROM indexer.files WHERE name = $1`, name).Scan(&kind, &size, &found, &h.State, &statusAt, &attempts, &failures, &lastError, &output, &lines, &indexedAt)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return h, ErrUnknown
+	} else if err != nil {
+		return h, fmt.Errorf("file %s history: %w", name, err)
+	}
+	h.Facts = append(h.Facts, service.Fact{Name: "kind", Value: kind}, service.Fact{Name: "size", Value: fmt.Sprintf("%d bytes", size)},
+		service.Fact{Name: "attempts", Value: fmt.Sprint(attempts)}, service.Fact{Name: "failures", Value: fmt.Sprint(failures)},
+		service.Fact{Name: "CDX lines", Value: fmt.Sprint(lines)})
+	if output != "" {
+		h.Facts = append(h.Facts, service.Fact{Name: "output", Value: output})
+	}
+	h.Events = append(h.Events, service.HistoryEvent{At: found, What: "found", Detail: fmt.Sprintf("%s file, %d bytes", kind, size)})
+	if indexedAt != nil {
+		h.Events = append(h.Events, service.HistoryEvent{At: *indexedAt, What: "indexed", Detail: fmt.Sprintf("%d CDX lines in %s", lines, output)})
+	}
+	if indexedAt == nil || !statusAt.Equal(*indexedAt) {
+		e := service.HistoryEvent{At: statusAt, What: h.State}
+		if lastError != "" && (h.State == "failed" || h.State == "parked") {
+			e.Detail = fmt.Sprintf("after %d failure(s): %s", failures, lastError)
+		}
+		h.Events = append(h.Events, e)
+	}
+	service.SortHistory(&h)
+	return h, nil
 }

@@ -360,7 +360,8 @@ func (p *PWA) Status(ctx context.Context) (research.Status, error) {
 	return st, nil
 }
 
-// Handler serves GET /v1/research/status.
+// Handler serves GET /v1/research/status and /v1/research/history, and
+// the operators' actions on an episode.
 func (p *PWA) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /v1/research/status", func(w http.ResponseWriter, r *http.Request) {
@@ -374,6 +375,8 @@ func (p *PWA) Handler() http.Handler {
 		}
 		json.NewEncoder(w).Encode(st)
 	})
+	// An episode's research as an operator follows it (the dashboard).
+	mux.HandleFunc("GET /v1/research/history", service.HistoryHandler(p.log, "episode", research.ErrNoEpisode, p.store.History))
 	// An operator releases a parked episode once its audio is fixed.
 	mux.HandleFunc("POST /v1/research/episodes/{key}/release", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")

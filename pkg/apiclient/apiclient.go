@@ -1,5 +1,6 @@
-// Package apiclient is the CLI's JSON-over-HTTP calls to the services'
-// APIs: one way to ask, and one way to report what a service said.
+// Package apiclient is the JSON-over-HTTP calls to the services' APIs, of
+// the CLI and of the dashboard: one way to ask, and one way to report what
+// a service said.
 package apiclient
 
 import (
@@ -47,9 +48,16 @@ func Post(ctx context.Context, service, url string, body, out any) error {
 	return Do(ctx, service, http.MethodPost, url, body, out)
 }
 
-// Do makes one call. A non-2xx answer is an error carrying the status and
-// the service's message.
+// Do makes one call with the CLI's Token. A non-2xx answer is an error
+// carrying the status and the service's message.
 func Do(ctx context.Context, service, method, url string, body, out any) error {
+	return DoAs(ctx, http.DefaultClient, Token(), service, method, url, body, out)
+}
+
+// DoAs makes one call with client, presenting token ("" for none): a
+// service asking another on its caller's behalf. An answer is read up to
+// 64 MiB.
+func DoAs(ctx context.Context, client *http.Client, token, service, method, url string, body, out any) error {
 	var rd io.Reader
 	if body != nil {
 		b, err := json.Marshal(body)
@@ -62,13 +70,13 @@ func Do(ctx context.Context, service, method, url string, body, out any) error {
 	if err != nil {
 		return err
 	}
-	if key := Token(); key != "" {
-		req.Header.Set("Authorization", "Bearer "+key)
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
 	}
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := client.Do(req)
 	if err != nil {
 		return fmt.Errorf("ask the %s: %w", service, err)
 	}
@@ -82,7 +90,7 @@ func Do(ctx context.Context, service, method, url string, body, out any) error {
 		if json.Unmarshal(b, &p) == nil && p.Error != "" {
 			msg = p.Error
 		}
-		return fmt.Errorf("%s: %s: %s", service, resp.Status, msg)
+		return &StatusError{Service: service, Code: resp.StatusCode, Status: resp.Status, Message: msg}
 	}
 	if out == nil {
 		return nil
@@ -91,4 +99,19 @@ func Do(ctx context.Context, service, method, url string, body, out any) error {
 		return fmt.Errorf("read the %s's answer: %w", service, err)
 	}
 	return nil
+}
+
+// StatusError is a service's non-2xx answer.
+type StatusError struct {
+	// Service names the service asked.
+	Service string
+	// Code and Status are the HTTP status ("404 Not Found").
+	Code   int
+	Status string
+	// Message is the service's error message.
+	Message string
+}
+
+func (e *StatusError) Error() string {
+	return fmt.Sprintf("%s: %s: %s", e.Service, e.Status, e.Message)
 }

@@ -1,0 +1,100 @@
+package service
+
+import (
+	"html/template"
+	"net/http"
+	"strings"
+	"time"
+)
+
+// SessionCookie holds the key (or OIDC token) a person signed in with on a
+// Browser handler's login page. It is HttpOnly and SameSite=Strict, and it
+// is accepted for GET and HEAD only: with it a page reads, and a page of
+// another site can make it do nothing.
+const SessionCookie = "archivist_session"
+
+// sessionFor is how long a sign-in lasts.
+const sessionFor = 12 * time.Hour
+
+const (
+	loginPath  = "/login"
+	logoutPath = "/logout"
+	// maxLoginForm bounds a sign-in form's body.
+	maxLoginForm = 8 << 10
+)
+
+// Browser marks h as pages for people (the dashboard): authenticated as
+// every API is, with the same keys and tokens, but a person signs in once on
+// its login page (GET /login; POST /login with the form field "key"), which
+// keeps the key in SessionCookie; POST /logout forgets it. A GET asking for
+// HTML without a key is sent to the login page rather than answered 401.
+func Browser(h http.Handler) http.Handler { return browser{h} }
+
+type browser struct{ http.Handler }
+
+var loginPage = template.Must(template.New("login").Parse(`<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>Archivist: sign in</title>
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<style>
+body{font:15px/1.4 system-ui,sans-serif;background:#f4f5f7;color:#1d2330;display:flex;justify-content:center;margin-top:12vh}
+form{background:#fff;padding:2em 2.4em;border-radius:8px;box-shadow:0 1px 4px #0002;min-width:22em}
+h1{font-size:1.3em;margin:0 0 1em}
+input[type=password]{width:100%;box-sizing:border-box;padding:.5em;font:inherit;margin:.3em 0 1em}
+button{padding:.5em 1.4em;font:inherit;background:#2856b6;color:#fff;border:0;border-radius:4px;cursor:pointer}
+.err{color:#b3261e;margin:0 0 1em}
+small{color:#5b6475;display:block;margin-top:1.2em;max-width:22em}
+</style></head>
+<body><form method="post" action="/login">
+<h1>Archivist</h1>
+{{if .Error}}<p class="err" id="login-error">{{.Error}}</p>{{end}}
+<label for="key">API key or token</label>
+<input type="password" id="key" name="key" autocomplete="current-password" autofocus required>
+<input type="hidden" name="next" value="{{.Next}}">
+<button type="submit" id="sign-in">Sign in</button>
+<small>A key of any role reads these pages (archivist dev wrote yours to .archivist/api.token; archivist key new makes others).</small>
+</form></body></html>
+`))
+
+// login serves the login page, signs in and signs out.
+func (a *authenticator) login(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Cache-Control", "no-store")
+	page := func(code int, next, msg string) {
+		w.Header().Set("Content-Type", "text/html; charset=utf-8")
+		w.WriteHeader(code)
+		_ = loginPage.Execute(w, struct{ Next, Error string }{next, msg})
+	}
+	secure := r.TLS != nil || r.Header.Get("X-Forwarded-Proto") == "https"
+	switch {
+	case r.URL.Path == logoutPath && r.Method == http.MethodPost:
+		http.SetCookie(w, &http.Cookie{Name: SessionCookie, Value: "", Path: "/", MaxAge: -1, HttpOnly: true, Secure: secure, SameSite: http.SameSiteStrictMode})
+		http.Redirect(w, r, loginPath, http.StatusSeeOther)
+	case r.URL.Path == loginPath && safeMethod(r):
+		page(http.StatusOK, localPath(r.URL.Query().Get("next")), "")
+	case r.URL.Path == loginPath && r.Method == http.MethodPost:
+		r.Body = http.MaxBytesReader(w, r.Body, maxLoginForm)
+		if err := r.ParseForm(); err != nil {
+			page(http.StatusBadRequest, "/", "the form could not be read: "+err.Error())
+			return
+		}
+		next, key := localPath(r.PostForm.Get("next")), strings.TrimSpace(r.PostForm.Get("key"))
+		if _, err := a.identify(r.Context(), key); err != nil || key == "" {
+			page(http.StatusUnauthorized, next, "That key is not known here.")
+			return
+		}
+		http.SetCookie(w, &http.Cookie{Name: SessionCookie, Value: key, Path: "/", MaxAge: int(sessionFor / time.Second),
+			HttpOnly: true, Secure: secure, SameSite: http.SameSiteStrictMode})
+		http.Redirect(w, r, next, http.StatusSeeOther)
+	default:
+		w.Header().Set("Allow", "GET, POST")
+		writeAuthError(w, http.StatusMethodNotAllowed, r.Method+" "+r.URL.Path+": GET or POST")
+	}
+}
+
+// localPath is next when it is a path of this site, else "/": a sign-in
+// never sends a person elsewhere.
+func localPath(next string) string {
+	if !strings.HasPrefix(next, "/") || strings.HasPrefix(next, "//") || strings.HasPrefix(next, "/\\") || strings.ContainsAny(next, "\r\n") {
+		return "/"
+	}
+	return next
+}

@@ -1,0 +1,59 @@
+package ingest
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+
+	"github.com/archivist/archivist/pkg/service"
+)
+
+// History is a batch's or job's story as an operator follows it: its
+// transitions (who moved it, why), its facts, and the trace id of the
+// request that submitted its batch.
+func (s *Store) History(ctx context.Context, e Entity, idText string) (service.History, error) {
+	id, err := strconv.ParseInt(idText, 10, 64)
+	if err != nil || id <= 0 {
+		return service.History{}, fmt.Errorf("%s ids are positive numbers: %w", e, ErrNotFound)
+	}
+	st, err := s.Status(ctx, e, id)
+	if err != nil {
+		return service.History{}, err
+	}
+	h := service.History{Kind: string(e), ID: idText, State: string(st.State), Facts: []service.Fact{{Name: "profile", Value: st.Profile}},
+		Events: make([]service.HistoryEvent, 0, len(st.History))}
+	batch := id
+	if j := st.Job; j != nil {
+		batch = j.BatchID
+		h.Facts = append(h.Facts, service.Fact{Name: "batch", Value: strconv.FormatInt(j.BatchID, 10)},
+			service.Fact{Name: "kind", Value: j.Kind}, service.Fact{Name: "payload", Value: j.PayloadURL},
+			service.Fact{Name: "retries", Value: strconv.Itoa(j.RetryCount)})
+		if j.ARK != "" {
+			h.Facts = append(h.Facts, service.Fact{Name: "object", Value: fmt.Sprintf("%s v%d", j.ARK, j.Version)})
+		}
+	}
+	for _, state := range []State{Pending, Held, Estimating, Provisioning, Downloading, Processing, Storing, Recording, Notify, Completed, Failed, Deleted} {
+		if n := st.Jobs[state]; n > 0 {
+			h.Facts = append(h.Facts, service.Fact{Name: "jobs " + string(state), Value: strconv.Itoa(n)})
+		}
+	}
+	if st.Error != "" {
+		h.Facts = append(h.Facts, service.Fact{Name: "error", Value: st.Error})
+	}
+	for _, m := range st.History {
+		detail := "by " + string(m.By)
+		if m.Detail != "" {
+			detail += ": " + m.Detail
+		}
+		what := fmt.Sprintf("%s → %s", m.From, m.To)
+		if m.Action != "" {
+			what += " (" + m.Action + ")"
+		}
+		h.Events = append(h.Events, service.HistoryEvent{At: m.At, What: what, Detail: detail})
+	}
+	if err := s.db.QueryRow(ctx, `SELECT trace_id FROM curator.batches WHERE id = $1`, batch).Scan(&h.TraceID); err != nil {
+		return h, fmt.Errorf("%s %d: its batch's trace: %w", e, id, err)
+	}
+	service.SortHistory(&h)
+	return h, nil
+}

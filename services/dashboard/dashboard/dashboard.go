@@ -1,0 +1,195 @@
+// Package dashboard is the operator's page of the whole system: research,
+// ingest, indexing, audit and curation side by side, with the dead letters
+// and every consumer's backlog, refreshed live; a click on an item shows
+// its history (and trace id, where tracing is on).
+//
+// The dashboard keeps no state and reads no other service's tables: it
+// asks each service's API on its caller's behalf (the caller's key or
+// token is passed on, so each API checks the caller's own role), and it
+// looks at JetStream as its own read-only NATS user (events.dashboardPermissions).
+package dashboard
+
+import (
+	"context"
+	"embed"
+	"errors"
+	"html/template"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/archivist/archivist/pkg/bus"
+	"github.com/archivist/archivist/pkg/service"
+)
+
+// Config is the dashboard's configuration.
+type Config struct {
+	// HTTPAddr is where the pages are served.
+	HTTPAddr string `env:"DASHBOARD_HTTP_ADDR, default=:8090"`
+	// The APIs it asks (their defaults are the compose and Kubernetes
+	// Service names).
+	CuratorURL    string `env:"DASHBOARD_CURATOR_URL, default=http://curator:8080"`
+	PWAURL        string `env:"DASHBOARD_PWA_URL, default=http://pwa:8081"`
+	AuditorURL    string `env:"DASHBOARD_AUDITOR_URL, default=http://auditor:8082"`
+	IndexerURL    string `env:"DASHBOARD_INDEXER_URL, default=http://indexer:8083"`
+	AggregatorURL string `env:"DASHBOARD_AGGREGATOR_URL, default=http://aggregator:8084"`
+	// Refresh is how often an open page reads the pipelines again.
+	Refresh time.Duration `env:"DASHBOARD_REFRESH, default=5s"`
+	// CallTimeout bounds each call to an API: a service that does not
+	// answer shows as such, the rest of the page does not wait.
+	CallTimeout time.Duration `env:"DASHBOARD_CALL_TIMEOUT, default=3s"`
+	// FreshnessGoal is the index freshness the indexing panel marks as
+	// late (the spec's goal: a file answered within minutes).
+	FreshnessGoal time.Duration `env:"DASHBOARD_FRESHNESS_GOAL, default=10m"`
+}
+
+// Definition is the dashboard service.
+func Definition() service.Definition {
+	return service.Definition{
+		Name:        "dashboard",
+		Summary:     "serves the operator's dashboard: the five pipelines on one page, live, each item's history",
+		NeedsBus:    true,
+		ObservesBus: true,
+		Run: func(ctx context.Context, env *service.Env) error {
+			var cfg Config
+			if err := env.LoadConfig(ctx, &cfg); err != nil {
+				return err
+			}
+			d := New(cfg, env.Bus, env.Log)
+			return env.Serve(ctx, "dashboard", cfg.HTTPAddr, service.Browser(d.Handler()), nil)
+		},
+	}
+}
+
+// Dashboard serves the pages.
+type Dashboard struct {
+	cfg    Config
+	bus    *bus.Bus
+	log    *slog.Logger
+	client *http.Client
+}
+
+// New returns a dashboard asking the APIs cfg names and looking at b.
+func New(cfg Config, b *bus.Bus, log *slog.Logger) *Dashboard {
+	if cfg.CallTimeout <= 0 {
+		cfg.CallTimeout = 3 * time.Second
+	}
+	if cfg.Refresh <= 0 {
+		cfg.Refresh = 5 * time.Second
+	}
+	return &Dashboard{cfg: cfg, bus: b, log: log, client: &http.Client{Timeout: cfg.CallTimeout}}
+}
+
+//go:embed templates/*.html
+var files embed.FS
+
+var pages = template.Must(template.New("").Funcs(template.FuncMap{
+	"ago":   ago,
+	"since": func(t time.Time) string { return ago(time.Since(t)) },
+	"secs":  func(s float64) string { return ago(time.Duration(s * float64(time.Second))) },
+	"when":  func(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05Z") },
+	"pct": func(n, of int64) int64 {
+		if of <= 0 {
+			return 0
+		}
+		return 100 * n / of
+	},
+}).ParseFS(files, "templates/*.html"))
+
+// Handler serves the dashboard:
+//
+//	GET /                      the page (its panels refresh every DASHBOARD_REFRESH)
+//	GET /panels                the panels alone (what the page refreshes with)
+//	GET /item?kind=K&id=ID     an item's history: episode, batch, job, file, object, deadletter
+//	GET /login, POST /login, POST /logout   (service.Browser)
+func (d *Dashboard) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) {
+		snap := d.Snapshot(r.Context())
+		d.render(w, "page", map[string]any{"Snap": snap, "RefreshMS": d.cfg.Refresh.Milliseconds()})
+	})
+	mux.HandleFunc("GET /panels", func(w http.ResponseWriter, r *http.Request) {
+		d.render(w, "panels", d.Snapshot(r.Context()))
+	})
+	mux.HandleFunc("GET /item", d.item)
+	return mux
+}
+
+// render executes a template; a failure half-way is logged (the status is
+// already sent).
+func (d *Dashboard) render(w http.ResponseWriter, name string, data any) {
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-store")
+	w.Header().Set("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'; script-src 'self' 'unsafe-inline'; connect-src 'self'; img-src 'self' data:; form-action 'self'; frame-ancestors 'none'")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	if err := pages.ExecuteTemplate(w, name, data); err != nil {
+		d.log.Error("rendering the dashboard", "template", name, "err", err)
+	}
+}
+
+// itemSources says which API tells an item kind's history.
+func (d *Dashboard) itemSource(kind string) (api, base, path, param string, ok bool) {
+	switch kind {
+	case "episode":
+		return "pwa", d.cfg.PWAURL, "/v1/research/history", "episode", true
+	case "batch", "job":
+		return "curator", d.cfg.CuratorURL, "/v1/ingest/history", kind, true
+	case "file":
+		return "indexer", d.cfg.IndexerURL, "/v1/index/history", "file", true
+	case "object":
+		return "auditor", d.cfg.AuditorURL, "/v1/audit/history", "object", true
+	}
+	return "", "", "", "", false
+}
+
+// item shows one item's history.
+func (d *Dashboard) item(w http.ResponseWriter, r *http.Request) {
+	kind, id := r.URL.Query().Get("kind"), r.URL.Query().Get("id")
+	data := map[string]any{"Kind": kind, "ID": id}
+	fail := func(code int, msg string) {
+		w.WriteHeader(code)
+		data["Error"] = msg
+		d.render(w, "item", data)
+	}
+	if id == "" || len(id) > 1024 {
+		fail(http.StatusBadRequest, "id names the item (at most 1,024 bytes)")
+		return
+	}
+	if kind == "deadletter" {
+		seq, err := strconv.ParseUint(id, 10, 64)
+		if err != nil || seq == 0 {
+			fail(http.StatusBadRequest, "a dead letter's id is its sequence number")
+			return
+		}
+		h, err := d.deadLetterHistory(r.Context(), seq)
+		if errors.Is(err, errNoLetter) {
+			fail(http.StatusNotFound, err.Error())
+			return
+		} else if err != nil {
+			eid := service.ErrorID()
+			d.log.Error("reading a dead letter", "seq", seq, "err", err, "error_id", eid)
+			fail(http.StatusBadGateway, "the dead letters could not be read (error "+eid+")")
+			return
+		}
+		data["History"] = h
+		d.render(w, "item", data)
+		return
+	}
+	api, base, path, param, ok := d.itemSource(kind)
+	if !ok {
+		fail(http.StatusBadRequest, "kind is episode, batch, job, file, object or deadletter")
+		return
+	}
+	var h service.History
+	if err := d.get(r.Context(), api, base, path+"?"+param+"="+urlQueryEscape(id), &h); err != nil {
+		code := http.StatusBadGateway
+		if isNotFound(err) {
+			code = http.StatusNotFound
+		}
+		fail(code, err.Error())
+		return
+	}
+	data["History"] = h
+	d.render(w, "item", data)
+}
