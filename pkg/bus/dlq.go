@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/archivist/archivist/events"
+	"github.com/archivist/archivist/pkg/telemetry"
 )
 
 // DeadLetter is a message in the dead-letter stream.
@@ -75,18 +76,8 @@ func deadLetterOf(m *jetstream.RawStreamMsg) DeadLetter {
 		Subject: h.Get(events.HeaderDLQSubject), OriginalSeq: num(events.HeaderDLQSequence), Deliveries: num(events.HeaderDLQDeliveries),
 		Reason: h.Get(events.HeaderDLQReason), Type: h.Get(events.HeaderType),
 		ID: h.Get(events.HeaderOriginalPrefix + events.HeaderMsgID), At: m.Time.UTC(), Size: len(m.Data),
-		TraceID: traceIDOf(h.Get("traceparent")),
+		TraceID: telemetry.TraceIDOf(h.Get("traceparent")),
 	}
-}
-
-// traceIDOf is the trace id of a W3C traceparent header
-// (version-traceid-parentid-flags), "" when it is not one.
-func traceIDOf(tp string) string {
-	f := strings.Split(tp, "-")
-	if len(f) != 4 || len(f[1]) != 32 || strings.Trim(f[1], "0123456789abcdef") != "" || strings.Trim(f[1], "0") == "" {
-		return ""
-	}
-	return f[1]
 }
 
 // LatestDeadLetters lists up to limit of the newest dead letters, newest

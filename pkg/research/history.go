@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/archivist/archivist/pkg/service"
+	"github.com/archivist/archivist/pkg/telemetry"
 )
 
 // ErrNoEpisode is History's answer for a key the pwa does not know.
@@ -28,7 +29,7 @@ func (s *Store) History(ctx context.Context, key string) (service.History, error
 	var parkedAt *time.Time
 	var mediaChanged pgtype.Timestamptz
 	err := pgx.BeginTxFunc(ctx, s.db, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
-		err := tx.QueryRow(ctx, `SELECT id, active, title, media_key, researched_clips, open_clips, parked_reason, parked_at, media_changed_at, trace_id
+		err := tx.QueryRow(ctx, `SELECT id, active, title, media_key, researched_clips, open_clips, parked_reason, parked_at, media_changed_at, traceparent
 			FROM research.episodes WHERE key = $1`, key).Scan(&id, &active, &title, &media, &researched, &open, &parked, &parkedAt, &mediaChanged, &trace)
 		if errors.Is(err, pgx.ErrNoRows) {
 			return ErrNoEpisode
@@ -93,7 +94,7 @@ func (s *Store) History(ctx context.Context, key string) (service.History, error
 		}
 		return h, fmt.Errorf("episode %s history: %w", key, err)
 	}
-	h.TraceID = trace
+	h.TraceID = telemetry.TraceIDOf(trace)
 	service.SortHistory(&h)
 	return h, nil
 }

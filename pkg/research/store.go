@@ -71,19 +71,19 @@ func (s *Store) UpsertWork(ctx context.Context, w *events.WorkUpserted) (Outcome
 		var priorKey, priorSHA *string
 		err := tx.QueryRow(ctx, `WITH prior AS (SELECT active, version, media_key, media_sha256 FROM `+table+` WHERE key = $1),
 up AS (
-	INSERT INTO `+table+` AS t (key, active, title, media_key, media_sha256, duration_ms, priority, initial_curated_at, version, trace_id)
+	INSERT INTO `+table+` AS t (key, active, title, media_key, media_sha256, duration_ms, priority, initial_curated_at, version, traceparent)
 	VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
 	ON CONFLICT (key) DO UPDATE SET active = EXCLUDED.active, title = EXCLUDED.title,
 		media_key = CASE WHEN EXCLUDED.active THEN EXCLUDED.media_key ELSE t.media_key END,
 		media_sha256 = CASE WHEN EXCLUDED.active THEN EXCLUDED.media_sha256 ELSE t.media_sha256 END,
 		duration_ms = EXCLUDED.duration_ms, priority = EXCLUDED.priority,
-		initial_curated_at = EXCLUDED.initial_curated_at, version = EXCLUDED.version, trace_id = EXCLUDED.trace_id`+unpark+`
+		initial_curated_at = EXCLUDED.initial_curated_at, version = EXCLUDED.version, traceparent = EXCLUDED.traceparent`+unpark+`
 	WHERE t.version < EXCLUDED.version
 	RETURNING id
 )
 SELECT coalesce((SELECT id FROM up), 0), (SELECT active FROM prior), (SELECT version FROM prior),
 	(SELECT media_key FROM prior), (SELECT media_sha256 FROM prior)`,
-			w.Key, active, w.Title, w.Media.Key, w.Media.SHA256, w.DurationMS, w.Priority, initialOf(w), w.Version, telemetry.TraceID(ctx)).
+			w.Key, active, w.Title, w.Media.Key, w.Media.SHA256, w.DurationMS, w.Priority, initialOf(w), w.Version, telemetry.Traceparent(ctx)).
 			Scan(&id, &wasActive, &prior, &priorKey, &priorSHA)
 		if err != nil {
 			return fmt.Errorf("upsert %s %s: %w", w.Kind, w.Key, err)
@@ -281,6 +281,9 @@ type Lease struct {
 	Episode   events.AudioRef
 	Clips     []events.AudioRef
 	ExpiresAt time.Time
+	// Traceparent is the episode's trace (the works message that last
+	// changed it), "" when none was kept: the work item continues it.
+	Traceparent string
 }
 
 // Lease selects work and leases it in one transaction: the first episode
@@ -305,10 +308,11 @@ func (s *Store) leaseOnce(ctx context.Context, maxClips int, duration time.Durat
 	err := pgx.BeginFunc(ctx, s.db, func(tx pgx.Tx) error {
 		var epID int64
 		var ep events.AudioRef
-		err := tx.QueryRow(ctx, `SELECT id, key, media_key, media_sha256, duration_ms FROM research.episodes
+		var tp string
+		err := tx.QueryRow(ctx, `SELECT id, key, media_key, media_sha256, duration_ms, traceparent FROM research.episodes
 			WHERE active AND open_clips > 0 AND parked_reason IS NULL
 			ORDER BY priority DESC, initial_curated_at DESC, id
-			LIMIT 1 FOR UPDATE SKIP LOCKED`).Scan(&epID, &ep.Key, &ep.Media.Key, &ep.Media.SHA256, &ep.DurationMS)
+			LIMIT 1 FOR UPDATE SKIP LOCKED`).Scan(&epID, &ep.Key, &ep.Media.Key, &ep.Media.SHA256, &ep.DurationMS, &tp)
 		if errors.Is(err, pgx.ErrNoRows) {
 			return nil
 		}
@@ -339,7 +343,7 @@ ORDER BY c.priority DESC, c.initial_curated_at DESC, c.id`, epID, maxClips, id, 
 		if err != nil {
 			return fmt.Errorf("lease clips of %s: %w", ep.Key, err)
 		}
-		l := &Lease{ID: id.String(), Episode: ep}
+		l := &Lease{ID: id.String(), Episode: ep, Traceparent: tp}
 		for rows.Next() {
 			var c events.AudioRef
 			if err := rows.Scan(&l.ExpiresAt, &c.Key, &c.Media.Key, &c.Media.SHA256, &c.DurationMS); err != nil {

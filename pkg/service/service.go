@@ -38,8 +38,9 @@ type Definition struct {
 	// NeedsDB, NeedsBus and NeedsBlob say which dependencies Run uses.
 	NeedsDB, NeedsBus, NeedsBlob bool
 	// ObservesBus marks a service that only looks at the bus (stream and
-	// consumer state, dead letters): its streams are checked, never made,
-	// and it runs no dead-letter mover (it consumes nothing).
+	// consumer state, dead letters): it neither makes nor checks the
+	// streams at start (what is missing, it shows), and runs no dead-letter
+	// mover (it consumes nothing).
 	ObservesBus bool
 	// Buckets, if set, returns the key-value buckets the service uses, from
 	// the process environment's configuration: `archivist migrate` makes
@@ -205,14 +206,14 @@ func Start(ctx context.Context, def Definition, common Common, deps Deps) (_ *Ru
 		r.closers = append(r.closers, closer{"bus", b.Close})
 		env.Bus = b
 		deps.Admin.AddCheck(def.Name+" nats", func(context.Context) error { return b.Healthy() })
-		ensure := b.EnsureStreams
-		if !common.Bus.EnsureStreams || def.ObservesBus {
-			ensure = b.CheckStreams
-		}
-		if err := ensure(ctx); err != nil {
-			return nil, fmt.Errorf("%s: %w", def.Name, err)
-		}
 		if !def.ObservesBus {
+			ensure := b.EnsureStreams
+			if !common.Bus.EnsureStreams {
+				ensure = b.CheckStreams
+			}
+			if err := ensure(ctx); err != nil {
+				return nil, fmt.Errorf("%s: %w", def.Name, err)
+			}
 			mover, err := b.StartDeadLetterMover(ctx)
 			if err != nil {
 				return nil, fmt.Errorf("%s: %w", def.Name, err)

@@ -128,3 +128,34 @@ func TraceID(ctx context.Context) string {
 	}
 	return sc.TraceID().String()
 }
+
+// Traceparent is the W3C traceparent of the span context in ctx, "" when
+// there is none: what a record keeps to continue its trace later, in
+// another process (a lease's work item, a batch's ingest steps).
+func Traceparent(ctx context.Context) string {
+	if !trace.SpanContextFromContext(ctx).IsValid() {
+		return ""
+	}
+	c := propagation.MapCarrier{}
+	propagation.TraceContext{}.Inject(ctx, c)
+	return c["traceparent"]
+}
+
+// WithTraceparent returns ctx carrying the remote span context of a kept
+// traceparent (ctx itself when tp is "" or not one), so that the spans and
+// messages made in it continue that trace.
+func WithTraceparent(ctx context.Context, tp string) context.Context {
+	if tp == "" {
+		return ctx
+	}
+	return propagation.TraceContext{}.Extract(ctx, propagation.MapCarrier{"traceparent": tp})
+}
+
+// TraceIDOf is the trace id of a W3C traceparent, "" when it is not one.
+func TraceIDOf(tp string) string {
+	sc := trace.SpanContextFromContext(WithTraceparent(context.Background(), tp))
+	if !sc.TraceID().IsValid() {
+		return ""
+	}
+	return sc.TraceID().String()
+}

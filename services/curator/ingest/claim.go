@@ -12,6 +12,12 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/archivist/archivist/pkg/telemetry"
 )
 
 // Claim is a daemon's hold on a batch or job: a PostgreSQL session
@@ -30,6 +36,8 @@ type Claim struct {
 	// LastError is the error of the last failed attempt.
 	Attempts  int
 	LastError string
+	// traceparent is the batch's kept trace ("" when none).
+	traceparent string
 }
 
 func lockKey(e Entity, id int64) int64 {
@@ -53,12 +61,17 @@ func tryClaim(ctx context.Context, db *pgxpool.Pool, e Entity, id int64, state S
 	// listing and the lock, or be waiting out a failed attempt's backoff).
 	var ok bool
 	var attempts *int
-	var lastErr *string
+	var lastErr, tp *string
+	// The batch's kept trace comes with the claim: its steps continue it.
+	traceparent := "traceparent"
+	if e == Job {
+		traceparent = "(SELECT b.traceparent FROM curator.batches b WHERE b.id = curator.jobs.batch_id)"
+	}
 	if err := conn.QueryRow(ctx, `WITH l AS (SELECT pg_try_advisory_lock($1) AS ok),
 		u AS (UPDATE `+table(e)+` SET attempts = attempts + 1 WHERE id = $2 AND state = $3 AND next_attempt_at <= now()
-			AND (SELECT ok FROM l) RETURNING attempts, last_attempt_error)
-		SELECT (SELECT ok FROM l), (SELECT attempts FROM u), (SELECT last_attempt_error FROM u)`,
-		lockKey(e, id), id, state).Scan(&ok, &attempts, &lastErr); err != nil || !ok {
+			AND (SELECT ok FROM l) RETURNING attempts, last_attempt_error, `+traceparent+` AS tp)
+		SELECT (SELECT ok FROM l), (SELECT attempts FROM u), (SELECT last_attempt_error FROM u), (SELECT tp FROM u)`,
+		lockKey(e, id), id, state).Scan(&ok, &attempts, &lastErr, &tp); err != nil || !ok {
 		conn.Release()
 		return nil, err
 	}
@@ -68,6 +81,9 @@ func tryClaim(ctx context.Context, db *pgxpool.Pool, e Entity, id int64, state S
 		return nil, nil
 	}
 	c.Attempts, c.LastError = *attempts, *lastErr
+	if tp != nil {
+		c.traceparent = *tp
+	}
 	return c, nil
 }
 
@@ -305,7 +321,12 @@ func (d *daemon) handle(ctx context.Context, c *Claim) (State, bool) {
 		}
 		out = Outcome{To: Failed, Detail: fmt.Sprintf("gave up after %d attempts in %s (INGEST_MAX_ATTEMPTS): %s", c.Attempts-1, d.state, why)}
 	} else {
-		out, err = d.safeWork(ctx, c)
+		wctx, span := d.span(ctx, c)
+		out, err = d.safeWork(wctx, c)
+		if err != nil {
+			span.SetStatus(codes.Error, err.Error())
+		}
+		span.End()
 	}
 	c.job = nil
 	if errors.Is(err, errStay) {
@@ -358,6 +379,25 @@ func (d *daemon) handle(ctx context.Context, c *Claim) (State, bool) {
 		log.Debug("ingest: moved", "to", to)
 	}
 	return to, true
+}
+
+// tracer makes the ingest steps' spans.
+var tracer = otel.Tracer("github.com/archivist/archivist/services/curator/ingest")
+
+// span starts the span of a step's work in the trace its batch kept (a
+// span only where this process records, or a trace was kept), so that what
+// the step publishes (archive.object.recorded) continues it to the auditor
+// and the indexer.
+func (d *daemon) span(ctx context.Context, c *Claim) (context.Context, trace.Span) {
+	ctx = telemetry.WithTraceparent(ctx, c.traceparent)
+	if !telemetry.Tracing() && c.traceparent == "" {
+		return ctx, trace.SpanFromContext(ctx)
+	}
+	ctx, span := tracer.Start(ctx, fmt.Sprintf("ingest %s %s", d.entity, d.state))
+	if span.IsRecording() {
+		span.SetAttributes(attribute.Int64("archivist.ingest."+string(d.entity), c.ID), attribute.Int("archivist.ingest.attempt", c.Attempts))
+	}
+	return ctx, span
 }
 
 // safeWork runs the state's work, turning a panic into an error: the

@@ -6,6 +6,7 @@ import (
 	"strconv"
 
 	"github.com/archivist/archivist/pkg/service"
+	"github.com/archivist/archivist/pkg/telemetry"
 )
 
 // History is a batch's or job's story as an operator follows it: its
@@ -51,9 +52,11 @@ func (s *Store) History(ctx context.Context, e Entity, idText string) (service.H
 		}
 		h.Events = append(h.Events, service.HistoryEvent{At: m.At, What: what, Detail: detail})
 	}
-	if err := s.db.QueryRow(ctx, `SELECT trace_id FROM curator.batches WHERE id = $1`, batch).Scan(&h.TraceID); err != nil {
+	var tp string
+	if err := s.db.QueryRow(ctx, `SELECT traceparent FROM curator.batches WHERE id = $1`, batch).Scan(&tp); err != nil {
 		return h, fmt.Errorf("%s %d: its batch's trace: %w", e, id, err)
 	}
+	h.TraceID = telemetry.TraceIDOf(tp)
 	service.SortHistory(&h)
 	return h, nil
 }

@@ -24,6 +24,7 @@ import (
 	"github.com/archivist/archivist/pkg/research"
 	"github.com/archivist/archivist/pkg/research/migrations"
 	"github.com/archivist/archivist/pkg/service"
+	"github.com/archivist/archivist/pkg/telemetry"
 	"github.com/archivist/archivist/pkg/store"
 )
 
@@ -330,7 +331,10 @@ func (p *PWA) addItem(ctx context.Context) (bool, error) {
 		return false, err
 	}
 	env.ID = "lease:" + l.ID
-	if _, err := p.bus.Publish(ctx, events.SubjectWorkItem, env, jetstream.WithMsgTTL(p.cfg.Research.ItemTTL)); err != nil {
+	// The item continues the episode's trace (from its curation request),
+	// so that the researcher's work and the cwa's results are in it.
+	pctx := telemetry.WithTraceparent(ctx, l.Traceparent)
+	if _, err := p.bus.Publish(pctx, events.SubjectWorkItem, env, jetstream.WithMsgTTL(p.cfg.Research.ItemTTL)); err != nil {
 		if _, rerr := p.store.Revoke(context.WithoutCancel(ctx), l.ID); rerr != nil {
 			err = errors.Join(err, rerr)
 		}
