@@ -24,8 +24,8 @@ import (
 	"github.com/archivist/archivist/pkg/research"
 	"github.com/archivist/archivist/pkg/research/migrations"
 	"github.com/archivist/archivist/pkg/service"
-	"github.com/archivist/archivist/pkg/telemetry"
 	"github.com/archivist/archivist/pkg/store"
+	"github.com/archivist/archivist/pkg/telemetry"
 )
 
 // Config is the pwa's own configuration.
