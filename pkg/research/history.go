@@ -77,16 +77,7 @@ func (s *Store) History(ctx context.Context, key string) (service.History, error
 		if err != nil {
 			return err
 		}
-		for rows.Next() {
-			var e service.HistoryEvent
-			if err := rows.Scan(&e.At, &e.What, &e.Detail); err != nil {
-				rows.Close()
-				return err
-			}
-			h.Events = append(h.Events, e)
-		}
-		rows.Close()
-		return rows.Err()
+		return service.ScanEvents(&h, rows)
 	})
 	if err != nil {
 		if errors.Is(err, ErrNoEpisode) {

@@ -8,6 +8,8 @@ import (
 	"net/http"
 	"slices"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 )
 
 // History is one item of a pipeline as an operator follows it: what it is,
@@ -54,6 +56,20 @@ func SortHistory(h *History) {
 	if n := len(h.Events); n > MaxHistoryEvents {
 		h.Events = h.Events[n-MaxHistoryEvents:]
 	}
+}
+
+// ScanEvents appends to h the events of rows (at, what, detail), and closes
+// them: the histories read as one UNION of their tables' events.
+func ScanEvents(h *History, rows pgx.Rows) error {
+	defer rows.Close()
+	for rows.Next() {
+		var e HistoryEvent
+		if err := rows.Scan(&e.At, &e.What, &e.Detail); err != nil {
+			return err
+		}
+		h.Events = append(h.Events, e)
+	}
+	return rows.Err()
 }
 
 // HistoryHandler answers GET /v1/<pipeline>/history?<param>=ID with the

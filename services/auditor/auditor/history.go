@@ -73,16 +73,7 @@ func (a *Auditor) History(ctx context.Context, object string) (service.History, 
 		if err != nil {
 			return err
 		}
-		for rows.Next() {
-			var e service.HistoryEvent
-			if err := rows.Scan(&e.At, &e.What, &e.Detail); err != nil {
-				rows.Close()
-				return err
-			}
-			h.Events = append(h.Events, e)
-		}
-		rows.Close()
-		return rows.Err()
+		return service.ScanEvents(&h, rows)
 	})
 	if errors.Is(err, ErrNoObject) {
 		return h, err
