@@ -521,6 +521,9 @@ func checkWritablePaths(what string, spec corev1.PodSpec, fail func(string, ...a
 // keys and take connections only from API clients.
 var apiServices = []string{"curator", "pwa", "auditor", "indexer", "aggregator", "dashboard"}
 
+// APIClientLabel marks the pods the APIs take connections from.
+const APIClientLabel = "archivist.io/api-client"
+
 // Deployed are the services a Deployment runs: every service with a NATS
 // user of its own, and the dashboard (which looks as the user dashboard).
 func Deployed() []string { return append(slices.Clone(events.Services), "dashboard") }
@@ -565,6 +568,10 @@ func checkNetworkPolicies(policies []*networkingv1.NetworkPolicy, deployments ma
 		if d, ok := deployments[svc]; ok && !mountsAPIKeys(d) {
 			fail("Deployment %s does not mount the API keys (Secret archivist-api-keys)", svc)
 		}
+	}
+	// The dashboard asks every API: its pods must be API clients.
+	if d, ok := deployments["dashboard"]; ok && d.Spec.Template.Labels[APIClientLabel] != "true" {
+		fail("Deployment dashboard: its pods lack the label %s=true, so the NetworkPolicies keep it from the APIs it reads", APIClientLabel)
 	}
 }
 

@@ -284,6 +284,7 @@ func TestValidationCatchesFaults(t *testing.T) {
 		{"no default deny", "name: default-deny-ingress", "podSelector: {}", "podSelector: {matchLabels: {x: y}}", "default-deny"},
 		{"an API open to every pod", "name: archivist-apis", "    - namespaceSelector: {}\n      podSelector:\n        matchLabels:\n          archivist.io/api-client: \"true\"\n", "    - namespaceSelector: {}\n", "every pod of every namespace"},
 		{"PostgreSQL without a certificate check", "name: cwa\n", "sslmode=verify-full", "sslmode=require", "without checking its certificate"},
+		{"the dashboard not an API client", "name: dashboard\n", "archivist.io/api-client: \"true\"", "archivist.io/api-client: \"false\"", "keep it from the APIs"},
 		{"an API pod without the keys", "name: pwa\n", "secretName: archivist-api-keys", "secretName: something-else", "pwa does not mount the API keys"},
 		{"the aggregator's temporary files on the read-only root", "name: aggregator\n", "        - mountPath: /tmp\n          name: tmp\n", "", "aggregator writes /tmp"},
 		{"the ingest working area on the read-only root", "name: curator\n", "        - mountPath: /var/lib/archivist/ingest\n          name: ingest\n", "", "curator writes /var/lib/archivist/ingest"},
