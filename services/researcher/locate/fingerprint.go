@@ -24,6 +24,12 @@ type Params struct {
 	// FanOut is how many later peaks each anchor pairs with, within MaxDT
 	// frames and MaxDF bins.
 	FanOut, MaxDT, MaxDF int
+	// Speeds are playback speeds besides 1 at which every clip is also
+	// indexed (resampled: pitch and tempo together, as a tape or a
+	// broadcast played fast): a clip played 2 % fast is found by its 1.02
+	// variant, whose landmarks line up where the original's spread out.
+	// Only the strongest variant of a clip is reported at a place.
+	Speeds []float64
 }
 
 // DefaultParams analyse at 8 kHz: 64 ms frames every 32 ms, peaks between

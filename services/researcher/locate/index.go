@@ -1,6 +1,12 @@
 package locate
 
-import "fmt"
+import (
+	"fmt"
+	"io"
+	"math"
+
+	"github.com/archivist/archivist/services/researcher/audio"
+)
 
 // Clip is a reference clip: its samples at the analysis rate.
 type Clip struct {
@@ -20,7 +26,12 @@ type Index struct {
 }
 
 type indexedClip struct {
-	name    string
+	name string
+	// of is the clip this one is a speed variant of (itself for the
+	// original), and speed its playback speed.
+	of    int
+	speed float64
+
 	frames  int32
 	hashes  int
 	samples []float32
@@ -36,17 +47,39 @@ type posting struct {
 // maxClipSeconds bounds a clip: postings store frames in 16 bits.
 const maxClipSeconds = 120
 
-// NewIndex fingerprints the clips.
+// NewIndex fingerprints the clips, and their variants at Params.Speeds
+// (after the originals, which keep their indexes).
 func NewIndex(p Params, clips []Clip) (*Index, error) {
-	if len(clips) > 1<<16 {
-		return nil, fmt.Errorf("locate: %d clips, at most %d", len(clips), 1<<16)
+	type variant struct {
+		Clip
+		of    int
+		speed float64
 	}
-	x := &Index{p: p, start: make([]uint32, 1<<HashBits+1)}
-	all := make([][]Hash, len(clips))
+	vs := make([]variant, 0, len(clips)*(1+len(p.Speeds)))
 	for i, c := range clips {
 		if len(c.Samples) > maxClipSeconds*p.Rate {
 			return nil, fmt.Errorf("locate: clip %s is longer than %d s", c.Name, maxClipSeconds)
 		}
+		vs = append(vs, variant{c, i, 1})
+	}
+	for _, sp := range p.Speeds {
+		if sp <= 0.5 || sp >= 2 || sp == 1 {
+			return nil, fmt.Errorf("locate: speed %g: variants are between 0.5 and 2, and not 1", sp)
+		}
+		for i, c := range clips {
+			fast, err := atSpeed(c.Samples, p.Rate, sp)
+			if err != nil {
+				return nil, fmt.Errorf("locate: clip %s at speed %g: %w", c.Name, sp, err)
+			}
+			vs = append(vs, variant{Clip{Name: c.Name, Samples: fast}, i, sp})
+		}
+	}
+	if len(vs) > 1<<16 {
+		return nil, fmt.Errorf("locate: %d clips and variants, at most %d", len(vs), 1<<16)
+	}
+	x := &Index{p: p, start: make([]uint32, 1<<HashBits+1)}
+	all := make([][]Hash, len(vs))
+	for i, c := range vs {
 		var hs []Hash
 		var env []float32
 		fp := NewFingerprinter(p, func(h Hash) { hs = append(hs, h) })
@@ -55,7 +88,7 @@ func NewIndex(p Params, clips []Clip) (*Index, error) {
 		fp.Flush()
 		all[i] = hs
 		frames := int32((len(c.Samples) + p.Hop - 1) / p.Hop)
-		x.clips = append(x.clips, indexedClip{name: c.Name, frames: frames, hashes: len(hs), samples: c.Samples,
+		x.clips = append(x.clips, indexedClip{name: c.Name, of: c.of, speed: c.speed, frames: frames, hashes: len(hs), samples: c.Samples,
 			excerpt: loudest(c.Samples, excerptLen(p)), env: env})
 		x.frames = max(x.frames, frames)
 		for _, h := range hs {
@@ -96,4 +129,28 @@ func loudest(x []float32, n int) int {
 		}
 	}
 	return best
+}
+
+// atSpeed is x (at rate) played at speed: resampled as if it had been
+// recorded at rate × speed, so it lasts 1/speed as long, every pitch
+// speed times higher.
+func atSpeed(x []float32, rate int, speed float64) ([]float32, error) {
+	return audio.ReadAll(audio.Resample(&samples{x: x, rate: int(math.Round(float64(rate) * speed))}, rate))
+}
+
+// samples is a Stream of samples in memory.
+type samples struct {
+	x    []float32
+	rate int
+}
+
+func (s *samples) SampleRate() int { return s.rate }
+
+func (s *samples) Read(buf []float32) (int, error) {
+	if len(s.x) == 0 {
+		return 0, io.EOF
+	}
+	n := copy(buf, s.x)
+	s.x = s.x[n:]
+	return n, nil
 }

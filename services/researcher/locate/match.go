@@ -70,6 +70,7 @@ type clipState struct {
 // scored is an occurrence with its evidence, in frames.
 type scored struct {
 	Occurrence
+	idx        int // the index's clip (a variant's own, where Clip is its original's)
 	sig        float64
 	corr       float64 // of the whole clip with the episode at the offset
 	start, end int32
@@ -234,7 +235,7 @@ func (m *Matcher) resolve(c int) {
 	for _, p := range m.pending {
 		overlaps := false
 		for _, s := range conf {
-			if d := s.start - p.start; p.Clip == c && d > -st.nms && d < st.nms {
+			if d := s.start - p.start; p.idx == c && d > -st.nms && d < st.nms {
 				overlaps = true
 				break
 			}
@@ -283,14 +284,14 @@ func (m *Matcher) decide(c int, cd candidate) (scored, bool) {
 	if conf < m.MinConfidence {
 		return scored{}, false
 	}
-	o := Occurrence{Clip: c, Name: ic.name, Duration: float64(len(ic.samples)) / float64(m.p.Rate),
+	o := Occurrence{Clip: ic.of, Name: ic.name, Duration: float64(len(ic.samples)) / float64(m.p.Rate),
 		Confidence: conf, Votes: int(cd.window), Hashes: ic.hashes}
 	start := int64(max(cd.o, 0)) * int64(m.p.Hop)
 	if s, ok := m.refine(ic, start); ok {
 		start, o.Refined = s, true
 	}
 	o.Offset = float64(max(start, 0)) / float64(m.p.Rate)
-	return scored{Occurrence: o, sig: sig, corr: m.similarity(ic, cd.o), start: cd.o, end: cd.o + ic.frames}, true
+	return scored{Occurrence: o, idx: c, sig: sig, corr: m.similarity(ic, cd.o), start: cd.o, end: cd.o + ic.frames}, true
 }
 
 // similarity is the correlation of the clip's band envelopes with the
@@ -379,7 +380,15 @@ func (m *Matcher) flush(frontier int32) {
 
 func (m *Matcher) explained(a scored, by []scored) bool {
 	for _, b := range by {
+		if b.idx == a.idx {
+			continue
+		}
 		if b.Clip == a.Clip {
+			// Two speeds of one clip at one place: the stronger is it.
+			stronger := b.sig > a.sig || (b.sig == a.sig && b.idx < a.idx)
+			if stronger && min(a.end, b.end) > max(a.start, b.start) {
+				return true
+			}
 			continue
 		}
 		// Much more significant, or as significant and more alike.
