@@ -2,6 +2,7 @@ package bus_test
 
 import (
 	"context"
+	"sync"
 	"testing"
 	"time"
 
@@ -15,17 +16,22 @@ import (
 	"github.com/archivist/archivist/pkg/telemetry"
 )
 
-// recordSpans makes the global tracer provider record every span for the
-// test.
+// recordSpans makes the global tracer provider record spans, once for the
+// process: the bus's tracer, made at package level, stays with the first
+// provider set, so every test shares one recorder and tells its spans by
+// their trace id. (Spans are made only where a trace is carried: the other
+// tests record nothing.)
 func recordSpans(t *testing.T) *tracetest.SpanRecorder {
 	t.Helper()
+	return sharedRecorder()
+}
+
+var sharedRecorder = sync.OnceValue(func() *tracetest.SpanRecorder {
 	rec := tracetest.NewSpanRecorder()
-	prev, prevProp := otel.GetTracerProvider(), otel.GetTextMapPropagator()
 	otel.SetTracerProvider(sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec)))
 	otel.SetTextMapPropagator(telemetry.Propagator)
-	t.Cleanup(func() { otel.SetTracerProvider(prev); otel.SetTextMapPropagator(prevProp) })
 	return rec
-}
+})
 
 // TestAHandlerRunsInTheTraceOfItsMessage: a message published within a
 // span carries its context (traceparent, lower case); the handler runs in
@@ -72,16 +78,20 @@ func TestAHandlerRunsInTheTraceOfItsMessage(t *testing.T) {
 	if !traced {
 		t.Fatal("no handler ran in the publisher's trace")
 	}
+	// The consumer span ends once the handler has returned and the message
+	// is acknowledged: after the handler's send above.
 	var producer, consumer bool
-	for _, s := range rec.Ended() {
-		if s.SpanContext().TraceID() != root.SpanContext().TraceID() {
-			continue
-		}
-		switch {
-		case s.SpanKind() == trace.SpanKindProducer && s.Name() == "publish "+testSubject:
-			producer = true
-		case s.SpanKind() == trace.SpanKindConsumer && s.Name() == "process traced":
-			consumer = true
+	for deadline := time.Now().Add(5 * time.Second); !(producer && consumer) && time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		for _, s := range rec.Ended() {
+			if s.SpanContext().TraceID() != root.SpanContext().TraceID() {
+				continue
+			}
+			switch {
+			case s.SpanKind() == trace.SpanKindProducer && s.Name() == "publish "+testSubject:
+				producer = true
+			case s.SpanKind() == trace.SpanKindConsumer && s.Name() == "process traced":
+				consumer = true
+			}
 		}
 	}
 	if !producer || !consumer {

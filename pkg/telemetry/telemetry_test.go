@@ -80,3 +80,29 @@ func TestTraceContextInMessageHeaders(t *testing.T) {
 		t.Error("no headers gave a trace")
 	}
 }
+
+// TestTraceparentRoundTrip: a span context kept as a traceparent string
+// (a record's column) comes back as the same trace; nothing kept, nothing
+// comes back.
+func TestTraceparentRoundTrip(t *testing.T) {
+	tid, _ := trace.TraceIDFromHex("4bf92f3577b34da6a3ce929d0e0e4736")
+	sid, _ := trace.SpanIDFromHex("00f067aa0ba902b7")
+	ctx := trace.ContextWithRemoteSpanContext(context.Background(), trace.NewSpanContext(trace.SpanContextConfig{TraceID: tid, SpanID: sid, TraceFlags: trace.FlagsSampled}))
+	tp := telemetry.Traceparent(ctx)
+	if tp != "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01" {
+		t.Fatalf("traceparent %q", tp)
+	}
+	back := trace.SpanContextFromContext(telemetry.WithTraceparent(context.Background(), tp))
+	if back.TraceID() != tid || back.SpanID() != sid || !back.IsRemote() {
+		t.Errorf("restored %v", back)
+	}
+	if got := telemetry.TraceIDOf(tp); got != tid.String() {
+		t.Errorf("trace id %q", got)
+	}
+	if telemetry.Traceparent(context.Background()) != "" || telemetry.TraceIDOf("") != "" || telemetry.TraceIDOf("00-nonsense") != "" || telemetry.TraceID(context.Background()) != "" {
+		t.Error("something from nothing")
+	}
+	if telemetry.WithTraceparent(ctx, "") != ctx {
+		t.Error("an empty traceparent changed the context")
+	}
+}
