@@ -336,18 +336,19 @@ func TestMiniCorpus(t *testing.T) {
 	}
 }
 
-// reportSeeds are the corpora the accuracy benchmark reports: seeds never
-// looked at while tuning. The locator was tuned on SEED=2 (and the mini
-// corpus, SEED=1); those are never reported.
-var reportSeeds = []string{"11", "12", "13"}
+// reportSeeds are the seeds the accuracy benchmark reports, the first
+// three whose corpus builds (make_corpus.sh fails on some seeds inside
+// sox: "fade-out overlaps fade-in"; such a seed is skipped, saying so):
+// seeds never looked at while tuning. The locator was tuned on SEED=2 (and
+// the mini corpus, SEED=1); those are never reported.
+var reportSeeds = []string{"11", "12", "13", "14", "15", "16", "17", "18", "19", "20"}
 
 // accuracyCorpora are the corpora the accuracy benchmark scores:
 // ARCHIVIST_AUDIO_CORPUS if set (make_corpus.sh outputs, separated as
-// PATH is), else one per seed of ARCHIVIST_AUDIO_SEEDS (default
-// reportSeeds) with ARCHIVIST_AUDIO_EPISODES episodes of 5-10 minutes
-// (default 8), built now with make_corpus.sh (its header lists the Debian
-// packages it needs), or taken from ARCHIVIST_AUDIO_CORPUS_CACHE where an
-// earlier run built it.
+// PATH is), else three of ARCHIVIST_AUDIO_SEEDS (default reportSeeds) with
+// ARCHIVIST_AUDIO_EPISODES episodes of 5-10 minutes (default 8), built now
+// with make_corpus.sh (its header lists the Debian packages it needs), or
+// taken from ARCHIVIST_AUDIO_CORPUS_CACHE where an earlier run built it.
 func accuracyCorpora(b *testing.B) []string {
 	if v := os.Getenv("ARCHIVIST_AUDIO_CORPUS"); v != "" {
 		return filepath.SplitList(v)
@@ -367,16 +368,34 @@ func accuracyCorpora(b *testing.B) []string {
 	script := filepath.Join(testdata(b), "audio", "make_corpus.sh")
 	var dirs []string
 	for _, seed := range seeds {
+		if len(dirs) == 3 {
+			break
+		}
 		out := filepath.Join(cache, "seed"+seed+"-n"+n)
+		failed := filepath.Join(cache, "seed"+seed+"-n"+n+".failed")
+		if _, err := os.Stat(failed); err == nil {
+			fmt.Printf("SEED=%s skipped: make_corpus.sh failed on it before (%s)\n", seed, failed)
+			continue
+		}
 		if _, err := os.Stat(filepath.Join(out, "pairs.tsv")); err != nil {
 			_ = os.RemoveAll(out)
 			cmd := exec.Command("bash", script)
 			cmd.Env = append(os.Environ(), "N="+n, "MIN_S=300", "MAX_S=600", "SEED="+seed, "OUT="+out)
 			if msg, err := cmd.CombinedOutput(); err != nil {
-				b.Fatalf("make_corpus.sh SEED=%s (see its header for the Debian packages it needs): %v\n%s", seed, err, msg)
+				if _, serr := os.Stat(filepath.Join(out, "clips.tsv")); serr != nil {
+					b.Fatalf("make_corpus.sh SEED=%s (see its header for the Debian packages it needs): %v\n%s", seed, err, msg)
+				}
+				// The script ran and one of its episodes failed inside sox.
+				_ = os.RemoveAll(out)
+				_ = os.WriteFile(failed, msg, 0o644)
+				fmt.Printf("SEED=%s skipped: make_corpus.sh failed on it (%v; its output in %s)\n", seed, err, failed)
+				continue
 			}
 		}
 		dirs = append(dirs, out)
+	}
+	if len(dirs) == 0 {
+		b.Fatal("no corpus could be built")
 	}
 	return dirs
 }

@@ -23,6 +23,11 @@ type Index struct {
 	start  []uint32 // postings of hash h: post[start[h]:start[h+1]]
 	post   []posting
 	frames int32 // the longest clip, in frames
+	// discount is log10 of how many speeds every clip is tried at: each
+	// variant is another chance of a coincidence at every place, so a
+	// candidate's significance is discounted by it (Bonferroni), and
+	// variants bring no more false alarms than one speed did.
+	discount float64
 }
 
 type indexedClip struct {
@@ -77,7 +82,7 @@ func NewIndex(p Params, clips []Clip) (*Index, error) {
 	if len(vs) > 1<<16 {
 		return nil, fmt.Errorf("locate: %d clips and variants, at most %d", len(vs), 1<<16)
 	}
-	x := &Index{p: p, start: make([]uint32, 1<<HashBits+1)}
+	x := &Index{p: p, start: make([]uint32, 1<<HashBits+1), discount: math.Log10(float64(1 + len(p.Speeds)))}
 	all := make([][]Hash, len(vs))
 	for i, c := range vs {
 		var hs []Hash

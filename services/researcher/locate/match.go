@@ -279,7 +279,7 @@ func (m *Matcher) decide(c int, cd candidate) (scored, bool) {
 	// prior for the start of the episode) or the local one, the higher.
 	lambda := (float64(st.total) + priorVotes) / (float64(st.nClosed) + priorOffsets)
 	lambda = math.Max(lambda, st.localRate(cd.o))
-	sig := -poissonTailLog10(int(cd.window), 3*lambda)
+	sig := -poissonTailLog10(int(cd.window), 3*lambda) - m.x.discount
 	conf := confidenceOf(sig)
 	if conf < m.MinConfidence {
 		return scored{}, false
