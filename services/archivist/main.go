@@ -160,6 +160,7 @@ func dispatch(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		fs.StringVar(&o.AuditorAddr, "auditor-addr", o.AuditorAddr, "audit API address (AUDITOR_HTTP_ADDR)")
 		fs.StringVar(&o.IndexerAddr, "indexer-addr", o.IndexerAddr, "index API address (INDEXER_HTTP_ADDR)")
 		fs.StringVar(&o.AggregatorAddr, "aggregator-addr", o.AggregatorAddr, "CDX query API address (AGGREGATOR_HTTP_ADDR)")
+		fs.StringVar(&o.DashboardAddr, "dashboard-addr", o.DashboardAddr, "the operator's dashboard address (DASHBOARD_HTTP_ADDR)")
 		fs.BoolVar(&o.Demo, "demo", o.Demo, "seed demo data once ready: episodes and jingles, a batch, WARC files (ARCHIVIST_DEMO)")
 		if err := fs.Parse(args[1:]); err != nil {
 			return err
