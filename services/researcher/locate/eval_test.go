@@ -411,6 +411,9 @@ func accuracyCorpora(b *testing.B) []string {
 //	go test -run XXX -bench Accuracy -benchtime 1x -timeout 3h ./locate/
 func BenchmarkAccuracy(b *testing.B) {
 	conds := []string{"clean", "gain-12", "sr22k", "lp4k_mp3_64k", "snr10", "snr5", "snr0", "gsm8k", "speed102"}
+	if v := os.Getenv("ARCHIVIST_LOCATE_CONDITIONS"); v != "" { // a look at some
+		conds = strings.Split(v, ",")
+	}
 	for range b.N {
 		total := map[string]*score{}
 		var hours float64

@@ -73,6 +73,7 @@ type scored struct {
 	idx        int // the index's clip (a variant's own, where Clip is its original's)
 	sig        float64
 	corr       float64 // of the whole clip with the episode at the offset
+	wave       float64 // of the clip's samples with the episode's at the offset (0: not at hand)
 	start, end int32
 }
 
@@ -247,7 +248,8 @@ func (m *Matcher) resolve(c int) {
 		}
 	}
 	m.pending = keep
-	// Most significant first; within a quarter of each other, the more alike.
+	// Most significant first; within a quarter of each other, the more
+	// alike.
 	bucket := func(s scored) int { return int(math.Floor(math.Log(s.sig) / math.Log(1.25))) }
 	slices.SortStableFunc(conf, func(a, b scored) int {
 		if c := cmp.Compare(bucket(b), bucket(a)); c != 0 {
@@ -255,6 +257,23 @@ func (m *Matcher) resolve(c int) {
 		}
 		return cmp.Compare(b.corr, a.corr)
 	})
+	// A clip that repeats a beat can gather more votes a beat off its place
+	// than at it (the beat goes on in the passage after it); its samples
+	// tell the two apart where the landmarks cannot. An overlapping
+	// candidate at least half as significant whose samples match clearly
+	// better goes first.
+	if len(conf) > 1 {
+		top, best := conf[0], 0
+		for i, s := range conf {
+			if d := s.start - top.start; d > -st.nms && d < st.nms && 2*s.sig >= top.sig && s.wave > conf[best].wave {
+				best = i
+			}
+		}
+		if w := conf[best]; best > 0 && w.wave >= waveClear && w.wave >= top.wave+waveMargin {
+			copy(conf[1:best+1], conf[:best])
+			conf[0] = w
+		}
+	}
 	var kept []scored
 	for _, s := range conf {
 		overlaps := false
@@ -291,7 +310,31 @@ func (m *Matcher) decide(c int, cd candidate) (scored, bool) {
 		start, o.Refined = s, true
 	}
 	o.Offset = float64(max(start, 0)) / float64(m.p.Rate)
-	return scored{Occurrence: o, idx: c, sig: sig, corr: m.similarity(ic, cd.o), start: cd.o, end: cd.o + ic.frames}, true
+	return scored{Occurrence: o, idx: c, sig: sig, corr: m.similarity(ic, cd.o), wave: m.waveCorr(ic, start),
+		start: cd.o, end: cd.o + ic.frames}, true
+}
+
+// waveClear and waveMargin: a candidate's samples match the clip clearly
+// (normalised correlation) and clearly better than the most significant
+// candidate's.
+const waveClear, waveMargin = 0.5, 0.2
+
+// waveCorr is the normalised correlation of the clip's samples with the
+// episode's from sample start, 0 when they are no longer (or not yet) at
+// hand or silent.
+func (m *Matcher) waveCorr(ic *indexedClip, start int64) float64 {
+	lo := start - m.ringStart
+	n := int64(len(ic.samples))
+	if lo < 0 || lo+n > int64(len(m.ring)) || n == 0 {
+		return 0
+	}
+	seg := m.ring[lo : lo+n]
+	c := float64(audio.Dot(ic.samples, seg))
+	e1, e2 := float64(audio.Dot(ic.samples, ic.samples)), float64(audio.Dot(seg, seg))
+	if e1 <= 0 || e2 <= 0 || c <= 0 {
+		return 0
+	}
+	return c / math.Sqrt(e1*e2)
 }
 
 // similarity is the correlation of the clip's band envelopes with the
