@@ -134,6 +134,19 @@ func (c *corpus) episodeFile(ep, cond string) string {
 	return f
 }
 
+// dump, when ARCHIVIST_LOCATE_DUMP names a file, gets a line per reported
+// occurrence with its features and whether it was right (for a look at a
+// tuning corpus, never at the reported ones).
+var dump = func() *os.File {
+	if p := os.Getenv("ARCHIVIST_LOCATE_DUMP"); p != "" {
+		f, err := os.Create(p)
+		if err == nil {
+			return f
+		}
+	}
+	return nil
+}()
+
 // score is the outcome of one condition.
 type score struct {
 	tp, fp, fn     int
@@ -252,6 +265,15 @@ func evaluate(t testing.TB, c *corpus, x *locate.Index, cond string, minConf flo
 		truth := c.truth[ep+"/"+cond]
 		used := make([]bool, len(truth))
 		for _, o := range found {
+			if dump != nil {
+				right := "fp"
+				for _, tr := range truth {
+					if tr.clip == o.Name && math.Abs(tr.offset-o.Offset) <= 0.1 {
+						right = "tp"
+					}
+				}
+				fmt.Fprintf(dump, "%s\t%s\t%s\t%s\t%.1f\t%.4f\t%d\t%d\t%.4f\t%.4f\t%s\n", c.dir, cond, ep, o.Name, c.duration[o.Name], o.Confidence, o.Votes, o.Hashes, o.Similarity, o.Waveform, right)
+			}
 			hit := false
 			for i, tr := range truth {
 				if !used[i] && tr.clip == o.Name && math.Abs(tr.offset-o.Offset) <= 0.1 {

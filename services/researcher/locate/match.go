@@ -26,6 +26,11 @@ type Occurrence struct {
 	// Refined is set when the offset was refined below the frame hop by
 	// cross-correlating the waveforms.
 	Refined bool
+	// Similarity is the correlation of the whole clip's band envelopes
+	// with the passage's, and Waveform that of their samples (0 where the
+	// samples were no longer at hand): how alike the whole clip and the
+	// passage are, beyond the landmarks that voted.
+	Similarity, Waveform float64
 }
 
 // Threshold is the one confidence at and above which an occurrence is
@@ -310,7 +315,8 @@ func (m *Matcher) decide(c int, cd candidate) (scored, bool) {
 		start, o.Refined = s, true
 	}
 	o.Offset = float64(max(start, 0)) / float64(m.p.Rate)
-	return scored{Occurrence: o, idx: c, sig: sig, corr: m.similarity(ic, cd.o), wave: m.waveCorr(ic, start),
+	o.Similarity, o.Waveform = m.similarity(ic, cd.o), m.waveCorr(ic, start)
+	return scored{Occurrence: o, idx: c, sig: sig, corr: o.Similarity, wave: o.Waveform,
 		start: cd.o, end: cd.o + ic.frames}, true
 }
 
