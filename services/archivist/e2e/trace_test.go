@@ -93,13 +93,7 @@ func tracedPOST(t *testing.T, url string, body any, want int) trace.Span {
 // works, the work item the pwa leases for the episode, the researcher that
 // takes it, and the cwa that stores its results.
 func TestOneTraceFollowsACurationRecord(t *testing.T) {
-	rec := recordSpans(t)
-	natsURL := testenv.NATS(t)
-	port := testenv.FreePort(t)
-	bs, err := blob.NewLocal(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
+	rec, natsURL, port, bs := traceRig(t)
 	ctx := context.Background()
 	for key, audio := range map[string]string{"audio/traced.wav": "the traced episode's audio", "audio/jingle.wav": "a jingle"} {
 		if _, err := bs.Put(ctx, key, strings.NewReader(audio), nil); err != nil {
@@ -152,13 +146,7 @@ func wantTraceID(t *testing.T, url string, root trace.Span) {
 // objects' archive.object.recorded, and the auditor's and the indexer's
 // consumers of them.
 func TestOneTraceFollowsABatch(t *testing.T) {
-	rec := recordSpans(t)
-	natsURL := testenv.NATS(t)
-	port := testenv.FreePort(t)
-	bs, err := blob.NewLocal(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
+	rec, natsURL, port, bs := traceRig(t)
 	testenv.StartServiceIn(t, curator.Definition(), testenv.Shared{NATSURL: natsURL, DBURL: testenv.DBURL(t, curatormigrations.Schema), Blob: bs},
 		map[string]string{"CURATOR_HTTP_ADDR": fmt.Sprintf("127.0.0.1:%d", port), "INGEST_ALLOW_PRIVATE": "true",
 			"INGEST_WORK_DIR": t.TempDir(), "INGEST_MIN_FREE_BYTES": "1048576", "INGEST_INTERVAL": "200ms"})
@@ -172,6 +160,17 @@ func TestOneTraceFollowsABatch(t *testing.T) {
 	waitForTrace(t, rec, root, "POST curator API", "ingest batch pending", "ingest job pending", "ingest job downloading",
 		"ingest job storing", "ingest job recording", "publish batch", "process auditor-recorded", "process indexer-recorded")
 	wantTraceID(t, fmt.Sprintf("http://127.0.0.1:%d/v1/ingest/history?job=1", port), root)
+}
+
+// traceRig is what both trace tests start from: the span recorder, a NATS
+// account, a free port for the curator's API and a blob store.
+func traceRig(t *testing.T) (*tracetest.SpanRecorder, string, int, blob.Store) {
+	t.Helper()
+	bs, err := blob.NewLocal(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return recordSpans(t), testenv.NATS(t), testenv.FreePort(t), bs
 }
 
 // waitForTrace waits until every span named want has ended in root's

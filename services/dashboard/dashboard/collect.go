@@ -48,21 +48,11 @@ type Research struct {
 		Parked          int64 `json:"parked"`
 		WithFailedClips int64 `json:"with_failed_clips"`
 	} `json:"episodes"`
-	Parked []struct {
-		Episode string    `json:"episode"`
-		Clip    string    `json:"clip"`
-		Reason  string    `json:"reason"`
-		At      time.Time `json:"at"`
-	} `json:"parked"`
-	FailedClips []struct {
-		Episode string    `json:"episode"`
-		Clip    string    `json:"clip"`
-		Reason  string    `json:"reason"`
-		At      time.Time `json:"at"`
-	} `json:"failed_clips"`
-	Clips        int64 `json:"clips"`
-	Results      int64 `json:"results"`
-	LeasesActive int64 `json:"leases_active"`
+	Parked       []ParkedWork `json:"parked"`
+	FailedClips  []ParkedWork `json:"failed_clips"`
+	Clips        int64        `json:"clips"`
+	Results      int64        `json:"results"`
+	LeasesActive int64        `json:"leases_active"`
 	Leases       []struct {
 		ID        string    `json:"id"`
 		Episode   string    `json:"episode"`
@@ -71,6 +61,14 @@ type Research struct {
 	} `json:"leases"`
 	QueueDepth  int64 `json:"queue_depth"`
 	Researchers int   `json:"researchers"`
+}
+
+// ParkedWork is a parked episode, or a clip parked in an episode.
+type ParkedWork struct {
+	Episode string    `json:"episode"`
+	Clip    string    `json:"clip"`
+	Reason  string    `json:"reason"`
+	At      time.Time `json:"at"`
 }
 
 // StateCount is a state's count and the age of its oldest.
