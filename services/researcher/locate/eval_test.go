@@ -250,79 +250,84 @@ func (s *score) errQ(q float64) float64 {
 }
 
 // evaluate locates every clip in every episode of the condition and scores
-// the occurrences: a hit is right when its clip occurs within 0.1 s of it.
+// the occurrences.
 func evaluate(t testing.TB, c *corpus, x *locate.Index, cond string, minConf float64) *score {
 	s := newScore()
 	for _, ep := range c.episodes {
 		samples := decodeFile(t, c.episodeFile(ep, cond))
-		s.hours += float64(len(samples)) / float64(locate.DefaultParams.Rate) / 3600
 		m := locate.NewMatcher(x, nil)
 		m.MinConfidence = minConf
 		for i := 0; i < len(samples); i += 4096 {
 			m.Write(samples[i:min(i+4096, len(samples))])
 		}
-		found := m.Finish()
-		truth := c.truth[ep+"/"+cond]
-		used := make([]bool, len(truth))
-		for _, o := range found {
-			if dump != nil {
-				right := "fp"
+		c.score(s, ep, cond, float64(len(samples))/float64(locate.DefaultParams.Rate), m.Finish())
+	}
+	return s
+}
+
+// score adds to s what was found in an episode of a condition (seconds
+// long): a hit is right when its clip occurs within 0.1 s of it.
+func (c *corpus) score(s *score, ep, cond string, seconds float64, found []locate.Occurrence) {
+	s.hours += seconds / 3600
+	truth := c.truth[ep+"/"+cond]
+	used := make([]bool, len(truth))
+	for _, o := range found {
+		if dump != nil {
+			right := "fp"
+			for _, tr := range truth {
+				if tr.clip == o.Name && math.Abs(tr.offset-o.Offset) <= 0.1 {
+					right = "tp"
+				}
+			}
+			fmt.Fprintf(dump, "%s\t%s\t%s\t%s\t%.1f\t%.4f\t%d\t%d\t%.4f\t%.4f\t%s\n", c.dir, cond, ep, o.Name, c.duration[o.Name], o.Confidence, o.Votes, o.Hashes, o.Similarity, o.Waveform, right)
+		}
+		hit := false
+		for i, tr := range truth {
+			if !used[i] && tr.clip == o.Name && math.Abs(tr.offset-o.Offset) <= 0.1 {
+				used[i], hit = true, true
+				s.errs = append(s.errs, math.Abs(tr.offset-o.Offset))
+				break
+			}
+		}
+		if !hit {
+			for _, w := range c.within[o.Name] {
 				for _, tr := range truth {
-					if tr.clip == o.Name && math.Abs(tr.offset-o.Offset) <= 0.1 {
-						right = "tp"
+					if tr.clip == w.clip && math.Abs(tr.offset+w.offset-o.Offset) <= 0.1 {
+						hit = true
 					}
-				}
-				fmt.Fprintf(dump, "%s\t%s\t%s\t%s\t%.1f\t%.4f\t%d\t%d\t%.4f\t%.4f\t%s\n", c.dir, cond, ep, o.Name, c.duration[o.Name], o.Confidence, o.Votes, o.Hashes, o.Similarity, o.Waveform, right)
-			}
-			hit := false
-			for i, tr := range truth {
-				if !used[i] && tr.clip == o.Name && math.Abs(tr.offset-o.Offset) <= 0.1 {
-					used[i], hit = true, true
-					s.errs = append(s.errs, math.Abs(tr.offset-o.Offset))
-					break
-				}
-			}
-			if !hit {
-				for _, w := range c.within[o.Name] {
-					for _, tr := range truth {
-						if tr.clip == w.clip && math.Abs(tr.offset+w.offset-o.Offset) <= 0.1 {
-							hit = true
-						}
-					}
-				}
-				if hit {
-					s.sameAudio++
-					continue
 				}
 			}
 			if hit {
-				s.tp++
-				if c.duration[o.Name] >= 3 {
-					s.longTP++
-				}
+				s.sameAudio++
 				continue
 			}
-			s.fp++
-			s.fpByKind[c.kind[o.Name]]++
-			if c.role[o.Name] == "distractor" {
-				s.decoyHits++
-			}
-			s.falseAlarms = append(s.falseAlarms, fmt.Sprintf("%s %s %.3fs conf %.3f votes %d/%d", ep, o.Name, o.Offset, o.Confidence, o.Votes, o.Hashes))
 		}
-		for i, tr := range truth {
-			long := c.duration[tr.clip] >= 3
-			s.count(s.byMode, tr.mode, long, used[i])
-			s.count(s.byKind, c.kind[tr.clip], long, used[i])
-			if !used[i] {
-				s.fn++
-				if c.duration[tr.clip] >= 3 {
-					s.longFN++
-				}
-				s.missed = append(s.missed, fmt.Sprintf("%s %s at %.3fs (%.1fs long)", ep, tr.clip, tr.offset, c.duration[tr.clip]))
+		if hit {
+			s.tp++
+			if c.duration[o.Name] >= 3 {
+				s.longTP++
 			}
+			continue
+		}
+		s.fp++
+		s.fpByKind[c.kind[o.Name]]++
+		if c.role[o.Name] == "distractor" {
+			s.decoyHits++
+		}
+		s.falseAlarms = append(s.falseAlarms, fmt.Sprintf("%s %s %.3fs conf %.3f votes %d/%d", ep, o.Name, o.Offset, o.Confidence, o.Votes, o.Hashes))
+	}
+	for i, tr := range truth {
+		long := c.duration[tr.clip] >= 3
+		s.count(s.byMode, tr.mode, long, used[i])
+		s.count(s.byKind, c.kind[tr.clip], long, used[i])
+		if !used[i] {
+			s.fn++
+			if c.duration[tr.clip] >= 3 {
+				s.longFN++
+			}
+			s.missed = append(s.missed, fmt.Sprintf("%s %s at %.3fs (%.1fs long)", ep, tr.clip, tr.offset, c.duration[tr.clip]))
 		}
 	}
-	return s
 }
 
 func testdata(t testing.TB) string {
