@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"sort"
 	"strconv"
@@ -428,6 +429,26 @@ func accuracyCorpora(b *testing.B) []string {
 	return dirs
 }
 
+// setParams sets the integer fields of p that ARCHIVIST_LOCATE_PARAMS
+// names ("PeaksPerFrame=7,FanOut=8"): to compare settings on a tuning
+// corpus.
+func setParams(b *testing.B, p *locate.Params) {
+	v := os.Getenv("ARCHIVIST_LOCATE_PARAMS")
+	if v == "" {
+		return
+	}
+	for _, kv := range strings.Split(v, ",") {
+		k, val, _ := strings.Cut(kv, "=")
+		n, err := strconv.Atoi(val)
+		f := reflect.ValueOf(p).Elem().FieldByName(k)
+		if err != nil || !f.IsValid() || f.Kind() != reflect.Int {
+			b.Fatalf("ARCHIVIST_LOCATE_PARAMS: %q is not an integer setting of locate.Params", kv)
+		}
+		f.SetInt(int64(n))
+	}
+	fmt.Printf("settings: %+v\n", *p)
+}
+
 // BenchmarkAccuracy scores the locator on corpora of seeds it was never
 // tuned on (accuracyCorpora): per condition, recall of clips of 3 s and
 // longer and of shorter ones, precision and false alarms an hour, each
@@ -459,6 +480,15 @@ func BenchmarkAccuracy(b *testing.B) {
 				}
 			}
 		}
+		setParams(b, &params)
+		minConf := locate.Threshold
+		if v := os.Getenv("ARCHIVIST_LOCATE_MIN_CONFIDENCE"); v != "" { // with ARCHIVIST_LOCATE_DUMP, on a tuning corpus
+			f, err := strconv.ParseFloat(v, 64)
+			if err != nil {
+				b.Fatalf("ARCHIVIST_LOCATE_MIN_CONFIDENCE: %v", err)
+			}
+			minConf = f
+		}
 		for _, dir := range accuracyCorpora(b) {
 			c := loadCorpus(b, dir)
 			x, err := locate.NewIndex(params, c.clips)
@@ -475,7 +505,7 @@ func BenchmarkAccuracy(b *testing.B) {
 				if _, ok := c.conditions[cond]; !ok {
 					continue
 				}
-				s := evaluate(b, c, x, cond, locate.Threshold)
+				s := evaluate(b, c, x, cond, minConf)
 				if total[cond] == nil {
 					total[cond] = newScore()
 				}

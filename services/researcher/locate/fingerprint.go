@@ -30,6 +30,13 @@ type Params struct {
 	// variant, whose landmarks line up where the original's spread out.
 	// Only the strongest variant of a clip is reported at a place.
 	Speeds []float64
+	// Shifts is how many times every clip (and variant) is fingerprinted,
+	// each time starting Hop/Shifts samples later: an episode's frames
+	// fall anywhere within a clip's hop, and landmarks of short or
+	// transient sounds, framed half a hop apart, share few hashes (one
+	// 1.2 s chime gathered 2 votes framed as the clip was and 61 framed a
+	// half hop later). Every shift votes for the same clip.
+	Shifts int
 }
 
 // DefaultParams analyse at 8 kHz: 64 ms frames every 32 ms, peaks between
@@ -38,7 +45,7 @@ type Params struct {
 // 2 % slow and 2 % fast (a broadcast chain's tempo: recall of clips ≥3 s
 // played 2 % fast went from 0.18 to 0.96, docs/PERFORMANCE.md).
 var DefaultParams = Params{Rate: 8000, FFT: 512, Hop: 256, MinBin: 8, MaxBin: 224,
-	PeakDF: 6, PeakDT: 3, PeaksPerFrame: 5, FanOut: 6, MaxDT: 31, MaxDF: 63, Speeds: []float64{0.98, 1.02}}
+	PeakDF: 6, PeakDT: 3, PeaksPerFrame: 5, FanOut: 6, MaxDT: 31, MaxDF: 63, Speeds: []float64{0.98, 1.02}, Shifts: 4}
 
 // FrameDuration is the hop in seconds.
 func (p Params) FrameDuration() float64 { return float64(p.Hop) / float64(p.Rate) }

@@ -1,9 +1,11 @@
 package locate
 
 import (
+	"cmp"
 	"fmt"
 	"io"
 	"math"
+	"slices"
 
 	"github.com/archivist/archivist/services/researcher/audio"
 )
@@ -84,16 +86,28 @@ func NewIndex(p Params, clips []Clip) (*Index, error) {
 	}
 	x := &Index{p: p, start: make([]uint32, 1<<HashBits+1), discount: math.Log10(float64(1 + len(p.Speeds)))}
 	all := make([][]Hash, len(vs))
+	shifts := max(p.Shifts, 1)
 	for i, c := range vs {
 		var hs []Hash
 		var env []float32
-		fp := NewFingerprinter(p, func(h Hash) { hs = append(hs, h) })
-		fp.Bands = func(_ int32, e []float32) { env = append(env, e...) }
-		fp.Write(c.Samples)
-		fp.Flush()
+		landmarks := 0
+		for k := range shifts {
+			// Framed k·Hop/Shifts samples later: its frame t starts
+			// where the clip started t frames earlier, less the shift,
+			// so it votes for the clip's own offset (within a frame).
+			fp := NewFingerprinter(p, func(h Hash) { hs = append(hs, h) })
+			if k == 0 {
+				fp.Bands = func(_ int32, e []float32) { env = append(env, e...) }
+			}
+			fp.Write(c.Samples[min(k*p.Hop/shifts, len(c.Samples)):])
+			fp.Flush()
+			if k == 0 {
+				landmarks = len(hs)
+			}
+		}
 		all[i] = hs
 		frames := int32((len(c.Samples) + p.Hop - 1) / p.Hop)
-		x.clips = append(x.clips, indexedClip{name: c.Name, of: c.of, speed: c.speed, frames: frames, hashes: len(hs), samples: c.Samples,
+		x.clips = append(x.clips, indexedClip{name: c.Name, of: c.of, speed: c.speed, frames: frames, hashes: landmarks, samples: c.Samples,
 			excerpt: loudest(c.Samples, excerptLen(p)), env: env})
 		x.frames = max(x.frames, frames)
 		for _, h := range hs {
@@ -109,6 +123,16 @@ func NewIndex(p Params, clips []Clip) (*Index, error) {
 		for _, h := range hs {
 			x.post[x.start[h.H]+fill[h.H]] = posting{clip: uint16(i), t: uint16(h.T)}
 			fill[h.H]++
+		}
+	}
+	// By clip and frame within a hash: a landmark's shifts side by side
+	// (Matcher.vote counts them once).
+	for h := range 1 << HashBits {
+		ps := x.post[x.start[h]:x.start[h+1]]
+		if len(ps) > 1 {
+			slices.SortFunc(ps, func(a, b posting) int {
+				return cmp.Or(cmp.Compare(a.clip, b.clip), cmp.Compare(a.t, b.t))
+			})
 		}
 	}
 	return x, nil
