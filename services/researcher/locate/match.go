@@ -54,8 +54,9 @@ type Matcher struct {
 	flushedAt int32
 	env       []float32 // the episode's band envelopes, by frame mod envKeep
 	envKeep   int
-	pending   []scored // decided, waiting for overlapping clips' decisions
-	recent    []scored // reported, kept while they can explain others
+	pending   []scored  // decided, waiting for overlapping clips' decisions
+	ex2, seg2 []float32 // refine's decimated excerpt and passage
+	recent    []scored  // reported, kept while they can explain others
 	// MinConfidence overrides Threshold (for evaluation: report everything
 	// above it to draw precision/recall curves).
 	MinConfidence float64
@@ -238,7 +239,18 @@ func (st *clipState) localRate(o int32) float64 {
 func (m *Matcher) resolve(c int) {
 	st := &m.clips[c]
 	var conf []scored
-	for _, cd := range st.cluster {
+	for i, cd := range st.cluster {
+		// Only a local maximum of the votes (within two offsets) is
+		// scored: its neighbours are the same alignment, framed a little
+		// off, and each would be refined against the samples again.
+		peak := true
+		for j := max(i-2, 0); j <= min(i+2, len(st.cluster)-1) && peak; j++ {
+			d, w := st.cluster[j].o-cd.o, st.cluster[j].window
+			peak = j == i || d < -2 || d > 2 || w < cd.window || (w == cd.window && j > i)
+		}
+		if !peak {
+			continue
+		}
 		if s, ok := m.decide(c, cd); ok {
 			conf = append(conf, s)
 		}
@@ -556,7 +568,9 @@ func poissonTailLog10(k int, mu float64) float64 {
 func lgamma(x float64) float64 { v, _ := math.Lgamma(x); return v }
 
 // refine moves a frame-resolution start (in samples) to the lag, within
-// 1.5 hops, where the clip's loudest 2 s correlate best with the episode.
+// 1.5 hops, where the clip's loudest 2 s correlate best with the episode:
+// first every other lag on every other sample (a quarter of the work),
+// then every lag near the best of those.
 func (m *Matcher) refine(ic *indexedClip, start int64) (int64, bool) {
 	n := min(excerptLen(m.p), len(ic.samples)-ic.excerpt)
 	if n < m.p.Rate/4 {
@@ -569,33 +583,49 @@ func (m *Matcher) refine(ic *indexedClip, start int64) (int64, bool) {
 	if lo < 0 || hi > int64(len(m.ring)) {
 		return 0, false
 	}
-	var exE float64
-	for _, v := range ex {
-		exE += float64(v) * float64(v)
-	}
 	seg := m.ring[lo:hi]
-	best, bestV := int64(0), -1.0
-	// Energy of the sliding window of the episode.
-	var segE float64
-	for _, v := range seg[:n] {
-		segE += float64(v) * float64(v)
+	// Coarse: lags 0, 2, 4, ... on the even samples.
+	half := n / 2
+	m.ex2, m.seg2 = m.ex2[:0], m.seg2[:0]
+	for i := 0; i < 2*half; i += 2 {
+		m.ex2 = append(m.ex2, ex[i])
 	}
-	for d := int64(0); d <= 2*r; d++ {
-		if d > 0 {
-			a, b := float64(seg[d-1]), float64(seg[d+int64(n)-1])
-			segE += b*b - a*a
-		}
-		c := float64(audio.Dot(ex, seg[d:d+int64(n)]))
-		if segE <= 0 || exE <= 0 {
-			continue
-		}
-		v := c / math.Sqrt(segE*exE)
-		if v > bestV {
-			best, bestV = d, v
-		}
+	for i := 0; i < len(seg); i += 2 {
+		m.seg2 = append(m.seg2, seg[i])
 	}
-	if bestV < 0.05 {
+	coarse, _ := bestLag(m.ex2, m.seg2, 0, r)
+	// Fine: every lag within 8 of it (a neighbouring peak of the
+	// correlation can win the coarse search by a little).
+	best, v := bestLag(ex, seg, max(2*coarse-8, 0), min(2*coarse+8, 2*r))
+	if v < 0.05 {
 		return 0, false
 	}
 	return start - r + best, true
+}
+
+// bestLag is the lag d in [from, to] at which x correlates best (the
+// normalised correlation) with y[d:d+len(x)], and that correlation (−1
+// when y is silent there).
+func bestLag(x, y []float32, from, to int64) (int64, float64) {
+	n := int64(len(x))
+	to = min(to, int64(len(y))-n)
+	xE := float64(audio.Dot(x, x))
+	var yE float64
+	for _, v := range y[from : from+n] {
+		yE += float64(v) * float64(v)
+	}
+	best, bestV := from, -1.0
+	for d := from; d <= to; d++ {
+		if d > from {
+			a, b := float64(y[d-1]), float64(y[d+n-1])
+			yE += b*b - a*a
+		}
+		if yE <= 0 || xE <= 0 {
+			continue
+		}
+		if v := float64(audio.Dot(x, y[d:d+n])) / math.Sqrt(yE*xE); v > bestV {
+			best, bestV = d, v
+		}
+	}
+	return best, bestV
 }
