@@ -30,12 +30,13 @@ type Params struct {
 	// variant, whose landmarks line up where the original's spread out.
 	// Only the strongest variant of a clip is reported at a place.
 	Speeds []float64
-	// Shifts is how many times every clip (and variant) is fingerprinted,
-	// each time starting Hop/Shifts samples later: an episode's frames
-	// fall anywhere within a clip's hop, and landmarks of short or
-	// transient sounds, framed half a hop apart, share few hashes (one
-	// 1.2 s chime gathered 2 votes framed as the clip was and 61 framed a
-	// half hop later). Every shift votes for the same clip.
+	// Shifts is how many times every clip is fingerprinted, each time
+	// starting Hop/Shifts samples later: an episode's frames fall
+	// anywhere within a clip's hop, and landmarks of short or transient
+	// sounds, framed half a hop apart, share few hashes (one 1.2 s chime
+	// gathered 2 votes framed as the clip was and 61 framed a half hop
+	// later). Every shift votes for the same clip. Speed variants are
+	// not shifted: their tempo sweeps their framing across the clip.
 	Shifts int
 }
 
