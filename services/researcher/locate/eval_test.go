@@ -79,12 +79,17 @@ func readTSV(t testing.TB, path string) [][]string {
 }
 
 func decodeFile(t testing.TB, path string) []float32 {
+	return decodeFileAt(t, path, locate.DefaultParams.Rate)
+}
+
+// decodeFileAt decodes a whole file to mono samples at rate.
+func decodeFileAt(t testing.TB, path string, rate int) []float32 {
 	f, err := os.Open(path)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	s, err := audio.Decode(f, locate.DefaultParams.Rate)
+	s, err := audio.Decode(f, rate)
 	if err != nil {
 		t.Fatalf("%s: %v", path, err)
 	}

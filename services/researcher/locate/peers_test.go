@@ -17,7 +17,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/archivist/archivist/services/researcher/audio"
 	"github.com/archivist/archivist/services/researcher/locate"
 )
 
@@ -51,28 +50,14 @@ func peers() []peer {
 
 // writeRaw writes a file as Olaf reads audio: mono 32-bit float samples
 // at 16 kHz, little-endian, no header (decoded by our decoder).
-func writeRaw(b *testing.B, from, to string) float64 {
-	f, err := os.Open(from)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer f.Close()
-	s, err := audio.Decode(f, 16000)
-	if err != nil {
-		b.Fatalf("%s: %v", from, err)
-	}
-	x, err := audio.ReadAll(s)
-	if err != nil {
-		b.Fatalf("%s: %v", from, err)
-	}
+func writeRaw(b *testing.B, from, to string) {
 	var buf bytes.Buffer
-	if err := binary.Write(&buf, binary.LittleEndian, x); err != nil {
+	if err := binary.Write(&buf, binary.LittleEndian, decodeFileAt(b, from, 16000)); err != nil {
 		b.Fatal(err)
 	}
 	if err := os.WriteFile(to, buf.Bytes(), 0o644); err != nil {
 		b.Fatal(err)
 	}
-	return float64(len(x)) / 16000
 }
 
 func clipFile(b *testing.B, c *corpus, name string) string {
