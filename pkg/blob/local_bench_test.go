@@ -16,7 +16,7 @@ import (
 // once), from 8 goroutines, without fsync: the cost of a put's file system
 // operations. One op is one object.
 //
-//	go test -run XXX -bench LocalPutObject ./pkg/blob/
+//	go test -run '^$' -bench LocalPutObject ./pkg/blob/
 func BenchmarkLocalPutObject(b *testing.B) {
 	s, err := blob.NewLocal(b.TempDir(), blob.WithoutSync())
 	if err != nil {

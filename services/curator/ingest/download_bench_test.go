@@ -24,7 +24,7 @@ import (
 // manifest with sha256 digests, or none).
 // docs/PERFORMANCE.md has figures.
 //
-//	go test -run XXX -bench DownloadVsCurl -benchtime 2x ./services/curator/ingest/
+//	go test -run '^$' -bench DownloadVsCurl -benchtime 2x ./services/curator/ingest/
 func BenchmarkDownloadVsCurl(b *testing.B) {
 	if _, err := exec.LookPath("curl"); err != nil {
 		b.Fatal("curl not found (apt-get install curl): it is the peer this benchmark compares with")

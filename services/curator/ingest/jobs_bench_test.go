@@ -19,7 +19,7 @@ import (
 // (as deployed) and not; then both in memory (/dev/shm), which shows what
 // the file system costs.
 //
-//	go test -run XXX -bench SmallJobs -benchtime 1x -count 3 ./services/curator/ingest/
+//	go test -run '^$' -bench SmallJobs -benchtime 1x -count 3 ./services/curator/ingest/
 func BenchmarkSmallJobsEndToEnd(b *testing.B) {
 	const n = 1000
 	for _, c := range []struct {

@@ -462,7 +462,7 @@ func setParams(b *testing.B, p *locate.Params) {
 // (music, sfx, speech), and precision by kind. docs/PERFORMANCE.md keeps
 // the tables.
 //
-//	go test -run XXX -bench Accuracy -benchtime 1x -timeout 3h ./locate/
+//	go test -run '^$' -bench Accuracy -benchtime 1x -timeout 3h ./locate/
 func BenchmarkAccuracy(b *testing.B) {
 	conds := []string{"clean", "gain-12", "sr22k", "lp4k_mp3_64k", "snr10", "snr5", "snr0", "gsm8k", "speed102"}
 	if v := os.Getenv("ARCHIVIST_LOCATE_CONDITIONS"); v != "" { // a look at some

@@ -225,7 +225,7 @@ func strongest(c *corpus, hits []locate.Occurrence, min float64) []locate.Occurr
 // fails, saying how to name them.
 //
 //	ARCHIVIST_OLAF=.../olaf/bin/olaf_core ARCHIVIST_AUDFPRINT=.../audfprint/audfprint.py \
-//	go test -run XXX -bench Peers -benchtime 1x -timeout 3h ./locate/
+//	go test -run '^$' -bench Peers -benchtime 1x -timeout 3h ./locate/
 func BenchmarkPeers(b *testing.B) {
 	ps := peers()
 	if len(ps) == 0 {

@@ -29,15 +29,8 @@ func TestShortClipsOffTheHop(t *testing.T) {
 	run := func(shifts int) (map[string][]locate.Occurrence, int) {
 		p := locate.DefaultParams
 		p.Shifts = shifts
-		x, err := locate.NewIndex(p, clips)
-		if err != nil {
-			t.Fatal(err)
-		}
-		m := locate.NewMatcher(x, nil)
-		m.MinConfidence = 0.001
-		m.Write(ep)
 		found, votes := map[string][]locate.Occurrence{}, 0
-		for _, o := range m.Finish() {
+		for _, o := range locateIn(t, p, clips, ep, 0.001) {
 			if math.Abs(o.Offset-float64(at[o.Name])/rate) <= 0.1 {
 				votes += o.Votes
 				if o.Confidence >= locate.Threshold {

@@ -129,7 +129,7 @@ func stage(b *testing.B, path string, x *locate.Index, upTo int) (time.Duration,
 // heap of the whole locate. FLAC and MP3 are made with the flac and lame
 // tools. docs/PERFORMANCE.md has figures.
 //
-//	go test -run XXX -bench Speed2h -benchtime 1x -timeout 60m ./locate/
+//	go test -run '^$' -bench Speed2h -benchtime 1x -timeout 60m ./locate/
 func BenchmarkSpeed2h(b *testing.B) {
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
 	minutes := 120

@@ -8,6 +8,20 @@ import (
 	"github.com/archivist/archivist/services/researcher/locate/locatetest"
 )
 
+// locateIn indexes the clips with p and returns what a matcher reports
+// in the episode at or above minConf.
+func locateIn(t *testing.T, p locate.Params, clips []locate.Clip, episode []float32, minConf float64) []locate.Occurrence {
+	t.Helper()
+	x, err := locate.NewIndex(p, clips)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := locate.NewMatcher(x, nil)
+	m.MinConfidence = minConf
+	m.Write(episode)
+	return m.Finish()
+}
+
 // faster plays x speed times faster by linear interpolation (another
 // method than the index's resampler, as a broadcast chain would).
 func faster(x []float32, speed float64) []float32 {
@@ -41,14 +55,8 @@ func TestClipsPlayedFastOrSlow(t *testing.T) {
 	run := func(speeds []float64) map[string][]float64 {
 		p := locate.DefaultParams
 		p.Speeds = speeds
-		x, err := locate.NewIndex(p, clips)
-		if err != nil {
-			t.Fatal(err)
-		}
-		m := locate.NewMatcher(x, nil)
-		m.Write(ep)
 		found := map[string][]float64{}
-		for _, o := range m.Finish() {
+		for _, o := range locateIn(t, p, clips, ep, locate.Threshold) {
 			if clips[o.Clip].Name != o.Name {
 				t.Errorf("occurrence of clip %d named %s", o.Clip, o.Name)
 			}
