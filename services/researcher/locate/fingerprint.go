@@ -51,7 +51,7 @@ var DefaultParams = Params{Rate: 8000, FFT: 512, Hop: 256, MinBin: 8, MaxBin: 22
 // FrameDuration is the hop in seconds.
 func (p Params) FrameDuration() float64 { return float64(p.Hop) / float64(p.Rate) }
 
-// Peak is a spectral peak: frame, bin and log power.
+// Peak is a spectral peak: frame, bin and power.
 type Peak struct {
 	T int32
 	F int16
@@ -95,7 +95,8 @@ type Fingerprinter struct {
 	// Bands, when set, receives each frame's band envelope (Bands values).
 	Bands func(t int32, env []float32)
 	env   []float32
-	done  int32 // frames whose peaks are final
+	done  int32     // frames whose peaks are final
+	g, h  []float32 // maxFilter's block maxima
 }
 
 // NewFingerprinter makes a fingerprinter that calls emit for every hash.
@@ -153,14 +154,15 @@ func (f *Fingerprinter) analyse(x []float32) {
 		s = make([]float32, nb)
 		f.fmax = append(f.fmax, make([]float32, nb))
 	}
+	// Power, not its log: peaks are picked by comparisons alone, which
+	// the log does not change (minPower is the floor a peak must pass).
 	for i := range nb {
 		c := f.coef[f.p.MinBin+i]
-		pw := real(c)*real(c) + imag(c)*imag(c)
-		s[i] = float32(math.Log(pw + 1e-10))
+		s[i] = float32(real(c)*real(c) + imag(c)*imag(c))
 	}
 	f.spec = append(f.spec, s)
 	// The maximum over ±PeakDF bins, by a sliding window.
-	maxFilter(f.fmax[len(f.fmax)-1], s, f.p.PeakDF)
+	f.maxFilter(f.fmax[len(f.fmax)-1], s, f.p.PeakDF)
 	if f.Bands != nil {
 		if f.env == nil {
 			f.env = make([]float32, Bands)
@@ -184,17 +186,38 @@ func (f *Fingerprinter) analyse(x []float32) {
 	}
 }
 
-// maxFilter writes to dst the maximum of src over ±r.
-func maxFilter(dst, src []float32, r int) {
-	n := len(src)
-	for i := range n {
-		m := src[i]
-		for j := max(0, i-r); j <= min(n-1, i+r); j++ {
-			if src[j] > m {
-				m = src[j]
-			}
+// minPower is the least power of a frame's bin that can be a peak (about e^−20:
+// silence and dither are not landmarks).
+const minPower = 2e-9
+
+// maxFilter writes to dst the maximum of src (powers, never negative)
+// over ±r, by the van Herk/Gil-Werman method: src padded with r of −1 on
+// each side, the maxima of each block of 2r+1 from its start (g) and from
+// its end (h) give every window's in one comparison, whatever r is.
+func (f *Fingerprinter) maxFilter(dst, src []float32, r int) {
+	n, w := len(src), 2*r+1
+	m := n + 2*r
+	if cap(f.g) < m {
+		f.g, f.h = make([]float32, m), make([]float32, m)
+	}
+	g, h := f.g[:m], f.h[:m]
+	for i := range r {
+		g[i], g[m-1-i] = -1, -1
+	}
+	copy(g[r:], src)
+	copy(h, g)
+	for lo := 0; lo < m; lo += w {
+		hi := min(lo+w, m)
+		for i := lo + 1; i < hi; i++ {
+			g[i] = max(g[i-1], g[i])
 		}
-		dst[i] = m
+		for i := hi - 2; i >= lo; i-- {
+			h[i] = max(h[i+1], h[i])
+		}
+	}
+	// The window of src[i] is padded [i, i+2r]: h of its start, g of its end.
+	for i := range n {
+		dst[i] = max(h[i], g[i+2*r])
 	}
 }
 
@@ -217,7 +240,7 @@ func (f *Fingerprinter) pick(t int32) {
 				ok = false
 			}
 		}
-		if ok && v > -20 {
+		if ok && v > minPower {
 			cand = append(cand, Peak{T: t, F: int16(b + f.p.MinBin), V: v})
 		}
 	}
