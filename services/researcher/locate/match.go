@@ -584,8 +584,12 @@ func lgamma(x float64) float64 { v, _ := math.Lgamma(x); return v }
 
 // refine moves a frame-resolution start (in samples) to the lag, within
 // 1.5 hops, where the clip's loudest 2 s correlate best with the episode:
-// first every other lag on every other sample (a quarter of the work),
-// then every lag near the best of those.
+// first at every lag on every refineStride-th sample (a refineStride-th
+// of the work), then at every sample near the best of those. Every lag
+// is tried: at every other lag alone, a narrow peak (high notes) can fall
+// between two tried lags and a side peak win, a few milliseconds off
+// (8.6 ms for a music clip whose samples then correlated 0.26 instead of
+// 0.98).
 func (m *Matcher) refine(ic *indexedClip, start int64) (int64, bool) {
 	n := min(excerptLen(m.p), len(ic.samples)-ic.excerpt)
 	if n < m.p.Rate/4 {
@@ -599,24 +603,33 @@ func (m *Matcher) refine(ic *indexedClip, start int64) (int64, bool) {
 		return 0, false
 	}
 	seg := m.ring[lo:hi]
-	// Coarse: lags 0, 2, 4, ... on the even samples.
-	half := n / 2
-	m.ex2, m.seg2 = m.ex2[:0], m.seg2[:0]
-	for i := 0; i < 2*half; i += 2 {
+	// Coarse: lag d = refineStride·q + p correlates the excerpt's every
+	// refineStride-th sample with those of phase p of the passage.
+	const s = refineStride
+	m.ex2 = m.ex2[:0]
+	for i := 0; i < n/s*s; i += s {
 		m.ex2 = append(m.ex2, ex[i])
 	}
-	for i := 0; i < len(seg); i += 2 {
-		m.seg2 = append(m.seg2, seg[i])
+	coarse, bestV := int64(0), -2.0
+	for p := range int64(s) {
+		m.seg2 = m.seg2[:0]
+		for i := p; i < int64(len(seg)); i += s {
+			m.seg2 = append(m.seg2, seg[i])
+		}
+		if q, v := bestLag(m.ex2, m.seg2, 0, (2*r-p)/s); v > bestV {
+			coarse, bestV = s*q+p, v
+		}
 	}
-	coarse, _ := bestLag(m.ex2, m.seg2, 0, r)
-	// Fine: every lag within 8 of it (a neighbouring peak of the
-	// correlation can win the coarse search by a little).
-	best, v := bestLag(ex, seg, max(2*coarse-8, 0), min(2*coarse+8, 2*r))
+	// Fine: every sample, at the lags next to it.
+	best, v := bestLag(ex, seg, max(coarse-s, 0), min(coarse+s, 2*r))
 	if v < 0.05 {
 		return 0, false
 	}
 	return start - r + best, true
 }
+
+// refineStride is how sparsely refine's coarse search samples the clip.
+const refineStride = 4
 
 // bestLag is the lag d in [from, to] at which x correlates best (the
 // normalised correlation) with y[d:d+len(x)], and that correlation (−1
