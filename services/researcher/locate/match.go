@@ -80,6 +80,7 @@ type scored struct {
 	sig        float64
 	corr       float64 // of the whole clip with the episode at the offset
 	wave       float64 // of the clip's samples with the episode's at the offset (0: not at hand)
+	projection float64 // of the passage on the clip's samples: the energy of the passage the clip explains
 	start, end int32
 }
 
@@ -341,7 +342,8 @@ func (m *Matcher) decide(c int, cd candidate) (scored, bool) {
 		start, o.Refined = s, true
 	}
 	o.Offset = float64(max(start, 0)) / float64(m.p.Rate)
-	o.Waveform = m.waveCorr(ic, start)
+	var projection float64
+	o.Waveform, projection = m.waveCorr(ic, start)
 	if o.Similarity < unlike && o.Waveform < unlike {
 		// The landmarks lined up, but the whole clip looks like the
 		// passage in neither its band envelopes nor its samples: a
@@ -357,7 +359,7 @@ func (m *Matcher) decide(c int, cd candidate) (scored, bool) {
 	if o.Confidence < m.MinConfidence {
 		return scored{}, false
 	}
-	return scored{Occurrence: o, idx: c, sig: sig, corr: o.Similarity, wave: o.Waveform,
+	return scored{Occurrence: o, idx: c, sig: sig, corr: o.Similarity, wave: o.Waveform, projection: projection,
 		start: cd.o, end: cd.o + ic.frames}, true
 }
 
@@ -424,20 +426,22 @@ const waveClear, waveMargin = 0.5, 0.2
 
 // waveCorr is the normalised correlation of the clip's samples with the
 // episode's from sample start, 0 when they are no longer (or not yet) at
-// hand or silent.
-func (m *Matcher) waveCorr(ic *indexedClip, start int64) float64 {
+// hand or silent, and the energy of the passage's projection on the clip
+// (its dot product squared over the clip's energy): how much of the
+// passage the clip explains, whatever its gain.
+func (m *Matcher) waveCorr(ic *indexedClip, start int64) (corr, projection float64) {
 	lo := start - m.ringStart
 	n := int64(len(ic.samples))
 	if lo < 0 || lo+n > int64(len(m.ring)) || n == 0 {
-		return 0
+		return 0, 0
 	}
 	seg := m.ring[lo : lo+n]
 	c := float64(audio.Dot(ic.samples, seg))
 	e1, e2 := float64(audio.Dot(ic.samples, ic.samples)), float64(audio.Dot(seg, seg))
 	if e1 <= 0 || e2 <= 0 || c <= 0 {
-		return 0
+		return 0, 0
 	}
-	return c / math.Sqrt(e1*e2)
+	return c / math.Sqrt(e1*e2), c * c / e1
 }
 
 // similarity is the correlation of the clip's band envelopes with the
@@ -537,8 +541,21 @@ func (m *Matcher) explained(a scored, by []scored) bool {
 			}
 			continue
 		}
-		// Much more significant, or as significant and more alike.
-		stronger := b.sig >= explainedBy*a.sig || (b.corr > a.corr && explainedBy*b.sig >= a.sig)
+		var stronger bool
+		if a.wave > 0 && b.wave > 0 && max(a.wave, b.wave) >= waveClear {
+			// The samples say which clip the passage is: the one that
+			// explains more of it. Near-identical sounds (two login
+			// sounds of one theme) share most landmarks, and a clip
+			// that holds another shares all of the other's landmarks;
+			// where only the shorter plays, the longer's part that does
+			// not match adds to its energy and nothing to its dot
+			// product with the passage, so less of the passage projects
+			// on it; where the longer plays, that part adds to both.
+			stronger = b.projection > a.projection
+		} else {
+			// Much more significant, or as significant and more alike.
+			stronger = b.sig >= explainedBy*a.sig || (b.corr > a.corr && explainedBy*b.sig >= a.sig)
+		}
 		overlap := min(a.end, b.end) - max(a.start, b.start)
 		if stronger && float64(overlap) >= 0.5*float64(min(a.end-a.start, b.end-b.start)) {
 			return true
