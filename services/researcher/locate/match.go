@@ -338,7 +338,7 @@ func (m *Matcher) decide(c int, cd candidate) (scored, bool) {
 		return scored{}, false
 	}
 	start := int64(max(cd.o, 0)) * int64(m.p.Hop)
-	if s, ok := m.refine(ic, start); ok {
+	if s, ok := m.refine(ic, start, int64(m.p.Hop+m.p.Hop/2)); ok {
 		start, o.Refined = s, true
 	}
 	o.Offset = float64(max(start, 0)) / float64(m.p.Rate)
@@ -358,6 +358,19 @@ func (m *Matcher) decide(c int, cd candidate) (scored, bool) {
 	o.Confidence = confidenceOf(sig + waveSignificance(o.Waveform, o.Duration))
 	if o.Confidence < m.MinConfidence {
 		return scored{}, false
+	}
+	// A short clip that repeats itself (a ring, two notes of a chime)
+	// can gather as many landmarks a beat off its place as at it, and
+	// has too few for the difference to tell: once it is confident, its
+	// samples are searched a quarter second either way.
+	if len(ic.samples) < shortClip*m.p.Rate {
+		if s, ok := m.refine(ic, start, int64(placeHops*m.p.Hop)); ok && s != start {
+			if w, p := m.waveCorr(ic, s); w > o.Waveform {
+				start, o.Refined, o.Waveform, projection = s, true, w, p
+				o.Offset = float64(max(start, 0)) / float64(m.p.Rate)
+				o.Confidence = confidenceOf(sig + waveSignificance(o.Waveform, o.Duration))
+			}
+		}
 	}
 	return scored{Occurrence: o, idx: c, sig: sig, corr: o.Similarity, wave: o.Waveform, projection: projection,
 		start: cd.o, end: cd.o + ic.frames}, true
@@ -600,26 +613,28 @@ func poissonTailLog10(k int, mu float64) float64 {
 func lgamma(x float64) float64 { v, _ := math.Lgamma(x); return v }
 
 // refine moves a frame-resolution start (in samples) to the lag, within
-// 1.5 hops, where the clip's loudest 2 s correlate best with the episode:
+// r samples, where the clip's loudest 2 s correlate best with the episode:
 // first at every lag on every refineStride-th sample (a refineStride-th
 // of the work), then at every sample near the best of those. Every lag
 // is tried: at every other lag alone, a narrow peak (high notes) can fall
 // between two tried lags and a side peak win, a few milliseconds off
 // (8.6 ms for a music clip whose samples then correlated 0.26 instead of
 // 0.98).
-func (m *Matcher) refine(ic *indexedClip, start int64) (int64, bool) {
+func (m *Matcher) refine(ic *indexedClip, start, r int64) (int64, bool) {
 	n := min(excerptLen(m.p), len(ic.samples)-ic.excerpt)
 	if n < m.p.Rate/4 {
 		return 0, false
 	}
 	ex := ic.samples[ic.excerpt : ic.excerpt+n]
-	r := int64(m.p.Hop + m.p.Hop/2)
-	lo := start + int64(ic.excerpt) - r - m.ringStart
-	hi := start + int64(ic.excerpt) + r + int64(n) - m.ringStart
-	if lo < 0 || hi > int64(len(m.ring)) {
+	// The passage the excerpt may lie in, within what the ring holds (at
+	// the start of the episode, less before the candidate).
+	lo := max(start+int64(ic.excerpt)-r-m.ringStart, 0)
+	hi := min(start+int64(ic.excerpt)+r+int64(n)-m.ringStart, int64(len(m.ring)))
+	if hi-lo < int64(n) {
 		return 0, false
 	}
 	seg := m.ring[lo:hi]
+	last := hi - lo - int64(n) // the last lag
 	// Coarse: lag d = refineStride·q + p correlates the excerpt's every
 	// refineStride-th sample with those of phase p of the passage.
 	const s = refineStride
@@ -628,22 +643,26 @@ func (m *Matcher) refine(ic *indexedClip, start int64) (int64, bool) {
 		m.ex2 = append(m.ex2, ex[i])
 	}
 	coarse, bestV := int64(0), -2.0
-	for p := range int64(s) {
+	for p := range min(int64(s), last+1) {
 		m.seg2 = m.seg2[:0]
 		for i := p; i < int64(len(seg)); i += s {
 			m.seg2 = append(m.seg2, seg[i])
 		}
-		if q, v := bestLag(m.ex2, m.seg2, 0, (2*r-p)/s); v > bestV {
+		if q, v := bestLag(m.ex2, m.seg2, 0, (last-p)/s); v > bestV {
 			coarse, bestV = s*q+p, v
 		}
 	}
 	// Fine: every sample, at the lags next to it.
-	best, v := bestLag(ex, seg, max(coarse-s, 0), min(coarse+s, 2*r))
+	best, v := bestLag(ex, seg, max(coarse-s, 0), min(coarse+s, last))
 	if v < 0.05 {
 		return 0, false
 	}
-	return start - r + best, true
+	return lo + m.ringStart + best - int64(ic.excerpt), true
 }
+
+// shortClip is the length in seconds below which a confident candidate's
+// place is searched again placeHops hops either way (refine searches 1.5).
+const shortClip, placeHops = 3, 8
 
 // refineStride is how sparsely refine's coarse search samples the clip.
 const refineStride = 4
