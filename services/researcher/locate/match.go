@@ -106,14 +106,21 @@ func NewMatcher(x *Index, report func(Occurrence)) *Matcher {
 	return m
 }
 
-// Write analyses the next samples of the episode (at Params.Rate).
+// Write analyses the next samples of the episode (at Params.Rate), in
+// any amount: a block longer than a quarter of the samples kept for
+// refining is taken a quarter at a time, so that a candidate's samples
+// are still at hand when it is decided.
 func (m *Matcher) Write(samples []float32) {
-	m.ring = append(m.ring, samples...)
-	if over := len(m.ring) - m.ringKeep; over > m.ringKeep/4 {
-		m.ring = append(m.ring[:0], m.ring[over:]...)
-		m.ringStart += int64(over)
+	for len(samples) > 0 {
+		n := min(len(samples), m.ringKeep/4)
+		m.ring = append(m.ring, samples[:n]...)
+		if over := len(m.ring) - m.ringKeep; over > m.ringKeep/4 {
+			m.ring = append(m.ring[:0], m.ring[over:]...)
+			m.ringStart += int64(over)
+		}
+		m.fp.Write(samples[:n])
+		samples = samples[n:]
 	}
-	m.fp.Write(samples)
 }
 
 // Finish ends the episode and returns every occurrence found, by clip and
