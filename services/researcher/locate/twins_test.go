@@ -32,8 +32,9 @@ func TestClipWithinClip(t *testing.T) {
 }
 
 // TestRepeatingShortClipPlaced: a 1.2 s clip made of one 0.15 s figure
-// played eight times gathers landmarks a beat off its place as well as at
-// it; it is reported once, within a few milliseconds of where it plays.
+// played eight times, whose landmarks also line up a beat (seven of eight
+// figures) off its place, is reported once, within 5 ms of where it plays,
+// off the frame grid.
 func TestRepeatingShortClipPlaced(t *testing.T) {
 	const rate = 8000
 	beat := locatetest.Jingle(31, 0.15, rate)
