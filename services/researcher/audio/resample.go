@@ -53,6 +53,7 @@ type polyphase struct {
 	buf     []float32   // input samples from index start
 	start   int64
 	n       int64 // next output sample
+	b, ph   int64 // its last input sample and phase: (n·M + c) / L and mod L
 	srcDone bool
 	end     int64 // output samples in all, once srcDone
 	in      int64 // input samples read
@@ -104,7 +105,7 @@ func newPolyphase(src Stream, rate int, pass float64) *polyphase {
 		}
 		phases[p] = ph
 	}
-	return &polyphase{src: src, rate: rate, l: l, m: m, k: kk, c: c, phases: phases, end: -1}
+	return &polyphase{src: src, rate: rate, l: l, m: m, k: kk, c: c, phases: phases, end: -1, b: int64(c / l), ph: int64(c % l)}
 }
 
 func besselI0(x float64) float64 {
@@ -142,21 +143,24 @@ func (p *polyphase) fill(hi int64) error {
 
 func (p *polyphase) Read(out []float32) (int, error) {
 	written := 0
-	L, M, K := int64(p.l), int64(p.m), int64(p.k)
+	L, K := int64(p.l), int64(p.k)
+	// Output n+1 is M/L input samples and M mod L phases on from n.
+	stepB, stepPh := int64(p.m/p.l), int64(p.m%p.l)
 	for written < len(out) {
 		if p.end >= 0 && p.n >= p.end {
 			break
 		}
-		t := p.n*M + int64(p.c)
-		b := t / L
-		if err := p.fill(b); err != nil {
-			return written, err
-		}
-		if p.end >= 0 && p.n >= p.end {
-			break
+		b := p.b
+		if b >= p.start+int64(len(p.buf)) {
+			if err := p.fill(b); err != nil {
+				return written, err
+			}
+			if p.end >= 0 && p.n >= p.end {
+				break
+			}
 		}
 		lo := b - K + 1 // x[lo..b] against the phase
-		ph := p.phases[t%L]
+		ph := p.phases[p.ph]
 		var acc float32
 		if lo >= p.start && b < p.start+int64(len(p.buf)) {
 			acc = Dot(ph, p.buf[lo-p.start:b-p.start+1])
@@ -171,8 +175,12 @@ func (p *polyphase) Read(out []float32) (int, error) {
 		out[written] = acc
 		written++
 		p.n++
+		p.b, p.ph = p.b+stepB, p.ph+stepPh
+		if p.ph >= L {
+			p.b, p.ph = p.b+1, p.ph-L
+		}
 		// Drop input no later output needs.
-		if keep := (p.n*M+int64(p.c))/L - K + 1; keep-p.start > 1<<14 {
+		if keep := p.b - K + 1; keep-p.start > 1<<14 {
 			drop := keep - p.start
 			p.buf = append(p.buf[:0], p.buf[drop:]...)
 			p.start = keep
