@@ -333,13 +333,14 @@ func (m *Matcher) decide(c int, cd candidate) (scored, bool) {
 	lambda := (float64(st.total) + priorVotes) / (float64(st.nClosed) + priorOffsets)
 	lambda = math.Max(lambda, st.localRate(cd.o))
 	sig := -poissonTailLog10(int(cd.window), 3*lambda) - m.x.discount
-	if confidenceOf(sig) < min(m.MinConfidence, Threshold, heardAt) {
+	landmarks := confidenceOf(sig)
+	if landmarks < min(m.MinConfidence, Threshold, heardAt) {
 		return scored{}, false
 	}
 	o := Occurrence{Clip: ic.of, Name: ic.name, Duration: float64(len(ic.samples)) / float64(m.p.Rate),
 		Votes: int(cd.window), Hashes: ic.hashes}
 	o.Similarity = m.similarity(ic, cd.o)
-	if confidenceOf(sig) < m.MinConfidence && o.Similarity < plausible {
+	if landmarks < m.MinConfidence && o.Similarity < plausible {
 		// Too few landmarks to report, and the band envelopes do not
 		// point at the clip either: not worth comparing the samples.
 		return scored{}, false
@@ -348,7 +349,6 @@ func (m *Matcher) decide(c int, cd candidate) (scored, bool) {
 	if s, ok := m.refine(ic, start, int64(m.p.Hop+m.p.Hop/2)); ok {
 		start, o.Refined = s, true
 	}
-	o.Offset = float64(max(start, 0)) / float64(m.p.Rate)
 	var projection float64
 	o.Waveform, projection = m.waveCorr(ic, start)
 	if o.Similarity < unlike && o.Waveform < unlike {
@@ -362,8 +362,7 @@ func (m *Matcher) decide(c int, cd candidate) (scored, bool) {
 	// the passage is the clip (mixed in, not re-recorded) its samples
 	// still correlate with the clip's far beyond what unrelated audio
 	// does.
-	o.Confidence = confidenceOf(sig + waveSignificance(o.Waveform, o.Duration))
-	if o.Confidence < m.MinConfidence {
+	if confidenceOf(sig+waveSignificance(o.Waveform, o.Duration)) < m.MinConfidence {
 		return scored{}, false
 	}
 	// A short clip that repeats itself (a ring, two notes of a chime)
@@ -374,11 +373,11 @@ func (m *Matcher) decide(c int, cd candidate) (scored, bool) {
 		if s, ok := m.refine(ic, start, int64(placeHops*m.p.Hop)); ok && s != start {
 			if w, p := m.waveCorr(ic, s); w > o.Waveform {
 				start, o.Refined, o.Waveform, projection = s, true, w, p
-				o.Offset = float64(max(start, 0)) / float64(m.p.Rate)
-				o.Confidence = confidenceOf(sig + waveSignificance(o.Waveform, o.Duration))
 			}
 		}
 	}
+	o.Offset = float64(max(start, 0)) / float64(m.p.Rate)
+	o.Confidence = confidenceOf(sig + waveSignificance(o.Waveform, o.Duration))
 	return scored{Occurrence: o, idx: c, sig: sig, corr: o.Similarity, wave: o.Waveform, projection: projection,
 		start: cd.o, end: cd.o + ic.frames}, true
 }
