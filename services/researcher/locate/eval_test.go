@@ -2,6 +2,7 @@ package locate_test
 
 import (
 	"bufio"
+	"context"
 	"fmt"
 	"maps"
 	"math"
@@ -41,8 +42,9 @@ type corpus struct {
 func (c *corpus) findWithin(x *locate.Index) {
 	c.within = map[string][]truthOcc{}
 	for _, b := range c.clips {
-		m := locate.NewMatcher(x, nil)
+		m := locate.NewMatcher(x)
 		m.Write(b.Samples)
+		m.WriteHigh(b.High)
 		for _, o := range m.Finish() {
 			if o.Name != b.Name {
 				c.within[o.Name] = append(c.within[o.Name], truthOcc{clip: b.Name, offset: o.Offset})
@@ -78,10 +80,6 @@ func readTSV(t testing.TB, path string) [][]string {
 	return rows
 }
 
-func decodeFile(t testing.TB, path string) []float32 {
-	return decodeFileAt(t, path, locate.DefaultParams.Rate)
-}
-
 // decodeFileAt decodes a whole file to mono samples at rate.
 func decodeFileAt(t testing.TB, path string, rate int) []float32 {
 	f, err := os.Open(path)
@@ -100,6 +98,58 @@ func decodeFileAt(t testing.TB, path string, rate int) []float32 {
 	return x
 }
 
+// readClipFile decodes a clip file as the Locator does (locate.ReadClip).
+func readClipFile(t testing.TB, name, path string) locate.Clip {
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	s, err := audio.Open(f)
+	if err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+	c, err := locate.ReadClip(name, s, locate.DefaultParams.Rate)
+	if err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+	return c
+}
+
+// locateFile streams an episode file through x as the Locator does
+// (Matcher.Stream) and returns what was found and the episode's length in
+// seconds.
+func locateFile(t testing.TB, x *locate.Index, path string, minConf float64) ([]locate.Occurrence, float64) {
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	s, err := audio.Open(f)
+	if err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+	cs := &counted{Stream: s}
+	m := locate.NewMatcher(x)
+	m.MinConfidence = minConf
+	if err := m.Stream(context.Background(), cs); err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+	return m.Finish(), float64(cs.n) / float64(s.SampleRate())
+}
+
+// counted counts the samples read from a Stream.
+type counted struct {
+	audio.Stream
+	n int64
+}
+
+func (c *counted) Read(buf []float32) (int, error) {
+	n, err := c.Stream.Read(buf)
+	c.n += int64(n)
+	return n, err
+}
+
 func loadCorpus(t testing.TB, dir string) *corpus {
 	c := &corpus{dir: dir, role: map[string]string{}, kind: map[string]string{}, duration: map[string]float64{}, conditions: map[string]string{}, truth: map[string][]truthOcc{}}
 	for _, r := range readTSV(t, filepath.Join(dir, "clips.tsv")) {
@@ -107,7 +157,7 @@ func loadCorpus(t testing.TB, dir string) *corpus {
 		if len(matches) == 0 {
 			t.Fatalf("clip %s: no file", r[0])
 		}
-		c.clips = append(c.clips, locate.Clip{Name: r[0], Samples: decodeFile(t, matches[0])})
+		c.clips = append(c.clips, readClipFile(t, r[0], matches[0]))
 		c.role[r[0]], c.kind[r[0]] = r[1], r[2]
 		c.duration[r[0]], _ = strconv.ParseFloat(r[3], 64)
 	}
@@ -261,13 +311,8 @@ func (s *score) errQ(q float64) float64 {
 func evaluate(t testing.TB, c *corpus, x *locate.Index, cond string, minConf float64) *score {
 	s := newScore()
 	for _, ep := range c.episodes {
-		samples := decodeFile(t, c.episodeFile(ep, cond))
-		m := locate.NewMatcher(x, nil)
-		m.MinConfidence = minConf
-		for i := 0; i < len(samples); i += 4096 {
-			m.Write(samples[i:min(i+4096, len(samples))])
-		}
-		c.score(s, ep, cond, float64(len(samples))/float64(locate.DefaultParams.Rate), m.Finish())
+		found, seconds := locateFile(t, x, c.episodeFile(ep, cond), minConf)
+		c.score(s, ep, cond, seconds, found)
 	}
 	return s
 }

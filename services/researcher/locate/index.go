@@ -2,6 +2,7 @@ package locate
 
 import (
 	"cmp"
+	"context"
 	"fmt"
 	"io"
 	"math"
@@ -16,7 +17,35 @@ type Clip struct {
 	Name string
 	// Samples are mono at Params.Rate.
 	Samples []float32
+	// High is the clip's band from 4 to 8 kHz as audio.HighBand makes it
+	// (nil where the clip's rate has none): a clip with more of its energy
+	// there than in Samples is searched for in the episode's high band
+	// too (ReadClip fills it; with Params.Rate 8000 only).
+	High []float32
 }
+
+// ReadClip decodes a clip from s (at any rate) whole: Samples at rate, and
+// High where s has a band above 4 kHz and rate is 8000.
+func ReadClip(name string, s audio.Stream, rate int) (Clip, error) {
+	c := Clip{Name: name}
+	var hb audio.Stream
+	if rate == 8000 && s.SampleRate() >= 16000 {
+		var b audio.Stream
+		s, b = audio.Tee(s)
+		hb, _ = audio.HighBand(b)
+	}
+	write := func(x []float32) { c.Samples = append(c.Samples, x...) }
+	writeHigh := func(x []float32) { c.High = append(c.High, x...) }
+	err := stream(context.Background(), audio.Resample(s, rate), hb, write, writeHigh)
+	return c, err
+}
+
+// highShare is how much more energy a clip must have above 4 kHz than
+// below to be searched for there too: above the analysed band a sound
+// competes with little of a bed of speech or music, below it with all of
+// it (an alarm ringing at 7.7 kHz keeps 0.1 % of its energy below 4 kHz and
+// was missed wherever it played under the bed).
+const highShare = 1.0
 
 // Index holds the landmark hashes of a set of clips, by hash.
 type Index struct {
@@ -30,7 +59,16 @@ type Index struct {
 	// candidate's significance is discounted by it (Bonferroni), and
 	// variants bring no more false alarms than one speed did.
 	discount float64
+	// high indexes the high bands of the clips that have most of their
+	// energy there (nil if none), and highOf their indexes here.
+	high   *Index
+	highOf []int
 }
+
+// HighBand tells whether some clip is searched for in the episode's band
+// above 4 kHz: then the Matcher is given that band too (Matcher.Stream
+// does it, or Matcher.WriteHigh).
+func (x *Index) HighBand() bool { return x.high != nil }
 
 type indexedClip struct {
 	name string
@@ -140,7 +178,45 @@ func NewIndex(p Params, clips []Clip) (*Index, error) {
 			})
 		}
 	}
-	return x, nil
+	return x, x.indexHigh(clips)
+}
+
+// indexHigh indexes the high band of the clips with most of their energy
+// there. A tempo change is no tempo change of the mirrored band (a tone at
+// f played fast is at 8 kHz − 1.02 f there, not 1.02 × (8 kHz − f)), so
+// there are no speed variants; the high band is one more chance of a
+// coincidence for the clip, and the significance is discounted for it.
+func (x *Index) indexHigh(clips []Clip) error {
+	if x.p.Rate != 8000 {
+		return nil
+	}
+	var hs []Clip
+	for i, c := range clips {
+		if c.High != nil && energy(c.High) > highShare*energy(c.Samples) {
+			hs = append(hs, Clip{Name: c.Name, Samples: c.High})
+			x.highOf = append(x.highOf, i)
+		}
+	}
+	if len(hs) == 0 {
+		return nil
+	}
+	p := x.p
+	p.Speeds = nil
+	h, err := NewIndex(p, hs)
+	if err != nil {
+		return fmt.Errorf("locate: the high band: %w", err)
+	}
+	h.discount = math.Log10(float64(2 + len(x.p.Speeds))) // every speed, and this band
+	x.high = h
+	return nil
+}
+
+func energy(x []float32) float64 {
+	var e float64
+	for _, v := range x {
+		e += float64(v) * float64(v)
+	}
+	return e
 }
 
 // excerptLen is the stretch of a clip used to refine an offset: 2 s.

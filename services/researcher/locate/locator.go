@@ -46,7 +46,7 @@ func (l *Locator) Locate(ctx context.Context, episode researcher.Audio, clips []
 	var cs []Clip
 	var ok []int // clip indexes of cs
 	for i, c := range clips {
-		samples, err := l.readClip(ctx, c)
+		clip, err := l.readClip(ctx, c)
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
@@ -59,7 +59,7 @@ func (l *Locator) Locate(ctx context.Context, episode researcher.Audio, clips []
 			}
 			continue
 		}
-		cs = append(cs, Clip{Name: c.Ref.Key, Samples: samples})
+		cs = append(cs, clip)
 		ok = append(ok, i)
 	}
 	if len(cs) == 0 {
@@ -89,8 +89,7 @@ func (l *Locator) Locate(ctx context.Context, episode researcher.Audio, clips []
 	return nil
 }
 
-// open decodes a's audio at the analysis rate, at most max of it; close the
-// returned closer.
+// open decodes a's audio, at most max of it; close the returned closer.
 func (l *Locator) open(ctx context.Context, a researcher.Audio, max time.Duration) (audio.Stream, io.Closer, error) {
 	rc, err := a.Open(ctx)
 	if err != nil {
@@ -98,7 +97,7 @@ func (l *Locator) open(ctx context.Context, a researcher.Audio, max time.Duratio
 	}
 	lim := audio.DefaultLimits
 	lim.MaxDuration = max
-	s, err := audio.DecodeLimited(rc, l.Params.Rate, lim)
+	s, err := audio.OpenLimited(rc, lim)
 	if err != nil {
 		rc.Close()
 		return nil, nil, err
@@ -106,42 +105,34 @@ func (l *Locator) open(ctx context.Context, a researcher.Audio, max time.Duratio
 	return s, rc, nil
 }
 
-func (l *Locator) readClip(ctx context.Context, a researcher.Audio) ([]float32, error) {
+// readClip decodes a clip whole, at the analysis rate and its band above
+// 4 kHz (ReadClip).
+func (l *Locator) readClip(ctx context.Context, a researcher.Audio) (Clip, error) {
 	s, c, err := l.open(ctx, a, l.MaxClip)
 	if err != nil {
-		return nil, err
+		return Clip{}, err
 	}
 	defer c.Close()
-	x, err := audio.ReadAll(s)
+	clip, err := ReadClip(a.Ref.Key, s, l.Params.Rate)
 	if err != nil {
-		return nil, err
+		return Clip{}, err
 	}
-	if len(x) == 0 {
-		return nil, fmt.Errorf("%w: no audio in the clip", audio.ErrCorrupt)
+	if len(clip.Samples) == 0 {
+		return Clip{}, fmt.Errorf("%w: no audio in the clip", audio.ErrCorrupt)
 	}
-	return x, nil
+	return clip, nil
 }
 
+// stream reads the episode through the clips' index (Matcher.Stream).
 func (l *Locator) stream(ctx context.Context, a researcher.Audio, x *Index) ([]Occurrence, error) {
 	s, c, err := l.open(ctx, a, l.MaxEpisode)
 	if err != nil {
 		return nil, err
 	}
 	defer c.Close()
-	m := NewMatcher(x, nil)
-	buf := make([]float32, 1<<16)
-	for {
-		if err := ctx.Err(); err != nil {
-			return nil, err
-		}
-		n, err := s.Read(buf)
-		m.Write(buf[:n])
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			return nil, err
-		}
+	m := NewMatcher(x)
+	if err := m.Stream(ctx, s); err != nil {
+		return nil, err
 	}
 	return m.Finish(), nil
 }

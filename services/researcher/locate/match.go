@@ -2,6 +2,8 @@ package locate
 
 import (
 	"cmp"
+	"context"
+	"io"
 	"math"
 	"slices"
 
@@ -45,7 +47,9 @@ type Matcher struct {
 	fp     *Fingerprinter
 	clips  []clipState
 	out    []Occurrence
-	report func(Occurrence)
+	// high searches the episode's band above 4 kHz for the clips indexed
+	// there (Index.HighBand), nil if none are.
+	high *Matcher
 	// The most recent episode samples, for refining offsets.
 	ring      []float32
 	ringStart int64 // sample index of ring[0]
@@ -89,10 +93,12 @@ type candidate struct {
 	window int32 // votes at o−1..o+1
 }
 
-// NewMatcher prepares a matcher; report is called for each occurrence as
-// soon as it is decided (nil to collect them for Finish).
-func NewMatcher(x *Index, report func(Occurrence)) *Matcher {
-	m := &Matcher{x: x, p: x.p, report: report, MinConfidence: Threshold}
+// NewMatcher prepares a matcher for the clips of x.
+func NewMatcher(x *Index) *Matcher {
+	m := &Matcher{x: x, p: x.p, MinConfidence: Threshold}
+	if x.high != nil {
+		m.high = NewMatcher(x.high)
+	}
 	m.clips = make([]clipState, len(x.clips))
 	for i, c := range x.clips {
 		nms := max(c.frames-2, background)
@@ -123,9 +129,104 @@ func (m *Matcher) Write(samples []float32) {
 	}
 }
 
+// WriteHigh analyses the next samples of the episode's band above 4 kHz, as
+// audio.HighBand makes it, in step with Write; needed only where
+// Index.HighBand, and ignored elsewhere.
+func (m *Matcher) WriteHigh(samples []float32) {
+	if m.high != nil {
+		m.high.MinConfidence = m.MinConfidence
+		m.high.Write(samples)
+	}
+}
+
+// Stream reads the episode from s (at any rate) to its end: resampled to
+// Params.Rate for Write, and where the index has clips searched for above
+// 4 kHz (Index.HighBand) and s has that band, its high band for WriteHigh,
+// the two read in step from one decode.
+func (m *Matcher) Stream(ctx context.Context, s audio.Stream) error {
+	if m.high == nil || s.SampleRate() < 16000 {
+		return stream(ctx, audio.Resample(s, m.p.Rate), nil, m.Write, nil)
+	}
+	a, b := audio.Tee(s)
+	hb, _ := audio.HighBand(b)
+	return stream(ctx, audio.Resample(a, m.p.Rate), hb, m.Write, m.WriteHigh)
+}
+
+// stream reads low to its end, and high (at the same rate, nil if none)
+// in step with it, in blocks to write and writeHigh.
+func stream(ctx context.Context, low, high audio.Stream, write, writeHigh func([]float32)) error {
+	buf := make([]float32, 1<<14)
+	var hbuf []float32
+	if high != nil {
+		hbuf = make([]float32, 1<<14)
+	}
+	var read, readHigh int64
+	highDone := high == nil
+	for {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		n, err := low.Read(buf)
+		write(buf[:n])
+		read += int64(n)
+		lowDone := err == io.EOF
+		if err != nil && !lowDone {
+			return err
+		}
+		for !highDone && (lowDone || readHigh < read) {
+			k, herr := high.Read(hbuf[:min(len(hbuf), max(int(read-readHigh), 1<<12))])
+			writeHigh(hbuf[:k])
+			readHigh += int64(k)
+			highDone = herr == io.EOF
+			if herr != nil && !highDone {
+				return herr
+			}
+		}
+		if lowDone && highDone {
+			return nil
+		}
+	}
+}
+
 // Finish ends the episode and returns every occurrence found, by clip and
 // offset.
 func (m *Matcher) Finish() []Occurrence {
+	m.finish()
+	if m.high != nil {
+		m.mergeHigh(m.high.finish())
+	}
+	slices.SortFunc(m.out, func(a, b Occurrence) int {
+		if a.Clip != b.Clip {
+			return a.Clip - b.Clip
+		}
+		return cmp.Compare(a.Offset, b.Offset)
+	})
+	return m.out
+}
+
+// mergeHigh adds the occurrences found in the high band (their Clip the
+// high index's): where the clip was found at the same place in both bands,
+// the more confident one stands.
+func (m *Matcher) mergeHigh(hs []Occurrence) {
+	for _, h := range hs {
+		h.Clip = m.x.highOf[h.Clip]
+		dup := false
+		for i, o := range m.out {
+			if o.Clip == h.Clip && math.Abs(o.Offset-h.Offset) < o.Duration/2 {
+				dup = true
+				if h.Confidence > o.Confidence {
+					m.out[i] = h
+				}
+				break
+			}
+		}
+		if !dup {
+			m.out = append(m.out, h)
+		}
+	}
+}
+
+func (m *Matcher) finish() []Occurrence {
 	m.fp.Flush()
 	end := m.fp.Frames()
 	for c := range m.clips {
@@ -133,12 +234,6 @@ func (m *Matcher) Finish() []Occurrence {
 		m.resolve(c)
 	}
 	m.flush(math.MaxInt32)
-	slices.SortFunc(m.out, func(a, b Occurrence) int {
-		if a.Clip != b.Clip {
-			return a.Clip - b.Clip
-		}
-		return cmp.Compare(a.Offset, b.Offset)
-	})
 	return m.out
 }
 
@@ -532,9 +627,6 @@ func (m *Matcher) flush(frontier int32) {
 		}
 		m.out = append(m.out, a.Occurrence)
 		m.recent = append(m.recent, a)
-		if m.report != nil {
-			m.report(a.Occurrence)
-		}
 	}
 	// Forget what can no longer overlap anything undecided.
 	n := 0

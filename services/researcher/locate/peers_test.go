@@ -280,14 +280,9 @@ func BenchmarkPeers(b *testing.B) {
 				ours := get("archivist", locate.Threshold, cond)
 				for i, f := range files {
 					t0 := time.Now()
-					samples := decodeFile(b, f)
-					m := locate.NewMatcher(x, nil)
-					for j := 0; j < len(samples); j += 4096 {
-						m.Write(samples[j:min(j+4096, len(samples))])
-					}
-					found := m.Finish()
+					found, seconds := locateFile(b, x, f, locate.Threshold)
 					ours.took += time.Since(t0)
-					lens[i] = float64(len(samples)) / float64(locate.DefaultParams.Rate)
+					lens[i] = seconds
 					ours.seconds += lens[i]
 					c.score(ours.s, c.episodes[i], cond, lens[i], found)
 				}

@@ -95,7 +95,7 @@ func stage(b *testing.B, path string, x *locate.Index, upTo int) (time.Duration,
 	case 2:
 		fp = locate.NewFingerprinter(locate.DefaultParams, func(locate.Hash) { hashes++ })
 	case 3:
-		m = locate.NewMatcher(x, nil)
+		m = locate.NewMatcher(x)
 	}
 	buf := make([]float32, 1<<16)
 	for {

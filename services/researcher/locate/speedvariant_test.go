@@ -16,7 +16,7 @@ func locateIn(t *testing.T, p locate.Params, clips []locate.Clip, episode []floa
 	if err != nil {
 		t.Fatal(err)
 	}
-	m := locate.NewMatcher(x, nil)
+	m := locate.NewMatcher(x)
 	m.MinConfidence = minConf
 	m.Write(episode)
 	return m.Finish()

@@ -1,0 +1,91 @@
+package audio_test
+
+import (
+	"io"
+	"math"
+	"slices"
+	"testing"
+
+	"github.com/archivist/archivist/services/researcher/audio"
+)
+
+// toneLevel is the RMS of x's component at freq (rate), by correlation.
+func toneLevel(x []float32, rate int, freq float64) float64 {
+	var c, s float64
+	for i, v := range x {
+		w := 2 * math.Pi * freq * float64(i) / float64(rate)
+		c += float64(v) * math.Cos(w)
+		s += float64(v) * math.Sin(w)
+	}
+	return math.Hypot(c, s) / float64(len(x)) * math.Sqrt2
+}
+
+// TestHighBandMirrorsTheBandAboveFourKilohertz: a 6.5 kHz tone at 44.1 kHz
+// comes out of the high band at 1.5 kHz with its level (and 5 kHz at 3 kHz;
+// above 7 kHz the 16 kHz step rolls off: 7.6 kHz loses 1.7 dB); a 1 kHz tone (the
+// telephone band, which the ordinary resampling keeps) is attenuated by at
+// least 50 dB; the output is at 8 kHz and lasts as long as the input.
+func TestHighBandMirrorsTheBandAboveFourKilohertz(t *testing.T) {
+	const rate, n = 44100, 44100
+	for _, tc := range []struct {
+		in, out float64
+		keep    bool
+	}{{6500, 1500, true}, {5000, 3000, true}, {1000, 7000, false}, {3000, 5000, false}} {
+		hb, ok := audio.HighBand(&slice{rate: rate, s: sine(rate, tc.in, n)})
+		if !ok {
+			t.Fatal("44.1 kHz has a high band")
+		}
+		y, err := audio.ReadAll(hb)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if hb.SampleRate() != 8000 || math.Abs(float64(len(y))-8000) > 2 {
+			t.Fatalf("%g Hz: %d samples at %d Hz, want 8000 at 8000", tc.in, len(y), hb.SampleRate())
+		}
+		mid := y[1000:7000] // away from the filters' edges
+		want := 0.5 / math.Sqrt2
+		if tc.keep {
+			if got := toneLevel(mid, 8000, tc.out); math.Abs(got-want) > 0.05*want {
+				t.Errorf("%g Hz: level at %g Hz %.4f, want %.4f", tc.in, tc.out, got, want)
+			}
+		} else if got := rms(mid); got > want*math.Pow(10, -50.0/20) {
+			t.Errorf("%g Hz: %.1f dB left in the high band, want below −50 dB", tc.in, 20*math.Log10(got/want))
+		}
+	}
+	if _, ok := audio.HighBand(&slice{rate: 8000, s: sine(8000, 1000, 800)}); ok {
+		t.Error("8 kHz audio has no band above 4 kHz")
+	}
+}
+
+// TestTeeGivesBothReadersEverySample, read in steps of different sizes,
+// with the source's end passed to both.
+func TestTeeGivesBothReadersEverySample(t *testing.T) {
+	in := sine(16000, 440, 100_003)
+	a, b := audio.Tee(&slice{rate: 16000, s: slices.Clone(in)})
+	if a.SampleRate() != 16000 || b.SampleRate() != 16000 {
+		t.Fatal("rate not passed on")
+	}
+	var ga, gb []float32
+	bufA, bufB := make([]float32, 1000), make([]float32, 3333)
+	var doneA, doneB bool
+	for !doneA || !doneB {
+		if !doneA {
+			n, err := a.Read(bufA)
+			ga = append(ga, bufA[:n]...)
+			doneA = err == io.EOF
+		}
+		for !doneB && len(gb) < len(ga) {
+			n, err := b.Read(bufB)
+			gb = append(gb, bufB[:n]...)
+			doneB = err == io.EOF
+		}
+		if doneA && !doneB {
+			n, err := b.Read(bufB)
+			gb = append(gb, bufB[:n]...)
+			doneB = err == io.EOF
+		}
+	}
+	if !slices.Equal(ga, in) || !slices.Equal(gb, in) {
+		t.Fatalf("tee: got %d and %d samples, want %d, identical", len(ga), len(gb), len(in))
+	}
+}
