@@ -42,11 +42,11 @@ const Threshold = 0.5
 // Matcher streams an episode through an Index. Memory is bounded by the
 // longest clip, not by the episode's length.
 type Matcher struct {
-	x      *Index
-	p      Params
-	fp     *Fingerprinter
-	clips  []clipState
-	out    []Occurrence
+	x     *Index
+	p     Params
+	fp    *Fingerprinter
+	clips []clipState
+	out   []Occurrence
 	// high searches the episode's band above 4 kHz for the clips indexed
 	// there (Index.HighBand), nil if none are.
 	high *Matcher
