@@ -109,7 +109,7 @@ func readClipFile(t testing.TB, name, path string) locate.Clip {
 	if err != nil {
 		t.Fatalf("%s: %v", path, err)
 	}
-	c, err := locate.ReadClip(name, s, locate.DefaultParams.Rate)
+	c, err := locate.ReadClip(name, s, locate.DefaultParams)
 	if err != nil {
 		t.Fatalf("%s: %v", path, err)
 	}

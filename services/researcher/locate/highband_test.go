@@ -39,32 +39,38 @@ func wavStream(t *testing.T, x []float32, rate int) audio.Stream {
 
 // TestClipAboveTheBandFound: a 5 s ringing whose energy lies between 5 and
 // 7.5 kHz, above the 3.5 kHz the landmarks are taken from, played 12 dB
-// under a bed at 32 kHz, is found through the episode's high band within
-// 10 ms of its place; the same clip without its high band (as the locator
-// read clips before) is not found at all.
+// under a bed at 32 kHz, and again 2 % fast, is found both times through
+// the episode's high band within 10 ms of its place; without its variants
+// in the high band only where it plays at its own speed; without its high
+// band (as the locator read clips before) not at all.
 func TestClipAboveTheBandFound(t *testing.T) {
 	const rate = 32000
 	ring := alarm(41, 5, rate)
 	ep := locatetest.Bed(42, 40, rate)
-	at := 17*rate + 123
+	at, atFast := 9*rate+123, 27*rate+45
 	locatetest.Insert(ep, ring, at, 0.125)
-	clip, err := locate.ReadClip("ring", wavStream(t, ring, rate), 8000)
+	locatetest.Insert(ep, faster(ring, 1.02), atFast, 0.125)
+	clip, err := locate.ReadClip("ring", wavStream(t, ring, rate), locate.DefaultParams)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if clip.High == nil {
-		t.Fatal("a 32 kHz clip has a high band")
+	if clip.High == nil || len(clip.HighSpeeds) != len(locate.DefaultParams.Speeds) {
+		t.Fatalf("a 32 kHz ringing has a high band and its variants: %d samples, %d variants", len(clip.High), len(clip.HighSpeeds))
 	}
 	for _, tc := range []struct {
-		name  string
-		clip  locate.Clip
-		found bool
-	}{{"with its high band", clip, true}, {"without", locate.Clip{Name: "ring", Samples: clip.Samples}, false}} {
+		name string
+		clip locate.Clip
+		want []int
+	}{
+		{"with its high band", clip, []int{at, atFast}},
+		{"without its variants there", locate.Clip{Name: "ring", Samples: clip.Samples, High: clip.High}, []int{at}},
+		{"without", locate.Clip{Name: "ring", Samples: clip.Samples}, nil},
+	} {
 		x, err := locate.NewIndex(locate.DefaultParams, []locate.Clip{tc.clip})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if x.HighBand() != tc.found {
+		if x.HighBand() != (tc.want != nil) {
 			t.Fatalf("%s: HighBand() = %v", tc.name, x.HighBand())
 		}
 		m := locate.NewMatcher(x)
@@ -72,11 +78,12 @@ func TestClipAboveTheBandFound(t *testing.T) {
 			t.Fatal(err)
 		}
 		occ := m.Finish()
-		switch {
-		case tc.found && (len(occ) != 1 || math.Abs(occ[0].Offset-float64(at)/rate) > 0.01):
-			t.Errorf("%s: found %+v, want once at %.4f s", tc.name, occ, float64(at)/rate)
-		case !tc.found && len(occ) != 0:
-			t.Errorf("%s: found %+v, want nothing", tc.name, occ)
+		ok := len(occ) == len(tc.want)
+		for i := 0; ok && i < len(occ); i++ {
+			ok = math.Abs(occ[i].Offset-float64(tc.want[i])/rate) <= 0.01
+		}
+		if !ok {
+			t.Errorf("%s: found %+v, want at %v samples of %d Hz", tc.name, occ, tc.want, rate)
 		}
 	}
 }

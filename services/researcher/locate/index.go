@@ -22,22 +22,54 @@ type Clip struct {
 	// there than in Samples is searched for in the episode's high band
 	// too (ReadClip fills it; with Params.Rate 8000 only).
 	High []float32
+	// HighSpeeds are High as the clip sounds played at each of
+	// Params.Speeds, for a clip searched for above 4 kHz (nil: it is
+	// searched for there at its own speed only).
+	HighSpeeds [][]float32
 }
 
-// ReadClip decodes a clip from s (at any rate) whole: Samples at rate, and
-// High where s has a band above 4 kHz and rate is 8000.
-func ReadClip(name string, s audio.Stream, rate int) (Clip, error) {
+// ReadClip decodes a clip from s (at any rate) whole, at p.Rate; where s
+// has a band above 4 kHz and p.Rate is 8000, its high band too, and, if it
+// is searched for there (most of its energy is), the high band of the clip
+// played at each of p.Speeds (a tempo change is none of the mirrored band:
+// a tone at f played fast is at 8 kHz − 1.02 f there, not 1.02 × (8 kHz −
+// f), so the clip is played fast at 16 kHz first).
+func ReadClip(name string, s audio.Stream, p Params) (Clip, error) {
 	c := Clip{Name: name}
-	var hb audio.Stream
-	if rate == 8000 && s.SampleRate() >= 16000 {
-		var b audio.Stream
-		s, b = audio.Tee(s)
-		hb, _ = audio.HighBand(b)
+	if p.Rate != 8000 || s.SampleRate() < 16000 {
+		x, err := audio.ReadAll(audio.Resample(s, p.Rate))
+		c.Samples = x
+		return c, err
 	}
+	a, b := audio.Tee(s)
+	var wide []float32
 	write := func(x []float32) { c.Samples = append(c.Samples, x...) }
-	writeHigh := func(x []float32) { c.High = append(c.High, x...) }
-	err := stream(context.Background(), audio.Resample(s, rate), hb, write, writeHigh)
-	return c, err
+	writeWide := func(x []float32) { wide = append(wide, x...) }
+	if err := stream(context.Background(), audio.Resample(a, p.Rate), audio.Resample(b, 16000), write, writeWide); err != nil {
+		return c, err
+	}
+	var err error
+	if c.High, err = highBand(wide); err != nil || !searchedHigh(c) {
+		return c, err
+	}
+	for _, sp := range p.Speeds {
+		fast, err := atSpeed(wide, 16000, sp)
+		if err != nil {
+			return c, err
+		}
+		h, err := highBand(fast)
+		if err != nil {
+			return c, err
+		}
+		c.HighSpeeds = append(c.HighSpeeds, h)
+	}
+	return c, nil
+}
+
+// highBand is audio.HighBand of 16 kHz samples.
+func highBand(wide []float32) ([]float32, error) {
+	hb, _ := audio.HighBand(&samples{x: wide, rate: 16000})
+	return audio.ReadAll(hb)
 }
 
 // highShare is how much more energy a clip must have above 4 kHz than
@@ -95,17 +127,12 @@ const maxClipSeconds = 120
 // NewIndex fingerprints the clips, and their variants at Params.Speeds
 // (after the originals, which keep their indexes).
 func NewIndex(p Params, clips []Clip) (*Index, error) {
-	type variant struct {
-		Clip
-		of    int
-		speed float64
-	}
 	vs := make([]variant, 0, len(clips)*(1+len(p.Speeds)))
 	for i, c := range clips {
 		if len(c.Samples) > maxClipSeconds*p.Rate {
 			return nil, fmt.Errorf("locate: clip %s is longer than %d s", c.Name, maxClipSeconds)
 		}
-		vs = append(vs, variant{c, i, 1})
+		vs = append(vs, variant{c.Name, c.Samples, i, 1})
 	}
 	for _, sp := range p.Speeds {
 		if sp <= 0.5 || sp >= 2 || sp == 1 {
@@ -116,7 +143,29 @@ func NewIndex(p Params, clips []Clip) (*Index, error) {
 			if err != nil {
 				return nil, fmt.Errorf("locate: clip %s at speed %g: %w", c.Name, sp, err)
 			}
-			vs = append(vs, variant{Clip{Name: c.Name, Samples: fast}, i, sp})
+			vs = append(vs, variant{c.Name, fast, i, sp})
+		}
+	}
+	x, err := newIndex(p, vs)
+	if err != nil {
+		return nil, err
+	}
+	return x, x.indexHigh(clips)
+}
+
+// variant is a clip's audio at a speed, of the clip of index of.
+type variant struct {
+	name    string
+	samples []float32
+	of      int
+	speed   float64
+}
+
+// newIndex fingerprints the clips and variants.
+func newIndex(p Params, vs []variant) (*Index, error) {
+	for _, c := range vs {
+		if len(c.samples) > maxClipSeconds*p.Rate {
+			return nil, fmt.Errorf("locate: clip %s is longer than %d s", c.name, maxClipSeconds)
 		}
 	}
 	if len(vs) > 1<<16 {
@@ -142,16 +191,16 @@ func NewIndex(p Params, clips []Clip) (*Index, error) {
 			if k == 0 {
 				fp.Bands = func(_ int32, e []float32) { env = append(env, e...) }
 			}
-			fp.Write(c.Samples[min(k*p.Hop/shifts, len(c.Samples)):])
+			fp.Write(c.samples[min(k*p.Hop/shifts, len(c.samples)):])
 			fp.Flush()
 			if k == 0 {
 				landmarks = len(hs)
 			}
 		}
 		all[i] = hs
-		frames := int32((len(c.Samples) + p.Hop - 1) / p.Hop)
-		x.clips = append(x.clips, indexedClip{name: c.Name, of: c.of, speed: c.speed, frames: frames, hashes: landmarks, samples: c.Samples,
-			excerpt: loudest(c.Samples, excerptLen(p)), env: env})
+		frames := int32((len(c.samples) + p.Hop - 1) / p.Hop)
+		x.clips = append(x.clips, indexedClip{name: c.name, of: c.of, speed: c.speed, frames: frames, hashes: landmarks, samples: c.samples,
+			excerpt: loudest(c.samples, excerptLen(p)), env: env})
 		x.frames = max(x.frames, frames)
 		for _, h := range hs {
 			x.start[h.H+1]++
@@ -178,37 +227,47 @@ func NewIndex(p Params, clips []Clip) (*Index, error) {
 			})
 		}
 	}
-	return x, x.indexHigh(clips)
+	return x, nil
 }
 
-// indexHigh indexes the high band of the clips with most of their energy
-// there. A tempo change is no tempo change of the mirrored band (a tone at
-// f played fast is at 8 kHz − 1.02 f there, not 1.02 × (8 kHz − f)), so
-// there are no speed variants; the high band is one more chance of a
-// coincidence for the clip, and the significance is discounted for it.
+// indexHigh indexes the high band of the clips searched for there
+// (searchedHigh), with the variants ReadClip made. The high band is as
+// many more chances of a coincidence for the clip as it has speeds, and
+// its significance is discounted for all of them.
 func (x *Index) indexHigh(clips []Clip) error {
 	if x.p.Rate != 8000 {
 		return nil
 	}
-	var hs []Clip
+	var vs []variant
 	for i, c := range clips {
-		if c.High != nil && energy(c.High) > highShare*energy(c.Samples) {
-			hs = append(hs, Clip{Name: c.Name, Samples: c.High})
+		if searchedHigh(c) {
+			vs = append(vs, variant{c.Name, c.High, len(x.highOf), 1})
 			x.highOf = append(x.highOf, i)
 		}
 	}
-	if len(hs) == 0 {
+	if len(vs) == 0 {
 		return nil
 	}
 	p := x.p
-	p.Speeds = nil
-	h, err := NewIndex(p, hs)
+	for k, sp := range p.Speeds {
+		for j, i := range x.highOf {
+			if c := clips[i]; len(c.HighSpeeds) == len(p.Speeds) {
+				vs = append(vs, variant{c.Name, c.HighSpeeds[k], j, sp})
+			}
+		}
+	}
+	h, err := newIndex(p, vs)
 	if err != nil {
 		return fmt.Errorf("locate: the high band: %w", err)
 	}
-	h.discount = math.Log10(float64(2 + len(x.p.Speeds))) // every speed, and this band
+	h.discount = math.Log10(float64(2 * (1 + len(p.Speeds)))) // both bands, every speed
 	x.high = h
 	return nil
+}
+
+// searchedHigh tells whether c is searched for in the band above 4 kHz too.
+func searchedHigh(c Clip) bool {
+	return c.High != nil && energy(c.High) > highShare*energy(c.Samples)
 }
 
 func energy(x []float32) float64 {

@@ -113,7 +113,7 @@ func (l *Locator) readClip(ctx context.Context, a researcher.Audio) (Clip, error
 		return Clip{}, err
 	}
 	defer c.Close()
-	clip, err := ReadClip(a.Ref.Key, s, l.Params.Rate)
+	clip, err := ReadClip(a.Ref.Key, s, l.Params)
 	if err != nil {
 		return Clip{}, err
 	}
