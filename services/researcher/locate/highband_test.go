@@ -29,7 +29,7 @@ func alarm(seed uint64, seconds float64, rate int) []float32 {
 }
 
 // wavStream is samples at rate as a decoded WAV file.
-func wavStream(t *testing.T, x []float32, rate int) audio.Stream {
+func wavStream(t testing.TB, x []float32, rate int) audio.Stream {
 	s, err := audio.Open(bytes.NewReader(locatetest.WAV(x, rate)))
 	if err != nil {
 		t.Fatal(err)
