@@ -98,44 +98,47 @@ func decodeFileAt(t testing.TB, path string, rate int) []float32 {
 	return x
 }
 
-// readClipFile decodes a clip file as the Locator does (locate.ReadClip).
-func readClipFile(t testing.TB, name, path string) locate.Clip {
+// readFile opens an audio file for read, which fails the test with the
+// file's name on an error.
+func readFile(t testing.TB, path string, read func(audio.Stream) error) {
 	f, err := os.Open(path)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer f.Close()
 	s, err := audio.Open(f)
+	if err == nil {
+		err = read(s)
+	}
 	if err != nil {
 		t.Fatalf("%s: %v", path, err)
 	}
-	c, err := locate.ReadClip(name, s, locate.DefaultParams)
-	if err != nil {
-		t.Fatalf("%s: %v", path, err)
-	}
+}
+
+// readClipFile decodes a clip file as the Locator does (locate.ReadClip).
+func readClipFile(t testing.TB, name, path string) (c locate.Clip) {
+	readFile(t, path, func(s audio.Stream) (err error) {
+		c, err = locate.ReadClip(name, s, locate.DefaultParams)
+		return err
+	})
 	return c
 }
 
 // locateFile streams an episode file through x as the Locator does
 // (Matcher.Stream) and returns what was found and the episode's length in
 // seconds.
-func locateFile(t testing.TB, x *locate.Index, path string, minConf float64) ([]locate.Occurrence, float64) {
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	s, err := audio.Open(f)
-	if err != nil {
-		t.Fatalf("%s: %v", path, err)
-	}
-	cs := &counted{Stream: s}
-	m := locate.NewMatcher(x)
-	m.MinConfidence = minConf
-	if err := m.Stream(context.Background(), cs); err != nil {
-		t.Fatalf("%s: %v", path, err)
-	}
-	return m.Finish(), float64(cs.n) / float64(s.SampleRate())
+func locateFile(t testing.TB, x *locate.Index, path string, minConf float64) (found []locate.Occurrence, seconds float64) {
+	readFile(t, path, func(s audio.Stream) error {
+		cs := &counted{Stream: s}
+		m := locate.NewMatcher(x)
+		m.MinConfidence = minConf
+		if err := m.Stream(context.Background(), cs); err != nil {
+			return err
+		}
+		found, seconds = m.Finish(), float64(cs.n)/float64(s.SampleRate())
+		return nil
+	})
+	return found, seconds
 }
 
 // counted counts the samples read from a Stream.

@@ -28,12 +28,13 @@ type Clip struct {
 	HighSpeeds [][]float32
 }
 
-// ReadClip decodes a clip from s (at any rate) whole, at p.Rate; where s
-// has a band above 4 kHz and p.Rate is 8000, its high band too, and, if it
-// is searched for there (most of its energy is), the high band of the clip
-// played at each of p.Speeds (a tempo change is none of the mirrored band:
-// a tone at f played fast is at 8 kHz − 1.02 f there, not 1.02 × (8 kHz −
-// f), so the clip is played fast at 16 kHz first).
+// ReadClip decodes a clip from s (at any rate; s bounds its length, as
+// audio.OpenLimited does) whole, at p.Rate. Where s has a band above 4 kHz
+// and p.Rate is 8000 it reads that band too, and, if the clip is searched
+// for there (most of its energy is), the band as the clip sounds played at
+// each of p.Speeds: a tempo change is none of the mirrored band (a tone at
+// f played fast is at 8 kHz − 1.02 f there, not 1.02 × (8 kHz − f)), so
+// the clip is played fast at 16 kHz first.
 func ReadClip(name string, s audio.Stream, p Params) (Clip, error) {
 	c := Clip{Name: name}
 	if p.Rate != 8000 || s.SampleRate() < 16000 {
