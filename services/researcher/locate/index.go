@@ -23,18 +23,18 @@ type Clip struct {
 	// too (ReadClip fills it; with Params.Rate 8000 only).
 	High []float32
 	// HighSpeeds are High as the clip sounds played at each of
-	// Params.Speeds, for a clip searched for above 4 kHz (nil: it is
+	// Params.Speeds, for a clip searched for in the high band (nil: it is
 	// searched for there at its own speed only).
 	HighSpeeds [][]float32
 }
 
 // ReadClip decodes a clip from s (at any rate; s bounds its length, as
-// audio.OpenLimited does) whole, at p.Rate. Where s has a band above 4 kHz
+// audio.OpenLimited does) whole, at p.Rate. Where s has a high band (audio.HighBand)
 // and p.Rate is 8000 it reads that band too, and, if the clip is searched
 // for there (most of its energy is), the band as the clip sounds played at
 // each of p.Speeds: a tempo change is none of the mirrored band (a tone at
 // f played fast is at 8 kHz − 1.02 f there, not 1.02 × (8 kHz − f)), so
-// the clip is played fast at 16 kHz first.
+// the clip is played fast at audio.HighBandRate first.
 func ReadClip(name string, s audio.Stream, p Params) (Clip, error) {
 	c := Clip{Name: name}
 	if p.Rate != 8000 || s.SampleRate() < 16000 {
@@ -46,7 +46,7 @@ func ReadClip(name string, s audio.Stream, p Params) (Clip, error) {
 	var wide []float32
 	write := func(x []float32) { c.Samples = append(c.Samples, x...) }
 	writeWide := func(x []float32) { wide = append(wide, x...) }
-	if err := stream(context.Background(), audio.Resample(a, p.Rate), audio.Resample(b, 16000), write, writeWide); err != nil {
+	if err := stream(context.Background(), audio.Resample(a, p.Rate), audio.Resample(b, audio.HighBandRate), write, writeWide); err != nil {
 		return c, err
 	}
 	var err error
@@ -54,7 +54,7 @@ func ReadClip(name string, s audio.Stream, p Params) (Clip, error) {
 		return c, err
 	}
 	for _, sp := range p.Speeds {
-		fast, err := atSpeed(wide, 16000, sp)
+		fast, err := atSpeed(wide, audio.HighBandRate, sp)
 		if err != nil {
 			return c, err
 		}
@@ -67,14 +67,14 @@ func ReadClip(name string, s audio.Stream, p Params) (Clip, error) {
 	return c, nil
 }
 
-// highBand is audio.HighBand of 16 kHz samples.
+// highBand is audio.HighBand of samples at audio.HighBandRate.
 func highBand(wide []float32) ([]float32, error) {
-	hb, _ := audio.HighBand(&samples{x: wide, rate: 16000})
+	hb, _ := audio.HighBand(&samples{x: wide, rate: audio.HighBandRate})
 	return audio.ReadAll(hb)
 }
 
-// highShare is how much more energy a clip must have above 4 kHz than
-// below to be searched for there too: above the analysed band a sound
+// highShare is how much more energy a clip must have in its high band
+// (5.5-9 kHz) than below 4 kHz to be searched for there too: above the analysed band a sound
 // competes with little of a bed of speech or music, below it with all of
 // it (an alarm ringing at 7.7 kHz keeps 0.1 % of its energy below 4 kHz and
 // was missed wherever it played under the bed).
@@ -99,7 +99,7 @@ type Index struct {
 }
 
 // HighBand tells whether some clip is searched for in the episode's band
-// above 4 kHz: then the Matcher is given that band too (Matcher.Stream
+// above the analysed band: then the Matcher is given the high band too (Matcher.Stream
 // does it, or Matcher.WriteHigh).
 func (x *Index) HighBand() bool { return x.high != nil }
 
@@ -266,7 +266,7 @@ func (x *Index) indexHigh(clips []Clip) error {
 	return nil
 }
 
-// searchedHigh tells whether c is searched for in the band above 4 kHz too.
+// searchedHigh tells whether c is searched for in the high band too.
 func searchedHigh(c Clip) bool {
 	return c.High != nil && energy(c.High) > highShare*energy(c.Samples)
 }

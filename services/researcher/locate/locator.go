@@ -105,8 +105,8 @@ func (l *Locator) open(ctx context.Context, a researcher.Audio, max time.Duratio
 	return s, rc, nil
 }
 
-// readClip decodes a clip whole, at the analysis rate and its band above
-// 4 kHz (ReadClip).
+// readClip decodes a clip whole, at the analysis rate and its high band
+// (ReadClip).
 func (l *Locator) readClip(ctx context.Context, a researcher.Audio) (Clip, error) {
 	s, c, err := l.open(ctx, a, l.MaxClip)
 	if err != nil {

@@ -47,7 +47,7 @@ type Matcher struct {
 	fp    *Fingerprinter
 	clips []clipState
 	out   []Occurrence
-	// high searches the episode's band above 4 kHz for the clips indexed
+	// high searches the episode's high band (audio.HighBand) for the clips indexed
 	// there (Index.HighBand), nil if none are.
 	high *Matcher
 	// The most recent episode samples, for refining offsets.
@@ -129,7 +129,7 @@ func (m *Matcher) Write(samples []float32) {
 	}
 }
 
-// WriteHigh analyses the next samples of the episode's band above 4 kHz, as
+// WriteHigh analyses the next samples of the episode's high band, as
 // audio.HighBand makes it, in step with Write; needed only where
 // Index.HighBand, and ignored elsewhere.
 func (m *Matcher) WriteHigh(samples []float32) {
@@ -141,7 +141,7 @@ func (m *Matcher) WriteHigh(samples []float32) {
 
 // Stream reads the episode from s (at any rate) to its end: resampled to
 // Params.Rate for Write, and where the index has clips searched for above
-// 4 kHz (Index.HighBand) and s has that band, its high band for WriteHigh,
+// the analysed band (Index.HighBand) and s has that band, its high band for WriteHigh,
 // the two read in step from one decode.
 func (m *Matcher) Stream(ctx context.Context, s audio.Stream) error {
 	if m.high == nil || s.SampleRate() < 16000 {
