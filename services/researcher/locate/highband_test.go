@@ -4,29 +4,12 @@ import (
 	"bytes"
 	"context"
 	"math"
-	"math/rand/v2"
 	"testing"
 
 	"github.com/archivist/archivist/services/researcher/audio"
 	"github.com/archivist/archivist/services/researcher/locate"
 	"github.com/archivist/archivist/services/researcher/locate/locatetest"
 )
-
-// alarm is seconds of a ringing at rate: notes of 50-150 ms between 6 and
-// 8 kHz, nothing below 4 kHz (as an alarm clock's ring at 7.7 kHz).
-func alarm(seed uint64, seconds float64, rate int) []float32 {
-	rng := rand.New(rand.NewPCG(seed, 3))
-	out := make([]float32, int(seconds*float64(rate)))
-	for i := 0; i < len(out); {
-		f := 6000 + 2000*rng.Float64()
-		l := int((0.05 + 0.1*rng.Float64()) * float64(rate))
-		for j := 0; j < l && i+j < len(out); j++ {
-			out[i+j] = float32(0.3 * math.Exp(-3*float64(j)/float64(l)) * math.Sin(2*math.Pi*f*float64(j)/float64(rate)))
-		}
-		i += l
-	}
-	return out
-}
 
 // wavStream is samples at rate as a decoded WAV file.
 func wavStream(t testing.TB, x []float32, rate int) audio.Stream {
@@ -45,7 +28,7 @@ func wavStream(t testing.TB, x []float32, rate int) audio.Stream {
 // band (as the locator read clips before) not at all.
 func TestClipAboveTheBandFound(t *testing.T) {
 	const rate = 32000
-	ring := alarm(41, 5, rate)
+	ring := locatetest.Ring(41, 5, rate)
 	ep := locatetest.Bed(42, 40, rate)
 	at, atFast := 9*rate+123, 27*rate+45
 	locatetest.Insert(ep, ring, at, 0.125)

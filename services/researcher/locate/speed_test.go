@@ -151,7 +151,7 @@ func BenchmarkSpeed2h(b *testing.B) {
 		x, _ := audio.ReadAll(s)
 		clips = append(clips, locate.Clip{Name: fmt.Sprint(i), Samples: x})
 	}
-	ring, err := locate.ReadClip("ring", wavStream(b, alarm(51, 5, 44100), 44100), locate.DefaultParams)
+	ring, err := locate.ReadClip("ring", wavStream(b, locatetest.Ring(51, 5, 44100), 44100), locate.DefaultParams)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -16,16 +16,34 @@ import (
 // two jingles from different seeds share much.
 func Jingle(seed uint64, seconds float64, rate int) []float32 {
 	rng := rand.New(rand.NewPCG(seed, 1))
-	n := int(seconds * float64(rate))
-	out := make([]float32, n)
-	for i := 0; i < n; {
-		f := 200 * math.Pow(15, rng.Float64())
-		l := int((0.06 + 0.19*rng.Float64()) * float64(rate))
-		for j := 0; j < l && i+j < n; j++ {
-			t := float64(j) / float64(rate)
-			env := math.Exp(-4 * float64(j) / float64(l))
-			v := math.Sin(2*math.Pi*f*t) + 0.5*math.Sin(4*math.Pi*f*t) + 0.25*math.Sin(6*math.Pi*f*t)
-			out[i+j] = float32(0.3 * env * v)
+	return notes(seconds, rate, 4, func() (float64, float64) {
+		return 200 * math.Pow(15, rng.Float64()), 0.06 + 0.19*rng.Float64()
+	}, func(f, t float64) float64 {
+		return math.Sin(2*math.Pi*f*t) + 0.5*math.Sin(4*math.Pi*f*t) + 0.25*math.Sin(6*math.Pi*f*t)
+	})
+}
+
+// Ring is seconds of a ringing at rate: notes of 50-150 ms between 6 and
+// 8 kHz, pure tones, nothing below 4 kHz (as an alarm clock's ring at
+// 7.7 kHz): a sound above the band the landmarks are taken from.
+func Ring(seed uint64, seconds float64, rate int) []float32 {
+	rng := rand.New(rand.NewPCG(seed, 3))
+	return notes(seconds, rate, 3, func() (float64, float64) {
+		return 6000 + 2000*rng.Float64(), 0.05 + 0.1*rng.Float64()
+	}, func(f, t float64) float64 { return math.Sin(2 * math.Pi * f * t) })
+}
+
+// notes is seconds of notes at rate, one after another: next gives each
+// one's frequency and length in seconds, voice its waveform at a time,
+// and each decays as exp(−decay) over its length, at a level of 0.3.
+func notes(seconds float64, rate int, decay float64, next func() (f, length float64), voice func(f, t float64) float64) []float32 {
+	out := make([]float32, int(seconds*float64(rate)))
+	for i := 0; i < len(out); {
+		f, length := next()
+		l := int(length * float64(rate))
+		for j := 0; j < l && i+j < len(out); j++ {
+			env := math.Exp(-decay * float64(j) / float64(l))
+			out[i+j] = float32(0.3 * env * voice(f, float64(j)/float64(rate)))
 		}
 		i += l
 	}
