@@ -195,7 +195,9 @@ func (c *corpus) episodeFile(ep, cond string) string {
 
 // dump, when ARCHIVIST_LOCATE_DUMP names a file, gets a line per reported
 // occurrence with its features and whether it was right (for a look at a
-// tuning corpus, never at the reported ones).
+// tuning corpus, never at the reported ones), tab-separated: corpus,
+// condition, episode, clip, clip seconds, confidence, votes, clip hashes,
+// band-envelope similarity, samples' correlation, tp or fp, offset.
 var dump = func() *os.File {
 	if p := os.Getenv("ARCHIVIST_LOCATE_DUMP"); p != "" {
 		f, err := os.Create(p)
