@@ -89,3 +89,35 @@ func TestTeeGivesBothReadersEverySample(t *testing.T) {
 		t.Fatalf("tee: got %d and %d samples, want %d, identical", len(ga), len(gb), len(in))
 	}
 }
+
+// BenchmarkBands times a minute of 44.1 kHz audio through the ordinary
+// resampling to 8 kHz and through HighBand (docs/PERFORMANCE.md: the
+// high band's cost).
+func BenchmarkBands(b *testing.B) {
+	const rate = 44100
+	x := make([]float32, 60*rate)
+	for i := range x {
+		x[i] = float32(math.Sin(float64(i)*0.37) * math.Sin(float64(i)*0.0011))
+	}
+	buf := make([]float32, 1<<14)
+	drain := func(s audio.Stream) {
+		for {
+			if _, err := s.Read(buf); err == io.EOF {
+				return
+			} else if err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	b.Run("resample", func(b *testing.B) {
+		for b.Loop() {
+			drain(audio.Resample(&slice{rate: rate, s: x}, 8000))
+		}
+	})
+	b.Run("highband", func(b *testing.B) {
+		for b.Loop() {
+			hb, _ := audio.HighBand(&slice{rate: rate, s: x})
+			drain(hb)
+		}
+	})
+}
