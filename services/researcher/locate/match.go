@@ -387,18 +387,18 @@ func (m *Matcher) resolve(c int) {
 		return cmp.Compare(b.corr, a.corr)
 	})
 	// A clip that repeats a beat can gather more votes a beat off its place
-	// than at it (the beat goes on in the passage after it); its samples
-	// tell the two apart where the landmarks cannot. An overlapping
-	// candidate at least half as significant whose samples match clearly
-	// better goes first.
+	// than at it (the beat goes on in the passage after it, or its
+	// landmarks are framed better there); its samples tell the two apart
+	// where the landmarks cannot. An overlapping candidate whose samples
+	// match clearly better goes first (placedBetter).
 	if len(conf) > 1 {
 		top, best := conf[0], 0
 		for i, s := range conf {
-			if d := s.start - top.start; d > -st.nms && d < st.nms && 2*s.sig >= top.sig && s.wave > conf[best].wave {
+			if d := s.start - top.start; d > -st.nms && d < st.nms && s.wave > conf[best].wave && placedBetter(s, top) {
 				best = i
 			}
 		}
-		if w := conf[best]; best > 0 && w.wave >= waveClear && w.wave >= top.wave+waveMargin {
+		if w := conf[best]; best > 0 {
 			copy(conf[1:best+1], conf[:best])
 			conf[0] = w
 		}
@@ -538,6 +538,28 @@ func waveSignificance(w, seconds float64) float64 {
 // candidate's.
 const waveClear, waveMargin = 0.5, 0.2
 
+// certain is the significance of the landmarks (−log10 of the chance
+// probability; confidence 0.9997) from which an alignment is surely the
+// clip's, and its votes no longer say which of two such is its place.
+const certain = 2 * SignificanceAt
+
+// placedBetter tells whether a, an alignment of a clip overlapping the
+// more significant alignment b of the same clip (at another offset, or
+// of another speed variant), is the clip's place instead: its samples
+// match the passage clearly, and clearly better than b's, and its
+// landmarks are at least half as significant as b's, or both are
+// certain. On a tuning corpus (SEED=31) a looping ringtone played 2 %
+// fast gathered 882 votes (significance 1732) a loop before its place,
+// framed better there, and 710 (816) at it, where its samples correlate
+// 0.997 against 0.64; on SEED=26 an alarm's bell 178 votes (385) a ring
+// after its place against 42 (65), its samples 0.38 against 0.97.
+func placedBetter(a, b scored) bool {
+	if a.wave < waveClear || a.wave < b.wave+waveMargin {
+		return false
+	}
+	return 2*a.sig >= b.sig || min(a.sig, b.sig) >= certain
+}
+
 // waveCorr is the normalised correlation of the clip's samples with the
 // episode's from sample start, 0 when they are no longer (or not yet) at
 // hand or silent, and the energy of the passage's projection on the clip
@@ -645,8 +667,9 @@ func (m *Matcher) explained(a scored, by []scored) bool {
 			continue
 		}
 		if b.Clip == a.Clip {
-			// Two speeds of one clip at one place: the stronger is it.
-			stronger := b.sig > a.sig || (b.sig == a.sig && b.idx < a.idx)
+			// Two speeds of one clip at one place: the stronger is it,
+			// unless the samples place the other (placedBetter).
+			stronger := placedBetter(b, a) || !placedBetter(a, b) && (b.sig > a.sig || (b.sig == a.sig && b.idx < a.idx))
 			if stronger && min(a.end, b.end) > max(a.start, b.start) {
 				return true
 			}
