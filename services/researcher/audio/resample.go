@@ -195,13 +195,14 @@ func (p *polyphase) Read(out []float32) (int, error) {
 }
 
 // Dot is the dot product of a and b[:len(a)]. From dotSIMD samples on it
-// is gonum's BLAS Sdot (SSE on amd64: 3.5× the scalar loop at a
-// resampler's 71 taps, 5× at a refine's 512 samples); shorter, a scalar
-// loop four accumulators wide, which a call's checks would outweigh.
+// is gonum's BLAS Sdot (SSE on amd64; with it a minute of 44.1 kHz is
+// resampled to 8 kHz 1.64× faster and its high band made 2.13× faster,
+// BenchmarkBands); shorter, a scalar loop four accumulators wide, which a
+// call's checks would outweigh.
 func Dot(a, b []float32) float32 {
 	b = b[:len(a)]
 	if len(a) >= dotSIMD {
-		return blas.Sdot(len(a), a, 1, b, 1)
+		return gonum.Implementation{}.Sdot(len(a), a, 1, b, 1)
 	}
 	var s0, s1, s2, s3 float32
 	i := 0
@@ -219,6 +220,3 @@ func Dot(a, b []float32) float32 {
 
 // dotSIMD is the length from which Dot calls the BLAS.
 const dotSIMD = 24
-
-// blas is gonum's pure-Go BLAS, with assembly kernels where it has them.
-var blas gonum.Implementation

@@ -669,7 +669,7 @@ func (m *Matcher) explained(a scored, by []scored) bool {
 		if b.Clip == a.Clip {
 			// Two speeds of one clip at one place: the stronger is it,
 			// unless the samples place the other (placedBetter).
-			stronger := placedBetter(b, a) || !placedBetter(a, b) && (b.sig > a.sig || (b.sig == a.sig && b.idx < a.idx))
+			stronger := placedBetter(b, a) || (!placedBetter(a, b) && (b.sig > a.sig || (b.sig == a.sig && b.idx < a.idx)))
 			if stronger && min(a.end, b.end) > max(a.start, b.start) {
 				return true
 			}
