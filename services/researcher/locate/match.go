@@ -445,7 +445,8 @@ func (m *Matcher) decide(c int, cd candidate) (scored, bool) {
 		start, o.Refined = s, true
 	}
 	var projection float64
-	o.Waveform, projection = m.waveCorr(ic, start)
+	var compared bool
+	o.Waveform, projection, compared = m.waveCorr(ic, start)
 	if o.Similarity < unlike && o.Waveform < unlike {
 		// The landmarks lined up, but the whole clip looks like the
 		// passage in neither its band envelopes nor its samples: a
@@ -466,10 +467,18 @@ func (m *Matcher) decide(c int, cd candidate) (scored, bool) {
 	// samples are searched a quarter second either way.
 	if len(ic.samples) < shortClip*m.p.Rate {
 		if s, ok := m.refine(ic, start, int64(placeHops*m.p.Hop)); ok && s != start {
-			if w, p := m.waveCorr(ic, s); w > o.Waveform {
+			if w, p, ok := m.waveCorr(ic, s); ok && w > o.Waveform {
 				start, o.Refined, o.Waveform, projection = s, true, w, p
 			}
 		}
+	}
+	if compared && sig < certain && waveSignificance(o.Waveform, o.Duration) == 0 {
+		// Where the clip plays, mixed in however far under a bed, its
+		// samples correlate with the passage's beyond what chance gives
+		// at the best of the lags tried; where they do not, landmarks
+		// short of certain lined up by coincidence (a voice like the
+		// clip's, a chord of it), however alike the band envelopes.
+		return scored{}, false
 	}
 	o.Offset = float64(max(start, 0)) / float64(m.p.Rate)
 	o.Confidence = confidenceOf(sig + waveSignificance(o.Waveform, o.Duration))
@@ -505,12 +514,13 @@ const heardAt = 0.01
 // waveDOF is how many independent samples a second of audio counts as
 // when its correlation with unrelated audio is judged (the correlation of
 // n independent samples has a spread of 1/√n), and waveLags how many
-// lags refine tries, each a chance to correlate by chance. Audio is far
+// lags refine tries, in either polarity, each a chance to correlate by
+// chance. Audio is far
 // from independent samples: 80 a second is fitted on the tuning corpus
 // so that the best correlation any unrelated passage reached there (0.31
 // with a 1.2 s clip, among 80 candidates) is no evidence, while the
 // samples of short clips the landmarks missed (0.44 to 0.99) are.
-const waveDOF, waveLags = 80, 3 * 256
+const waveDOF, waveLags = 80, 2 * 3 * 256
 
 // waveSignificance is −log10 of the chance that unrelated audio
 // correlates with a clip of seconds as well as w at the best of
@@ -561,23 +571,25 @@ func placedBetter(a, b scored) bool {
 }
 
 // waveCorr is the normalised correlation of the clip's samples with the
-// episode's from sample start, 0 when they are no longer (or not yet) at
-// hand or silent, and the energy of the passage's projection on the clip
-// (its dot product squared over the clip's energy): how much of the
-// passage the clip explains, whatever its gain.
-func (m *Matcher) waveCorr(ic *indexedClip, start int64) (corr, projection float64) {
+// episode's from sample start, in either polarity (its magnitude: a clip
+// played inverted sounds the same), and the energy of
+// the passage's projection on the clip (its dot product squared over the
+// clip's energy): how much of the passage the clip explains, whatever its
+// gain. compared is false, and both 0, where the samples are no longer (or
+// not yet) at hand, or either is silent.
+func (m *Matcher) waveCorr(ic *indexedClip, start int64) (corr, projection float64, compared bool) {
 	lo := start - m.ringStart
 	n := int64(len(ic.samples))
 	if lo < 0 || lo+n > int64(len(m.ring)) || n == 0 {
-		return 0, 0
+		return 0, 0, false
 	}
 	seg := m.ring[lo : lo+n]
 	c := float64(audio.Dot(ic.samples, seg))
 	e1, e2 := float64(audio.Dot(ic.samples, ic.samples)), float64(audio.Dot(seg, seg))
-	if e1 <= 0 || e2 <= 0 || c <= 0 {
-		return 0, 0
+	if e1 <= 0 || e2 <= 0 {
+		return 0, 0, false
 	}
-	return c / math.Sqrt(e1*e2), c * c / e1
+	return math.Abs(c) / math.Sqrt(e1*e2), c * c / e1, true
 }
 
 // similarity is the correlation of the clip's band envelopes with the
@@ -789,8 +801,8 @@ const shortClip, placeHops = 3, 8
 const refineStride = 4
 
 // bestLag is the lag d in [from, to] at which x correlates best (the
-// normalised correlation) with y[d:d+len(x)], and that correlation (−1
-// when y is silent there).
+// magnitude of the normalised correlation: either polarity) with
+// y[d:d+len(x)], and that magnitude (−1 when y is silent there).
 func bestLag(x, y []float32, from, to int64) (int64, float64) {
 	n := int64(len(x))
 	to = min(to, int64(len(y))-n)
@@ -808,7 +820,7 @@ func bestLag(x, y []float32, from, to int64) (int64, float64) {
 		if yE <= 0 || xE <= 0 {
 			continue
 		}
-		if v := float64(audio.Dot(x, y[d:d+n])) / math.Sqrt(yE*xE); v > bestV {
+		if v := math.Abs(float64(audio.Dot(x, y[d:d+n]))) / math.Sqrt(yE*xE); v > bestV {
 			best, bestV = d, v
 		}
 	}
