@@ -444,8 +444,10 @@ func (m *Matcher) decide(c int, cd candidate) (scored, bool) {
 	if s, ok := m.refine(ic, start, int64(m.p.Hop+m.p.Hop/2)); ok {
 		start, o.Refined = s, true
 	}
-	var projection float64
-	var compared bool
+	var (
+		projection float64
+		compared   bool
+	)
 	o.Waveform, projection, compared = m.waveCorr(ic, start)
 	if o.Similarity < unlike && o.Waveform < unlike {
 		// The landmarks lined up, but the whole clip looks like the
@@ -472,7 +474,8 @@ func (m *Matcher) decide(c int, cd candidate) (scored, bool) {
 			}
 		}
 	}
-	if compared && sig < certain && waveSignificance(o.Waveform, o.Duration) == 0 {
+	ws := waveSignificance(o.Waveform, o.Duration)
+	if compared && sig < certain && ws == 0 {
 		// Where the clip plays, mixed in however far under a bed, its
 		// samples correlate with the passage's beyond what chance gives
 		// at the best of the lags tried; where they do not, landmarks
@@ -481,7 +484,7 @@ func (m *Matcher) decide(c int, cd candidate) (scored, bool) {
 		return scored{}, false
 	}
 	o.Offset = float64(max(start, 0)) / float64(m.p.Rate)
-	o.Confidence = confidenceOf(sig + waveSignificance(o.Waveform, o.Duration))
+	o.Confidence = confidenceOf(sig + ws)
 	return scored{Occurrence: o, idx: c, sig: sig, corr: o.Similarity, wave: o.Waveform, projection: projection,
 		start: cd.o, end: cd.o + ic.frames}, true
 }
@@ -521,11 +524,11 @@ const heardAt = 0.001
 // when its correlation with unrelated audio is judged (the correlation of
 // n independent samples has a spread of 1/√n), and waveLags how many
 // lags refine tries, in either polarity, each a chance to correlate by
-// chance. Audio is far
-// from independent samples: 80 a second is fitted on the tuning corpus
-// so that the best correlation any unrelated passage reached there (0.31
-// with a 1.2 s clip, among 80 candidates) is no evidence, while the
-// samples of short clips the landmarks missed (0.44 to 0.99) are.
+// chance. Audio is far from independent samples: 80 a second is fitted on
+// the tuning corpus
+// so that the best correlation any unrelated passage reached there
+// (0.31 with a 1.2 s clip, among 80 candidates) is no evidence, while
+// the samples of short clips the landmarks missed (0.44 to 0.99) are.
 const waveDOF, waveLags = 80, 2 * 3 * 256
 
 // waveSignificance is −log10 of the chance that unrelated audio
@@ -578,11 +581,11 @@ func placedBetter(a, b scored) bool {
 
 // waveCorr is the normalised correlation of the clip's samples with the
 // episode's from sample start, in either polarity (its magnitude: a clip
-// played inverted sounds the same), and the energy of
-// the passage's projection on the clip (its dot product squared over the
-// clip's energy): how much of the passage the clip explains, whatever its
-// gain. compared is false, and both 0, where the samples are no longer (or
-// not yet) at hand, or either is silent.
+// played inverted sounds the same), and the energy of the passage's
+// projection on the clip (its dot product squared over the clip's
+// energy): how much of the passage the clip explains, whatever its gain.
+// compared is false, and both 0, where the samples are no longer (or not
+// yet) at hand, or either is silent.
 func (m *Matcher) waveCorr(ic *indexedClip, start int64) (corr, projection float64, compared bool) {
 	lo := start - m.ringStart
 	n := int64(len(ic.samples))

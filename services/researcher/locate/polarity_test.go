@@ -10,7 +10,7 @@ import (
 
 // TestInvertedPolarity: a clip played with its polarity inverted (a
 // channel wired the other way round, a stereo pair summed out of phase)
-// sounds the same and is found the same: at its place to the sample's
+// sounds the same and is found the same: at its place to the
 // millisecond, its samples matching (Waveform), not only its landmarks.
 func TestInvertedPolarity(t *testing.T) {
 	const rate = 8000
