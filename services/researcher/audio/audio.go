@@ -87,7 +87,7 @@ func OpenLimited(r io.Reader, lim Limits) (s Stream, err error) {
 		fs, err = openFLAC(br)
 		s = fs
 		if err == nil {
-			channels = int(fs.s.Info.NChannels)
+			channels = fs.channels
 		}
 	case MP3:
 		s, err = openMP3(br)
