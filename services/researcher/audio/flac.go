@@ -25,6 +25,12 @@ import (
 // flacMaxBlock is the largest block size RFC 9639 allows.
 const flacMaxBlock = 65535
 
+// flacMaxMetadata bounds the metadata skipped before the first frame
+// (pictures, tags, padding): a stream of metadata blocks without end would
+// otherwise be read for ever without a sample to count against the
+// duration bound.
+const flacMaxMetadata = 64 << 20
+
 // errFLACCorrupt is wrapped by every error about the file's own bytes.
 var errFLACCorrupt = errors.New("flac")
 
@@ -242,6 +248,7 @@ func openFLAC(r io.Reader) (*flacStream, error) {
 	}
 	b.pos = 32
 	f := &flacStream{br: b}
+	metadata := 0
 	for first := true; ; first = false {
 		if err := b.ensure(4); err != nil {
 			return nil, err
@@ -265,6 +272,9 @@ func openFLAC(r io.Reader) (*flacStream, error) {
 				return nil, err
 			}
 		default:
+			if metadata += 4 + int(size); metadata > flacMaxMetadata {
+				return nil, &LimitError{Bound: "FLAC metadata", Limit: fmt.Sprintf("%d MiB", flacMaxMetadata>>20)}
+			}
 			if err := b.skip(int(size)); err != nil {
 				return nil, err
 			}

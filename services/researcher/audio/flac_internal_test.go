@@ -298,6 +298,45 @@ func TestFLACCorruption(t *testing.T) {
 	}
 }
 
+// TestFLACMetadataIsBounded: a stream of metadata blocks without end fails
+// at the bound, naming it, instead of being read for ever.
+func TestFLACMetadataIsBounded(t *testing.T) {
+	c := flacCases[0]
+	data := c.encode(t, c.synth(1000))
+	// STREAMINFO without its last-block flag, then padding blocks of
+	// 16 MiB - 1 of zeros, each header 0x01 (padding, not last).
+	head := bytes.Clone(data[:4+4+34])
+	head[4] &^= 0x80
+	block := []byte{0x01, 0xff, 0xff, 0xff}
+	r := io.MultiReader(bytes.NewReader(head), &padding{block: block})
+	_, err := OpenLimited(r, DefaultLimits)
+	var le *LimitError
+	if !errors.As(err, &le) || le.Bound != "FLAC metadata" {
+		t.Fatalf("got %v, want the FLAC metadata bound", err)
+	}
+	t.Log(err)
+}
+
+// padding is padding metadata blocks without end: a header, then its
+// 16 MiB - 1 zero bytes.
+type padding struct {
+	block []byte
+	pos   int // in the current block, header included
+}
+
+func (p *padding) Read(b []byte) (int, error) {
+	const size = 4 + 1<<24 - 1
+	for i := range b {
+		if p.pos < len(p.block) {
+			b[i] = p.block[p.pos]
+		} else {
+			b[i] = 0
+		}
+		p.pos = (p.pos + 1) % size
+	}
+	return len(b), nil
+}
+
 func mustOpen(t *testing.T, data []byte) Stream {
 	t.Helper()
 	s, err := Open(bytes.NewReader(data))
