@@ -104,27 +104,25 @@ func decodeFileAt(t testing.TB, path string, rate int) []float32 {
 	return x
 }
 
-// lowShare is the share of a file's energy (of its first seconds, 0: all)
-// below 4 kHz: its energy after the resampler to 8 kHz over its energy at
-// its own rate, each per second.
-func lowShare(t testing.TB, path string, seconds float64) float64 {
+// lowShare is the share of a file's energy below 4 kHz.
+func lowShare(t testing.TB, path string) float64 {
+	low, full := bandEnergy(t, path)
+	if full == 0 {
+		return 1
+	}
+	return low / full
+}
+
+// bandEnergy is a file's energy per second below 4 kHz (after the
+// resampler to 8 kHz) and in all.
+func bandEnergy(t testing.TB, path string) (low, full float64) {
 	var x []float32
 	var rate int
 	readFile(t, path, func(s audio.Stream) (err error) {
 		rate = s.SampleRate()
-		if seconds > 0 {
-			s = &firstSamples{Stream: s, left: int(seconds * float64(rate))}
-		}
 		x, err = audio.ReadAll(s)
 		return err
 	})
-	if rate <= 8000 {
-		return 1
-	}
-	y, err := audio.ReadAll(audio.Resample(&firstSamples{Stream: &samplesStream{x: x, rate: rate}, left: len(x)}, 8000))
-	if err != nil {
-		t.Fatal(err)
-	}
 	energy := func(v []float32, rate int) float64 {
 		var e float64
 		for _, s := range v {
@@ -132,11 +130,15 @@ func lowShare(t testing.TB, path string, seconds float64) float64 {
 		}
 		return e / float64(rate)
 	}
-	full := energy(x, rate)
-	if full == 0 {
-		return 1
+	full = energy(x, rate)
+	if rate <= 8000 {
+		return full, full
 	}
-	return energy(y, 8000) / full
+	y, err := audio.ReadAll(audio.Resample(&samplesStream{x: x, rate: rate}, 8000))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return energy(y, 8000), full
 }
 
 // samplesStream is samples in memory as a Stream.
@@ -153,21 +155,6 @@ func (s *samplesStream) Read(buf []float32) (int, error) {
 	n := copy(buf, s.x)
 	s.x = s.x[n:]
 	return n, nil
-}
-
-// firstSamples ends a Stream after left samples.
-type firstSamples struct {
-	audio.Stream
-	left int
-}
-
-func (f *firstSamples) Read(buf []float32) (int, error) {
-	if f.left <= 0 {
-		return 0, io.EOF
-	}
-	n, err := f.Stream.Read(buf[:min(len(buf), f.left)])
-	f.left -= n
-	return n, err
 }
 
 // outOfBand is the share of a clip's energy below 4 kHz under which its
@@ -242,7 +229,7 @@ func loadCorpus(t testing.TB, dir string) *corpus {
 			t.Fatalf("clip %s: no file", r[0])
 		}
 		c.clips = append(c.clips, readClipFile(t, r[0], matches[0]))
-		c.inBand[r[0]] = lowShare(t, matches[0], 0)
+		c.inBand[r[0]] = lowShare(t, matches[0])
 		c.role[r[0]], c.kind[r[0]] = r[1], r[2]
 		c.duration[r[0]], _ = strconv.ParseFloat(r[3], 64)
 	}
@@ -253,9 +240,17 @@ func loadCorpus(t testing.TB, dir string) *corpus {
 	for _, e := range eps {
 		c.episodes = append(c.episodes, e.Name())
 	}
-	for cond := range c.conditions {
-		if len(c.episodes) > 0 {
-			c.telephone[cond] = lowShare(t, c.episodeFile(c.episodes[0], cond), 120) > 0.999
+	// A condition keeps nothing above 4 kHz where the first episode's
+	// energy above it is under 0.1 % of the clean rendering's (a bed
+	// itself may have little there: compared with clean, not absolute).
+	if _, ok := c.conditions["clean"]; ok && len(c.episodes) > 0 {
+		high := func(cond string) float64 {
+			low, full := bandEnergy(t, c.episodeFile(c.episodes[0], cond))
+			return full - low
+		}
+		clean := high("clean")
+		for cond := range c.conditions {
+			c.telephone[cond] = clean > 0 && high(cond) < 0.001*clean
 		}
 	}
 	for _, r := range readTSV(t, filepath.Join(dir, "truth.tsv")) {
