@@ -104,18 +104,9 @@ func decodeFileAt(t testing.TB, path string, rate int) []float32 {
 	return x
 }
 
-// lowShare is the share of a file's energy below 4 kHz.
+// lowShare is the share of a file's energy below 4 kHz: its energy per
+// second after the resampler to 8 kHz over that at its own rate.
 func lowShare(t testing.TB, path string) float64 {
-	low, full := bandEnergy(t, path)
-	if full == 0 {
-		return 1
-	}
-	return low / full
-}
-
-// bandEnergy is a file's energy per second below 4 kHz (after the
-// resampler to 8 kHz) and in all.
-func bandEnergy(t testing.TB, path string) (low, full float64) {
 	var x []float32
 	var rate int
 	readFile(t, path, func(s audio.Stream) (err error) {
@@ -123,22 +114,38 @@ func bandEnergy(t testing.TB, path string) (low, full float64) {
 		x, err = audio.ReadAll(s)
 		return err
 	})
-	energy := func(v []float32, rate int) float64 {
-		var e float64
-		for _, s := range v {
-			e += float64(s) * float64(s)
-		}
-		return e / float64(rate)
-	}
-	full = energy(x, rate)
-	if rate <= 8000 {
-		return full, full
+	full := energy(x) / float64(rate)
+	if rate <= 8000 || full == 0 {
+		return 1
 	}
 	y, err := audio.ReadAll(audio.Resample(&samplesStream{x: x, rate: rate}, 8000))
 	if err != nil {
 		t.Fatal(err)
 	}
-	return energy(y, 8000), full
+	return energy(y) / 8000 / full
+}
+
+// highEnergy is the energy of a file's band from 5.5 to 9 kHz
+// (audio.HighBand), 0 where its rate has no such band.
+func highEnergy(t testing.TB, path string) (e float64) {
+	readFile(t, path, func(s audio.Stream) error {
+		hb, ok := audio.HighBand(s)
+		if !ok {
+			return nil
+		}
+		x, err := audio.ReadAll(hb)
+		e = energy(x)
+		return err
+	})
+	return e
+}
+
+func energy(x []float32) float64 {
+	var e float64
+	for _, v := range x {
+		e += float64(v) * float64(v)
+	}
+	return e
 }
 
 // samplesStream is samples in memory as a Stream.
@@ -240,17 +247,13 @@ func loadCorpus(t testing.TB, dir string) *corpus {
 	for _, e := range eps {
 		c.episodes = append(c.episodes, e.Name())
 	}
-	// A condition keeps nothing above 4 kHz where the first episode's
-	// energy above it is under 0.1 % of the clean rendering's (a bed
-	// itself may have little there: compared with clean, not absolute).
+	// A condition keeps nothing above 4 kHz where its first episode's
+	// energy from 5.5 to 9 kHz (audio.HighBand) is under 0.1 % of the clean
+	// rendering's: compared with clean, since a bed may have little there.
 	if _, ok := c.conditions["clean"]; ok && len(c.episodes) > 0 {
-		high := func(cond string) float64 {
-			low, full := bandEnergy(t, c.episodeFile(c.episodes[0], cond))
-			return full - low
-		}
-		clean := high("clean")
+		clean := highEnergy(t, c.episodeFile(c.episodes[0], "clean"))
 		for cond := range c.conditions {
-			c.telephone[cond] = clean > 0 && high(cond) < 0.001*clean
+			c.telephone[cond] = clean > 0 && highEnergy(t, c.episodeFile(c.episodes[0], cond)) < 0.001*clean
 		}
 	}
 	for _, r := range readTSV(t, filepath.Join(dir, "truth.tsv")) {
