@@ -612,9 +612,10 @@ func setParams(b *testing.B, p *locate.Params) {
 // tuned on (accuracyCorpora): per condition, recall of clips of 3 s and
 // longer and of shorter ones, precision and false alarms an hour, each
 // with its 95 % interval (Wilson; exact Poisson for the rate), offset
-// error; then recall by mix mode (replace, duck, overlay) and by clip kind
-// (music, sfx, speech), and precision by kind. docs/PERFORMANCE.md keeps
-// the tables.
+// error, the occurrences of clips ≥3 s the condition removes (outOfBand)
+// and recall ≥3 s without them; then recall by mix mode (replace, duck,
+// overlay) and by clip kind (music, sfx, speech), and precision by kind.
+// docs/PERFORMANCE.md keeps the tables.
 //
 //	go test -run '^$' -bench Accuracy -benchtime 1x -timeout 3h ./locate/
 func BenchmarkAccuracy(b *testing.B) {
