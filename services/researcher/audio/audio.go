@@ -117,6 +117,25 @@ func OpenLimited(r io.Reader, lim Limits) (s Stream, err error) {
 	return s, nil
 }
 
+// Samples is a Stream of samples in memory at rate (read once).
+func Samples(x []float32, rate int) Stream { return &memory{x: x, rate: rate} }
+
+type memory struct {
+	x    []float32
+	rate int
+}
+
+func (m *memory) SampleRate() int { return m.rate }
+
+func (m *memory) Read(buf []float32) (int, error) {
+	if len(m.x) == 0 {
+		return 0, io.EOF
+	}
+	n := copy(buf, m.x)
+	m.x = m.x[n:]
+	return n, nil
+}
+
 // ReadAll reads the whole stream (for short clips).
 func ReadAll(s Stream) ([]float32, error) {
 	var out []float32

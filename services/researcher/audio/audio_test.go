@@ -3,7 +3,6 @@ package audio_test
 import (
 	"bytes"
 	"encoding/binary"
-	"io"
 	"math"
 	"os"
 	"path/filepath"
@@ -24,22 +23,6 @@ func testdata(t testing.TB) string {
 	return dir
 }
 
-// slice is a Stream over samples.
-type slice struct {
-	rate int
-	s    []float32
-}
-
-func (s *slice) SampleRate() int { return s.rate }
-func (s *slice) Read(b []float32) (int, error) {
-	if len(s.s) == 0 {
-		return 0, io.EOF
-	}
-	n := copy(b, s.s)
-	s.s = s.s[n:]
-	return n, nil
-}
-
 func sine(rate int, freq float64, n int) []float32 {
 	out := make([]float32, n)
 	for i := range out {
@@ -57,7 +40,7 @@ func rms(x []float32) float64 {
 }
 
 func resampled(t *testing.T, in []float32, from, to int) []float32 {
-	out, err := audio.ReadAll(audio.Resample(&slice{rate: from, s: in}, to))
+	out, err := audio.ReadAll(audio.Resample(audio.Samples(in, from), to))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -31,7 +31,7 @@ func TestHighBandMirrorsTheBandAboveFiveKilohertz(t *testing.T) {
 		in, out float64
 		keep    bool
 	}{{6500, 2500, true}, {7850, 1150, true}, {1000, 8000, false}, {3000, 6000, false}} {
-		hb, ok := audio.HighBand(&slice{rate: rate, s: sine(rate, tc.in, n)})
+		hb, ok := audio.HighBand(audio.Samples(sine(rate, tc.in, n), rate))
 		if !ok {
 			t.Fatal("44.1 kHz has a high band")
 		}
@@ -52,7 +52,7 @@ func TestHighBandMirrorsTheBandAboveFiveKilohertz(t *testing.T) {
 			t.Errorf("%g Hz: %.1f dB left in the high band, want below −50 dB", tc.in, 20*math.Log10(got/want))
 		}
 	}
-	if _, ok := audio.HighBand(&slice{rate: 8000, s: sine(8000, 1000, 800)}); ok {
+	if _, ok := audio.HighBand(audio.Samples(sine(8000, 1000, 800), 8000)); ok {
 		t.Error("8 kHz audio has no band above 4 kHz")
 	}
 }
@@ -61,7 +61,7 @@ func TestHighBandMirrorsTheBandAboveFiveKilohertz(t *testing.T) {
 // with the source's end passed to both.
 func TestTeeGivesBothReadersEverySample(t *testing.T) {
 	in := sine(16000, 440, 100_003)
-	a, b := audio.Tee(&slice{rate: 16000, s: slices.Clone(in)})
+	a, b := audio.Tee(audio.Samples(slices.Clone(in), 16000))
 	if a.SampleRate() != 16000 || b.SampleRate() != 16000 {
 		t.Fatal("rate not passed on")
 	}
@@ -111,12 +111,12 @@ func BenchmarkBands(b *testing.B) {
 	}
 	b.Run("resample", func(b *testing.B) {
 		for b.Loop() {
-			drain(audio.Resample(&slice{rate: rate, s: x}, 8000))
+			drain(audio.Resample(audio.Samples(x, rate), 8000))
 		}
 	})
 	b.Run("highband", func(b *testing.B) {
 		for b.Loop() {
-			hb, _ := audio.HighBand(&slice{rate: rate, s: x})
+			hb, _ := audio.HighBand(audio.Samples(x, rate))
 			drain(hb)
 		}
 	})

@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"context"
 	"fmt"
-	"io"
 	"maps"
 	"math"
 	"os"
@@ -118,7 +117,7 @@ func lowShare(t testing.TB, path string) float64 {
 	if rate <= 8000 || full == 0 {
 		return 1
 	}
-	y, err := audio.ReadAll(audio.Resample(&samplesStream{x: x, rate: rate}, 8000))
+	y, err := audio.ReadAll(audio.Resample(audio.Samples(x, rate), 8000))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -146,22 +145,6 @@ func energy(x []float32) float64 {
 		e += float64(v) * float64(v)
 	}
 	return e
-}
-
-// samplesStream is samples in memory as a Stream.
-type samplesStream struct {
-	x    []float32
-	rate int
-}
-
-func (s *samplesStream) SampleRate() int { return s.rate }
-func (s *samplesStream) Read(buf []float32) (int, error) {
-	if len(s.x) == 0 {
-		return 0, io.EOF
-	}
-	n := copy(buf, s.x)
-	s.x = s.x[n:]
-	return n, nil
 }
 
 // outOfBand is the share of a clip's energy below 4 kHz under which its

@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"context"
 	"fmt"
-	"io"
 	"math"
 	"slices"
 
@@ -69,7 +68,7 @@ func ReadClip(name string, s audio.Stream, p Params) (Clip, error) {
 
 // highBand is audio.HighBand of samples at audio.HighBandRate.
 func highBand(wide []float32) ([]float32, error) {
-	hb, _ := audio.HighBand(&samples{x: wide, rate: audio.HighBandRate})
+	hb, _ := audio.HighBand(audio.Samples(wide, audio.HighBandRate))
 	return audio.ReadAll(hb)
 }
 
@@ -305,22 +304,5 @@ func loudest(x []float32, n int) int {
 // recorded at rate × speed, so it lasts 1/speed as long, every pitch
 // speed times higher.
 func atSpeed(x []float32, rate int, speed float64) ([]float32, error) {
-	return audio.ReadAll(audio.Resample(&samples{x: x, rate: int(math.Round(float64(rate) * speed))}, rate))
-}
-
-// samples is a Stream of samples in memory.
-type samples struct {
-	x    []float32
-	rate int
-}
-
-func (s *samples) SampleRate() int { return s.rate }
-
-func (s *samples) Read(buf []float32) (int, error) {
-	if len(s.x) == 0 {
-		return 0, io.EOF
-	}
-	n := copy(buf, s.x)
-	s.x = s.x[n:]
-	return n, nil
+	return audio.ReadAll(audio.Resample(audio.Samples(x, int(math.Round(float64(rate)*speed))), rate))
 }
