@@ -60,7 +60,7 @@ func writeRaw(b *testing.B, from, to string) {
 	}
 }
 
-func clipFile(b *testing.B, c *corpus, name string) string {
+func clipFile(b testing.TB, c *corpus, name string) string {
 	m, _ := filepath.Glob(filepath.Join(c.dir, "clips", name+".*"))
 	if len(m) == 0 {
 		b.Fatalf("clip %s: no file", name)
