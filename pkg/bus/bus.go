@@ -10,7 +10,6 @@ package bus
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"time"
@@ -21,6 +20,7 @@ import (
 
 	"github.com/archivist/archivist/events"
 	"github.com/archivist/archivist/pkg/config"
+	"github.com/archivist/archivist/pkg/fault"
 )
 
 // Config says how to reach NATS. Its fields are read from the environment by
@@ -320,14 +320,10 @@ func (b *Bus) Healthy() error {
 }
 
 // ErrPermanent marks an error that retrying cannot cure: the message is
-// dead-lettered with the error as reason instead of being redelivered.
-var ErrPermanent = errors.New("permanent failure")
+// dead-lettered with the error as reason instead of being redelivered. It
+// is the failure model's own (fault.ErrPermanent).
+var ErrPermanent = fault.ErrPermanent
 
 // Permanent wraps err so that the consume loop dead-letters the message
-// instead of redelivering it.
-func Permanent(err error) error {
-	if err == nil {
-		return nil
-	}
-	return fmt.Errorf("%w: %w", ErrPermanent, err)
-}
+// instead of redelivering it (fault.Permanent).
+func Permanent(err error) error { return fault.Permanent(err) }

@@ -134,20 +134,23 @@ func WithPullMaxMessages(n int) ConsumeOption {
 
 // Subscription is a running consume loop.
 type Subscription struct {
-	b        *Bus
-	name     string
-	stream   string
-	log      *slog.Logger
-	opts     consumeOptions
-	handle   RawHandler
-	ackWait  time.Duration
-	cc       jetstream.ConsumeContext
-	work     chan queued
-	workers  sync.WaitGroup
-	hctx     context.Context
-	hcancel  context.CancelFunc
-	inflight inflight
-	hbDone   chan struct{}
+	b       *Bus
+	name    string
+	stream  string
+	log     *slog.Logger
+	opts    consumeOptions
+	handle  RawHandler
+	ackWait time.Duration
+	// maxDeliver is the consumer's MaxDeliver (0 or less: unbounded): a
+	// failure on that delivery dead-letters the message with its error.
+	maxDeliver int
+	cc         jetstream.ConsumeContext
+	work       chan queued
+	workers    sync.WaitGroup
+	hctx       context.Context
+	hcancel    context.CancelFunc
+	inflight   inflight
+	hbDone     chan struct{}
 	// fetchStop and fetchDone run the one-at-a-time fetch loop.
 	fetchStop context.CancelFunc
 	fetchDone chan struct{}
@@ -162,6 +165,14 @@ type Subscription struct {
 	resumed  chan struct{} // closed when a pause ends
 	stopping bool
 	callback func(jetstream.Msg)
+	// held are messages the client had buffered when a pause began,
+	// handed over by the drain: kept in progress, handled after the pause.
+	held []queued
+	// feeding counts the goroutines handing held messages to the workers.
+	feeding sync.WaitGroup
+	// drained are the consume contexts drained by pauses: Stop waits
+	// until they have handed over their last message.
+	drained []jetstream.ConsumeContext
 
 	// Metric children resolved once, not per message.
 	acked, retried, deadLettered, paused0 prometheus.Counter
@@ -241,6 +252,8 @@ func (b *Bus) ConsumeRaw(ctx context.Context, c events.Consumer, h RawHandler, o
 		handle:  h,
 		ackWait: ackWait,
 		hbDone:  make(chan struct{}),
+
+		maxDeliver: cons.CachedInfo().Config.MaxDeliver,
 	}
 	s.inflight.m = make(map[*inflightEntry]struct{})
 	s.acked = b.metrics.messages.WithLabelValues(s.name, outcomeAcked)
@@ -251,7 +264,7 @@ func (b *Bus) ConsumeRaw(ctx context.Context, c events.Consumer, h RawHandler, o
 	s.hctx, s.hcancel = context.WithCancel(context.WithoutCancel(ctx))
 
 	callback := s.process
-	if o.concurrency > 1 {
+	if !o.manual && !o.oneAtATime {
 		s.work = make(chan queued, o.concurrency)
 		for range o.concurrency {
 			s.workers.Add(1)
@@ -263,8 +276,20 @@ func (b *Bus) ConsumeRaw(ctx context.Context, c events.Consumer, h RawHandler, o
 			}()
 		}
 		// A message is in flight (kept in progress) from the moment it is
-		// handed over, so one waiting for a worker is not redelivered.
-		callback = func(m jetstream.Msg) { s.work <- queued{m, s.track(m)} }
+		// handed over, so one waiting for a worker is not redelivered. One
+		// handed over during a pause (the client's buffer, drained when
+		// the pause began) is held, kept in progress, until it ends.
+		callback = func(m jetstream.Msg) {
+			q := queued{m, s.track(m)}
+			s.pmu.Lock()
+			if s.paused {
+				s.held = append(s.held, q)
+				s.pmu.Unlock()
+				return
+			}
+			s.pmu.Unlock()
+			s.work <- q
+		}
 	}
 	s.cons = cons
 	s.callback = callback
@@ -344,7 +369,11 @@ func (s *Subscription) pause(cause error) bool {
 	}
 	s.paused, s.resumed = true, make(chan struct{})
 	if s.cc != nil {
-		s.cc.Stop()
+		// Drain, not Stop: the messages the client has already pulled are
+		// handed over (and held, kept in progress) instead of lying
+		// unseen in its buffer until their ack wait runs out.
+		s.cc.Drain()
+		s.drained = append(s.drained, s.cc)
 		s.cc = nil
 	}
 	s.paused0.Inc()
@@ -386,6 +415,16 @@ func (s *Subscription) resume() bool {
 	}
 	s.paused = false
 	close(s.resumed)
+	if held := s.held; len(held) > 0 {
+		s.held = nil
+		s.feeding.Add(1)
+		go func() {
+			defer s.feeding.Done()
+			for _, q := range held {
+				s.work <- q
+			}
+		}()
+	}
 	s.log.Info("consumer resumed: its dependencies answer again")
 	return true
 }
@@ -419,7 +458,21 @@ func (s *Subscription) Stop(ctx context.Context) error {
 			s.paused = false
 			close(s.resumed)
 		}
+		held, drained := s.held, s.drained
+		s.held, s.drained = nil, nil
 		s.pmu.Unlock()
+		for _, d := range drained {
+			select {
+			case <-d.Closed():
+			case <-ctx.Done():
+				d.Stop()
+			}
+		}
+		for _, q := range held {
+			s.inflight.remove(q.e)
+			q.e.cancel()
+			_ = q.msg.Nak()
+		}
 		if cc != nil {
 			cc.Drain()
 			select {
@@ -441,6 +494,7 @@ func (s *Subscription) Stop(ctx context.Context) error {
 		}
 		done := make(chan struct{})
 		go func() {
+			s.feeding.Wait()
 			if s.work != nil {
 				close(s.work)
 			}
@@ -550,8 +604,14 @@ func (s *Subscription) handleQueued(msg jetstream.Msg, e *inflightEntry) {
 		return
 	}
 	var de decodeError
-	if errors.As(err, &de) || errors.Is(err, ErrPermanent) {
+	lastDelivery := s.maxDeliver > 0 && delivered >= uint64(s.maxDeliver)
+	if errors.As(err, &de) || errors.Is(err, ErrPermanent) || lastDelivery {
 		reason := err.Error()
+		if lastDelivery && !errors.As(err, &de) && !errors.Is(err, ErrPermanent) {
+			// The dead letter names the error that spent the last delivery,
+			// not only that the deliveries ran out.
+			reason = fmt.Sprintf("gave up after %d deliveries: %v", delivered, err)
+		}
 		if dlErr := s.b.deadLetter(s.hctx, s.stream, s.name, seq, msg.Subject(), msg.Headers(), msg.Data(), delivered, reason); dlErr != nil {
 			s.log.Error("dead-letter failed; will retry", "err", dlErr, "seq", seq, "reason", reason)
 			_ = msg.NakWithDelay(s.retryDelay(delivered))

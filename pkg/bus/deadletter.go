@@ -100,7 +100,7 @@ func (b *Bus) moveMaxDelivered(ctx context.Context, msg jetstream.Msg) error {
 	if err != nil {
 		return fmt.Errorf("get message %s/%d: %w", adv.Stream, adv.StreamSeq, err)
 	}
-	reason := fmt.Sprintf("max deliveries reached: consumer %s gave up after %d deliveries", adv.Consumer, adv.Deliveries)
+	reason := fmt.Sprintf("max deliveries reached: consumer %s gave up after %d deliveries, none settled (its handler crashed, hung past its timeout or lost the message)", adv.Consumer, adv.Deliveries)
 	if err := b.deadLetter(ctx, adv.Stream, adv.Consumer, adv.StreamSeq, raw.Subject, raw.Header, raw.Data, adv.Deliveries, reason); err != nil {
 		return err
 	}
