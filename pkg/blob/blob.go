@@ -14,6 +14,8 @@ import (
 	"net/url"
 	"strings"
 	"time"
+
+	"github.com/archivist/archivist/pkg/fault"
 )
 
 // ErrNotFound is returned (wrapped) for a key that names no object.
@@ -89,6 +91,20 @@ type Store interface {
 	List(ctx context.Context, prefix string) iter.Seq2[Info, error]
 	// Delete removes the object; deleting a missing key is not an error.
 	Delete(ctx context.Context, key string) error
+}
+
+// Check reports whether s answers: nil when it can say whether an object
+// exists. A store that cannot (its directory gone, its endpoint refusing)
+// returns an outage of the blob store (fault.Outage): the service pauses
+// instead of taking objects for missing.
+func Check(ctx context.Context, s Store) error {
+	if c, ok := s.(interface{ Check(context.Context) error }); ok {
+		return c.Check(ctx)
+	}
+	if _, err := s.Stat(ctx, ".archivist/health"); err != nil && !errors.Is(err, ErrNotFound) {
+		return fault.Outage(fault.BlobStore, err)
+	}
+	return nil
 }
 
 // Config says which store to open.

@@ -15,6 +15,8 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/archivist/archivist/pkg/fault"
 )
 
 // Local is a blob store in a directory. An object lives at <root>/<key>;
@@ -63,6 +65,30 @@ func NewLocal(dir string, opts ...LocalOption) (*Local, error) {
 	return l, nil
 }
 
+// Check reports whether the store's directory is there: its metadata
+// directory, made when the store was opened, is the mark of a mounted
+// volume. A root that is gone, unmounted or unreadable is an outage of the
+// blob store (fault.Outage), never a missing object.
+func (l *Local) Check(context.Context) error {
+	fi, err := os.Stat(filepath.Join(l.root, metaDir))
+	if err == nil && fi.IsDir() {
+		return nil
+	}
+	if err == nil {
+		err = errors.New("not a directory")
+	}
+	return fault.Outage(fault.BlobStore, fmt.Errorf("local store root %s is missing, unmounted or unreadable: %w", l.root, err))
+}
+
+// notFound is the error for key that is not there: ErrNotFound while the
+// store is there, the store's outage when its root is not.
+func (l *Local) notFound(op, key string) error {
+	if err := l.Check(context.Background()); err != nil {
+		return fmt.Errorf("%s %s: %w", op, key, err)
+	}
+	return fmt.Errorf("%s %s: %w", op, key, ErrNotFound)
+}
+
 // Root is the store's directory.
 func (l *Local) Root() string { return l.root }
 
@@ -82,6 +108,10 @@ func (l *Local) metaPath(key string) string {
 func (l *Local) Put(ctx context.Context, key string, r io.Reader, props map[string]string) (Info, error) {
 	if err := ValidateKey(key); err != nil {
 		return Info{}, err
+	}
+	// A write must not make a new, empty store where the volume was.
+	if err := l.Check(ctx); err != nil {
+		return Info{}, fmt.Errorf("put %s: %w", key, err)
 	}
 	want, props := takeSHA256(props)
 	var m localMeta
@@ -195,7 +225,7 @@ func (l *Local) Get(ctx context.Context, key string) (io.ReadCloser, Info, error
 	}
 	f, err := os.Open(l.path(key))
 	if errors.Is(err, fs.ErrNotExist) {
-		return nil, Info{}, fmt.Errorf("get %s: %w", key, ErrNotFound)
+		return nil, Info{}, l.notFound("get", key)
 	}
 	if err != nil {
 		return nil, Info{}, fmt.Errorf("get %s: %w", key, err)
@@ -212,7 +242,7 @@ func (l *Local) Stat(ctx context.Context, key string) (Info, error) {
 	}
 	fi, err := os.Stat(l.path(key))
 	if errors.Is(err, fs.ErrNotExist) || (err == nil && fi.IsDir()) {
-		return Info{}, fmt.Errorf("stat %s: %w", key, ErrNotFound)
+		return Info{}, l.notFound("stat", key)
 	}
 	if err != nil {
 		return Info{}, fmt.Errorf("stat %s: %w", key, err)
@@ -241,6 +271,10 @@ func (l *Local) Stat(ctx context.Context, key string) (Info, error) {
 // List implements Store.
 func (l *Local) List(ctx context.Context, prefix string) iter.Seq2[Info, error] {
 	return func(yield func(Info, error) bool) {
+		if err := l.Check(ctx); err != nil {
+			yield(Info{}, fmt.Errorf("list %q: %w", prefix, err))
+			return
+		}
 		var keys []string
 		err := filepath.WalkDir(l.root, func(p string, d fs.DirEntry, err error) error {
 			if err != nil {
@@ -281,9 +315,12 @@ func (l *Local) List(ctx context.Context, prefix string) iter.Seq2[Info, error] 
 }
 
 // Delete implements Store.
-func (l *Local) Delete(_ context.Context, key string) error {
+func (l *Local) Delete(ctx context.Context, key string) error {
 	if err := ValidateKey(key); err != nil {
 		return err
+	}
+	if err := l.Check(ctx); err != nil {
+		return fmt.Errorf("delete %s: %w", key, err)
 	}
 	if err := os.Remove(l.path(key)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("delete %s: %w", key, err)

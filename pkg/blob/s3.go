@@ -11,6 +11,8 @@ import (
 	"strings"
 
 	"github.com/minio/minio-go/v7"
+
+	"github.com/archivist/archivist/pkg/fault"
 	"github.com/minio/minio-go/v7/pkg/credentials"
 )
 
@@ -82,6 +84,10 @@ func NewS3(ctx context.Context, o S3Options) (*S3, error) {
 		Secure:       o.Secure,
 		Region:       o.Region,
 		BucketLookup: lookup,
+		// A few quick retries ride out a dropped connection; a longer
+		// trouble is an outage the services pause for (pkg/fault), not
+		// something to retry inside one call for many seconds.
+		MaxRetries: 3,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("s3 client for %s: %w", o.Endpoint, err)
@@ -137,6 +143,23 @@ func (s *S3) info(oi minio.ObjectInfo) Info {
 	}
 	return Info{Key: strings.TrimPrefix(oi.Key, s.prefix), Size: oi.Size, Checksum: sum,
 		Modified: oi.LastModified.UTC(), Properties: props}
+}
+
+// s3Fault marks an error of the endpoint itself (unreachable, refusing,
+// failing with a 5xx or throttling) as an outage of the blob store: no
+// object's fault. An error about the request (403, 400, ...) stays as it is.
+func s3Fault(err error) error {
+	if err == nil {
+		return nil
+	}
+	resp := minio.ToErrorResponse(err)
+	switch {
+	case resp.StatusCode >= 500, resp.Code == "SlowDown", resp.Code == "ServiceUnavailable", resp.Code == "RequestTimeout":
+		return fault.Outage(fault.BlobStore, err)
+	case resp.StatusCode == 0 && fault.IsNetwork(err):
+		return fault.Outage(fault.BlobStore, err)
+	}
+	return err
 }
 
 func notFound(err error) bool {
@@ -196,7 +219,7 @@ func (s *S3) Put(ctx context.Context, key string, r io.Reader, props map[string]
 		opts.UserMetadata[k] = v
 	}
 	if _, err := s.c.PutObject(ctx, s.bucket, s.prefix+key, r, readerSize(r), opts); err != nil {
-		return Info{}, fmt.Errorf("put %s: %w", key, err)
+		return Info{}, fmt.Errorf("put %s: %w", key, s3Fault(err))
 	}
 	// Report what the store now says of the object, as Stat will.
 	return s.Stat(ctx, key)
@@ -210,7 +233,7 @@ func (s *S3) Get(ctx context.Context, key string) (io.ReadCloser, Info, error) {
 	}
 	obj, err := s.c.GetObject(ctx, s.bucket, s.prefix+key, minio.GetObjectOptions{})
 	if err != nil {
-		return nil, Info{}, fmt.Errorf("get %s: %w", key, err)
+		return nil, Info{}, fmt.Errorf("get %s: %w", key, s3Fault(err))
 	}
 	return obj, info, nil
 }
@@ -225,7 +248,7 @@ func (s *S3) Stat(ctx context.Context, key string) (Info, error) {
 		return Info{}, fmt.Errorf("stat %s: %w", key, ErrNotFound)
 	}
 	if err != nil {
-		return Info{}, fmt.Errorf("stat %s: %w", key, err)
+		return Info{}, fmt.Errorf("stat %s: %w", key, s3Fault(err))
 	}
 	return s.info(oi), nil
 }
@@ -236,7 +259,7 @@ func (s *S3) List(ctx context.Context, prefix string) iter.Seq2[Info, error] {
 	return func(yield func(Info, error) bool) {
 		for oi := range s.c.ListObjects(ctx, s.bucket, minio.ListObjectsOptions{Prefix: s.prefix + prefix, Recursive: true}) {
 			if oi.Err != nil {
-				yield(Info{}, fmt.Errorf("list %q: %w", prefix, oi.Err))
+				yield(Info{}, fmt.Errorf("list %q: %w", prefix, s3Fault(oi.Err)))
 				return
 			}
 			if !yield(s.info(oi), nil) {
@@ -252,7 +275,7 @@ func (s *S3) Delete(ctx context.Context, key string) error {
 		return err
 	}
 	if err := s.c.RemoveObject(ctx, s.bucket, s.prefix+key, minio.RemoveObjectOptions{}); err != nil && !notFound(err) {
-		return fmt.Errorf("delete %s: %w", key, err)
+		return fmt.Errorf("delete %s: %w", key, s3Fault(err))
 	}
 	return nil
 }

@@ -23,6 +23,7 @@ import (
 	"github.com/archivist/archivist/pkg/blob"
 	"github.com/archivist/archivist/pkg/bus"
 	"github.com/archivist/archivist/pkg/config"
+	"github.com/archivist/archivist/pkg/fault"
 	"github.com/archivist/archivist/pkg/store"
 )
 
@@ -103,6 +104,11 @@ type Env struct {
 	HTTP HTTPLimits
 	// Auth says how the service's APIs authenticate their callers.
 	Auth AuthConfig
+	// Gate probes the service's dependencies (PostgreSQL, NATS, the blob
+	// store): its consumers pause while it is closed, and its daemons ask
+	// it before they take work (Gate.Wait) and tell it of failures
+	// (Gate.Observe), so that an outage spends no attempt of any work.
+	Gate *fault.Gate
 
 	lookuper envconfig.Lookuper
 	admin    *Admin
@@ -158,6 +164,7 @@ func Start(ctx context.Context, def Definition, common Common, deps Deps) (_ *Ru
 	log := deps.Log.With("service", def.Name)
 	reg := prometheus.WrapRegistererWith(prometheus.Labels{"service": def.Name}, deps.Admin.Registry)
 	env := &Env{Name: def.Name, Log: log, Metrics: reg, ShutdownTimeout: common.ShutdownTimeout, LeaderRetry: common.LeaderRetry, HTTP: common.HTTP, Auth: common.Auth, lookuper: deps.Lookuper, admin: deps.Admin}
+	env.Gate = fault.NewGate(log)
 	r := &Running{def: def, env: env, done: make(chan struct{})}
 	deps.Admin.Starting(def.Name)
 	defer func() {
@@ -176,6 +183,7 @@ func Start(ctx context.Context, def Definition, common Common, deps Deps) (_ *Ru
 		env.DB = pool
 		r.closers = append(r.closers, closer{"database", func(context.Context) error { pool.Close(); return nil }})
 		deps.Admin.AddCheck(def.Name+" database", pool.Ping)
+		env.Gate.Add(fault.Probe{Name: fault.Postgres, Check: pool.Ping})
 		if common.MigrateOnStart {
 			for _, s := range def.Schemas {
 				if err := store.Migrate(ctx, pool, s); err != nil {
@@ -196,16 +204,19 @@ func Start(ctx context.Context, def Definition, common Common, deps Deps) (_ *Ru
 				return nil, fmt.Errorf("%s: %w", def.Name, err)
 			}
 		}
+		bs := env.Blob
+		env.Gate.Add(fault.Probe{Name: fault.BlobStore, Check: func(ctx context.Context) error { return blob.Check(ctx, bs) }})
 	}
 	if def.NeedsBus {
 		b, err := bus.Connect(ctx, common.Bus, def.Name, bus.WithLogger(log), bus.WithRegisterer(reg),
-			bus.WithDependencyCheck(env.dependencies))
+			bus.WithDependencyCheck(env.Gate.Check))
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", def.Name, err)
 		}
 		r.closers = append(r.closers, closer{"bus", b.Close})
 		env.Bus = b
 		deps.Admin.AddCheck(def.Name+" nats", func(context.Context) error { return b.Healthy() })
+		env.Gate.Add(fault.Probe{Name: fault.NATS, Check: func(context.Context) error { return b.Healthy() }})
 		if !def.ObservesBus {
 			ensure := b.EnsureStreams
 			if !common.Bus.EnsureStreams {
@@ -307,24 +318,6 @@ func awaitSchemas(ctx context.Context, pool *pgxpool.Pool, schemas []store.Schem
 		case <-time.After(schemaPoll):
 		}
 	}
-}
-
-// dependencies checks that the service's database and blob store answer:
-// consumers pause while it fails (bus.WithDependencyCheck), so an outage
-// of either spends no deliveries. A blob store answers when it can say
-// that an object does not exist.
-func (e *Env) dependencies(ctx context.Context) error {
-	if e.DB != nil {
-		if err := e.DB.Ping(ctx); err != nil {
-			return fmt.Errorf("database: %w", err)
-		}
-	}
-	if e.Blob != nil {
-		if _, err := e.Blob.Stat(ctx, ".archivist/health"); err != nil && !errors.Is(err, blob.ErrNotFound) {
-			return fmt.Errorf("blob store: %w", err)
-		}
-	}
-	return nil
 }
 
 // Done is closed when Run has returned.
