@@ -29,9 +29,10 @@ type Policy struct {
 	Budget time.Duration
 }
 
-// Delay is the wait after the n-th consecutive failure (n ≥ 1).
+// Delay is the wait after the n-th consecutive failure (n ≥ 1); with no
+// Base, none.
 func (p Policy) Delay(n int) time.Duration {
-	d := max(p.Base, time.Millisecond)
+	d := max(p.Base, 0)
 	for i := 1; i < n && d < p.Max; i++ {
 		d *= 2
 	}

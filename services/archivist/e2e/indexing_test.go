@@ -155,7 +155,7 @@ func newRestartRig(t *testing.T, files, fileSize int) *restartRig {
 	r.aggShared = testenv.Shared{NATSURL: natsURL, DBURL: testenv.DBURL(t, aggmigrations.Schema), Blob: bs}
 	r.port = testenv.FreePort(t)
 	r.ixEnv = map[string]string{"INDEXER_HTTP_ADDR": "127.0.0.1:0", "INDEXER_REPOSITORY_PREFIX": "warcs/", "INDEXER_SCAN_INTERVAL": "100ms",
-		"INDEXER_DISPATCH_INTERVAL": "50ms", "INDEXER_STALE_AFTER": "2s", "INDEXER_TASK_TIMEOUT": "1500ms", "INDEXER_CONCURRENCY": "1"}
+		"INDEXER_DISPATCH_INTERVAL": "50ms", "INDEXER_STALE_AFTER": "2s", "INDEXER_TASK_TIMEOUT": "1500ms", "INDEXER_CONCURRENCY": "1", "INDEXER_RETRY_BASE": "20ms"}
 	r.aggEnv = map[string]string{"AGGREGATOR_HTTP_ADDR": fmt.Sprintf("127.0.0.1:%d", r.port), "AGGREGATOR_MERGE_INTERVAL": "100ms",
 		"AGGREGATOR_MAIN_THRESHOLD": "3000"}
 	return r

@@ -34,7 +34,7 @@ func TestIndexStatusAndReset(t *testing.T) {
 	defer db.Close(ctx)
 	testenv.StartServiceIn(t, indexer.Definition(), testenv.Shared{NATSURL: testenv.NATS(t), DBURL: dbURL, Blob: bs},
 		map[string]string{"INDEXER_HTTP_ADDR": fmt.Sprintf("127.0.0.1:%d", port), "INDEXER_REPOSITORY_PREFIX": "warcs/",
-			"INDEXER_DISPATCH_INTERVAL": "50ms", "INDEXER_MAX_FAILURES": "2"})
+			"INDEXER_DISPATCH_INTERVAL": "50ms", "INDEXER_MAX_FAILURES": "2", "INDEXER_RETRY_BASE": "20ms"})
 	base := fmt.Sprintf("http://127.0.0.1:%d", port)
 	attempts := func() int {
 		var n int

@@ -23,6 +23,7 @@ import (
 	"github.com/archivist/archivist/events"
 	"github.com/archivist/archivist/pkg/blob"
 	"github.com/archivist/archivist/pkg/bus"
+	"github.com/archivist/archivist/pkg/fault"
 	"github.com/archivist/archivist/pkg/service"
 	"github.com/archivist/archivist/pkg/store"
 	"github.com/archivist/archivist/services/indexer/cdx"
@@ -42,8 +43,18 @@ type Config struct {
 	ScanInterval time.Duration `env:"INDEXER_SCAN_INTERVAL, default=1m"`
 	// DispatchInterval is how often due files are handed out.
 	DispatchInterval time.Duration `env:"INDEXER_DISPATCH_INTERVAL, default=2s"`
-	// MaxFailures parks a file after this many failed attempts.
+	// MaxFailures parks a file after this many failed attempts (for a
+	// transient cause, only once it has also kept failing for RetryBudget).
 	MaxFailures int `env:"INDEXER_MAX_FAILURES, default=3"`
+	// RetryBase is the wait after a file's first failed attempt; it
+	// doubles with each further failure, at most RetryMax.
+	RetryBase time.Duration `env:"INDEXER_RETRY_BASE, default=30s"`
+	// RetryMax caps the wait between a failed file's attempts.
+	RetryMax time.Duration `env:"INDEXER_RETRY_MAX, default=1h"`
+	// RetryBudget is how long a file may keep failing for a transient
+	// cause (a read error of the store) before it is parked. An outage of
+	// the store or the database spends nothing: the indexer pauses.
+	RetryBudget time.Duration `env:"INDEXER_RETRY_BUDGET, default=24h"`
 	// StaleAfter hands a queued file, or an indexing file whose claim was
 	// not touched for this long (a lost task, a dead indexer: a live one
 	// touches it every StaleAfter/3), out again.
@@ -80,8 +91,9 @@ func run(ctx context.Context, env *service.Env, cfg Config) error {
 	if cfg.StaleAfter < time.Second || cfg.TaskTimeout <= 0 {
 		return fmt.Errorf("INDEXER_STALE_AFTER (%s) must be at least 1s and INDEXER_TASK_TIMEOUT (%s) positive", cfg.StaleAfter, cfg.TaskTimeout)
 	}
-	reg := registry.New(env.DB, cfg.MaxFailures)
+	reg := registry.New(env.DB, cfg.MaxFailures, registry.WithRetry(cfg.RetryBase, cfg.RetryMax, cfg.RetryBudget))
 	ix := New(env.Bus, reg, env.Blob, cfg, env.Log)
+	ix.gate = env.Gate
 	env.ReadGauges([]service.Gauge{
 		{Name: "archivist_index_files", Help: "Archive files by indexing status.", Labels: []string{"status"}},
 		{Name: "archivist_index_oldest_unindexed_seconds", Help: "How long ago the oldest file not yet indexed was found (0: none): the index's freshness."},
@@ -122,6 +134,9 @@ type Indexer struct {
 	cfg  Config
 	log  *slog.Logger
 	wake chan struct{}
+	// gate pauses the loop while a dependency is down, and tells a task's
+	// failure in an outage from the file's (nil: no pausing).
+	gate *fault.Gate
 }
 
 // New returns an indexer.
@@ -155,10 +170,14 @@ func (ix *Indexer) Loop(ctx context.Context) {
 	defer dispatch.Stop()
 	ix.Scan(ctx)
 	for {
-		if err := ix.Dispatch(ctx); err != nil && ctx.Err() == nil {
+		// While a dependency is down nothing is handed out or announced.
+		if ix.gate.Wait(ctx) != nil {
+			return
+		}
+		if err := ix.Dispatch(ctx); err != nil && ctx.Err() == nil && !ix.gate.Observe(ctx, err) {
 			ix.log.Error("dispatch", "err", err)
 		}
-		if err := ix.Announce(ctx); err != nil && ctx.Err() == nil {
+		if err := ix.Announce(ctx); err != nil && ctx.Err() == nil && !ix.gate.Observe(ctx, err) {
 			ix.log.Error("announce", "err", err)
 		}
 		select {
@@ -177,10 +196,15 @@ func (ix *Indexer) Scan(ctx context.Context) {
 	found := 0
 	for info, err := range ix.blob.List(ctx, ix.cfg.RepositoryPrefix) {
 		if err != nil {
-			ix.log.Error("list repository", "err", err)
+			if !ix.gate.Observe(ctx, err) {
+				ix.log.Error("list repository", "err", err)
+			}
 			return
 		}
 		if isNew, err := ix.reg.Discover(ctx, info.Key, info.Size); err != nil {
+			if ix.gate.Observe(ctx, err) {
+				return
+			}
 			ix.log.Error("discover", "file", info.Key, "err", err)
 		} else if isNew {
 			found++
@@ -266,24 +290,21 @@ func (ix *Indexer) Task(ctx context.Context, m *bus.Message[events.IndexTask]) e
 	}()
 	rc, _, err := ix.blob.Get(tctx, d.Name)
 	if err != nil {
-		log.Warn("cannot read archive file", "err", err)
-		return ix.reg.Failed(ctx, d, err.Error())
+		return ix.failed(ctx, log, d, fmt.Errorf("read %s: %w", d.Name, err), false)
 	}
 	lines := &cdx.Sorter{Dir: ix.cfg.WorkDir, SpillBytes: ix.cfg.SpillBytes}
 	defer lines.Close()
-	_, fault := cdx.Index(deadlineReader{tctx, rc}, path.Base(d.Name), func(e cdx.Entry) error {
+	_, ferr := cdx.Index(deadlineReader{tctx, rc}, path.Base(d.Name), func(e cdx.Entry) error {
 		if err := tctx.Err(); err != nil {
 			return fmt.Errorf("indexing took longer than INDEXER_TASK_TIMEOUT (%s): %w", ix.cfg.TaskTimeout, err)
 		}
 		return lines.Add(e.String())
 	})
 	rc.Close()
-	if fault != nil && (ctx.Err() != nil || !isFileFault(fault)) {
-		if ctx.Err() != nil {
-			return ctx.Err() // shutting down: the task is redelivered
-		}
-		log.Warn("indexing failed", "err", fault)
-		return ix.reg.Failed(ctx, d, fault.Error())
+	if ferr != nil && (ctx.Err() != nil || !isFileFault(ferr)) {
+		// The deadline is the file's (it is too slow to index whole);
+		// a read error may pass, or be the store's outage.
+		return ix.failed(ctx, log, d, ferr, errors.Is(ferr, errTaskDeadline) || errors.Is(ferr, context.DeadlineExceeded))
 	}
 	out, err := os.CreateTemp(ix.cfg.WorkDir, "cdx-out-*")
 	if err != nil {
@@ -307,8 +328,8 @@ func (ix *Indexer) Task(ctx context.Context, m *bus.Message[events.IndexTask]) e
 		return fmt.Errorf("write CDX of %s: %w", d.Name, err)
 	}
 	reason := ""
-	if fault != nil {
-		reason = fault.Error()
+	if ferr != nil {
+		reason = ferr.Error()
 		log.Warn("archive file indexed up to a fault", "lines", lines.Lines(), "reason", reason)
 	} else {
 		log.Info("archive file indexed", "lines", lines.Lines(), "output", output)
@@ -318,6 +339,23 @@ func (ix *Indexer) Task(ctx context.Context, m *bus.Message[events.IndexTask]) e
 	}
 	ix.wakeUp() // announce now, and hand out a failed file again
 	return nil
+}
+
+// failed handles an attempt that failed without an output: while a
+// dependency is down (the store's root gone, its endpoint refusing, the
+// database out) it records nothing and returns the error, so that the task
+// waits, paused, and is indexed when the dependency is back; otherwise the
+// file backs off, or is parked once its budget is spent.
+func (ix *Indexer) failed(ctx context.Context, log *slog.Logger, d registry.Due, cause error, ofTheFile bool) error {
+	if ctx.Err() != nil {
+		return ctx.Err() // shutting down: the task is redelivered
+	}
+	if fault.IsOutage(cause) || ix.gate.Observe(ctx, cause) {
+		log.Warn("attempt waits: a dependency is down", "err", cause)
+		return cause
+	}
+	log.Warn("indexing failed", "err", cause)
+	return ix.reg.Failed(ctx, d, cause, ofTheFile)
 }
 
 // deadlineReader fails reads once its context ends, so that no file, of

@@ -6,6 +6,8 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
 	"sort"
 	"strings"
 	"testing"
@@ -69,7 +71,7 @@ func TestIndexerEndToEnd(t *testing.T) {
 	bs.Put(ctx, "warcs/readme.txt", strings.NewReader("not an archive"), nil)
 	sh := testenv.Shared{NATSURL: testenv.NATS(t), DBURL: testenv.DBURL(t, migrations.Schema), Blob: bs}
 	testenv.StartServiceIn(t, indexer.Definition(), sh, map[string]string{
-		"INDEXER_REPOSITORY_PREFIX": "warcs/", "INDEXER_SCAN_INTERVAL": "200ms", "INDEXER_DISPATCH_INTERVAL": "50ms", "INDEXER_MAX_FAILURES": "3",
+		"INDEXER_REPOSITORY_PREFIX": "warcs/", "INDEXER_SCAN_INTERVAL": "200ms", "INDEXER_DISPATCH_INTERVAL": "50ms", "INDEXER_MAX_FAILURES": "3", "INDEXER_RETRY_BASE": "20ms",
 	})
 	b := testenv.BusAt(t, sh.NATSURL, "ingest")
 	if _, _, err := b.PublishEvent(ctx, &events.ObjectRecorded{Object: "other/c.warc.gz", SHA256: strings.Repeat("0", 64), Size: int64(len(files["other/c.warc.gz"]))}); err != nil {
@@ -140,4 +142,80 @@ func TestIndexerEndToEnd(t *testing.T) {
 		t.Errorf("after reset: %+v", f)
 	}
 	wait("warcs/broken.warc.gz", "parked")
+}
+
+// TestStoreOutageParksNothing: the blob store's root is gone (an unmounted
+// volume) while five files wait to be indexed, with a budget of one
+// failure: nothing is failed or parked, the indexer pauses, and once the
+// root is back every file is indexed on its first attempt.
+func TestStoreOutageParksNothing(t *testing.T) {
+	ctx := context.Background()
+	root := filepath.Join(t.TempDir(), "blobs")
+	bs, err := blob.NewLocal(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := []string{}
+	for i := range 5 {
+		name := fmt.Sprintf("warcs/f%d.warc.gz", i)
+		if _, err := bs.Put(ctx, name, bytes.NewReader(warcFile(fmt.Sprintf("h%d.example", i), 2)), nil); err != nil {
+			t.Fatal(err)
+		}
+		names = append(names, name)
+	}
+	if err := os.Rename(root, root+".away"); err != nil {
+		t.Fatal(err)
+	}
+	sh := testenv.Shared{NATSURL: testenv.NATS(t), DBURL: testenv.DBURL(t, migrations.Schema), Blob: bs}
+	testenv.StartServiceIn(t, indexer.Definition(), sh, map[string]string{
+		"INDEXER_REPOSITORY_PREFIX": "warcs/", "INDEXER_SCAN_INTERVAL": "200ms", "INDEXER_DISPATCH_INTERVAL": "50ms",
+		"INDEXER_MAX_FAILURES": "1", "INDEXER_RETRY_BASE": "10ms", "INDEXER_RETRY_BUDGET": "1ms",
+	})
+	b := testenv.BusAt(t, sh.NATSURL, "ingest")
+	for _, name := range names {
+		if _, _, err := b.PublishEvent(ctx, &events.ObjectRecorded{Object: name, SHA256: strings.Repeat("0", 64), Size: 10}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	db, err := store.Open(ctx, store.Config{URL: sh.DBURL, MaxConns: 2}, "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	reg := registry.New(db, 1)
+	// Every file known and waiting for the store, for 3 s.
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		st, err := reg.Status(ctx)
+		if err == nil && st.ByStatus["new"]+st.ByStatus["indexing"]+st.ByStatus["queued"] == 5 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("files not registered with the store down: %+v %v", st, err)
+		}
+	}
+	time.Sleep(3 * time.Second)
+	st, err := reg.Status(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.ByStatus["failed"]+st.ByStatus["parked"] != 0 {
+		t.Fatalf("the store's outage failed or parked files: %+v", st)
+	}
+	if err := os.Rename(root+".away", root); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range names {
+		for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+			f, err := reg.Get(ctx, name)
+			if err == nil && f.Status == "indexed" {
+				if f.Failures != 0 || f.Lines != 2 {
+					t.Errorf("%s: %+v, want indexed with no failure", name, f)
+				}
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s after the store came back: %+v %v", name, f, err)
+			}
+		}
+	}
 }

@@ -60,7 +60,7 @@ func TestFileOutlastingTheDeadlineIsParked(t *testing.T) {
 	local.Put(ctx, "warcs/ok.warc.gz", bytes.NewReader(warcFile("ok.example", 2)), nil)
 	sh := testenv.Shared{NATSURL: testenv.NATS(t), DBURL: testenv.DBURL(t, migrations.Schema), Blob: slowStore{local, "warcs/slow.warc.gz", 1, 50 * time.Millisecond}}
 	testenv.StartServiceIn(t, indexer.Definition(), sh, map[string]string{
-		"INDEXER_REPOSITORY_PREFIX": "warcs/", "INDEXER_DISPATCH_INTERVAL": "50ms", "INDEXER_MAX_FAILURES": "3",
+		"INDEXER_REPOSITORY_PREFIX": "warcs/", "INDEXER_DISPATCH_INTERVAL": "50ms", "INDEXER_MAX_FAILURES": "3", "INDEXER_RETRY_BASE": "20ms",
 		"INDEXER_TASK_TIMEOUT": "300ms", "INDEXER_STALE_AFTER": "30s",
 	})
 	db, err := store.Open(ctx, store.Config{URL: sh.DBURL, MaxConns: 2}, "test")
@@ -96,7 +96,7 @@ func TestAttemptThatNeverFinishesCounts(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	reg := registry.New(db, 3)
+	reg := registry.New(db, 3, registry.WithRetry(0, 0, 0))
 	if _, err := reg.Discover(ctx, "warcs/kills.warc.gz", 10); err != nil {
 		t.Fatal(err)
 	}

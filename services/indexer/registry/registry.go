@@ -13,18 +13,48 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/archivist/archivist/pkg/fault"
 	"github.com/archivist/archivist/pkg/service"
 )
 
 // Registry is the registry on PostgreSQL.
 type Registry struct {
-	db          *pgxpool.Pool
-	maxFailures int
+	db *pgxpool.Pool
+	// transient bounds a file whose attempts fail for a cause that may pass
+	// (a read error of the store, not an outage): backing off, parked only
+	// once it has failed maxFailures times over the budget.
+	transient fault.Policy
+	// faulty bounds a file that is at fault itself (corrupt, or beyond the
+	// task's deadline) or that crashed or hung its indexer: backing off,
+	// parked after maxFailures (the spec's bad-reputation rule).
+	faulty fault.Policy
 }
 
-// New returns the registry; a file that fails maxFailures times is parked.
-func New(db *pgxpool.Pool, maxFailures int) *Registry {
-	return &Registry{db: db, maxFailures: maxFailures}
+// Option configures a Registry.
+type Option func(*Registry)
+
+// WithRetry sets the backoff of failed files (from base, doubling, at most
+// max; defaults 30 s and 1 h) and how long a file may keep failing for a
+// transient cause before it is parked (default 24 h).
+func WithRetry(base, maxDelay, budget time.Duration) Option {
+	return func(r *Registry) {
+		r.transient.Base, r.transient.Max, r.transient.Budget = base, maxDelay, budget
+		r.faulty.Base, r.faulty.Max = base, maxDelay
+	}
+}
+
+// New returns the registry; a file that fails maxFailures times is parked
+// (for a transient cause, only once it has also kept failing for the
+// budget: WithRetry).
+func New(db *pgxpool.Pool, maxFailures int, opts ...Option) *Registry {
+	r := &Registry{db: db,
+		transient: fault.Policy{Base: 30 * time.Second, Max: time.Hour, Attempts: maxFailures, Budget: 24 * time.Hour},
+		faulty:    fault.Policy{Base: 30 * time.Second, Max: time.Hour, Attempts: maxFailures},
+	}
+	for _, o := range opts {
+		o(r)
+	}
+	return r
 }
 
 // KindOf says whether a key names an archive file: "warc", "arc" or "".
@@ -59,29 +89,88 @@ type Due struct {
 }
 
 // TakeDue marks up to limit due files queued (fewest failures first, then
-// newest) and returns them: new and failed files, and files queued or
-// indexing for longer than stale (a lost task or a dead indexer).
+// newest) and returns them: new files, failed files whose backoff has run
+// out, and files queued for longer than stale (a lost task).
 func (r *Registry) TakeDue(ctx context.Context, limit int, stale time.Duration) ([]Due, error) {
-	// An attempt that claimed its file and has not finished within stale
-	// crashed or hung its indexer (a task is bounded by a shorter
-	// deadline): that counts as a failure, so a file that kills or wedges
-	// every indexer is parked after MaxFailures instead of handed out for
-	// ever. A task merely waiting in the queue is handed out again free.
-	if _, err := r.db.Exec(ctx, `UPDATE indexer.files SET failures = failures + 1, status_at = now(),
-		last_error = format('attempt %s did not finish within %s: its indexer crashed, hung or lost the task', attempts, $1::interval),
-		status = CASE WHEN failures + 1 >= $2 THEN 'parked' ELSE 'failed' END
-		WHERE status = 'indexing' AND status_at < now() - $1::interval`, stale, r.maxFailures); err != nil {
-		return nil, fmt.Errorf("fail stale attempts: %w", err)
+	if err := r.failStale(ctx, stale); err != nil {
+		return nil, err
 	}
 	rows, err := r.db.Query(ctx, `UPDATE indexer.files f SET status = 'queued', status_at = now(), attempts = attempts + 1
 		FROM (SELECT name FROM indexer.files
-			WHERE status IN ('new', 'failed') OR (status = 'queued' AND status_at < now() - $2::interval)
+			WHERE (status IN ('new', 'failed') AND next_attempt_at <= now()) OR (status = 'queued' AND status_at < now() - $2::interval)
 			ORDER BY failures, discovered_at DESC LIMIT $1 FOR UPDATE SKIP LOCKED) due
 		WHERE f.name = due.name RETURNING f.name, f.attempts`, limit, stale)
 	if err != nil {
 		return nil, fmt.Errorf("take due files: %w", err)
 	}
 	return pgx.CollectRows(rows, pgx.RowToStructByPos[Due])
+}
+
+// failStale counts an attempt that claimed its file and has not touched it
+// within stale as a failure: its indexer crashed or hung (a task is bounded
+// by a shorter deadline), so a file that kills or wedges every indexer is
+// parked after MaxFailures instead of handed out for ever. A task merely
+// waiting in the queue is handed out again free (TakeDue).
+func (r *Registry) failStale(ctx context.Context, stale time.Duration) error {
+	rows, err := r.db.Query(ctx, `SELECT name, attempts FROM indexer.files WHERE status = 'indexing' AND status_at < now() - $1::interval LIMIT 100`, stale)
+	if err != nil {
+		return fmt.Errorf("find stale attempts: %w", err)
+	}
+	staleOnes, err := pgx.CollectRows(rows, pgx.RowToStructByPos[Due])
+	if err != nil {
+		return fmt.Errorf("find stale attempts: %w", err)
+	}
+	for _, d := range staleOnes {
+		cause := fmt.Errorf("attempt %d did not finish within %s: its indexer crashed, hung or lost the task", d.Attempt, stale)
+		if err := r.fail(ctx, d, r.faulty, cause, nil, "status = 'indexing' AND status_at < now() - $3::interval", stale); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// fail records attempt d's failure under policy p, in one transaction
+// (after before, if any): the file backs off (failed, next_attempt_at) or
+// is parked with the reason. cond further restricts the row (its
+// parameters from $3 on); a row no longer matching is left alone (another
+// attempt took it meanwhile).
+func (r *Registry) fail(ctx context.Context, d Due, p fault.Policy, cause error, before func(pgx.Tx) error, cond string, args ...any) error {
+	return pgx.BeginTxFunc(ctx, r.db, pgx.TxOptions{}, func(tx pgx.Tx) error {
+		if before != nil {
+			if err := before(tx); err != nil {
+				return err
+			}
+		}
+		var failures int
+		var first *time.Time
+		var now time.Time
+		q := `SELECT failures, first_failed_at, now() FROM indexer.files WHERE name = $1 AND attempts = $2`
+		if cond != "" {
+			q += ` AND ` + cond
+		}
+		err := tx.QueryRow(ctx, q+` FOR UPDATE`, append([]any{d.Name, d.Attempt}, args...)...).Scan(&failures, &first, &now)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("record failure of %s: %w", d.Name, err)
+		}
+		var firstAt time.Time
+		if first != nil {
+			firstAt = *first
+		}
+		dec := p.Decide(cause, failures+1, firstAt, now)
+		status := "failed"
+		if dec.Park {
+			status = "parked"
+		}
+		if _, err := tx.Exec(ctx, `UPDATE indexer.files SET failures = failures + 1, status = $3, status_at = now(), last_error = $4,
+			first_failed_at = coalesce(first_failed_at, now()), next_attempt_at = $5
+			WHERE name = $1 AND attempts = $2`, d.Name, d.Attempt, status, dec.Reason, dec.RetryAt); err != nil {
+			return fmt.Errorf("record failure of %s: %w", d.Name, err)
+		}
+		return nil
+	})
 }
 
 // Claim marks a queued file as being indexed by attempt. It reports false
@@ -107,33 +196,39 @@ func (r *Registry) Touch(ctx context.Context, d Due) error {
 	return nil
 }
 
-// Indexed records attempt's output as the file's, in one statement: status,
-// output and the announcement still to make. fault is the reason the file
-// could not be indexed whole, or "" (then the file is indexed). A faulty
-// file keeps its partial output and counts a failure; after maxFailures it
-// is parked.
-func (r *Registry) Indexed(ctx context.Context, d Due, output string, lines int64, fault string) error {
-	_, err := r.db.Exec(ctx, `UPDATE indexer.files SET
-		output = $3, lines = $4, complete = ($5 = ''), announced = false, indexed_at = now(), status_at = now(),
-		last_error = $5,
-		failures = failures + CASE WHEN $5 = '' THEN 0 ELSE 1 END,
-		status = CASE WHEN $5 = '' THEN 'indexed' WHEN failures + 1 >= $6 THEN 'parked' ELSE 'failed' END
-		WHERE name = $1 AND attempts = $2`, d.Name, d.Attempt, output, lines, fault, r.maxFailures)
-	if err != nil {
-		return fmt.Errorf("record %s: %w", d.Name, err)
+// Indexed records attempt's output as the file's: status, output and the
+// announcement still to make. reason is why the file could not be indexed
+// whole, or "" (then the file is indexed). A faulty file keeps its partial
+// output and counts a failure (backing off; after maxFailures it is parked).
+func (r *Registry) Indexed(ctx context.Context, d Due, output string, lines int64, reason string) error {
+	record := func(tx pgx.Tx) error {
+		_, err := tx.Exec(ctx, `UPDATE indexer.files SET
+			output = $3, lines = $4, complete = ($5 = ''), announced = false, indexed_at = now(), status_at = now(),
+			last_error = $5, status = 'indexed', first_failed_at = CASE WHEN $5 = '' THEN NULL ELSE first_failed_at END,
+			next_attempt_at = '-infinity'
+			WHERE name = $1 AND attempts = $2`, d.Name, d.Attempt, output, lines, reason)
+		if err != nil {
+			return fmt.Errorf("record %s: %w", d.Name, err)
+		}
+		return nil
 	}
-	return nil
+	if reason == "" {
+		return pgx.BeginTxFunc(ctx, r.db, pgx.TxOptions{}, record)
+	}
+	return r.fail(ctx, d, r.faulty, errors.New(reason), record, "")
 }
 
-// Failed records a failure that produced no output (the file unreadable).
-func (r *Registry) Failed(ctx context.Context, d Due, reason string) error {
-	_, err := r.db.Exec(ctx, `UPDATE indexer.files SET last_error = $3, failures = failures + 1, status_at = now(),
-		status = CASE WHEN failures + 1 >= $4 THEN 'parked' ELSE 'failed' END
-		WHERE name = $1 AND attempts = $2`, d.Name, d.Attempt, reason, r.maxFailures)
-	if err != nil {
-		return fmt.Errorf("record failure of %s: %w", d.Name, err)
+// Failed records a failure that produced no output. A cause that may pass
+// (a read error) backs off under the transient policy, bounded by time; a
+// fault of the file itself (fault.Permanent, a deadline it outlasted)
+// under the faulty one, bounded by count. An outage is the caller's to
+// pause for: it is not recorded here.
+func (r *Registry) Failed(ctx context.Context, d Due, cause error, ofTheFile bool) error {
+	p := r.transient
+	if ofTheFile {
+		p = r.faulty
 	}
-	return nil
+	return r.fail(ctx, d, p, cause, nil, "")
 }
 
 // Announcement is an output whose index.cdx.ready is still to be published.
@@ -164,7 +259,8 @@ var ErrUnknown = errors.New("no such archive file")
 // Reset makes a file new again (an operator's decision after fixing a
 // parked file): failures forgotten, due at once.
 func (r *Registry) Reset(ctx context.Context, name string) error {
-	tag, err := r.db.Exec(ctx, `UPDATE indexer.files SET status = 'new', failures = 0, last_error = '', status_at = now() WHERE name = $1`, name)
+	tag, err := r.db.Exec(ctx, `UPDATE indexer.files SET status = 'new', failures = 0, last_error = '', status_at = now(),
+		first_failed_at = NULL, next_attempt_at = '-infinity' WHERE name = $1`, name)
 	if err != nil {
 		return fmt.Errorf("reset %s: %w", name, err)
 	}
