@@ -25,6 +25,7 @@ import (
 	"github.com/archivist/archivist/events"
 	"github.com/archivist/archivist/pkg/blob"
 	"github.com/archivist/archivist/pkg/bus"
+	"github.com/archivist/archivist/pkg/fault"
 	"github.com/archivist/archivist/pkg/service"
 	"github.com/archivist/archivist/pkg/store"
 	"github.com/archivist/archivist/services/auditor/integrity"
@@ -79,6 +80,7 @@ func run(ctx context.Context, env *service.Env, cfg Config) error {
 		}
 	}
 	a := New(env.Bus, env.DB, env.Blob, secondary, cfg, env.Log)
+	a.SetGate(env.Gate)
 	env.ReadGauges([]service.Gauge{
 		{Name: "archivist_audit_objects", Help: "Objects the auditor knows."},
 		{Name: "archivist_audit_checked_this_cycle", Help: "Objects checked within the audit cycle (AUDITOR_CYCLE)."},
@@ -132,7 +134,13 @@ type Auditor struct {
 	records *integrity.Records
 	cfg     Config
 	log     *slog.Logger
+	// gate pauses the schedule while a dependency is down (nil: never).
+	gate *fault.Gate
 }
+
+// SetGate has the auditor's loops pause while gate is closed, and tell an
+// outage from a failure of the work.
+func (a *Auditor) SetGate(g *fault.Gate) { a.gate = g }
 
 // New returns an auditor.
 func New(b *bus.Bus, db *pgxpool.Pool, bs, secondary blob.Store, cfg Config, log *slog.Logger) *Auditor {
@@ -177,6 +185,9 @@ func (a *Auditor) Schedule(ctx context.Context) {
 	t := time.NewTicker(a.cfg.ScheduleTick)
 	defer t.Stop()
 	for {
+		if a.gate.Wait(ctx) != nil {
+			return
+		}
 		if n, err := a.QueueDue(ctx, time.Now()); err != nil && ctx.Err() == nil {
 			a.log.Error("queue due checks", "err", err)
 		} else if n > 0 {
@@ -209,11 +220,14 @@ func (a *Auditor) Schedule(ctx context.Context) {
 func (a *Auditor) ProcessAuditQueue(ctx context.Context, limit int) (int, error) {
 	n := 0
 	for n < limit {
+		var id int64
+		var object string
 		worked := false
+		var failed error
 		err := pgx.BeginFunc(ctx, a.db, func(tx pgx.Tx) error {
-			var id int64
-			var object string
-			err := tx.QueryRow(ctx, `SELECT id, object FROM auditor.audit_queue WHERE NOT done ORDER BY id LIMIT 1 FOR UPDATE SKIP LOCKED`).Scan(&id, &object)
+			err := tx.QueryRow(ctx, `SELECT id, object FROM auditor.audit_queue
+				WHERE NOT done AND parked_at IS NULL AND next_attempt_at <= now()
+				ORDER BY id LIMIT 1 FOR UPDATE SKIP LOCKED`).Scan(&id, &object)
 			if errors.Is(err, pgx.ErrNoRows) {
 				return nil
 			}
@@ -223,17 +237,61 @@ func (a *Auditor) ProcessAuditQueue(ctx context.Context, limit int) (int, error)
 			worked = true
 			outcome, err := a.capture(ctx, id, object)
 			if err != nil {
-				return fmt.Errorf("audit queue entry %d (%s): %w", id, object, err)
+				failed = fmt.Errorf("audit queue entry %d (%s): %w", id, object, err)
+				return failed
 			}
 			_, err = tx.Exec(ctx, `UPDATE auditor.audit_queue SET done = true, outcome = $2, done_at = now() WHERE id = $1`, id, outcome)
 			return err
 		})
-		if err != nil || !worked {
+		switch {
+		case !worked:
 			return n, err
+		case failed != nil && !fault.IsOutage(failed) && !a.gate.Observe(ctx, failed):
+			// The entry fails alone: it backs off, and the queue goes on.
+			if rerr := a.queueEntryFailed(ctx, id, failed); rerr != nil {
+				return n, rerr
+			}
+			a.log.Warn("audit queue entry failed", "id", id, "object", object, "err", failed)
+			n++
+			continue
+		case err != nil:
+			return n, err // an outage: nothing counted, the loop waits
 		}
 		n++
 	}
 	return n, nil
+}
+
+// auditQueuePolicy bounds an audit-queue entry that keeps failing.
+var auditQueuePolicy = fault.Policy{Base: time.Minute, Max: time.Hour, Attempts: 5, Budget: 24 * time.Hour}
+
+// queueEntryFailed records a failure of audit-queue entry id: it backs off,
+// or is parked with its reason (`archivist audit status` counts it).
+func (a *Auditor) queueEntryFailed(ctx context.Context, id int64, cause error) error {
+	return pgx.BeginFunc(ctx, a.db, func(tx pgx.Tx) error {
+		var failures int
+		var first *time.Time
+		var now time.Time
+		if err := tx.QueryRow(ctx, `SELECT failures, first_failed_at, now() FROM auditor.audit_queue WHERE id = $1 FOR UPDATE`, id).
+			Scan(&failures, &first, &now); err != nil {
+			return fmt.Errorf("audit queue entry %d: %w", id, err)
+		}
+		var firstAt time.Time
+		if first != nil {
+			firstAt = *first
+		}
+		d := auditQueuePolicy.Decide(cause, failures+1, firstAt, now)
+		var parked *time.Time
+		if d.Park {
+			parked = &now
+		}
+		_, err := tx.Exec(ctx, `UPDATE auditor.audit_queue SET failures = failures + 1, first_failed_at = coalesce(first_failed_at, now()),
+			next_attempt_at = $2, last_error = $3, parked_at = $4 WHERE id = $1`, id, d.RetryAt, d.Reason, parked)
+		if err != nil {
+			return fmt.Errorf("audit queue entry %d: %w", id, err)
+		}
+		return nil
+	})
 }
 
 // capture records the provider's object for audit queue entry id and
@@ -530,6 +588,9 @@ type Status struct {
 	BitErrors        int64            `json:"bit_errors"`
 	OpenResolutions  map[string]int64 `json:"open_resolution_tasks"`
 	AuditQueue       int64            `json:"audit_queue"`
+	// AuditQueueParked counts audit-queue entries that kept failing and
+	// wait for an operator (each with its last error).
+	AuditQueueParked int64 `json:"audit_queue_parked"`
 	// Parked counts objects whose check failed three times (`archivist
 	// audit parked` lists them).
 	Parked      int64  `json:"parked"`
@@ -546,8 +607,9 @@ func (a *Auditor) Status(ctx context.Context) (Status, error) {
 	err := a.db.QueryRow(ctx, `SELECT (SELECT count(*) FROM auditor.schedule),
 		(SELECT count(DISTINCT object) FROM auditor.bit_log WHERE at >= $1),
 		(SELECT count(*) FROM auditor.bit_log WHERE at >= $1 AND bit_error),
-		(SELECT count(*) FROM auditor.audit_queue WHERE NOT done),
-		(SELECT count(*) FROM auditor.schedule WHERE parked_at IS NOT NULL)`, since).Scan(&st.Objects, &st.CheckedThisCycle, &st.BitErrors, &st.AuditQueue, &st.Parked)
+		(SELECT count(*) FROM auditor.audit_queue WHERE NOT done AND parked_at IS NULL),
+		(SELECT count(*) FROM auditor.audit_queue WHERE NOT done AND parked_at IS NOT NULL),
+		(SELECT count(*) FROM auditor.schedule WHERE parked_at IS NOT NULL)`, since).Scan(&st.Objects, &st.CheckedThisCycle, &st.BitErrors, &st.AuditQueue, &st.AuditQueueParked, &st.Parked)
 	if err != nil {
 		return st, fmt.Errorf("audit status: %w", err)
 	}

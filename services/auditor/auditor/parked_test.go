@@ -127,3 +127,43 @@ func TestAuditQueueIsProcessed(t *testing.T) {
 		t.Errorf("processed %d more, want none", n)
 	}
 }
+
+// TestAuditQueueEntryFailsAlone: an entry that cannot be captured (here a
+// key no store accepts) used to stop the whole queue on every tick; it now
+// backs off alone, with its error, and the entries after it are captured.
+func TestAuditQueueEntryFailsAlone(t *testing.T) {
+	ctx := context.Background()
+	db := testenv.DB(t, migrations.Schema)
+	bs, err := blob.NewLocal(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := bs.Put(ctx, "objects/fine", strings.NewReader("fine"), nil); err != nil {
+		t.Fatal(err)
+	}
+	b := testenv.Bus(t, "auditor")
+	a := auditor.New(b, db, bs, nil, auditor.Config{Cycle: 720 * time.Hour, MaxOnDemand: 100}, testenv.Logger(t))
+	if _, err := db.Exec(ctx, `INSERT INTO auditor.audit_queue (object, reason, row_no) VALUES
+		('objects//broken', 'the audit record was lost', 7), ('objects/fine', 'added at the provider, not yet captured', 9)`); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 { // the failing entry is not taken again while it backs off
+		if _, err := a.ProcessAuditQueue(ctx, 10); err != nil {
+			t.Fatalf("the queue stopped at the failing entry: %v", err)
+		}
+	}
+	var outcome *string
+	db.QueryRow(ctx, `SELECT outcome FROM auditor.audit_queue WHERE object = 'objects/fine'`).Scan(&outcome)
+	if outcome == nil || *outcome != "captured" {
+		t.Errorf("the entry after the failing one: outcome %v, want captured", outcome)
+	}
+	var failures int
+	var lastError string
+	var done, parked, later bool
+	db.QueryRow(ctx, `SELECT failures, last_error, done, parked_at IS NOT NULL, next_attempt_at > now() FROM auditor.audit_queue
+		WHERE object = 'objects//broken'`).Scan(&failures, &lastError, &done, &parked, &later)
+	if failures != 1 || !strings.Contains(lastError, "empty") || done || parked || !later {
+		t.Errorf("failing entry: %d failures, error %q, done %v, parked %v, backing off %v: want one failure, its error, backing off",
+			failures, lastError, done, parked, later)
+	}
+}
