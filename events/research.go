@@ -127,12 +127,27 @@ type ResearchCompleted struct {
 	// episode is parked with this reason and the lease revoked; Clip then
 	// only names one of the item's clips, and nothing is stored for it.
 	EpisodeFailure string `msgpack:"episode_failure,omitempty" json:"episode_failure,omitempty"`
+	// FailureKind says whether Failure (or EpisodeFailure) may pass:
+	// FailureMediaMissing (the media is not in the store yet: a curating
+	// system may describe audio before it is delivered) and
+	// FailureTransient are retried with backoff for a bounded time before
+	// the pair (or episode) is parked; "" is permanent (undecodable, beyond
+	// a bound, not the bytes its sha256 names): parked at once.
+	FailureKind string `msgpack:"failure_kind,omitempty" json:"failure_kind,omitempty"`
 	// Sent, on a final result, is how many results the researcher sent for
 	// the item, this one included: the cwa revokes the lease once they are
 	// all stored, so that a final result overtaking its siblings does not
 	// free clips whose results are on their way.
 	Sent int `msgpack:"sent,omitempty" json:"sent,omitempty"`
 }
+
+// Kinds of a research failure (ResearchCompleted.FailureKind).
+const (
+	// FailureMediaMissing: the audio is not in the blob store (yet).
+	FailureMediaMissing = "media-missing"
+	// FailureTransient: another fault that may pass.
+	FailureTransient = "transient"
+)
 
 // MaxFailureBytes bounds a failure reason carried in an event.
 const MaxFailureBytes = 1024
@@ -171,6 +186,10 @@ func (r *ResearchCompleted) Validate() error {
 		return &FieldError{Field: "episode_failure", Msg: fmt.Sprintf("longer than %d bytes", MaxFailureBytes)}
 	case r.EpisodeFailure != "" && (!r.Final || len(r.Occurrences) > 0):
 		return &FieldError{Field: "episode_failure", Msg: "comes on a final result without occurrences"}
+	case r.FailureKind != "" && r.FailureKind != FailureMediaMissing && r.FailureKind != FailureTransient:
+		return &FieldError{Field: "failure_kind", Msg: fmt.Sprintf("is %q: want %q, %q or none", r.FailureKind, FailureMediaMissing, FailureTransient)}
+	case r.FailureKind != "" && r.Failure == "" && r.EpisodeFailure == "":
+		return &FieldError{Field: "failure_kind", Msg: "comes with a failure or an episode failure"}
 	}
 	for i, o := range r.Occurrences {
 		if o.OffsetMS < 0 || o.DurationMS < 0 {

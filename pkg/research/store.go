@@ -16,16 +16,38 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/archivist/archivist/events"
+	"github.com/archivist/archivist/pkg/fault"
 	"github.com/archivist/archivist/pkg/telemetry"
 )
 
 // Store is the research schema.
 type Store struct {
-	db *pgxpool.Pool
+	db  *pgxpool.Pool
+	cfg Config
+}
+
+// Option configures a Store.
+type Option func(*Store)
+
+// WithConfig sets the research configuration whose retry bounds the store
+// applies (RESEARCH_RETRY_BASE, RESEARCH_MAX_ATTEMPTS, ...); the default
+// is every variable's default.
+func WithConfig(cfg Config) Option { return func(s *Store) { s.cfg = cfg } }
+
+// DefaultConfig is the research configuration with every default.
+func DefaultConfig() Config {
+	return Config{LeaseDuration: 10 * time.Minute, ItemTTL: 5 * time.Minute, MaxClips: 8, LivenessTTL: 30 * time.Second,
+		RetryBase: time.Minute, RetryMax: time.Hour, MaxAttempts: 5, MediaWait: 24 * time.Hour}
 }
 
 // New returns the store on db.
-func New(db *pgxpool.Pool) *Store { return &Store{db: db} }
+func New(db *pgxpool.Pool, opts ...Option) *Store {
+	s := &Store{db: db, cfg: DefaultConfig()}
+	for _, o := range opts {
+		o(s)
+	}
+	return s
+}
 
 // DB is the store's pool.
 func (s *Store) DB() *pgxpool.Pool { return s.db }
@@ -208,9 +230,13 @@ func initialOf(w *events.WorkUpserted) time.Time {
 	return w.InitialCuratedAt
 }
 
+// notDue is true of a pair that keeps its clip from being open for its
+// episode: every pair but a waiting one that is due again (retry_at NULL).
+const notDue = `NOT (p.state = 'waiting' AND p.retry_at IS NULL)`
+
 const recountSQL = `UPDATE research.episodes e SET
 	open_clips = CASE WHEN e.active THEN (SELECT count(*) FROM research.clips c WHERE c.active
-		AND NOT EXISTS (SELECT 1 FROM research.pairs p WHERE p.episode_id = e.id AND p.clip_id = c.id)) ELSE 0 END,
+		AND NOT EXISTS (SELECT 1 FROM research.pairs p WHERE p.episode_id = e.id AND p.clip_id = c.id AND `+notDue+`)) ELSE 0 END,
 	researched_clips = (SELECT count(*) FROM research.pairs p JOIN research.clips c ON c.id = p.clip_id AND c.active
 		WHERE p.episode_id = e.id AND p.state = 'researched')`
 
@@ -230,7 +256,7 @@ func clipActivity(ctx context.Context, tx pgx.Tx, clipID int64, active bool) err
 	}
 	if _, err := tx.Exec(ctx, `UPDATE research.episodes e SET
 		open_clips = e.open_clips + $2 * (CASE WHEN e.active AND NOT EXISTS
-			(SELECT 1 FROM research.pairs p WHERE p.episode_id = e.id AND p.clip_id = $1) THEN 1 ELSE 0 END),
+			(SELECT 1 FROM research.pairs p WHERE p.episode_id = e.id AND p.clip_id = $1 AND `+notDue+`) THEN 1 ELSE 0 END),
 		researched_clips = e.researched_clips + $2 * (CASE WHEN EXISTS
 			(SELECT 1 FROM research.pairs p WHERE p.episode_id = e.id AND p.clip_id = $1 AND p.state = 'researched') THEN 1 ELSE 0 END)`,
 		clipID, sign); err != nil {
@@ -310,7 +336,7 @@ func (s *Store) leaseOnce(ctx context.Context, maxClips int, duration time.Durat
 		var ep events.AudioRef
 		var tp string
 		err := tx.QueryRow(ctx, `SELECT id, key, media_key, media_sha256, duration_ms, traceparent FROM research.episodes
-			WHERE active AND open_clips > 0 AND parked_reason IS NULL
+			WHERE active AND open_clips > 0 AND parked_reason IS NULL AND next_attempt_at <= now()
 			ORDER BY priority DESC, initial_curated_at DESC, id
 			LIMIT 1 FOR UPDATE SKIP LOCKED`).Scan(&epID, &ep.Key, &ep.Media.Key, &ep.Media.SHA256, &ep.DurationMS, &tp)
 		if errors.Is(err, pgx.ErrNoRows) {
@@ -322,20 +348,21 @@ func (s *Store) leaseOnce(ctx context.Context, maxClips int, duration time.Durat
 		id := uuid.New()
 		rows, err := tx.Query(ctx, `WITH cand AS (
 	SELECT c.id FROM research.clips c
-	WHERE c.active AND NOT EXISTS (SELECT 1 FROM research.pairs p WHERE p.episode_id = $1 AND p.clip_id = c.id)
+	WHERE c.active AND NOT EXISTS (SELECT 1 FROM research.pairs p WHERE p.episode_id = $1 AND p.clip_id = c.id AND `+notDue+`)
 	ORDER BY c.priority DESC, c.initial_curated_at DESC, c.id
 	LIMIT $2
 ), ins AS (
-	INSERT INTO research.pairs (episode_id, clip_id, state, lease_id)
+	INSERT INTO research.pairs AS p (episode_id, clip_id, state, lease_id)
 	SELECT $1, id, 'leased', $3 FROM cand
-	ON CONFLICT DO NOTHING
+	ON CONFLICT (episode_id, clip_id) DO UPDATE SET state = 'leased', lease_id = $3 WHERE p.state = 'waiting' AND p.retry_at IS NULL
 	RETURNING clip_id
 ), lease AS (
 	INSERT INTO research.leases (id, episode_id, clip_ids, created_at, expires_at)
 	SELECT $3, $1, array_agg(clip_id), clock_timestamp(), clock_timestamp() + $4::interval FROM ins HAVING count(*) > 0
 	RETURNING expires_at, clip_ids
 ), upd AS (
-	UPDATE research.episodes SET open_clips = greatest(open_clips - (SELECT count(*) FROM ins), 0) WHERE id = $1
+	-- The lease is an attempt of its episode, counted as it is handed out.
+	UPDATE research.episodes SET open_clips = greatest(open_clips - (SELECT count(*) FROM ins), 0), leases = leases + 1 WHERE id = $1
 )
 SELECT l.expires_at, c.key, c.media_key, c.media_sha256, c.duration_ms
 FROM lease l JOIN research.clips c ON c.id = ANY (l.clip_ids)
@@ -369,9 +396,16 @@ ORDER BY c.priority DESC, c.initial_curated_at DESC, c.id`, epID, maxClips, id, 
 
 // endSQL ends leases and frees the pairs they still hold (not yet
 // researched), giving their active clips back to their episodes.
-const endSQL = `, freed AS (
-	DELETE FROM research.pairs p USING ended WHERE p.lease_id = ended.id AND p.state = 'leased'
+const endSQL = `, deleted AS (
+	DELETE FROM research.pairs p USING ended WHERE p.lease_id = ended.id AND p.state = 'leased' AND p.failures = 0
 	RETURNING p.episode_id, p.clip_id
+), due AS (
+	-- A pair that failed before keeps its count: it is due again.
+	UPDATE research.pairs p SET state = 'waiting', retry_at = NULL, lease_id = NULL FROM ended
+	WHERE p.lease_id = ended.id AND p.state = 'leased' AND p.failures > 0
+	RETURNING p.episode_id, p.clip_id
+), freed AS (
+	SELECT * FROM deleted UNION ALL SELECT * FROM due
 ), cnt AS (
 	SELECT f.episode_id, count(*) AS n FROM freed f JOIN research.clips c ON c.id = f.clip_id AND c.active GROUP BY f.episode_id
 ), upd AS (
@@ -380,8 +414,26 @@ const endSQL = `, freed AS (
 SELECT ended.id::text, (SELECT count(*) FROM freed) FROM ended`
 
 // ExpireLeases ends every active lease past its expiry and frees its
-// unfinished clips. It returns the expired leases' ids.
+// unfinished clips. A lease that expires is a failed attempt of its
+// episode (its researcher crashed, hung or lost the item, or its results
+// were never stored): the episode backs off, and after
+// RESEARCH_MAX_ATTEMPTS such failures it is parked. It returns the expired
+// leases' ids.
 func (s *Store) ExpireLeases(ctx context.Context) ([]string, error) {
+	ids, err := s.expireLeases(ctx)
+	if err != nil {
+		return nil, err
+	}
+	for _, id := range ids {
+		cause := fmt.Errorf("lease %s expired before all its results were stored: its researcher crashed, hung or lost the item", id)
+		if err := s.leaseFailed(ctx, id, s.cfg.crashPolicy(), cause, false); err != nil {
+			return ids, err
+		}
+	}
+	return ids, nil
+}
+
+func (s *Store) expireLeases(ctx context.Context) ([]string, error) {
 	rows, err := s.db.Query(ctx, `WITH ended AS (
 	UPDATE research.leases SET state = 'expired', ended_at = clock_timestamp()
 	WHERE state = 'active' AND expires_at < now() RETURNING id
@@ -432,6 +484,158 @@ func (s *Store) Extend(ctx context.Context, leaseID string, by time.Duration) (b
 	return tag.RowsAffected() == 1, nil
 }
 
+// leaseFailed records a failed attempt of lease's episode under policy p,
+// unless the lease was made before the episode's media last changed (a
+// stale failure never counts against new media).
+func (s *Store) leaseFailed(ctx context.Context, leaseID string, p fault.Policy, cause error, missing bool) error {
+	return pgx.BeginFunc(ctx, s.db, func(tx pgx.Tx) error {
+		var epID int64
+		var stale bool
+		err := tx.QueryRow(ctx, `SELECT e.id, l.created_at < e.media_changed_at FROM research.leases l JOIN research.episodes e ON e.id = l.episode_id
+			WHERE l.id = $1 FOR UPDATE OF e`, leaseID).Scan(&epID, &stale)
+		if errors.Is(err, pgx.ErrNoRows) || stale {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("failure of lease %s: %w", leaseID, err)
+		}
+		_, err = episodeFailed(ctx, tx, epID, p, cause, missing)
+		return err
+	})
+}
+
+// episodeFailed records a failure of episode id (locked by the caller's
+// transaction) under policy p: it backs off (next_attempt_at), or is parked
+// with the reason. It reports whether it parked.
+func episodeFailed(ctx context.Context, tx pgx.Tx, id int64, p fault.Policy, cause error, missing bool) (bool, error) {
+	var failures int
+	var first *time.Time
+	var now time.Time
+	if err := tx.QueryRow(ctx, `SELECT failures, first_failed_at, now() FROM research.episodes WHERE id = $1 FOR UPDATE`, id).
+		Scan(&failures, &first, &now); err != nil {
+		return false, fmt.Errorf("failure of episode %d: %w", id, err)
+	}
+	d := p.Decide(cause, failures+1, deref(first), now)
+	reason := events.FailureText(d.Reason)
+	if _, err := tx.Exec(ctx, `UPDATE research.episodes SET failures = failures + 1, first_failed_at = coalesce(first_failed_at, now()),
+		next_attempt_at = $2, last_error = $3,
+		parked_reason = CASE WHEN $4 THEN $3 ELSE parked_reason END, parked_at = CASE WHEN $4 THEN now() ELSE parked_at END,
+		parked_missing = CASE WHEN $4 THEN $5 ELSE parked_missing END
+		WHERE id = $1`, id, d.RetryAt, reason, d.Park, missing && d.Park); err != nil {
+		return false, fmt.Errorf("failure of episode %d: %w", id, err)
+	}
+	return d.Park, nil
+}
+
+func deref(t *time.Time) time.Time {
+	if t == nil {
+		return time.Time{}
+	}
+	return *t
+}
+
+// EpisodeFailure records a researcher's report that an episode's own audio
+// could not be researched under lease leaseID. A failure that may pass
+// (kind FailureMediaMissing or FailureTransient) backs the episode off and
+// parks it only after RESEARCH_MEDIA_WAIT; a permanent one (kind "") parks
+// it at once. A report from a lease made before the episode's media last
+// changed is stale and changes nothing. known is false for an unknown
+// episode.
+func (s *Store) EpisodeFailure(ctx context.Context, leaseID, key, reason, kind string) (known, parked bool, err error) {
+	err = pgx.BeginFunc(ctx, s.db, func(tx pgx.Tx) error {
+		var id int64
+		var stale bool
+		err := tx.QueryRow(ctx, `SELECT e.id, coalesce((SELECT l.created_at < e.media_changed_at FROM research.leases l WHERE l.id::text = $2), false)
+			FROM research.episodes e WHERE e.key = $1 FOR UPDATE`, key, leaseID).Scan(&id, &stale)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		known = true
+		if stale {
+			return nil
+		}
+		p, cause := s.cfg.waitPolicy(), errors.New(reason)
+		if kind == "" {
+			cause = fault.Permanent(cause)
+		}
+		parked, err = episodeFailed(ctx, tx, id, p, cause, kind == events.FailureMediaMissing)
+		return err
+	})
+	if err != nil {
+		return false, false, fmt.Errorf("episode failure of %s: %w", key, err)
+	}
+	return known, parked, nil
+}
+
+// EpisodeSucceeded forgets the failures of lease's episode once a lease of
+// it ended with every result stored (its final result).
+func (s *Store) EpisodeSucceeded(ctx context.Context, leaseID string) error {
+	_, err := s.db.Exec(ctx, `UPDATE research.episodes SET failures = 0, first_failed_at = NULL, next_attempt_at = '-infinity', last_error = ''
+		WHERE id = (SELECT episode_id FROM research.leases WHERE id::text = $1) AND failures > 0`, leaseID)
+	if err != nil {
+		return fmt.Errorf("episode of lease %s succeeded: %w", leaseID, err)
+	}
+	return nil
+}
+
+// ReleaseDue opens again the pairs whose wait after a failure is over, so
+// that they are leased again. It returns how many it opened.
+func (s *Store) ReleaseDue(ctx context.Context) (int, error) {
+	return s.reopen(ctx, `UPDATE research.pairs SET retry_at = NULL WHERE state = 'waiting' AND retry_at <= now() RETURNING episode_id`)
+}
+
+// MediaArrived is told that an object was stored under key: pairs waiting
+// for a clip with that media, or parked because it was missing, are opened
+// again; an episode with that media waiting or parked for it is due at
+// once. It returns how many pairs and episodes it released.
+func (s *Store) MediaArrived(ctx context.Context, key string) (int, error) {
+	pairs, err := s.reopen(ctx, `WITH c AS (SELECT id FROM research.clips WHERE media_key = $1),
+		w AS (UPDATE research.pairs p SET retry_at = NULL FROM c WHERE p.clip_id = c.id AND p.state = 'waiting' AND p.retry_at IS NOT NULL
+			RETURNING p.episode_id),
+		r AS (DELETE FROM research.results r USING research.pairs p, c WHERE p.clip_id = c.id AND p.state = 'failed' AND p.missing
+			AND r.episode_id = p.episode_id AND r.clip_id = p.clip_id RETURNING r.episode_id, r.clip_id),
+		f AS (DELETE FROM research.pairs p USING r WHERE p.episode_id = r.episode_id AND p.clip_id = r.clip_id RETURNING p.episode_id)
+		SELECT episode_id FROM w UNION ALL SELECT episode_id FROM f`, key)
+	if err != nil {
+		return 0, err
+	}
+	tag, err := s.db.Exec(ctx, `UPDATE research.episodes SET next_attempt_at = '-infinity',
+		parked_reason = CASE WHEN parked_missing THEN NULL ELSE parked_reason END,
+		parked_at = CASE WHEN parked_missing THEN NULL ELSE parked_at END,
+		failures = CASE WHEN parked_missing THEN 0 ELSE failures END, parked_missing = false
+		WHERE media_key = $1 AND (next_attempt_at > now() OR parked_missing)`, key)
+	if err != nil {
+		return pairs, fmt.Errorf("media %s arrived: %w", key, err)
+	}
+	return pairs + int(tag.RowsAffected()), nil
+}
+
+// reopen runs a statement that opens pairs again and returns their
+// episodes' ids, then recounts those episodes. It returns how many pairs.
+func (s *Store) reopen(ctx context.Context, sql string, args ...any) (int, error) {
+	n := 0
+	err := pgx.BeginFunc(ctx, s.db, func(tx pgx.Tx) error {
+		rows, err := tx.Query(ctx, sql, args...)
+		if err != nil {
+			return err
+		}
+		ids, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+		if err != nil || len(ids) == 0 {
+			return err
+		}
+		n = len(ids)
+		_, err = tx.Exec(ctx, recountSQL+` WHERE e.id = ANY($1)`, ids)
+		return err
+	})
+	if err != nil {
+		return 0, fmt.Errorf("open pairs again: %w", err)
+	}
+	return n, nil
+}
+
 // ParkEpisode parks an episode whose own audio cannot be researched, with
 // the reason: it is not leased again until its media changes or an
 // operator releases it. It reports whether the episode is known.
@@ -446,7 +650,8 @@ func (s *Store) ParkEpisode(ctx context.Context, key, reason string) (bool, erro
 // ReleaseEpisode releases a parked episode (an operator's action, once its
 // audio is fixed): it is leased again. It reports whether it was parked.
 func (s *Store) ReleaseEpisode(ctx context.Context, key string) (bool, error) {
-	tag, err := s.db.Exec(ctx, `UPDATE research.episodes SET parked_reason = NULL, parked_at = NULL WHERE key = $1 AND parked_reason IS NOT NULL`, key)
+	tag, err := s.db.Exec(ctx, `UPDATE research.episodes SET parked_reason = NULL, parked_at = NULL, parked_missing = false,
+		failures = 0, first_failed_at = NULL, next_attempt_at = '-infinity' WHERE key = $1 AND parked_reason IS NOT NULL`, key)
 	if err != nil {
 		return false, fmt.Errorf("release episode %s: %w", key, err)
 	}
@@ -466,7 +671,8 @@ func (s *Store) Redo(ctx context.Context, key string, failedOnly bool) (int, boo
 			return fmt.Errorf("lock works changes: %w", err)
 		}
 		var id int64
-		err := tx.QueryRow(ctx, `UPDATE research.episodes SET parked_reason = NULL, parked_at = NULL WHERE key = $1 RETURNING id`, key).Scan(&id)
+		err := tx.QueryRow(ctx, `UPDATE research.episodes SET parked_reason = NULL, parked_at = NULL, parked_missing = false,
+			failures = 0, first_failed_at = NULL, next_attempt_at = '-infinity' WHERE key = $1 RETURNING id`, key).Scan(&id)
 		if errors.Is(err, pgx.ErrNoRows) {
 			return nil
 		}
@@ -475,7 +681,7 @@ func (s *Store) Redo(ctx context.Context, key string, failedOnly bool) (int, boo
 		}
 		known = true
 		if err := tx.QueryRow(ctx, `WITH d AS (DELETE FROM research.results WHERE episode_id = $1 AND ($2 = false OR failure IS NOT NULL) RETURNING clip_id),
-			p AS (DELETE FROM research.pairs WHERE episode_id = $1 AND state <> 'leased' AND clip_id IN (SELECT clip_id FROM d))
+			p AS (DELETE FROM research.pairs WHERE episode_id = $1 AND state <> 'leased' AND (clip_id IN (SELECT clip_id FROM d) OR state = 'waiting'))
 			SELECT count(*) FROM d`, id, failedOnly).Scan(&forgot); err != nil {
 			return err
 		}
@@ -511,6 +717,14 @@ func (s *Store) StoreResult(ctx context.Context, r *events.ResearchCompleted) (b
 	leaseID, err := uuid.Parse(r.LeaseID)
 	if err != nil {
 		return false, fmt.Errorf("lease id %q: %w", r.LeaseID, err)
+	}
+	if r.Failure != "" && r.FailureKind != "" {
+		// A failure that may pass: the pair waits and is leased again,
+		// until its budget is spent; then it is stored as failed below.
+		waits, err := s.pairWaits(ctx, r, leaseID)
+		if err != nil || waits {
+			return false, err
+		}
 	}
 	state := "researched"
 	if r.Failure != "" {
@@ -552,7 +766,79 @@ SELECT (SELECT count(*) FROM named), (SELECT count(*) FROM res), coalesce((SELEC
 	if stale {
 		return false, fmt.Errorf("result for %s/%s of lease %s: %w", r.Episode, r.Clip, r.LeaseID, ErrStaleResult)
 	}
+	if stored == 1 && r.FailureKind == events.FailureMediaMissing {
+		// Parked for media that never arrived: released if it does.
+		if _, err := s.db.Exec(ctx, `UPDATE research.pairs p SET missing = true FROM research.episodes e, research.clips c
+			WHERE e.key = $1 AND c.key = $2 AND p.episode_id = e.id AND p.clip_id = c.id`, r.Episode, r.Clip); err != nil {
+			return true, fmt.Errorf("result for %s/%s: %w", r.Episode, r.Clip, err)
+		}
+	}
 	return stored == 1, nil
+}
+
+// pairWaits records a failure of a pair that may pass (its clip's media
+// not in the store yet, say): the pair waits (state waiting, retry_at)
+// and keeps its failures; it reports false when the pair's budget is spent
+// (the caller stores the failure, parking the pair). A pair that already
+// has a result, or already waits, is left alone (a redelivery).
+func (s *Store) pairWaits(ctx context.Context, r *events.ResearchCompleted, leaseID uuid.UUID) (bool, error) {
+	waits := false
+	err := pgx.BeginFunc(ctx, s.db, func(tx pgx.Tx) error {
+		var eid, cid int64
+		var cactive, stale bool
+		var state *string
+		var failures *int
+		var first *time.Time
+		var now time.Time
+		err := tx.QueryRow(ctx, `SELECT e.id, c.id, c.active,
+			coalesce((SELECT l.created_at < greatest(e.media_changed_at, c.media_changed_at) FROM research.leases l WHERE l.id = $3), false),
+			p.state, p.failures, p.first_failed_at, now()
+			FROM research.episodes e JOIN research.clips c ON c.key = $2
+			LEFT JOIN research.pairs p ON p.episode_id = e.id AND p.clip_id = c.id
+			WHERE e.key = $1 FOR UPDATE OF e`, r.Episode, r.Clip, leaseID).Scan(&eid, &cid, &cactive, &stale, &state, &failures, &first, &now)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return fmt.Errorf("result for %s/%s: %w", r.Episode, r.Clip, ErrUnknownPair)
+		}
+		if err != nil {
+			return err
+		}
+		if stale {
+			return fmt.Errorf("result for %s/%s of lease %s: %w", r.Episode, r.Clip, r.LeaseID, ErrStaleResult)
+		}
+		if state != nil && *state != "leased" {
+			waits = true // answered already, or waiting: a redelivery
+			return nil
+		}
+		n := 1
+		if failures != nil {
+			n = *failures + 1
+		}
+		d := s.cfg.waitPolicy().Decide(errors.New(r.Failure), n, deref(first), now)
+		if d.Park {
+			return nil
+		}
+		waits = true
+		if _, err := tx.Exec(ctx, `INSERT INTO research.pairs AS p (episode_id, clip_id, state, failures, first_failed_at, retry_at, last_error, missing)
+			VALUES ($1, $2, 'waiting', 1, now(), $3, $4, $5)
+			ON CONFLICT (episode_id, clip_id) DO UPDATE SET state = 'waiting', lease_id = NULL, failures = p.failures + 1,
+				first_failed_at = coalesce(p.first_failed_at, now()), retry_at = $3, last_error = $4, missing = $5`,
+			eid, cid, d.RetryAt, events.FailureText(d.Reason), r.FailureKind == events.FailureMediaMissing); err != nil {
+			return err
+		}
+		if state == nil && cactive { // it was open: it is not any more
+			if _, err := tx.Exec(ctx, `UPDATE research.episodes SET open_clips = greatest(open_clips - 1, 0) WHERE id = $1 AND active`, eid); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		if errors.Is(err, ErrUnknownPair) || errors.Is(err, ErrStaleResult) {
+			return false, err
+		}
+		return false, fmt.Errorf("result for %s/%s: %w", r.Episode, r.Clip, err)
+	}
+	return waits, nil
 }
 
 // StoredOfLease counts the lease's clips that have a stored result (from

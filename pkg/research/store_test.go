@@ -117,8 +117,15 @@ func TestMaxClipsAndSkippingLeasedAndResearched(t *testing.T) {
 	}
 }
 
+// retryNow is the default configuration without waits between attempts.
+func retryNow() research.Option {
+	cfg := research.DefaultConfig()
+	cfg.RetryBase, cfg.RetryMax = 0, 0
+	return research.WithConfig(cfg)
+}
+
 func TestExpiredLeaseFreesOnlyUnfinishedClips(t *testing.T) {
-	s := research.New(testenv.DB(t, migrations.Schema))
+	s := research.New(testenv.DB(t, migrations.Schema), retryNow())
 	ctx := context.Background()
 	add(t, s, work("episode", "ep", 1, 1), work("clip", "a", 3, 1), work("clip", "b", 2, 1), work("clip", "c", 1, 1))
 	l, err := s.Lease(ctx, 3, 50*time.Millisecond)
