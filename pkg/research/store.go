@@ -236,7 +236,7 @@ const notDue = `NOT (p.state = 'waiting' AND p.retry_at IS NULL)`
 
 const recountSQL = `UPDATE research.episodes e SET
 	open_clips = CASE WHEN e.active THEN (SELECT count(*) FROM research.clips c WHERE c.active
-		AND NOT EXISTS (SELECT 1 FROM research.pairs p WHERE p.episode_id = e.id AND p.clip_id = c.id AND `+notDue+`)) ELSE 0 END,
+		AND NOT EXISTS (SELECT 1 FROM research.pairs p WHERE p.episode_id = e.id AND p.clip_id = c.id AND ` + notDue + `)) ELSE 0 END,
 	researched_clips = (SELECT count(*) FROM research.pairs p JOIN research.clips c ON c.id = p.clip_id AND c.active
 		WHERE p.episode_id = e.id AND p.state = 'researched')`
 
