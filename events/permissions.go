@@ -43,7 +43,7 @@ var accessOf = map[string]access{
 	"pwa": {
 		publishes:  []string{SubjectWorkItem},
 		subscribes: []string{SubjectPWAWake},
-		consumers:  []Consumer{PWAWorks},
+		consumers:  []Consumer{PWAWorks, PWARecorded},
 		inspects:   []Consumer{Researchers}, // the queue's depth
 		buckets:    []string{BucketResearchers},
 	},

@@ -257,6 +257,13 @@ var (
 			MaxAckPending: 1000,
 		},
 	}
+	// PWARecorded tells the pwa of stored objects: research waiting for
+	// media that was not in the store yet is due when it arrives.
+	PWARecorded = Consumer{Stream: StreamArchive, Config: jetstream.ConsumerConfig{
+		Durable: "pwa-recorded", Description: "pwa: media arrived for research waiting for it",
+		FilterSubject: SubjectObjectRecorded, AckPolicy: jetstream.AckExplicitPolicy,
+		AckWait: defaultConsumerAckWait, MaxDeliver: defaultConsumerMaxDeliver, MaxAckPending: 1000,
+	}}
 	// PWAWorks is the pwa's consumer of merged works.
 	PWAWorks = Consumer{
 		Stream: StreamWorks,

@@ -149,7 +149,7 @@ func (b *Bus) Replay(ctx context.Context, seq uint64) (DeadLetter, error) {
 			out.Header.Add(k, v)
 		}
 	}
-	out.Header.Set(events.HeaderMsgID, fmt.Sprintf("replay:%s:%d", out.Header.Get(events.HeaderMsgID), seq))
+	out.Header.Set(events.HeaderMsgID, fmt.Sprintf("%s%s:%d", replayPrefix, out.Header.Get(events.HeaderMsgID), seq))
 	if _, err := b.js.PublishMsg(ctx, out); err != nil {
 		return DeadLetter{}, fmt.Errorf("replay dead letter %d on %s: %w", seq, dl.Subject, err)
 	}
@@ -213,3 +213,11 @@ func subjectIn(subject string, patterns []string) bool {
 	}
 	return false
 }
+
+// replayPrefix starts the message id of a replayed dead letter.
+const replayPrefix = "replay:"
+
+// IsReplay reports whether a message is a dead letter an operator sent
+// back (archivist dlq replay): a handler that drops stale work (an expired
+// item) handles a replay anyway, as the operator asked.
+func IsReplay(h nats.Header) bool { return strings.HasPrefix(h.Get(events.HeaderMsgID), replayPrefix) }

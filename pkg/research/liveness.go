@@ -58,14 +58,33 @@ type Announcement struct {
 	SeenAt time.Time `json:"seen_at"`
 	// Busy is set while it holds a work item.
 	Busy bool `json:"busy"`
+	// Lease is the lease of the work item it holds: the pwa extends the
+	// leases live researchers hold, so that a long episode analysed
+	// slowly is not leased a second time.
+	Lease string `json:"lease,omitempty"`
 }
 
 // Census counts the live researchers and those of them holding a work
 // item (a key that cannot be read counts as live and idle).
 func Census(ctx context.Context, kv jetstream.KeyValue) (live, busy int, err error) {
+	c, err := TakeCensus(ctx, kv)
+	return c.Live, c.Busy, err
+}
+
+// A CensusOf the researchers: how many are live, how many hold an item,
+// and the leases they hold.
+type CensusOf struct {
+	Live, Busy int
+	// Held are the leases of the items live researchers hold.
+	Held []string
+}
+
+// TakeCensus reads every live researcher's announcement.
+func TakeCensus(ctx context.Context, kv jetstream.KeyValue) (CensusOf, error) {
+	var c CensusOf
 	lister, err := kv.ListKeys(ctx)
 	if err != nil {
-		return 0, 0, fmt.Errorf("list researchers: %w", err)
+		return c, fmt.Errorf("list researchers: %w", err)
 	}
 	defer lister.Stop()
 	seen := map[string]bool{}
@@ -79,8 +98,12 @@ func Census(ctx context.Context, kv jetstream.KeyValue) (live, busy int, err err
 		}
 		var a Announcement
 		if json.Unmarshal(e.Value(), &a) == nil && a.Busy {
-			busy++
+			c.Busy++
+			if a.Lease != "" {
+				c.Held = append(c.Held, a.Lease)
+			}
 		}
 	}
-	return len(seen), busy, nil
+	c.Live = len(seen)
+	return c, nil
 }

@@ -22,6 +22,10 @@ type Status struct {
 	// (at most 100), and FailedClips the clips parked in an episode.
 	Parked      []ParkedInfo `json:"parked"`
 	FailedClips []ParkedInfo `json:"failed_clips"`
+	// Retrying are the episodes and the clips in an episode that failed
+	// for a cause that may pass (media not in the store yet, a lease that
+	// expired) and wait for their next attempt, soonest first (at most 100).
+	Retrying []RetryInfo `json:"retrying"`
 	// Clips is the number of active clips.
 	Clips int64 `json:"clips"`
 	// Results is the number of stored results.
@@ -42,6 +46,16 @@ type ParkedInfo struct {
 	Clip    string    `json:"clip,omitempty"`
 	Reason  string    `json:"reason"`
 	At      time.Time `json:"at"`
+}
+
+// RetryInfo is an episode (Clip "") or a clip in an episode waiting for
+// its next attempt after a failure.
+type RetryInfo struct {
+	Episode  string    `json:"episode"`
+	Clip     string    `json:"clip,omitempty"`
+	Failures int       `json:"failures"`
+	Reason   string    `json:"reason"`
+	NextAt   time.Time `json:"next_attempt_at"`
 }
 
 // LeaseInfo describes an active lease.
@@ -105,6 +119,9 @@ func (s *Store) lists(ctx context.Context, st Status) (Status, error) {
 		WHERE r.failure IS NOT NULL ORDER BY r.stored_at DESC LIMIT 100`); err != nil {
 		return Status{}, err
 	}
+	if st.Retrying, err = s.retrying(ctx); err != nil {
+		return Status{}, err
+	}
 	st.Leases = []LeaseInfo{}
 	for rows.Next() {
 		var l LeaseInfo
@@ -115,6 +132,30 @@ func (s *Store) lists(ctx context.Context, st Status) (Status, error) {
 		st.Leases = append(st.Leases, l)
 	}
 	return st, rows.Err()
+}
+
+func (s *Store) retrying(ctx context.Context) ([]RetryInfo, error) {
+	rows, err := s.db.Query(ctx, `(SELECT key, '', failures, last_error, next_attempt_at FROM research.episodes
+			WHERE active AND parked_reason IS NULL AND next_attempt_at > now() ORDER BY next_attempt_at LIMIT 100)
+		UNION ALL
+		(SELECT e.key, c.key, p.failures, p.last_error, p.retry_at FROM research.pairs p
+			JOIN research.episodes e ON e.id = p.episode_id JOIN research.clips c ON c.id = p.clip_id
+			WHERE p.state = 'waiting' AND p.retry_at IS NOT NULL ORDER BY p.retry_at LIMIT 100)
+		ORDER BY 5 LIMIT 100`)
+	if err != nil {
+		return nil, fmt.Errorf("research status: %w", err)
+	}
+	defer rows.Close()
+	out := []RetryInfo{}
+	for rows.Next() {
+		var r RetryInfo
+		if err := rows.Scan(&r.Episode, &r.Clip, &r.Failures, &r.Reason, &r.NextAt); err != nil {
+			return nil, fmt.Errorf("research status: %w", err)
+		}
+		r.NextAt = r.NextAt.UTC()
+		out = append(out, r)
+	}
+	return out, rows.Err()
 }
 
 func (s *Store) parked(ctx context.Context, q string) ([]ParkedInfo, error) {

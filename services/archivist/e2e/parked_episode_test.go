@@ -15,11 +15,13 @@ import (
 	"github.com/archivist/archivist/services/researcher/locate/locatetest"
 )
 
-// TestEpisodeWithMissingMediaIsParked: an episode whose audio object does
-// not exist is parked with "not found" as its reason and holds no lease,
-// at once, while the other episode is researched; released by an operator
-// once its audio is there, it is researched.
-func TestEpisodeWithMissingMediaIsParked(t *testing.T) {
+// TestEpisodeWhoseMediaArrivesLate: an episode whose audio object is not in
+// the store (yet) is not parked: it waits, backing off, holding no lease,
+// listed as retrying with its reason, while the other episode is
+// researched; when its audio is stored (archive.object.recorded) it is
+// researched at once. An episode whose audio is not the bytes its sha256
+// names is parked, and released by an operator once fixed.
+func TestEpisodeWhoseMediaArrivesLate(t *testing.T) {
 	const rate = 22050
 	clip := locatetest.Jingle(41, 3, rate)
 	ep := locatetest.Bed(71, 20, rate)
@@ -32,55 +34,77 @@ func TestEpisodeWithMissingMediaIsParked(t *testing.T) {
 	}
 	w := newWorldAt(t, testenv.NATS(t), nil, 2, 1, audio)
 	ctx := context.Background()
-	// ep:000 has priority 0, ep:001 priority 1: the missing one is leased second.
+	// ep:000 has priority 0, ep:001 priority 1: the missing one is leased first.
 	if err := w.shared.Blob.Delete(ctx, "audio/ep:001"); err != nil {
 		t.Fatal(err)
 	}
 	pwaAddr := fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(t))
 	w.start(named("cwa"), nil)
 	w.start(locator(locate.NewLocator()), nil)
-	w.start(named("pwa"), map[string]string{"PWA_HTTP_ADDR": pwaAddr, "RESEARCH_LEASE_DURATION": "10m", "RESEARCH_ITEM_TTL": "5m"})
+	// Its wait is long: only the media's arrival can release it in time.
+	w.start(named("pwa"), map[string]string{"PWA_HTTP_ADDR": pwaAddr, "RESEARCH_LEASE_DURATION": "10m", "RESEARCH_ITEM_TTL": "5m",
+		"RESEARCH_RETRY_BASE": "1h", "RESEARCH_RETRY_MAX": "1h"})
 
 	base := "http://" + pwaAddr
-	waitUntil(t, 30*time.Second, "the episode parked and the other researched", func() bool {
+	waitUntil(t, 30*time.Second, "the episode waiting for its media and the other researched", func() bool {
 		st, err := researchcmd.Fetch(ctx, base)
-		return err == nil && st.Episodes.Parked == 1 && st.Episodes.Complete == 1 && len(st.Leases) == 0
+		return err == nil && len(st.Retrying) == 1 && st.Episodes.Complete == 1 && len(st.Leases) == 0
 	})
 	st, _ := researchcmd.Fetch(ctx, base)
-	if len(st.Parked) != 1 || st.Parked[0].Episode != "ep:001" || !strings.Contains(st.Parked[0].Reason, "not found") {
-		t.Fatalf("parked %+v, want ep:001 with \"not found\"", st.Parked)
+	if r := st.Retrying[0]; r.Episode != "ep:001" || r.Clip != "" || !strings.Contains(r.Reason, "not found") || st.Episodes.Parked != 0 {
+		t.Fatalf("retrying %+v, parked %d: want ep:001 waiting with \"not found\", nothing parked", st.Retrying, st.Episodes.Parked)
 	}
 	if n := w.leaseStates(); n["active"] != 0 || n["expired"] != 0 {
-		t.Errorf("leases %v: the parked episode's lease must be revoked at once", n)
+		t.Errorf("leases %v: the waiting episode's lease must be revoked at once", n)
 	}
 	var out bytes.Buffer
 	researchcmd.Print(&out, st, time.Now())
-	if !strings.Contains(out.String(), "ep:001") || !strings.Contains(out.String(), "not found") {
-		t.Errorf("status does not show the parked episode:\n%s", out.String())
+	if !strings.Contains(out.String(), "RETRYING") || !strings.Contains(out.String(), "ep:001") {
+		t.Errorf("status does not show the waiting episode:\n%s", out.String())
 	}
 
-	// Fixed and released: researched.
+	// The media arrives: researched without an operator.
 	if _, err := w.shared.Blob.Put(ctx, "audio/ep:001", bytes.NewReader(locatetest.WAV(ep, rate)), nil); err != nil {
 		t.Fatal(err)
 	}
-	if err := researchcmd.Release(ctx, base, "ep:001"); err != nil {
+	curator := testenv.BusAt(t, w.shared.NATSURL, "curator")
+	if _, _, err := curator.PublishEvent(ctx, &events.ObjectRecorded{Object: "audio/ep:001", SHA256: strings.Repeat("0", 64), Size: 1}); err != nil {
 		t.Fatal(err)
 	}
-	if err := researchcmd.Release(ctx, base, "ep:001"); err == nil || !strings.Contains(err.Error(), "no parked episode") {
+	w.waitStored(30 * time.Second)
+
+	// Audio that is not the bytes its sha256 names parks the episode at
+	// once; fixed and released by an operator, it is researched.
+	if _, err := w.shared.Blob.Put(ctx, "audio/ep:000", bytes.NewReader(locatetest.WAV(clip, rate)), nil); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := researchcmd.Redo(ctx, base, "ep:000", "redo"); err != nil || n != 1 {
+		t.Fatalf("redo: %d %v, want 1 result forgotten", n, err)
+	}
+	waitUntil(t, 30*time.Second, "the episode parked", func() bool {
+		st, err := researchcmd.Fetch(ctx, base)
+		return err == nil && st.Episodes.Parked == 1 && len(st.Leases) == 0
+	})
+	st, _ = researchcmd.Fetch(ctx, base)
+	if len(st.Parked) != 1 || st.Parked[0].Episode != "ep:000" || !strings.Contains(st.Parked[0].Reason, "sha256") {
+		t.Fatalf("parked %+v, want ep:000 with its sha256 mismatch", st.Parked)
+	}
+	if _, err := w.shared.Blob.Put(ctx, "audio/ep:000", bytes.NewReader(locatetest.WAV(ep, rate)), nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := researchcmd.Release(ctx, base, "ep:000"); err != nil {
+		t.Fatal(err)
+	}
+	if err := researchcmd.Release(ctx, base, "ep:000"); err == nil || !strings.Contains(err.Error(), "no parked episode") {
 		t.Errorf("second release: %v", err)
 	}
 	w.waitStored(30 * time.Second)
 
 	// An operator has an episode researched again: retry (its failed clips:
-	// none here), redo (all of them: its result forgotten, then stored
-	// again); an unknown episode is a 404.
+	// none here); an unknown episode is a 404.
 	if n, err := researchcmd.Redo(ctx, base, "ep:000", "retry"); err != nil || n != 0 {
 		t.Errorf("retry of an episode without failed clips: %d %v, want 0 forgotten", n, err)
 	}
-	if n, err := researchcmd.Redo(ctx, base, "ep:000", "redo"); err != nil || n != 1 {
-		t.Fatalf("redo: %d %v, want 1 result forgotten", n, err)
-	}
-	w.waitStored(30 * time.Second)
 	if _, err := researchcmd.Redo(ctx, base, "ep:nope", "redo"); err == nil || !strings.Contains(err.Error(), "404") {
 		t.Errorf("redo of an unknown episode: %v", err)
 	}

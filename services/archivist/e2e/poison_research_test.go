@@ -15,12 +15,14 @@ import (
 )
 
 // TestPoisonClipsFailAlone: an item whose clips include a decoder-crashing
-// Ogg page, a WAV declaring 65,535 channels, a clip whose audio does not
-// exist and one whose stored audio is not the one its sha256 names is
-// researched with the shipped locator: the good clip's occurrence
-// is stored, each bad clip is parked with its reason (its pair 'failed',
-// never leased again), the lease ends, the researcher survives, and nothing
-// is dead-lettered.
+// Ogg page, a WAV declaring 65,535 channels, a clip whose audio is not in
+// the store yet and one whose stored audio is not the one its sha256 names
+// is researched with the shipped locator: the good clip's occurrence is
+// stored, each bad clip is parked with its reason (its pair 'failed', never
+// leased again), the lease ends, the researcher survives, and nothing is
+// dead-lettered. The clip whose audio is missing is not parked: it waits
+// (a curating system may describe audio before delivering it), and when
+// its audio is stored (archive.object.recorded) it is researched.
 func TestPoisonClipsFailAlone(t *testing.T) {
 	const rate = 22050
 	good := locatetest.Jingle(41, 3, rate)
@@ -38,6 +40,8 @@ func TestPoisonClipsFailAlone(t *testing.T) {
 			return oggPage
 		case 2:
 			return append(locatetest.WAVHeader(65535, 8000, 16, 16), make([]byte, 16)...)
+		case 3: // removed below, and stored again later
+			return locatetest.WAV(good, rate)
 		}
 		return []byte("gone")
 	}
@@ -58,8 +62,10 @@ func TestPoisonClipsFailAlone(t *testing.T) {
 		occ            []events.Occurrence
 	}
 	got := map[string]row{}
-	deadline := time.Now().Add(60 * time.Second)
-	for len(got) < 5 && time.Now().Before(deadline) {
+	results := func(n int) {
+		t.Helper()
+		deadline := time.Now().Add(60 * time.Second)
+		for len(got) < n && time.Now().Before(deadline) {
 		time.Sleep(100 * time.Millisecond)
 		rows, err := w.db.Query(context.Background(), `SELECT c.key, p.state, coalesce(r.failure, ''), r.occurrences
 			FROM research.results r JOIN research.clips c ON c.id = r.clip_id
@@ -67,33 +73,60 @@ func TestPoisonClipsFailAlone(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		got = map[string]row{}
-		for rows.Next() {
-			var k string
-			var r row
-			if err := rows.Scan(&k, &r.state, &r.failure, &r.occ); err != nil {
-				t.Fatal(err)
+			got = map[string]row{}
+			for rows.Next() {
+				var k string
+				var r row
+				if err := rows.Scan(&k, &r.state, &r.failure, &r.occ); err != nil {
+					t.Fatal(err)
+				}
+				got[k] = r
 			}
-			got[k] = r
+			rows.Close()
 		}
-		rows.Close()
+		if len(got) != n {
+			t.Fatalf("%d of %d clips have a result after 60 s: %+v", len(got), n, got)
+		}
 	}
-	if len(got) != 5 {
-		t.Fatalf("%d of 5 clips have a result after 60 s: %+v", len(got), got)
-	}
+	results(4)
 	if r := got["clip:000"]; r.state != "researched" || len(r.occ) != 1 || r.occ[0].OffsetMS < 4990 || r.occ[0].OffsetMS > 5010 {
 		t.Errorf("good clip: %+v, want one occurrence at 5 s", r)
 	}
 	for clip, want := range map[string]string{
 		"clip:001": "corrupt audio",
 		"clip:002": "channels 65535 is beyond the limit",
-		"clip:003": "not found",
 		"clip:004": "sha256 mismatch",
 	} {
 		r := got[clip]
 		if r.state != "failed" || !strings.Contains(r.failure, want) || len(r.occ) != 0 {
 			t.Errorf("%s: %+v, want parked with %q", clip, r, want)
 		}
+	}
+	// The clip whose audio is missing waits, with its reason, not parked.
+	var state, lastError string
+	waitUntil(t, 10*time.Second, "the clip whose audio is missing to wait", func() bool {
+		w.db.QueryRow(context.Background(), `SELECT p.state, p.last_error FROM research.pairs p JOIN research.clips c ON c.id = p.clip_id
+			WHERE c.key = 'clip:003'`).Scan(&state, &lastError)
+		return state == "waiting"
+	})
+	if !strings.Contains(lastError, "not found") {
+		t.Errorf("waiting clip's reason %q, want \"not found\"", lastError)
+	}
+	if st, _ := research.New(w.db).Status(context.Background()); len(st.Retrying) != 1 || st.Retrying[0].Clip != "clip:003" {
+		t.Errorf("research status lists %+v as retrying, want clip:003", st.Retrying)
+	}
+	// Its audio arrives: it is researched at once, not after its wait.
+	if _, err := w.shared.Blob.Put(context.Background(), "audio/clip:003", bytes.NewReader(locatetest.WAV(good, rate)), nil); err != nil {
+		t.Fatal(err)
+	}
+	curator := testenv.BusAt(t, w.shared.NATSURL, "curator")
+	if _, _, err := curator.PublishEvent(context.Background(), &events.ObjectRecorded{Object: "audio/clip:003",
+		SHA256: strings.Repeat("0", 64), Size: 1}); err != nil {
+		t.Fatal(err)
+	}
+	results(5)
+	if r := got["clip:003"]; r.state != "researched" || len(r.occ) != 1 {
+		t.Errorf("clip whose audio arrived late: %+v, want researched with its occurrence", r)
 	}
 	waitUntil(t, 10*time.Second, "the leases to end", func() bool { return w.leaseStates()["active"] == 0 })
 	before := w.leaseStates()
@@ -108,8 +141,8 @@ func TestPoisonClipsFailAlone(t *testing.T) {
 	}
 	// The operator sees the episode done with failed clips, not waiting.
 	rst, err := research.New(w.db).Status(context.Background())
-	if err != nil || rst.Episodes.WithFailedClips != 1 || rst.Episodes.Waiting != 0 || len(rst.FailedClips) != 4 {
-		t.Errorf("research status %+v (%v): want 1 episode done with 4 failed clips, none waiting", rst.Episodes, err)
+	if err != nil || rst.Episodes.WithFailedClips != 1 || rst.Episodes.Waiting != 0 || len(rst.FailedClips) != 3 {
+		t.Errorf("research status %+v (%v): want 1 episode done with 3 failed clips, none waiting", rst.Episodes, err)
 	}
 	st, err := w.bus.JetStream().Stream(context.Background(), events.StreamDeadLetter)
 	if err != nil {

@@ -130,6 +130,7 @@ func newWorldAt(t *testing.T, url string, creds map[string]string, episodes, cli
 		episodes: episodes, clips: clips, audio: audio, vars: map[string]string{
 			"RESEARCH_LEASE_DURATION": "6s", "RESEARCH_ITEM_TTL": "3s", "RESEARCH_MAX_CLIPS": "8",
 			"RESEARCH_LIVENESS_TTL": "2s", "PWA_INTERVAL": "200ms", "PWA_HTTP_ADDR": "127.0.0.1:0",
+			"RESEARCH_RETRY_BASE": "200ms", "RESEARCH_RETRY_MAX": "2s",
 		}}
 	if creds != nil {
 		// A service's user may not make streams: the deploy user made them.
@@ -549,5 +550,26 @@ func TestResearchWithTheFingerprintLocator(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// TestSlowResearchKeepsItsLease: a researcher that takes longer on its
+// first clip than the whole lease lasts used to see its episode leased a
+// second time; the pwa now extends the lease a live researcher announces
+// holding, so no lease expires, nothing is leased twice, and no failure
+// counts against the episode.
+func TestSlowResearchKeepsItsLease(t *testing.T) {
+	w := newWorld(t, 1, 2, map[string]string{"RESEARCH_LEASE_DURATION": "3s", "RESEARCH_ITEM_TTL": "2s", "RESEARCH_LIVENESS_TTL": "1s"})
+	w.start(named("cwa"), nil)
+	w.start(locator(&testLocator{delay: 4 * time.Second}), nil)
+	w.start(named("pwa"), nil)
+	w.waitResults(60 * time.Second)
+	if st := w.leaseStates(); st["expired"] != 0 || st["revoked"] != 1 {
+		t.Errorf("lease states %v: want the one lease kept alive while its researcher worked, and ended by its final result", st)
+	}
+	var failures int
+	w.db.QueryRow(context.Background(), `SELECT failures FROM research.episodes`).Scan(&failures)
+	if failures != 0 {
+		t.Errorf("%d failures counted against the episode", failures)
 	}
 }

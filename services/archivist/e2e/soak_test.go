@@ -138,7 +138,7 @@ func newSoak(t *testing.T) *soak {
 	s.originServer()
 
 	research := map[string]string{"RESEARCH_LEASE_DURATION": "30s", "RESEARCH_ITEM_TTL": "15s", "RESEARCH_MAX_CLIPS": "4",
-		"RESEARCH_LIVENESS_TTL": "2s"}
+		"RESEARCH_LIVENESS_TTL": "2s", "RESEARCH_RETRY_BASE": "200ms", "RESEARCH_RETRY_MAX": "2s"}
 	addr := func(name, v string) {
 		port := testenv.FreePort(t)
 		s.env[name][v] = fmt.Sprintf("127.0.0.1:%d", port)

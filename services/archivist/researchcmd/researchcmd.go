@@ -42,6 +42,16 @@ func Print(w io.Writer, st research.Status, now time.Time) error {
 			fmt.Fprintf(tw, "%s\t%s\t%s\n", p.Episode, p.At.Format(time.RFC3339), p.Reason)
 		}
 	}
+	if len(st.Retrying) > 0 {
+		fmt.Fprintf(tw, "\nRETRYING\tCLIP\tFAILURES\tNEXT ATTEMPT IN\tLAST ERROR\n")
+		for _, r := range st.Retrying {
+			clip := r.Clip
+			if clip == "" {
+				clip = "(the episode)"
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\n", r.Episode, clip, r.Failures, r.NextAt.Sub(now).Round(time.Second), r.Reason)
+		}
+	}
 	if len(st.FailedClips) > 0 {
 		fmt.Fprintf(tw, "\nFAILED CLIP\tEPISODE\tREASON\n")
 		for _, p := range st.FailedClips {

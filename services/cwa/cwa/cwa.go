@@ -46,7 +46,7 @@ func run(ctx context.Context, env *service.Env, cfg Config) error {
 	if err := cfg.Research.Check(); err != nil {
 		return err
 	}
-	c := New(env.Bus, research.New(env.DB), cfg.Research, env.Metrics, env.Log)
+	c := New(env.Bus, research.New(env.DB, research.WithConfig(cfg.Research)), cfg.Research, env.Metrics, env.Log)
 	sub, err := bus.Consume(ctx, env.Bus, events.CWAResults, c.Result, bus.WithConcurrency(cfg.Concurrency),
 		bus.WithRetryDelay(100*time.Millisecond, 10*time.Second))
 	if err != nil {
@@ -80,7 +80,7 @@ type CWA struct {
 func New(b *bus.Bus, s *research.Store, cfg research.Config, reg prometheus.Registerer, log *slog.Logger) *CWA {
 	c := &CWA{bus: b, store: s, cfg: cfg, log: log, results: prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "archivist_cwa_results_total",
-		Help: "Results received, by outcome (stored; duplicate: a second result of a pair; redelivered: a delivery again of one stored; stale; episode_parked).",
+		Help: "Results received, by outcome (stored; duplicate: a second result of a pair; redelivered: a delivery again of one stored; stale; episode_parked; episode_waits: a failure of its audio that may pass).",
 	}, []string{"outcome"})}
 	if reg != nil {
 		reg.MustRegister(c.results)
@@ -144,6 +144,9 @@ func (c *CWA) Result(ctx context.Context, m *bus.Message[events.ResearchComplete
 		if err != nil {
 			return err
 		}
+		if err := c.store.EpisodeSucceeded(ctx, r.LeaseID); err != nil {
+			return err
+		}
 		log.Info("final result; lease revoked", "was_active", revoked, "outcome", outcome)
 		if err := c.bus.Conn().Publish(events.SubjectPWAWake, nil); err != nil {
 			log.Warn("wake the pwa", "err", err)
@@ -174,7 +177,7 @@ func (c *CWA) episodeFailed(ctx context.Context, m *bus.Message[events.ResearchC
 			return bus.RetryAfter(siblingWait)
 		}
 	}
-	known, err := c.store.ParkEpisode(ctx, r.Episode, r.EpisodeFailure)
+	known, parked, err := c.store.EpisodeFailure(ctx, r.LeaseID, r.Episode, r.EpisodeFailure, r.FailureKind)
 	if err != nil {
 		return err
 	}
@@ -184,8 +187,13 @@ func (c *CWA) episodeFailed(ctx context.Context, m *bus.Message[events.ResearchC
 	if _, err := c.store.Revoke(ctx, r.LeaseID); err != nil {
 		return err
 	}
-	c.results.WithLabelValues("episode_parked").Inc()
-	log.Warn("episode parked: its audio cannot be researched; lease revoked", "reason", r.EpisodeFailure)
+	if parked {
+		c.results.WithLabelValues("episode_parked").Inc()
+		log.Warn("episode parked: its audio cannot be researched; lease revoked", "reason", r.EpisodeFailure, "kind", r.FailureKind)
+	} else {
+		c.results.WithLabelValues("episode_waits").Inc()
+		log.Warn("episode waits: its audio could not be researched this time; lease revoked, retried later", "reason", r.EpisodeFailure, "kind", r.FailureKind)
+	}
 	if err := c.bus.Conn().Publish(events.SubjectPWAWake, nil); err != nil {
 		log.Warn("wake the pwa", "err", err)
 	}

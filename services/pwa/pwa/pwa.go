@@ -21,6 +21,7 @@ import (
 
 	"github.com/archivist/archivist/events"
 	"github.com/archivist/archivist/pkg/bus"
+	"github.com/archivist/archivist/pkg/fault"
 	"github.com/archivist/archivist/pkg/research"
 	"github.com/archivist/archivist/pkg/research/migrations"
 	"github.com/archivist/archivist/pkg/service"
@@ -54,14 +55,24 @@ func Definition() service.Definition {
 }
 
 func run(ctx context.Context, env *service.Env, cfg Config) error {
-	p, err := New(ctx, env.Bus, research.New(env.DB), cfg, env.Metrics, env.Log)
+	p, err := New(ctx, env.Bus, research.New(env.DB, research.WithConfig(cfg.Research)), cfg, env.Metrics, env.Log)
 	if err != nil {
 		return err
 	}
+	p.gate = env.Gate
 	works, err := bus.Consume(ctx, env.Bus, events.PWAWorks, p.Work, bus.WithConcurrency(4))
 	if err != nil {
 		return err
 	}
+	recorded, err := bus.Consume(ctx, env.Bus, events.PWARecorded, p.Recorded, bus.WithConcurrency(4))
+	if err != nil {
+		return errors.Join(err, works.Stop(context.Background()))
+	}
+	defer func() {
+		sctx, cancel := context.WithTimeout(context.Background(), env.ShutdownTimeout)
+		defer cancel()
+		_ = recorded.Stop(sctx)
+	}()
 	p.exportBacklog(env)
 	wake, err := env.Bus.Conn().Subscribe(events.SubjectPWAWake, func(*nats.Msg) { p.Wake() })
 	if err != nil {
@@ -93,6 +104,8 @@ type PWA struct {
 	log    *slog.Logger
 	wake   chan struct{}
 	leased prometheus.Counter
+	// gate pauses the loop while a dependency is down (nil: never).
+	gate *fault.Gate
 
 	openMu sync.Mutex
 	open   float64   // the last reading of OpenResearch
@@ -182,6 +195,21 @@ func (p *PWA) Wake() {
 }
 
 // Work stores a merged work from the curator and wakes the pwa if it changed.
+// Recorded learns that an object was stored: research waiting for that
+// media (a clip's or an episode's that was not in the store yet) is due at
+// once.
+func (p *PWA) Recorded(ctx context.Context, m *bus.Message[events.ObjectRecorded]) error {
+	n, err := p.store.MediaArrived(ctx, m.Event.Object)
+	if err != nil {
+		return err
+	}
+	if n > 0 {
+		p.log.Info("media arrived: research waiting for it is due", "media", m.Event.Object, "released", n)
+		p.Wake()
+	}
+	return nil
+}
+
 func (p *PWA) Work(ctx context.Context, m *bus.Message[events.WorkUpserted]) error {
 	out, err := p.store.UpsertWork(ctx, m.Event)
 	if err != nil {
@@ -214,7 +242,10 @@ func (p *PWA) Loop(ctx context.Context) {
 	recount := time.NewTicker(p.cfg.RecountInterval)
 	defer recount.Stop()
 	for {
-		if _, err := p.Activate(ctx); err != nil && ctx.Err() == nil {
+		if p.gate.Wait(ctx) != nil {
+			return
+		}
+		if _, err := p.Activate(ctx); err != nil && ctx.Err() == nil && !p.gate.Observe(ctx, err) {
 			p.log.Error("activation failed", "err", err)
 		}
 		select {
@@ -273,15 +304,28 @@ func (p *PWA) Activate(ctx context.Context) (int, error) {
 }
 
 func (p *PWA) activate(ctx context.Context) (int, error) {
-	if expired, err := p.store.ExpireLeases(ctx); err != nil {
-		return 0, err
-	} else if len(expired) > 0 {
-		p.log.Info("leases expired; their unfinished clips are free again", "leases", expired)
-	}
-	researchers, busy, err := research.Census(ctx, p.kv)
+	census, err := research.TakeCensus(ctx, p.kv)
 	if err != nil {
 		return 0, err
 	}
+	// A live researcher still analysing keeps its lease: extended before
+	// any lease expires, so that a slow node's episode is not leased twice.
+	for _, id := range census.Held {
+		if _, err := p.store.Extend(ctx, id, p.cfg.Research.LeaseDuration); err != nil {
+			return 0, err
+		}
+	}
+	if expired, err := p.store.ExpireLeases(ctx); err != nil {
+		return 0, err
+	} else if len(expired) > 0 {
+		p.log.Warn("leases expired: their unfinished clips are free again, and each counts a failure of its episode", "leases", expired)
+	}
+	if n, err := p.store.ReleaseDue(ctx); err != nil {
+		return 0, err
+	} else if n > 0 {
+		p.log.Info("research waiting after a failure is due again", "pairs", n)
+	}
+	researchers, busy := census.Live, census.Busy
 	pending, err := p.pending(ctx, busy)
 	if err != nil {
 		return 0, err

@@ -25,6 +25,7 @@ import (
 	"github.com/archivist/archivist/events"
 	"github.com/archivist/archivist/pkg/blob"
 	"github.com/archivist/archivist/pkg/bus"
+	"github.com/archivist/archivist/pkg/fault"
 	"github.com/archivist/archivist/pkg/research"
 	"github.com/archivist/archivist/pkg/service"
 	"github.com/archivist/archivist/services/researcher/audio"
@@ -98,6 +99,9 @@ type Researcher struct {
 	log  *slog.Logger
 	stop chan struct{}
 	busy atomic.Bool
+	// lease is the lease of the item in hand, announced with it: the pwa
+	// extends it while this researcher lives.
+	lease atomic.Value
 	// verified remembers media whose sha256 was checked.
 	verified verifiedMedia
 }
@@ -164,16 +168,19 @@ func (r *Researcher) Run(ctx context.Context) error {
 }
 
 func (r *Researcher) announce(ctx context.Context) error {
-	b, _ := json.Marshal(research.Announcement{ID: r.cfg.ID, SeenAt: time.Now().UTC(), Busy: r.busy.Load()})
+	lease, _ := r.lease.Load().(string)
+	b, _ := json.Marshal(research.Announcement{ID: r.cfg.ID, SeenAt: time.Now().UTC(), Busy: r.busy.Load(), Lease: lease})
 	if _, err := r.kv.Put(ctx, r.cfg.ID, b); err != nil {
 		return fmt.Errorf("announce %s: %w", r.cfg.ID, err)
 	}
 	return nil
 }
 
-// setBusy records whether an item is in hand and announces it at once.
-func (r *Researcher) setBusy(ctx context.Context, busy bool) {
+// setBusy records whether an item is in hand (and its lease) and announces
+// it at once.
+func (r *Researcher) setBusy(ctx context.Context, busy bool, lease string) {
 	r.busy.Store(busy)
+	r.lease.Store(lease)
 	if err := r.announce(ctx); err != nil {
 		r.log.Warn("announce", "err", err)
 	}
@@ -183,15 +190,19 @@ func (r *Researcher) setBusy(ctx context.Context, busy bool) {
 func (r *Researcher) Item(ctx context.Context, m *bus.Message[events.WorkItem]) error {
 	item := m.Event
 	log := r.log.With("lease", item.LeaseID, "episode", item.Episode.Key)
-	if now := time.Now(); now.After(item.ItemExpiresAt) {
-		// The queue has dropped it already; its lease may be re-issued.
+	if now := time.Now(); now.After(item.ItemExpiresAt) && now.After(item.LeaseExpiresAt) &&
+		m.Metadata.NumDelivered == 1 && !bus.IsReplay(m.Header) {
+		// It waited in the queue past its own and its lease's end: the
+		// lease is over, its clips leased again. An item redelivered
+		// (after a pause, or a crash) or replayed by an operator is
+		// researched: results of an ended lease are stored all the same.
 		log.Info("work item expired before it was started; dropped", "item_expires_at", item.ItemExpiresAt)
 		return nil
 	}
 	// Busy while the item is in hand: the pwa counts the items researchers
-	// hold apart from those waiting for redelivery.
-	r.setBusy(ctx, true)
-	defer r.setBusy(context.WithoutCancel(ctx), false)
+	// hold apart from those waiting for redelivery, and extends the lease.
+	r.setBusy(ctx, true, item.LeaseID)
+	defer r.setBusy(context.WithoutCancel(ctx), false, "")
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	go func() {
@@ -211,31 +222,37 @@ func (r *Researcher) Item(ctx context.Context, m *bus.Message[events.WorkItem]) 
 		if i < 0 || i >= len(item.Clips) {
 			return fmt.Errorf("locator reported clip %d of %d", i, len(item.Clips))
 		}
+		if failure != nil && fault.IsOutage(failure) {
+			// Not the clip's fault: the item stops, and is researched
+			// again when the dependency is back.
+			return failure
+		}
 		done++
 		res := &events.ResearchCompleted{LeaseID: item.LeaseID, Episode: item.Episode.Key,
 			Clip: item.Clips[i].Key, Occurrences: occ, Researcher: r.cfg.ID}
 		if failure != nil {
-			res.Occurrences, res.Failure = nil, events.FailureText(failure.Error())
-			log.Warn("clip cannot be researched; parked", "clip", item.Clips[i].Key, "reason", res.Failure)
+			res.Occurrences, res.Failure, res.FailureKind = nil, events.FailureText(failure.Error()), FailureKind(failure)
+			log.Warn("clip cannot be researched", "clip", item.Clips[i].Key, "reason", res.Failure, "kind", res.FailureKind)
 		}
 		return out.push(wctx, res)
 	})
 	fctx, fcancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer fcancel()
 	switch {
-	case err != nil && IsClipFault(err) && wctx.Err() == nil:
+	case err != nil && IsClipFault(err) && !fault.IsOutage(err) && wctx.Err() == nil:
 		// The episode's own audio is at fault (a clip's fault is reported
-		// through found): a final result parks the episode and ends the
-		// lease at once.
+		// through found): a final result ends the lease at once, and
+		// parks the episode, or (its media not in the store yet) has it
+		// wait and be leased again.
 		reason := events.FailureText(err.Error())
 		if perr := out.push(fctx, &events.ResearchCompleted{LeaseID: item.LeaseID, Episode: item.Episode.Key,
-			Clip: item.Clips[0].Key, EpisodeFailure: reason, Researcher: r.cfg.ID}); perr != nil {
+			Clip: item.Clips[0].Key, EpisodeFailure: reason, FailureKind: FailureKind(err), Researcher: r.cfg.ID}); perr != nil {
 			return perr
 		}
 		if ferr := out.flushFinal(fctx); ferr != nil {
 			return ferr
 		}
-		log.Warn("episode cannot be researched; parked", "reason", reason)
+		log.Warn("episode cannot be researched", "reason", reason, "kind", FailureKind(err))
 	case err == nil && done == len(item.Clips):
 		if ferr := out.flushFinal(fctx); ferr != nil {
 			return ferr
@@ -248,6 +265,9 @@ func (r *Researcher) Item(ctx context.Context, m *bus.Message[events.WorkItem]) 
 			return errors.Join(err, ferr)
 		}
 		log.Warn("work item stopped part-way; last result flagged final", "clips_done", done, "clips", len(item.Clips), "err", err)
+		if fault.IsOutage(err) {
+			return err // the consumer pauses until the dependency is back
+		}
 	case err == nil:
 		err = fmt.Errorf("locator returned %d results for %d clips", done, len(item.Clips))
 		fallthrough
@@ -266,13 +286,28 @@ func (r *Researcher) audio(ref events.AudioRef) Audio {
 	return Audio{Ref: ref, Open: func(ctx context.Context) (io.ReadCloser, error) { return r.openMedia(ctx, ref) }}
 }
 
-// IsClipFault reports whether err is a fault of the audio itself, which
-// retrying cannot cure: its object does not exist or is not the one the
-// catalog's sha256 names, or it breaks a bound, is of no known format or is
-// corrupt.
+// IsClipFault reports whether err is a fault of the audio itself rather
+// than of the researcher: its object does not exist (yet) or is not the
+// one the catalog's sha256 names, or it breaks a bound, is of no known
+// format or is corrupt.
 func IsClipFault(err error) bool {
 	var mm *MediaMismatchError
 	return errors.Is(err, blob.ErrNotFound) || errors.As(err, &mm) || audio.IsPermanent(err)
+}
+
+// FailureKind says whether a fault of the audio may pass: media not in the
+// store (yet) is events.FailureMediaMissing (a curating system may describe
+// audio before it is delivered); a fault of the bytes themselves is
+// permanent (""); anything else events.FailureTransient.
+func FailureKind(err error) string {
+	var mm *MediaMismatchError
+	switch {
+	case errors.Is(err, blob.ErrNotFound):
+		return events.FailureMediaMissing
+	case errors.As(err, &mm), audio.IsPermanent(err), fault.IsPermanent(err):
+		return ""
+	}
+	return events.FailureTransient
 }
 
 // sender holds back the latest result so that the last one sent can be
