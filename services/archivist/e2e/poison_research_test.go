@@ -66,13 +66,13 @@ func TestPoisonClipsFailAlone(t *testing.T) {
 		t.Helper()
 		deadline := time.Now().Add(60 * time.Second)
 		for len(got) < n && time.Now().Before(deadline) {
-		time.Sleep(100 * time.Millisecond)
-		rows, err := w.db.Query(context.Background(), `SELECT c.key, p.state, coalesce(r.failure, ''), r.occurrences
+			time.Sleep(100 * time.Millisecond)
+			rows, err := w.db.Query(context.Background(), `SELECT c.key, p.state, coalesce(r.failure, ''), r.occurrences
 			FROM research.results r JOIN research.clips c ON c.id = r.clip_id
 			JOIN research.pairs p ON p.episode_id = r.episode_id AND p.clip_id = r.clip_id`)
-		if err != nil {
-			t.Fatal(err)
-		}
+			if err != nil {
+				t.Fatal(err)
+			}
 			got = map[string]row{}
 			for rows.Next() {
 				var k string
