@@ -65,6 +65,7 @@ func run(ctx context.Context, env *service.Env, cfg Config) error {
 	if err != nil {
 		return err
 	}
+	ing.SetGate(env.Gate)
 	subs, err := p.Start(ctx, cfg.Concurrency)
 	if err != nil {
 		ing.Close()

@@ -17,6 +17,7 @@ import (
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/archivist/archivist/pkg/fault"
 	"github.com/archivist/archivist/pkg/telemetry"
 )
 
@@ -36,6 +37,9 @@ type Claim struct {
 	// LastError is the error of the last failed attempt.
 	Attempts  int
 	LastError string
+	// FirstFailed is when its attempts at the current state began to fail
+	// (zero: none failed, though workers may have crashed or hung on it).
+	FirstFailed time.Time
 	// traceparent is the batch's kept trace ("" when none).
 	traceparent string
 }
@@ -62,6 +66,7 @@ func tryClaim(ctx context.Context, db *pgxpool.Pool, e Entity, id int64, state S
 	var ok bool
 	var attempts *int
 	var lastErr, tp *string
+	var firstFailed *time.Time
 	// The batch's kept trace comes with the claim: its steps continue it.
 	traceparent := "traceparent"
 	if e == Job {
@@ -69,9 +74,9 @@ func tryClaim(ctx context.Context, db *pgxpool.Pool, e Entity, id int64, state S
 	}
 	if err := conn.QueryRow(ctx, `WITH l AS (SELECT pg_try_advisory_lock($1) AS ok),
 		u AS (UPDATE `+table(e)+` SET attempts = attempts + 1 WHERE id = $2 AND state = $3 AND next_attempt_at <= now()
-			AND (SELECT ok FROM l) RETURNING attempts, last_attempt_error, `+traceparent+` AS tp)
-		SELECT (SELECT ok FROM l), (SELECT attempts FROM u), (SELECT last_attempt_error FROM u), (SELECT tp FROM u)`,
-		lockKey(e, id), id, state).Scan(&ok, &attempts, &lastErr, &tp); err != nil || !ok {
+			AND (SELECT ok FROM l) RETURNING attempts, last_attempt_error, first_failed_at, `+traceparent+` AS tp)
+		SELECT (SELECT ok FROM l), (SELECT attempts FROM u), (SELECT last_attempt_error FROM u), (SELECT first_failed_at FROM u), (SELECT tp FROM u)`,
+		lockKey(e, id), id, state).Scan(&ok, &attempts, &lastErr, &firstFailed, &tp); err != nil || !ok {
 		conn.Release()
 		return nil, err
 	}
@@ -81,6 +86,9 @@ func tryClaim(ctx context.Context, db *pgxpool.Pool, e Entity, id int64, state S
 		return nil, nil
 	}
 	c.Attempts, c.LastError = *attempts, *lastErr
+	if firstFailed != nil {
+		c.FirstFailed = *firstFailed
+	}
 	if tp != nil {
 		c.traceparent = *tp
 	}
@@ -90,6 +98,7 @@ func tryClaim(ctx context.Context, db *pgxpool.Pool, e Entity, id int64, state S
 // countAttempt counts an attempt at state on a claim carried on from an
 // earlier state (the move reset the count).
 func (c *Claim) countAttempt(ctx context.Context, state State) error {
+	c.FirstFailed = time.Time{}
 	err := c.conn.QueryRow(ctx, `UPDATE `+table(c.Entity)+` SET attempts = attempts + 1 WHERE id = $1 AND state = $2
 		RETURNING attempts, last_attempt_error`, c.ID, state).Scan(&c.Attempts, &c.LastError)
 	if errors.Is(err, pgx.ErrNoRows) {
@@ -106,20 +115,15 @@ func (c *Claim) wait(ctx context.Context, state State, d time.Duration) error {
 	return err
 }
 
-// backOff records a failed attempt: its error, and the time before the
-// next, interval doubling with each attempt, at most maxBackoff.
-func (c *Claim) backOff(ctx context.Context, state State, interval time.Duration, reason string) error {
-	d := interval
-	for i := 1; i < c.Attempts && d < maxBackoff; i++ {
-		d *= 2
-	}
-	_, err := c.conn.Exec(ctx, `UPDATE `+table(c.Entity)+` SET next_attempt_at = now() + $3::interval, last_attempt_error = $4
-		WHERE id = $1 AND state = $2`, c.ID, state, min(d, maxBackoff), truncateText(reason, 2000))
+// backOff records a failed attempt under policy p: its error, when the
+// failures began, and the time before the next attempt.
+func (c *Claim) backOff(ctx context.Context, state State, p fault.Policy, reason string) error {
+	d := p.Delay(max(c.Attempts, 1))
+	_, err := c.conn.Exec(ctx, `UPDATE `+table(c.Entity)+` SET next_attempt_at = now() + $3::interval, last_attempt_error = $4,
+		first_failed_at = coalesce(first_failed_at, now())
+		WHERE id = $1 AND state = $2`, c.ID, state, d, truncateText(reason, 2000))
 	return err
 }
-
-// maxBackoff bounds the wait after a failed attempt.
-const maxBackoff = 5 * time.Minute
 
 // Release drops the claim.
 func (c *Claim) Release() {
@@ -173,9 +177,12 @@ type daemon struct {
 	// daemons: a listing skips it without asking PostgreSQL (a job carried
 	// from state to state is listed by each state's daemon in turn).
 	held *sync.Map
-	// maxAttempts fails an entity claimed more often at one state
-	// (INGEST_MAX_ATTEMPTS).
-	maxAttempts int
+	// policy bounds an entity's attempts at one state: the backoff after a
+	// failed one, and when it is failed (INGEST_MAX_ATTEMPTS claims, and,
+	// if an attempt failed with an error, INGEST_RETRY_BUDGET since).
+	policy fault.Policy
+	// gate pauses the daemon while a dependency is down (nil: never).
+	gate *fault.Gate
 }
 
 func (d *daemon) notify() {
@@ -190,6 +197,10 @@ func (d *daemon) run(ctx context.Context) {
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	for {
+		// While a dependency is down nothing is claimed: no attempt spent.
+		if d.gate.Wait(ctx) != nil {
+			return
+		}
 		claimed := 0
 		paused, err := d.store.Paused(ctx)
 		if err == nil {
@@ -197,7 +208,7 @@ func (d *daemon) run(ctx context.Context) {
 		}
 		if err == nil && !paused {
 			ids, err := d.candidates(ctx)
-			if err != nil && ctx.Err() == nil {
+			if err != nil && ctx.Err() == nil && !d.gate.Observe(ctx, err) {
 				d.log.Error("ingest: list", "entity", d.entity, "state", d.state, "err", err)
 			}
 			for _, id := range ids {
@@ -313,8 +324,9 @@ func (d *daemon) handle(ctx context.Context, c *Claim) (State, bool) {
 	log := d.log.With(string(d.entity), c.ID, "state", d.state, "attempt", c.Attempts)
 	var out Outcome
 	var err error
-	if _, canFail := find(d.entity, d.state, Failed, Daemon); canFail && d.maxAttempts > 0 && c.Attempts > d.maxAttempts {
-		// Poison: every attempt failed, or its worker crashed or hung.
+	if _, canFail := find(d.entity, d.state, Failed, Daemon); canFail && d.poisoned(c) {
+		// Poison: every attempt failed for longer than the budget, or its
+		// worker crashed or hung each time.
 		why := c.LastError
 		if why == "" {
 			why = "its worker crashed or hung each time"
@@ -342,9 +354,23 @@ func (d *daemon) handle(ctx context.Context, c *Claim) (State, bool) {
 	if ctx.Err() != nil {
 		return "", false
 	}
+	if err != nil && (fault.IsOutage(err) || d.gate.Observe(ctx, err)) {
+		// Not the entity's fault: its attempt is taken back, and the
+		// daemons pause until the dependency answers again.
+		log.Warn("ingest: a dependency is down; the attempt waits", "err", err)
+		if uerr := c.wait(ctx, d.state, 0); uerr != nil && ctx.Err() == nil {
+			log.Warn("ingest: uncount an attempt", "err", uerr)
+		}
+		return "", false
+	}
+	if err != nil && fault.IsPermanent(err) {
+		if _, canFail := find(d.entity, d.state, Failed, Daemon); canFail {
+			out, err = Outcome{To: Failed, Detail: err.Error()}, nil
+		}
+	}
 	if err != nil {
 		log.Error("ingest: work failed; it will be tried again after a backoff", "err", err)
-		if berr := c.backOff(ctx, d.state, d.interval, err.Error()); berr != nil {
+		if berr := c.backOff(ctx, d.state, d.policy, err.Error()); berr != nil {
 			log.Error("ingest: record the failed attempt", "err", berr)
 		}
 		return "", false
@@ -366,7 +392,10 @@ func (d *daemon) handle(ctx context.Context, c *Claim) (State, bool) {
 		// A failed attempt too (a manifest streamed in the move's
 		// transaction that failed, a lost connection): it backs off and
 		// counts. A move that committed left the state: nothing is written.
-		if berr := c.backOff(ctx, d.state, d.interval, fmt.Sprintf("move to %s: %v", to, err)); berr != nil {
+		if d.gate.Observe(ctx, err) {
+			return "", false // the database is out: the claim's session has gone
+		}
+		if berr := c.backOff(ctx, d.state, d.policy, fmt.Sprintf("move to %s: %v", to, err)); berr != nil {
 			log.Error("ingest: record the failed attempt", "err", berr)
 		}
 		return "", false
@@ -379,6 +408,21 @@ func (d *daemon) handle(ctx context.Context, c *Claim) (State, bool) {
 		log.Debug("ingest: moved", "to", to)
 	}
 	return to, true
+}
+
+// poisoned reports whether an entity has had its attempts at its state:
+// INGEST_MAX_ATTEMPTS claims and, once an attempt failed with an error,
+// INGEST_RETRY_BUDGET since (claims whose workers crashed or hung, with no
+// error, count by number alone).
+func (d *daemon) poisoned(c *Claim) bool {
+	if d.policy.Attempts <= 0 || c.Attempts <= d.policy.Attempts {
+		return false
+	}
+	p := d.policy
+	if c.FirstFailed.IsZero() {
+		p.Budget = 0
+	}
+	return p.Decide(errors.New(c.LastError), c.Attempts-1, c.FirstFailed, time.Now()).Park
 }
 
 // tracer makes the ingest steps' spans.

@@ -224,8 +224,9 @@ func TestBatchManifestStreamsIntoTheDatabase(t *testing.T) {
 	}
 }
 
-// TestStatusLineThatPostgresCannotStore: an origin answering with a status
-// line of invalid UTF-8 and a NUL fails its job once, with the reason made
+// TestStatusLineThatPostgresCannotStore: an origin answering 404 with a
+// status line of invalid UTF-8 and a NUL fails its job once (a 4xx is
+// permanent), with the reason made
 // storable, instead of a move that can never be saved being tried for ever.
 func TestStatusLineThatPostgresCannotStore(t *testing.T) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -243,12 +244,12 @@ func TestStatusLineThatPostgresCannotStore(t *testing.T) {
 				defer c.Close()
 				buf := make([]byte, 4096)
 				c.Read(buf)
-				c.Write([]byte("HTTP/1.1 500 bad \xff\xfe\x00 news\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"))
+				c.Write([]byte("HTTP/1.1 404 bad \xff\xfe\x00 news\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"))
 			}()
 		}
 	}()
 	r := newRig(t, nil)
-	r.failsWith(ingest.Submission{Submitter: "t", Profile: "p", PayloadURL: "http://" + ln.Addr().String() + "/x.bin", Type: "file"}, "500 bad")
+	r.failsWith(ingest.Submission{Submitter: "t", Profile: "p", PayloadURL: "http://" + ln.Addr().String() + "/x.bin", Type: "file"}, "404 bad")
 	var detail string
 	r.db.QueryRow(context.Background(), `SELECT error FROM curator.jobs LIMIT 1`).Scan(&detail)
 	if strings.ContainsRune(detail, 0) || strings.Contains(detail, "gave up") {

@@ -133,7 +133,10 @@ func newRigWith(t testing.TB, bs blob.Store, extra map[string]string) *rig {
 	port := testenv.FreePort(t)
 	r.api = fmt.Sprintf("http://127.0.0.1:%d", port)
 	r.env = map[string]string{"CURATOR_HTTP_ADDR": fmt.Sprintf("127.0.0.1:%d", port), "INGEST_ALLOW_PRIVATE": "true",
-		"INGEST_INTERVAL": "100ms", "INGEST_MIN_FREE_BYTES": "1048576", "INGEST_WORK_DIR": t.TempDir(), "INGEST_RETRIES": "2"}
+		"INGEST_INTERVAL": "100ms", "INGEST_MIN_FREE_BYTES": "1048576", "INGEST_WORK_DIR": t.TempDir(), "INGEST_RETRIES": "2",
+		// Failed attempts are bounded by number alone here (not by time):
+		// TestOriginDownForLongerThanItsAttempts runs with a budget.
+		"INGEST_RETRY_BUDGET": "0s", "INGEST_RETRY_MAX": "1s"}
 	for k, v := range extra {
 		r.env[k] = v
 	}

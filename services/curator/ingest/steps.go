@@ -36,6 +36,7 @@ import (
 	"github.com/archivist/archivist/events"
 	"github.com/archivist/archivist/pkg/blob"
 	"github.com/archivist/archivist/pkg/bus"
+	"github.com/archivist/archivist/pkg/fault"
 	"github.com/archivist/archivist/pkg/service"
 )
 
@@ -90,8 +91,25 @@ type Config struct {
 	// without moving on (failed attempts, or workers that crashed or hung
 	// on it), where the transition table lets the daemon fail it.
 	MaxAttempts int `env:"INGEST_MAX_ATTEMPTS, default=5"`
+	// RetryMax caps the wait after a failed attempt (the first waits
+	// INGEST_INTERVAL, each further one twice as long).
+	RetryMax time.Duration `env:"INGEST_RETRY_MAX, default=10m"`
+	// RetryBudget is how long a batch's or job's attempts at one state may
+	// keep failing for a cause that may pass (an origin or a callback
+	// down, the store refusing) before it is failed, once it has also had
+	// INGEST_MAX_ATTEMPTS attempts. An outage of PostgreSQL, NATS or the
+	// blob store spends nothing: the daemons pause.
+	RetryBudget time.Duration `env:"INGEST_RETRY_BUDGET, default=24h"`
 	// ARKPrefix is the local minter's shoulder.
 	ARKPrefix string `env:"INGEST_ARK_PREFIX, default=ark:/99999/fk4"`
+}
+
+// SetGate has every daemon wait while gate is closed (a dependency down)
+// and tell an outage from a failure of the batch or job.
+func (g *Ingester) SetGate(gate *fault.Gate) {
+	for _, d := range g.daemons {
+		d.gate = gate
+	}
 }
 
 // Ingester runs the daemons.
@@ -174,7 +192,8 @@ func New(cfg Config, s *Store, bs blob.Store, b *bus.Bus, log *slog.Logger) (*In
 	held := &sync.Map{}
 	add := func(e Entity, st State, w Work) {
 		g.daemons = append(g.daemons, &daemon{store: s, entity: e, state: st, work: w,
-			interval: cfg.Interval, log: log, wake: make(chan struct{}, 1), claims: claims, slots: slots, held: held, maxAttempts: cfg.MaxAttempts,
+			interval: cfg.Interval, log: log, wake: make(chan struct{}, 1), claims: claims, slots: slots, held: held,
+			policy: fault.Policy{Base: cfg.Interval, Max: max(cfg.RetryMax, cfg.Interval), Attempts: cfg.MaxAttempts, Budget: cfg.RetryBudget},
 			sem: make(chan struct{}, max(cfg.Concurrency, 1)), next: func(to State) *daemon { return g.daemon(e, to) }})
 	}
 	add(Batch, Pending, onBatch(g.batchPending))
@@ -719,7 +738,13 @@ func (g *Ingester) download(ctx context.Context, j *JobRow) (Outcome, error) {
 		if ctx.Err() != nil {
 			return Outcome{}, ctx.Err()
 		}
-		return Outcome{To: Failed, Detail: failure.Error()}, nil
+		// Content that is not what the manifest says, a URL not allowed, a
+		// 4xx: the job fails at once. An origin that is down or refusing
+		// for now: it is tried again, backing off, within the budget.
+		if fault.IsPermanent(failure) {
+			return Outcome{To: Failed, Detail: failure.Error()}, nil
+		}
+		return Outcome{}, failure
 	}
 	var total int64
 	for _, f := range files {
@@ -735,7 +760,7 @@ func (g *Ingester) download(ctx context.Context, j *JobRow) (Outcome, error) {
 // fetch downloads one file with retries, filling in its size and sha256.
 func (g *Ingester) fetch(ctx context.Context, f *File, dst string) error {
 	if err := g.allowedURL(f.URL); err != nil {
-		return fmt.Errorf("%s: %w", f.Name, err)
+		return fault.Permanent(fmt.Errorf("%s: %w", f.Name, err))
 	}
 	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
 		return err
@@ -751,8 +776,11 @@ func (g *Ingester) fetch(ctx context.Context, f *File, dst string) error {
 		}
 		err := g.fetchOnce(ctx, f, dst)
 		var bad *badContent
-		if err == nil || errors.As(err, &bad) {
-			return err // a wrong digest is not retried: the spec fails the job at once
+		if errors.As(err, &bad) {
+			return fault.Permanent(err) // a wrong digest is not retried: the spec fails the job at once
+		}
+		if err == nil || fault.IsPermanent(err) {
+			return err
 		}
 		last = err
 	}
@@ -774,7 +802,7 @@ func (g *Ingester) fetchOnce(ctx context.Context, f *File, dst string) error {
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("GET %s: %s", f.URL, resp.Status)
+		return originStatus(fmt.Errorf("GET %s: %s", f.URL, resp.Status), resp.StatusCode)
 	}
 	// Written in place: the job's directory is its own, and a download
 	// that fails is done again whole (so no temporary name and rename).
@@ -1165,7 +1193,12 @@ func (g *Ingester) storeFiles(ctx context.Context, j *JobRow) (Outcome, error) {
 			if ctx.Err() != nil {
 				return Outcome{}, ctx.Err()
 			}
-			return Outcome{To: Failed, Detail: "storing " + items[i].path + ": " + err.Error()}, nil
+			if errors.Is(err, blob.ErrChecksumMismatch) {
+				// The bytes are not those downloaded: no retry cures it.
+				return Outcome{To: Failed, Detail: "storing " + items[i].path + ": " + err.Error()}, nil
+			}
+			// The store refusing or out: tried again (an outage pauses).
+			return Outcome{}, fmt.Errorf("storing %s: %w", items[i].path, err)
 		}
 	}
 	return Outcome{To: Recording, Detail: fmt.Sprintf("version %d", version), Set: map[string]any{"version": version}}, nil
@@ -1197,7 +1230,9 @@ func (g *Ingester) record(ctx context.Context, j *JobRow) (Outcome, error) {
 	for _, r := range rows {
 		info, err := g.blob.Stat(ctx, r.key)
 		if err != nil {
-			return Outcome{To: Failed, Detail: "stored file " + r.path + " cannot be read back: " + err.Error()}, nil
+			// The store out or slow to show a new object: tried again,
+			// within the budget (an outage pauses and spends nothing).
+			return Outcome{}, fmt.Errorf("stored file %s cannot be read back: %w", r.path, err)
 		}
 		if info.Size != r.size {
 			return Outcome{To: Failed, Detail: fmt.Sprintf("stored file %s has %d bytes, %d were stored", r.path, info.Size, r.size)}, nil
@@ -1248,7 +1283,12 @@ func (g *Ingester) notify(ctx context.Context, j *JobRow) (Outcome, error) {
 	if b.CB != "" {
 		body, _ := json.Marshal(map[string]any{"batch": b.ID, "job": j.ID, "ark": j.ARK, "version": j.Version, "local_id": j.LocalID, "state": "completed"})
 		if last := g.postRetrying(ctx, b.CB, body); last != nil {
-			return Outcome{To: Failed, Detail: "callback: " + last.Error()}, nil
+			// A callback that refuses (4xx) fails the job; one that is down
+			// is tried again, backing off, within the budget.
+			if fault.IsPermanent(last) {
+				return Outcome{To: Failed, Detail: "callback: " + last.Error()}, nil
+			}
+			return Outcome{}, fmt.Errorf("callback: %w", last)
 		}
 	}
 	if err := os.RemoveAll(g.jobDir(id)); err != nil {
@@ -1259,6 +1299,16 @@ func (g *Ingester) notify(ctx context.Context, j *JobRow) (Outcome, error) {
 
 // postRetrying posts body to u up to INGEST_RETRIES times, waiting longer
 // after each failure; it returns the last failure.
+// originStatus marks an origin's answer: a 4xx (but for 408 Request
+// Timeout, 425 Too Early and 429 Too Many Requests) says the request is
+// wrong and will stay wrong: permanent; a 5xx or one of those may pass.
+func originStatus(err error, code int) error {
+	if code >= 400 && code < 500 && code != http.StatusRequestTimeout && code != http.StatusTooEarly && code != http.StatusTooManyRequests {
+		return fault.Permanent(err)
+	}
+	return err
+}
+
 func (g *Ingester) postRetrying(ctx context.Context, u string, body []byte) error {
 	var last error
 	for try := range max(g.cfg.Retries, 1) {
@@ -1289,7 +1339,7 @@ func (g *Ingester) post(ctx context.Context, u string, body []byte) error {
 	}
 	resp.Body.Close()
 	if resp.StatusCode/100 != 2 {
-		return fmt.Errorf("POST %s: %s", u, resp.Status)
+		return originStatus(fmt.Errorf("POST %s: %s", u, resp.Status), resp.StatusCode)
 	}
 	return nil
 }

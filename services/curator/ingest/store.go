@@ -250,7 +250,7 @@ func (s *Store) moveRow(ctx context.Context, q querier, e Entity, id int64, from
 	// stored would be tried again for ever.
 	detail = truncateText(detail, 4000)
 	u := `UPDATE ` + table(e) + ` SET state = $3, state_at = now(), error = CASE WHEN $3 = 'failed' THEN $4 ELSE '' END,
-		attempts = 0, next_attempt_at = '-infinity', last_attempt_error = ''`
+		attempts = 0, next_attempt_at = '-infinity', last_attempt_error = '', first_failed_at = NULL`
 	if e == Job && by == Daemon && to != Failed && to != Held {
 		u += `, last_successful = $2`
 	}

@@ -95,18 +95,22 @@ func TestEveryTransitionOfTheTable(t *testing.T) {
 	act(fmt.Sprintf("/v1/batches/%d/update-reporting", b), http.StatusOK)
 	r.waitState(ingest.Batch, b, ingest.Completed, wait)
 
-	// 3. A download failing past its retries; fixed, requeued, completed;
-	// the batch reports again and fails (another job is still failed),
-	// then it is deleted.
+	// 3. A download failing past its attempts (the origin down for
+	// good, as far as its budget goes); fixed, requeued, completed; the
+	// batch reports again and fails (another job is still failed), then
+	// it is deleted.
 	u := file("flaky.txt", "flaky")
 	o.mu.Lock()
-	o.fail["/f/flaky.txt"] = 2
+	o.fail["/f/flaky.txt"] = 1 << 20
 	o.mu.Unlock()
 	var mm strings.Builder
 	fmt.Fprintf(&mm, "#%%checkm_0.7\n%s\n%s\n#%%eof\n", u, file("fine2.txt", "x"))
 	b = sub("c1", o.put("/m/flaky.checkm", []byte(mm.String())), "batch-manifest")
 	r.waitState(ingest.Batch, b, ingest.Failed, wait)
 	flaky := r.jobsOf(b)[0]
+	o.mu.Lock()
+	o.fail["/f/flaky.txt"] = 0
+	o.mu.Unlock()
 	act(fmt.Sprintf("/v1/jobs/%d/requeue", flaky), http.StatusOK)
 	r.waitState(ingest.Job, flaky, ingest.Completed, wait)
 	var retries int
