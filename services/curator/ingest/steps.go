@@ -194,7 +194,7 @@ func New(cfg Config, s *Store, bs blob.Store, b *bus.Bus, log *slog.Logger) (*In
 		g.daemons = append(g.daemons, &daemon{store: s, entity: e, state: st, work: w,
 			interval: cfg.Interval, log: log, wake: make(chan struct{}, 1), claims: claims, slots: slots, held: held,
 			policy: fault.Policy{Base: cfg.Interval, Max: max(cfg.RetryMax, cfg.Interval), Attempts: cfg.MaxAttempts, Budget: cfg.RetryBudget},
-			sem: make(chan struct{}, max(cfg.Concurrency, 1)), next: func(to State) *daemon { return g.daemon(e, to) }})
+			sem:    make(chan struct{}, max(cfg.Concurrency, 1)), next: func(to State) *daemon { return g.daemon(e, to) }})
 	}
 	add(Batch, Pending, onBatch(g.batchPending))
 	add(Batch, Reporting, g.batchReport(Reporting))
