@@ -199,7 +199,12 @@ func newSystem(t *testing.T, name string, files ...string) *system {
 		t.Fatal(err)
 	}
 	s.token = strings.TrimSpace(string(token))
-	s.env = append(os.Environ(), "ARCHIVIST_TAG=composetest", "INGEST_ALLOW_PRIVATE=true", "INDEXER_SCAN_INTERVAL=2s")
+	// The retry delays short: an object whose recorded event a lost NATS
+	// node delayed is found "added at the provider, not yet captured" (row
+	// 9) and checked again after AUDITOR_RETRY_DELAY (5 min by default),
+	// longer than the test waits.
+	s.env = append(os.Environ(), "ARCHIVIST_TAG=composetest", "INGEST_ALLOW_PRIVATE=true", "INDEXER_SCAN_INTERVAL=2s",
+		"AUDITOR_RETRY_DELAY=10s", "RESEARCH_RETRY_BASE=5s", "INDEXER_RETRY_BASE=5s")
 	for _, svc := range []string{"curator", "pwa", "auditor", "indexer", "aggregator", "dashboard"} {
 		port := testenv.FreePort(t)
 		s.env = append(s.env, fmt.Sprintf("%s_PORT=%d", strings.ToUpper(svc), port))
