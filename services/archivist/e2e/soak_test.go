@@ -67,7 +67,7 @@ type soak struct {
 // soakSent counts what the load sent and the faults done.
 type soakSent struct {
 	Episodes, Clips, Batches, Files, WARCs, WARCLines, AuditChecks int
-	Kills, PGRestarts, NATSRestarts, Retries                       int
+	Kills, PGRestarts, NATSRestarts, BlobOutages, Retries          int
 	hosts                                                          []string
 }
 
@@ -93,7 +93,7 @@ func TestFaultSoak(t *testing.T) {
 	faults := []struct {
 		at time.Duration
 		do func()
-	}{{d / 4, s.restartPostgres}, {d / 2, s.restartNATS}, {3 * d / 4, s.restartPostgres}}
+	}{{d / 5, s.restartPostgres}, {2 * d / 5, s.blobOutage}, {3 * d / 5, s.restartNATS}, {4 * d / 5, s.restartPostgres}}
 	for time.Since(start) < d {
 		time.Sleep(time.Duration(500+rand.IntN(1500)) * time.Millisecond)
 		if len(faults) > 0 && time.Since(start) >= faults[0].at {
@@ -214,6 +214,23 @@ func (s *soak) restartPostgres() {
 	}
 	s.mu.Lock()
 	s.sent.PGRestarts++
+	s.mu.Unlock()
+}
+
+// blobOutage takes the blob store's directory away (an unmounted volume)
+// for 5 seconds, then puts it back: every service that reads or writes
+// blobs pauses meanwhile, and nothing may fail or park for it.
+func (s *soak) blobOutage() {
+	s.t.Log("blob store outage: its root taken away")
+	if err := os.Rename(s.blobDir, s.blobDir+".away"); err != nil {
+		s.t.Fatal(err)
+	}
+	time.Sleep(5 * time.Second)
+	if err := os.Rename(s.blobDir+".away", s.blobDir); err != nil {
+		s.t.Fatal(err)
+	}
+	s.mu.Lock()
+	s.sent.BlobOutages++
 	s.mu.Unlock()
 }
 
@@ -345,10 +362,10 @@ func (s *soak) curate(kind string, i int) {
 	id := fmt.Sprintf("%s-%03d", kind, i)
 	wav := soakAudio(kind, i)
 	key := "audio/" + id + ".wav"
-	if _, err := s.bs.Put(context.Background(), key, bytes.NewReader(wav), nil); err != nil {
-		s.t.Errorf("soak load: store %s: %v", key, err)
-		return
-	}
+	s.retry("store "+key, func() error {
+		_, err := s.bs.Put(context.Background(), key, bytes.NewReader(wav), nil)
+		return err
+	})
 	sum := sha256.Sum256(wav)
 	at := time.Date(2026, 11, 1, 0, 0, i, 0, time.UTC)
 	rec := map[string]any{"id": id, "title": "Soak " + id, "media": map[string]string{"key": key, "sha256": hex.EncodeToString(sum[:])},
@@ -393,10 +410,10 @@ func (s *soak) batch(n int) {
 // the repository the indexer scans.
 func (s *soak) warc(n int) {
 	host := fmt.Sprintf("h%03d.soak.example", n)
-	if _, err := s.bs.Put(context.Background(), fmt.Sprintf("warcs/soak-%03d.warc.gz", n), bytes.NewReader(warctest.Gzipped(host, 5)), nil); err != nil {
-		s.t.Errorf("soak load: store WARC %d: %v", n, err)
-		return
-	}
+	s.retry(fmt.Sprintf("store WARC %d", n), func() error {
+		_, err := s.bs.Put(context.Background(), fmt.Sprintf("warcs/soak-%03d.warc.gz", n), bytes.NewReader(warctest.Gzipped(host, 5)), nil)
+		return err
+	})
 	s.mu.Lock()
 	s.sent.WARCs++
 	s.sent.WARCLines += 5
@@ -421,6 +438,7 @@ type soakState struct {
 	files, filesOpen, lines, distinct                                 int
 	objects, inventoryFiles, checked, unchecked, badChecks, openTasks int
 	deadLetters, poisonLetters                                        int
+	parkedFiles, parkedAudits, waitingPairs, failedJobs               int
 	activeEpisodes, activeClips                                       int
 }
 
@@ -459,14 +477,15 @@ func (s *soak) settle(start time.Time) {
 	stuck := st.pairsOpen + st.failedPairs + st.leases + st.parked + st.batchesOpen + st.jobsOpen + st.filesOpen
 	s.t.Logf("soak %s (settled in %s): %d curation records (%d episodes x %d clips), %d results; %d batches, %d jobs, %d versions; "+
 		"%d WARC files, %d lines answered (%d distinct); %d objects, %d checked, %d audit checks asked; %d kills, %d PostgreSQL restarts, "+
-		"%d NATS restarts, %d client retries; dead letters %d (poison %d); lost %d, duplicated %d, stuck %d",
+		"%d NATS restarts, %d blob store outages, %d client retries; dead letters %d (poison %d); parked %d; lost %d, duplicated %d, stuck %d",
 		*soakFor, time.Since(settleStart).Round(time.Second), sent.Episodes+sent.Clips, sent.Episodes, sent.Clips, st.results,
 		st.batches, st.jobs, st.versions, st.files, st.lines, st.distinct, st.objects, st.checked, sent.AuditChecks+1,
-		sent.Kills, sent.PGRestarts, sent.NATSRestarts, sent.Retries, st.deadLetters, st.poisonLetters, lost, duplicated, stuck)
+		sent.Kills, sent.PGRestarts, sent.NATSRestarts, sent.BlobOutages, sent.Retries, st.deadLetters, st.poisonLetters,
+		st.parked+st.failedPairs+st.parkedFiles+st.parkedAudits, lost, duplicated, stuck)
 	for _, p := range problems {
 		s.t.Error(p)
 	}
-	if sent.Kills == 0 || sent.PGRestarts != 2 || sent.NATSRestarts != 1 || sent.Episodes == 0 || sent.Files == 0 || sent.WARCs == 0 {
+	if sent.Kills == 0 || sent.PGRestarts != 2 || sent.NATSRestarts != 1 || sent.BlobOutages != 1 || sent.Episodes == 0 || sent.Files == 0 || sent.WARCs == 0 {
 		s.t.Errorf("the soak did too little to prove anything: %+v", sent)
 	}
 	if s.t.Failed() {
@@ -494,6 +513,10 @@ func (s *soak) observe(ctx context.Context, db *pgxpool.Pool, sent soakSent, fin
 	q(&st.jobsOpen, `SELECT count(*) FROM curator.jobs WHERE state <> 'completed'`)
 	q(&st.versions, `SELECT count(*) FROM curator.inventory_versions`)
 	q(&st.inventoryFiles, `SELECT count(*) FROM curator.inventory_files`)
+	q(&st.parkedFiles, `SELECT count(*) FROM indexer.files WHERE status IN ('parked', 'failed')`)
+	q(&st.parkedAudits, `SELECT count(*) FROM auditor.audit_queue WHERE parked_at IS NOT NULL OR failures > 0`)
+	q(&st.waitingPairs, `SELECT count(*) FROM research.pairs WHERE state = 'waiting'`)
+	q(&st.failedJobs, `SELECT count(*) FROM curator.jobs WHERE state = 'failed'`)
 	q(&st.files, `SELECT count(*) FROM indexer.files`)
 	q(&st.filesOpen, `SELECT count(*) FROM indexer.files WHERE status <> 'indexed'`)
 	q(&st.objects, `SELECT count(*) FROM auditor.content_index`)
@@ -517,6 +540,10 @@ func (s *soak) observe(ctx context.Context, db *pgxpool.Pool, sent soakSent, fin
 	want("pairs failed", st.failedPairs, 0)
 	want("leases still active", st.leases, 0)
 	want("episodes parked", st.parked, 0)
+	want("pairs waiting after a failure", st.waitingPairs, 0)
+	want("jobs failed", st.failedJobs, 0)
+	want("WARC files failed or parked", st.parkedFiles, 0)
+	want("audit-queue entries failed or parked", st.parkedAudits, 0)
 	want("batches", st.batches, sent.Batches)
 	want("batches not completed", st.batchesOpen, 0)
 	want("jobs", st.jobs, sent.Files)
