@@ -63,6 +63,9 @@ func (g *Gate) Check(ctx context.Context) error {
 			if ctx.Err() != nil {
 				return ctx.Err()
 			}
+			if IsOutage(err) {
+				return err // it says what is out already
+			}
 			return Outage(p.Name, err)
 		}
 	}
