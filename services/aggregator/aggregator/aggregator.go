@@ -24,6 +24,7 @@ import (
 	"github.com/archivist/archivist/events"
 	"github.com/archivist/archivist/pkg/blob"
 	"github.com/archivist/archivist/pkg/bus"
+	"github.com/archivist/archivist/pkg/fault"
 	"github.com/archivist/archivist/pkg/service"
 	"github.com/archivist/archivist/pkg/store"
 	"github.com/archivist/archivist/services/aggregator/cdxindex"
@@ -63,7 +64,7 @@ func Definition() service.Definition {
 }
 
 func run(ctx context.Context, env *service.Env, cfg Config) error {
-	a := &Aggregator{db: env.DB, blob: env.Blob, cfg: cfg, log: env.Log, wake: make(chan struct{}, 1), skipped: skippedCounter(env.Metrics)}
+	a := &Aggregator{db: env.DB, blob: env.Blob, cfg: cfg, log: env.Log, wake: make(chan struct{}, 1), skipped: skippedCounter(env.Metrics), gate: env.Gate}
 	sub, err := bus.Consume(ctx, env.Bus, events.AggregatorReady, a.Ready)
 	if err != nil {
 		return err
@@ -94,6 +95,8 @@ type Aggregator struct {
 	// skipped counts announcements older than (or a replay of) the output
 	// recorded.
 	skipped prometheus.Counter
+	// gate pauses the merges while a dependency is down (nil: never).
+	gate *fault.Gate
 }
 
 // Ready records a file's new output. The announcement's send time is the
@@ -126,10 +129,13 @@ func (a *Aggregator) Loop(ctx context.Context) {
 	t := time.NewTicker(a.cfg.MergeInterval)
 	defer t.Stop()
 	for {
-		if err := a.MergeNew(ctx); err != nil && ctx.Err() == nil {
+		if a.gate.Wait(ctx) != nil {
+			return
+		}
+		if err := a.MergeNew(ctx); err != nil && ctx.Err() == nil && !a.gate.Observe(ctx, err) {
 			a.log.Error("merge", "err", err)
 		}
-		if err := a.DeleteRetired(ctx); err != nil && ctx.Err() == nil {
+		if err := a.DeleteRetired(ctx); err != nil && ctx.Err() == nil && !a.gate.Observe(ctx, err) {
 			a.log.Error("delete retired generations", "err", err)
 		}
 		select {
