@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -22,6 +23,10 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/johannesboyne/gofakes3"
+	"github.com/johannesboyne/gofakes3/backend/s3mem"
+	"github.com/minio/minio-go/v7"
+	"github.com/minio/minio-go/v7/pkg/credentials"
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -38,6 +43,9 @@ import (
 
 var soakFor = flag.Duration("soak", 30*time.Second,
 	"how long TestFaultSoak runs its load and its faults (go test ./services/archivist/e2e -run FaultSoak -soak 10m)")
+
+var soakS3For = flag.Duration("soak-s3", 20*time.Second,
+	"how long TestFaultSoakOnS3 runs its load and its faults")
 
 // soakServices are the services the soak test runs, each as its own process.
 var soakServices = []string{"curator", "pwa", "cwa", "researcher", "indexer", "aggregator", "auditor"}
@@ -62,6 +70,47 @@ type soak struct {
 	mu    sync.Mutex
 	files *origin.Origin // the batches' files and manifests
 	sent  soakSent
+	// s3 is the S3 stand-in the services store blobs in (nil: a local
+	// directory, blobDir).
+	s3 *s3StandIn
+}
+
+// s3StandIn is an S3-protocol server (gofakes3, in memory) on a fixed
+// port, which the soak stops and starts again with the same objects.
+type s3StandIn struct {
+	addr    string
+	handler http.Handler
+	srv     *http.Server
+}
+
+func newS3StandIn(t *testing.T) *s3StandIn {
+	t.Helper()
+	s := &s3StandIn{addr: fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(t)), handler: gofakes3.New(s3mem.New()).Server()}
+	s.start(t)
+	t.Cleanup(func() { s.srv.Close() })
+	return s
+}
+
+func (s *s3StandIn) start(t *testing.T) {
+	t.Helper()
+	var ln net.Listener
+	var err error
+	for range 50 { // the port may linger a moment after a stop
+		if ln, err = net.Listen("tcp", s.addr); err == nil {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if err != nil {
+		t.Fatalf("S3 stand-in: %v", err)
+	}
+	s.srv = &http.Server{Handler: s.handler, ReadHeaderTimeout: 10 * time.Second}
+	go s.srv.Serve(ln)
+}
+
+// url is BLOB_URL for the bucket.
+func (s *s3StandIn) url(bucket string) string {
+	return "s3://" + bucket + "/?endpoint=" + s.addr + "&secure=false&path_style=true&region=us-east-1"
 }
 
 // soakSent counts what the load sent and the faults done.
@@ -82,14 +131,18 @@ type soakSent struct {
 // line answered once; every stored file checked by the auditor; no lease,
 // claim or indexing left; nothing dead-lettered but the one poison message
 // the test sent.
-func TestFaultSoak(t *testing.T) {
-	s := newSoak(t)
+func TestFaultSoak(t *testing.T) { runSoak(t, newSoak(t, false), *soakFor) }
+
+// TestFaultSoakOnS3 is TestFaultSoak with every service's blobs in an S3
+// bucket (the S3 stand-in): its blob store outage stops the stand-in.
+func TestFaultSoakOnS3(t *testing.T) { runSoak(t, newSoak(t, true), *soakS3For) }
+
+func runSoak(t *testing.T, s *soak, d time.Duration) {
 	ctx, stopLoad := context.WithCancel(context.Background())
 	loadDone := make(chan struct{})
 	go func() { defer close(loadDone); s.load(ctx) }()
 
 	start := time.Now()
-	d := *soakFor
 	faults := []struct {
 		at time.Duration
 		do func()
@@ -109,10 +162,10 @@ func TestFaultSoak(t *testing.T) {
 	stopLoad()
 	<-loadDone
 	t.Logf("load and faults stopped after %s; settling", time.Since(start).Round(time.Second))
-	s.settle(start)
+	s.settle(start, d)
 }
 
-func newSoak(t *testing.T) *soak {
+func newSoak(t *testing.T, onS3 bool) *soak {
 	t.Helper()
 	ctx := context.Background()
 	s := &soak{t: t, blobDir: t.TempDir(), env: map[string]map[string]string{}, api: map[string]string{},
@@ -131,7 +184,20 @@ func newSoak(t *testing.T) *soak {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { natsserver.Stop(s.ns) })
-	if s.bs, err = blob.NewLocal(s.blobDir); err != nil {
+	if onS3 {
+		s.s3, s.blobDir = newS3StandIn(t), ""
+		mc, err := minio.New(s.s3.addr, &minio.Options{Creds: credentials.NewStaticV4("soak", "soak-secret", ""), BucketLookup: minio.BucketLookupPath, Region: "us-east-1"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := mc.MakeBucket(ctx, "soak", minio.MakeBucketOptions{Region: "us-east-1"}); err != nil {
+			t.Fatal(err)
+		}
+		s.bs, err = blob.Open(ctx, blob.Config{URL: s.s3.url("soak"), S3AccessKeyID: "soak", S3SecretAccessKey: "soak-secret"})
+	} else {
+		s.bs, err = blob.NewLocal(s.blobDir)
+	}
+	if err != nil {
 		t.Fatal(err)
 	}
 	s.sh = testenv.Shared{NATSURL: s.ns.ClientURL(), DBURL: s.pg.URL("archivist")}
@@ -148,6 +214,10 @@ func newSoak(t *testing.T) *soak {
 		s.env[name] = map[string]string{}
 		for k, v := range research {
 			s.env[name][k] = v
+		}
+		if s.s3 != nil {
+			s.env[name]["BLOB_URL"] = s.s3.url("soak")
+			s.env[name]["S3_ACCESS_KEY_ID"], s.env[name]["S3_SECRET_ACCESS_KEY"] = "soak", "soak-secret"
 		}
 	}
 	addr("curator", "CURATOR_HTTP_ADDR")
@@ -221,13 +291,20 @@ func (s *soak) restartPostgres() {
 // for 5 seconds, then puts it back: every service that reads or writes
 // blobs pauses meanwhile, and nothing may fail or park for it.
 func (s *soak) blobOutage() {
-	s.t.Log("blob store outage: its root taken away")
-	if err := os.Rename(s.blobDir, s.blobDir+".away"); err != nil {
-		s.t.Fatal(err)
-	}
-	time.Sleep(5 * time.Second)
-	if err := os.Rename(s.blobDir+".away", s.blobDir); err != nil {
-		s.t.Fatal(err)
+	if s.s3 != nil {
+		s.t.Log("blob store outage: the S3 stand-in stopped")
+		s.s3.srv.Close()
+		time.Sleep(5 * time.Second)
+		s.s3.start(s.t)
+	} else {
+		s.t.Log("blob store outage: its root taken away")
+		if err := os.Rename(s.blobDir, s.blobDir+".away"); err != nil {
+			s.t.Fatal(err)
+		}
+		time.Sleep(5 * time.Second)
+		if err := os.Rename(s.blobDir+".away", s.blobDir); err != nil {
+			s.t.Fatal(err)
+		}
 	}
 	s.mu.Lock()
 	s.sent.BlobOutages++
@@ -445,7 +522,7 @@ type soakState struct {
 // settle waits, up to 5 minutes, until everything sent has been done, then
 // reports the counts; it fails the test with what is missing if the system
 // never settles.
-func (s *soak) settle(start time.Time) {
+func (s *soak) settle(start time.Time, d time.Duration) {
 	ctx := context.Background()
 	db, err := pgxpool.New(ctx, s.sh.DBURL)
 	if err != nil {
@@ -478,7 +555,7 @@ func (s *soak) settle(start time.Time) {
 	s.t.Logf("soak %s (settled in %s): %d curation records (%d episodes x %d clips), %d results; %d batches, %d jobs, %d versions; "+
 		"%d WARC files, %d lines answered (%d distinct); %d objects, %d checked, %d audit checks asked; %d kills, %d PostgreSQL restarts, "+
 		"%d NATS restarts, %d blob store outages, %d client retries; dead letters %d (poison %d); parked %d; lost %d, duplicated %d, stuck %d",
-		*soakFor, time.Since(settleStart).Round(time.Second), sent.Episodes+sent.Clips, sent.Episodes, sent.Clips, st.results,
+		d, time.Since(settleStart).Round(time.Second), sent.Episodes+sent.Clips, sent.Episodes, sent.Clips, st.results,
 		st.batches, st.jobs, st.versions, st.files, st.lines, st.distinct, st.objects, st.checked, sent.AuditChecks+1,
 		sent.Kills, sent.PGRestarts, sent.NATSRestarts, sent.BlobOutages, sent.Retries, st.deadLetters, st.poisonLetters,
 		st.parked+st.failedPairs+st.parkedFiles+st.parkedAudits, lost, duplicated, stuck)
