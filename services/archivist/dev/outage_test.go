@@ -103,8 +103,8 @@ func TestDevBlobStoreOutage(t *testing.T) {
 	time.Sleep(blobOutage)
 	var research struct {
 		Episodes struct{ Complete, Parked, WithFailedClips int } `json:"episodes"`
-		Retrying []any `json:"retrying"`
-		Results  int   `json:"results"`
+		Retrying []any                                           `json:"retrying"`
+		Results  int                                             `json:"results"`
 	}
 	var index struct {
 		ByStatus map[string]int `json:"by_status"`
