@@ -102,7 +102,11 @@ func TestDevBlobStoreOutage(t *testing.T) {
 	}
 	time.Sleep(blobOutage)
 	var research struct {
-		Episodes struct{ Complete, Parked, WithFailedClips int } `json:"episodes"`
+		Episodes struct {
+			Complete        int `json:"complete"`
+			Parked          int `json:"parked"`
+			WithFailedClips int `json:"with_failed_clips"`
+		} `json:"episodes"`
 		Retrying []any                                           `json:"retrying"`
 		Results  int                                             `json:"results"`
 	}
