@@ -107,8 +107,8 @@ func TestDevBlobStoreOutage(t *testing.T) {
 			Parked          int `json:"parked"`
 			WithFailedClips int `json:"with_failed_clips"`
 		} `json:"episodes"`
-		Retrying []any                                           `json:"retrying"`
-		Results  int                                             `json:"results"`
+		Retrying []any `json:"retrying"`
+		Results  int   `json:"results"`
 	}
 	var index struct {
 		ByStatus map[string]int `json:"by_status"`
