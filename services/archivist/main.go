@@ -653,7 +653,7 @@ func cdxCmd(args []string, stdout, stderr io.Writer) error {
 }
 
 func indexCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	usage := fmt.Errorf("usage: archivist index status [--json] | archivist index reset FILE")
+	usage := fmt.Errorf("usage: archivist index status [--json] | archivist index reset|retry FILE")
 	if len(args) == 0 {
 		return usage
 	}
@@ -679,7 +679,7 @@ func indexCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			return printJSON(stdout, map[string]any{"files": st, "generations": gens})
 		}
 		return indexcmd.Print(stdout, st, gens, genErr, time.Now())
-	case "reset":
+	case "reset", "retry": // retry: every pipeline's retry verb
 		if fs.NArg() != 1 {
 			return usage
 		}

@@ -38,7 +38,7 @@ func Usage() string {
   archivist job list [--state S] [--batch ID] [--limit N] [--json]
   archivist batch release|delete|update-reporting ID
   archivist job status ID [--json]
-  archivist job hold|release|requeue|delete ID
+  archivist job hold|release|requeue|retry|delete ID   (retry: requeue)
   archivist collection hold|release PROFILE
   archivist ingest pause|resume | ingest cleanup [--older-than 24h]
 
@@ -99,6 +99,9 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		}
 		return PrintList(stdout, what, items)
 	case what == "batch" || what == "job":
+		if what == "job" && verb == "retry" {
+			verb = "requeue" // every pipeline's retry verb (docs/RELIABILITY.md)
+		}
 		fs := flag.NewFlagSet(what+" "+verb, flag.ContinueOnError)
 		fs.SetOutput(stderr)
 		id, err := parseID(fs, rest)

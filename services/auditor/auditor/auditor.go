@@ -474,6 +474,12 @@ func (a *Auditor) CheckNow(ctx context.Context, object, space string, light bool
 	for o := range targets {
 		keys = append(keys, o)
 	}
+	// An operator's check is also the retry of an audit-queue entry that
+	// kept failing: it is due again, its failures forgotten.
+	if _, err := a.db.Exec(ctx, `UPDATE auditor.audit_queue SET parked_at = NULL, failures = 0, first_failed_at = NULL,
+		next_attempt_at = '-infinity' WHERE NOT done AND object = ANY($1) AND (parked_at IS NOT NULL OR failures > 0)`, keys); err != nil {
+		return 0, fmt.Errorf("release audit-queue entries: %w", err)
+	}
 	last := map[string]time.Time{}
 	rows, err := a.db.Query(ctx, `SELECT object, checked_at FROM auditor.schedule WHERE object = ANY($1) AND checked_at IS NOT NULL`, keys)
 	if err != nil {

@@ -166,4 +166,12 @@ func TestAuditQueueEntryFailsAlone(t *testing.T) {
 		t.Errorf("failing entry: %d failures, error %q, done %v, parked %v, backing off %v: want one failure, its error, backing off",
 			failures, lastError, done, parked, later)
 	}
+	// An operator's check of the object is its retry: due again at once.
+	if _, err := a.CheckNow(ctx, "objects//broken", "", false); err != nil {
+		t.Fatal(err)
+	}
+	db.QueryRow(ctx, `SELECT failures, next_attempt_at > now() FROM auditor.audit_queue WHERE object = 'objects//broken'`).Scan(&failures, &later)
+	if failures != 0 || later {
+		t.Errorf("after the operator's check: %d failures, backing off %v; want it due again", failures, later)
+	}
 }
