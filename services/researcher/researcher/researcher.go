@@ -99,8 +99,9 @@ type Researcher struct {
 	log  *slog.Logger
 	stop chan struct{}
 	busy atomic.Bool
-	// lease is the lease of the item in hand, announced with it: the pwa
-	// extends it while this researcher lives.
+	// lease is the lease of the item in hand (a heldLease), announced
+	// with it: the pwa extends it while this researcher lives and works on
+	// it, up to the handler's timeout (a hung handler's lease then ends).
 	lease atomic.Value
 	// verified remembers media whose sha256 was checked.
 	verified verifiedMedia
@@ -168,7 +169,11 @@ func (r *Researcher) Run(ctx context.Context) error {
 }
 
 func (r *Researcher) announce(ctx context.Context) error {
-	lease, _ := r.lease.Load().(string)
+	held, _ := r.lease.Load().(heldLease)
+	lease := held.id
+	if time.Since(held.since) > bus.DefaultHandlerTimeout {
+		lease = "" // hung past its bound: the lease is let go
+	}
 	b, _ := json.Marshal(research.Announcement{ID: r.cfg.ID, SeenAt: time.Now().UTC(), Busy: r.busy.Load(), Lease: lease})
 	if _, err := r.kv.Put(ctx, r.cfg.ID, b); err != nil {
 		return fmt.Errorf("announce %s: %w", r.cfg.ID, err)
@@ -180,10 +185,16 @@ func (r *Researcher) announce(ctx context.Context) error {
 // it at once.
 func (r *Researcher) setBusy(ctx context.Context, busy bool, lease string) {
 	r.busy.Store(busy)
-	r.lease.Store(lease)
+	r.lease.Store(heldLease{id: lease, since: time.Now()})
 	if err := r.announce(ctx); err != nil {
 		r.log.Warn("announce", "err", err)
 	}
+}
+
+// heldLease is the lease of the item in hand, and since when.
+type heldLease struct {
+	id    string
+	since time.Time
 }
 
 // Item researches one work item.
