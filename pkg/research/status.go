@@ -136,7 +136,7 @@ func (s *Store) lists(ctx context.Context, st Status) (Status, error) {
 
 func (s *Store) retrying(ctx context.Context) ([]RetryInfo, error) {
 	rows, err := s.db.Query(ctx, `(SELECT key, '', failures, last_error, next_attempt_at FROM research.episodes
-			WHERE active AND parked_reason IS NULL AND next_attempt_at > now() ORDER BY next_attempt_at LIMIT 100)
+			WHERE failures > 0 AND next_attempt_at > now() AND active AND parked_reason IS NULL ORDER BY next_attempt_at LIMIT 100)
 		UNION ALL
 		(SELECT e.key, c.key, p.failures, p.last_error, p.retry_at FROM research.pairs p
 			JOIN research.episodes e ON e.id = p.episode_id JOIN research.clips c ON c.id = p.clip_id

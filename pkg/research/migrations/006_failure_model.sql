@@ -29,11 +29,13 @@ ALTER TABLE research.pairs ADD CONSTRAINT pairs_state_check CHECK (state IN ('le
 CREATE INDEX pairs_waiting ON research.pairs (retry_at) WHERE state = 'waiting' AND retry_at IS NOT NULL;
 CREATE INDEX pairs_missing ON research.pairs (clip_id) WHERE missing;
 CREATE INDEX episodes_media ON research.episodes (media_key);
+CREATE INDEX episodes_retrying ON research.episodes (next_attempt_at) WHERE failures > 0;
 CREATE INDEX clips_media ON research.clips (media_key);
 
 ---- create above / drop below ----
 
 DROP INDEX research.clips_media;
+DROP INDEX research.episodes_retrying;
 DROP INDEX research.episodes_media;
 DROP INDEX research.pairs_missing;
 DROP INDEX research.pairs_waiting;

@@ -95,11 +95,19 @@ func (r *Registry) TakeDue(ctx context.Context, limit int, stale time.Duration) 
 	if err := r.failStale(ctx, stale); err != nil {
 		return nil, err
 	}
-	rows, err := r.db.Query(ctx, `UPDATE indexer.files f SET status = 'queued', status_at = now(), attempts = attempts + 1
-		FROM (SELECT name FROM indexer.files
-			WHERE (status IN ('new', 'failed') AND next_attempt_at <= now()) OR (status = 'queued' AND status_at < now() - $2::interval)
-			ORDER BY failures, discovered_at DESC LIMIT $1 FOR UPDATE SKIP LOCKED) due
-		WHERE f.name = due.name RETURNING f.name, f.attempts`, limit, stale)
+	// Each kind of due file from an index of its own: files backing off
+	// are never scanned over, however many there are.
+	rows, err := r.db.Query(ctx, `WITH
+		n AS (SELECT name, failures, discovered_at FROM indexer.files WHERE status = 'new'
+			ORDER BY discovered_at DESC LIMIT $1 FOR UPDATE SKIP LOCKED),
+		f AS (SELECT name, failures, discovered_at FROM indexer.files WHERE status = 'failed' AND next_attempt_at <= now()
+			ORDER BY next_attempt_at LIMIT $1 FOR UPDATE SKIP LOCKED),
+		q AS (SELECT name, failures, discovered_at FROM indexer.files WHERE status = 'queued' AND status_at < now() - $2::interval
+			ORDER BY status_at LIMIT $1 FOR UPDATE SKIP LOCKED),
+		due AS (SELECT name FROM (SELECT * FROM n UNION ALL SELECT * FROM f UNION ALL SELECT * FROM q) c
+			ORDER BY failures, discovered_at DESC LIMIT $1)
+		UPDATE indexer.files SET status = 'queued', status_at = now(), attempts = attempts + 1
+		FROM due WHERE indexer.files.name = due.name RETURNING indexer.files.name, indexer.files.attempts`, limit, stale)
 	if err != nil {
 		return nil, fmt.Errorf("take due files: %w", err)
 	}
