@@ -349,10 +349,19 @@ func TestInProgressKeepsSlowHandlerFromRedelivery(t *testing.T) {
 	}
 }
 
+// TestStopDrainsWithoutLosingMessages: a consumer stopped mid-stream hands
+// every message it has already pulled to its handlers and settles it; the
+// next consumer handles the rest, each message once. The messages the
+// server was sending for the last pull request when the subscription went
+// away are marked delivered by the server and reach no one (a window
+// JetStream has by design: nats-io/nats.go#898): they come again after the
+// ack wait, at most one pull batch of them. The test used to want none
+// (with a 30 s ack wait), and failed about once in 30 runs on a busy
+// machine.
 func TestStopDrainsWithoutLosingMessages(t *testing.T) {
 	b := setup(t)
 	ctx := context.Background()
-	c := testConsumer("drain", 30*time.Second, 5)
+	c := testConsumer("drain", 3*time.Second, 5)
 	const total = 300
 	batch := make([]bus.Outgoing, total)
 	for i := range batch {
@@ -377,15 +386,16 @@ func TestStopDrainsWithoutLosingMessages(t *testing.T) {
 	}
 	count := func() int { mu.Lock(); defer mu.Unlock(); return len(seen) }
 
-	first, err := bus.Consume(ctx, b, c, handler, bus.WithConcurrency(4), bus.WithPullMaxMessages(50))
+	const pullBatch = 50
+	first, err := bus.Consume(ctx, b, c, handler, bus.WithConcurrency(4), bus.WithPullMaxMessages(pullBatch))
 	if err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, 10*time.Second, "some messages handled", func() bool { return count() >= 40 })
 	stop(t, first)
 	afterStop := count()
-	if info := consumerInfo(t, b, c); info.NumAckPending != 0 {
-		t.Errorf("%d messages left unacked by a drained consumer", info.NumAckPending)
+	if info := consumerInfo(t, b, c); info.NumAckPending > pullBatch {
+		t.Errorf("%d messages left unacked by a drained consumer: more than the last pull request's %d", info.NumAckPending, pullBatch)
 	}
 	if afterStop >= total {
 		t.Fatalf("all %d handled before stop; the test proves nothing", total)
@@ -396,8 +406,7 @@ func TestStopDrainsWithoutLosingMessages(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer stop(t, second)
-	// Well inside the 30 s ack wait: the rest arrive without any redelivery.
-	waitFor(t, 10*time.Second, "every message handled", func() bool { return count() == total })
+	waitFor(t, 20*time.Second, "every message handled", func() bool { return count() == total })
 	mu.Lock()
 	defer mu.Unlock()
 	for id, n := range seen {

@@ -163,6 +163,7 @@ type Subscription struct {
 	pmu      sync.Mutex
 	paused   bool
 	resumed  chan struct{} // closed when a pause ends
+	pausing  chan struct{} // closed when a pause begins
 	stopping bool
 	callback func(jetstream.Msg)
 	// held are messages the client had buffered when a pause began,
@@ -254,6 +255,7 @@ func (b *Bus) ConsumeRaw(ctx context.Context, c events.Consumer, h RawHandler, o
 		hbDone:  make(chan struct{}),
 
 		maxDeliver: cons.CachedInfo().Config.MaxDeliver,
+		pausing:    make(chan struct{}),
 	}
 	s.inflight.m = make(map[*inflightEntry]struct{})
 	s.acked = b.metrics.messages.WithLabelValues(s.name, outcomeAcked)
@@ -281,14 +283,21 @@ func (b *Bus) ConsumeRaw(ctx context.Context, c events.Consumer, h RawHandler, o
 		// the pause began) is held, kept in progress, until it ends.
 		callback = func(m jetstream.Msg) {
 			q := queued{m, s.track(m)}
-			s.pmu.Lock()
-			if s.paused {
-				s.held = append(s.held, q)
+			for {
+				s.pmu.Lock()
+				if s.paused {
+					s.held = append(s.held, q)
+					s.pmu.Unlock()
+					return
+				}
+				pausing := s.pausing
 				s.pmu.Unlock()
-				return
+				select {
+				case s.work <- q:
+					return
+				case <-pausing: // every worker waits: held instead, so the drain goes on
+				}
 			}
-			s.pmu.Unlock()
-			s.work <- q
 		}
 	}
 	s.cons = cons
@@ -368,6 +377,7 @@ func (s *Subscription) pause(cause error) bool {
 		return true
 	}
 	s.paused, s.resumed = true, make(chan struct{})
+	close(s.pausing)
 	if s.cc != nil {
 		// Drain, not Stop: the messages the client has already pulled are
 		// handed over (and held, kept in progress) instead of lying
@@ -415,6 +425,7 @@ func (s *Subscription) resume() bool {
 	}
 	s.paused = false
 	close(s.resumed)
+	s.pausing = make(chan struct{})
 	if held := s.held; len(held) > 0 {
 		s.held = nil
 		s.feeding.Add(1)
@@ -457,6 +468,7 @@ func (s *Subscription) Stop(ctx context.Context) error {
 		if s.paused { // the messages waiting for a dependency are given back
 			s.paused = false
 			close(s.resumed)
+			s.pausing = make(chan struct{})
 		}
 		held, drained := s.held, s.drained
 		s.held, s.drained = nil, nil
