@@ -564,6 +564,8 @@ func TestSlowResearchKeepsItsLease(t *testing.T) {
 	w.start(locator(&testLocator{delay: 4 * time.Second}), nil)
 	w.start(named("pwa"), nil)
 	w.waitResults(60 * time.Second)
+	// The final result is stored, then its lease revoked: wait for both.
+	waitUntil(t, 10*time.Second, "the lease to end", func() bool { return w.leaseStates()["active"] == 0 })
 	if st := w.leaseStates(); st["expired"] != 0 || st["revoked"] != 1 {
 		t.Errorf("lease states %v: want the one lease kept alive while its researcher worked, and ended by its final result", st)
 	}
