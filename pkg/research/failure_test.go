@@ -18,8 +18,12 @@ func storeWith(t *testing.T, edit func(*research.Config)) *research.Store {
 	return research.New(testenv.DB(t, migrations.Schema), research.WithConfig(cfg))
 }
 
+// expire has a researcher take lease l (Hold), then lets it run out.
 func expire(t *testing.T, s *research.Store, l *research.Lease) {
 	t.Helper()
+	if ok, err := s.Hold(context.Background(), l.ID, time.Minute); err != nil || !ok {
+		t.Fatalf("hold: %v %v", ok, err)
+	}
 	if _, err := s.DB().Exec(context.Background(), `UPDATE research.leases SET expires_at = now() - interval '1 second' WHERE id = $1`, l.ID); err != nil {
 		t.Fatal(err)
 	}
@@ -39,11 +43,24 @@ func episodeRow(t *testing.T, s *research.Store, key string) (failures int, park
 
 // TestLeasesThatExpireCountAndPark: a researcher that crashes, hangs or
 // loses the item on every lease of an episode used to have it re-leased
-// every lease duration for ever. Each expired lease now counts a failure of
-// the episode, which backs off, and after RESEARCH_MAX_ATTEMPTS it parks.
+// every lease duration for ever. Each expired lease a researcher had taken
+// now counts a failure of the episode, which backs off, and after
+// RESEARCH_MAX_ATTEMPTS it parks.
 func TestLeasesThatExpireCountAndPark(t *testing.T) {
 	s := storeWith(t, func(c *research.Config) { c.RetryBase, c.RetryMax = time.Hour, time.Hour })
 	add(t, s, work("episode", "ep", 1, 1), work("clip", "a", 1, 1))
+	// A lease whose item no researcher took (none was free in time) is no
+	// one's failure: it runs out, and the episode is leased again at once.
+	untaken := lease(t, s, 8)
+	if _, err := s.DB().Exec(context.Background(), `UPDATE research.leases SET expires_at = now() - interval '1 second' WHERE id = $1`, untaken.ID); err != nil {
+		t.Fatal(err)
+	}
+	if ids, err := s.ExpireLeases(context.Background()); err != nil || len(ids) != 1 {
+		t.Fatalf("expire: %v %v", ids, err)
+	}
+	if failures, _, backingOff := episodeRow(t, s, "ep"); failures != 0 || backingOff {
+		t.Fatalf("a lease nobody took counted: %d failures, backing off %v", failures, backingOff)
+	}
 	expire(t, s, lease(t, s, 8))
 	if failures, parked, backingOff := episodeRow(t, s, "ep"); failures != 1 || parked != nil || !backingOff {
 		t.Fatalf("after one expired lease: %d failures, parked %v, backing off %v", failures, parked, backingOff)

@@ -414,11 +414,11 @@ const endSQL = `, deleted AS (
 SELECT ended.id::text, (SELECT count(*) FROM freed) FROM ended`
 
 // ExpireLeases ends every active lease past its expiry and frees its
-// unfinished clips. A lease that expires is a failed attempt of its
-// episode (its researcher crashed, hung or lost the item, or its results
-// were never stored): the episode backs off, and after
-// RESEARCH_MAX_ATTEMPTS such failures it is parked. It returns the expired
-// leases' ids.
+// unfinished clips. A lease that a researcher took (Hold) and that expires
+// is a failed attempt of its episode (its researcher crashed, hung or lost
+// the item): the episode backs off, and after RESEARCH_MAX_ATTEMPTS such
+// failures it is parked; one whose item nobody took in time is not. It
+// returns the expired leases' ids.
 func (s *Store) ExpireLeases(ctx context.Context) ([]string, error) {
 	ids, err := s.expireLeases(ctx)
 	if err != nil {
@@ -484,6 +484,20 @@ func (s *Store) Extend(ctx context.Context, leaseID string, by time.Duration) (b
 	return tag.RowsAffected() == 1, nil
 }
 
+// Hold extends, as Extend does, a lease a live researcher says it is
+// working on, and marks it taken: a taken lease that expires is a failure
+// of its episode (its researcher crashed, hung or lost the item), one
+// whose item no researcher took is not (there was no one free in time).
+func (s *Store) Hold(ctx context.Context, leaseID string, by time.Duration) (bool, error) {
+	tag, err := s.db.Exec(ctx, `UPDATE research.leases SET expires_at = greatest(expires_at, now() + $2::interval),
+		held_at = coalesce(held_at, now())
+		WHERE id::text = $1 AND state = 'active' AND expires_at > now()`, leaseID, by)
+	if err != nil {
+		return false, fmt.Errorf("hold lease %s: %w", leaseID, err)
+	}
+	return tag.RowsAffected() == 1, nil
+}
+
 // leaseFailed records a failed attempt of lease's episode under policy p,
 // unless the lease was made before the episode's media last changed (a
 // stale failure never counts against new media).
@@ -491,10 +505,12 @@ func (s *Store) leaseFailed(ctx context.Context, leaseID string, p fault.Policy,
 	return pgx.BeginFunc(ctx, s.db, func(tx pgx.Tx) error {
 		var epID int64
 		var stale bool
-		err := tx.QueryRow(ctx, `SELECT e.id, l.created_at < e.media_changed_at FROM research.leases l JOIN research.episodes e ON e.id = l.episode_id
-			WHERE l.id = $1 FOR UPDATE OF e`, leaseID).Scan(&epID, &stale)
-		if errors.Is(err, pgx.ErrNoRows) || stale {
-			return nil
+		var taken bool
+		err := tx.QueryRow(ctx, `SELECT e.id, l.created_at < e.media_changed_at, l.held_at IS NOT NULL
+			FROM research.leases l JOIN research.episodes e ON e.id = l.episode_id
+			WHERE l.id = $1 FOR UPDATE OF e`, leaseID).Scan(&epID, &stale, &taken)
+		if errors.Is(err, pgx.ErrNoRows) || stale || !taken {
+			return nil // stale, or its item was never taken: no one failed
 		}
 		if err != nil {
 			return fmt.Errorf("failure of lease %s: %w", leaseID, err)

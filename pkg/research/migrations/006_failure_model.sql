@@ -26,6 +26,10 @@ ALTER TABLE research.pairs
     ADD COLUMN missing         boolean     NOT NULL DEFAULT false;
 ALTER TABLE research.pairs DROP CONSTRAINT pairs_state_check;
 ALTER TABLE research.pairs ADD CONSTRAINT pairs_state_check CHECK (state IN ('leased', 'researched', 'failed', 'waiting'));
+
+-- A lease a live researcher said it was working on (held_at): if it expires
+-- its researcher failed; one whose item nobody took just ran out of time.
+ALTER TABLE research.leases ADD COLUMN held_at timestamptz;
 CREATE INDEX pairs_waiting ON research.pairs (retry_at) WHERE state = 'waiting' AND retry_at IS NOT NULL;
 CREATE INDEX pairs_missing ON research.pairs (clip_id) WHERE missing;
 CREATE INDEX episodes_media ON research.episodes (media_key);
@@ -34,6 +38,7 @@ CREATE INDEX clips_media ON research.clips (media_key);
 
 ---- create above / drop below ----
 
+ALTER TABLE research.leases DROP COLUMN held_at;
 DROP INDEX research.clips_media;
 DROP INDEX research.episodes_retrying;
 DROP INDEX research.episodes_media;

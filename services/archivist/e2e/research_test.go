@@ -565,9 +565,15 @@ func TestSlowResearchKeepsItsLease(t *testing.T) {
 	w.start(named("pwa"), nil)
 	w.waitResults(60 * time.Second)
 	// The final result is stored, then its lease revoked: wait for both.
-	waitUntil(t, 10*time.Second, "the lease to end", func() bool { return w.leaseStates()["active"] == 0 })
-	if st := w.leaseStates(); st["expired"] != 0 || st["revoked"] != 1 {
-		t.Errorf("lease states %v: want the one lease kept alive while its researcher worked, and ended by its final result", st)
+	waitUntil(t, 10*time.Second, "the leases to end", func() bool { return w.leaseStates()["active"] == 0 })
+	// A second item may wait in the queue for the one researcher and run
+	// out (the spec's capacity check leases one ahead): that is no one's
+	// failure. A lease the researcher was working on never expires.
+	var taken, takenExpired int
+	w.db.QueryRow(context.Background(), `SELECT count(*) FILTER (WHERE held_at IS NOT NULL),
+		count(*) FILTER (WHERE held_at IS NOT NULL AND state = 'expired') FROM research.leases`).Scan(&taken, &takenExpired)
+	if taken == 0 || takenExpired != 0 {
+		t.Errorf("%d leases taken by the researcher, %d of them expired: want none expired while its researcher worked (%v)", taken, takenExpired, w.leaseStates())
 	}
 	var failures int
 	w.db.QueryRow(context.Background(), `SELECT failures FROM research.episodes`).Scan(&failures)

@@ -311,7 +311,7 @@ func (p *PWA) activate(ctx context.Context) (int, error) {
 	// A live researcher still analysing keeps its lease: extended before
 	// any lease expires, so that a slow node's episode is not leased twice.
 	for _, id := range census.Held {
-		if _, err := p.store.Extend(ctx, id, p.cfg.Research.LeaseDuration); err != nil {
+		if _, err := p.store.Hold(ctx, id, p.cfg.Research.LeaseDuration); err != nil {
 			return 0, err
 		}
 	}
