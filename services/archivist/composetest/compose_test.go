@@ -56,6 +56,13 @@ func skipUnlessAsked(t *testing.T) {
 	if os.Getenv("ARCHIVIST_COMPOSE_TEST") == "" {
 		t.Skip("SKIPPED: the compose end-to-end tests run with ARCHIVIST_COMPOSE_TEST=1 (a Docker engine, docker-compose, /bin/busybox)")
 	}
+	// The images are built from the whole tree by programs go test does not
+	// watch, so a cached pass is valid only for the same source: .ci/run
+	// names it here (its commit and uncommitted change), and go test keys
+	// its cache on the variables a test reads.
+	if src := os.Getenv("ARCHIVIST_COMPOSE_SOURCE"); src != "" {
+		t.Logf("source %s", src)
+	}
 }
 
 // imagesOnce builds the images once for both tests.
