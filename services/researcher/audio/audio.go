@@ -64,6 +64,11 @@ func OpenLimited(r io.Reader, lim Limits) (s Stream, err error) {
 	src := &source{r: r}
 	br := bufio.NewReaderSize(src, 64<<10)
 	head, _ := br.Peek(12)
+	if src.err != nil {
+		// The reader failed (a connection to the store broken, say):
+		// that is no verdict on the format, and may pass.
+		return nil, fmt.Errorf("audio: reading the header: %w", src.err)
+	}
 	f, err := Sniff(head)
 	if err != nil {
 		return nil, err

@@ -143,6 +143,24 @@ func TestSourceErrorIsNotPermanent(t *testing.T) {
 	}
 }
 
+// A read error before the format is known (the store's connection reset on
+// the first bytes) is no verdict on the format: it used to read as "not
+// WAV, FLAC, MP3 or Ogg Vorbis" and park the clip for good (the S3 soak
+// found it, right after the stand-in came back).
+func TestSourceErrorBeforeTheHeaderIsNotPermanent(t *testing.T) {
+	for _, n := range []int{0, 4, 11} {
+		b := locatetest.WAVHeader(1, 8000, 16, 8000)[:n]
+		_, err := audio.Open(io.MultiReader(bytes.NewReader(b), errReader{}))
+		if err == nil || audio.IsPermanent(err) || !strings.Contains(err.Error(), "connection reset") {
+			t.Errorf("%d bytes then a read error: %v (permanent %v), want the read error, not permanent", n, err, audio.IsPermanent(err))
+		}
+	}
+	// A file that is only short is still of no known format.
+	if _, err := audio.Open(bytes.NewReader([]byte("RIF"))); !audio.IsPermanent(err) {
+		t.Errorf("a 3-byte file: %v, want permanent", err)
+	}
+}
+
 type errReader struct{}
 
 func (errReader) Read([]byte) (int, error) { return 0, errors.New("connection reset") }
