@@ -7,13 +7,18 @@ package blob
 
 import (
 	"context"
+	"crypto/md5"
+	"crypto/sha256"
 	"errors"
 	"fmt"
+	"hash"
 	"io"
 	"iter"
 	"net/url"
 	"strings"
 	"time"
+
+	"github.com/minio/crc64nvme"
 
 	"github.com/archivist/archivist/pkg/fault"
 )
@@ -51,13 +56,35 @@ func takeSHA256(props map[string]string) (string, map[string]string) {
 	return strings.ToLower(want), rest
 }
 
-// Checksum is a store's own checksum of an object.
+// Checksum is a store's own checksum of an object: the storage provider's,
+// computed by the store from the bytes it received, never a writer's claim.
 type Checksum struct {
-	// Algorithm is "sha256" (local store), "md5" (an S3 ETag of a single-part
-	// upload) or "s3-etag" (a multipart ETag, not a digest of the content).
+	// Algorithm is "sha256" (the local store; S3 for a single put),
+	// "crc64nvme" (S3 for a multipart upload), "md5" (an S3 ETag of a
+	// single unencrypted put made before S3 was asked for a checksum) or
+	// "s3-etag" (an ETag that digests nothing: multipart, SSE-KMS, SSE-C).
 	Algorithm string
 	// Value is the checksum in lower-case hex (or the ETag as the store gave it).
 	Value string
+}
+
+// Digests reports whether the checksum is a digest of the content, which a
+// reader can compute (NewHash) and compare; false for an ETag that digests
+// nothing: the provider then has no checksum to offer.
+func (c Checksum) Digests() bool { return NewHash(c.Algorithm) != nil }
+
+// NewHash returns a hash of algorithm ("sha256", "md5", "crc64nvme"; the
+// names S3 gives them, in any case), or nil for one the stores do not use.
+func NewHash(algorithm string) hash.Hash {
+	switch strings.ToLower(algorithm) {
+	case "sha256":
+		return sha256.New()
+	case "md5":
+		return md5.New()
+	case "crc64nvme":
+		return crc64nvme.New()
+	}
+	return nil
 }
 
 func (c Checksum) String() string { return c.Algorithm + ":" + c.Value }

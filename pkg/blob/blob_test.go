@@ -1,17 +1,17 @@
 package blob_test
 
 import (
+	"bytes"
 	"context"
+	"encoding/hex"
 	"fmt"
-	"net/http/httptest"
+	"github.com/minio/minio-go/v7"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
-
-	"github.com/johannesboyne/gofakes3"
-	"github.com/johannesboyne/gofakes3/backend/s3mem"
 
 	"github.com/archivist/archivist/pkg/blob"
 	"github.com/archivist/archivist/pkg/blob/blobtest"
@@ -97,27 +97,13 @@ func TestLocalMetadataOnTheFileOrInASidecar(t *testing.T) {
 
 var buckets atomic.Int32
 
-// TestS3 runs the suite against gofakes3, an S3-protocol server in this
-// process: real HTTP, real S3 requests, no mock of the interface.
+// TestS3 runs the suite against the S3 stand-in (blobtest.S3: gofakes3
+// answering as AWS does): real HTTP, real S3 requests, no mock of the
+// interface.
 func TestS3(t *testing.T) {
-	srv := httptest.NewServer(gofakes3.New(s3mem.New()).Server())
-	defer srv.Close()
-	endpoint := strings.TrimPrefix(srv.URL, "http://")
+	s3 := blobtest.NewS3(t, blobtest.S3Options{})
 	blobtest.Run(t, func(t *testing.T) blob.Store {
-		bucket := fmt.Sprintf("bucket-%d", buckets.Add(1))
-		ctx := context.Background()
-		if err := makeBucket(ctx, endpoint, bucket); err != nil {
-			t.Fatal(err)
-		}
-		s, err := blob.Open(ctx, blob.Config{
-			URL:               "s3://" + bucket + "/archive?endpoint=" + endpoint + "&secure=false&path_style=true&region=us-east-1",
-			S3AccessKeyID:     "key",
-			S3SecretAccessKey: "secret",
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return s
+		return s3.Bucket(t, fmt.Sprintf("bucket-%d", buckets.Add(1)), "archive")
 	})
 }
 
@@ -132,5 +118,73 @@ func TestOpenLocalURL(t *testing.T) {
 	}
 	if _, err := blob.Open(context.Background(), blob.Config{URL: "ftp://x"}); err == nil {
 		t.Error("ftp URL accepted")
+	}
+}
+
+// TestS3ProviderChecksum: the checksum an S3 store reports is the one S3
+// computed: SHA-256 on a single put, a full-object CRC-64/NVME on a
+// multipart upload; for an object stored without one, its ETag only when
+// that is an MD5 of the content (never a multipart or an SSE-KMS ETag);
+// and bytes that rot behind the provider's back leave it as it was.
+func TestS3ProviderChecksum(t *testing.T) {
+	ctx := context.Background()
+	data := make([]byte, 17<<20)
+	for i := range data {
+		data[i] = byte(i * 7)
+	}
+	digest := func(algo string, b []byte) string {
+		h := blob.NewHash(algo)
+		h.Write(b)
+		return hex.EncodeToString(h.Sum(nil))
+	}
+	for _, kms := range []bool{false, true} {
+		s3 := blobtest.NewS3(t, blobtest.S3Options{KMS: kms})
+		bucket := fmt.Sprintf("sums-%t", kms)
+		s := s3.Bucket(t, bucket, "")
+		raw := s3.Client(t, "")
+		put := func(key string, r io.Reader) blob.Checksum {
+			t.Helper()
+			info, err := s.Put(ctx, key, r, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return info.Checksum
+		}
+		stat := func(key string) blob.Checksum {
+			t.Helper()
+			info, err := s.Stat(ctx, key)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return info.Checksum
+		}
+		if got, want := put("single", bytes.NewReader(data)), (blob.Checksum{Algorithm: "sha256", Value: digest("sha256", data)}); got != want {
+			t.Errorf("kms %t: a single put's checksum %v, want %v", kms, got, want)
+		}
+		if got, want := put("multipart", io.MultiReader(bytes.NewReader(data))), (blob.Checksum{Algorithm: "crc64nvme", Value: digest("crc64nvme", data)}); got != want {
+			t.Errorf("kms %t: a multipart put's checksum %v, want %v", kms, got, want)
+		}
+		// Written by another client that asked for no checksum.
+		if _, err := raw.PutObject(ctx, bucket, "old-small", bytes.NewReader(data[:1000]), 1000, minio.PutObjectOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := raw.PutObject(ctx, bucket, "old-large", io.MultiReader(bytes.NewReader(data)), -1, minio.PutObjectOptions{PartSize: 16 << 20}); err != nil {
+			t.Fatal(err)
+		}
+		small, large := stat("old-small"), stat("old-large")
+		if kms && small.Digests() {
+			t.Errorf("an SSE-KMS ETag read as a digest: %v", small)
+		}
+		if !kms && small != (blob.Checksum{Algorithm: "md5", Value: digest("md5", data[:1000])}) {
+			t.Errorf("a single unencrypted put's ETag: %v, want its md5", small)
+		}
+		if large.Digests() {
+			t.Errorf("kms %t: a multipart ETag read as a digest: %v", kms, large)
+		}
+		before := stat("single")
+		s3.Rot(t, bucket, "single", func(b []byte) { b[12345] ^= 0xff })
+		if after := stat("single"); after != before {
+			t.Errorf("kms %t: rot changed the provider's checksum: %v, was %v", kms, after, before)
+		}
 	}
 }

@@ -11,10 +11,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/johannesboyne/gofakes3"
-	"github.com/johannesboyne/gofakes3/backend/s3mem"
 
 	"github.com/archivist/archivist/pkg/blob"
+	"github.com/archivist/archivist/pkg/blob/blobtest"
 	"github.com/archivist/archivist/pkg/fault"
 )
 
@@ -78,7 +77,7 @@ func TestLocalRootGoneIsAnOutage(t *testing.T) {
 // TestS3EndpointDownIsAnOutage: the S3 stand-in stopped; every call is an
 // outage of the blob store, not a missing object.
 func TestS3EndpointDownIsAnOutage(t *testing.T) {
-	srv := httptest.NewServer(gofakes3.New(s3mem.New()).Server())
+	srv := httptest.NewServer(blobtest.NewS3Handler(blobtest.S3Options{}).Handler)
 	endpoint := strings.TrimPrefix(srv.URL, "http://")
 	ctx := context.Background()
 	if err := makeBucket(ctx, endpoint, "down"); err != nil {

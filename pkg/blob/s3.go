@@ -2,8 +2,12 @@ package blob
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
 	"errors"
 	"fmt"
+	"hash"
 	"io"
 	"io/fs"
 	"iter"
@@ -60,10 +64,14 @@ func s3Credentials(o S3Options) *credentials.Credentials {
 	})
 }
 
-// S3 is a blob store in an S3-compatible bucket. Its checksum is the
-// object's ETag: the MD5 of the content for a single-part upload; for a
-// multipart one, whose ETag digests nothing, the SHA-256 its put stated
-// (PropSHA256), when it did.
+// S3 is a blob store in an S3-compatible bucket. Its checksum is the one
+// S3 computes and keeps itself: every put asks for a full-object checksum
+// (SHA-256 on a single put, which is every object of a known size up to
+// 5 GiB; CRC-64/NVME on a multipart upload, for which S3 offers no
+// full-object SHA-256), and Stat reads it back. An object stored without
+// one (before Archivist asked, or by another writer) falls back to its ETag
+// when that is an MD5 of the content (a single, unencrypted put), and else
+// has none: a multipart or SSE-KMS/SSE-C ETag digests nothing.
 type S3 struct {
 	c      *minio.Client
 	bucket string
@@ -88,6 +96,9 @@ func NewS3(ctx context.Context, o S3Options) (*S3, error) {
 		// trouble is an outage the services pause for (pkg/fault), not
 		// something to retry inside one call for many seconds.
 		MaxRetries: 3,
+		// Checksums sent after the payload (aws-chunked trailers), so a
+		// put streams: S3 checks them and keeps them.
+		TrailingHeaders: true,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("s3 client for %s: %w", o.Endpoint, err)
@@ -108,29 +119,48 @@ func NewS3(ctx context.Context, o S3Options) (*S3, error) {
 
 var md5Hex = regexp.MustCompile(`^[0-9a-f]{32}$`)
 
-func etagChecksum(etag string) Checksum {
-	etag = strings.Trim(strings.ToLower(etag), `"`)
-	if md5Hex.MatchString(etag) {
+// checksum is what S3 says the object's content digests to: its own
+// full-object checksum, else an ETag that is an MD5, else nothing
+// ("s3-etag": the ETag as it is, which digests no content).
+func checksum(oi minio.ObjectInfo) Checksum {
+	if oi.ChecksumMode != "COMPOSITE" {
+		if v, ok := b64Hex(oi.ChecksumSHA256); ok {
+			return Checksum{Algorithm: "sha256", Value: v}
+		}
+	}
+	if v, ok := b64Hex(oi.ChecksumCRC64NVME); ok {
+		return Checksum{Algorithm: "crc64nvme", Value: v}
+	}
+	etag := strings.Trim(strings.ToLower(oi.ETag), `"`)
+	sse := strings.ToLower(oi.Metadata.Get("X-Amz-Server-Side-Encryption"))
+	encrypted := strings.HasPrefix(sse, "aws:kms") || oi.Metadata.Get("X-Amz-Server-Side-Encryption-Customer-Algorithm") != ""
+	if md5Hex.MatchString(etag) && !encrypted {
 		return Checksum{Algorithm: "md5", Value: etag}
 	}
 	return Checksum{Algorithm: "s3-etag", Value: etag}
 }
 
-// metaSHA256 is the user metadata holding a put's stated SHA-256.
-const metaSHA256 = "archivist-sha256"
+// b64Hex turns S3's base64 checksum into hex; false if it is none (absent,
+// or a composite "...-N").
+func b64Hex(v string) (string, bool) {
+	if v == "" || strings.Contains(v, "-") {
+		return "", false
+	}
+	raw, err := base64.StdEncoding.DecodeString(v)
+	if err != nil {
+		return "", false
+	}
+	return hex.EncodeToString(raw), true
+}
 
 func (s *S3) info(oi minio.ObjectInfo) Info {
-	sum := etagChecksum(oi.ETag)
 	var props map[string]string
 	if len(oi.UserMetadata) > 0 || (oi.ContentType != "" && oi.ContentType != "binary/octet-stream" && oi.ContentType != "application/octet-stream") {
 		props = make(map[string]string, len(oi.UserMetadata)+1)
 		for k, v := range oi.UserMetadata {
 			name := strings.ToLower(strings.TrimPrefix(strings.TrimPrefix(k, "X-Amz-Meta-"), "x-amz-meta-"))
-			if name == metaSHA256 {
-				if sum.Algorithm != "md5" {
-					sum = Checksum{Algorithm: "sha256", Value: strings.ToLower(v)}
-				}
-				continue
+			if name == legacySHA256 {
+				continue // what an old put stated: not the provider's
 			}
 			props[name] = v
 		}
@@ -141,9 +171,14 @@ func (s *S3) info(oi minio.ObjectInfo) Info {
 			props = nil
 		}
 	}
-	return Info{Key: strings.TrimPrefix(oi.Key, s.prefix), Size: oi.Size, Checksum: sum,
+	return Info{Key: strings.TrimPrefix(oi.Key, s.prefix), Size: oi.Size, Checksum: checksum(oi),
 		Modified: oi.LastModified.UTC(), Properties: props}
 }
+
+// legacySHA256 is the user metadata in which puts before provider
+// checksums kept their stated SHA-256: a claim of the writer's, not a
+// checksum of the provider's, and no longer read as one.
+const legacySHA256 = "archivist-sha256"
 
 // s3Fault marks an error of the endpoint itself (unreachable, refusing,
 // failing with a 5xx or throttling) as an outage of the blob store: no
@@ -195,19 +230,23 @@ func readerSize(r io.Reader) int64 {
 	return -1
 }
 
+// maxSinglePut is S3's largest single put.
+const maxSinglePut = 5 << 30
+
 // Put implements Store. The payload is sent unsigned (as over TLS every
-// client does): S3-compatible servers differ in their support of streaming
-// signatures, and the ETag checks what arrived.
+// client does) with a checksum S3 checks and keeps: an object of a known
+// size up to 5 GiB goes in one request with its SHA-256 (the stated one
+// when the writer stated it, so S3 refuses different bytes and nothing is
+// stored), a larger or unsized one as a multipart upload with a
+// full-object CRC-64/NVME (its stated SHA-256 then checked here, and the
+// object removed on a mismatch).
 func (s *S3) Put(ctx context.Context, key string, r io.Reader, props map[string]string) (Info, error) {
 	if err := ValidateKey(key); err != nil {
 		return Info{}, err
 	}
 	want, props := takeSHA256(props)
+	size := readerSize(r)
 	opts := minio.PutObjectOptions{PartSize: s3PartSize, DisableContentSha256: true}
-	if want != "" {
-		// Kept beside a multipart ETag, which digests nothing (info).
-		opts.UserMetadata = map[string]string{metaSHA256: want}
-	}
 	for k, v := range props {
 		if strings.EqualFold(k, "content-type") {
 			opts.ContentType = v
@@ -218,8 +257,41 @@ func (s *S3) Put(ctx context.Context, key string, r io.Reader, props map[string]
 		}
 		opts.UserMetadata[k] = v
 	}
-	if _, err := s.c.PutObject(ctx, s.bucket, s.prefix+key, r, readerSize(r), opts); err != nil {
+	var h hash.Hash
+	single := size >= 0 && size <= maxSinglePut
+	switch {
+	case single && want != "":
+		raw, err := hex.DecodeString(want)
+		if err != nil || len(raw) != sha256.Size {
+			return Info{}, fmt.Errorf("put %s: stated sha256 %q is not a SHA-256: %w", key, want, ErrChecksumMismatch)
+		}
+		if opts.UserMetadata == nil {
+			opts.UserMetadata = map[string]string{}
+		}
+		opts.UserMetadata["x-amz-checksum-sha256"] = base64.StdEncoding.EncodeToString(raw)
+		opts.DisableMultipart = true
+	case single:
+		opts.Checksum, opts.DisableMultipart = minio.ChecksumSHA256, true
+	default:
+		opts.Checksum = minio.ChecksumCRC64NVME
+		if want != "" {
+			h = sha256.New()
+			r = io.TeeReader(r, h)
+		}
+	}
+	if _, err := s.c.PutObject(ctx, s.bucket, s.prefix+key, r, size, opts); err != nil {
+		if code := minio.ToErrorResponse(err).Code; code == "BadDigest" || code == "XAmzContentChecksumMismatch" {
+			return Info{}, fmt.Errorf("put %s: %w", key, ErrChecksumMismatch)
+		}
 		return Info{}, fmt.Errorf("put %s: %w", key, s3Fault(err))
+	}
+	if h != nil {
+		if got := hex.EncodeToString(h.Sum(nil)); got != want {
+			if err := s.Delete(ctx, key); err != nil {
+				return Info{}, fmt.Errorf("put %s: sha256 %s, stated %s (%w), and its removal failed: %w", key, got, want, ErrChecksumMismatch, err)
+			}
+			return Info{}, fmt.Errorf("put %s: sha256 %s, stated %s: %w", key, got, want, ErrChecksumMismatch)
+		}
 	}
 	// Report what the store now says of the object, as Stat will.
 	return s.Stat(ctx, key)
@@ -243,7 +315,7 @@ func (s *S3) Stat(ctx context.Context, key string) (Info, error) {
 	if err := ValidateKey(key); err != nil {
 		return Info{}, err
 	}
-	oi, err := s.c.StatObject(ctx, s.bucket, s.prefix+key, minio.StatObjectOptions{})
+	oi, err := s.c.StatObject(ctx, s.bucket, s.prefix+key, minio.StatObjectOptions{Checksum: true})
 	if notFound(err) {
 		return Info{}, fmt.Errorf("stat %s: %w", key, ErrNotFound)
 	}

@@ -13,10 +13,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/johannesboyne/gofakes3"
-	"github.com/johannesboyne/gofakes3/backend/s3mem"
 
 	"github.com/archivist/archivist/pkg/blob"
+	"github.com/archivist/archivist/pkg/blob/blobtest"
 )
 
 // keyChecker lets through only requests signed with a known access key,
@@ -49,7 +48,7 @@ func (k *keyChecker) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // seen by the server as the signing key.
 func TestS3CredentialsChain(t *testing.T) {
 	ctx := context.Background()
-	s3 := &keyChecker{next: gofakes3.New(s3mem.New()).Server(), known: map[string]bool{"key": true, "ENVKEY": true, "ASIAIRSA": true}}
+	s3 := &keyChecker{next: blobtest.NewS3Handler(blobtest.S3Options{}).Handler, known: map[string]bool{"key": true, "ENVKEY": true, "ASIAIRSA": true}}
 	srv := httptest.NewServer(s3)
 	defer srv.Close()
 	endpoint := strings.TrimPrefix(srv.URL, "http://")

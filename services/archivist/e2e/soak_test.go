@@ -23,8 +23,6 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/johannesboyne/gofakes3"
-	"github.com/johannesboyne/gofakes3/backend/s3mem"
 	"github.com/minio/minio-go/v7"
 	"github.com/minio/minio-go/v7/pkg/credentials"
 	"github.com/nats-io/nats-server/v2/server"
@@ -33,6 +31,7 @@ import (
 
 	"github.com/archivist/archivist/events"
 	"github.com/archivist/archivist/pkg/blob"
+	"github.com/archivist/archivist/pkg/blob/blobtest"
 	"github.com/archivist/archivist/pkg/natsserver"
 	"github.com/archivist/archivist/pkg/pgcluster"
 	"github.com/archivist/archivist/pkg/testenv"
@@ -75,7 +74,7 @@ type soak struct {
 	s3 *s3StandIn
 }
 
-// s3StandIn is an S3-protocol server (gofakes3, in memory) on a fixed
+// s3StandIn is the S3 stand-in (blobtest.S3: gofakes3, in memory) on a fixed
 // port, which the soak stops and starts again with the same objects.
 type s3StandIn struct {
 	addr    string
@@ -85,7 +84,7 @@ type s3StandIn struct {
 
 func newS3StandIn(t *testing.T) *s3StandIn {
 	t.Helper()
-	s := &s3StandIn{addr: fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(t)), handler: gofakes3.New(s3mem.New()).Server()}
+	s := &s3StandIn{addr: fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(t)), handler: blobtest.NewS3Handler(blobtest.S3Options{}).Handler}
 	s.start(t)
 	t.Cleanup(func() { s.srv.Close() })
 	return s

@@ -295,7 +295,12 @@ func (a *Auditor) queueEntryFailed(ctx context.Context, id int64, cause error) e
 }
 
 // capture records the provider's object for audit queue entry id and
-// queues a check of it; "gone" if the provider no longer has it.
+// queues a check of it; "gone" if the provider no longer has it. Only what
+// the archive has no record of is captured: an object whose content index
+// holds another checksum is "disputed", and an operator decides (an
+// externally resolvable task), for bytes that differ from the record are
+// as likely rot as an update, and capturing them would bless rot as the
+// truth.
 func (a *Auditor) capture(ctx context.Context, id int64, object string) (string, error) {
 	info, err := a.blob.Stat(ctx, object)
 	if errors.Is(err, blob.ErrNotFound) {
@@ -304,23 +309,32 @@ func (a *Auditor) capture(ctx context.Context, id int64, object string) (string,
 	if err != nil {
 		return "", err
 	}
-	sum := info.Checksum.Value
-	if info.Checksum.Algorithm != "sha256" {
-		rc, _, err := a.blob.Get(ctx, object)
-		if err != nil {
-			return "", err
-		}
-		h := sha256.New()
-		_, err = io.Copy(h, rc)
-		rc.Close()
-		if err != nil {
-			return "", fmt.Errorf("hash %s: %w", object, err)
-		}
-		sum = hex.EncodeToString(h.Sum(nil))
-	}
-	var logged bool
-	if err := a.db.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM auditor.audit_log WHERE object = $1)`, object).Scan(&logged); err != nil {
+	rc, _, err := a.blob.Get(ctx, object)
+	if err != nil {
 		return "", err
+	}
+	h := sha256.New()
+	_, err = io.Copy(h, rc)
+	rc.Close()
+	if err != nil {
+		return "", fmt.Errorf("hash %s: %w", object, err)
+	}
+	sum := hex.EncodeToString(h.Sum(nil))
+	var logged bool
+	var indexed *string
+	if err := a.db.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM auditor.audit_log WHERE object = $1),
+		(SELECT checksum FROM auditor.content_index WHERE object = $1)`, object).Scan(&logged, &indexed); err != nil {
+		return "", err
+	}
+	if indexed != nil && *indexed != sum {
+		reason := fmt.Sprintf("the provider's bytes (sha256 %s) differ from the content index (%s): not captured; restore the object or record its update", sum, *indexed)
+		if _, err := a.db.Exec(ctx, `INSERT INTO auditor.resolution_tasks (object, kind, reason, row_no)
+			SELECT $1, 'external', $2, coalesce((SELECT row_no FROM auditor.audit_queue WHERE id = $3), 0)
+			ON CONFLICT (object, kind, row_no) WHERE state = 'open' DO NOTHING`, object, reason, id); err != nil {
+			return "", fmt.Errorf("resolution task for %s: %w", object, err)
+		}
+		a.log.Warn("audit queue: not captured, the provider's bytes differ from the record", "object", object, "sha256", sum, "indexed", *indexed)
+		return "disputed", nil
 	}
 	if err := a.records.Captured(ctx, id, &events.ObjectRecorded{Object: object, SHA256: sum, Size: info.Size,
 		Properties: info.Properties, Update: logged}); err != nil {

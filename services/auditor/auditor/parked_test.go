@@ -1,7 +1,10 @@
 package auditor_test
 
 import (
+	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"strings"
 	"testing"
@@ -9,6 +12,7 @@ import (
 
 	"github.com/archivist/archivist/events"
 	"github.com/archivist/archivist/pkg/blob"
+	"github.com/archivist/archivist/pkg/blob/blobtest"
 	"github.com/archivist/archivist/pkg/testenv"
 	"github.com/archivist/archivist/services/auditor/auditor"
 	"github.com/archivist/archivist/services/auditor/migrations"
@@ -173,5 +177,54 @@ func TestAuditQueueEntryFailsAlone(t *testing.T) {
 	db.QueryRow(ctx, `SELECT failures, next_attempt_at > now() FROM auditor.audit_queue WHERE object = 'objects//broken'`).Scan(&failures, &later)
 	if failures != 0 || later {
 		t.Errorf("after the operator's check: %d failures, backing off %v; want it due again", failures, later)
+	}
+}
+
+// TestAuditQueueNeverCapturesOverTheRecord: on the S3 stand-in, a 17 MiB
+// object put without a stated sha256 rots; an audit-queue entry for it
+// (what row 10 queued on its last attempt) used to hash the rotted bytes
+// into the content index and the audit log, after which every audit
+// passed. The entry now ends "disputed" with an externally resolvable
+// task, and the record keeps the good checksum.
+func TestAuditQueueNeverCapturesOverTheRecord(t *testing.T) {
+	ctx := context.Background()
+	db := testenv.DB(t, migrations.Schema)
+	s3 := blobtest.NewS3(t, blobtest.S3Options{})
+	bs := s3.Bucket(t, "archive", "")
+	good := make([]byte, 17<<20)
+	for i := range good {
+		good[i] = byte(i % 251)
+	}
+	if _, err := bs.Put(ctx, "objects/rotted", bytes.NewReader(good), nil); err != nil {
+		t.Fatal(err)
+	}
+	d := sha256.Sum256(good)
+	sum := hex.EncodeToString(d[:])
+	for _, q := range []string{`INSERT INTO auditor.content_index (object, checksum, size) VALUES ($1, $2, $3)`,
+		`INSERT INTO auditor.audit_log (object, action, checksum, size) VALUES ($1, 'add', $2, $3)`} {
+		if _, err := db.Exec(ctx, q, "objects/rotted", sum, len(good)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s3.Rot(t, "archive", "objects/rotted", func(b []byte) { b[999] ^= 1 })
+	if _, err := db.Exec(ctx, `INSERT INTO auditor.audit_queue (object, reason, row_no) VALUES ('objects/rotted', 'updated at the provider, not yet captured', 10)`); err != nil {
+		t.Fatal(err)
+	}
+	a := auditor.New(testenv.Bus(t, "auditor"), db, bs, nil, auditor.Config{Cycle: 720 * time.Hour, MaxOnDemand: 100}, testenv.Logger(t))
+	if n, err := a.ProcessAuditQueue(ctx, 10); err != nil || n != 1 {
+		t.Fatalf("processed %d (%v), want 1", n, err)
+	}
+	var outcome, indexed string
+	var logs, tasks int
+	if err := db.QueryRow(ctx, `SELECT (SELECT outcome FROM auditor.audit_queue WHERE object = $1),
+		(SELECT checksum FROM auditor.content_index WHERE object = $1),
+		(SELECT count(*) FROM auditor.audit_log WHERE object = $1),
+		(SELECT count(*) FROM auditor.resolution_tasks WHERE object = $1 AND kind = 'external' AND state = 'open')`, "objects/rotted").
+		Scan(&outcome, &indexed, &logs, &tasks); err != nil {
+		t.Fatal(err)
+	}
+	if outcome != "disputed" || indexed != sum || logs != 1 || tasks != 1 {
+		t.Errorf("outcome %q (want disputed), content index %s (want %s), audit log entries %d (want 1), open external tasks %d (want 1)",
+			outcome, indexed, sum, logs, tasks)
 	}
 }

@@ -2,7 +2,6 @@ package integrity
 
 import (
 	"context"
-	"crypto/md5"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -121,16 +120,28 @@ func (c *Checker) Observe(ctx context.Context, object string, light bool) (Obser
 	sum := digests["sha256"]
 	obs.sha256 = sum
 	obs.Content.Value = "sha256:" + sum
-	providerOK := p.Algorithm == "s3-etag" || digests[p.Algorithm] == p.Value // a multipart ETag digests nothing
+	// The provider's word: its own checksum of the bytes it was given,
+	// compared with the bytes it gives now; none when it keeps no digest
+	// (an ETag of a multipart or encrypted put): "not available", which
+	// can never say the provider changed the object (row 10).
+	provider := NA
+	if p.Digests() {
+		provider = stateOf(digests[p.Algorithm] == p.Value)
+	}
 	idxState, logState := compare(idx, sum), compare(lg, sum)
-	// Content that went sour: the content alone disagrees with a provider,
-	// index and log that agree with each other.
-	if !providerOK && idx != nil && lg != nil && *idx == *lg && *idx != sum && (p.Algorithm != "sha256" || p.Value == *idx) {
-		obs.Content.State, obs.Provider.State, obs.Index, obs.Log = Bad, OK, Value{OK, *idx}, Value{OK, *lg}
+	// Content that went sour: the content alone disagrees with an index and
+	// a log that agree with each other, and with a provider that either
+	// has no word, disagrees with the content, or (speaking sha256) agrees
+	// with them.
+	if provider != OK && idx != nil && lg != nil && *idx == *lg && *idx != sum && (p.Algorithm != "sha256" || p.Value == *idx) {
+		if provider == Bad {
+			provider = OK // it agrees with the record, not with the bytes
+		}
+		obs.Content.State, obs.Provider.State, obs.Index, obs.Log = Bad, provider, Value{OK, *idx}, Value{OK, *lg}
 		return obs, nil
 	}
 	obs.Content.State = OK
-	obs.Provider.State = stateOf(providerOK)
+	obs.Provider.State = provider
 	obs.Index, obs.Log = Value{idxState, deref(idx)}, Value{logState, deref(lg)}
 	return obs, nil
 }
@@ -162,8 +173,8 @@ func (c *Checker) digest(ctx context.Context, object, providerAlgo string) (map[
 	}
 	defer rc.Close()
 	hs := map[string]hash.Hash{"sha256": sha256.New()}
-	if providerAlgo == "md5" {
-		hs["md5"] = md5.New()
+	if h := blob.NewHash(providerAlgo); h != nil && providerAlgo != "sha256" {
+		hs[providerAlgo] = h
 	}
 	ws := make([]io.Writer, 0, len(hs))
 	for _, h := range hs {

@@ -172,16 +172,18 @@ func TestTableIsConsistent(t *testing.T) {
 	seen := map[string]int{}
 	for _, r := range integrity.Table {
 		for _, c := range concrete(r.Content) {
-			for _, i := range concrete(r.Index) {
-				got, ok := integrity.Match(c, r.Provider, i, r.Log)
-				if !ok || got.No != r.No {
-					t.Errorf("row %d: states %s %s %s %s match row %d", r.No, c, r.Provider, i, r.Log, got.No)
+			for _, p := range concrete(r.Provider) {
+				for _, i := range concrete(r.Index) {
+					got, ok := integrity.Match(c, p, i, r.Log)
+					if !ok || got.No != r.No {
+						t.Errorf("row %d: states %s %s %s %s match row %d", r.No, c, p, i, r.Log, got.No)
+					}
+					key := string(c + "/" + p + "/" + i + "/" + r.Log)
+					if other, dup := seen[key]; dup {
+						t.Errorf("rows %d and %d both claim %s", other, r.No, key)
+					}
+					seen[key] = r.No
 				}
-				key := string(c + r.Provider + i + r.Log)
-				if other, dup := seen[key]; dup {
-					t.Errorf("rows %d and %d both claim %s", other, r.No, key)
-				}
-				seen[key] = r.No
 			}
 		}
 	}

@@ -6,121 +6,130 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
-	"net/http"
-	"net/http/httptest"
-	"strings"
+	"errors"
+	"io"
 	"testing"
 
-	"github.com/johannesboyne/gofakes3"
-	"github.com/johannesboyne/gofakes3/backend/s3mem"
 	"github.com/minio/minio-go/v7"
-	"github.com/minio/minio-go/v7/pkg/credentials"
 
 	"github.com/archivist/archivist/pkg/blob"
+	"github.com/archivist/archivist/pkg/blob/blobtest"
 	"github.com/archivist/archivist/pkg/testenv"
 	"github.com/archivist/archivist/services/auditor/integrity"
 	"github.com/archivist/archivist/services/auditor/migrations"
 )
 
-type multipartETags struct{ next http.Handler }
-
-func (m multipartETags) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if r.Method != http.MethodHead && r.Method != http.MethodGet {
-		m.next.ServeHTTP(w, r) // parts keep their own ETags
-		return
-	}
-	ew := &etagWriter{ResponseWriter: w}
-	m.next.ServeHTTP(ew, r)
-	if !ew.wrote { // a HEAD answered with headers only
-		ew.WriteHeader(http.StatusOK)
-	}
-}
-
-type etagWriter struct {
-	http.ResponseWriter
-	wrote bool
-}
-
-func (e *etagWriter) WriteHeader(code int) {
-	if !e.wrote {
-		e.wrote = true
-		if et := e.Header().Get("ETag"); et != "" {
-			e.Header().Set("ETag", `"`+strings.Trim(et, `"`)+`-2"`)
-		}
-	}
-	e.ResponseWriter.WriteHeader(code)
-}
-
-func (e *etagWriter) Write(b []byte) (int, error) {
-	if !e.wrote {
-		e.WriteHeader(http.StatusOK)
-	}
-	return e.ResponseWriter.Write(b)
-}
-
-// TestRow2ContentWentSourOnS3: on S3 a large object's ETag is a multipart
-// one, which digests nothing; with the SHA-256 its put stated, the audit
-// still tells content gone sour (row 2) from an update at the provider
-// (row 10, what it used to say).
-func TestRow2ContentWentSourOnS3(t *testing.T) {
+// TestRotOnS3IsNeverAnUpdate: a 17 MiB object whose put stated no sha256
+// rots behind the provider's back. Whatever S3 keeps of it (its own
+// SHA-256 or CRC-64/NVME, or, stored before Archivist asked for one, only
+// an ETag that digests nothing: multipart, or SSE-KMS), the check says the
+// content went sour (row 2) on every attempt, never "updated at the
+// provider" (row 10, which captured the rotted bytes as the truth), and
+// opens a resolution task; nothing is queued for capture.
+func TestRotOnS3IsNeverAnUpdate(t *testing.T) {
 	ctx := context.Background()
-	// AWS S3 gives a multipart upload an ETag that is no digest of the
-	// content ("<md5 of the parts' md5s>-<parts>"); gofakes3 gives an MD5,
-	// so its answers are made AWS's.
-	srv := httptest.NewServer(multipartETags{gofakes3.New(s3mem.New()).Server()})
-	defer srv.Close()
-	endpoint := strings.TrimPrefix(srv.URL, "http://")
-	raw, err := minio.New(endpoint, &minio.Options{Creds: credentials.NewStaticV4("key", "secret", ""), BucketLookup: minio.BucketLookupPath, Region: "us-east-1"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := raw.MakeBucket(ctx, "audit", minio.MakeBucketOptions{Region: "us-east-1"}); err != nil {
-		t.Fatal(err)
-	}
-	store, err := blob.Open(ctx, blob.Config{URL: "s3://audit/?endpoint=" + endpoint + "&secure=false&path_style=true&region=us-east-1",
-		S3AccessKeyID: "key", S3SecretAccessKey: "secret"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	good := make([]byte, 17<<20) // beyond one part: a multipart upload
+	good := make([]byte, 17<<20)
 	rand.Read(good)
 	digest := sha256.Sum256(good)
 	sum := hex.EncodeToString(digest[:])
-	info, err := store.Put(ctx, obj, bytes.NewReader(good), map[string]string{blob.PropSHA256: sum})
-	if err != nil {
+	cases := []struct {
+		name     string
+		kms      bool
+		put      func(store blob.Store, raw *minio.Client, bucket string) error
+		provider string
+	}{
+		{"single put, S3's sha256", false, func(store blob.Store, _ *minio.Client, _ string) error {
+			_, err := store.Put(ctx, obj, bytes.NewReader(good), nil)
+			return err
+		}, "sha256"},
+		{"multipart put, S3's crc64nvme", false, func(store blob.Store, _ *minio.Client, _ string) error {
+			_, err := store.Put(ctx, obj, io.MultiReader(bytes.NewReader(good)), nil)
+			return err
+		}, "crc64nvme"},
+		{"stored before checksums, multipart ETag", false, func(_ blob.Store, raw *minio.Client, bucket string) error {
+			_, err := raw.PutObject(ctx, bucket, obj, io.MultiReader(bytes.NewReader(good)), -1, minio.PutObjectOptions{PartSize: 16 << 20})
+			return err
+		}, "s3-etag"},
+		{"stored before checksums, SSE-KMS ETag", true, func(_ blob.Store, raw *minio.Client, bucket string) error {
+			_, err := raw.PutObject(ctx, bucket, obj, bytes.NewReader(good[:1<<20]), 1<<20, minio.PutObjectOptions{})
+			return err
+		}, "s3-etag"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			s3 := blobtest.NewS3(t, blobtest.S3Options{KMS: c.kms})
+			store := s3.Bucket(t, "audit", "")
+			if err := c.put(store, s3.Client(t, ""), "audit"); err != nil {
+				t.Fatal(err)
+			}
+			info, err := store.Stat(ctx, obj)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if info.Checksum.Algorithm != c.provider {
+				t.Fatalf("the provider's checksum %v, want %s", info.Checksum, c.provider)
+			}
+			want := sum
+			if c.kms {
+				d := sha256.Sum256(good[:1<<20])
+				want = hex.EncodeToString(d[:])
+			}
+			db := testenv.DB(t, migrations.Schema)
+			for _, q := range []string{`INSERT INTO auditor.content_index (object, checksum, size) VALUES ($1, $2, $3)`,
+				`INSERT INTO auditor.audit_log (object, action, checksum, size) VALUES ($1, 'add', $2, $3)`} {
+				if _, err := db.Exec(ctx, q, obj, want, info.Size); err != nil {
+					t.Fatal(err)
+				}
+			}
+			s3.Rot(t, "audit", obj, func(b []byte) { b[12345] ^= 0xff })
+			checker := integrity.New(db, store, nil)
+			for attempt := 1; attempt <= 3; attempt++ {
+				res, err := checker.Check(ctx, obj, false, attempt, 3)
+				if err != nil && !errors.Is(err, integrity.ErrRetryLater) {
+					t.Fatal(err)
+				}
+				if !res.Matched || res.Row.No != 2 {
+					t.Fatalf("attempt %d: matched row %d (%v), want 2 (content went sour); observed %+v", attempt, res.Row.No, res.Matched, res.Observation)
+				}
+			}
+			var tasks, queued int
+			var indexed string
+			if err := db.QueryRow(ctx, `SELECT (SELECT count(*) FROM auditor.resolution_tasks WHERE object = $1 AND state = 'open'),
+				(SELECT count(*) FROM auditor.audit_queue WHERE object = $1),
+				(SELECT checksum FROM auditor.content_index WHERE object = $1)`, obj).Scan(&tasks, &queued, &indexed); err != nil {
+				t.Fatal(err)
+			}
+			if tasks != 1 || queued != 0 || indexed != want {
+				t.Errorf("resolution tasks %d (want 1), queued for capture %d (want 0), content index %s (want %s)", tasks, queued, indexed, want)
+			}
+		})
+	}
+}
+
+// TestHealthyObjectOnAnSSEKMSBucket: an SSE-KMS ETag is no MD5; read as one,
+// every healthy object stored without a provider checksum matched row 3
+// ("the provider's checksum process failed").
+func TestHealthyObjectOnAnSSEKMSBucket(t *testing.T) {
+	ctx := context.Background()
+	s3 := blobtest.NewS3(t, blobtest.S3Options{KMS: true})
+	store := s3.Bucket(t, "audit", "")
+	data := []byte("a small healthy object on an encrypted bucket")
+	if _, err := s3.Client(t, "").PutObject(ctx, "audit", obj, bytes.NewReader(data), int64(len(data)), minio.PutObjectOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if info.Checksum.Algorithm != "sha256" || info.Checksum.Value != sum {
-		t.Fatalf("the store's checksum of a multipart object: %v, want the stated sha256", info.Checksum)
-	}
+	d := sha256.Sum256(data)
 	db := testenv.DB(t, migrations.Schema)
 	for _, q := range []string{`INSERT INTO auditor.content_index (object, checksum, size) VALUES ($1, $2, $3)`,
 		`INSERT INTO auditor.audit_log (object, action, checksum, size) VALUES ($1, 'add', $2, $3)`} {
-		if _, err := db.Exec(ctx, q, obj, sum, len(good)); err != nil {
+		if _, err := db.Exec(ctx, q, obj, hex.EncodeToString(d[:]), len(data)); err != nil {
 			t.Fatal(err)
 		}
 	}
-	// The bytes rot behind the store's back; what it says of them (its
-	// metadata, a multipart ETag) stays.
-	before, err := raw.StatObject(ctx, "audit", obj, minio.StatObjectOptions{})
+	res, err := integrity.New(db, store, nil).Check(ctx, obj, true, 1, 3)
 	if err != nil {
 		t.Fatal(err)
 	}
-	meta := map[string]string{}
-	for k, v := range before.UserMetadata {
-		meta[strings.TrimPrefix(k, "X-Amz-Meta-")] = v
-	}
-	sour := bytes.Clone(good)
-	sour[12345] ^= 0xff
-	if _, err := raw.PutObject(ctx, "audit", obj, bytes.NewReader(sour), -1,
-		minio.PutObjectOptions{PartSize: 16 << 20, UserMetadata: meta}); err != nil {
-		t.Fatal(err)
-	}
-	res, err := integrity.New(db, store, nil).Check(ctx, obj, false, 1, 3)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !res.Matched || res.Row.No != 2 {
-		t.Fatalf("matched row %d (%v), want 2 (content went sour); observed %+v", res.Row.No, res.Matched, res.Observation)
+	if !res.Matched || res.Row.No != 1 || res.Observation.Provider.State != integrity.NA {
+		t.Fatalf("matched row %d (%v), provider %s; want row 1 with the provider n/a", res.Row.No, res.Matched, res.Observation.Provider.State)
 	}
 }

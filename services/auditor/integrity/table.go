@@ -49,16 +49,23 @@ type Row struct {
 // Table is the spec's 11-row outcome table (TABLES.md), with our reading of
 // rows 4 and 8-10: "retry later" means, on all but the last attempt, put
 // the task back with a delay; on the last, the row's final effect applies.
+//
+// And our reading of a provider that keeps no checksum of the content (an
+// S3 object stored without one: its ETag digests nothing), whose state is
+// then n/a: the rows that the content, index and log decide between them
+// (1, 2, 5, 6, 7 and 9) hold; the rows that need the provider's word (3
+// and 4, its checksum failed; 10, it updated the object) never match, so
+// rotted bytes are content gone sour, never an update to capture.
 var Table = []Row{
-	{1, Any, OK, OK, OK, []Effect{LogSuccess}, "all went as planned"},
-	{2, Bad, OK, OK, OK, []Effect{LogFailure, ResolveContent}, "the content went sour"},
+	{1, Any, Any, OK, OK, []Effect{LogSuccess}, "all went as planned"},
+	{2, Bad, Any, OK, OK, []Effect{LogFailure, ResolveContent}, "the content went sour"},
 	{3, OK, Bad, OK, OK, []Effect{LogFailure, ResolveExternal}, "the provider's checksum process failed"},
 	{4, NA, Bad, OK, OK, []Effect{RetryLater, BitError}, "provider checksum failed, the audit log is backed up, or an audit task was dropped"},
-	{5, OK, OK, BadNull, OK, []Effect{LogFailure, RepairIndex, PatchFromProvider}, "the content index was corrupted by a failed update"},
-	{6, Any, OK, OK, Bad, []Effect{LogFailure, ResolveInternal}, "the audit log item was corrupted on insert"},
-	{7, Any, OK, OK, Missing, []Effect{LogFailure, QueueAudit}, "the audit record was lost or deleted by hand"},
+	{5, OK, Any, BadNull, OK, []Effect{LogFailure, RepairIndex, PatchFromProvider}, "the content index was corrupted by a failed update"},
+	{6, Any, Any, OK, Bad, []Effect{LogFailure, ResolveInternal}, "the audit log item was corrupted on insert"},
+	{7, Any, Any, OK, Missing, []Effect{LogFailure, QueueAudit}, "the audit record was lost or deleted by hand"},
 	{8, Absent, Absent, OK, OK, []Effect{RetryLater, BitError}, "removed at the provider, not yet captured by the archive"},
-	{9, OK, OK, Missing, Missing, []Effect{RetryLater, LastLogErrorAndAudit}, "added at the provider, not yet captured"},
+	{9, OK, Any, Missing, Missing, []Effect{RetryLater, LastLogErrorAndAudit}, "added at the provider, not yet captured"},
 	{10, OK, OK, Bad, Bad, []Effect{RetryLater, LastLogErrorAndAudit}, "updated at the provider, not yet captured"},
 	{11, Absent, Absent, Missing, Missing, nil, "bit-integrity checks are behind fully processed deletes"},
 }
