@@ -34,16 +34,23 @@ type ManifestLimits struct {
 	MaxRows int
 	// MaxLine is the longest line.
 	MaxLine int
+	// Object says the rows are the files of one object, so no two may
+	// share a file name. In a batch-manifest or a manifest of manifests
+	// each row is an object of its own, and names repeat freely (every
+	// object may have its cover.jpg, every sub-manifest be manifest.checkm).
+	Object bool
 }
 
 // DefaultManifestLimits are the bounds ParseCheckm applies.
 var DefaultManifestLimits = ManifestLimits{MaxBytes: 16 << 20, MaxRows: 100_000, MaxLine: 64 << 10}
 
-// ParseCheckm reads a whole checkm manifest within DefaultManifestLimits
-// (see ScanCheckm).
+// ParseCheckm reads a whole checkm manifest of one object's files within
+// DefaultManifestLimits (see ScanCheckm).
 func ParseCheckm(r io.Reader) ([]Row, error) {
 	var rows []Row
-	err := ScanCheckm(r, DefaultManifestLimits, func(row Row) error {
+	lim := DefaultManifestLimits
+	lim.Object = true
+	err := ScanCheckm(r, lim, func(row Row) error {
 		rows = append(rows, row)
 		return nil
 	})
@@ -55,8 +62,9 @@ func ParseCheckm(r io.Reader) ([]Row, error) {
 // (nfo:fileUrl, nfo:hashAlgorithm, nfo:hashValue, nfo:fileSize,
 // nfo:fileName, mrt:localIdentifier, mrt:title; without it the first
 // column is the URL). Lines are '|'-separated. A row without a URL, with a
-// bad size or an unsafe or repeated file name, and a manifest breaking a
-// bound, is an error naming its line.
+// bad size or an unsafe file name, a name repeated within one object's
+// manifest (lim.Object), and a manifest breaking a bound, is an error
+// naming its line.
 func ScanCheckm(r io.Reader, lim ManifestLimits, fn func(Row) error) error {
 	lr := &io.LimitedReader{R: r, N: lim.MaxBytes + 1}
 	sc := bufio.NewScanner(lr)
@@ -151,10 +159,12 @@ func ScanCheckm(r io.Reader, lim ManifestLimits, fn func(Row) error) error {
 		if err := checkText(row.Title, "title"); err != nil {
 			return fmt.Errorf("manifest line %d: %v", n, err)
 		}
-		if first, dup := names[row.Name]; dup {
-			return fmt.Errorf("manifest line %d: file name %q is also on line %d", n, truncate(row.Name, 200), first)
+		if lim.Object {
+			if first, dup := names[row.Name]; dup {
+				return fmt.Errorf("manifest line %d: file name %q is also on line %d", n, truncate(row.Name, 200), first)
+			}
+			names[row.Name] = n
 		}
-		names[row.Name] = n
 		rows++
 		if err := fn(row); err != nil {
 			return err

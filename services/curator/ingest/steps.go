@@ -407,15 +407,17 @@ func (g *Ingester) openManifest(ctx context.Context, u string) (io.ReadCloser, e
 }
 
 // scanManifest streams the manifest at u through ScanCheckm within the
-// configured bounds. A manifest that cannot be read is a *manifestError
-// saying so; one that breaks a bound or is malformed says why.
-func (g *Ingester) scanManifest(ctx context.Context, u string, fn func(Row) error) error {
+// configured bounds; object says its rows are one object's files (their
+// names distinct), not objects of their own. A manifest that cannot be read
+// is a *manifestError saying so; one that breaks a bound or is malformed
+// says why.
+func (g *Ingester) scanManifest(ctx context.Context, u string, object bool, fn func(Row) error) error {
 	body, err := g.openManifest(ctx, u)
 	if err != nil {
 		return &manifestError{"reading", err}
 	}
 	defer body.Close()
-	lim := ManifestLimits{MaxBytes: g.cfg.MaxManifestBytes, MaxRows: g.cfg.MaxManifestRows, MaxLine: DefaultManifestLimits.MaxLine}
+	lim := ManifestLimits{MaxBytes: g.cfg.MaxManifestBytes, MaxRows: g.cfg.MaxManifestRows, MaxLine: DefaultManifestLimits.MaxLine, Object: object}
 	if err := ScanCheckm(body, lim, fn); err != nil {
 		return &manifestError{"corrupt", err}
 	}
@@ -471,7 +473,7 @@ func (g *Ingester) batchPending(ctx context.Context, id int64) (Outcome, error) 
 		jobs = []newJob{{kind: "container", url: b.PayloadURL, title: b.Title}}
 	case "manifest":
 		j := newJob{kind: "manifest", url: b.PayloadURL, title: b.Title}
-		err := g.scanManifest(ctx, b.PayloadURL, func(r Row) error {
+		err := g.scanManifest(ctx, b.PayloadURL, true, func(r Row) error {
 			j.files = append(j.files, File{URL: r.URL, Name: r.Name, DigestAlg: r.DigestAlg, Digest: r.Digest, Size: r.Size})
 			if r.LocalID != "" {
 				j.localID = r.LocalID
@@ -489,7 +491,7 @@ func (g *Ingester) batchPending(ctx context.Context, id int64) (Outcome, error) 
 		// jobs never sits in memory (a manifest changed in between fails
 		// that transaction, and the attempt is made again).
 		n := 0
-		if err := g.scanManifest(ctx, b.PayloadURL, func(Row) error { n++; return count(1) }); err != nil {
+		if err := g.scanManifest(ctx, b.PayloadURL, false, func(Row) error { n++; return count(1) }); err != nil {
 			return fail(err, "the manifest")
 		}
 		if n == 0 {
@@ -506,12 +508,12 @@ func (g *Ingester) batchPending(ctx context.Context, id int64) (Outcome, error) 
 		}}, nil
 	case "manifest-of-manifests":
 		var subs []Row
-		if err := g.scanManifest(ctx, b.PayloadURL, func(r Row) error { subs = append(subs, r); return nil }); err != nil {
+		if err := g.scanManifest(ctx, b.PayloadURL, false, func(r Row) error { subs = append(subs, r); return nil }); err != nil {
 			return fail(err, "the manifest")
 		}
 		for _, r := range subs {
 			j := newJob{kind: "manifest", url: r.URL, localID: r.LocalID, title: firstOf(r.Title, b.Title)}
-			err := g.scanManifest(ctx, r.URL, func(f Row) error {
+			err := g.scanManifest(ctx, r.URL, true, func(f Row) error {
 				j.files = append(j.files, File{URL: f.URL, Name: f.Name, DigestAlg: f.DigestAlg, Digest: f.Digest, Size: f.Size})
 				return count(1)
 			})
@@ -558,7 +560,7 @@ type manifestJobs struct {
 func (m *manifestJobs) Next() bool {
 	if m.next == nil {
 		seq := func(yield func(Row, error) bool) {
-			err := m.g.scanManifest(m.ctx, m.url, func(r Row) error {
+			err := m.g.scanManifest(m.ctx, m.url, false, func(r Row) error {
 				if !yield(r, nil) {
 					return errStopped
 				}
