@@ -22,8 +22,10 @@ import (
 
 // demo seeds a running system with a little of everything, so that a
 // newcomer sees every pipeline move within a minute: three jingles and two
-// episodes of synthesized audio that hold them (researched), a batch of
-// three files from an origin on this machine (ingested, then audited), and
+// episodes of synthesized audio that hold them (researched), three batches
+// from an origin on this machine (ingested, then audited: three files; two
+// books each with a cover.jpg; two volumes whose manifests are both
+// manifest.checkm), and
 // two WARC files (indexed and answered by the CDX API). It waits for the
 // system to be ready first, and reports what it did to out.
 type demo struct {
@@ -75,6 +77,18 @@ func (d *demo) run(ctx context.Context) error {
 		return fmt.Errorf("demo batch: %w", err)
 	}
 	fmt.Fprintln(d.out, "demo: a batch of 3 files submitted (archivist batch list)")
+	// Real batches repeat names across objects: every book its cover.jpg,
+	// every volume's manifest its manifest.checkm.
+	for _, b := range []struct{ path, kind, what string }{
+		{"/demo-covers.checkm", "batch-manifest", "a batch of 2 objects, each with a cover.jpg"},
+		{"/demo-volumes.checkm", "manifest-of-manifests", "a manifest of 2 volumes' manifests, each named manifest.checkm"},
+	} {
+		if err := d.post(ctx, d.curator+"/v1/batches", map[string]string{"submitter": "demo", "profile": "demo",
+			"payload_url": origin + b.path, "type": b.kind}, http.StatusCreated, http.StatusOK); err != nil {
+			return fmt.Errorf("demo batch %s: %w", b.path, err)
+		}
+		fmt.Fprintln(d.out, "demo: "+b.what+" submitted")
+	}
 
 	for i, host := range []string{"www.demo.example", "blog.demo.example"} {
 		if _, err := d.blobs.Put(ctx, fmt.Sprintf("warcs/demo-%d.warc.gz", i), bytes.NewReader(warctest.Gzipped(host, 5)), nil); err != nil {
@@ -173,6 +187,19 @@ func (d *demo) origin(ctx context.Context) (string, error) {
 		files = append(files, origin.File{Path: "/files/" + name, Name: name, LocalID: "demo-" + strings.TrimSuffix(name, ".txt"), Body: body})
 	}
 	o.AddBatch(base, "/demo.checkm", files)
+	cover := func(of string) []byte { return []byte("a cover of " + of + "\n") }
+	o.AddBatch(base, "/demo-covers.checkm", []origin.File{
+		{Path: "/covers/book-1/cover.jpg", Name: "cover.jpg", LocalID: "demo-book-1", Body: cover("book 1")},
+		{Path: "/covers/book-2/cover.jpg", Name: "cover.jpg", LocalID: "demo-book-2", Body: cover("book 2")},
+	})
+	var volumes []origin.Object
+	for _, v := range []string{"vol-1", "vol-2"} {
+		volumes = append(volumes, origin.Object{ManifestPath: "/volumes/" + v + "/manifest.checkm", LocalID: "demo-" + v, Files: []origin.File{
+			{Path: "/volumes/" + v + "/cover.jpg", Name: "cover.jpg", Body: cover(v)},
+			{Path: "/volumes/" + v + "/text.txt", Name: "text.txt", Body: []byte("The text of " + v + ".\n")},
+		}})
+	}
+	o.AddManifestOfManifests(base, "/demo-volumes.checkm", volumes)
 	srv := &http.Server{Handler: o, ReadHeaderTimeout: 10 * time.Second}
 	go srv.Serve(ln)
 	go func() { <-ctx.Done(); srv.Close() }()

@@ -268,6 +268,9 @@ func TestDevDemo(t *testing.T) {
 	var batches []struct {
 		State string `json:"state"`
 	}
+	var jobs []struct {
+		State string `json:"state"`
+	}
 	var audit struct {
 		Objects int `json:"objects"`
 		Checked int `json:"checked_this_cycle"`
@@ -276,7 +279,10 @@ func TestDevDemo(t *testing.T) {
 	deadline := time.Now().Add(90 * time.Second)
 	for {
 		researched := get("http://"+o.PWAAddr+"/v1/research/status", &research) && research.Episodes.Complete == 2 && research.Results == 6
-		ingested := get("http://"+o.CuratorAddr+"/v1/batches?state=completed", &batches) && len(batches) == 1
+		// Three batches: one of three files, two that repeat names
+		// across objects (two cover.jpg; two manifest.checkm), 7 jobs.
+		ingested := get("http://"+o.CuratorAddr+"/v1/batches?state=completed", &batches) && len(batches) == 3 &&
+			get("http://"+o.CuratorAddr+"/v1/jobs?state=completed&limit=100", &jobs) && len(jobs) == 7
 		audited := get("http://"+o.AuditorAddr+"/v1/audit/status", &audit) && audit.Objects > 0
 		indexed := get("http://"+o.AggregatorAddr+"/cdx?url=www.demo.example/p/1", &cdx) && strings.Contains(cdx, "demo.example")
 		if researched && ingested && audited && indexed {
@@ -284,7 +290,7 @@ func TestDevDemo(t *testing.T) {
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("after 90 s: researched %v (%+v), ingested %v (%+v), audited %v (%+v), indexed %v (%q)\n%s",
-				researched, research, ingested, batches, audited, audit, indexed, cdx, out)
+				researched, research, ingested, jobs, audited, audit, indexed, cdx, out)
 		}
 		time.Sleep(time.Second)
 	}

@@ -9,6 +9,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"net/http"
+	pathpkg "path"
 	"strings"
 	"sync"
 )
@@ -79,4 +80,27 @@ func (o *Origin) AddBatch(base, manifestPath string, files []File) string {
 	}
 	o.Add(manifestPath, Manifest(base, files))
 	return base + manifestPath
+}
+
+// Object is one object of a manifest of manifests: its files, listed by a
+// manifest at ManifestPath, deposited under LocalID.
+type Object struct {
+	ManifestPath, LocalID string
+	Files                 []File
+}
+
+// AddManifestOfManifests serves every object's files and manifest, and a
+// manifest of those manifests at path (each row a manifest's URL, its file
+// name and the object's local identifier); it returns its URL under base.
+func (o *Origin) AddManifestOfManifests(base, path string, objects []Object) string {
+	var m strings.Builder
+	m.WriteString("#%checkm_0.7\n#%profile | http://uc3.cdlib.org/registry/ingest/manifest/mrt-manifest-of-manifests\n")
+	m.WriteString("#%fields | nfo:fileUrl | nfo:fileName | mrt:localIdentifier\n")
+	for _, obj := range objects {
+		o.AddBatch(base, obj.ManifestPath, obj.Files)
+		fmt.Fprintf(&m, "%s%s | %s | %s\n", base, obj.ManifestPath, pathpkg.Base(obj.ManifestPath), obj.LocalID)
+	}
+	m.WriteString("#%eof\n")
+	o.Add(path, []byte(m.String()))
+	return base + path
 }
