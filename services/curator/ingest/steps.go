@@ -100,6 +100,15 @@ type Config struct {
 	// INGEST_MAX_ATTEMPTS attempts. An outage of PostgreSQL, NATS or the
 	// blob store spends nothing: the daemons pause.
 	RetryBudget time.Duration `env:"INGEST_RETRY_BUDGET, default=24h"`
+	// Retention is how long a completed batch (and its jobs) is kept
+	// before the automatic cleanup deletes it (Batch: Completed →
+	// Deleted); 0 keeps every batch until an operator cleans up.
+	Retention time.Duration `env:"INGEST_RETENTION, default=720h"`
+	// TidyInterval is how often the working area is tidied (the
+	// directories of jobs that ended, or need none, removed) and batches
+	// past INGEST_RETENTION cleaned up; provisioning that finds no room
+	// tidies at once.
+	TidyInterval time.Duration `env:"INGEST_TIDY_INTERVAL, default=1m"`
 	// ARKPrefix is the local minter's shoulder.
 	ARKPrefix string `env:"INGEST_ARK_PREFIX, default=ark:/99999/fk4"`
 }
@@ -107,6 +116,7 @@ type Config struct {
 // SetGate has every daemon wait while gate is closed (a dependency down)
 // and tell an outage from a failure of the batch or job.
 func (g *Ingester) SetGate(gate *fault.Gate) {
+	g.gate = gate
 	for _, d := range g.daemons {
 		d.gate = gate
 	}
@@ -122,6 +132,10 @@ type Ingester struct {
 	client  *http.Client
 	daemons []*daemon
 	claims  *pgxpool.Pool
+	// gate pauses the tidying while a dependency is down (nil: never).
+	gate *fault.Gate
+	// tidying is set while a tidy asked for by provisioning runs.
+	tidying atomic.Bool
 
 	// batchMu guards batches, a cache of the batch rows jobs read at
 	// several steps (what a job reads of its batch never changes).
@@ -255,7 +269,8 @@ func (g *Ingester) Run(ctx context.Context) {
 		go func() { d.run(ctx); done <- struct{}{} }()
 	}
 	go func() { service.Every(g.cfg.Interval, g.sweep)(ctx); done <- struct{}{} }()
-	for range len(g.daemons) + 1 {
+	go func() { service.Every(g.cfg.TidyInterval, g.tidyLoop)(ctx); done <- struct{}{} }()
+	for range len(g.daemons) + 2 {
 		<-done
 	}
 	g.Close()
@@ -271,6 +286,76 @@ func (g *Ingester) sweep(ctx context.Context) {
 	if n > 0 {
 		g.log.Info("ingest: batches found done processing", "batches", n)
 	}
+}
+
+// tidyLoop tidies the working area and cleans up batches past their
+// retention, logging what it did.
+func (g *Ingester) tidyLoop(ctx context.Context) {
+	if g.gate.Wait(ctx) != nil {
+		return
+	}
+	if n, err := g.Tidy(ctx); err != nil && ctx.Err() == nil {
+		g.log.Error("ingest: tidy the working area", "dir", g.cfg.WorkDir, "err", err)
+	} else if n > 0 {
+		g.log.Info("ingest: working directories removed", "jobs", n, "dir", g.cfg.WorkDir)
+	}
+	if g.cfg.Retention <= 0 {
+		return
+	}
+	if n, err := g.store.Cleanup(ctx, g.cfg.Retention); err != nil && ctx.Err() == nil {
+		g.log.Error("ingest: clean up batches past their retention", "retention", g.cfg.Retention, "err", err)
+	} else if n > 0 {
+		g.log.Info("ingest: batches past their retention cleaned up", "batches", n, "retention", g.cfg.Retention)
+	}
+}
+
+// activeDirStates are the job states whose working directory holds what
+// the job still needs: the payload being downloaded, processed or stored.
+var activeDirStates = []State{Downloading, Processing, Storing}
+
+// Tidy removes the working directory of every job that needs none any
+// more: ended (completed, failed or deleted), past storing, or gone from
+// the table. A failed job whose requeue would have needed the payload
+// (after downloading or processing) is set to restart from downloading, so
+// a requeue fetches it again. The cost is the working area's directories
+// (the jobs in flight), not the archive's jobs. It returns how many
+// directories it removed.
+func (g *Ingester) Tidy(ctx context.Context) (int, error) {
+	entries, err := os.ReadDir(g.cfg.WorkDir)
+	if err != nil {
+		return 0, fmt.Errorf("list %s: %w", g.cfg.WorkDir, err)
+	}
+	var ids []int64
+	for _, e := range entries {
+		var id int64
+		if _, err := fmt.Sscanf(e.Name(), "job-%d", &id); err == nil && e.Name() == fmt.Sprintf("job-%d", id) {
+			ids = append(ids, id)
+		}
+	}
+	removed := 0
+	for chunk := range slices.Chunk(ids, 1000) {
+		rows, err := g.store.db.Query(ctx, `WITH idle AS (
+				SELECT id FROM unnest($1::bigint[]) AS id
+				EXCEPT SELECT id FROM curator.jobs WHERE id = ANY($1) AND state = ANY($2)),
+			restart AS (UPDATE curator.jobs SET last_successful = 'provisioning'
+				WHERE id IN (SELECT id FROM idle) AND state = 'failed' AND last_successful IN ('downloading', 'processing'))
+			SELECT id FROM idle`, chunk, activeDirStates)
+		if err != nil {
+			return removed, err
+		}
+		idle, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+		if err != nil {
+			return removed, err
+		}
+		for _, id := range idle {
+			if err := os.RemoveAll(g.jobDir(id)); err != nil {
+				g.log.Warn("ingest: remove a working directory", "job", id, "err", err)
+				continue
+			}
+			removed++
+		}
+	}
+	return removed, nil
 }
 
 // Close releases the claims' connections (Run does it when it ends).
@@ -680,6 +765,16 @@ func (g *Ingester) provision(ctx context.Context, j *JobRow) (Outcome, error) {
 	}
 	if free-g.resv.sum-j.SpaceNeeded < g.cfg.MinFreeBytes {
 		g.log.Info("ingest: waiting for room in the working area", "job", id, "free", free, "reserved", g.resv.sum, "needed", j.SpaceNeeded)
+		if g.tidying.CompareAndSwap(false, true) {
+			go func() {
+				defer g.tidying.Store(false)
+				if n, err := g.Tidy(context.WithoutCancel(ctx)); err != nil {
+					g.log.Warn("ingest: tidy the working area", "err", err)
+				} else if n > 0 {
+					g.log.Info("ingest: working directories removed to make room", "jobs", n)
+				}
+			}()
+		}
 		return Outcome{}, errStay
 	}
 	// Counted until the sum is read again: what this process lets through

@@ -622,9 +622,12 @@ func next(last State) State {
 }
 
 // Cleanup deletes completed batches (and their jobs) finished before
-// olderThan ago. It returns how many batches.
+// olderThan ago, up to 1,000 a call (the oldest first): the automatic
+// cleanup past INGEST_RETENTION, and an operator's. It returns how many
+// batches.
 func (s *Store) Cleanup(ctx context.Context, olderThan time.Duration) (int, error) {
-	rows, err := s.db.Query(ctx, `SELECT id FROM curator.batches WHERE state = 'completed' AND state_at < now() - $1::interval`, olderThan)
+	rows, err := s.db.Query(ctx, `SELECT id FROM curator.batches WHERE state = 'completed' AND state_at < now() - $1::interval
+		ORDER BY state_at LIMIT 1000`, olderThan)
 	if err != nil {
 		return 0, err
 	}
