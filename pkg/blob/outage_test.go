@@ -11,7 +11,6 @@ import (
 	"strings"
 	"testing"
 
-
 	"github.com/archivist/archivist/pkg/blob"
 	"github.com/archivist/archivist/pkg/blob/blobtest"
 	"github.com/archivist/archivist/pkg/fault"

@@ -13,7 +13,6 @@ import (
 	"testing"
 	"time"
 
-
 	"github.com/archivist/archivist/pkg/blob"
 	"github.com/archivist/archivist/pkg/blob/blobtest"
 )
