@@ -26,6 +26,7 @@ type access struct {
 	subscribes []string   // core subjects it subscribes to
 	consumers  []Consumer // durable consumers it creates and reads
 	inspects   []Consumer // durable consumers it only creates and looks at
+	reads      []string   // streams whose last message per subject it reads
 	buckets    []string   // key-value buckets it reads (the deploy identity makes them)
 	bucketPuts bool       // whether it writes to those buckets
 	external   bool       // a system outside Archivist: its publishes only
@@ -39,6 +40,9 @@ var accessOf = map[string]access{
 		publishes: []string{SubjectEpisodeUpserted, SubjectClipUpserted, SubjectGraphMatched, SubjectWorkUpserted + ".>",
 			SubjectObjectRecorded, SubjectObjectDeleted},
 		consumers: []Consumer{CuratorEpisodes, CuratorClips, CuratorMerger},
+		// A work is published only over an older version of it
+		// (bus.PublishNewest): the merger reads the work's last message.
+		reads: []string{StreamWorks},
 	},
 	"pwa": {
 		publishes:  []string{SubjectWorkItem},
@@ -161,6 +165,9 @@ func PermissionsOf(service string) (Permissions, error) {
 		d := c.Config.Durable
 		pub = append(pub, "$JS.API.CONSUMER.CREATE."+c.Stream+"."+d, "$JS.API.CONSUMER.CREATE."+c.Stream+"."+d+".>",
 			"$JS.API.CONSUMER.INFO."+c.Stream+"."+d)
+	}
+	for _, st := range a.reads {
+		pub = append(pub, "$JS.API.STREAM.MSG.GET."+st, "$JS.API.DIRECT.GET."+st+".>")
 	}
 	for _, b := range a.buckets {
 		st := "KV_" + b

@@ -2,7 +2,10 @@ package bus
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"sync"
+	"sync/atomic"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -143,4 +146,95 @@ func (b *Bus) PublishBatch(ctx context.Context, batch []Outgoing) error {
 		}
 	}
 	return first
+}
+
+// PublishNewest publishes each envelope on its subject of stream (a stream
+// that keeps one message per subject) unless the subject's last message
+// was sent at the same time or later: an envelope's SentAt is its version.
+// Each publish is a compare-and-set on the subject's last sequence
+// (Nats-Expected-Last-Subject-Sequence), tried again when another publisher
+// got there first, so a slower publisher of an older version (a resync
+// that read before a merge, a merger replica behind another) never
+// replaces a newer message that a consumer may not have read yet. With
+// resend, an envelope of the version the subject already holds is
+// published again (a resync delivering every version once more); only a
+// newer one is kept back. It returns how many it published.
+func (b *Bus) PublishNewest(ctx context.Context, stream string, batch []Outgoing, resend bool) (int, error) {
+	str, err := b.js.Stream(ctx, stream)
+	if err != nil {
+		return 0, fmt.Errorf("stream %s: %w", stream, err)
+	}
+	var published atomic.Int64
+	work := make(chan Outgoing)
+	errs := make(chan error, 1)
+	var wg sync.WaitGroup
+	for range min(8, len(batch)) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for o := range work {
+				ok, err := b.publishIfNewer(ctx, str, o, resend)
+				if err != nil {
+					select {
+					case errs <- err:
+					default:
+					}
+					continue
+				}
+				if ok {
+					published.Add(1)
+				}
+			}
+		}()
+	}
+	for _, o := range batch {
+		select {
+		case work <- o:
+		case err := <-errs:
+			close(work)
+			wg.Wait()
+			return int(published.Load()), err
+		case <-ctx.Done():
+			close(work)
+			wg.Wait()
+			return int(published.Load()), ctx.Err()
+		}
+	}
+	close(work)
+	wg.Wait()
+	select {
+	case err := <-errs:
+		return int(published.Load()), err
+	default:
+		return int(published.Load()), nil
+	}
+}
+
+// publishIfNewer publishes o unless its subject holds a newer message (or,
+// without resend, one as new); false when it did not publish.
+func (b *Bus) publishIfNewer(ctx context.Context, str jetstream.Stream, o Outgoing, resend bool) (bool, error) {
+	for attempt := 0; ; attempt++ {
+		var last uint64
+		raw, err := str.GetLastMsgForSubject(ctx, o.Subject)
+		switch {
+		case errors.Is(err, jetstream.ErrMsgNotFound):
+		case err != nil:
+			return false, fmt.Errorf("last message on %s: %w", o.Subject, err)
+		default:
+			last = raw.Sequence
+			if have, err := events.Unmarshal(raw.Data); err == nil &&
+				(have.SentAt.After(o.Envelope.SentAt) || !resend && have.SentAt.Equal(o.Envelope.SentAt)) {
+				return false, nil // the stream has a newer version (or this one)
+			}
+		}
+		_, err = b.Publish(ctx, o.Subject, o.Envelope, jetstream.WithExpectLastSequencePerSubject(last))
+		var apiErr *jetstream.APIError
+		if errors.As(err, &apiErr) && (apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence || apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant) && attempt < 10 {
+			continue // another publisher came first: compare again
+		}
+		if err != nil {
+			return false, err
+		}
+		return true, nil
+	}
 }

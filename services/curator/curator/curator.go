@@ -198,8 +198,9 @@ func (p *Pipeline) Reconcile(ctx context.Context) (int, error) {
 // ResyncWorks publishes every stored work row again, with its own version
 // (and a message id of this resync's, so JetStream does not drop it as a
 // duplicate of the original): consumers keep the newest version per key, so
-// for them a row they have is a replay and a row they lost is repaired. It
-// returns how many rows it published.
+// for them a row they have is a replay and a row they lost is repaired. A
+// row the stream holds a newer version of (merged since it was read) is
+// not published. It returns how many rows it published.
 func (p *Pipeline) ResyncWorks(ctx context.Context) (int, error) {
 	total := 0
 	suffix := fmt.Sprintf(":resync:%d", time.Now().UnixNano())
@@ -213,10 +214,11 @@ func (p *Pipeline) ResyncWorks(ctx context.Context) (int, error) {
 			if err != nil {
 				return total, err
 			}
-			if err := p.bus.PublishBatch(ctx, out); err != nil {
+			n, err := p.bus.PublishNewest(ctx, events.StreamWorks, out, true)
+			total += n
+			if err != nil {
 				return total, fmt.Errorf("resync works: %w", err)
 			}
-			total += len(out)
 		}
 	}
 	return total, nil
@@ -247,7 +249,9 @@ func (p *Pipeline) Merge(ctx context.Context, m *bus.Message[events.GraphMatched
 	if err != nil {
 		return err
 	}
-	if err := p.bus.PublishBatch(ctx, out); err != nil {
+	// Over an older version only: a merger replica that is behind, or a
+	// resync that read before this merge, never hides a newer work.
+	if _, err := p.bus.PublishNewest(ctx, events.StreamWorks, out, false); err != nil {
 		return fmt.Errorf("publish works of graph %s: %w", m.Event.Members[0], err)
 	}
 	return nil

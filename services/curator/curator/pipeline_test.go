@@ -320,3 +320,52 @@ func TestResyncWorksRepublishesEveryRow(t *testing.T) {
 		t.Error("a work published on the bare subject was taken")
 	}
 }
+
+// TestResyncNeverHidesANewerWork: WORKS keeps one message per work. A
+// resync that read a work before a merge changed it published the older
+// version after the newer one, and the stream kept the older: a pwa that
+// had not read the newer stayed on the older until the next day's resync.
+// The older version is now kept back; the newer stays the work's message.
+func TestResyncNeverHidesANewerWork(t *testing.T) {
+	ctx := context.Background()
+	pl := newPipeline(t)
+	at := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	ev := &events.EpisodeUpserted{ID: "ep", Source: "feed", Title: "first", Media: events.Media{Key: "k"}, InitialCuratedAt: at, LatestCuratedAt: at}
+	env, _ := events.NewAt("feed", at, ev)
+	if _, err := pl.bus.Publish(ctx, events.SubjectEpisodeUpserted, env); err != nil {
+		t.Fatal(err)
+	}
+	pl.drain(t)
+	rows, err := merger.Rows(ctx, pl.p.Catalog.DB(), catalog.Episode)
+	if err != nil || len(rows) != 1 {
+		t.Fatalf("rows %v: %v", rows, err)
+	}
+	// A merge (of another replica) publishes a newer version of the work
+	// after the resync read the row, before it publishes.
+	newer := rows[0]
+	newer.Version = newer.Version.Add(time.Minute)
+	newer.Title = "second"
+	nenv, _ := events.NewAt("curator", newer.Version, &newer)
+	subject := events.WorkSubject(newer.Kind, newer.Key)
+	if _, err := pl.bus.Publish(ctx, subject, nenv); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pl.p.ResyncWorks(ctx); err != nil {
+		t.Fatal(err)
+	}
+	st, err := pl.bus.JetStream().Stream(ctx, events.StreamWorks)
+	if err != nil {
+		t.Fatal(err)
+	}
+	last, err := st.GetLastMsgForSubject(ctx, subject)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := events.Unmarshal(last.Data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !got.SentAt.Equal(newer.Version) {
+		t.Errorf("WORKS holds the work at %s, want the newer %s", got.SentAt, newer.Version)
+	}
+}
