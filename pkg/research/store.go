@@ -71,12 +71,18 @@ func (s *Store) UpsertWork(ctx context.Context, w *events.WorkUpserted) (Outcome
 	// refused, and the work's results and pairs are deleted below.
 	// A work that goes inactive (a redirect, gone) keeps its media and its
 	// results: they carry over to the work it was merged into.
-	const mediaDiffers = `(EXCLUDED.active AND (t.media_key IS DISTINCT FROM EXCLUDED.media_key OR t.media_sha256 IS DISTINCT FROM EXCLUDED.media_sha256))`
+	//
+	// The media changes when its bytes do: when both sha256s are known,
+	// they decide (a file moved to another key is the same audio, and its
+	// research stands); else the key and the sha256 together.
+	const mediaDiffers = `(EXCLUDED.active AND ` + mediaChangedSQL + `)`
 	table, unpark := "research.episodes", `, parked_reason = CASE WHEN `+mediaDiffers+` THEN NULL ELSE t.parked_reason END`
 	if w.Kind == events.KindClip {
 		table, unpark = "research.clips", ""
 	}
-	unpark += `, media_changed_at = CASE WHEN ` + mediaDiffers + ` THEN now() ELSE t.media_changed_at END`
+	// The change is timed after the works lock is granted (not at the
+	// transaction's start): every lease made before it is older.
+	unpark += `, media_changed_at = CASE WHEN ` + mediaDiffers + ` THEN clock_timestamp() ELSE t.media_changed_at END`
 	active := w.State == events.WorkMerged
 	var out Outcome
 	err := pgx.BeginFunc(ctx, s.db, func(tx pgx.Tx) error {
@@ -84,7 +90,7 @@ func (s *Store) UpsertWork(ctx context.Context, w *events.WorkUpserted) (Outcome
 		// active clips it can see, a clip that arrives adds itself to the
 		// episodes it can see, and two such transactions running side by
 		// side would each miss the other.
-		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtext('archivist.research.works'))`); err != nil {
+		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(`+worksLock+`)`); err != nil {
 			return fmt.Errorf("lock works changes: %w", err)
 		}
 		var id int64
@@ -118,7 +124,7 @@ SELECT coalesce((SELECT id FROM up), 0), (SELECT active FROM prior), (SELECT ver
 			return nil
 		}
 		out = Applied
-		if active && priorKey != nil && (*priorKey != w.Media.Key || *priorSHA != w.Media.SHA256) {
+		if active && priorKey != nil && MediaChanged(events.Media{Key: *priorKey, SHA256: derefString(priorSHA)}, w.Media) {
 			if err := forgetResearch(ctx, tx, w.Kind, id); err != nil {
 				return err
 			}
@@ -156,6 +162,33 @@ SELECT coalesce((SELECT id FROM up), 0), (SELECT active FROM prior), (SELECT ver
 	return out, err
 }
 
+// mediaChangedSQL is MediaChanged of the row t and the incoming EXCLUDED.
+const mediaChangedSQL = `(CASE WHEN t.media_sha256 <> '' AND EXCLUDED.media_sha256 <> '' THEN t.media_sha256 <> EXCLUDED.media_sha256
+	ELSE t.media_key IS DISTINCT FROM EXCLUDED.media_key OR t.media_sha256 IS DISTINCT FROM EXCLUDED.media_sha256 END)`
+
+// MediaChanged reports whether a work's media changed from was to now: its
+// bytes, by sha256 when both are known (a file moved to another key is the
+// same audio), else its key or sha256.
+func MediaChanged(was, now events.Media) bool {
+	if was.SHA256 != "" && now.SHA256 != "" {
+		return was.SHA256 != now.SHA256
+	}
+	return was.Key != now.Key || was.SHA256 != now.SHA256
+}
+
+func derefString(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}
+
+// worksLock serialises changes of works (exclusive) against leases
+// (shared): a lease reads its episode's and clips' media either before a
+// change commits (and the change then forgets the lease's pairs, and
+// refuses its results as older than the change) or after it.
+const worksLock = `hashtext('archivist.research.works')`
+
 // forgetResearch deletes the results and pairs of a work whose media
 // changed, and recounts the episodes concerned, so that it is leased and
 // researched again from its new audio. Leases in flight are left to end;
@@ -186,7 +219,8 @@ func forgetResearch(ctx context.Context, tx pgx.Tx, kind string, id int64) error
 }
 
 // carryOver copies the results (and pair states) of the inactive work from
-// to the active work to, when both have the same media (key and sha256),
+// to the active work to, when both have the same media (the same sha256;
+// without both, the same key and sha256),
 // and recounts the episodes that gained them: research is not done twice
 // for audio already researched under another key.
 func carryOver(ctx context.Context, tx pgx.Tx, kind, from, to string) error {
@@ -196,7 +230,8 @@ func carryOver(ctx context.Context, tx pgx.Tx, kind, from, to string) error {
 	}
 	rows, err := tx.Query(ctx, `WITH src AS (SELECT id, media_key, media_sha256 FROM `+table+` WHERE key = $1 AND NOT active),
 dst AS (SELECT d.id FROM `+table+` d, src WHERE d.key = $2 AND d.active AND d.media_key <> ''
-	AND d.media_key = src.media_key AND d.media_sha256 = src.media_sha256),
+	AND (CASE WHEN d.media_sha256 <> '' AND src.media_sha256 <> '' THEN d.media_sha256 = src.media_sha256
+		ELSE d.media_key = src.media_key AND d.media_sha256 = src.media_sha256 END)),
 res AS (
 	INSERT INTO research.results (`+own+`, `+other+`, lease_id, researcher, occurrences, failure, stored_at)
 	SELECT dst.id, r.`+other+`, r.lease_id, r.researcher, r.occurrences, r.failure, r.stored_at
@@ -332,6 +367,10 @@ func (s *Store) leaseOnce(ctx context.Context, maxClips int, duration time.Durat
 	var lease *Lease
 	retry := false
 	err := pgx.BeginFunc(ctx, s.db, func(tx pgx.Tx) error {
+		// Leases share the works lock; a change of works holds it alone.
+		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock_shared(`+worksLock+`)`); err != nil {
+			return fmt.Errorf("lock works against changes: %w", err)
+		}
 		var epID int64
 		var ep events.AudioRef
 		var tp string
@@ -683,7 +722,7 @@ func (s *Store) Redo(ctx context.Context, key string, failedOnly bool) (int, boo
 	var forgot int
 	var known bool
 	err := pgx.BeginFunc(ctx, s.db, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtext('archivist.research.works'))`); err != nil {
+		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(`+worksLock+`)`); err != nil {
 			return fmt.Errorf("lock works changes: %w", err)
 		}
 		var id int64

@@ -1,0 +1,100 @@
+package research_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/archivist/archivist/events"
+	"github.com/archivist/archivist/pkg/research"
+	"github.com/archivist/archivist/pkg/research/migrations"
+	"github.com/archivist/archivist/pkg/testenv"
+)
+
+// TestMovedMediaKeepsItsResearch: a merge that changed only the media's
+// key (the same sha256: a file moved) deleted every result of the work
+// before any new research existed, and the episode was researched again
+// from the same audio. Its results now stand; a change of the bytes (a
+// new sha256) still forgets them.
+func TestMovedMediaKeepsItsResearch(t *testing.T) {
+	db := testenv.DB(t, migrations.Schema)
+	s := research.New(db)
+	ctx := context.Background()
+	ep, clip := work("episode", "e", 1, 1), work("clip", "c", 1, 1)
+	ep.Media.SHA256, clip.Media.SHA256 = "aa", "cc"
+	add(t, s, ep, clip)
+	l := lease(t, s, 5)
+	if _, err := s.StoreResult(ctx, &events.ResearchCompleted{LeaseID: l.ID, Episode: "e", Clip: "c", Researcher: "r",
+		Occurrences: []events.Occurrence{{OffsetMS: 1, DurationMS: 1, Confidence: 1}}}); err != nil {
+		t.Fatal(err)
+	}
+	results := func() (n, open int) {
+		t.Helper()
+		if err := db.QueryRow(ctx, `SELECT (SELECT count(*) FROM research.results), (SELECT open_clips FROM research.episodes WHERE key = 'e')`).Scan(&n, &open); err != nil {
+			t.Fatal(err)
+		}
+		return n, open
+	}
+	moved := work("episode", "e", 1, 1)
+	moved.Version, moved.Media = day.Add(time.Hour), events.Media{Key: "moved/e.wav", SHA256: "aa"}
+	movedClip := work("clip", "c", 1, 1)
+	movedClip.Version, movedClip.Media = day.Add(time.Hour), events.Media{Key: "moved/c.wav", SHA256: "cc"}
+	add(t, s, moved, movedClip)
+	if n, open := results(); n != 1 || open != 0 {
+		t.Fatalf("after the media moved (same sha256): %d results, %d open clips; want the result kept, nothing to research", n, open)
+	}
+	changed := work("episode", "e", 1, 1)
+	changed.Version, changed.Media = day.Add(2*time.Hour), events.Media{Key: "moved/e.wav", SHA256: "bb"}
+	add(t, s, changed)
+	if n, open := results(); n != 0 || open != 1 {
+		t.Fatalf("after the bytes changed: %d results, %d open clips; want them forgotten, the clip open again", n, open)
+	}
+	if !research.MediaChanged(events.Media{Key: "a", SHA256: ""}, events.Media{Key: "b", SHA256: "x"}) ||
+		research.MediaChanged(events.Media{Key: "a", SHA256: "x"}, events.Media{Key: "b", SHA256: "x"}) {
+		t.Error("MediaChanged: a new key without a known sha256 is a change; a new key with the same sha256 is not")
+	}
+}
+
+// TestLeaseDuringAMediaChangeGetsTheNewMedia: a lease made while a change
+// of a clip's media was in flight read the clip's old media, and its pair
+// escaped the change's forgetting (uncommitted when the change deleted
+// pairs). A lease now waits for the change and hands out the new media.
+func TestLeaseDuringAMediaChangeGetsTheNewMedia(t *testing.T) {
+	db := testenv.DB(t, migrations.Schema)
+	s := research.New(db)
+	ctx := context.Background()
+	add(t, s, work("episode", "e", 1, 1), work("clip", "c", 1, 1))
+	// A change of works in flight: it holds the works lock and has
+	// written the clip's new media, not yet committed (as UpsertWork does).
+	tx, err := db.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx)
+	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtext('archivist.research.works'))`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.Exec(ctx, `UPDATE research.clips SET media_key = 'audio/c-new', media_changed_at = clock_timestamp() WHERE key = 'c'`); err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan *research.Lease, 1)
+	go func() {
+		l, err := s.Lease(ctx, 5, time.Minute)
+		if err != nil {
+			t.Error(err)
+		}
+		got <- l
+	}()
+	select {
+	case l := <-got:
+		t.Fatalf("a lease was made during the change: %+v", l)
+	case <-time.After(300 * time.Millisecond):
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	l := <-got
+	if l == nil || len(l.Clips) != 1 || l.Clips[0].Media.Key != "audio/c-new" {
+		t.Fatalf("lease after the change: %+v, want clip c with its new media", l)
+	}
+}
