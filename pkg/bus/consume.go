@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"runtime/debug"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -57,6 +58,7 @@ type consumeOptions struct {
 	oneAtATime  bool
 	manual      bool
 	timeout     time.Duration
+	stall       bool // timeout bounds a stall (no Progress), not the whole handling
 }
 
 // DefaultHandlerTimeout bounds how long a handler may hold a message.
@@ -72,6 +74,32 @@ func WithHandlerTimeout(d time.Duration) ConsumeOption {
 		if d > 0 {
 			o.timeout = d
 		}
+	}
+}
+
+// WithStallTimeout bounds how long a handler may go without reporting
+// progress (Progress) instead of how long it may hold a message: a handler
+// that reports progress (bytes read, say) is kept in progress for as long
+// as it needs; one that stalls for d has its context ended, as at a
+// handler timeout. For work whose length grows with its input (an audit
+// read of a 100 GiB object).
+func WithStallTimeout(d time.Duration) ConsumeOption {
+	return func(o *consumeOptions) {
+		if d > 0 {
+			o.timeout, o.stall = d, true
+		}
+	}
+}
+
+type progressKey struct{}
+
+// Progress tells the consume loop that the handler whose context ctx is
+// is making progress: under WithStallTimeout its message is kept in
+// progress, and its context alive, for another stall timeout. Elsewhere it
+// does nothing. It is cheap enough to call on every read.
+func Progress(ctx context.Context) {
+	if e, ok := ctx.Value(progressKey{}).(*inflightEntry); ok && e.stall > 0 {
+		e.until.Store(time.Now().Add(e.stall).UnixNano())
 	}
 }
 
@@ -576,7 +604,10 @@ func (s *Subscription) track(msg jetstream.Msg) *inflightEntry {
 	now := time.Now()
 	ctx, cancel := context.WithCancel(s.hctx)
 	e := s.inflight.add(msg, now, now.Add(s.opts.timeout), cancel)
-	e.ctx = ctx
+	if s.opts.stall {
+		e.stall = s.opts.timeout
+	}
+	e.ctx = context.WithValue(ctx, progressKey{}, e)
 	return e
 }
 
@@ -684,8 +715,8 @@ func (s *Subscription) heartbeat() {
 			return
 		case now := <-t.C:
 			s.inflight.each(func(e *inflightEntry) {
-				if !now.Before(e.until) {
-					e.cancel() // past the handler timeout: its context ends
+				if now.UnixNano() >= e.until.Load() {
+					e.cancel() // past the handler (or stall) timeout: its context ends
 					return
 				}
 				if now.Sub(e.last) >= due {
@@ -702,7 +733,8 @@ func (s *Subscription) heartbeat() {
 type inflightEntry struct {
 	msg    jetstream.Msg
 	last   time.Time
-	until  time.Time          // kept in progress until then (the handler timeout)
+	until  atomic.Int64       // unix ns: kept in progress until then (the handler timeout, or the stall timeout after the last Progress)
+	stall  time.Duration      // the stall timeout (0: until is fixed)
 	ctx    context.Context    // the handler's
 	cancel context.CancelFunc // ends the handler's context
 }
@@ -713,7 +745,8 @@ type inflight struct {
 }
 
 func (f *inflight) add(msg jetstream.Msg, now, until time.Time, cancel context.CancelFunc) *inflightEntry {
-	e := &inflightEntry{msg: msg, last: now, until: until, cancel: cancel}
+	e := &inflightEntry{msg: msg, last: now, cancel: cancel}
+	e.until.Store(until.UnixNano())
 	f.mu.Lock()
 	f.m[e] = struct{}{}
 	f.mu.Unlock()

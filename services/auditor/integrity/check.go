@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/archivist/archivist/pkg/blob"
+	"github.com/archivist/archivist/pkg/bus"
 )
 
 // ErrRetryLater is returned when the matching row says to try again later
@@ -181,7 +182,7 @@ func (c *Checker) digest(ctx context.Context, object, providerAlgo string) (map[
 		ws = append(ws, h)
 	}
 	buf := make([]byte, 1<<20)
-	if _, err := io.CopyBuffer(io.MultiWriter(ws...), rc, buf); err != nil {
+	if _, err := io.CopyBuffer(io.MultiWriter(ws...), progressReader{ctx, rc}, buf); err != nil {
 		return nil, fmt.Errorf("read %s: %w", object, err)
 	}
 	out := map[string]string{}
@@ -189,6 +190,25 @@ func (c *Checker) digest(ctx context.Context, object, providerAlgo string) (map[
 		out[a] = hex.EncodeToString(h.Sum(nil))
 	}
 	return out, nil
+}
+
+// progressReader reports each read as progress of the check (under the
+// worker manager's stall timeout the task is kept for as long as bytes
+// flow) and stops once the check's context ends (a read that stalled).
+type progressReader struct {
+	ctx context.Context
+	r   io.Reader
+}
+
+func (p progressReader) Read(b []byte) (int, error) {
+	if err := p.ctx.Err(); err != nil {
+		return 0, fmt.Errorf("read stopped: %w", err)
+	}
+	n, err := p.r.Read(b)
+	if n > 0 {
+		bus.Progress(p.ctx)
+	}
+	return n, err
 }
 
 func presence(v *string) Value {

@@ -3,13 +3,15 @@
 // time, and the low one only when high is empty; with both empty it waits,
 // backing off exponentially from 1 to 8 minutes, and wakes at once when a
 // task arrives. A pool of workers handles the tasks; each task's deadline is
-// kept extended while it is worked on (in-progress), a finished task is
+// kept extended while its check reads (in-progress, for as long as bytes
+// flow; AUDITOR_STALL_TIMEOUT ends a read that stalls), a finished task is
 // acked, a failed one is nakked to the back of its queue, and after its
 // third failure it goes to the dead-letter stream with its reason: all
 // JetStream's own mechanisms, through pkg/bus.
 package workman
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -36,6 +38,10 @@ type Config struct {
 	BackoffMax time.Duration `env:"AUDITOR_IDLE_BACKOFF_MAX, default=8m"`
 	// FailureDelay is how long a failed task waits before it is tried again.
 	FailureDelay time.Duration `env:"AUDITOR_FAILURE_DELAY, default=30s"`
+	// StallTimeout ends a check whose read has made no progress this long.
+	// A check that reads is kept in progress for as long as bytes flow (an
+	// object of 100 GiB takes what it takes), never by a total bound.
+	StallTimeout time.Duration `env:"AUDITOR_STALL_TIMEOUT, default=2m"`
 }
 
 // Hooks observe the manager (tests, metrics).
@@ -153,10 +159,11 @@ func New(ctx context.Context, b *bus.Bus, high, low events.Consumer, h bus.Handl
 		return bus.RetryAfter(cfg.FailureDelay)
 	}
 	var err error
-	if m.high, err = bus.Consume(ctx, b, high, handle, bus.WithManualFetch()); err != nil {
+	stall := bus.WithStallTimeout(cmp.Or(cfg.StallTimeout, 2*time.Minute))
+	if m.high, err = bus.Consume(ctx, b, high, handle, bus.WithManualFetch(), stall); err != nil {
 		return nil, err
 	}
-	if m.low, err = bus.Consume(ctx, b, low, handle, bus.WithManualFetch()); err != nil {
+	if m.low, err = bus.Consume(ctx, b, low, handle, bus.WithManualFetch(), stall); err != nil {
 		return nil, err
 	}
 	// Any task published on either queue wakes an idle manager.
