@@ -158,6 +158,37 @@ func Run(t *testing.T, open func(t *testing.T) blob.Store) {
 		}
 	})
 
+	t.Run("ListAfterPages", func(t *testing.T) {
+		// Pages of a listing resumed after the last key, in byte order
+		// (where "a-b" sorts before "a/b", unlike a walk of directories).
+		s := open(t)
+		keys := []string{"o/a-b", "o/a/b", "o/a/c/d", "o/a0", "o/b-1", "o/b/z", "o/c", "other/x"}
+		for _, k := range keys {
+			if _, err := s.Put(ctx, k, strings.NewReader(k), nil); err != nil {
+				t.Fatal(err)
+			}
+		}
+		var got []string
+		after := ""
+		for pages := 0; ; pages++ {
+			page, err := blob.ListAfter(ctx, s, "o/", after, 3)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, info := range page {
+				got = append(got, info.Key)
+			}
+			if len(page) < 3 || pages > 10 {
+				break
+			}
+			after = page[len(page)-1].Key
+		}
+		want := []string{"o/a-b", "o/a/b", "o/a/c/d", "o/a0", "o/b-1", "o/b/z", "o/c"}
+		if strings.Join(got, " ") != strings.Join(want, " ") {
+			t.Errorf("pages of 3: %v, want %v", got, want)
+		}
+	})
+
 	t.Run("Delete", func(t *testing.T) {
 		s := open(t)
 		put(t, s, "a/b", "x")

@@ -21,6 +21,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/archivist/archivist/events"
 	"github.com/archivist/archivist/pkg/blob"
@@ -53,6 +54,14 @@ type Config struct {
 	MinSpacePrefix int `env:"AUDITOR_MIN_SPACE_PREFIX, default=3"`
 	// MaxOnDemand is the most objects one on-demand check may queue.
 	MaxOnDemand int `env:"AUDITOR_MAX_ON_DEMAND, default=10000"`
+	// ReconcilePrefix is the part of the blob store the archive's objects
+	// live in, which the reconciliation sweeps against the schedule.
+	ReconcilePrefix string `env:"AUDITOR_RECONCILE_PREFIX, default=objects/"`
+	// ReconcileTick is how often the reconciliation compares the next page
+	// (ReconcilePage objects) of the store with the schedule.
+	ReconcileTick time.Duration `env:"AUDITOR_RECONCILE_TICK, default=10s"`
+	// ReconcilePage is how many store objects one step compares.
+	ReconcilePage int `env:"AUDITOR_RECONCILE_PAGE, default=1000"`
 	// SecondaryBlobURL is a second copy of the archive, if any: content gone
 	// sour that it still holds is internally resolvable.
 	SecondaryBlobURL string `env:"AUDITOR_SECONDARY_BLOB_URL"`
@@ -122,7 +131,13 @@ func run(ctx context.Context, env *service.Env, cfg Config) error {
 	// The schedule runs in one replica at a time (the leader); every
 	// replica checks.
 	schedule := env.AsLeader("auditor.schedule", func(ctx context.Context) error { a.Schedule(ctx); return nil })
-	return env.Serve(ctx, "audit API", cfg.HTTPAddr, a.Handler(), []service.Loop{m.Run, schedule}, objects.Stop, deletions.Stop)
+	a.reconciled = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "archivist_audit_reconciled_total",
+		Help: "What the reconciliation of the blob store against the schedule fixed: unscheduled (recorded, scheduled again), unrecorded (queued for capture), missing (gone from the store, checked now), deleted (unscheduled).",
+	}, []string{"kind"})
+	env.Metrics.MustRegister(a.reconciled)
+	reconcile := env.AsLeader("auditor.reconcile", service.Every(cfg.ReconcileTick, a.reconcileStep))
+	return env.Serve(ctx, "audit API", cfg.HTTPAddr, a.Handler(), []service.Loop{m.Run, schedule, reconcile}, objects.Stop, deletions.Stop)
 }
 
 // Auditor is the auditor's logic on its dependencies.
@@ -136,6 +151,8 @@ type Auditor struct {
 	log     *slog.Logger
 	// gate pauses the schedule while a dependency is down (nil: never).
 	gate *fault.Gate
+	// reconciled counts what the reconciliation fixed, by kind.
+	reconciled *prometheus.CounterVec
 }
 
 // SetGate has the auditor's loops pause while gate is closed, and tell an
@@ -177,6 +194,22 @@ func (a *Auditor) Task(ctx context.Context, m *bus.Message[events.AuditTask]) er
 	}
 	a.log.Debug("checked", "object", m.Event.Object, "row", res.Row.No, "matched", res.Matched)
 	return nil
+}
+
+// reconcileStep compares one page of the store with the schedule, once the
+// dependencies answer, and logs what it fixed.
+func (a *Auditor) reconcileStep(ctx context.Context) {
+	if a.gate.Wait(ctx) != nil {
+		return
+	}
+	r, err := a.Reconcile(ctx, max(a.cfg.ReconcilePage, 1))
+	switch {
+	case err != nil && ctx.Err() == nil:
+		a.log.Error("reconcile the store with the schedule", "err", err)
+	case r.Unscheduled+r.Unrecorded+r.Missing+r.Deleted > 0:
+		a.log.Warn("reconciled the store with the schedule", "unscheduled", r.Unscheduled, "unrecorded", r.Unrecorded,
+			"missing", r.Missing, "deleted", r.Deleted, "compared", r.Compared)
+	}
 }
 
 // Schedule queues due checks every ScheduleTick, and re-queues checks that
