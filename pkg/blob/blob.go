@@ -120,6 +120,29 @@ type Store interface {
 	Delete(ctx context.Context, key string) error
 }
 
+// ErrNoProviderChecksum is returned (wrapped) by AddChecksum for an object
+// the store cannot give a checksum of its own.
+var ErrNoProviderChecksum = errors.New("the store cannot give this object a checksum of its own")
+
+// AddChecksum asks s to compute and keep a checksum of its own of the
+// object at key, which was stored without one (S3: a copy onto itself
+// asking for a SHA-256), and returns what s then says of it. The checksum
+// is of the bytes as they are: compare it with what they should be. A
+// store that cannot returns ErrNoProviderChecksum; one whose every object
+// has one (the local store) returns the object as it is.
+func AddChecksum(ctx context.Context, s Store, key string) (Info, error) {
+	if a, ok := s.(interface {
+		AddChecksum(context.Context, string) (Info, error)
+	}); ok {
+		return a.AddChecksum(ctx, key)
+	}
+	info, err := s.Stat(ctx, key)
+	if err == nil && !info.Checksum.Digests() {
+		return info, fmt.Errorf("add a checksum to %s: %w", key, ErrNoProviderChecksum)
+	}
+	return info, err
+}
+
 // Check reports whether s answers: nil when it can say whether an object
 // exists. A store that cannot (its directory gone, its endpoint refusing)
 // returns an outage of the blob store (fault.Outage): the service pauses

@@ -3,6 +3,7 @@ package blob_test
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
 	"github.com/minio/minio-go/v7"
@@ -186,5 +187,43 @@ func TestS3ProviderChecksum(t *testing.T) {
 		if after := stat("single"); after != before {
 			t.Errorf("kms %t: rot changed the provider's checksum: %v, was %v", kms, after, before)
 		}
+	}
+}
+
+// TestS3AddChecksum: an object stored without a checksum of S3's own gets
+// one by a copy onto itself, its content and metadata unchanged: the
+// migration of objects stored before Archivist asked for checksums.
+func TestS3AddChecksum(t *testing.T) {
+	ctx := context.Background()
+	s3 := blobtest.NewS3(t, blobtest.S3Options{})
+	s := s3.Bucket(t, "migrate", "")
+	data := bytes.Repeat([]byte("old object "), 2<<20) // 22 MiB, multipart
+	if _, err := s3.Client(t, "").PutObject(ctx, "migrate", "old", io.MultiReader(bytes.NewReader(data)), -1,
+		minio.PutObjectOptions{PartSize: 16 << 20, ContentType: "text/plain", UserMetadata: map[string]string{"note": "kept"}}); err != nil {
+		t.Fatal(err)
+	}
+	before, err := s.Stat(ctx, "old")
+	if err != nil || before.Checksum.Digests() {
+		t.Fatalf("before: %+v (%v), want no checksum of S3's own", before, err)
+	}
+	after, err := blob.AddChecksum(ctx, s, "old")
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := sha256.Sum256(data)
+	if after.Checksum != (blob.Checksum{Algorithm: "sha256", Value: hex.EncodeToString(d[:])}) {
+		t.Errorf("after: checksum %v, want the content's sha256", after.Checksum)
+	}
+	if after.Size != int64(len(data)) || after.Properties["note"] != "kept" || after.Properties["content-type"] != "text/plain" {
+		t.Errorf("after: size %d, properties %v; want the object as it was", after.Size, after.Properties)
+	}
+	rc, _, err := s.Get(ctx, "old")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, _ := io.ReadAll(rc)
+	rc.Close()
+	if !bytes.Equal(got, data) {
+		t.Error("the copy changed the content")
 	}
 }

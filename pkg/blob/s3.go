@@ -351,3 +351,45 @@ func (s *S3) Delete(ctx context.Context, key string) error {
 	}
 	return nil
 }
+
+// AddChecksum has S3 compute and keep a full-object SHA-256 of an object
+// stored without one (before Archivist asked S3 for checksums): a copy of
+// the object onto itself asking for the checksum, with its metadata as it
+// was. S3 copies objects of up to 5 GiB in one request; a larger one keeps
+// no checksum (ErrNoProviderChecksum). The checksum is of the bytes as they
+// are now: the caller compares it with what it knows they should be.
+func (s *S3) AddChecksum(ctx context.Context, key string) (Info, error) {
+	if err := ValidateKey(key); err != nil {
+		return Info{}, err
+	}
+	oi, err := s.c.StatObject(ctx, s.bucket, s.prefix+key, minio.StatObjectOptions{Checksum: true})
+	if notFound(err) {
+		return Info{}, fmt.Errorf("add a checksum to %s: %w", key, ErrNotFound)
+	}
+	if err != nil {
+		return Info{}, fmt.Errorf("add a checksum to %s: %w", key, s3Fault(err))
+	}
+	if info := s.info(oi); info.Checksum.Digests() {
+		return info, nil // it has one
+	}
+	if oi.Size > maxSinglePut {
+		return Info{}, fmt.Errorf("add a checksum to %s (%d bytes, beyond one copy's 5 GiB): %w", key, oi.Size, ErrNoProviderChecksum)
+	}
+	meta := map[string]string{}
+	for k, v := range oi.UserMetadata {
+		meta[strings.TrimPrefix(strings.TrimPrefix(k, "X-Amz-Meta-"), "x-amz-meta-")] = v
+	}
+	dst := minio.CopyDestOptions{Bucket: s.bucket, Object: s.prefix + key, ReplaceMetadata: true, UserMetadata: meta,
+		ChecksumType: minio.ChecksumSHA256}
+	if oi.ContentType != "" {
+		dst.ContentType = oi.ContentType
+	}
+	src := minio.CopySrcOptions{Bucket: s.bucket, Object: s.prefix + key, MatchETag: oi.ETag}
+	if _, err := s.c.CopyObject(ctx, dst, src); err != nil {
+		if code := minio.ToErrorResponse(err).Code; code == "NotImplemented" || code == "InvalidRequest" {
+			return Info{}, fmt.Errorf("add a checksum to %s: %v: %w", key, err, ErrNoProviderChecksum)
+		}
+		return Info{}, fmt.Errorf("add a checksum to %s: %w", key, s3Fault(err))
+	}
+	return s.Stat(ctx, key)
+}

@@ -87,6 +87,7 @@ func Print(w io.Writer, st auditor.Status) error {
 	fmt.Fprintf(tw, "RESOLUTION TASKS\tinternal %d\texternal %d\n", st.OpenResolutions["internal"], st.OpenResolutions["external"])
 	fmt.Fprintf(tw, "AUDIT QUEUE\t%d\t(%d parked: kept failing, each with its last error)\n", st.AuditQueue, st.AuditQueueParked)
 	fmt.Fprintf(tw, "PARKED\t%d\t(archivist audit parked)\n", st.Parked)
+	fmt.Fprintf(tw, "NO PROVIDER CHECKSUM\t%d\t(objects the store keeps no checksum of: audited by content, index and log)\n", st.NoProviderChecksum)
 	fmt.Fprintf(tw, "DEAD LETTERS\t%d\n", st.DeadLetters)
 	rows := make([]string, 0, len(st.FailuresByRow))
 	for r := range st.FailuresByRow {

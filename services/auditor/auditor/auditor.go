@@ -192,6 +192,9 @@ func (a *Auditor) Task(ctx context.Context, m *bus.Message[events.AuditTask]) er
 	if err != nil {
 		return err
 	}
+	if res.ProviderChecksumErr != nil {
+		a.log.Warn("check: the store's own checksum could not be added", "object", m.Event.Object, "err", res.ProviderChecksumErr)
+	}
 	a.log.Debug("checked", "object", m.Event.Object, "row", res.Row.No, "matched", res.Matched)
 	return nil
 }
@@ -646,10 +649,14 @@ type Status struct {
 	AuditQueueParked int64 `json:"audit_queue_parked"`
 	// Parked counts objects whose check failed three times (`archivist
 	// audit parked` lists them).
-	Parked      int64  `json:"parked"`
-	DeadLetters int    `json:"dead_letters"`
-	QueuedHigh  uint64 `json:"queued_high"`
-	QueuedLow   uint64 `json:"queued_low"`
+	Parked int64 `json:"parked"`
+	// NoProviderChecksum counts objects the store could give no checksum
+	// of its own (an S3 object stored without one, beyond 5 GiB): their
+	// audits compare content, index and log alone.
+	NoProviderChecksum int64  `json:"no_provider_checksum"`
+	DeadLetters        int    `json:"dead_letters"`
+	QueuedHigh         uint64 `json:"queued_high"`
+	QueuedLow          uint64 `json:"queued_low"`
 }
 
 // Status reads the status: this cycle's checks and failures, open
@@ -662,7 +669,9 @@ func (a *Auditor) Status(ctx context.Context) (Status, error) {
 		(SELECT count(*) FROM auditor.bit_log WHERE at >= $1 AND bit_error),
 		(SELECT count(*) FROM auditor.audit_queue WHERE NOT done AND parked_at IS NULL),
 		(SELECT count(*) FROM auditor.audit_queue WHERE NOT done AND parked_at IS NOT NULL),
-		(SELECT count(*) FROM auditor.schedule WHERE parked_at IS NOT NULL)`, since).Scan(&st.Objects, &st.CheckedThisCycle, &st.BitErrors, &st.AuditQueue, &st.AuditQueueParked, &st.Parked)
+		(SELECT count(*) FROM auditor.schedule WHERE parked_at IS NOT NULL),
+		(SELECT count(*) FROM auditor.provider_checksums WHERE state = 'none')`, since).
+		Scan(&st.Objects, &st.CheckedThisCycle, &st.BitErrors, &st.AuditQueue, &st.AuditQueueParked, &st.Parked, &st.NoProviderChecksum)
 	if err != nil {
 		return st, fmt.Errorf("audit status: %w", err)
 	}

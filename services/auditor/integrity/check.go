@@ -59,6 +59,10 @@ type Result struct {
 	Observation Observation
 	Row         Row
 	Matched     bool
+	// ProviderChecksumErr is why a checksum of the provider's own could
+	// not be added to an object that had none (tried again at its next
+	// check).
+	ProviderChecksumErr error
 }
 
 // Check checks one object on attempt (1-based) of last, and applies the
@@ -78,7 +82,37 @@ func (c *Checker) Check(ctx context.Context, object string, light bool, attempt,
 	if ok && row.Has(RetryLater) && attempt < last {
 		return res, ErrRetryLater
 	}
-	return res, pgx.BeginFunc(ctx, c.db, func(tx pgx.Tx) error { return c.apply(ctx, tx, res, attempt) })
+	if err := pgx.BeginFunc(ctx, c.db, func(tx pgx.Tx) error { return c.apply(ctx, tx, res, attempt) }); err != nil {
+		return res, err
+	}
+	if ok && row.No == 1 && obs.Provider.State == NA && obs.sha256 != "" {
+		// The check stands whatever this does: a failure is tried again
+		// at the object's next check.
+		res.ProviderChecksumErr = c.addProviderChecksum(ctx, obs)
+	}
+	return res, nil
+}
+
+// addProviderChecksum asks the store for a checksum of its own of an
+// object that has none, now that a check read its content as the archive
+// recorded it (row 1), and records the outcome: added (the store's new
+// checksum is the content's), none (the store cannot: an S3 object beyond
+// 5 GiB), or differs (the bytes changed between the read and the copy: the
+// next check will say how).
+func (c *Checker) addProviderChecksum(ctx context.Context, obs Observation) error {
+	state, note := "added", ""
+	info, err := blob.AddChecksum(ctx, c.store, obs.Object)
+	switch {
+	case errors.Is(err, blob.ErrNoProviderChecksum):
+		state, note = "none", err.Error()
+	case err != nil:
+		return fmt.Errorf("add a provider checksum to %s: %w", obs.Object, err)
+	case info.Checksum.Algorithm != "sha256" || info.Checksum.Value != obs.sha256:
+		state, note = "differs", fmt.Sprintf("the store's new checksum %s, the content read %s", info.Checksum, obs.sha256)
+	}
+	_, err = c.db.Exec(ctx, `INSERT INTO auditor.provider_checksums (object, state, note) VALUES ($1, $2, $3)
+		ON CONFLICT (object) DO UPDATE SET state = EXCLUDED.state, note = EXCLUDED.note, at = now()`, obs.Object, state, note)
+	return err
 }
 
 // Observe reads the four checksums of object and says how each relates to

@@ -133,3 +133,67 @@ func TestHealthyObjectOnAnSSEKMSBucket(t *testing.T) {
 		t.Fatalf("matched row %d (%v), provider %s; want row 1 with the provider n/a", res.Row.No, res.Matched, res.Observation.Provider.State)
 	}
 }
+
+// TestObjectsStoredBeforeChecksumsGetOne: the migration of objects stored
+// before Archivist asked S3 for checksums. A full check that reads such an
+// object's content as the archive recorded it has S3 add a SHA-256 of its
+// own (and records it); one whose content differs is not given one (its
+// rot would become the provider's word). Once added, rot is told by the
+// provider as well.
+func TestObjectsStoredBeforeChecksumsGetOne(t *testing.T) {
+	ctx := context.Background()
+	s3 := blobtest.NewS3(t, blobtest.S3Options{})
+	store := s3.Bucket(t, "audit", "")
+	raw := s3.Client(t, "")
+	good := make([]byte, 17<<20)
+	rand.Read(good)
+	d := sha256.Sum256(good)
+	sum := hex.EncodeToString(d[:])
+	db := testenv.DB(t, migrations.Schema)
+	for _, key := range []string{"objects/healthy", "objects/rotted"} {
+		if _, err := raw.PutObject(ctx, "audit", key, io.MultiReader(bytes.NewReader(good)), -1, minio.PutObjectOptions{PartSize: 16 << 20}); err != nil {
+			t.Fatal(err)
+		}
+		for _, q := range []string{`INSERT INTO auditor.content_index (object, checksum, size) VALUES ($1, $2, $3)`,
+			`INSERT INTO auditor.audit_log (object, action, checksum, size) VALUES ($1, 'add', $2, $3)`} {
+			if _, err := db.Exec(ctx, q, key, sum, len(good)); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	s3.Rot(t, "audit", "objects/rotted", func(b []byte) { b[7] ^= 0x10 })
+	checker := integrity.New(db, store, nil)
+	check := func(key string, want int) {
+		t.Helper()
+		res, err := checker.Check(ctx, key, false, 3, 3)
+		if err != nil || res.ProviderChecksumErr != nil {
+			t.Fatalf("%s: %v / %v", key, err, res.ProviderChecksumErr)
+		}
+		if res.Row.No != want {
+			t.Fatalf("%s: row %d, want %d; observed %+v", key, res.Row.No, want, res.Observation)
+		}
+	}
+	check("objects/healthy", 1)
+	check("objects/rotted", 2)
+	states := map[string]string{}
+	rows, _ := db.Query(ctx, `SELECT object, state FROM auditor.provider_checksums`)
+	for rows.Next() {
+		var o, s string
+		rows.Scan(&o, &s)
+		states[o] = s
+	}
+	rows.Close()
+	if len(states) != 1 || states["objects/healthy"] != "added" {
+		t.Errorf("provider checksums recorded %v, want the healthy object's added only", states)
+	}
+	for key, want := range map[string]string{"objects/healthy": "sha256", "objects/rotted": "s3-etag"} {
+		if info, err := store.Stat(ctx, key); err != nil || info.Checksum.Algorithm != want {
+			t.Errorf("%s: provider checksum %v (%v), want %s", key, info.Checksum, err, want)
+		}
+	}
+	s3.Rot(t, "audit", "objects/healthy", func(b []byte) { b[7] ^= 0x10 })
+	res, err := checker.Check(ctx, "objects/healthy", false, 1, 3)
+	if err != nil || res.Row.No != 2 || res.Observation.Provider.State != integrity.OK {
+		t.Errorf("rot after the migration: row %d, provider %s (%v); want row 2 with the provider agreeing with the record", res.Row.No, res.Observation.Provider.State, err)
+	}
+}
