@@ -42,6 +42,48 @@ type Claim struct {
 	FirstFailed time.Time
 	// traceparent is the batch's kept trace ("" when none).
 	traceparent string
+	// Epoch is the entity's claim count as this claim made it: the claim
+	// holds while the entity's count is still this (check).
+	Epoch int64
+	// checking serialises checks on the claim's connection (a job's files
+	// are downloaded and stored several at once).
+	checking sync.Mutex
+}
+
+// errFenced says a claim was lost while its work went on: its session (and
+// advisory lock) ended, or another worker claimed the entity since. The
+// work stops before its next side effect; the new holder does it.
+var errFenced = errors.New("ingest: the claim was lost (another worker holds it now)")
+
+// check reports whether the claim still holds: on its own session (gone
+// with a failover, and the lock with it), the entity's claim count is
+// still the claim's. Not holding, it returns errFenced.
+func (c *Claim) check(ctx context.Context) error {
+	c.checking.Lock()
+	defer c.checking.Unlock()
+	var epoch int64
+	if err := c.conn.QueryRow(ctx, `SELECT claim_epoch FROM `+table(c.Entity)+` WHERE id = $1`, c.ID).Scan(&epoch); err != nil {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		return fmt.Errorf("%w: its session: %v", errFenced, err)
+	}
+	if epoch != c.Epoch {
+		return fmt.Errorf("%w: claimed %d times since", errFenced, epoch-c.Epoch)
+	}
+	return nil
+}
+
+type claimKey struct{}
+
+// fence checks, before a side effect of a daemon's work, that the claim
+// the work runs under (in ctx) still holds; errFenced if not. Outside a
+// claim it does nothing.
+func fence(ctx context.Context) error {
+	if c, ok := ctx.Value(claimKey{}).(*Claim); ok {
+		return c.check(ctx)
+	}
+	return nil
 }
 
 func lockKey(e Entity, id int64) int64 {
@@ -67,16 +109,18 @@ func tryClaim(ctx context.Context, db *pgxpool.Pool, e Entity, id int64, state S
 	var attempts *int
 	var lastErr, tp *string
 	var firstFailed *time.Time
+	var epoch *int64
 	// The batch's kept trace comes with the claim: its steps continue it.
 	traceparent := "traceparent"
 	if e == Job {
 		traceparent = "(SELECT b.traceparent FROM curator.batches b WHERE b.id = curator.jobs.batch_id)"
 	}
 	if err := conn.QueryRow(ctx, `WITH l AS (SELECT pg_try_advisory_lock($1) AS ok),
-		u AS (UPDATE `+table(e)+` SET attempts = attempts + 1 WHERE id = $2 AND state = $3 AND next_attempt_at <= now()
-			AND (SELECT ok FROM l) RETURNING attempts, last_attempt_error, first_failed_at, `+traceparent+` AS tp)
-		SELECT (SELECT ok FROM l), (SELECT attempts FROM u), (SELECT last_attempt_error FROM u), (SELECT first_failed_at FROM u), (SELECT tp FROM u)`,
-		lockKey(e, id), id, state).Scan(&ok, &attempts, &lastErr, &firstFailed, &tp); err != nil || !ok {
+		u AS (UPDATE `+table(e)+` SET attempts = attempts + 1, claim_epoch = claim_epoch + 1 WHERE id = $2 AND state = $3 AND next_attempt_at <= now()
+			AND (SELECT ok FROM l) RETURNING attempts, last_attempt_error, first_failed_at, claim_epoch, `+traceparent+` AS tp)
+		SELECT (SELECT ok FROM l), (SELECT attempts FROM u), (SELECT last_attempt_error FROM u), (SELECT first_failed_at FROM u),
+			(SELECT claim_epoch FROM u), (SELECT tp FROM u)`,
+		lockKey(e, id), id, state).Scan(&ok, &attempts, &lastErr, &firstFailed, &epoch, &tp); err != nil || !ok {
 		conn.Release()
 		return nil, err
 	}
@@ -85,7 +129,7 @@ func tryClaim(ctx context.Context, db *pgxpool.Pool, e Entity, id int64, state S
 		c.Release()
 		return nil, nil
 	}
-	c.Attempts, c.LastError = *attempts, *lastErr
+	c.Attempts, c.LastError, c.Epoch = *attempts, *lastErr, *epoch
 	if firstFailed != nil {
 		c.FirstFailed = *firstFailed
 	}
@@ -354,6 +398,11 @@ func (d *daemon) handle(ctx context.Context, c *Claim) (State, bool) {
 	if ctx.Err() != nil {
 		return "", false
 	}
+	if errors.Is(err, errFenced) {
+		// Another worker holds it: nothing is recorded, its work is its.
+		log.Warn("ingest: claim lost while working; the work is left to its new holder", "err", err)
+		return "", false
+	}
 	if err != nil && (fault.IsOutage(err) || d.gate.Observe(ctx, err)) {
 		// Not the entity's fault: its attempt is taken back, and the
 		// daemons pause until the dependency answers again.
@@ -382,7 +431,8 @@ func (d *daemon) handle(ctx context.Context, c *Claim) (State, bool) {
 	if d.entity == Job {
 		row = &JobRow{}
 	}
-	err = d.store.moveOnRow(ctx, c.conn, d.entity, c.ID, d.state, to, Daemon, detail, out.Set, out.Apply, row)
+	// Fenced: the move happens only while the claim holds.
+	err = d.store.moveOnRow(ctx, c.conn, d.entity, c.ID, d.state, to, Daemon, detail, out.Set, out.Apply, row, c.Epoch)
 	if err != nil {
 		if errors.Is(err, ErrMoved) {
 			log.Info("ingest: moved by someone else meanwhile")
@@ -454,7 +504,7 @@ func (d *daemon) safeWork(ctx context.Context, c *Claim) (out Outcome, err error
 			out, err = Outcome{}, fmt.Errorf("panic: %v", r)
 		}
 	}()
-	return d.work(ctx, c)
+	return d.work(context.WithValue(ctx, claimKey{}, c), c)
 }
 
 // truncateText keeps s within n bytes and valid UTF-8 without NULs, as a

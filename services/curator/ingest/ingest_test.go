@@ -39,6 +39,8 @@ type origin struct {
 	fail  map[string]int // path → how many more requests get a 500
 	hang  map[string]chan struct{}
 	gets  atomic.Int64
+	// served counts the GETs answered with their whole body.
+	served atomic.Int64
 }
 
 func newOrigin(t testing.TB) *origin {
@@ -73,6 +75,7 @@ func newOrigin(t testing.TB) *origin {
 		w.Header().Set("Content-Length", fmt.Sprint(len(body)))
 		if r.Method == http.MethodGet {
 			w.Write(body)
+			o.served.Add(1)
 		}
 	}))
 	t.Cleanup(o.srv.Close)

@@ -835,6 +835,9 @@ func (g *Ingester) download(ctx context.Context, j *JobRow) (Outcome, error) {
 		if ctx.Err() != nil {
 			return Outcome{}, ctx.Err()
 		}
+		if errors.Is(failure, errFenced) {
+			return Outcome{}, failure
+		}
 		// Content that is not what the manifest says, a URL not allowed, a
 		// 4xx: the job fails at once. An origin that is down or refusing
 		// for now: it is tried again, backing off, within the budget.
@@ -872,6 +875,9 @@ func (g *Ingester) fetch(ctx context.Context, f *File, dst string) error {
 			}
 		}
 		err := g.fetchOnce(ctx, f, dst)
+		if errors.Is(err, errFenced) {
+			return err
+		}
 		var bad *badContent
 		if errors.As(err, &bad) {
 			return fault.Permanent(err) // a wrong digest is not retried: the spec fails the job at once
@@ -901,16 +907,19 @@ func (g *Ingester) fetchOnce(ctx context.Context, f *File, dst string) error {
 	if resp.StatusCode != http.StatusOK {
 		return originStatus(fmt.Errorf("GET %s: %s", f.URL, resp.Status), resp.StatusCode)
 	}
-	// Written in place: the job's directory is its own, and a download
-	// that fails is done again whole (so no temporary name and rename).
-	out, err := os.Create(dst)
+	// Written under a temporary name of its own and renamed into place
+	// once whole and checked, while the claim holds: a worker that lost its
+	// claim (its session gone with a failover) never writes over what the
+	// job's new holder downloads.
+	out, err := os.CreateTemp(filepath.Dir(dst), "."+filepath.Base(dst)+".part-*")
 	if err != nil {
 		return err
 	}
+	tmp := out.Name()
 	ok := false
 	defer func() {
 		if !ok {
-			os.Remove(dst)
+			os.Remove(tmp)
 		}
 	}()
 	sum := sha256.New()
@@ -945,6 +954,12 @@ func (g *Ingester) fetchOnce(ctx context.Context, f *File, dst string) error {
 			return &badContent{fmt.Sprintf("%s: %s digest %s, the manifest says %s", f.Name, f.DigestAlg, got, f.Digest)}
 		}
 	}
+	if err := fence(ctx); err != nil {
+		return err
+	}
+	if err := os.Rename(tmp, dst); err != nil {
+		return fmt.Errorf("%s: %w", f.Name, err)
+	}
 	f.Size, f.SHA256 = n, hex.EncodeToString(sum.Sum(nil))
 	ok = true
 	return nil
@@ -970,9 +985,15 @@ func (g *Ingester) process(ctx context.Context, j *JobRow) (Outcome, error) {
 		if err := g.reserveContent(ctx, j, total); err != nil {
 			return Outcome{}, err
 		}
+		if err := fence(ctx); err != nil {
+			return Outcome{}, err
+		}
 		if files, err = extract(zr, filepath.Join(g.jobDir(id), "payload")); err != nil {
 			return Outcome{To: Failed, Detail: "corrupt container: " + err.Error()}, nil
 		}
+	}
+	if err := fence(ctx); err != nil {
+		return Outcome{}, err
 	}
 	ark, err := g.mint(ctx, j)
 	if err != nil {
@@ -1259,6 +1280,9 @@ func (g *Ingester) storeFiles(ctx context.Context, j *JobRow) (Outcome, error) {
 		if it.sha256 != "" {
 			props = map[string]string{blob.PropSHA256: it.sha256}
 		}
+		if err := fence(ctx); err != nil {
+			return err
+		}
 		_, err := g.blob.Put(ctx, objectKey(j.ARK, version, it.path), r, props)
 		return err
 	}
@@ -1346,6 +1370,9 @@ func (g *Ingester) record(ctx context.Context, j *JobRow) (Outcome, error) {
 		env.ID = fmt.Sprintf("recorded:%s", r.key) // the key names the version: a retry is a duplicate
 		out = append(out, bus.Outgoing{Subject: events.SubjectObjectRecorded, Envelope: env})
 	}
+	if err := fence(ctx); err != nil {
+		return Outcome{}, err
+	}
 	if err := g.bus.PublishBatch(ctx, out); err != nil {
 		return Outcome{}, fmt.Errorf("publish %s recorded: %w", j.ARK, err)
 	}
@@ -1379,6 +1406,9 @@ func (g *Ingester) notify(ctx context.Context, j *JobRow) (Outcome, error) {
 	}
 	if b.CB != "" {
 		body, _ := json.Marshal(map[string]any{"batch": b.ID, "job": j.ID, "ark": j.ARK, "version": j.Version, "local_id": j.LocalID, "state": "completed"})
+		if err := fence(ctx); err != nil {
+			return Outcome{}, err
+		}
 		if last := g.postRetrying(ctx, b.CB, body); last != nil {
 			// A callback that refuses (4xx) fails the job; one that is down
 			// is tried again, backing off, within the budget.
@@ -1575,6 +1605,9 @@ func (g *Ingester) batchReport(from State) Work {
 			rep.Changes = rep.changesSince(prev)
 		}
 		body, _ := json.MarshalIndent(rep, "", "  ")
+		if err := fence(ctx); err != nil {
+			return Outcome{}, err
+		}
 		for _, key := range []string{fmt.Sprintf("reports/batch-%d-%d.json", id, rep.Sequence), fmt.Sprintf("reports/batch-%d.json", id)} {
 			if _, err := g.blob.Put(ctx, key, bytes.NewReader(body), nil); err != nil {
 				return Outcome{}, err
@@ -1597,6 +1630,9 @@ func (g *Ingester) batchReport(from State) Work {
 		// it does not change the batch's outcome: the move's detail says
 		// so, and update-reporting sends it again.
 		if callback != "" {
+			if err := fence(ctx); err != nil {
+				return Outcome{}, err
+			}
 			if last := g.postRetrying(ctx, callback, body); last != nil {
 				detail += "; report not delivered: " + last.Error()
 				g.log.Warn("ingest: batch report not delivered", "batch", id, "err", last)

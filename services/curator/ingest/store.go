@@ -240,7 +240,7 @@ func endsJob(e Entity, to State) bool {
 // all there is: one statement needs none), also setting the columns in
 // set, and filling row with the job as the move left it when row is not
 // nil.
-func (s *Store) moveRow(ctx context.Context, q querier, e Entity, id int64, from, to State, by By, action, detail string, set map[string]any, row *JobRow) error {
+func (s *Store) moveRow(ctx context.Context, q querier, e Entity, id int64, from, to State, by By, action, detail string, set map[string]any, row *JobRow, fence ...int64) error {
 	t, ok := find(e, from, to, by)
 	if !ok {
 		return fmt.Errorf("ingest: %s %d: %s -> %s by %s is not in the transition table", e, id, from, to, by)
@@ -261,11 +261,17 @@ func (s *Store) moveRow(ctx context.Context, q querier, e Entity, id int64, from
 		args = append(args, set[col])
 		u += fmt.Sprintf(", %s = $%d", pgx.Identifier{col}.Sanitize(), len(args))
 	}
+	where := ` WHERE id = $1 AND state = $2`
+	if len(fence) > 0 && fence[0] > 0 {
+		// A claim's move: only while the claim holds (its epoch).
+		args = append(args, fence[0])
+		where += fmt.Sprintf(" AND claim_epoch = $%d", len(args))
+	}
 	// The move and its history row in one statement.
 	hist := `INSERT INTO curator.ingest_history (entity, entity_id, from_state, to_state, by, action, detail)
 		SELECT $5, id, $2, $3, $6, $7, $4 FROM m`
 	if row != nil && e == Job {
-		err := q.QueryRow(ctx, `WITH m AS (`+u+` WHERE id = $1 AND state = $2 RETURNING *), h AS (`+hist+`)
+		err := q.QueryRow(ctx, `WITH m AS (`+u+where+` RETURNING *), h AS (`+hist+`)
 			SELECT `+jobColumns+` FROM m`, args...).Scan(row.fields()...)
 		if errors.Is(err, pgx.ErrNoRows) {
 			return ErrMoved
@@ -274,7 +280,7 @@ func (s *Store) moveRow(ctx context.Context, q querier, e Entity, id int64, from
 			return fmt.Errorf("move %s %d to %s: %w", e, id, to, err)
 		}
 	} else {
-		tag, err := q.Exec(ctx, `WITH m AS (`+u+` WHERE id = $1 AND state = $2 RETURNING id) `+hist, args...)
+		tag, err := q.Exec(ctx, `WITH m AS (`+u+where+` RETURNING id) `+hist, args...)
 		if err != nil {
 			return fmt.Errorf("move %s %d to %s: %w", e, id, to, err)
 		}
@@ -388,10 +394,10 @@ func (s *Store) moveOn(ctx context.Context, db beginner, e Entity, id int64, fro
 // reporting of a batch the move ended. A move with nothing to apply is one
 // statement, sent without a transaction around it; a job's end then checks
 // whether its batch is done.
-func (s *Store) moveOnRow(ctx context.Context, db beginner, e Entity, id int64, from, to State, by By, detail string, set map[string]any, apply func(context.Context, pgx.Tx) error, row *JobRow) error {
+func (s *Store) moveOnRow(ctx context.Context, db beginner, e Entity, id int64, from, to State, by By, detail string, set map[string]any, apply func(context.Context, pgx.Tx) error, row *JobRow, fence ...int64) error {
 	var err error
 	if apply == nil {
-		err = s.moveRow(ctx, db, e, id, from, to, by, "", detail, set, row)
+		err = s.moveRow(ctx, db, e, id, from, to, by, "", detail, set, row, fence...)
 	} else {
 		err = pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error {
 			if apply != nil {
@@ -399,7 +405,7 @@ func (s *Store) moveOnRow(ctx context.Context, db beginner, e Entity, id int64, 
 					return err
 				}
 			}
-			return s.moveRow(ctx, tx, e, id, from, to, by, "", detail, set, row)
+			return s.moveRow(ctx, tx, e, id, from, to, by, "", detail, set, row, fence...)
 		})
 	}
 	if err != nil || !endsJob(e, to) {
