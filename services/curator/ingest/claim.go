@@ -212,11 +212,15 @@ type daemon struct {
 	log      *slog.Logger
 	wake     chan struct{}
 	claims   *pgxpool.Pool
-	// slots are the process's claim slots (INGEST_MAX_CLAIMS), shared by
-	// every daemon: one is held from before a claim until its release.
-	slots chan struct{}
-	sem   chan struct{}       // a slot per entity in hand
-	next  func(State) *daemon // the daemon of another state of the entity
+	// reserved is this state's own claim slot, and shared the process's
+	// claim slots every state may take (INGEST_MAX_CLAIMS less one per
+	// state): a slot is held from before a claim until its release (or its
+	// carry to another state), so long downloads and stores can take every
+	// shared slot but never a reporting's or a notify's own.
+	reserved chan struct{}
+	shared   chan struct{}
+	sem      chan struct{}       // a slot per entity in hand
+	next     func(State) *daemon // the daemon of another state of the entity
 	// held is what this process has claimed, by lock key, shared by all
 	// daemons: a listing skips it without asking PostgreSQL (a job carried
 	// from state to state is listed by each state's daemon in turn).
@@ -265,16 +269,15 @@ func (d *daemon) run(ctx context.Context) {
 				case <-ctx.Done():
 					return
 				}
-				select {
-				case d.slots <- struct{}{}:
-				case <-ctx.Done():
+				slot := d.takeSlot(ctx)
+				if slot == nil {
 					<-sem
 					return
 				}
 				c, err := tryClaim(ctx, d.claims, d.entity, id, d.state)
 				if err != nil || c == nil {
 					<-sem
-					<-d.slots
+					<-slot
 					continue
 				}
 				claimed++
@@ -282,8 +285,8 @@ func (d *daemon) run(ctx context.Context) {
 				wg.Add(1)
 				go func() {
 					defer wg.Done()
-					next := carry(ctx, c, d)
-					<-d.slots // the claim is released
+					next, slot := carry(ctx, c, d, slot)
+					<-slot // the claim is released
 					d.held.Delete(key)
 					if next != nil {
 						// Left for that state's daemon, now that it can claim it.
@@ -325,14 +328,49 @@ func (d *daemon) candidates(ctx context.Context) ([]int64, error) {
 	return ids, rows.Err()
 }
 
-// carry works the claimed entity in cur (whose slot it holds) and, while
-// the next state's daemon has a free slot and the queue is not paused,
-// goes on there under the same claim: a job moves through its states
-// without being listed and claimed again at each, and each state's
-// concurrency still bounds how many are in it. It releases the slots and
-// the claim, and returns the daemon of the state it left the entity in for
-// lack of a slot (nil if none).
-func carry(ctx context.Context, c *Claim, cur *daemon) *daemon {
+// takeSlot waits for a claim slot of the daemon's: its own if free, else a
+// shared one; nil when ctx ends. Release it by receiving from it.
+func (d *daemon) takeSlot(ctx context.Context) chan struct{} {
+	select {
+	case d.reserved <- struct{}{}:
+		return d.reserved
+	default:
+	}
+	select {
+	case d.reserved <- struct{}{}:
+		return d.reserved
+	case d.shared <- struct{}{}:
+		return d.shared
+	case <-ctx.Done():
+		return nil
+	}
+}
+
+// trySlot is takeSlot without waiting (nil if no slot is free).
+func (d *daemon) trySlot() chan struct{} {
+	select {
+	case d.reserved <- struct{}{}:
+		return d.reserved
+	default:
+	}
+	select {
+	case d.shared <- struct{}{}:
+		return d.shared
+	default:
+		return nil
+	}
+}
+
+// carry works the claimed entity in cur (whose concurrency slot and claim
+// slot it holds) and, while the next state's daemon has a free slot of
+// each and the queue is not paused, goes on there under the same claim: a
+// job moves through its states without being listed and claimed again at
+// each, and each state's concurrency and claim slots still bound how many
+// are in it (a shared claim slot goes along; a state's own is exchanged
+// for the next state's). It releases the concurrency slot and the claim,
+// and returns the daemon of the state it left the entity in for lack of a
+// slot (nil if none) and the claim slot to release.
+func carry(ctx context.Context, c *Claim, cur *daemon, slot chan struct{}) (*daemon, chan struct{}) {
 	defer c.Release()
 	for {
 		to, ok := cur.handle(ctx, c)
@@ -342,15 +380,26 @@ func carry(ctx context.Context, c *Claim, cur *daemon) *daemon {
 		}
 		if nd == nil {
 			<-cur.sem
-			return nil
+			return nil, slot
 		}
 		if ctx.Err() == nil && !cur.store.paused.Load() {
 			select {
 			case nd.sem <- struct{}{}:
+				next := slot
+				if slot != cur.shared {
+					if next = nd.trySlot(); next == nil {
+						<-nd.sem
+						break
+					}
+				}
 				<-cur.sem
+				if next != slot {
+					<-slot
+					slot = next
+				}
 				if err := c.countAttempt(ctx, to); err != nil {
 					<-nd.sem
-					return nd // moved meanwhile, or not counted: a pass of nd takes it
+					return nd, slot // moved meanwhile, or not counted: a pass of nd takes it
 				}
 				cur = nd
 				continue
@@ -358,7 +407,7 @@ func carry(ctx context.Context, c *Claim, cur *daemon) *daemon {
 			}
 		}
 		<-cur.sem
-		return nd
+		return nd, slot
 	}
 }
 

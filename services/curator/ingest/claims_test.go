@@ -10,12 +10,17 @@ import (
 )
 
 // TestClaimsAreBoundedOverAllStates: each claim holds a PostgreSQL
-// connection, and 11 daemons of INGEST_CONCURRENCY (8) each could hold 88.
-// With INGEST_MAX_CLAIMS=3 and 12 jobs whose downloads hang, at most 3
-// claims are ever held, and the batch completes once the origin answers.
+// connection, and 11 daemons of INGEST_CONCURRENCY each could hold 11 times
+// that. With INGEST_MAX_CLAIMS=12 and 12 jobs whose downloads hang, at
+// most 12 claims are ever held, yet no state starves: the downloads hold
+// their state's own slot and the shared one, and a second batch goes
+// through every state up to downloading meanwhile; both complete once the
+// origin answers.
 func TestClaimsAreBoundedOverAllStates(t *testing.T) {
 	o := newOrigin(t)
-	r := newRig(t, map[string]string{"INGEST_MAX_CLAIMS": "3"})
+	// 12 claim slots: one of each of the 11 states' own, one shared.
+	r := newRig(t, map[string]string{"INGEST_MAX_CLAIMS": "12", "INGEST_CONCURRENCY": "12"})
+	ctx := context.Background()
 	murl, _ := o.manifest("claims", 12)
 	gate := make(chan struct{})
 	o.mu.Lock()
@@ -24,18 +29,44 @@ func TestClaimsAreBoundedOverAllStates(t *testing.T) {
 	}
 	o.mu.Unlock()
 	id := r.submit(ingest.Submission{Submitter: "t", Profile: "p", PayloadURL: murl, Type: "batch-manifest"})
-	most := 0
-	for deadline := time.Now().Add(3 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+	claims := func() int {
 		var n int
 		// The claims' locks, not the leader's of the curator's singleton
 		// loops (service.AsLeader).
-		r.db.QueryRow(context.Background(), `SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND granted
+		r.db.QueryRow(ctx, `SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND granted
 			AND objid::bigint <> (hashtext('archivist.leader.curator.reconcile')::bigint & 4294967295)`).Scan(&n)
-		most = max(most, n)
+		return n
 	}
+	for deadline := time.Now().Add(10 * time.Second); o.gets.Load() < 2; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the downloads did not start")
+		}
+	}
+	// While every download hangs, a second batch goes through every state
+	// up to downloading: the downloads hold their own slot and the shared
+	// one, not the others'. (All 12 slots were shared: 12 hanging downloads
+	// held them all, and the second batch never left pending.)
+	other, _ := o.manifest("other", 1)
+	b := r.submit(ingest.Submission{Submitter: "t", Profile: "p", PayloadURL: other, Type: "batch-manifest"})
+	most := 0
+	for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		most = max(most, claims())
+		if jobs := r.jobsOf(b); len(jobs) == 1 && r.state(ingest.Job, jobs[0]) == ingest.Downloading {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the second batch is %s while the first one's downloads hang: a state starved", r.state(ingest.Batch, b))
+		}
+	}
+	var downloading int
+	r.db.QueryRow(ctx, `SELECT count(*) FROM curator.jobs WHERE batch_id = $1 AND state = 'downloading'`, id).Scan(&downloading)
 	close(gate)
 	r.waitState(ingest.Batch, id, ingest.Completed, 60*time.Second)
-	if most == 0 || most > 3 {
-		t.Errorf("at most %d claims held at once, want 1 to 3 (INGEST_MAX_CLAIMS)", most)
+	r.waitState(ingest.Batch, b, ingest.Completed, 60*time.Second)
+	if most == 0 || most > 12 {
+		t.Errorf("at most %d claims held at once, want 1 to 12 (INGEST_MAX_CLAIMS)", most)
+	}
+	if downloading == 0 {
+		t.Error("no download was under way")
 	}
 }

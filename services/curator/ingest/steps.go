@@ -58,7 +58,9 @@ type Config struct {
 	// Concurrency is how many jobs each state's daemon works at once.
 	Concurrency int `env:"INGEST_CONCURRENCY, default=8"`
 	// MaxClaims is how many batches and jobs the process holds claimed at
-	// once over all states: each claim holds a PostgreSQL connection.
+	// once over all states: each claim holds a PostgreSQL connection. Each
+	// of the 11 states has one slot of its own (so no state starves
+	// another); the rest are shared (at least 11 in all).
 	MaxClaims int `env:"INGEST_MAX_CLAIMS, default=16"`
 	// Interval is how long a daemon with nothing to do waits before looking
 	// again (provisioning's sleep between passes).
@@ -191,22 +193,16 @@ func New(cfg Config, s *Store, bs blob.Store, b *bus.Bus, log *slog.Logger) (*In
 		return g.allowedURL(r.URL.String())
 	}}
 	// Claims hold a connection each for the length of their work: they get
-	// a pool of their own, of INGEST_MAX_CLAIMS connections, and the daemons
-	// share that many claim slots (11 daemons of INGEST_CONCURRENCY each
-	// could otherwise open 88 connections).
-	pc := s.db.Config().Copy()
-	pc.MaxConns = int32(max(cfg.MaxClaims, 1))
-	slots := make(chan struct{}, max(cfg.MaxClaims, 1))
-	pc.MinConns = 0
-	claims, err := pgxpool.NewWithConfig(context.Background(), pc)
-	if err != nil {
-		return nil, fmt.Errorf("ingest claims pool: %w", err)
-	}
-	g.claims = claims
+	// a pool of their own. Each state's daemon has a claim slot of its own,
+	// so that no state starves another (eight long downloads and eight long
+	// stores once held every slot while reports and notifications waited
+	// for hours), and the daemons share INGEST_MAX_CLAIMS less those (11
+	// daemons of INGEST_CONCURRENCY each could otherwise open 88
+	// connections).
 	held := &sync.Map{}
 	add := func(e Entity, st State, w Work) {
 		g.daemons = append(g.daemons, &daemon{store: s, entity: e, state: st, work: w,
-			interval: cfg.Interval, log: log, wake: make(chan struct{}, 1), claims: claims, slots: slots, held: held,
+			interval: cfg.Interval, log: log, wake: make(chan struct{}, 1), held: held, reserved: make(chan struct{}, 1),
 			policy: fault.Policy{Base: cfg.Interval, Max: max(cfg.RetryMax, cfg.Interval), Attempts: cfg.MaxAttempts, Budget: cfg.RetryBudget},
 			sem:    make(chan struct{}, max(cfg.Concurrency, 1)), next: func(to State) *daemon { return g.daemon(e, to) }})
 	}
@@ -221,6 +217,18 @@ func New(cfg Config, s *Store, bs blob.Store, b *bus.Bus, log *slog.Logger) (*In
 	add(Job, Storing, g.onJob(g.storeFiles))
 	add(Job, Recording, g.onJob(g.record))
 	add(Job, Notify, g.onJob(g.notify))
+	shared := make(chan struct{}, max(cfg.MaxClaims-len(g.daemons), 0))
+	pc := s.db.Config().Copy()
+	pc.MaxConns = int32(max(cfg.MaxClaims, len(g.daemons)))
+	pc.MinConns = 0
+	claims, err := pgxpool.NewWithConfig(context.Background(), pc)
+	if err != nil {
+		return nil, fmt.Errorf("ingest claims pool: %w", err)
+	}
+	g.claims = claims
+	for _, d := range g.daemons {
+		d.claims, d.shared = claims, shared
+	}
 	s.wake = func(e Entity, to State) {
 		for _, d := range g.daemons {
 			if d.entity == e && d.state == to {
