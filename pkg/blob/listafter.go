@@ -5,8 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io/fs"
-	"path/filepath"
 	"strings"
 
 	"github.com/minio/minio-go/v7"
@@ -69,38 +67,20 @@ func (l *Local) listAfter(ctx context.Context, prefix, after string, limit int) 
 		return nil, fmt.Errorf("list %q: %w", prefix, err)
 	}
 	smallest := &maxHeap{}
-	err := filepath.WalkDir(l.root, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
+	err := l.walkKeys(ctx, prefix, func(dir string) bool {
+		// Every key in it (dir + ...) sorts before after, or after the
+		// limit-th kept.
+		return dir < after && !strings.HasPrefix(after, dir) ||
+			smallest.Len() == limit && dir > (*smallest)[0] && !strings.HasPrefix((*smallest)[0], dir)
+	}, func(key string) {
+		switch {
+		case key <= after:
+		case smallest.Len() < limit:
+			heap.Push(smallest, key)
+		case key < (*smallest)[0]:
+			(*smallest)[0] = key
+			heap.Fix(smallest, 0)
 		}
-		rel, _ := filepath.Rel(l.root, p)
-		key := filepath.ToSlash(rel)
-		if d.IsDir() {
-			if key == "." {
-				return nil
-			}
-			dir := key + "/"
-			switch {
-			case strings.HasPrefix(d.Name(), reservedPrefix),
-				!strings.HasPrefix(dir, prefix) && !strings.HasPrefix(prefix, dir),
-				// every key in it (dir + ...) sorts before after
-				dir < after && !strings.HasPrefix(after, dir),
-				// every key in it sorts after the limit-th kept
-				smallest.Len() == limit && dir > (*smallest)[0] && !strings.HasPrefix((*smallest)[0], dir):
-				return filepath.SkipDir
-			}
-			return nil
-		}
-		if key > after && strings.HasPrefix(key, prefix) && d.Type().IsRegular() && !strings.HasPrefix(d.Name(), reservedPrefix) {
-			switch {
-			case smallest.Len() < limit:
-				heap.Push(smallest, key)
-			case key < (*smallest)[0]:
-				(*smallest)[0] = key
-				heap.Fix(smallest, 0)
-			}
-		}
-		return ctx.Err()
 	})
 	if err != nil {
 		return nil, fmt.Errorf("list %q after %q: %w", prefix, after, err)

@@ -276,27 +276,7 @@ func (l *Local) List(ctx context.Context, prefix string) iter.Seq2[Info, error] 
 			return
 		}
 		var keys []string
-		err := filepath.WalkDir(l.root, func(p string, d fs.DirEntry, err error) error {
-			if err != nil {
-				return err
-			}
-			rel, _ := filepath.Rel(l.root, p)
-			key := filepath.ToSlash(rel)
-			if d.IsDir() {
-				if strings.HasPrefix(d.Name(), reservedPrefix) {
-					return filepath.SkipDir
-				}
-				// Skip directories that cannot hold a key with the prefix.
-				if key != "." && !strings.HasPrefix(key+"/", prefix) && !strings.HasPrefix(prefix, key+"/") {
-					return filepath.SkipDir
-				}
-				return nil
-			}
-			if strings.HasPrefix(key, prefix) && d.Type().IsRegular() && !strings.HasPrefix(d.Name(), reservedPrefix) {
-				keys = append(keys, key)
-			}
-			return ctx.Err()
-		})
+		err := l.walkKeys(ctx, prefix, nil, func(key string) { keys = append(keys, key) })
 		if err != nil {
 			yield(Info{}, fmt.Errorf("list %q: %w", prefix, err))
 			return
@@ -312,6 +292,35 @@ func (l *Local) List(ctx context.Context, prefix string) iter.Seq2[Info, error] 
 			}
 		}
 	}
+}
+
+// walkKeys calls key with every object's key under prefix, in no set order,
+// skipping the directories that cannot hold one, and those ("a/b/") that
+// skipDir (if not nil) says hold none that is wanted.
+func (l *Local) walkKeys(ctx context.Context, prefix string, skipDir func(dir string) bool, key func(string)) error {
+	return filepath.WalkDir(l.root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(l.root, p)
+		k := filepath.ToSlash(rel)
+		if d.IsDir() {
+			if k == "." {
+				return nil
+			}
+			dir := k + "/"
+			if strings.HasPrefix(d.Name(), reservedPrefix) ||
+				!strings.HasPrefix(dir, prefix) && !strings.HasPrefix(prefix, dir) ||
+				skipDir != nil && skipDir(dir) {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if strings.HasPrefix(k, prefix) && d.Type().IsRegular() && !strings.HasPrefix(d.Name(), reservedPrefix) {
+			key(k)
+		}
+		return ctx.Err()
+	})
 }
 
 // Delete implements Store.

@@ -312,17 +312,26 @@ func (s *S3) Get(ctx context.Context, key string) (io.ReadCloser, Info, error) {
 
 // Stat implements Store.
 func (s *S3) Stat(ctx context.Context, key string) (Info, error) {
-	if err := ValidateKey(key); err != nil {
+	oi, err := s.stat(ctx, key)
+	if err != nil {
 		return Info{}, err
+	}
+	return s.info(oi), nil
+}
+
+// stat is what S3 says of key, its checksum included.
+func (s *S3) stat(ctx context.Context, key string) (minio.ObjectInfo, error) {
+	if err := ValidateKey(key); err != nil {
+		return minio.ObjectInfo{}, err
 	}
 	oi, err := s.c.StatObject(ctx, s.bucket, s.prefix+key, minio.StatObjectOptions{Checksum: true})
 	if notFound(err) {
-		return Info{}, fmt.Errorf("stat %s: %w", key, ErrNotFound)
+		return oi, fmt.Errorf("stat %s: %w", key, ErrNotFound)
 	}
 	if err != nil {
-		return Info{}, fmt.Errorf("stat %s: %w", key, s3Fault(err))
+		return oi, fmt.Errorf("stat %s: %w", key, s3Fault(err))
 	}
-	return s.info(oi), nil
+	return oi, nil
 }
 
 // List implements Store. User properties are not part of a listing; Stat
@@ -359,15 +368,9 @@ func (s *S3) Delete(ctx context.Context, key string) error {
 // no checksum (ErrNoProviderChecksum). The checksum is of the bytes as they
 // are now: the caller compares it with what it knows they should be.
 func (s *S3) AddChecksum(ctx context.Context, key string) (Info, error) {
-	if err := ValidateKey(key); err != nil {
-		return Info{}, err
-	}
-	oi, err := s.c.StatObject(ctx, s.bucket, s.prefix+key, minio.StatObjectOptions{Checksum: true})
-	if notFound(err) {
-		return Info{}, fmt.Errorf("add a checksum to %s: %w", key, ErrNotFound)
-	}
+	oi, err := s.stat(ctx, key)
 	if err != nil {
-		return Info{}, fmt.Errorf("add a checksum to %s: %w", key, s3Fault(err))
+		return Info{}, fmt.Errorf("add a checksum: %w", err)
 	}
 	if info := s.info(oi); info.Checksum.Digests() {
 		return info, nil // it has one
