@@ -27,11 +27,11 @@ import (
 var ErrNotFound = errors.New("blob not found")
 
 // PropSHA256 is the property by which a Put states the content's SHA-256
-// (hex), when the writer knows it. It is not kept as a property: a store
-// that computes its own checks it (a mismatch fails the put, nothing
-// stored), and one whose checksum does not digest the content (an S3
-// multipart ETag) keeps it as the object's checksum, so that an audit can
-// tell content gone sour from a store that cannot say.
+// (hex), when the writer knows it. It is not kept as a property: every
+// store checks it against the bytes it received (a mismatch fails the put
+// and keeps nothing; on S3 a single put sends it as the object's
+// x-amz-checksum-sha256, which S3 verifies), and the store's own checksum,
+// never this statement, is what an audit compares.
 const PropSHA256 = "sha256"
 
 // ErrChecksumMismatch is returned (wrapped) by a Put whose content does not
