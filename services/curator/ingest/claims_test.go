@@ -37,9 +37,16 @@ func TestClaimsAreBoundedOverAllStates(t *testing.T) {
 			AND objid::bigint <> (hashtext('archivist.leader.curator.reconcile')::bigint & 4294967295)`).Scan(&n)
 		return n
 	}
-	for deadline := time.Now().Add(10 * time.Second); o.gets.Load() < 2; time.Sleep(5 * time.Millisecond) {
+	downloading := func() int {
+		var n int
+		r.db.QueryRow(ctx, `SELECT count(*) FROM curator.jobs WHERE batch_id = $1 AND state = 'downloading'`, id).Scan(&n)
+		return n
+	}
+	// Every job of the batch waits in downloading, and downloads hang (the
+	// manifest was read twice: two GETs before them).
+	for deadline := time.Now().Add(20 * time.Second); downloading() < 12 || o.gets.Load() < 4; time.Sleep(5 * time.Millisecond) {
 		if time.Now().After(deadline) {
-			t.Fatal("the downloads did not start")
+			t.Fatalf("%d jobs downloading, %d GETs: the downloads did not start", downloading(), o.gets.Load())
 		}
 	}
 	// While every download hangs, a second batch goes through every state
@@ -58,15 +65,14 @@ func TestClaimsAreBoundedOverAllStates(t *testing.T) {
 			t.Fatalf("the second batch is %s while the first one's downloads hang: a state starved", r.state(ingest.Batch, b))
 		}
 	}
-	var downloading int
-	r.db.QueryRow(ctx, `SELECT count(*) FROM curator.jobs WHERE batch_id = $1 AND state = 'downloading'`, id).Scan(&downloading)
+	stuck := downloading()
 	close(gate)
 	r.waitState(ingest.Batch, id, ingest.Completed, 60*time.Second)
 	r.waitState(ingest.Batch, b, ingest.Completed, 60*time.Second)
 	if most == 0 || most > 12 {
 		t.Errorf("at most %d claims held at once, want 1 to 12 (INGEST_MAX_CLAIMS)", most)
 	}
-	if downloading == 0 {
-		t.Error("no download was under way")
+	if stuck != 12 {
+		t.Errorf("%d of the first batch's jobs were downloading meanwhile, want 12", stuck)
 	}
 }
