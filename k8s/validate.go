@@ -378,7 +378,7 @@ const (
 
 // checkConnectionBudget: at their most replicas (KEDA's maximum for a
 // scaled Deployment), every pool of every service (DATABASE_MAX_CONNS, and
-// the curator's ingest claims, INGEST_MAX_CLAIMS) and the migrate Job fit
+// the curator's ingest claims, INGEST_MAX_CLAIMS and 11) and the migrate Job fit
 // in the Cluster's max_connections, less what is reserved.
 func checkConnectionBudget(cluster *cnpgv1.Cluster, config map[string]string, deployments map[string]*appsv1.Deployment, scaledMax map[string]int32, jobs int, fail func(string, ...any)) {
 	limit := 100 // PostgreSQL's default
@@ -414,7 +414,9 @@ func checkConnectionBudget(cluster *cnpgv1.Cluster, config map[string]string, de
 		}
 		per := setting(d, "DATABASE_MAX_CONNS", 10)
 		if name == "curator" {
-			per += setting(d, "INGEST_MAX_CLAIMS", 16)
+			// The shared claim slots, and one of each of the 11 ingest
+			// states' own.
+			per += setting(d, "INGEST_MAX_CLAIMS", 16) + 11
 		}
 		replicas := int32(1)
 		if d.Spec.Replicas != nil {

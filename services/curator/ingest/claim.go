@@ -46,8 +46,10 @@ type Claim struct {
 	// holds while the entity's count is still this (check).
 	Epoch int64
 	// checking serialises checks on the claim's connection (a job's files
-	// are downloaded and stored several at once).
+	// are downloaded and stored several at once); checked is when one last
+	// found the claim holding.
 	checking sync.Mutex
+	checked  time.Time
 }
 
 // errFenced says a claim was lost while its work went on: its session (and
@@ -58,9 +60,12 @@ var errFenced = errors.New("ingest: the claim was lost (another worker holds it 
 // check reports whether the claim still holds: on its own session (gone
 // with a failover, and the lock with it), the entity's claim count is
 // still the claim's. Not holding, it returns errFenced.
-func (c *Claim) check(ctx context.Context) error {
+func (c *Claim) check(ctx context.Context, maxAge time.Duration) error {
 	c.checking.Lock()
 	defer c.checking.Unlock()
+	if maxAge > 0 && time.Since(c.checked) < maxAge {
+		return nil
+	}
 	var epoch int64
 	if err := c.conn.QueryRow(ctx, `SELECT claim_epoch FROM `+table(c.Entity)+` WHERE id = $1`, c.ID).Scan(&epoch); err != nil {
 		if ctx.Err() != nil {
@@ -71,6 +76,7 @@ func (c *Claim) check(ctx context.Context) error {
 	if epoch != c.Epoch {
 		return fmt.Errorf("%w: claimed %d times since", errFenced, epoch-c.Epoch)
 	}
+	c.checked = time.Now()
 	return nil
 }
 
@@ -81,10 +87,26 @@ type claimKey struct{}
 // claim it does nothing.
 func fence(ctx context.Context) error {
 	if c, ok := ctx.Value(claimKey{}).(*Claim); ok {
-		return c.check(ctx)
+		return c.check(ctx, 0)
 	}
 	return nil
 }
+
+// fenceEach is fence before one of a job's many like side effects (a
+// file renamed into place, a file stored): a check made within the last
+// fenceAge stands for it, so that a job of thousands of files does not
+// make as many round trips. A new holder needs the old session gone and a
+// claim of its own first; what the old one may still do in that time is
+// write the same bytes under a key of the same version.
+func fenceEach(ctx context.Context) error {
+	if c, ok := ctx.Value(claimKey{}).(*Claim); ok {
+		return c.check(ctx, fenceAge)
+	}
+	return nil
+}
+
+// fenceAge is how long a check of a claim stands for fenceEach.
+const fenceAge = time.Second
 
 func lockKey(e Entity, id int64) int64 {
 	if e == Batch {
@@ -212,11 +234,11 @@ type daemon struct {
 	log      *slog.Logger
 	wake     chan struct{}
 	claims   *pgxpool.Pool
-	// reserved is this state's own claim slot, and shared the process's
-	// claim slots every state may take (INGEST_MAX_CLAIMS less one per
-	// state): a slot is held from before a claim until its release (or its
-	// carry to another state), so long downloads and stores can take every
-	// shared slot but never a reporting's or a notify's own.
+	// shared are the process's claim slots every state takes first
+	// (INGEST_MAX_CLAIMS), and reserved this state's own, taken when none
+	// is free: a slot is held from before a claim until its release (or
+	// its carry to another state), so long downloads and stores can take
+	// every shared slot but never a reporting's or a notify's own.
 	reserved chan struct{}
 	shared   chan struct{}
 	sem      chan struct{}       // a slot per entity in hand
@@ -328,19 +350,17 @@ func (d *daemon) candidates(ctx context.Context) ([]int64, error) {
 	return ids, rows.Err()
 }
 
-// takeSlot waits for a claim slot of the daemon's: its own if free, else a
-// shared one; nil when ctx ends. Release it by receiving from it.
+// takeSlot waits for a claim slot: a shared one if free, else the
+// daemon's own; nil when ctx ends. Release it by receiving from it.
 func (d *daemon) takeSlot(ctx context.Context) chan struct{} {
-	select {
-	case d.reserved <- struct{}{}:
-		return d.reserved
-	default:
+	if slot := d.trySlot(); slot != nil {
+		return slot
 	}
 	select {
-	case d.reserved <- struct{}{}:
-		return d.reserved
 	case d.shared <- struct{}{}:
 		return d.shared
+	case d.reserved <- struct{}{}:
+		return d.reserved
 	case <-ctx.Done():
 		return nil
 	}
@@ -349,13 +369,13 @@ func (d *daemon) takeSlot(ctx context.Context) chan struct{} {
 // trySlot is takeSlot without waiting (nil if no slot is free).
 func (d *daemon) trySlot() chan struct{} {
 	select {
-	case d.reserved <- struct{}{}:
-		return d.reserved
+	case d.shared <- struct{}{}:
+		return d.shared
 	default:
 	}
 	select {
-	case d.shared <- struct{}{}:
-		return d.shared
+	case d.reserved <- struct{}{}:
+		return d.reserved
 	default:
 		return nil
 	}

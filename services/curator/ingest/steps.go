@@ -58,9 +58,9 @@ type Config struct {
 	// Concurrency is how many jobs each state's daemon works at once.
 	Concurrency int `env:"INGEST_CONCURRENCY, default=8"`
 	// MaxClaims is how many batches and jobs the process holds claimed at
-	// once over all states: each claim holds a PostgreSQL connection. Each
-	// of the 11 states has one slot of its own (so no state starves
-	// another); the rest are shared (at least 11 in all).
+	// once over all states, each claim holding a PostgreSQL connection,
+	// besides one more for each of the 11 states, its own, taken when none
+	// of these is free (so no state starves another).
 	MaxClaims int `env:"INGEST_MAX_CLAIMS, default=16"`
 	// Interval is how long a daemon with nothing to do waits before looking
 	// again (provisioning's sleep between passes).
@@ -193,12 +193,12 @@ func New(cfg Config, s *Store, bs blob.Store, b *bus.Bus, log *slog.Logger) (*In
 		return g.allowedURL(r.URL.String())
 	}}
 	// Claims hold a connection each for the length of their work: they get
-	// a pool of their own. Each state's daemon has a claim slot of its own,
-	// so that no state starves another (eight long downloads and eight long
-	// stores once held every slot while reports and notifications waited
-	// for hours), and the daemons share INGEST_MAX_CLAIMS less those (11
-	// daemons of INGEST_CONCURRENCY each could otherwise open 88
-	// connections).
+	// a pool of their own. The daemons share INGEST_MAX_CLAIMS claim slots
+	// (11 daemons of INGEST_CONCURRENCY each could otherwise open 88
+	// connections), and each has one more of its own, taken when no shared
+	// one is free, so that no state starves another (eight long downloads
+	// and eight long stores once held every slot while reports and
+	// notifications waited for hours).
 	held := &sync.Map{}
 	add := func(e Entity, st State, w Work) {
 		g.daemons = append(g.daemons, &daemon{store: s, entity: e, state: st, work: w,
@@ -217,9 +217,9 @@ func New(cfg Config, s *Store, bs blob.Store, b *bus.Bus, log *slog.Logger) (*In
 	add(Job, Storing, g.onJob(g.storeFiles))
 	add(Job, Recording, g.onJob(g.record))
 	add(Job, Notify, g.onJob(g.notify))
-	shared := make(chan struct{}, max(cfg.MaxClaims-len(g.daemons), 0))
+	shared := make(chan struct{}, max(cfg.MaxClaims, 0))
 	pc := s.db.Config().Copy()
-	pc.MaxConns = int32(max(cfg.MaxClaims, len(g.daemons)))
+	pc.MaxConns = int32(max(cfg.MaxClaims, 0) + len(g.daemons))
 	pc.MinConns = 0
 	claims, err := pgxpool.NewWithConfig(context.Background(), pc)
 	if err != nil {
@@ -962,7 +962,7 @@ func (g *Ingester) fetchOnce(ctx context.Context, f *File, dst string) error {
 			return &badContent{fmt.Sprintf("%s: %s digest %s, the manifest says %s", f.Name, f.DigestAlg, got, f.Digest)}
 		}
 	}
-	if err := fence(ctx); err != nil {
+	if err := fenceEach(ctx); err != nil {
 		return err
 	}
 	if err := os.Rename(tmp, dst); err != nil {
@@ -1288,7 +1288,7 @@ func (g *Ingester) storeFiles(ctx context.Context, j *JobRow) (Outcome, error) {
 		if it.sha256 != "" {
 			props = map[string]string{blob.PropSHA256: it.sha256}
 		}
-		if err := fence(ctx); err != nil {
+		if err := fenceEach(ctx); err != nil {
 			return err
 		}
 		_, err := g.blob.Put(ctx, objectKey(j.ARK, version, it.path), r, props)
