@@ -1,6 +1,7 @@
 package events
 
 import (
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -206,4 +207,20 @@ var (
 // dead-lettered on.
 func DeadLetterSubject(stream, consumer string) string {
 	return SubjectDeadLetterPrefix + "." + stream + "." + consumer
+}
+
+// ParseDeadLetterSubject is the stream and consumer a dead letter's own
+// subject names (DeadLetterSubject); false for another subject. Unlike the
+// dead letter's headers, which its publisher writes, the subject is one a
+// service may publish on only for its own consumers.
+func ParseDeadLetterSubject(subject string) (stream, consumer string, ok bool) {
+	rest, ok := strings.CutPrefix(subject, SubjectDeadLetterPrefix+".")
+	if !ok {
+		return "", "", false
+	}
+	stream, consumer, ok = strings.Cut(rest, ".")
+	if !ok || stream == "" || consumer == "" || strings.Contains(consumer, ".") {
+		return "", "", false
+	}
+	return stream, consumer, true
 }

@@ -126,8 +126,27 @@ func (b *Bus) Replay(ctx context.Context, seq uint64) (DeadLetter, error) {
 	if dl.Subject == "" {
 		return DeadLetter{}, fmt.Errorf("dead letter %d does not say its subject", seq)
 	}
-	// A replay goes back only where the message came from: a subject of
-	// the stream its consumer reads, never one a forged header names.
+	// A replay goes back only where the message came from: the stream and
+	// consumer its own subject names (a service publishes dead letters only
+	// on its own consumers' subjects; the headers are whatever it wrote),
+	// and a subject that consumer reads.
+	stream, consumer, ok := events.ParseDeadLetterSubject(m.Subject)
+	if !ok {
+		return DeadLetter{}, fmt.Errorf("dead letter %d is on subject %q, which names no stream and consumer: not replayed", seq, m.Subject)
+	}
+	if dl.Stream != stream || dl.Consumer != consumer {
+		return DeadLetter{}, fmt.Errorf("dead letter %d says it came from %s/%s but was dead-lettered on %s's subject: not replayed", seq, dl.Stream, dl.Consumer, m.Subject)
+	}
+	if cons, err := b.js.Consumer(ctx, stream, consumer); err == nil {
+		cfg := cons.CachedInfo().Config
+		filters := cfg.FilterSubjects
+		if cfg.FilterSubject != "" {
+			filters = append(filters, cfg.FilterSubject)
+		}
+		if len(filters) > 0 && !subjectIn(dl.Subject, filters) {
+			return DeadLetter{}, fmt.Errorf("dead letter %d names subject %q, which consumer %s does not read %v: not replayed", seq, dl.Subject, consumer, filters)
+		}
+	}
 	src, err := b.js.Stream(ctx, dl.Stream)
 	if err != nil {
 		return DeadLetter{}, fmt.Errorf("dead letter %d came from stream %q: %w", seq, dl.Stream, err)

@@ -60,4 +60,22 @@ func TestReplayAllAndOnlyToTheSourceStream(t *testing.T) {
 	if _, err := b.Replay(ctx, ack.Sequence); err == nil || !strings.Contains(err.Error(), "not one of stream") {
 		t.Errorf("forged dead letter replayed: %v", err)
 	}
+
+	// A service may publish dead letters only on its own consumers'
+	// subjects, but writes their headers as it likes: one naming another
+	// stream (CURATION) and a subject of it, on its own subject, used to be
+	// replayed by an operator into that stream.
+	onOwn := nats.NewMsg("deadletter.TESTWQ.many")
+	onOwn.Data = []byte("x")
+	onOwn.Header.Set(events.HeaderDLQStream, events.StreamCuration)
+	onOwn.Header.Set(events.HeaderDLQConsumer, "curator-episodes")
+	onOwn.Header.Set(events.HeaderDLQSubject, events.SubjectEpisodeUpserted)
+	ack, err = b.JetStream().PublishMsg(ctx, onOwn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Replay(ctx, ack.Sequence); err == nil || !strings.Contains(err.Error(), "dead-lettered on deadletter.TESTWQ.many") {
+		t.Errorf("a dead letter whose headers name another stream was replayed: %v", err)
+	}
+
 }
