@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"net/url"
 	"os"
@@ -17,6 +18,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/archivist/archivist/events"
 )
@@ -233,6 +236,13 @@ type authenticator struct {
 	mod     time.Time           // the file's modification time and size when read
 	size    int64
 	checked time.Time
+	// reloadErr is why the file as it now is could not be loaded (nil when
+	// it was): the keys as they were stay in force, so a revocation made in
+	// that edit does not apply until the file is fixed.
+	reloadErr error
+	// log and reloadFailures report a failed reload (nil: not reported).
+	log            *slog.Logger
+	reloadFailures prometheus.Counter
 }
 
 func newAuthenticator(cfg AuthConfig) (*authenticator, error) {
@@ -291,14 +301,61 @@ func (a *authenticator) lookup(key string) (Identity, bool) {
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if time.Since(a.checked) > 2*time.Second {
-		a.checked = time.Now()
-		if st, err := os.Stat(a.cfg.KeysFile); err == nil && (!st.ModTime().Equal(a.mod) || st.Size() != a.size) {
-			_ = a.load() // a file broken mid-edit keeps the keys it had
-		}
-	}
+	a.reloadIfChanged()
 	id, ok := a.keys[HashKey(key)]
 	return id, ok
+}
+
+// reloadIfChanged reads the keys file again if it changed (looking at most
+// every 2 s). A file that cannot be loaded keeps the keys it had, and says
+// so: logged, counted (archivist_api_keys_reload_failures_total) and kept
+// for readiness (keysHealth) until a load succeeds. a.mu is held.
+func (a *authenticator) reloadIfChanged() {
+	if time.Since(a.checked) <= 2*time.Second {
+		return
+	}
+	a.checked = time.Now()
+	st, err := os.Stat(a.cfg.KeysFile)
+	if err == nil && st.ModTime().Equal(a.mod) && st.Size() == a.size {
+		return
+	}
+	if err == nil {
+		err = a.load()
+	} else {
+		err = fmt.Errorf("API_KEYS_FILE: %w", err)
+	}
+	if err == nil {
+		if a.reloadErr != nil && a.log != nil {
+			a.log.Info("API keys file loaded again", "file", a.cfg.KeysFile, "keys", len(a.keys))
+		}
+		a.reloadErr = nil
+		return
+	}
+	if a.reloadErr == nil || a.reloadErr.Error() != err.Error() {
+		if a.log != nil {
+			a.log.Error("API keys file changed but cannot be loaded: the keys as they were stay in force, and a revocation in the change does not apply until it is fixed",
+				"file", a.cfg.KeysFile, "err", err)
+		}
+		if a.reloadFailures != nil {
+			a.reloadFailures.Inc()
+		}
+	}
+	a.reloadErr = err
+}
+
+// keysHealth is the readiness of the keys file: an error while the file as
+// it now is cannot be loaded.
+func (a *authenticator) keysHealth(context.Context) error {
+	if a.cfg.KeysFile == "" {
+		return nil
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.reloadIfChanged()
+	if a.reloadErr != nil {
+		return fmt.Errorf("the API keys file changed and cannot be loaded (the previous keys stay in force): %w", a.reloadErr)
+	}
+	return nil
 }
 
 // wrap authenticates every request to h: 401 without a known key, 403

@@ -1,11 +1,16 @@
 package service
 
 import (
+	"context"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -167,3 +172,75 @@ func TestBrowserSessions(t *testing.T) {
 		t.Errorf("an API with the cookie: %d, want 401", rec.Code)
 	}
 }
+
+// TestBrokenKeysFileIsReported: a keys file that failed to parse on reload
+// was ignored without a line, so a revocation made in that edit silently
+// did not apply. Now the keys as they were stay in force (a broken edit
+// locks no one out) and the failure is logged, counted and fails readiness
+// until the file is fixed; the fixed file then applies the revocation.
+func TestBrokenKeysFileIsReported(t *testing.T) {
+	ops, opsLine := NewKey("ops", []Role{Operator}, "")
+	pub, pubLine := NewKey("radio", []Role{Publisher}, "radio")
+	file := filepath.Join(t.TempDir(), "keys")
+	if err := os.WriteFile(file, []byte(opsLine+"\n"+pubLine+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	a, err := newAuthenticator(AuthConfig{Mode: "keys", KeysFile: file})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var logged strings.Builder
+	var mu sync.Mutex
+	a.log = slog.New(slog.NewTextHandler(writerFunc(func(p []byte) (int, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		return logged.Write(p)
+	}), nil))
+	a.reloadFailures = prometheus.NewCounter(prometheus.CounterOpts{Name: "test_reload_failures_total"})
+	recheck := func() {
+		a.mu.Lock()
+		a.checked = time.Time{}
+		a.mu.Unlock()
+	}
+	if err := a.keysHealth(context.Background()); err != nil {
+		t.Fatalf("a good file: %v", err)
+	}
+	// An edit that revokes radio and breaks a line.
+	time.Sleep(10 * time.Millisecond)
+	if err := os.WriteFile(file, []byte(opsLine+"\nradio publisher not-a-hash\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	recheck()
+	err = a.keysHealth(context.Background())
+	if err == nil || !strings.Contains(err.Error(), "cannot be loaded") {
+		t.Errorf("readiness with a broken keys file: %v", err)
+	}
+	if _, ok := a.lookup(ops); !ok {
+		t.Error("the operator's key stopped working with a broken edit")
+	}
+	mu.Lock()
+	line := logged.String()
+	mu.Unlock()
+	if !strings.Contains(line, "cannot be loaded") || !strings.Contains(line, "revocation") {
+		t.Errorf("logged %q, want the failed reload said", line)
+	}
+	if n := testutil.ToFloat64(a.reloadFailures); n != 1 {
+		t.Errorf("%v failed reloads counted, want 1", n)
+	}
+	// Fixed: the revocation applies, readiness is back.
+	time.Sleep(10 * time.Millisecond)
+	if err := os.WriteFile(file, []byte(opsLine+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	recheck()
+	if err := a.keysHealth(context.Background()); err != nil {
+		t.Errorf("readiness once fixed: %v", err)
+	}
+	if _, ok := a.lookup(pub); ok {
+		t.Error("the revoked key still works once the file is fixed")
+	}
+}
+
+type writerFunc func([]byte) (int, error)
+
+func (f writerFunc) Write(p []byte) (int, error) { return f(p) }

@@ -13,6 +13,7 @@ import (
 	"runtime/debug"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
 	"golang.org/x/net/netutil"
 )
@@ -200,6 +201,21 @@ func (e *Env) ServeHTTP(ctx context.Context, addr string, h http.Handler, ready 
 	}
 	if e.Auth.Mode == "off" {
 		e.Log.Warn("API authentication is off (API_AUTH=off): anyone who reaches the API may use it")
+	}
+	auth.log = e.Log
+	if e.Metrics != nil {
+		c := prometheus.NewCounter(prometheus.CounterOpts{Name: "archivist_api_keys_reload_failures_total",
+			Help: "Changes of API_KEYS_FILE that could not be loaded (the previous keys stayed in force)."})
+		if err := e.Metrics.Register(c); err != nil {
+			var are prometheus.AlreadyRegisteredError
+			if errors.As(err, &are) {
+				c, _ = are.ExistingCollector.(prometheus.Counter)
+			}
+		}
+		auth.reloadFailures = c
+	}
+	if e.admin != nil {
+		e.admin.AddCheck(e.Name+" API keys", auth.keysHealth)
 	}
 	// Every request is a span (a caller's traceparent continued), around
 	// its authentication.
