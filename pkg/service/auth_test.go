@@ -148,6 +148,17 @@ func TestBrowserSessions(t *testing.T) {
 	if rec.Code != http.StatusSeeOther || rec.Header().Get("Location") != "/" || len(cookies) != 1 {
 		t.Fatalf("sign in: %d %q %v", rec.Code, rec.Header().Get("Location"), cookies)
 	}
+	// Browsers drop a tab from a URL: "/\t/evil.example" is
+	// "//evil.example", and the sign-in used to send there.
+	for _, next := range []string{"/%09/evil.example", "/%0a/evil.example", "/%5C/evil.example", "/%20/evil.example", "https://evil.example/"} {
+		rec := do("POST", "/login", "key="+reader+"&next="+next, form)
+		if loc := rec.Header().Get("Location"); rec.Code != http.StatusSeeOther || loc != "/" {
+			t.Errorf("sign in with next=%s: %d to %q, want / (never off the site)", next, rec.Code, loc)
+		}
+	}
+	if rec := do("POST", "/login", "key="+reader+"&next=/item%3Fx%3D1", form); rec.Header().Get("Location") != "/item?x=1" {
+		t.Errorf("sign in with a path of the site: to %q, want /item?x=1", rec.Header().Get("Location"))
+	}
 	c := cookies[0]
 	if c.Name != SessionCookie || c.Value != reader || !c.HttpOnly || c.SameSite != http.SameSiteStrictMode {
 		t.Errorf("session cookie: %+v", c)

@@ -3,8 +3,10 @@ package service
 import (
 	"html/template"
 	"net/http"
+	"net/url"
 	"strings"
 	"time"
+	"unicode"
 )
 
 // SessionCookie holds the key (or OIDC token) a person signed in with on a
@@ -91,9 +93,17 @@ func (a *authenticator) login(w http.ResponseWriter, r *http.Request) {
 }
 
 // localPath is next when it is a path of this site, else "/": a sign-in
-// never sends a person elsewhere.
+// never sends a person elsewhere. Browsers drop tabs and line breaks from a
+// URL and read a backslash as a slash, so "/\t/evil.example" is
+// "//evil.example", another site: a control character, a backslash or a
+// space anywhere refuses the path, and what is left must parse as a path
+// with no scheme or host.
 func localPath(next string) string {
-	if !strings.HasPrefix(next, "/") || strings.HasPrefix(next, "//") || strings.HasPrefix(next, "/\\") || strings.ContainsAny(next, "\r\n") {
+	if !strings.HasPrefix(next, "/") || strings.HasPrefix(next, "//") ||
+		strings.ContainsFunc(next, func(r rune) bool { return unicode.IsControl(r) || unicode.IsSpace(r) || r == '\\' }) {
+		return "/"
+	}
+	if u, err := url.Parse(next); err != nil || u.Scheme != "" || u.Host != "" || u.User != nil || !strings.HasPrefix(u.Path, "/") || strings.HasPrefix(u.Path, "//") {
 		return "/"
 	}
 	return next
