@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"reflect"
+	"regexp"
 	"strings"
 
 	"github.com/sethvargo/go-envconfig"
@@ -107,56 +108,97 @@ func redact(name, value string) string {
 var secretParams = []string{"password", "passwd", "secret", "token", "key", "sslpassword"}
 
 // RedactSecrets hides the secrets in a value that may hold URLs or a DSN:
-// the password of every URL of a comma-separated list, found without
-// parsing the URL (a password may hold / # @ or anything else), and the
-// value of every password-like query or key=value parameter.
+// the password of every URL (of a list, too), found without parsing the
+// URL (a password may hold / # @ , or anything else), and the value of
+// every password-like query or key=value parameter, a quoted one whole
+// (password='a b'). It reads the value as a whole before it splits it: a
+// comma or a space inside a password is no separator.
 func RedactSecrets(value string) string {
-	parts := strings.Split(value, ",")
-	for i, p := range parts {
-		parts[i] = redactOne(p)
+	// Each URL runs from its scheme to the next URL's scheme (a list joined
+	// by commas or spaces); its userinfo ends at the last @ within it, so a
+	// password holding , / # or @ is hidden whole: hiding too much is the
+	// safe side.
+	var b strings.Builder
+	locs := schemeAt.FindAllStringIndex(value, -1)
+	prev := 0
+	for i, loc := range locs {
+		end := len(value)
+		if i+1 < len(locs) {
+			end = locs[i+1][0]
+		}
+		b.WriteString(value[prev:loc[0]])
+		b.WriteString(redactUserinfo(value[loc[0]:end], loc[1]-loc[0]))
+		prev = end
 	}
-	return strings.Join(parts, ",")
+	b.WriteString(value[prev:])
+	return redactParams(b.String())
 }
 
-func redactOne(p string) string {
-	if i := strings.Index(p, "://"); i >= 0 {
-		rest := p[i+3:]
-		// The userinfo ends at the last @ before the path's first / that
-		// follows it; a password may contain / and @ itself, so the last @
-		// of the whole value is taken when in doubt: hiding too much is
-		// the safe side.
-		if at := strings.LastIndex(rest, "@"); at >= 0 {
-			if c := strings.Index(rest[:at], ":"); c >= 0 {
-				p = p[:i+3] + rest[:c+1] + "REDACTED" + rest[at:]
+// schemeAt finds where a URL begins.
+var schemeAt = regexp.MustCompile(`[A-Za-z][A-Za-z0-9+.-]*://`)
+
+// redactUserinfo hides the password of url, whose authority starts at
+// offset start.
+func redactUserinfo(url string, start int) string {
+	rest := url[start:]
+	at := strings.LastIndex(rest, "@")
+	if at < 0 {
+		return url
+	}
+	c := strings.Index(rest[:at], ":")
+	if c < 0 {
+		return url
+	}
+	return url[:start] + rest[:c+1] + "REDACTED" + rest[at:]
+}
+
+// redactParams hides the value of every secret key=value parameter: one
+// whose key starts the value or follows ? & ; , or white space. A value in
+// single quotes (libpq's DSN) runs to its closing quote (\' escapes one);
+// another to the next & ; or white space.
+func redactParams(p string) string {
+	var b strings.Builder
+	for i := 0; i < len(p); {
+		if i > 0 && !strings.ContainsRune("?&;, \t\n", rune(p[i-1])) {
+			b.WriteByte(p[i])
+			i++
+			continue
+		}
+		eq := strings.IndexByte(p[i:], '=')
+		stop := strings.IndexAny(p[i:], "?&;, \t\n")
+		if eq < 0 || (stop >= 0 && stop < eq) || !secretKey(p[i:i+eq]) {
+			b.WriteByte(p[i])
+			i++
+			continue
+		}
+		b.WriteString(p[i:i+eq] + "=REDACTED")
+		j := i + eq + 1
+		if j < len(p) && p[j] == '\'' {
+			for j++; j < len(p) && p[j] != '\''; j++ {
+				if p[j] == '\\' {
+					j++
+				}
+			}
+			j++
+		} else {
+			// A comma may be a password's own: hiding too much is the safe side.
+			for j < len(p) && !strings.ContainsRune("&; \t\n", rune(p[j])) {
+				j++
 			}
 		}
-	}
-	// key=value parameters, in a query string or a DSN.
-	var b strings.Builder
-	for len(p) > 0 {
-		j := strings.IndexAny(p, "?&; ")
-		if j < 0 {
-			b.WriteString(redactParam(p))
-			break
-		}
-		b.WriteString(redactParam(p[:j]))
-		b.WriteByte(p[j])
-		p = p[j+1:]
+		i = min(j, len(p))
 	}
 	return b.String()
 }
 
-func redactParam(kv string) string {
-	k, _, ok := strings.Cut(kv, "=")
-	if !ok {
-		return kv
-	}
+// secretKey reports whether a parameter's key names a secret.
+func secretKey(k string) bool {
 	for _, s := range secretParams {
 		if strings.EqualFold(k, s) || strings.HasSuffix(strings.ToLower(k), "_"+s) {
-			return k + "=REDACTED"
+			return true
 		}
 	}
-	return kv
+	return false
 }
 
 // LogAttrs returns the configuration as log attributes, secrets redacted.

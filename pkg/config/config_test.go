@@ -74,13 +74,27 @@ func TestSecretsDoNotLeakPastRedaction(t *testing.T) {
 		"nats://a:one@n1:4222,nats://b:two@n2:4222":                            "two",
 		"host=db user=app password=hunter3 dbname=archivist":                   "hunter3",
 		"s3://bucket/?endpoint=s3.example&secret_key=abc123&access_key=AKIAXX": "abc123",
+		// Split on commas or spaces before parsing, these showed part of
+		// their password.
+		"postgres://u:pa,ss@h:5432/db":                     "ss@",
+		"host=h password='a b' user=u":                     "b'",
+		"host=h password='it\\'s secret' dbname=archivist": "secret",
+		"nats://a:p,q@n1:4222 nats://b:r s@n2:4222":        "r s",
 	} {
 		out := config.RedactSecrets(in)
 		if strings.Contains(out, secret) || !strings.Contains(out, "REDACTED") {
 			t.Errorf("%q redacted as %q: %q shows", in, out, secret)
 		}
 	}
-	if out := config.RedactSecrets("nats://n1:4222,nats://n2:4222"); out != "nats://n1:4222,nats://n2:4222" {
-		t.Errorf("a list without secrets changed: %q", out)
+	for in, want := range map[string]string{
+		"nats://n1:4222,nats://n2:4222":                "nats://n1:4222,nats://n2:4222",
+		"postgres://u:pa,ss@h:5432/db?sslmode=require": "postgres://u:REDACTED@h:5432/db?sslmode=require",
+		"host=h password='a b' user=u dbname=d":        "host=h password=REDACTED user=u dbname=d",
+		"nats://a:one@n1:4222,nats://n2:4222":          "nats://a:REDACTED@n1:4222,nats://n2:4222",
+		"https://h/x?token=t0k&page=2":                 "https://h/x?token=REDACTED&page=2",
+	} {
+		if out := config.RedactSecrets(in); out != want {
+			t.Errorf("%q redacted as %q, want %q", in, out, want)
+		}
 	}
 }
