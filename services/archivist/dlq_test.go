@@ -72,3 +72,45 @@ func TestDLQCommands(t *testing.T) {
 		time.Sleep(50 * time.Millisecond)
 	}
 }
+
+// TestCLIPrintsNoControlCharacters: a dead letter's headers are whatever
+// its publisher wrote, and `dlq list` printed them raw: an escape sequence
+// in a reason could rename the operator's terminal, move the cursor or
+// hide a line. Every control character but tab and line feed now prints
+// as its \uXXXX escape, in the table and in JSON alike.
+func TestCLIPrintsNoControlCharacters(t *testing.T) {
+	svc := testenv.StartService(t, curator.Definition(), map[string]string{"CURATOR_HTTP_ADDR": "127.0.0.1:0"})
+	t.Setenv("NATS_URL", svc.NATSURL)
+	nc, err := nats.Connect(svc.NATSURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, _ := nc.JetStream()
+	m := nats.NewMsg(events.DeadLetterSubject(events.StreamCuration, "curator-clips"))
+	m.Data = []byte("x")
+	m.Header.Set(events.HeaderDLQStream, events.StreamCuration)
+	m.Header.Set(events.HeaderDLQConsumer, "curator-clips")
+	m.Header.Set(events.HeaderDLQSubject, events.SubjectClipUpserted)
+	m.Header.Set(events.HeaderDLQReason, "bad\x1b]0;owned\x07 \x1b[2Kgone \u009b31m")
+	if _, err := js.PublishMsg(m); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{{"dlq", "list"}, {"dlq", "list", "--json"}} {
+		var out bytes.Buffer
+		if err := run(context.Background(), args, &out, &out); err != nil {
+			t.Fatal(err)
+		}
+		s := out.String()
+		if strings.ContainsAny(s, "\x1b\x07\u009b") || !strings.Contains(s, `\u001b]0;owned\u0007`) {
+			t.Errorf("%v printed control characters raw, or lost the reason:\n%q", args, s)
+		}
+	}
+	var w bytes.Buffer
+	p := &printable{w: &w}
+	p.Write([]byte("a\xc2"))
+	p.Write([]byte("\x9bb\tc\n"))
+	if w.String() != "a\\u009bb\tc\n" {
+		t.Errorf("a C1 character split across writes: %q", w.String())
+	}
+}

@@ -143,6 +143,11 @@ func dispatch(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	switch args[0] {
+	case "works", "research", "audit", "index", "batch", "job", "collection", "ingest", "dlq":
+		// These print what others wrote: no control character gets through.
+		stdout = &printable{w: stdout}
+	}
+	switch args[0] {
 	case "dev":
 		var o dev.Options
 		if err := config.Load(ctx, &o, nil); err != nil {
