@@ -59,6 +59,10 @@ type Event interface {
 	Validate() error
 }
 
+// MaxClockSkew is how far in the future a curation event's time (its
+// version) may be, over HTTP and over NATS alike: a later one is refused.
+const MaxClockSkew = 5 * time.Minute
+
 // Now returns the current time as an envelope time: UTC, truncated to
 // microseconds so that it survives a round trip through PostgreSQL unchanged.
 func Now() time.Time { return time.Now().UTC().Truncate(time.Microsecond) }

@@ -178,8 +178,8 @@ func post[T any, PT interface {
 }
 
 // MaxClockSkew is how far in the future an event time taken from a UUIDv7
-// Idempotency-Key may be.
-const MaxClockSkew = 5 * time.Minute
+// Idempotency-Key may be (the bound of every curation event's time).
+const MaxClockSkew = events.MaxClockSkew
 
 // bindSource sets a curated record's source to the publisher's, refusing a
 // body that names another unless anySource.

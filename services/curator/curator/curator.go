@@ -152,12 +152,31 @@ func (p *Pipeline) Start(ctx context.Context, concurrency int) ([]*bus.Subscript
 
 // Episode stores an EpisodeUpserted event and matches its graph.
 func (p *Pipeline) Episode(ctx context.Context, m *bus.Message[events.EpisodeUpserted]) error {
+	if err := notFromTheFuture(m.Envelope); err != nil {
+		return err
+	}
 	return p.match(ctx, catalog.FromEpisode(m.Envelope, m.Event))
 }
 
 // Clip stores a ClipUpserted event and matches its graph.
 func (p *Pipeline) Clip(ctx context.Context, m *bus.Message[events.ClipUpserted]) error {
+	if err := notFromTheFuture(m.Envelope); err != nil {
+		return err
+	}
 	return p.match(ctx, catalog.FromClip(m.Envelope, m.Event))
+}
+
+// notFromTheFuture refuses, for good (dead-lettered with the reason), an
+// event sent more than events.MaxClockSkew from now: its time is its
+// version, and one dated 9999 would win over every later change of its
+// record for ever. The HTTP API refuses such a time with a 400; over NATS
+// the same bound applies here.
+func notFromTheFuture(env events.Envelope) error {
+	if limit := events.Now().Add(events.MaxClockSkew); env.SentAt.After(limit) {
+		return bus.Permanent(fmt.Errorf("sent_at %s is more than %s in the future (events.MaxClockSkew): refused, nothing stored",
+			env.SentAt.Format(time.RFC3339), events.MaxClockSkew))
+	}
+	return nil
 }
 
 // match runs the matcher and publishes its results; the event is acked only

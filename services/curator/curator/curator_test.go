@@ -240,3 +240,34 @@ func TestHTTPBadPayloadsSayWhichField(t *testing.T) {
 		})
 	}
 }
+
+// TestEventFromTheFutureIsRefused: over HTTP an event time more than 5
+// minutes ahead is a 400; over NATS nothing bounded it, and one episode
+// dated 9999 froze its record for ever (every later change older). It is
+// now dead-lettered with its reason and stores nothing.
+func TestEventFromTheFutureIsRefused(t *testing.T) {
+	h := start(t)
+	ctx := context.Background()
+	env, err := events.NewAt("radio", time.Date(9999, 1, 1, 0, 0, 0, 0, time.UTC), episode("future", "from 9999"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.bus.Publish(ctx, events.SubjectEpisodeUpserted, env); err != nil {
+		t.Fatal(err)
+	}
+	st, _ := h.bus.JetStream().Stream(ctx, events.StreamDeadLetter)
+	waitFor(t, "a dead letter", func() bool {
+		info, err := st.Info(ctx)
+		return err == nil && info.State.Msgs == 1
+	})
+	msg, err := st.GetMsg(ctx, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := msg.Header.Get(events.HeaderDLQReason); !strings.Contains(r, "in the future") {
+		t.Errorf("reason %q", r)
+	}
+	if _, err := h.cat.Get(ctx, catalog.Episode, "radio:future"); err == nil {
+		t.Error("the event from the future was stored")
+	}
+}
