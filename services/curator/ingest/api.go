@@ -8,7 +8,9 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
+	"regexp"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -302,6 +304,18 @@ func writeErrLog(w http.ResponseWriter, log *slog.Logger, err error) {
 		writeJSON(w, http.StatusInternalServerError, map[string]string{"error": "internal error", "error_id": id})
 	}
 }
+
+// scrubURLs is text (an error, a move's detail) with every URL in it
+// redacted as redactURL does, before it is stored or shown.
+func scrubURLs(text string) string {
+	if !strings.Contains(text, "://") {
+		return text
+	}
+	return urlInText.ReplaceAllStringFunc(text, redactURL)
+}
+
+// urlInText finds URLs in text: a scheme, then up to white space or a quote.
+var urlInText = regexp.MustCompile(`[A-Za-z][A-Za-z0-9+.-]*://[^\s"'<>]+`)
 
 // redactURL is a URL as a job view shows it: without user info or query
 // string, which may carry credentials or presigned tokens.

@@ -187,7 +187,7 @@ func (c *Claim) backOff(ctx context.Context, state State, p fault.Policy, reason
 	d := p.Delay(max(c.Attempts, 1))
 	_, err := c.conn.Exec(ctx, `UPDATE `+table(c.Entity)+` SET next_attempt_at = now() + $3::interval, last_attempt_error = $4,
 		first_failed_at = coalesce(first_failed_at, now())
-		WHERE id = $1 AND state = $2`, c.ID, state, d, truncateText(reason, 2000))
+		WHERE id = $1 AND state = $2`, c.ID, state, d, truncateText(scrubURLs(reason), 2000))
 	return err
 }
 
