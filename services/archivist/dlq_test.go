@@ -20,15 +20,26 @@ func TestMain(m *testing.M) { testenv.Main(m) }
 // stream; `archivist dlq list` shows where it came from and why, and
 // `archivist dlq replay` sends it back (where, still garbage, it is
 // dead-lettered again: nothing is lost).
-func TestDLQCommands(t *testing.T) {
+// startCurator runs the curator service for the CLI (NATS_URL set) and
+// returns a JetStream client of its NATS.
+func startCurator(t *testing.T) nats.JetStreamContext {
+	t.Helper()
 	svc := testenv.StartService(t, curator.Definition(), map[string]string{"CURATOR_HTTP_ADDR": "127.0.0.1:0"})
 	t.Setenv("NATS_URL", svc.NATSURL)
 	nc, err := nats.Connect(svc.NATSURL)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer nc.Close()
-	js, _ := nc.JetStream()
+	t.Cleanup(nc.Close)
+	js, err := nc.JetStream()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return js
+}
+
+func TestDLQCommands(t *testing.T) {
+	js := startCurator(t)
 	if _, err := js.Publish(events.SubjectClipUpserted, []byte("not an event"), nats.MsgId("garbage-1")); err != nil {
 		t.Fatal(err)
 	}
@@ -79,14 +90,7 @@ func TestDLQCommands(t *testing.T) {
 // hide a line. Every control character but tab and line feed now prints
 // as its \uXXXX escape, in the table and in JSON alike.
 func TestCLIPrintsNoControlCharacters(t *testing.T) {
-	svc := testenv.StartService(t, curator.Definition(), map[string]string{"CURATOR_HTTP_ADDR": "127.0.0.1:0"})
-	t.Setenv("NATS_URL", svc.NATSURL)
-	nc, err := nats.Connect(svc.NATSURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	js, _ := nc.JetStream()
+	js := startCurator(t)
 	m := nats.NewMsg(events.DeadLetterSubject(events.StreamCuration, "curator-clips"))
 	m.Data = []byte("x")
 	m.Header.Set(events.HeaderDLQStream, events.StreamCuration)
