@@ -69,6 +69,10 @@ type JWTConfig struct {
 	RolesClaim string `env:"API_JWT_ROLES_CLAIM, default=archivist_roles"`
 	// SourceClaim is the claim holding a publisher's source.
 	SourceClaim string `env:"API_JWT_SOURCE_CLAIM, default=archivist_source"`
+	// CollectionsClaim is the claim holding the collections a publisher may
+	// deposit batches into (a list, or a space- or comma-separated string;
+	// "*" is every one).
+	CollectionsClaim string `env:"API_JWT_COLLECTIONS_CLAIM, default=archivist_collections"`
 }
 
 // Identity is an authenticated caller.
@@ -79,6 +83,49 @@ type Identity struct {
 	Roles []Role `json:"roles"`
 	// Source, for a publisher, is the source name its records carry.
 	Source string `json:"source,omitempty"`
+	// Collections, for a publisher, are the collections (ingest profiles)
+	// it may deposit batches into; AnyCollection ("*") is every one. A
+	// publisher with none deposits nothing.
+	Collections []string `json:"collections,omitempty"`
+}
+
+// AnyCollection in Identity.Collections lets a depositor deposit into
+// every collection.
+const AnyCollection = "*"
+
+// MayDeposit reports whether the identity may submit batches into
+// collection: a publisher whose collections name it (or AnyCollection).
+func (id Identity) MayDeposit(collection string) bool {
+	return slices.Contains(id.Roles, Publisher) &&
+		(slices.Contains(id.Collections, AnyCollection) || slices.Contains(id.Collections, collection))
+}
+
+// OwnOnly reports whether the identity reads only what it deposited itself
+// (a publisher's own batches and jobs) rather than everyone's: a publisher
+// that is not also an operator. Operators and readers (staff) see all.
+func (id Identity) OwnOnly() bool {
+	return slices.Contains(id.Roles, Publisher) && !slices.Contains(id.Roles, Operator)
+}
+
+// ParseCollections reads a comma-separated list of collection names (as a
+// keys file or a command line gives them), each a source-like name or
+// AnyCollection.
+func ParseCollections(field, list string) ([]string, error) {
+	var out []string
+	for _, c := range strings.Split(list, ",") {
+		if c == "" {
+			continue
+		}
+		if c != AnyCollection {
+			if err := events.ValidateSource(field, c); err != nil {
+				return nil, err
+			}
+		}
+		if !slices.Contains(out, c) {
+			out = append(out, c)
+		}
+	}
+	return out, nil
 }
 
 // Has reports whether the identity may act in role.
@@ -156,10 +203,11 @@ type Key struct {
 
 // ParseKeys reads a keys file: a line per key,
 //
-//	NAME ROLE[,ROLE...] SHA256-OF-THE-KEY-IN-HEX [source=SOURCE]
+//	NAME ROLE[,ROLE...] SHA256-OF-THE-KEY-IN-HEX [source=SOURCE] [collections=C[,C...]]
 //
-// with blank lines and lines starting with # ignored. NewKey makes a key
-// and its line.
+// with blank lines and lines starting with # ignored. A publisher's key
+// names its source; the collections are those it may deposit batches into
+// ("*" for every one; none, no batches). NewKey makes a key and its line.
 func ParseKeys(text string) ([]Key, error) {
 	var keys []Key
 	sc := bufio.NewScanner(strings.NewReader(text))
@@ -169,8 +217,8 @@ func ParseKeys(text string) ([]Key, error) {
 			continue
 		}
 		f := strings.Fields(line)
-		if len(f) < 3 || len(f) > 4 {
-			return nil, fmt.Errorf("keys line %d: want NAME ROLES SHA256 [source=SOURCE]", n)
+		if len(f) < 3 || len(f) > 5 {
+			return nil, fmt.Errorf("keys line %d: want NAME ROLES SHA256 [source=SOURCE] [collections=C,...]", n)
 		}
 		k := Key{Identity: Identity{Name: f[0]}, Hash: strings.ToLower(f[2])}
 		for _, r := range strings.Split(f[1], ",") {
@@ -184,15 +232,26 @@ func ParseKeys(text string) ([]Key, error) {
 		if b, err := hex.DecodeString(k.Hash); err != nil || len(b) != sha256.Size {
 			return nil, fmt.Errorf("keys line %d: the key's hash must be 64 hex digits (SHA-256)", n)
 		}
-		if len(f) == 4 {
-			src, ok := strings.CutPrefix(f[3], "source=")
-			if !ok {
-				return nil, fmt.Errorf("keys line %d: the fourth field is source=SOURCE", n)
+		for _, opt := range f[3:] {
+			name, value, _ := strings.Cut(opt, "=")
+			switch {
+			case name == "source" && k.Source == "":
+				if err := events.ValidateSource("source", value); err != nil {
+					return nil, fmt.Errorf("keys line %d: %w", n, err)
+				}
+				k.Source = value
+			case name == "collections" && k.Collections == nil:
+				cs, err := ParseCollections("collections", value)
+				if err != nil {
+					return nil, fmt.Errorf("keys line %d: %w", n, err)
+				}
+				k.Collections = cs
+			default:
+				return nil, fmt.Errorf("keys line %d: %q: the fields after the hash are source=SOURCE and collections=C,... (each once)", n, opt)
 			}
-			if err := events.ValidateSource("source", src); err != nil {
-				return nil, fmt.Errorf("keys line %d: %w", n, err)
-			}
-			k.Source = src
+		}
+		if len(k.Collections) > 0 && !slices.Contains(k.Roles, Publisher) {
+			return nil, fmt.Errorf("keys line %d: collections are a publisher's (the key has no publisher role)", n)
 		}
 		if slices.Contains(k.Roles, Publisher) && k.Source == "" {
 			return nil, fmt.Errorf("keys line %d: a publisher's key is bound to its source (source=SOURCE)", n)
@@ -202,10 +261,10 @@ func ParseKeys(text string) ([]Key, error) {
 	return keys, sc.Err()
 }
 
-// NewKey makes a random API key for name with roles (and source, for a
-// publisher) and returns it with its keys-file line. The key is shown once;
-// only its hash is kept.
-func NewKey(name string, roles []Role, source string) (key, line string) {
+// NewKey makes a random API key for name with roles (and source and the
+// collections it may deposit into, for a publisher) and returns it with its
+// keys-file line. The key is shown once; only its hash is kept.
+func NewKey(name string, roles []Role, source string, collections ...string) (key, line string) {
 	var b [32]byte
 	_, _ = rand.Read(b[:])
 	key = "ak_" + base64.RawURLEncoding.EncodeToString(b[:])
@@ -216,6 +275,9 @@ func NewKey(name string, roles []Role, source string) (key, line string) {
 	line = fmt.Sprintf("%s %s %s", name, strings.Join(rs, ","), HashKey(key))
 	if source != "" {
 		line += " source=" + source
+	}
+	if len(collections) > 0 {
+		line += " collections=" + strings.Join(collections, ",")
 	}
 	return key, line
 }

@@ -20,13 +20,36 @@ import (
 // naming it; a key deleted from the file is refused once the file changed
 // (revocation without a restart), and a new one accepted.
 func TestKeysFileIsStrictAndReloaded(t *testing.T) {
+	// A publisher's line names the collections it deposits into, in either
+	// order with its source; NewKey writes them.
+	_, line := NewKey("tv", []Role{Publisher}, "tv", "tv-news", "tv-drama")
+	keys, err := ParseKeys(line)
+	if err != nil || len(keys) != 1 || keys[0].Source != "tv" || strings.Join(keys[0].Collections, " ") != "tv-news tv-drama" {
+		t.Fatalf("%q: %+v %v", line, keys, err)
+	}
+	if !keys[0].MayDeposit("tv-news") || keys[0].MayDeposit("radio") || !keys[0].OwnOnly() {
+		t.Errorf("%+v: may deposit into tv-news only, and reads only its own", keys[0].Identity)
+	}
+	keys, err = ParseKeys("all publisher,operator " + strings.Repeat("0", 64) + " collections=* source=ops")
+	if err != nil || !keys[0].MayDeposit("radio") || keys[0].OwnOnly() {
+		t.Errorf("an operator depositing everywhere: %+v %v", keys, err)
+	}
+	if none := (Identity{Name: "x", Roles: []Role{Publisher}, Source: "x"}); none.MayDeposit("x") {
+		t.Error("a publisher with no collections may deposit")
+	}
+
 	for line, want := range map[string]string{
 		"a reader":                               "want NAME ROLES SHA256",
 		"a king " + strings.Repeat("0", 64):      `unknown role "king"`,
 		"a reader abc":                           "64 hex digits",
 		"a publisher " + strings.Repeat("0", 64): "bound to its source",
-		"a publisher " + strings.Repeat("0", 64) + " source=Bad Source": "want NAME ROLES SHA256",
-		"a publisher " + strings.Repeat("0", 64) + " source=-x":         "source",
+		"a publisher " + strings.Repeat("0", 64) + " source=Bad Source":              "source",
+		"a publisher " + strings.Repeat("0", 64) + " source=a collections=b x":       "want NAME ROLES SHA256",
+		"a publisher " + strings.Repeat("0", 64) + " source=-x":                      "source",
+		"a publisher " + strings.Repeat("0", 64) + " source=a source=b":              "each once",
+		"a publisher " + strings.Repeat("0", 64) + " source=a owner=b":               "each once",
+		"a publisher " + strings.Repeat("0", 64) + " source=a collections=ok,Not/Ok": "collections",
+		"a reader " + strings.Repeat("0", 64) + " collections=tv":                    "no publisher role",
 	} {
 		if _, err := ParseKeys(line); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("%q: %v, want an error naming %q", line, err, want)

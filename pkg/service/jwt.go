@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/coreos/go-oidc/v3/oidc"
@@ -77,6 +78,22 @@ func (v *jwtVerifier) verify(ctx context.Context, raw string) (Identity, error) 
 	}
 	if id.Has(Publisher) && id.Source == "" {
 		return Identity{}, fmt.Errorf("a publisher's token must name its source (claim %s)", v.cfg.SourceClaim)
+	}
+	var cs []string
+	switch c := claims[v.cfg.CollectionsClaim].(type) {
+	case string:
+		cs = strings.Fields(strings.ReplaceAll(c, ",", " "))
+	case []any:
+		for _, e := range c {
+			if s, ok := e.(string); ok {
+				cs = append(cs, s)
+			}
+		}
+	}
+	if slices.Contains(id.Roles, Publisher) {
+		if id.Collections, err = ParseCollections(v.cfg.CollectionsClaim, strings.Join(cs, ",")); err != nil {
+			return Identity{}, err
+		}
 	}
 	if id.Name == "" {
 		return Identity{}, errors.New("the token has no subject")

@@ -1,6 +1,7 @@
 package service
 
 import (
+	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -78,7 +79,7 @@ func TestJWTsOfAnOIDCIssuer(t *testing.T) {
 		t.Fatal(err)
 	}
 	cfg := AuthConfig{Mode: "keys", KeysFile: file, JWT: JWTConfig{Issuer: "https://idp.example", JWKSURL: iss.url,
-		Audience: "archivist", RolesClaim: "archivist_roles", SourceClaim: "archivist_source"}}
+		Audience: "archivist", RolesClaim: "archivist_roles", SourceClaim: "archivist_source", CollectionsClaim: "archivist_collections"}}
 	a, err := newAuthenticator(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -95,6 +96,22 @@ func TestJWTsOfAnOIDCIssuer(t *testing.T) {
 	publisher := iss.token(iss.signer, map[string]any{"archivist_roles": []string{"publisher"}, "archivist_source": "radio"})
 	if code, body := do("POST", "/v1/records", publisher); code != 200 || body != "radio-system radio" {
 		t.Errorf("a publisher's token on its route: %d %q", code, body)
+	}
+	// The collections a publisher deposits into are a claim.
+	for _, c := range []struct {
+		claim any
+		want  string
+	}{{"radio-news, radio-music", "radio-news radio-music"}, {[]string{"radio-news"}, "radio-news"}, {nil, ""}} {
+		claim, want := c.claim, c.want
+		raw := iss.token(iss.signer, map[string]any{"archivist_roles": []string{"publisher"}, "archivist_source": "radio", "archivist_collections": claim})
+		id, err := a.identify(context.Background(), raw)
+		if err != nil || strings.Join(id.Collections, " ") != want {
+			t.Errorf("collections claim %v: %+v %v, want %q", claim, id, err, want)
+		}
+	}
+	bad := iss.token(iss.signer, map[string]any{"archivist_roles": []string{"publisher"}, "archivist_source": "radio", "archivist_collections": "Radio News"})
+	if _, err := a.identify(context.Background(), bad); err == nil || !strings.Contains(err.Error(), "archivist_collections") {
+		t.Errorf("a malformed collections claim: %v", err)
 	}
 	if code, _ := do("POST", "/v1/admin", publisher); code != http.StatusForbidden {
 		t.Errorf("a publisher's token on an operator route: %d, want 403", code)

@@ -558,7 +558,7 @@ func auditCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 
 // keyCmd is `archivist key new`: an API key and its keys-file line.
 func keyCmd(args []string, stdout, stderr io.Writer) error {
-	usage := errors.New("usage: archivist key new NAME --role reader|publisher|operator[,...] [--source SOURCE]")
+	usage := errors.New("usage: archivist key new NAME --role reader|publisher|operator[,...] [--source SOURCE] [--collections C[,C...]|*]")
 	if len(args) < 2 || args[0] != "new" {
 		return usage
 	}
@@ -566,14 +566,19 @@ func keyCmd(args []string, stdout, stderr io.Writer) error {
 	fs.SetOutput(stderr)
 	roles := fs.String("role", "", "the key's roles, comma-separated: reader, publisher, operator")
 	source := fs.String("source", "", "a publisher's source: the records it posts carry it")
+	collections := fs.String("collections", "", "the collections (ingest profiles) a publisher deposits batches into, comma-separated; * for every one")
 	if err := fs.Parse(args[2:]); err != nil {
 		return err
+	}
+	cs, err := service.ParseCollections("--collections", *collections)
+	if err != nil {
+		return fmt.Errorf("%w\n%v", err, usage)
 	}
 	var rs []service.Role
 	for _, r := range strings.Split(*roles, ",") {
 		rs = append(rs, service.Role(strings.TrimSpace(r)))
 	}
-	key, line := service.NewKey(args[1], rs, *source)
+	key, line := service.NewKey(args[1], rs, *source, cs...)
 	if _, err := service.ParseKeys(line); err != nil {
 		return fmt.Errorf("%w\n%v", err, usage)
 	}

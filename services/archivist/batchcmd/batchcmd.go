@@ -213,11 +213,7 @@ func submit(ctx context.Context, base string, args []string, stdout, stderr io.W
 	fs.StringVar(&s.Profile, "profile", "", "the collection (profile)")
 	fs.StringVar(&s.PayloadURL, "payload", "", "the payload URL")
 	fs.StringVar(&s.Type, "type", "", strings.Join(ingest.Types, ", "))
-	me := os.Getenv("USER")
-	if me == "" {
-		me = "archivist-cli"
-	}
-	fs.StringVar(&s.Submitter, "submitter", me, "who submits ($USER)")
+	fs.StringVar(&s.Submitter, "submitter", "", "the depositor an operator submits for (default: the API key's holder; a publisher deposits only as itself)")
 	fs.StringVar(&s.Title, "title", "", "title (ERC what)")
 	fs.StringVar(&s.Creator, "creator", "", "creator (ERC who)")
 	fs.StringVar(&s.Date, "date", "", "date (ERC when)")

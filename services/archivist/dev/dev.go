@@ -198,7 +198,7 @@ func devKeys(dataDir string) (keysFile, tokenFile string, err error) {
 	if err := os.WriteFile(tokenFile, []byte(key+"\n"), 0o600); err != nil {
 		return "", "", fmt.Errorf("API token: %w", err)
 	}
-	keys := "# API keys of this development system: NAME ROLES SHA256-OF-KEY [source=SOURCE]\n" + line + "\n"
+	keys := "# API keys of this development system: NAME ROLES SHA256-OF-KEY [source=SOURCE] [collections=C,...]\n" + line + "\n"
 	if err := os.WriteFile(keysFile, []byte(keys), 0o600); err != nil {
 		return "", "", fmt.Errorf("API keys: %w", err)
 	}

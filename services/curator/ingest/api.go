@@ -4,11 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
 	"net/url"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -106,8 +108,13 @@ var PublisherRoutes = []string{"POST /v1/batches"}
 //
 //	POST /v1/batches                          submit (JSON Submission) → 201 {"batch": ID};
 //	                                          with an Idempotency-Key header, a retry → 200, same ID
-//	GET  /v1/batches, /v1/jobs                list: ?state=S&limit=N (jobs also &batch=ID), newest first
+//	GET  /v1/batches, /v1/jobs                list: ?state=S&submitter=NAME&limit=N (jobs also &batch=ID), newest first
 //	GET  /v1/batches/{id}, /v1/jobs/{id}      status, history, report
+//
+// A publisher deposits as itself into the collections its key names, and
+// lists and reads only its own batches and jobs (another's is 404);
+// operators and readers see all.
+//
 //	POST /v1/batches/{id}/{action}            release, delete, update-reporting
 //	POST /v1/jobs/{id}/{action}               hold, release, requeue, delete
 //	POST /v1/collections/{profile}/hold|release
@@ -126,6 +133,10 @@ func Routes(mux *http.ServeMux, s *Store, log *slog.Logger) {
 			return
 		}
 		sub.IdempotencyKey = r.Header.Get("Idempotency-Key")
+		if err := depositAs(r.Context(), &sub); err != nil {
+			writeErr(w, err)
+			return
+		}
 		id, created, err := s.Submit(r.Context(), sub)
 		if err != nil {
 			writeErr(w, err)
@@ -142,6 +153,10 @@ func Routes(mux *http.ServeMux, s *Store, log *slog.Logger) {
 			id, err := strconv.ParseInt(r.PathValue("id"), 10, 64)
 			if err != nil {
 				writeErr(w, &InvalidError{"id", "a number"})
+				return
+			}
+			if err := s.visible(r.Context(), e, id); err != nil {
+				writeErr(w, err)
 				return
 			}
 			st, err := s.Status(r.Context(), e, id)
@@ -170,7 +185,11 @@ func Routes(mux *http.ServeMux, s *Store, log *slog.Logger) {
 	list := func(e Entity) http.HandlerFunc {
 		return func(w http.ResponseWriter, r *http.Request) {
 			q := r.URL.Query()
-			f := Filter{State: State(q.Get("state")), Limit: 100}
+			f := Filter{State: State(q.Get("state")), Limit: 100, Submitter: q.Get("submitter")}
+			if caller, _ := service.Caller(r.Context()); caller.OwnOnly() {
+				// A depositor lists its own.
+				f.Submitter = caller.Name
+			}
 			if v := q.Get("limit"); v != "" {
 				n, err := strconv.Atoi(v)
 				if err != nil {
@@ -250,8 +269,18 @@ func Routes(mux *http.ServeMux, s *Store, log *slog.Logger) {
 		}
 	})
 	// A batch's or job's story as an operator follows it (the dashboard).
-	batchHistory := service.HistoryHandler(log, "batch", ErrNotFound, func(ctx context.Context, id string) (service.History, error) { return s.History(ctx, Batch, id) })
-	jobHistory := service.HistoryHandler(log, "job", ErrNotFound, func(ctx context.Context, id string) (service.History, error) { return s.History(ctx, Job, id) })
+	history := func(e Entity) func(context.Context, string) (service.History, error) {
+		return func(ctx context.Context, id string) (service.History, error) {
+			if n, err := strconv.ParseInt(id, 10, 64); err == nil {
+				if err := s.visible(ctx, e, n); err != nil {
+					return service.History{}, err
+				}
+			}
+			return s.History(ctx, e, id)
+		}
+	}
+	batchHistory := service.HistoryHandler(log, "batch", ErrNotFound, history(Batch))
+	jobHistory := service.HistoryHandler(log, "job", ErrNotFound, history(Job))
 	mux.HandleFunc("GET /v1/ingest/status", func(w http.ResponseWriter, r *http.Request) {
 		c, err := s.Counts(r.Context())
 		if err != nil {
@@ -270,6 +299,55 @@ func Routes(mux *http.ServeMux, s *Store, log *slog.Logger) {
 	mux.HandleFunc("GET /v1/ingest/transitions", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, Transitions)
 	})
+}
+
+// ForbiddenError is a request its caller may not make (a deposit as
+// another depositor or into a collection its key does not name).
+type ForbiddenError struct{ Msg string }
+
+func (e *ForbiddenError) Error() string { return e.Msg }
+
+// depositAs binds a submission to its caller: the submitter is the key's
+// name (an operator may name another, acting for a depositor), and the
+// collection must be one the key deposits into (an operator's: any).
+func depositAs(ctx context.Context, sub *Submission) error {
+	caller, ok := service.Caller(ctx)
+	if !ok {
+		return &ForbiddenError{"no caller"}
+	}
+	operator := slices.Contains(caller.Roles, service.Operator)
+	switch {
+	case sub.Submitter == "":
+		sub.Submitter = caller.Name
+	case sub.Submitter != caller.Name && !operator:
+		return &ForbiddenError{fmt.Sprintf("your key deposits as %q, not %q", caller.Name, sub.Submitter)}
+	}
+	if sub.Profile != "" && !operator && !caller.MayDeposit(sub.Profile) {
+		if len(caller.Collections) == 0 {
+			return &ForbiddenError{fmt.Sprintf("the key %q deposits into no collection (its keys-file line has no collections=…, or its token no collections claim)", caller.Name)}
+		}
+		return &ForbiddenError{fmt.Sprintf("the key %q deposits into %s, not %q", caller.Name, strings.Join(caller.Collections, ", "), sub.Profile)}
+	}
+	return nil
+}
+
+// visible is nil when the caller may read batch or job id: an operator or
+// reader any, a depositor its own. Another's is "not found", as an unknown
+// id: a depositor learns nothing of others' work, not even that it exists.
+func (s *Store) visible(ctx context.Context, e Entity, id int64) error {
+	caller, _ := service.Caller(ctx)
+	if !caller.OwnOnly() {
+		return nil
+	}
+	var submitter string
+	err := s.db.QueryRow(ctx, `SELECT submitter FROM `+table(e)+` WHERE id = $1`, id).Scan(&submitter)
+	if errors.Is(err, pgx.ErrNoRows) || (err == nil && submitter != caller.Name) {
+		return &NotFoundError{e, id}
+	}
+	if err != nil {
+		return fmt.Errorf("%s %d: %w", e, id, err)
+	}
+	return nil
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {
@@ -291,7 +369,10 @@ func writeErrLog(w http.ResponseWriter, log *slog.Logger, err error) {
 	var nf *NotFoundError
 	var ref *RefusedError
 	var conflict *ConflictError
+	var forbidden *ForbiddenError
 	switch {
+	case errors.As(err, &forbidden):
+		writeJSON(w, http.StatusForbidden, map[string]string{"error": err.Error()})
 	case errors.As(err, &inv):
 		writeJSON(w, http.StatusBadRequest, map[string]string{"error": err.Error(), "field": inv.Field})
 	case errors.As(err, &nf):

@@ -27,14 +27,17 @@ type Listed struct {
 	LastAttemptError string `json:"last_attempt_error,omitempty"`
 	// Error is why it failed.
 	Error string `json:"error,omitempty"`
+	// Submitter is the depositor.
+	Submitter string `json:"submitter"`
 }
 
 // Filter selects a list: a state (any when empty), a batch's jobs (any
-// when 0), at most Limit, the newest first.
+// when 0), a depositor's (any when empty), at most Limit, the newest first.
 type Filter struct {
-	State State
-	Batch int64
-	Limit int
+	State     State
+	Batch     int64
+	Submitter string
+	Limit     int
 }
 
 // List lists batches or jobs; a state that is not one of the entity's is
@@ -46,12 +49,12 @@ func (s *Store) List(ctx context.Context, e Entity, f Filter) ([]Listed, error) 
 	if f.Limit < 1 || f.Limit > 10000 {
 		return nil, &InvalidError{"limit", "1 to 10000"}
 	}
-	q := `SELECT id, 0::bigint, profile, state, state_at, '', attempts, last_attempt_error, error FROM curator.batches
-		WHERE ($1 = '' OR state = $1) ORDER BY id DESC LIMIT $2`
-	args := []any{f.State, f.Limit}
+	q := `SELECT id, 0::bigint, profile, state, state_at, '', attempts, last_attempt_error, error, submitter FROM curator.batches
+		WHERE ($1 = '' OR state = $1) AND ($3 = '' OR submitter = $3) ORDER BY id DESC LIMIT $2`
+	args := []any{f.State, f.Limit, f.Submitter}
 	if e == Job {
-		q = `SELECT id, batch_id, profile, state, state_at, local_id, attempts, last_attempt_error, error FROM curator.jobs
-		WHERE ($1 = '' OR state = $1) AND ($3 = 0 OR batch_id = $3) ORDER BY id DESC LIMIT $2`
+		q = `SELECT id, batch_id, profile, state, state_at, local_id, attempts, last_attempt_error, error, submitter FROM curator.jobs
+		WHERE ($1 = '' OR state = $1) AND ($3 = '' OR submitter = $3) AND ($4 = 0 OR batch_id = $4) ORDER BY id DESC LIMIT $2`
 		args = append(args, f.Batch)
 	}
 	rows, err := s.db.Query(ctx, q, args...)

@@ -591,7 +591,7 @@ func (g *Ingester) batchPending(ctx context.Context, id int64) (Outcome, error) 
 			return Outcome{To: Failed, Detail: "the payload lists no object"}, nil
 		}
 		return Outcome{To: Processing, Detail: fmt.Sprintf("%d jobs", n), Apply: func(ctx context.Context, tx pgx.Tx) error {
-			src := &manifestJobs{ctx: ctx, g: g, url: b.PayloadURL, batch: id, profile: b.Profile, title: b.Title}
+			src := &manifestJobs{ctx: ctx, g: g, url: b.PayloadURL, batch: id, submitter: b.Submitter, profile: b.Profile, title: b.Title}
 			copied, err := tx.CopyFrom(ctx, pgx.Identifier{"curator", "jobs"}, jobColumnsCopied, src)
 			src.close()
 			if err == nil && int(copied) != n {
@@ -626,7 +626,7 @@ func (g *Ingester) batchPending(ctx context.Context, id int64) (Outcome, error) 
 			if files == nil {
 				files = []File{}
 			}
-			rows[i] = []any{id, b.Profile, j.kind, j.url, j.localID, j.title, files}
+			rows[i] = []any{id, b.Submitter, b.Profile, j.kind, j.url, j.localID, j.title, files}
 		}
 		_, err := tx.CopyFrom(ctx, pgx.Identifier{"curator", "jobs"}, jobColumnsCopied, pgx.CopyFromRows(rows))
 		return err
@@ -634,7 +634,7 @@ func (g *Ingester) batchPending(ctx context.Context, id int64) (Outcome, error) 
 }
 
 // jobColumnsCopied are the columns a batch's jobs are created with.
-var jobColumnsCopied = []string{"batch_id", "profile", "kind", "payload_url", "local_id", "title", "files"}
+var jobColumnsCopied = []string{"batch_id", "submitter", "profile", "kind", "payload_url", "local_id", "title", "files"}
 
 // manifestJobs streams a batch manifest's rows as jobs into COPY (a
 // pgx.CopyFromSource): the manifest is read by ScanCheckm as COPY asks for
@@ -643,6 +643,7 @@ type manifestJobs struct {
 	ctx                 context.Context
 	g                   *Ingester
 	url, profile, title string
+	submitter           string
 	batch               int64
 	next                func() (Row, error, bool)
 	stop                func()
@@ -679,7 +680,7 @@ var errStopped = errors.New("stopped")
 
 func (m *manifestJobs) Values() ([]any, error) {
 	r := m.row
-	return []any{m.batch, m.profile, "file", r.URL, r.LocalID, firstOf(r.Title, m.title),
+	return []any{m.batch, m.submitter, m.profile, "file", r.URL, r.LocalID, firstOf(r.Title, m.title),
 		[]File{{URL: r.URL, Name: r.Name, DigestAlg: r.DigestAlg, Digest: r.Digest, Size: r.Size}}}, nil
 }
 
@@ -1029,7 +1030,7 @@ func (g *Ingester) mint(ctx context.Context, j *JobRow) (string, error) {
 	}
 	var ark string
 	if j.LocalID != "" {
-		if err := g.store.db.QueryRow(ctx, `SELECT ark FROM curator.arks WHERE profile = $1 AND local_id = $2`, j.Profile, j.LocalID).Scan(&ark); err != nil && !errors.Is(err, pgx.ErrNoRows) {
+		if err := g.store.db.QueryRow(ctx, `SELECT ark FROM curator.arks WHERE submitter = $1 AND profile = $2 AND local_id = $3`, j.Submitter, j.Profile, j.LocalID).Scan(&ark); err != nil && !errors.Is(err, pgx.ErrNoRows) {
 			return "", fmt.Errorf("ark of local id %s: %w", j.LocalID, err)
 		}
 	}
@@ -1041,8 +1042,8 @@ func (g *Ingester) mint(ctx context.Context, j *JobRow) (string, error) {
 		ark = g.cfg.ARKPrefix + noid(n)
 		// Minted and kept on the job by one statement: a crash keeps both or
 		// neither (a lost number is a gap, never a second ARK).
-		if _, err := g.store.db.Exec(ctx, `WITH a AS (INSERT INTO curator.arks (ark, profile, local_id, job_id) VALUES ($1, $2, $3, $4) RETURNING ark)
-			UPDATE curator.jobs SET ark = a.ark FROM a WHERE id = $4 AND jobs.ark = ''`, ark, j.Profile, j.LocalID, j.ID); err != nil {
+		if _, err := g.store.db.Exec(ctx, `WITH a AS (INSERT INTO curator.arks (ark, submitter, profile, local_id, job_id) VALUES ($1, $5, $2, $3, $4) RETURNING ark)
+			UPDATE curator.jobs SET ark = a.ark FROM a WHERE id = $4 AND jobs.ark = ''`, ark, j.Profile, j.LocalID, j.ID, j.Submitter); err != nil {
 			return "", fmt.Errorf("mint %s: %w", ark, err)
 		}
 		return ark, nil

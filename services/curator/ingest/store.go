@@ -26,7 +26,9 @@ var Types = []string{"file", "container", "manifest", "batch-manifest", "manifes
 
 // Submission is a batch as submitted.
 type Submission struct {
-	Submitter string `json:"submitter"`
+	// Submitter is the depositor: the key that submits it (a body that
+	// names another is refused unless an operator's).
+	Submitter string `json:"submitter,omitempty"`
 	// Profile is the collection the batch goes into.
 	Profile    string `json:"profile"`
 	PayloadURL string `json:"payload_url"`
@@ -111,9 +113,11 @@ type JobRow struct {
 	SpaceNeeded    int64
 	ARK            string
 	Version        int
+	// Submitter is the batch's depositor.
+	Submitter string
 }
 
-const jobColumns = `id, batch_id, profile, priority, state, last_successful, retry_count, error, kind, payload_url, local_id, title, files, space_needed, ark, version`
+const jobColumns = `id, batch_id, profile, priority, state, last_successful, retry_count, error, kind, payload_url, local_id, title, files, space_needed, ark, version, submitter`
 
 // Store is the ingest tables.
 type Store struct {
@@ -444,7 +448,7 @@ func (s *Store) Job(ctx context.Context, id int64) (*JobRow, error) {
 // fields are the JobRow's fields in jobColumns' order, to scan into.
 func (j *JobRow) fields() []any {
 	return []any{&j.ID, &j.BatchID, &j.Profile, &j.Priority, &j.State, &j.LastSuccessful, &j.RetryCount, &j.Error,
-		&j.Kind, &j.PayloadURL, &j.LocalID, &j.Title, &j.Files, &j.SpaceNeeded, &j.ARK, &j.Version}
+		&j.Kind, &j.PayloadURL, &j.LocalID, &j.Title, &j.Files, &j.SpaceNeeded, &j.ARK, &j.Version, &j.Submitter}
 }
 
 func scanJob(row pgx.Row, id int64) (*JobRow, error) {
