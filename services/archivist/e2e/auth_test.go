@@ -43,7 +43,12 @@ func TestEveryAPIAuthenticates(t *testing.T) {
 		source string
 	}{{"viewer", []service.Role{service.Reader}, ""}, {"radio", []service.Role{service.Publisher}, "radio"},
 		{"tv", []service.Role{service.Publisher}, "tv"}, {"ops", []service.Role{service.Operator}, ""}} {
-		key, line := service.NewKey(k.name, k.roles, k.source)
+		// A publisher deposits into the collection of its own name.
+		var collections []string
+		if k.source != "" {
+			collections = []string{k.source}
+		}
+		key, line := service.NewKey(k.name, k.roles, k.source, collections...)
 		keys[k.name] = key
 		lines = append(lines, line)
 	}
@@ -98,24 +103,47 @@ func TestEveryAPIAuthenticates(t *testing.T) {
 	}
 	episode := `{"id":"ep-1","title":"One","media":{"key":"audio/ep-1.wav","sha256":""},"duration_ms":1000,"priority":1,
 		"initial_curated_at":"2026-01-01T00:00:00Z","latest_curated_at":"2026-01-01T00:00:00Z"}`
+	batch := `{"profile":"radio","payload_url":"http://127.0.0.1:9/none.txt","type":"file"}`
+	// Every route of every API (the admin port's /healthz, /readyz and
+	// /metrics are not an API: no data, and a port of their own).
 	routes := []route{
 		{"curator", "GET", "/v1/episodes/radio:none", "", service.Reader},
+		{"curator", "GET", "/v1/clips/radio:none", "", service.Reader},
+		{"curator", "GET", "/v1/works/episodes/none", "", service.Reader},
+		{"curator", "GET", "/v1/works/clips/none", "", service.Reader},
+		{"curator", "GET", "/v1/curation/status", "", service.Reader},
 		{"curator", "POST", "/v1/episodes", episode, service.Publisher},
+		{"curator", "POST", "/v1/clips", `{}`, service.Publisher},
+		{"curator", "POST", "/v1/batches", batch, service.Publisher},
+		{"curator", "GET", "/v1/batches", "", service.Reader},
 		{"curator", "GET", "/v1/jobs?state=failed", "", service.Reader},
+		{"curator", "GET", "/v1/batches/999", "", service.Reader},
+		{"curator", "GET", "/v1/jobs/999", "", service.Reader},
+		{"curator", "POST", "/v1/batches/999/release", "", service.Operator},
+		{"curator", "POST", "/v1/jobs/999/hold", "", service.Operator},
+		{"curator", "POST", "/v1/collections/none/hold", "", service.Operator},
 		{"curator", "POST", "/v1/ingest/pause", "", service.Operator},
+		{"curator", "POST", "/v1/ingest/resume", "", service.Operator},
+		{"curator", "GET", "/v1/ingest/status", "", service.Reader},
+		{"curator", "GET", "/v1/ingest/history?batch=999", "", service.Reader},
+		{"curator", "GET", "/v1/ingest/transitions", "", service.Reader},
 		{"pwa", "GET", "/v1/research/status", "", service.Reader},
+		{"pwa", "GET", "/v1/research/history?episode=none", "", service.Reader},
 		{"pwa", "POST", "/v1/research/episodes/none/release", "", service.Operator},
+		{"pwa", "POST", "/v1/research/episodes/none/retry", "", service.Operator},
+		{"pwa", "POST", "/v1/research/episodes/none/redo", "", service.Operator},
+		{"auditor", "GET", "/v1/audit/status", "", service.Reader},
+		{"auditor", "GET", "/v1/audit/history?object=objects/x", "", service.Reader},
+		{"auditor", "GET", "/v1/audit/parked", "", service.Reader},
 		{"auditor", "GET", "/v1/audit/resolutions", "", service.Reader},
+		{"auditor", "POST", "/v1/audit/resolutions/999/close", `{"note":"x"}`, service.Operator},
 		{"auditor", "POST", "/v1/audit/check", `{"object":"objects/x"}`, service.Operator},
 		{"indexer", "GET", "/v1/index/status", "", service.Reader},
+		{"indexer", "GET", "/v1/index/history?file=warcs/none.warc.gz", "", service.Reader},
 		{"indexer", "POST", "/v1/index/reset", `{"file":"warcs/none.warc.gz"}`, service.Operator},
 		{"aggregator", "GET", "/cdx?url=example.com", "", service.Reader},
-		{"curator", "GET", "/v1/curation/status", "", service.Reader},
-		{"curator", "GET", "/v1/ingest/status", "", service.Reader},
-		{"curator", "GET", "/v1/ingest/history?batch=1", "", service.Reader},
-		{"pwa", "GET", "/v1/research/history?episode=none", "", service.Reader},
-		{"auditor", "GET", "/v1/audit/history?object=objects/x", "", service.Reader},
-		{"indexer", "GET", "/v1/index/history?file=warcs/none.warc.gz", "", service.Reader},
+		{"aggregator", "GET", "/v1/index/generations", "", service.Reader},
+		{"dashboard", "GET", "/", "", service.Reader},
 		{"dashboard", "GET", "/panels", "", service.Reader},
 		{"dashboard", "GET", "/item?kind=batch&id=1", "", service.Reader},
 		{"dashboard", "POST", "/panels", "", service.Operator},
@@ -185,6 +213,46 @@ func TestEveryAPIAuthenticates(t *testing.T) {
 	key := futureUUIDv7(time.Now().AddDate(1, 0, 0))
 	if code, body := call("radio", "POST", curatorURL+"/v1/episodes", episode, "Idempotency-Key", key); code != http.StatusBadRequest || !strings.Contains(body, "future") {
 		t.Errorf("a UUIDv7 key a year ahead: %d %s, want 400", code, body)
+	}
+
+	// Depositors reach only their own: tv's batch is tv's.
+	tvBatch := strings.Replace(batch, `"radio"`, `"tv"`, 1)
+	code, body := call("tv", "POST", curatorURL+"/v1/batches", tvBatch)
+	var made struct{ Batch int64 }
+	if json.Unmarshal([]byte(body), &made); code != http.StatusCreated || made.Batch == 0 {
+		t.Fatalf("tv deposits into tv: %d %s", code, body)
+	}
+	for _, c := range []struct{ what, body, want string }{
+		{"radio deposits as tv", strings.Replace(batch, `{`, `{"submitter":"tv",`, 1), `deposits as \"radio\", not \"tv\"`},
+		{"radio deposits into tv's collection", tvBatch, `into radio, not \"tv\"`},
+	} {
+		if code, body := call("radio", "POST", curatorURL+"/v1/batches", c.body); code != http.StatusForbidden || !strings.Contains(body, c.want) {
+			t.Errorf("%s: %d %s, want 403 saying %s", c.what, code, body, c.want)
+		}
+	}
+	tvPaths := []string{fmt.Sprintf("/v1/batches/%d", made.Batch), fmt.Sprintf("/v1/ingest/history?batch=%d", made.Batch)}
+	for _, path := range tvPaths {
+		if code, body := call("radio", "GET", curatorURL+path, ""); code != http.StatusNotFound {
+			t.Errorf("radio reads tv's %s: %d %s, want 404", path, code, body)
+		}
+		for _, who := range []string{"tv", "ops", "viewer"} {
+			if code, body := call(who, "GET", curatorURL+path, ""); code != http.StatusOK {
+				t.Errorf("%s reads tv's %s: %d %s", who, path, code, body)
+			}
+		}
+	}
+	for _, path := range []string{"/v1/batches", fmt.Sprintf("/v1/jobs?batch=%d", made.Batch)} {
+		if _, body := call("radio", "GET", curatorURL+path, ""); strings.Contains(body, `"submitter":"tv"`) {
+			t.Errorf("radio lists tv's work at %s: %s", path, body)
+		}
+	}
+	if _, body := call("ops", "GET", curatorURL+"/v1/batches?submitter=tv", ""); !strings.Contains(body, `"submitter":"tv"`) {
+		t.Errorf("the operator lists tv's batches: %s", body)
+	}
+	// The dashboard asks with its caller's key: radio's view of tv's batch
+	// is "not found" there too.
+	if _, body := call("radio", "GET", fmt.Sprintf("http://%s/item?kind=batch&id=%d", apis["dashboard"], made.Batch), ""); !strings.Contains(body, "not found") {
+		t.Errorf("radio's dashboard view of tv's batch: %s", body)
 	}
 }
 
