@@ -5,10 +5,13 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"html"
 	"io"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -19,6 +22,7 @@ import (
 	"github.com/archivist/archivist/pkg/testenv"
 	"github.com/archivist/archivist/services/archivist/all"
 	"github.com/archivist/archivist/services/archivist/dev"
+	"github.com/archivist/archivist/services/archivist/keycmd"
 )
 
 // runDev starts `archivist dev` in the background and returns a function
@@ -359,5 +363,93 @@ func TestDevDemo(t *testing.T) {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("the banner lacks %q", want)
 		}
+	}
+	demoTenancy(t, o, strings.TrimSpace(string(token)))
+}
+
+// demoTenancy: on the running demo, a key made with `archivist key new tv
+// --role publisher --source tv` (added to the keys file, no restart)
+// cannot submit a batch as another submitter, nor list or read another's
+// jobs; and a sign-in from /login?next=/%09/evil.example stays on the site.
+func demoTenancy(t *testing.T, o dev.Options, operatorToken string) {
+	var out, errOut strings.Builder
+	if err := keycmd.Run([]string{"new", "tv", "--role", "publisher", "--source", "tv", "--collections", "tv"}, &out, &errOut); err != nil {
+		t.Fatalf("archivist key new: %v %s", err, errOut.String())
+	}
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	tvKey, tvLine := strings.TrimSpace(lines[1]), strings.TrimSpace(lines[3])
+	f, err := os.OpenFile(filepath.Join(o.DataDir, "api-keys"), os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fmt.Fprintln(f, tvLine)
+	f.Close()
+	call := func(key, method, url, body string) (int, string) {
+		req, _ := http.NewRequest(method, url, strings.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+key)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+		return resp.StatusCode, string(b)
+	}
+	curator := "http://" + o.CuratorAddr
+	// The keys file is read again within seconds of its change.
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		code, body := call(tvKey, "GET", curator+"/v1/jobs", "")
+		if code == http.StatusOK {
+			if body != "[]\n" {
+				t.Errorf("tv lists the demo's jobs: %s", body)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the new key is not taken: %d %s", code, body)
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+	if code, body := call(tvKey, "POST", curator+"/v1/batches", `{"submitter":"demo","profile":"tv","payload_url":"http://127.0.0.1:9/x","type":"file"}`); code != http.StatusForbidden || !strings.Contains(body, `not \"demo\"`) {
+		t.Errorf("tv submits as demo: %d %s, want 403", code, body)
+	}
+	if code, body := call(tvKey, "GET", curator+"/v1/jobs/1", ""); code != http.StatusNotFound {
+		t.Errorf("tv reads the demo's job 1: %d %s, want 404", code, body)
+	}
+	if code, body := call(operatorToken, "GET", curator+"/v1/jobs/1", ""); code != http.StatusOK {
+		t.Errorf("the operator reads job 1: %d %s", code, body)
+	}
+
+	// The dashboard's sign-in: the page carries next as a local path, and
+	// the sign-in redirects there, never off the site.
+	dash := "http://" + o.DashboardAddr
+	resp, err := http.Get(dash + "/login?next=/%09/evil.example")
+	if err != nil {
+		t.Fatal(err)
+	}
+	page, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	m := regexp.MustCompile(`name="next" value="([^"]*)"`).FindSubmatch(page)
+	if m == nil {
+		t.Fatalf("the login page has no next: %s", page)
+	}
+	client := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	resp, err = client.PostForm(dash+"/login", url.Values{"key": {operatorToken}, "next": {html.UnescapeString(string(m[1]))}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if loc, err := resp.Location(); err != nil || loc.Host != o.DashboardAddr {
+		t.Errorf("sign-in from next=/%%09/evil.example: %d to %v (%v), want this site", resp.StatusCode, loc, err)
+	}
+	// And a next posted straight to the form, bypassing the page.
+	resp, err = client.PostForm(dash+"/login", url.Values{"key": {operatorToken}, "next": {"/\t/evil.example"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if loc, err := resp.Location(); err != nil || loc.Host != o.DashboardAddr {
+		t.Errorf("sign-in posting next=/\\t/evil.example: %d to %v (%v), want this site", resp.StatusCode, loc, err)
 	}
 }
