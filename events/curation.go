@@ -65,6 +65,13 @@ func (r Ref) Key() string { return r.Source + ":" + r.ID }
 // MaxSameAs caps a record's same-as list.
 const MaxSameAs = 100
 
+// MaxGraphMembers caps a work graph (a connected component of same-as
+// links): the matcher refuses, and records with its reason, a link that
+// would join more records than this into one work, so that no publisher's
+// links make a graph, and the work another source's records are part of,
+// too large to deliver.
+const MaxGraphMembers = 1000
+
 var sourceName = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{0,63}$`)
 
 // ValidateSource checks a source name.

@@ -46,6 +46,9 @@ func (g *GraphMatched) Validate() error {
 	if len(g.Members) == 0 {
 		return &FieldError{Field: "members", Msg: "is empty"}
 	}
+	if len(g.Members) > MaxGraphMembers {
+		return &FieldError{Field: "members", Msg: fmt.Sprintf("has %d records, at most %d allowed", len(g.Members), MaxGraphMembers)}
+	}
 	if !slices.IsSorted(g.Members) {
 		return &FieldError{Field: "members", Msg: "must be sorted"}
 	}

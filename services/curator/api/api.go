@@ -22,6 +22,7 @@ import (
 	"github.com/archivist/archivist/pkg/bus"
 	"github.com/archivist/archivist/pkg/service"
 	"github.com/archivist/archivist/services/curator/catalog"
+	"github.com/archivist/archivist/services/curator/matcher"
 	"github.com/archivist/archivist/services/curator/merger"
 )
 
@@ -297,7 +298,20 @@ func (s *Server) get(w http.ResponseWriter, r *http.Request, k catalog.Kind) {
 		writeJSON(w, http.StatusInternalServerError, Problem{Error: "reading the record failed"})
 		return
 	}
-	writeJSON(w, http.StatusOK, rec)
+	refused, err := matcher.RefusedLinks(r.Context(), s.cat.DB(), k, rec.Key())
+	if err != nil {
+		s.log.Error("read refused links", "err", err, "kind", k, "id", r.PathValue("id"))
+		writeJSON(w, http.StatusInternalServerError, Problem{Error: "reading the record failed"})
+		return
+	}
+	writeJSON(w, http.StatusOK, recordView{Record: rec, RefusedSameAs: refused})
+}
+
+// recordView is a record as GET shows it: with the same-as links the
+// matcher refused, and why.
+type recordView struct {
+	catalog.Record
+	RefusedSameAs []matcher.Refused `json:"refused_same_as,omitempty"`
 }
 
 func (s *Server) work(w http.ResponseWriter, r *http.Request, k catalog.Kind) {

@@ -72,7 +72,7 @@ func (m *Matcher) Apply(ctx context.Context, rec catalog.Record) (catalog.Outcom
 			return err
 		}
 		if outcome == catalog.Applied {
-			return replaceLinks(ctx, tx, rec.Kind, key, rec.SameAs)
+			return m.link(ctx, tx, rec.Kind, key, rec.SameAs)
 		}
 		return nil
 	})
@@ -155,6 +155,91 @@ func lockNodes(ctx context.Context, tx pgx.Tx, kind catalog.Kind, keys []string)
 	return nil
 }
 
+// link replaces key's same-as links with those of sameAs that keep its
+// graph within events.MaxGraphMembers records, in the order given: a link
+// to a record already in the graph always; one that joins another graph
+// while the two together stay within the cap. The others are refused and
+// recorded in curator.match_refused with their reason (replacing the
+// record's earlier refusals). Each graph is walked at most to the cap, so
+// the cost is bounded whatever the archive holds.
+func (m *Matcher) link(ctx context.Context, tx pgx.Tx, kind catalog.Kind, key string, sameAs []string) error {
+	if err := replaceLinks(ctx, tx, kind, key, nil); err != nil {
+		return err
+	}
+	if _, err := tx.Exec(ctx, `DELETE FROM curator.match_refused WHERE kind = $1 AND from_key = $2`, string(kind), key); err != nil {
+		return fmt.Errorf("refusals of %s: %w", key, err)
+	}
+	if len(sameAs) == 0 {
+		return nil
+	}
+	graph, full, err := componentUpTo(ctx, tx, kind, key, events.MaxGraphMembers)
+	if err != nil {
+		return err
+	}
+	members := map[string]bool{key: true}
+	for _, k := range graph {
+		members[k] = true
+	}
+	var accepted, refusedTo, reasons []string
+	for _, to := range sameAs {
+		if full {
+			// Others' links already make the record's graph larger than
+			// the cap (made before there was one): it links to nothing more.
+			refusedTo = append(refusedTo, to)
+			reasons = append(reasons, fmt.Sprintf("%s's graph already has more than %d records (events.MaxGraphMembers) through others' links", key, events.MaxGraphMembers))
+			continue
+		}
+		if members[to] || slices.Contains(accepted, to) {
+			accepted = append(accepted, to)
+			continue
+		}
+		room := events.MaxGraphMembers - len(members)
+		other, over, err := componentUpTo(ctx, tx, kind, to, room)
+		if err != nil {
+			return err
+		}
+		if over {
+			refusedTo = append(refusedTo, to)
+			reasons = append(reasons, fmt.Sprintf("the link would join %s's graph of %d records to %s's of more than %d: a work graph has at most %d records (events.MaxGraphMembers)",
+				key, len(members), to, room, events.MaxGraphMembers))
+			continue
+		}
+		for _, k := range other {
+			members[k] = true
+		}
+		accepted = append(accepted, to)
+	}
+	if err := replaceLinks(ctx, tx, kind, key, accepted); err != nil {
+		return err
+	}
+	if len(refusedTo) > 0 {
+		if _, err := tx.Exec(ctx, `INSERT INTO curator.match_refused (kind, from_key, to_key, reason)
+			SELECT $1, $2, t, r FROM unnest($3::text[], $4::text[]) AS u(t, r) ON CONFLICT DO NOTHING`,
+			string(kind), key, refusedTo, reasons); err != nil {
+			return fmt.Errorf("record the refused links of %s: %w", key, err)
+		}
+	}
+	return nil
+}
+
+// Refused is a same-as link the matcher did not store, and why.
+type Refused struct {
+	To     string    `json:"to"`
+	Reason string    `json:"reason"`
+	At     time.Time `json:"at"`
+}
+
+// RefusedLinks are the refused same-as links of a record (at most
+// events.MaxSameAs).
+func RefusedLinks(ctx context.Context, db *pgxpool.Pool, kind catalog.Kind, key string) ([]Refused, error) {
+	rows, err := db.Query(ctx, `SELECT to_key, reason, at FROM curator.match_refused
+		WHERE kind = $1 AND from_key = $2 ORDER BY to_key`, string(kind), key)
+	if err != nil {
+		return nil, fmt.Errorf("refused links of %s: %w", key, err)
+	}
+	return pgx.CollectRows(rows, pgx.RowToStructByPos[Refused])
+}
+
 func replaceLinks(ctx context.Context, tx pgx.Tx, kind catalog.Kind, key string, sameAs []string) error {
 	if _, err := tx.Exec(ctx, `DELETE FROM curator.match_links WHERE kind = $1 AND from_key = $2`, string(kind), key); err != nil {
 		return fmt.Errorf("replace links of %s: %w", key, err)
@@ -212,17 +297,27 @@ func affectedGraphs(ctx context.Context, tx pgx.Tx, kind catalog.Kind, key strin
 // component is the connected component of start over same-as links in
 // either direction, sorted.
 func component(ctx context.Context, tx pgx.Tx, kind catalog.Kind, start string) ([]string, error) {
+	comp, _, err := componentUpTo(ctx, tx, kind, start, 0)
+	return comp, err
+}
+
+// componentUpTo is component, stopping (over true) as soon as it has found
+// more than limit records (0: no limit).
+func componentUpTo(ctx context.Context, tx pgx.Tx, kind catalog.Kind, start string, limit int) (comp []string, over bool, err error) {
 	seen := map[string]bool{start: true}
 	frontier := []string{start}
 	for len(frontier) > 0 {
+		if limit > 0 && len(seen) > limit {
+			return nil, true, nil
+		}
 		rows, err := tx.Query(ctx, `SELECT to_key FROM curator.match_links WHERE kind = $1 AND from_key = ANY($2)
 			UNION SELECT from_key FROM curator.match_links WHERE kind = $1 AND to_key = ANY($2)`, string(kind), frontier)
 		if err != nil {
-			return nil, fmt.Errorf("links of %v: %w", frontier, err)
+			return nil, false, fmt.Errorf("links of %v: %w", frontier, err)
 		}
 		next, err := pgx.CollectRows(rows, pgx.RowTo[string])
 		if err != nil {
-			return nil, fmt.Errorf("links of %v: %w", frontier, err)
+			return nil, false, fmt.Errorf("links of %v: %w", frontier, err)
 		}
 		frontier = frontier[:0]
 		for _, k := range next {
@@ -232,7 +327,10 @@ func component(ctx context.Context, tx pgx.Tx, kind catalog.Kind, start string) 
 			}
 		}
 	}
-	return sortedKeys(seen), nil
+	if limit > 0 && len(seen) > limit {
+		return nil, true, nil
+	}
+	return sortedKeys(seen), false, nil
 }
 
 // store records the graphs and stamps them with the matcher's time: the
