@@ -7,11 +7,46 @@ import (
 	"time"
 )
 
-// Event types of curation events: episodes and clips as other systems curate them.
+// Event types of curation events: episodes and clips as other systems curate
+// them, and the curator's rejection of one.
 const (
 	TypeEpisodeUpserted = "curation.episode.upserted"
 	TypeClipUpserted    = "curation.clip.upserted"
+	TypeRejected        = "curation.rejected"
 )
+
+// Rejected tells a curating system that the curator refused one of its
+// events for good, and why: published on its source's RejectedSubject,
+// which its publisher may read (the dead letter, for operators, holds the
+// event itself).
+type Rejected struct {
+	// EventID is the refused event's id (its Nats-Msg-Id), empty when the
+	// message had none.
+	EventID string `msgpack:"event_id" json:"event_id"`
+	// Subject is the subject it was published on.
+	Subject string `msgpack:"subject" json:"subject"`
+	// Sequence is its sequence in the CURATION stream.
+	Sequence uint64 `msgpack:"sequence" json:"sequence"`
+	// Reason says what is wrong with it.
+	Reason string `msgpack:"reason" json:"reason"`
+}
+
+// EventType implements Event.
+func (Rejected) EventType() string { return TypeRejected }
+
+// EventSchemaVersion implements Event.
+func (Rejected) EventSchemaVersion() int { return 1 }
+
+// Validate implements Event.
+func (r *Rejected) Validate() error {
+	switch {
+	case r.Subject == "":
+		return &FieldError{Field: "subject", Msg: "is required"}
+	case r.Reason == "":
+		return &FieldError{Field: "reason", Msg: "is required"}
+	}
+	return nil
+}
 
 // CuratedAudio is what a curating system says of a piece of audio: an
 // episode or a clip. EpisodeUpserted and ClipUpserted are this map under two

@@ -2,6 +2,7 @@ package events
 
 import (
 	"fmt"
+	"regexp"
 	"slices"
 	"strings"
 )
@@ -10,12 +11,11 @@ import (
 // NATS user of its own (k8s/nats/auth.conf, rendered by AuthConfig).
 var Services = []string{"curator", "pwa", "cwa", "researcher", "indexer", "aggregator", "auditor"}
 
-// ExternalUsers are the NATS users of people and systems outside the
-// services: a curating system publishes curation events as "publisher";
-// the operator's CLI (`archivist dlq`) connects as "operator"; `archivist
-// migrate` manages the streams as "deploy"; the dashboard looks as
-// "dashboard".
-var ExternalUsers = []string{"publisher", "operator", "deploy", "dashboard"}
+// ExternalUsers are the NATS users of people and tools outside the
+// services: the operator's CLI (`archivist dlq`) connects as "operator";
+// `archivist migrate` manages the streams as "deploy"; the dashboard looks
+// as "dashboard". Each curating system has a user of its own (Publisher).
+var ExternalUsers = []string{"operator", "deploy", "dashboard"}
 
 // Users are every NATS user k8s/nats/auth.conf declares.
 func Users() []string { return append(slices.Clone(Services), ExternalUsers...) }
@@ -37,8 +37,10 @@ type access struct {
 var accessOf = map[string]access{
 	"curator": {
 		// Ingest lives in the curator: it records and deletes archive objects.
+		// Its HTTP API publishes curation events for every source, and it
+		// publishes each source's rejections.
 		publishes: []string{SubjectEpisodeUpserted, SubjectClipUpserted, SubjectGraphMatched, SubjectWorkUpserted + ".>",
-			SubjectObjectRecorded, SubjectObjectDeleted},
+			SubjectObjectRecorded, SubjectObjectDeleted, SubjectRejectedPrefix + ".*"},
 		consumers: []Consumer{CuratorEpisodes, CuratorClips, CuratorMerger},
 		// A work is published only over an older version of it
 		// (bus.PublishNewest): the merger reads the work's last message.
@@ -72,12 +74,6 @@ var accessOf = map[string]access{
 		publishes:  []string{SubjectAuditTaskHigh, SubjectAuditTaskLow},
 		subscribes: []string{"audit.task.>"}, // a new task wakes the idle worker manager
 		consumers:  []Consumer{AuditorRecorded, AuditorDeleted, AuditorHigh, AuditorLow},
-	},
-	// A curating system: it publishes curation events (and reads the
-	// acknowledgements in its inbox), nothing else.
-	"publisher": {
-		publishes: []string{SubjectEpisodeUpserted, SubjectClipUpserted},
-		external:  true,
 	},
 	"operator":  {external: true}, // operatorPermissions
 	"deploy":    {external: true}, // deployPermissions
@@ -236,27 +232,99 @@ func dashboardPermissions() Permissions {
 	return Permissions{Publish: slices.Compact(pub), Subscribe: []string{InboxPrefix("dashboard") + ".>"}}
 }
 
+// Publisher is a curating system's NATS user: its name, the one source it
+// publishes as, and its password's bcrypt hash (`archivist key new NAME
+// --nats --source SOURCE` makes the password and the line; the server keeps
+// only the hash).
+type Publisher struct {
+	Name, Source, PasswordHash string
+}
+
+// ParsePublishers reads a publishers file: a line per curating system,
+//
+//	NAME SOURCE BCRYPT-HASH-OF-ITS-PASSWORD
+//
+// with blank lines and lines starting with # ignored.
+func ParsePublishers(text string) ([]Publisher, error) {
+	var out []Publisher
+	seen := map[string]bool{}
+	for n, line := range strings.Split(text, "\n") {
+		line = strings.TrimSpace(line)
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		f := strings.Fields(line)
+		if len(f) != 3 {
+			return nil, fmt.Errorf("publishers line %d: want NAME SOURCE BCRYPT-HASH", n+1)
+		}
+		p := Publisher{Name: f[0], Source: f[1], PasswordHash: f[2]}
+		if err := ValidateSource("name", p.Name); err != nil {
+			return nil, fmt.Errorf("publishers line %d: %w", n+1, err)
+		}
+		if slices.Contains(Users(), p.Name) || seen[p.Name] {
+			return nil, fmt.Errorf("publishers line %d: the user %q is already taken", n+1, p.Name)
+		}
+		if err := ValidateSource("source", p.Source); err != nil {
+			return nil, fmt.Errorf("publishers line %d: %w", n+1, err)
+		}
+		if !bcryptHash.MatchString(p.PasswordHash) {
+			return nil, fmt.Errorf("publishers line %d: the third field is the password's bcrypt hash ($2a$…, $2b$…)", n+1)
+		}
+		seen[p.Name] = true
+		out = append(out, p)
+	}
+	return out, nil
+}
+
+var bcryptHash = regexp.MustCompile(`^\$2[abxy]?\$[0-9]{2}\$[./A-Za-z0-9]{53}$`)
+
+// PublisherPermissions are a curating system's: publish its own source's
+// curation events (curation.<source>.episode.upserted, ….clip.upserted)
+// and read its own rejections, live (a subscription to rejected.<source>)
+// or kept (the pull consumer rejected-<source> on REJECTED, filtered to its
+// subject); replies come to its inbox prefix _INBOX_<name>.
+func PublisherPermissions(name, source string) Permissions {
+	durable := "rejected-" + source
+	return Permissions{
+		Publish: []string{CurationSubject(source, TypeEpisodeUpserted), CurationSubject(source, TypeClipUpserted),
+			"$JS.API.CONSUMER.CREATE." + StreamRejected + "." + durable + "." + RejectedSubject(source),
+			"$JS.API.CONSUMER.INFO." + StreamRejected + "." + durable,
+			"$JS.API.CONSUMER.MSG.NEXT." + StreamRejected + "." + durable,
+			"$JS.ACK." + StreamRejected + "." + durable + ".>"},
+		Subscribe: []string{InboxPrefix(name) + ".>", RejectedSubject(source)},
+	}
+}
+
 // AuthConfig renders the NATS server's authorization block: one user per
 // service with its permissions, each password taken from the server's
-// environment variable NATS_PASSWORD_<SERVICE>.
-func AuthConfig() (string, error) {
+// environment variable NATS_PASSWORD_<SERVICE>, and one per curating system
+// of publishers, with its password's bcrypt hash.
+func AuthConfig(publishers []Publisher) (string, error) {
 	var b strings.Builder
 	b.WriteString("# NATS users of the Archivist services (one per service, allowed only its own\n")
-	b.WriteString("# subjects and JetStream calls) and of curating systems (publisher: curation events only).\n")
+	b.WriteString("# subjects and JetStream calls) and of curating systems (one per system: its own\n")
+	b.WriteString("# source's curation events and rejections only).\n")
 	b.WriteString("# Each user's replies come to its own inbox prefix, _INBOX_<user>.\n#\n")
-	b.WriteString("# Generated from events/permissions.go by `go test ./events -run TestAuthConfig -update`;\n")
-	b.WriteString("# do not edit by hand.\n")
-	b.WriteString("# Passwords come from the server's environment: NATS_PASSWORD_<USER>.\n")
+	b.WriteString("# Generated from events/permissions.go and k8s/nats/publishers by\n")
+	b.WriteString("# `archivist nats-auth --publishers k8s/nats/publishers` (or `go test ./events\n")
+	b.WriteString("# -run TestAuthConfig -update`); do not edit by hand. NATS reloads it without a restart.\n")
+	b.WriteString("# Services' passwords come from the server's environment: NATS_PASSWORD_<USER>.\n")
 	b.WriteString("authorization {\n  users: [\n")
+	write := func(user, password string, p Permissions) {
+		fmt.Fprintf(&b, "    {\n      user: %s\n      password: %s\n      permissions: {\n", user, password)
+		fmt.Fprintf(&b, "        publish: {allow: [%s]}\n", quoteAll(p.Publish))
+		fmt.Fprintf(&b, "        subscribe: {allow: [%s]}\n", quoteAll(p.Subscribe))
+		b.WriteString("      }\n    }\n")
+	}
 	for _, svc := range Users() {
 		p, err := PermissionsOf(svc)
 		if err != nil {
 			return "", err
 		}
-		fmt.Fprintf(&b, "    {\n      user: %s\n      password: $NATS_PASSWORD_%s\n      permissions: {\n", svc, strings.ToUpper(svc))
-		fmt.Fprintf(&b, "        publish: {allow: [%s]}\n", quoteAll(p.Publish))
-		fmt.Fprintf(&b, "        subscribe: {allow: [%s]}\n", quoteAll(p.Subscribe))
-		b.WriteString("      }\n    }\n")
+		write(svc, "$NATS_PASSWORD_"+strings.ToUpper(svc), p)
+	}
+	for _, p := range publishers {
+		write(p.Name, `"`+p.PasswordHash+`"`, PublisherPermissions(p.Name, p.Source))
 	}
 	b.WriteString("  ]\n}\n")
 	return b.String(), nil

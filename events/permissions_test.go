@@ -8,12 +8,23 @@ import (
 	"github.com/archivist/archivist/events"
 )
 
-const authConf = "../k8s/nats/auth.conf"
+const (
+	authConf   = "../k8s/nats/auth.conf"
+	publishers = "../k8s/nats/publishers"
+)
 
 // TestAuthConfig keeps k8s/nats/auth.conf equal to what the declared
-// access renders; -update rewrites it.
+// access and k8s/nats/publishers render; -update rewrites it.
 func TestAuthConfig(t *testing.T) {
-	got, err := events.AuthConfig()
+	text, err := os.ReadFile(publishers)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pubs, err := events.ParsePublishers(string(text))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := events.AuthConfig(pubs)
 	if err != nil {
 		t.Fatal(err)
 	}

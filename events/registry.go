@@ -1,6 +1,9 @@
 package events
 
-import "sort"
+import (
+	"fmt"
+	"sort"
+)
 
 // Kind describes one event type: its subject and how to make an empty value
 // of its payload. The registry is what a gateway or a schema test walks.
@@ -20,6 +23,7 @@ func register(k Kind) { kinds[k.Type] = k }
 func init() {
 	register(Kind{Type: TypeEpisodeUpserted, Subject: SubjectEpisodeUpserted, New: func() Event { return new(EpisodeUpserted) }})
 	register(Kind{Type: TypeClipUpserted, Subject: SubjectClipUpserted, New: func() Event { return new(ClipUpserted) }})
+	register(Kind{Type: TypeRejected, Subject: SubjectRejectedPrefix + ".*", New: func() Event { return new(Rejected) }})
 	register(Kind{Type: TypeGraphMatched, Subject: SubjectGraphMatched, New: func() Event { return new(GraphMatched) }})
 	register(Kind{Type: TypeWorkItem, Subject: SubjectWorkItem, New: func() Event { return new(WorkItem) }})
 	register(Kind{Type: TypeResearchCompleted, Subject: SubjectResearchCompleted, New: func() Event { return new(ResearchCompleted) }})
@@ -29,6 +33,32 @@ func init() {
 	register(Kind{Type: TypeIndexTask, Subject: SubjectIndexTask, New: func() Event { return new(IndexTask) }})
 	register(Kind{Type: TypeIndexCDXReady, Subject: SubjectIndexCDXReady, New: func() Event { return new(IndexCDXReady) }})
 	register(Kind{Type: TypeWorkUpserted, Subject: SubjectWorkUpserted, New: func() Event { return new(WorkUpserted) }})
+}
+
+// SubjectOf is the subject e is published on by producer: its kind's, and
+// for a curation event its source's (CurationSubject: the payload's source,
+// or the producer when it names none).
+func SubjectOf(producer string, e Event) (string, error) {
+	k, ok := Lookup(e.EventType())
+	if !ok {
+		return "", fmt.Errorf("event type %q is not registered", e.EventType())
+	}
+	var source string
+	switch a := e.(type) {
+	case *EpisodeUpserted:
+		source = a.Source
+	case *ClipUpserted:
+		source = a.Source
+	default:
+		return k.Subject, nil
+	}
+	if source == "" {
+		source = producer
+	}
+	if err := ValidateSource("source", source); err != nil {
+		return "", err
+	}
+	return CurationSubject(source, k.Type), nil
 }
 
 // Lookup returns the kind of an event type.

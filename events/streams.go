@@ -10,10 +10,23 @@ import (
 // Subjects. Every subject a service publishes to or consumes from is named
 // here and nowhere else.
 const (
-	// SubjectEpisodeUpserted carries EpisodeUpserted events.
-	SubjectEpisodeUpserted = "curation.episode.upserted"
-	// SubjectClipUpserted carries ClipUpserted events.
-	SubjectClipUpserted = "curation.clip.upserted"
+	// SubjectEpisodeUpserted is the subjects of EpisodeUpserted events:
+	// each source publishes on its own, curation.<source>.episode.upserted
+	// (CurationSubject), and its NATS user may publish only there.
+	SubjectEpisodeUpserted = "curation.*.episode.upserted"
+	// SubjectClipUpserted is the subjects of ClipUpserted events,
+	// curation.<source>.clip.upserted.
+	SubjectClipUpserted = "curation.*.clip.upserted"
+	// SubjectEpisodeUpsertedUnsourced and SubjectClipUpsertedUnsourced are
+	// the subjects of earlier versions, without the source: the curator
+	// still reads what they hold, and no one may publish on them.
+	SubjectEpisodeUpsertedUnsourced = "curation.episode.upserted"
+	SubjectClipUpsertedUnsourced    = "curation.clip.upserted"
+
+	// SubjectRejectedPrefix prefixes the rejections of each source's
+	// curation events, rejected.<source> (RejectedSubject): what its
+	// publisher may read of why an event was refused.
+	SubjectRejectedPrefix = "rejected"
 
 	// SubjectGraphMatched carries the matcher's GraphMatched results.
 	SubjectGraphMatched = "match.graph.matched"
@@ -45,7 +58,30 @@ const (
 	// StreamAdvisories captures max-deliveries advisories until the
 	// dead-letter mover has moved the message they name.
 	StreamAdvisories = "DLQ_ADVISORIES"
+	// StreamRejected holds the rejections of curation events, a subject per
+	// source, for their publishers to read.
+	StreamRejected = "REJECTED"
 )
+
+// CurationSubject is the subject a source publishes a curation event of
+// eventType on: curation.<source>.episode.upserted for
+// TypeEpisodeUpserted ("curation.episode.upserted").
+func CurationSubject(source, eventType string) string {
+	return "curation." + source + "." + strings.TrimPrefix(eventType, "curation.")
+}
+
+// SourceOfSubject is the source a curation subject names (ok false for a
+// subject of no source, such as an unsourced one of earlier versions).
+func SourceOfSubject(subject string) (source string, ok bool) {
+	t := strings.Split(subject, ".")
+	if len(t) != 4 || t[0] != "curation" || t[1] == "" {
+		return "", false
+	}
+	return t[1], true
+}
+
+// RejectedSubject is where the rejections of source's curation events go.
+func RejectedSubject(source string) string { return SubjectRejectedPrefix + "." + source }
 
 // Headers set on dead-lettered messages. The original message's own headers
 // are kept; its Nats-* headers are renamed with HeaderOriginalPrefix so that
@@ -122,6 +158,19 @@ func Streams(replicas int) []jetstream.StreamConfig {
 			Replicas:    replicas,
 		},
 		{
+			Name:        StreamRejected,
+			Description: "Rejections of curation events (event id, subject, reason), a subject per source, for their publishers to read.",
+			Subjects:    []string{SubjectRejectedPrefix + ".>"},
+			Retention:   jetstream.LimitsPolicy,
+			MaxAge:      deadLetterRetention,
+			// Bounded per source: one publisher's flood of bad events
+			// pushes out only its own oldest rejections.
+			MaxMsgsPerSubject: 100000,
+			Duplicates:        defaultDuplicateWindow,
+			Storage:           jetstream.FileStorage,
+			Replicas:          replicas,
+		},
+		{
 			Name:        StreamAdvisories,
 			Description: "Max-deliveries advisories, kept until the dead-letter mover has moved the message they name.",
 			Subjects:    []string{SubjectMaxDeliveriesAdvisories},
@@ -148,13 +197,13 @@ var (
 	CuratorEpisodes = Consumer{
 		Stream: StreamCuration,
 		Config: jetstream.ConsumerConfig{
-			Durable:       "curator-episodes",
-			Description:   "curator: stores curated episodes, versioned by sent_at",
-			FilterSubject: SubjectEpisodeUpserted,
-			AckPolicy:     jetstream.AckExplicitPolicy,
-			AckWait:       defaultConsumerAckWait,
-			MaxDeliver:    defaultConsumerMaxDeliver,
-			MaxAckPending: 1000,
+			Durable:        "curator-episodes",
+			Description:    "curator: stores curated episodes, versioned by sent_at",
+			FilterSubjects: []string{SubjectEpisodeUpserted, SubjectEpisodeUpsertedUnsourced},
+			AckPolicy:      jetstream.AckExplicitPolicy,
+			AckWait:        defaultConsumerAckWait,
+			MaxDeliver:     defaultConsumerMaxDeliver,
+			MaxAckPending:  1000,
 		},
 	}
 
@@ -162,13 +211,13 @@ var (
 	CuratorClips = Consumer{
 		Stream: StreamCuration,
 		Config: jetstream.ConsumerConfig{
-			Durable:       "curator-clips",
-			Description:   "curator: stores curated clips, versioned by sent_at",
-			FilterSubject: SubjectClipUpserted,
-			AckPolicy:     jetstream.AckExplicitPolicy,
-			AckWait:       defaultConsumerAckWait,
-			MaxDeliver:    defaultConsumerMaxDeliver,
-			MaxAckPending: 1000,
+			Durable:        "curator-clips",
+			Description:    "curator: stores curated clips, versioned by sent_at",
+			FilterSubjects: []string{SubjectClipUpserted, SubjectClipUpsertedUnsourced},
+			AckPolicy:      jetstream.AckExplicitPolicy,
+			AckWait:        defaultConsumerAckWait,
+			MaxDeliver:     defaultConsumerMaxDeliver,
+			MaxAckPending:  1000,
 		},
 	}
 

@@ -24,7 +24,13 @@ import uuid
 
 import msgpack
 
-SUBJECT = "curation.episode.upserted"
+TYPE = "curation.episode.upserted"
+
+
+def subject(source):
+    """Each source publishes on its own subject; its NATS user may publish
+    nowhere else."""
+    return "curation.%s.episode.upserted" % source
 
 
 def payload(episode_id, source=None):
@@ -53,7 +59,7 @@ def envelope(episode_id, source):
     raw[8] = (raw[8] & 0x3F) | 0x80
     env = {
         "id": str(uuid.UUID(bytes=bytes(raw))),
-        "type": SUBJECT,
+        "type": TYPE,
         "schema_version": 1,
         "producer": source,
         "sent_at": datetime.datetime.now(datetime.timezone.utc),
@@ -133,8 +139,11 @@ class NATS:
 def over_nats(hostport, user, password, episode_id, source):
     nc = NATS(hostport, user, password, "_INBOX_" + user)
     event_id, body = envelope(episode_id, source)
-    ack = nc.request(SUBJECT, {"Nats-Msg-Id": event_id, "Archivist-Type": SUBJECT}, body)
-    print(json.dumps({"via": "nats", "event": event_id, "ack": json.loads(ack)}))
+    ack = json.loads(nc.request(subject(source), {"Nats-Msg-Id": event_id, "Archivist-Type": TYPE}, body))
+    print(json.dumps({"via": "nats", "event": event_id, "ack": ack}))
+    if "error" in ack:
+        # JetStream refused it (a wrong subject, a full stream): not stored.
+        sys.exit(1)
 
 
 def over_http(base, token, episode_id):

@@ -59,6 +59,19 @@ type consumeOptions struct {
 	manual      bool
 	timeout     time.Duration
 	stall       bool // timeout bounds a stall (no Progress), not the whole handling
+	rejections  func(subject string) (string, bool)
+}
+
+// WithRejections tells a message's publisher when its message is
+// dead-lettered: an events.Rejected (its id, subject, stream sequence and
+// the reason) is published on the subject rejectTo names for the message's
+// subject (none when it answers false). The subject must be one the
+// publisher may read and no one else: the curator sends each source's
+// rejections to events.RejectedSubject(source), the source its message's
+// subject names. Best effort: the dead letter is the record, so a
+// rejection that cannot be published is logged, not retried.
+func WithRejections(rejectTo func(subject string) (string, bool)) ConsumeOption {
+	return func(o *consumeOptions) { o.rejections = rejectTo }
 }
 
 // DefaultHandlerTimeout bounds how long a handler may hold a message.
@@ -664,6 +677,7 @@ func (s *Subscription) handleQueued(msg jetstream.Msg, e *inflightEntry) {
 		_ = msg.TermWithReason(truncate(reason, 256))
 		s.log.Warn("message dead-lettered", "seq", seq, "subject", msg.Subject(), "id", msg.Headers().Get(events.HeaderMsgID), "reason", reason)
 		s.deadLettered.Inc()
+		s.reject(msg, seq, reason)
 		return
 	}
 	delay := s.retryDelay(delivered)
@@ -673,6 +687,29 @@ func (s *Subscription) handleQueued(msg jetstream.Msg, e *inflightEntry) {
 		s.log.Warn("nak failed; the message will be redelivered after the ack wait", "err", nerr)
 	}
 	s.retried.Inc()
+}
+
+// reject publishes the rejection of a dead-lettered message to its
+// publisher (WithRejections).
+func (s *Subscription) reject(msg jetstream.Msg, seq uint64, reason string) {
+	if s.opts.rejections == nil {
+		return
+	}
+	to, ok := s.opts.rejections(msg.Subject())
+	if !ok {
+		return
+	}
+	env, err := events.New(s.b.producer, &events.Rejected{EventID: msg.Headers().Get(events.HeaderMsgID),
+		Subject: msg.Subject(), Sequence: seq, Reason: reason})
+	if err != nil {
+		s.log.Error("rejection not made", "err", err, "seq", seq)
+		return
+	}
+	// One rejection per stream message, however often it is dead-lettered.
+	env.ID = fmt.Sprintf("rejected:%s:%d", s.stream, seq)
+	if _, err := s.b.Publish(s.hctx, to, env); err != nil {
+		s.log.Error("rejection not published (the dead letter holds the message)", "err", err, "seq", seq, "subject", to)
+	}
 }
 
 // safeHandle runs the handler (whose context the heartbeat ends at the

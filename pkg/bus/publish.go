@@ -82,17 +82,17 @@ func publishSpan(ctx context.Context, name string) (context.Context, trace.Span)
 }
 
 // PublishEvent wraps e in a new envelope from this bus's producer and
-// publishes it on its registered subject.
+// publishes it on its subject (events.SubjectOf).
 func (b *Bus) PublishEvent(ctx context.Context, e events.Event, opts ...jetstream.PublishOpt) (events.Envelope, *jetstream.PubAck, error) {
-	k, ok := events.Lookup(e.EventType())
-	if !ok {
-		return events.Envelope{}, nil, fmt.Errorf("publish: event type %q is not registered", e.EventType())
+	subject, err := events.SubjectOf(b.producer, e)
+	if err != nil {
+		return events.Envelope{}, nil, fmt.Errorf("publish: %w", err)
 	}
 	env, err := events.New(b.producer, e)
 	if err != nil {
 		return events.Envelope{}, nil, err
 	}
-	ack, err := b.Publish(ctx, k.Subject, env, opts...)
+	ack, err := b.Publish(ctx, subject, env, opts...)
 	return env, ack, err
 }
 

@@ -69,7 +69,7 @@ func TestReplayAllAndOnlyToTheSourceStream(t *testing.T) {
 	onOwn.Data = []byte("x")
 	onOwn.Header.Set(events.HeaderDLQStream, events.StreamCuration)
 	onOwn.Header.Set(events.HeaderDLQConsumer, "curator-episodes")
-	onOwn.Header.Set(events.HeaderDLQSubject, events.SubjectEpisodeUpserted)
+	onOwn.Header.Set(events.HeaderDLQSubject, events.CurationSubject("radio", events.TypeEpisodeUpserted))
 	ack, err = b.JetStream().PublishMsg(ctx, onOwn)
 	if err != nil {
 		t.Fatal(err)

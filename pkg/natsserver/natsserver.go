@@ -39,6 +39,39 @@ type Options struct {
 
 // Start starts a server and waits until it accepts connections.
 func Start(o Options) (*server.Server, error) {
+	opts, err := o.server()
+	if err != nil {
+		return nil, err
+	}
+	s, err := server.NewServer(opts)
+	if err != nil {
+		return nil, fmt.Errorf("new nats server: %w", err)
+	}
+	go s.Start()
+	if !s.ReadyForConnections(10 * time.Second) {
+		s.Shutdown()
+		return nil, fmt.Errorf("nats server on %s:%d not ready after 10s", opts.Host, opts.Port)
+	}
+	return s, nil
+}
+
+// Reload applies o (its ConfigFile read again: users issued or revoked) to
+// the running server s, started with Start(o), as a SIGHUP does to a
+// deployed server: connections stay, except those of users no longer
+// allowed. The port must be the one s listens on.
+func Reload(s *server.Server, o Options) error {
+	opts, err := o.server()
+	if err != nil {
+		return err
+	}
+	if err := s.ReloadOptions(opts); err != nil {
+		return fmt.Errorf("reload nats: %w", err)
+	}
+	return nil
+}
+
+// server is the server options o stands for.
+func (o Options) server() (*server.Options, error) {
 	if o.Host == "" {
 		o.Host = "127.0.0.1"
 	}
@@ -66,16 +99,7 @@ func Start(o Options) (*server.Server, error) {
 		opts.HTTPHost = o.Host
 		opts.HTTPPort = o.MonitorPort
 	}
-	s, err := server.NewServer(opts)
-	if err != nil {
-		return nil, fmt.Errorf("new nats server: %w", err)
-	}
-	go s.Start()
-	if !s.ReadyForConnections(10 * time.Second) {
-		s.Shutdown()
-		return nil, fmt.Errorf("nats server on %s:%d not ready after 10s", o.Host, o.Port)
-	}
-	return s, nil
+	return opts, nil
 }
 
 // Stop shuts the server down and waits until it has.

@@ -40,7 +40,7 @@ func startCurator(t *testing.T) nats.JetStreamContext {
 
 func TestDLQCommands(t *testing.T) {
 	js := startCurator(t)
-	if _, err := js.Publish(events.SubjectClipUpserted, []byte("not an event"), nats.MsgId("garbage-1")); err != nil {
+	if _, err := js.Publish(events.CurationSubject("radio", events.TypeClipUpserted), []byte("not an event"), nats.MsgId("garbage-1")); err != nil {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
@@ -56,7 +56,7 @@ func TestDLQCommands(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	for _, want := range []string{"CURATION/curator-clips#1", "curation.clip.upserted", "garbage-1"} {
+	for _, want := range []string{"CURATION/curator-clips#1", "curation.radio.clip.upserted", "garbage-1"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("dlq list lacks %q:\n%s", want, out.String())
 		}
@@ -65,7 +65,7 @@ func TestDLQCommands(t *testing.T) {
 	if err := run(ctx, []string{"dlq", "replay", "1"}, &out, &out); err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(out.String(), "replayed dead letter 1 on curation.clip.upserted") {
+	if !strings.Contains(out.String(), "replayed dead letter 1 on curation.radio.clip.upserted") {
 		t.Errorf("replay said: %s", out.String())
 	}
 	deadline = time.Now().Add(10 * time.Second)
@@ -95,7 +95,7 @@ func TestCLIPrintsNoControlCharacters(t *testing.T) {
 	m.Data = []byte("x")
 	m.Header.Set(events.HeaderDLQStream, events.StreamCuration)
 	m.Header.Set(events.HeaderDLQConsumer, "curator-clips")
-	m.Header.Set(events.HeaderDLQSubject, events.SubjectClipUpserted)
+	m.Header.Set(events.HeaderDLQSubject, events.CurationSubject("radio", events.TypeClipUpserted))
 	m.Header.Set(events.HeaderDLQReason, "bad\x1b]0;owned\x07 \x1b[2Kgone \u009b31m")
 	if _, err := js.PublishMsg(m); err != nil {
 		t.Fatal(err)

@@ -60,10 +60,16 @@ commands:
             queue high-priority checks now
   audit parked | resolutions [--all] | close TASK
             objects whose check failed three times; resolution tasks
-  key new NAME --role ROLE[,ROLE] [--source SOURCE]
+  key new NAME --role ROLE[,ROLE] [--source SOURCE] [--collections C,...]
             make an API key: prints the key (give it to its holder) and
             the line to add to API_KEYS_FILE; delete the line to revoke it
             (the CLI presents ARCHIVIST_TOKEN, or .archivist/api.token)
+  key new NAME --nats --source SOURCE
+            make a curating system's NATS user: prints its password and the
+            line to add to k8s/nats/publishers; delete the line to revoke it
+  nats-auth [--publishers FILE]
+            print the NATS server's users (k8s/nats/auth.conf): every
+            service's and every curating system's of FILE
   index status [--json] | index reset FILE
             indexing: files by status, parked files with their errors,
             freshness; make a parked file due again
@@ -199,6 +205,8 @@ func dispatch(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return locateCmd(ctx, args[1:], stdout, stderr)
 	case "key":
 		return keycmd.Run(args[1:], stdout, stderr)
+	case "nats-auth":
+		return keycmd.NATSAuth(args[1:], stdout, stderr)
 	case "blob":
 		return blobCmd(ctx, args[1:], os.Stdin, stdout)
 	case "dlq":

@@ -18,7 +18,10 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/archivist/archivist/events"
 	"github.com/archivist/archivist/pkg/testenv"
 	"github.com/archivist/archivist/services/archivist/all"
 	"github.com/archivist/archivist/services/archivist/dev"
@@ -370,7 +373,9 @@ func TestDevDemo(t *testing.T) {
 // demoTenancy: on the running demo, a key made with `archivist key new tv
 // --role publisher --source tv` (added to the keys file, no restart)
 // cannot submit a batch as another submitter, nor list or read another's
-// jobs; and a sign-in from /login?next=/%09/evil.example stays on the site.
+// jobs; an episode dated 9999 published over NATS is refused with its
+// reason on rejected.tv and stores nothing; and a sign-in from
+// /login?next=/%09/evil.example stays on the site.
 func demoTenancy(t *testing.T, o dev.Options, operatorToken string) {
 	var out, errOut strings.Builder
 	if err := keycmd.Run([]string{"new", "tv", "--role", "publisher", "--source", "tv", "--collections", "tv"}, &out, &errOut); err != nil {
@@ -419,6 +424,45 @@ func demoTenancy(t *testing.T, o dev.Options, operatorToken string) {
 	}
 	if code, body := call(operatorToken, "GET", curator+"/v1/jobs/1", ""); code != http.StatusOK {
 		t.Errorf("the operator reads job 1: %d %s", code, body)
+	}
+
+	// Over NATS, an episode dated 9999 is refused: its rejection, with the
+	// reason, comes to its source's rejection subject, and nothing is
+	// stored.
+	nc, err := nats.Connect(fmt.Sprintf("nats://127.0.0.1:%d", o.NATSPort))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	rejections, err := nc.SubscribeSync(events.RejectedSubject("tv"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	nc.Flush()
+	at := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	env, err := events.NewAt("tv", time.Date(9999, 1, 1, 0, 0, 0, 0, time.UTC), &events.EpisodeUpserted{ID: "from-9999", Title: "from 9999",
+		Media: events.Media{Key: "audio/x.mp3"}, InitialCuratedAt: at, LatestCuratedAt: at})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := env.Marshal()
+	js, _ := jetstream.New(nc)
+	if _, err := js.Publish(context.Background(), events.CurationSubject("tv", events.TypeEpisodeUpserted), b, jetstream.WithMsgID(env.ID)); err != nil {
+		t.Fatal(err)
+	}
+	msg, err := rejections.NextMsg(30 * time.Second)
+	if err != nil {
+		t.Fatalf("no rejection on %s: %v", events.RejectedSubject("tv"), err)
+	}
+	renv, err := events.Unmarshal(msg.Data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r, err := events.Decode[events.Rejected](renv); err != nil || r.EventID != env.ID || !strings.Contains(r.Reason, "in the future") {
+		t.Errorf("rejection %+v %v, want event %s refused for its time", r, err, env.ID)
+	}
+	if code, body := call(operatorToken, "GET", curator+"/v1/episodes/tv:from-9999", ""); code != http.StatusNotFound {
+		t.Errorf("the refused episode: %d %s, want 404", code, body)
 	}
 
 	// The dashboard's sign-in: the page carries next as a local path, and

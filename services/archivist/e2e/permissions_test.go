@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
+	"net"
 	"strings"
 	"testing"
 	"time"
@@ -33,10 +34,19 @@ const authConf = "../../../k8s/nats/auth.conf"
 // permissions, every password "pw-<service>".
 func securedNATS(t *testing.T) string {
 	t.Helper()
+	url, _ := securedNATSWith(t, authConf)
+	return url
+}
+
+// securedNATSWith is securedNATS with the users file conf, and a reload
+// that reads conf again (as a SIGHUP does).
+func securedNATSWith(t *testing.T, conf string) (url string, reload func() error) {
+	t.Helper()
 	for _, svc := range events.Users() {
 		t.Setenv("NATS_PASSWORD_"+strings.ToUpper(svc), "pw-"+svc)
 	}
-	s, err := natsserver.Start(natsserver.Options{Port: -1, StoreDir: t.TempDir(), ConfigFile: authConf})
+	o := natsserver.Options{Port: -1, StoreDir: t.TempDir(), ConfigFile: conf}
+	s, err := natsserver.Start(o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -51,7 +61,8 @@ func securedNATS(t *testing.T) string {
 	if err := service.MigrateNATS(ctx, all.Services(), deploy, testenv.Logger(t)); err != nil {
 		t.Fatalf("the deploy user making the streams and buckets: %v", err)
 	}
-	return s.ClientURL()
+	o.Port = s.Addr().(*net.TCPAddr).Port
+	return s.ClientURL(), func() error { return natsserver.Reload(s, o) }
 }
 
 func as(svc string) map[string]string {
@@ -170,7 +181,7 @@ func TestAServiceCannotUseAnotherServicesSubjects(t *testing.T) {
 		t.Error("a wrong password was accepted")
 	}
 	// And the user it was given works for its own subject.
-	if err := curatorConn.Publish(events.SubjectEpisodeUpserted, []byte("x")); err != nil {
+	if err := curatorConn.Publish(events.CurationSubject("radio", events.TypeEpisodeUpserted), []byte("x")); err != nil {
 		t.Fatal(err)
 	}
 	if err := curatorConn.FlushTimeout(2 * time.Second); err != nil {
@@ -251,7 +262,7 @@ func TestTheOperatorsUser(t *testing.T) {
 	dl := nats.NewMsg(events.DeadLetterSubject(events.StreamCuration, events.CuratorEpisodes.Config.Durable))
 	dl.Data = []byte("not an event")
 	for k, v := range map[string]string{events.HeaderDLQReason: "undecodable", events.HeaderDLQStream: events.StreamCuration,
-		events.HeaderDLQConsumer: events.CuratorEpisodes.Config.Durable, events.HeaderDLQSubject: events.SubjectEpisodeUpserted,
+		events.HeaderDLQConsumer: events.CuratorEpisodes.Config.Durable, events.HeaderDLQSubject: events.CurationSubject("radio", events.TypeEpisodeUpserted),
 		events.HeaderDLQSequence: "1", events.HeaderDLQDeliveries: "1"} {
 		dl.Header.Set(k, v)
 	}

@@ -3,6 +3,7 @@ package e2e_test
 import (
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"os/exec"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/archivist/archivist/pkg/service"
 	"github.com/archivist/archivist/pkg/testenv"
+	"github.com/archivist/archivist/services/archivist/keycmd"
 	"github.com/archivist/archivist/services/curator/curator"
 	curatormigrations "github.com/archivist/archivist/services/curator/migrations"
 )
@@ -39,7 +41,25 @@ func python(t *testing.T) string {
 // refused without one.
 func TestAPythonClientPublishes(t *testing.T) {
 	py := python(t)
-	url := securedNATS(t)
+	// Its own NATS user, as `archivist key new py-station --nats --source
+	// py-station` makes it, in the users `archivist nats-auth` renders.
+	password, pubLine, err := keycmd.NewPublisher("py-station", "py-station")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	pubs, conf := filepath.Join(dir, "publishers"), filepath.Join(dir, "auth.conf")
+	if err := os.WriteFile(pubs, []byte(pubLine+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var rendered strings.Builder
+	if err := keycmd.NATSAuth([]string{"--publishers", pubs}, &rendered, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(conf, []byte(rendered.String()), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	url, _ := securedNATSWith(t, conf)
 	key, line := service.NewKey("py-station", []service.Role{service.Publisher}, "py-station")
 	keysFile := filepath.Join(t.TempDir(), "api-keys")
 	if err := os.WriteFile(keysFile, []byte(line+"\n"), 0o600); err != nil {
@@ -61,7 +81,7 @@ func TestAPythonClientPublishes(t *testing.T) {
 		return v
 	}
 	hostport := strings.TrimPrefix(url, "nats://")
-	got := run("nats", hostport, "publisher", "pw-publisher", "ep-py-nats", "py-station")
+	got := run("nats", hostport, "py-station", password, "ep-py-nats", "py-station")
 	ack, _ := got["ack"].(map[string]any)
 	if ack["stream"] != "CURATION" || ack["seq"] == nil {
 		t.Errorf("over NATS: %v, want JetStream's acknowledgement from CURATION", got)
@@ -85,7 +105,7 @@ func TestAPythonClientPublishes(t *testing.T) {
 		})
 	}
 	// A wrong password is refused.
-	out, err := exec.Command(py, "../../../examples/python/publish_episode.py", "nats", hostport, "publisher", "wrong", "ep-x", "py-station").CombinedOutput()
+	out, err := exec.Command(py, "../../../examples/python/publish_episode.py", "nats", hostport, "py-station", "wrong", "ep-x", "py-station").CombinedOutput()
 	if err == nil || !strings.Contains(string(out), "Authorization Violation") {
 		t.Errorf("a wrong password: %v %s", err, out)
 	}

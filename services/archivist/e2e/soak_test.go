@@ -249,7 +249,7 @@ func newSoak(t *testing.T, onS3 bool) *soak {
 	}
 	defer nc.Close()
 	js, _ := jetstream.New(nc)
-	if _, err := js.Publish(ctx, events.SubjectEpisodeUpserted, s.poison); err != nil {
+	if _, err := js.Publish(ctx, events.CurationSubject("soak", events.TypeEpisodeUpserted), s.poison); err != nil {
 		t.Fatal(err)
 	}
 	return s

@@ -1,20 +1,30 @@
-// Package keycmd is `archivist key`: it issues API keys.
+// Package keycmd is `archivist key` and `archivist nats-auth`: it issues
+// API keys and the NATS users of curating systems, and renders the NATS
+// server's users.
 package keycmd
 
 import (
+	"crypto/rand"
+	"encoding/base64"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"os"
 	"strings"
 
+	"golang.org/x/crypto/bcrypt"
+
+	"github.com/archivist/archivist/events"
 	"github.com/archivist/archivist/pkg/service"
 )
 
-// Run is `archivist key new`: an API key and its keys-file line, printed
-// once (the file keeps only the key's hash).
+// Run is `archivist key new`: an API key and its keys-file line, or with
+// --nats a curating system's NATS password and its publishers-file line,
+// printed once (the files keep only hashes).
 func Run(args []string, stdout, stderr io.Writer) error {
-	usage := errors.New("usage: archivist key new NAME --role reader|publisher|operator[,...] [--source SOURCE] [--collections C[,C...]|*]")
+	usage := errors.New("usage: archivist key new NAME --role reader|publisher|operator[,...] [--source SOURCE] [--collections C[,C...]|*]\n" +
+		"       archivist key new NAME --nats --source SOURCE")
 	if len(args) < 2 || args[0] != "new" {
 		return usage
 	}
@@ -23,8 +33,12 @@ func Run(args []string, stdout, stderr io.Writer) error {
 	roles := fs.String("role", "", "the key's roles, comma-separated: reader, publisher, operator")
 	source := fs.String("source", "", "a publisher's source: the records it posts carry it")
 	collections := fs.String("collections", "", "the collections (ingest profiles) a publisher deposits batches into, comma-separated; * for every one")
+	nats := fs.Bool("nats", false, "a NATS user for a curating system instead: publishes only its source's curation events, reads only its rejections")
 	if err := fs.Parse(args[2:]); err != nil {
 		return err
+	}
+	if *nats {
+		return natsUser(args[1], *source, stdout, usage)
 	}
 	cs, err := service.ParseCollections("--collections", *collections)
 	if err != nil {
@@ -40,4 +54,65 @@ func Run(args []string, stdout, stderr io.Writer) error {
 	}
 	fmt.Fprintf(stdout, "key (give it to %s; it is not kept):\n  %s\nline for API_KEYS_FILE:\n  %s\n", args[1], key, line)
 	return nil
+}
+
+// natsUser makes a curating system's NATS password and its publishers line.
+func natsUser(name, source string, stdout io.Writer, usage error) error {
+	password, line, err := NewPublisher(name, source)
+	if err != nil {
+		return fmt.Errorf("%w\n%v", err, usage)
+	}
+	fmt.Fprintf(stdout, "NATS user %s, password (give it to %s; it is not kept):\n  %s\n", name, name, password)
+	fmt.Fprintf(stdout, "line for k8s/nats/publishers (then archivist nats-auth, and apply):\n  %s\n", line)
+	fmt.Fprintf(stdout, "it publishes on %s and %s with inbox prefix %s, and reads its rejections on %s\n",
+		events.CurationSubject(source, events.TypeEpisodeUpserted), events.CurationSubject(source, events.TypeClipUpserted),
+		events.InboxPrefix(name), events.RejectedSubject(source))
+	return nil
+}
+
+// NewPublisher makes a random NATS password for the curating system name,
+// publishing as source, and its publishers-file line (its bcrypt hash).
+func NewPublisher(name, source string) (password, line string, err error) {
+	var b [24]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", "", err
+	}
+	password = base64.RawURLEncoding.EncodeToString(b[:])
+	hash, err := bcrypt.GenerateFromPassword([]byte(password), 11)
+	if err != nil {
+		return "", "", err
+	}
+	line = fmt.Sprintf("%s %s %s", name, source, hash)
+	if _, err := events.ParsePublishers(line); err != nil {
+		return "", "", err
+	}
+	return password, line, nil
+}
+
+// NATSAuth is `archivist nats-auth [--publishers FILE]`: the NATS server's
+// users (k8s/nats/auth.conf): every service's, and those of the publishers
+// file.
+func NATSAuth(args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("nats-auth", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	file := fs.String("publishers", "", "the publishers file (k8s/nats/publishers): a line NAME SOURCE BCRYPT-HASH per curating system")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	var pubs []events.Publisher
+	if *file != "" {
+		text, err := os.ReadFile(*file)
+		if err != nil {
+			return err
+		}
+		if pubs, err = events.ParsePublishers(string(text)); err != nil {
+			return fmt.Errorf("%s: %w", *file, err)
+		}
+	}
+	conf, err := events.AuthConfig(pubs)
+	if err != nil {
+		return err
+	}
+	_, err = io.WriteString(stdout, conf)
+	return err
 }

@@ -168,8 +168,12 @@ func post[T any, PT interface {
 			env.SentAt = at
 		}
 	}
-	k, _ := events.Lookup(env.Type)
-	ack, err := s.bus.Publish(r.Context(), k.Subject, env)
+	subject, err := events.SubjectOf(producer, ev)
+	if err != nil {
+		s.problem(w, err)
+		return
+	}
+	ack, err := s.bus.Publish(r.Context(), subject, env)
 	if err != nil {
 		s.log.Error("publish curation event", "err", err, "type", env.Type, "event", env.ID)
 		writeJSON(w, http.StatusServiceUnavailable, Problem{Error: "the event bus did not accept the event; retry with the same Idempotency-Key"})

@@ -133,12 +133,16 @@ func (p *Pipeline) Start(ctx context.Context, concurrency int) ([]*bus.Subscript
 		}
 		return nil, err
 	}
-	episodes, err := bus.Consume(ctx, p.bus, events.CuratorEpisodes, p.Episode, bus.WithConcurrency(concurrency))
+	rejections := bus.WithRejections(func(subject string) (string, bool) {
+		source, ok := events.SourceOfSubject(subject)
+		return events.RejectedSubject(source), ok
+	})
+	episodes, err := bus.Consume(ctx, p.bus, events.CuratorEpisodes, p.Episode, bus.WithConcurrency(concurrency), rejections)
 	if err != nil {
 		return stopAll(err)
 	}
 	subs = append(subs, episodes)
-	clips, err := bus.Consume(ctx, p.bus, events.CuratorClips, p.Clip, bus.WithConcurrency(concurrency))
+	clips, err := bus.Consume(ctx, p.bus, events.CuratorClips, p.Clip, bus.WithConcurrency(concurrency), rejections)
 	if err != nil {
 		return stopAll(err)
 	}
@@ -152,7 +156,7 @@ func (p *Pipeline) Start(ctx context.Context, concurrency int) ([]*bus.Subscript
 
 // Episode stores an EpisodeUpserted event and matches its graph.
 func (p *Pipeline) Episode(ctx context.Context, m *bus.Message[events.EpisodeUpserted]) error {
-	if err := notFromTheFuture(m.Envelope); err != nil {
+	if err := admit(m.Subject, m.Envelope, &m.Event.Source); err != nil {
 		return err
 	}
 	return p.match(ctx, catalog.FromEpisode(m.Envelope, m.Event))
@@ -160,10 +164,31 @@ func (p *Pipeline) Episode(ctx context.Context, m *bus.Message[events.EpisodeUps
 
 // Clip stores a ClipUpserted event and matches its graph.
 func (p *Pipeline) Clip(ctx context.Context, m *bus.Message[events.ClipUpserted]) error {
-	if err := notFromTheFuture(m.Envelope); err != nil {
+	if err := admit(m.Subject, m.Envelope, &m.Event.Source); err != nil {
 		return err
 	}
 	return p.match(ctx, catalog.FromClip(m.Envelope, m.Event))
+}
+
+// admit checks a curation event before anything of it is stored: its time
+// (notFromTheFuture), and its source against its subject's. The subject is
+// what the publisher's NATS user may publish on (curation.<source>.…), so it
+// decides: a payload naming another source is refused for good, and one
+// naming none takes the subject's. An event on an unsourced subject of
+// earlier versions keeps its payload's source.
+func admit(subject string, env events.Envelope, source *string) error {
+	if err := notFromTheFuture(env); err != nil {
+		return err
+	}
+	on, ok := events.SourceOfSubject(subject)
+	if !ok {
+		return nil
+	}
+	if *source != "" && *source != on {
+		return bus.Permanent(fmt.Errorf("the record names source %q but was published on %s, source %q's subject: refused, nothing stored", *source, subject, on))
+	}
+	*source = on
+	return nil
 }
 
 // notFromTheFuture refuses, for good (dead-lettered with the reason), an

@@ -48,6 +48,17 @@ func start(t *testing.T) *harness {
 	return h
 }
 
+// subjectOf is the subject env is published on: its source's (the
+// payload's, or its producer when it names none).
+func subjectOf(env events.Envelope) string {
+	var a events.CuratedAudio
+	_ = msgpack.Unmarshal(env.Payload, &a)
+	if a.Source == "" {
+		a.Source = env.Producer
+	}
+	return events.CurationSubject(a.Source, env.Type)
+}
+
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(15 * time.Second)
@@ -91,11 +102,11 @@ func TestEventsFromNATSReachPostgreSQLVersioned(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Newer first, then older: the older must not win.
-	if _, err := h.bus.Publish(ctx, events.SubjectEpisodeUpserted, newer); err != nil {
+	if _, err := h.bus.Publish(ctx, subjectOf(newer), newer); err != nil {
 		t.Fatal(err)
 	}
 	h.waitRecord(t, catalog.Episode, "upstream:ep-1", func(r catalog.Record) bool { return r.Title == "newer title" })
-	if _, err := h.bus.Publish(ctx, events.SubjectEpisodeUpserted, older); err != nil {
+	if _, err := h.bus.Publish(ctx, subjectOf(older), older); err != nil {
 		t.Fatal(err)
 	}
 	clip := &events.ClipUpserted{ID: "clip-1", Title: "jingle", Media: events.Media{Key: "clips/jingle.flac"},
@@ -121,13 +132,13 @@ func TestEventsFromNATSReachPostgreSQLVersioned(t *testing.T) {
 func TestGarbageOnTheBusIsDeadLettered(t *testing.T) {
 	h := start(t)
 	ctx := context.Background()
-	m := nats.NewMsg(events.SubjectClipUpserted)
+	m := nats.NewMsg(events.CurationSubject("upstream", events.TypeClipUpserted))
 	m.Data = []byte("garbage")
 	if _, err := h.bus.JetStream().PublishMsg(ctx, m); err != nil {
 		t.Fatal(err)
 	}
 	bad, _ := events.New("upstream", &events.ClipUpserted{ID: "has space", Media: events.Media{Key: "k"}})
-	if _, err := h.bus.Publish(ctx, events.SubjectClipUpserted, bad); err != nil {
+	if _, err := h.bus.Publish(ctx, subjectOf(bad), bad); err != nil {
 		t.Fatal(err)
 	}
 	st, _ := h.bus.JetStream().Stream(ctx, events.StreamDeadLetter)
@@ -252,7 +263,7 @@ func TestEventFromTheFutureIsRefused(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := h.bus.Publish(ctx, events.SubjectEpisodeUpserted, env); err != nil {
+	if _, err := h.bus.Publish(ctx, subjectOf(env), env); err != nil {
 		t.Fatal(err)
 	}
 	st, _ := h.bus.JetStream().Stream(ctx, events.StreamDeadLetter)

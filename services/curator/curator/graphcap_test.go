@@ -29,7 +29,7 @@ func TestSameAsGraphsAreCapped(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := h.bus.Publish(ctx, events.SubjectEpisodeUpserted, env); err != nil {
+		if _, err := h.bus.Publish(ctx, subjectOf(env), env); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -158,14 +158,14 @@ func relinkingConverges(t *testing.T, seed uint64) {
 	r.Shuffle(len(updates), func(i, j int) { updates[i], updates[j] = updates[j], updates[i] })
 	var batch []bus.Outgoing
 	for i, u := range updates {
-		batch = append(batch, bus.Outgoing{Subject: events.SubjectEpisodeUpserted, Envelope: u.env})
+		batch = append(batch, bus.Outgoing{Subject: subjectOf(u.env), Envelope: u.env})
 		if i%4 == 0 { // a duplicate: the same event, resent under a new id
 			dup := u.env
 			dup.ID += "-resent"
-			batch = append(batch, bus.Outgoing{Subject: events.SubjectEpisodeUpserted, Envelope: dup})
+			batch = append(batch, bus.Outgoing{Subject: subjectOf(dup), Envelope: dup})
 		}
 		if i%7 == 0 { // and the very same message again (de-duplicated by JetStream)
-			batch = append(batch, bus.Outgoing{Subject: events.SubjectEpisodeUpserted, Envelope: u.env})
+			batch = append(batch, bus.Outgoing{Subject: subjectOf(u.env), Envelope: u.env})
 		}
 	}
 
@@ -191,7 +191,7 @@ func relinkingConverges(t *testing.T, seed uint64) {
 	}
 	slices.Sort(keys)
 	for _, k := range keys {
-		finals = append(finals, bus.Outgoing{Subject: events.SubjectEpisodeUpserted, Envelope: latest[k].env})
+		finals = append(finals, bus.Outgoing{Subject: subjectOf(latest[k].env), Envelope: latest[k].env})
 	}
 	if err := fresh.bus.PublishBatch(context.Background(), finals); err != nil {
 		t.Fatal(err)
@@ -281,7 +281,7 @@ func TestResyncWorksRepublishesEveryRow(t *testing.T) {
 			ev.SameAs = []events.Ref{{Source: "feed", ID: same}}
 		}
 		env, _ := events.NewAt("feed", at, ev)
-		batch = append(batch, bus.Outgoing{Subject: events.SubjectEpisodeUpserted, Envelope: env})
+		batch = append(batch, bus.Outgoing{Subject: subjectOf(env), Envelope: env})
 	}
 	if err := pl.bus.PublishBatch(ctx, batch); err != nil {
 		t.Fatal(err)
@@ -332,7 +332,7 @@ func TestResyncNeverHidesANewerWork(t *testing.T) {
 	at := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	ev := &events.EpisodeUpserted{ID: "ep", Source: "feed", Title: "first", Media: events.Media{Key: "k"}, InitialCuratedAt: at, LatestCuratedAt: at}
 	env, _ := events.NewAt("feed", at, ev)
-	if _, err := pl.bus.Publish(ctx, events.SubjectEpisodeUpserted, env); err != nil {
+	if _, err := pl.bus.Publish(ctx, subjectOf(env), env); err != nil {
 		t.Fatal(err)
 	}
 	pl.drain(t)
