@@ -305,6 +305,8 @@ type authenticator struct {
 	// log and reloadFailures report a failed reload (nil: not reported).
 	log            *slog.Logger
 	reloadFailures prometheus.Counter
+	// sessions are the signed-in people of a Browser handler.
+	sessions sessions
 }
 
 func newAuthenticator(cfg AuthConfig) (*authenticator, error) {
@@ -439,7 +441,7 @@ func (a *authenticator) wrap(h http.Handler) http.Handler {
 		key, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
 		if (!ok || key == "") && isBrowser && safeMethod(r) {
 			if c, err := r.Cookie(SessionCookie); err == nil && c.Value != "" {
-				key, ok = c.Value, true
+				key, ok = a.sessions.key(c.Value)
 			}
 		}
 		if !ok || key == "" {

@@ -182,11 +182,16 @@ func TestBrowserSessions(t *testing.T) {
 	if rec := do("POST", "/login", "key="+reader+"&next=/item%3Fx%3D1", form); rec.Header().Get("Location") != "/item?x=1" {
 		t.Errorf("sign in with a path of the site: to %q, want /item?x=1", rec.Header().Get("Location"))
 	}
+	// The cookie holds a random session id, never the key: a stolen
+	// cookie is not the key, and signing out ends it on the server.
 	c := cookies[0]
-	if c.Name != SessionCookie || c.Value != reader || !c.HttpOnly || c.SameSite != http.SameSiteStrictMode {
+	if c.Name != SessionCookie || c.Value == reader || strings.Contains(c.Value, reader) || len(c.Value) < 40 || !c.HttpOnly || c.SameSite != http.SameSiteStrictMode {
 		t.Errorf("session cookie: %+v", c)
 	}
-	withCookie := map[string]string{"Cookie": SessionCookie + "=" + reader}
+	withCookie := map[string]string{"Cookie": SessionCookie + "=" + c.Value}
+	if rec := do("GET", "/", "", map[string]string{"Cookie": SessionCookie + "=" + reader}); rec.Code != http.StatusUnauthorized {
+		t.Errorf("the key itself as the cookie: %d, want 401", rec.Code)
+	}
 	if rec := do("GET", "/", "", withCookie); rec.Code != 200 || rec.Body.String() != "viewer "+reader {
 		t.Errorf("reading with the cookie: %d %q", rec.Code, rec.Body)
 	}
@@ -196,10 +201,29 @@ func TestBrowserSessions(t *testing.T) {
 	if rec := do("POST", "/logout", "", withCookie); rec.Code != http.StatusSeeOther || len(rec.Result().Cookies()) != 1 || rec.Result().Cookies()[0].MaxAge >= 0 {
 		t.Errorf("sign out: %d %v", rec.Code, rec.Result().Cookies())
 	}
+	// Signed out on the server: the old cookie, replayed, reads nothing.
+	if rec := do("GET", "/", "", withCookie); rec.Code != http.StatusUnauthorized {
+		t.Errorf("the cookie after sign-out: %d, want 401", rec.Code)
+	}
+	// A key revoked in the keys file ends its sessions.
+	rec = do("POST", "/login", "key="+reader+"&next=/", form)
+	again := map[string]string{"Cookie": SessionCookie + "=" + rec.Result().Cookies()[0].Value}
+	if rec := do("GET", "/", "", again); rec.Code != 200 {
+		t.Fatalf("a new session: %d", rec.Code)
+	}
+	if err := os.WriteFile(file, []byte("# revoked\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	a.mu.Lock()
+	a.checked = time.Time{}
+	a.mu.Unlock()
+	if rec := do("GET", "/", "", again); rec.Code != http.StatusUnauthorized {
+		t.Errorf("a session of a revoked key: %d, want 401", rec.Code)
+	}
 	// An API (no Browser) takes no cookie and has no login page.
 	api := a.wrap(testRoutes())
 	req := httptest.NewRequest("GET", "/v1/status", nil)
-	req.Header.Set("Cookie", SessionCookie+"="+reader)
+	req.Header.Set("Cookie", c.String())
 	rec = httptest.NewRecorder()
 	api.ServeHTTP(rec, req)
 	if rec.Code != http.StatusUnauthorized {

@@ -1,19 +1,91 @@
 package service
 
 import (
+	"crypto/rand"
+	"encoding/base64"
 	"html/template"
 	"net/http"
 	"net/url"
 	"strings"
+	"sync"
 	"time"
 	"unicode"
 )
 
-// SessionCookie holds the key (or OIDC token) a person signed in with on a
-// Browser handler's login page. It is HttpOnly and SameSite=Strict, and it
-// is accepted for GET and HEAD only: with it a page reads, and a page of
+// SessionCookie holds the session a person signed in to on a Browser
+// handler's login page: a random id, never the key (or OIDC token), which
+// stays on the server. It is HttpOnly and SameSite=Strict, and it is
+// accepted for GET and HEAD only: with it a page reads, and a page of
 // another site can make it do nothing.
 const SessionCookie = "archivist_session"
+
+// maxSessions bounds the sessions a server keeps (the oldest goes first).
+const maxSessions = 10000
+
+// sessions are a Browser handler's signed-in people: by random id, the key
+// each signed in with, until it expires. Signing out deletes one; a key
+// revoked in the keys file (or a token expired) ends its sessions at their
+// next request, since the key is checked again each time. Kept in memory:
+// a restart signs everyone out.
+type sessions struct {
+	mu   sync.Mutex
+	byID map[string]session
+}
+
+type session struct {
+	key     string
+	expires time.Time
+}
+
+// open makes a session for key and returns its id.
+func (s *sessions) open(key string) string {
+	var b [32]byte
+	_, _ = rand.Read(b[:])
+	id := base64.RawURLEncoding.EncodeToString(b[:])
+	now := time.Now()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.byID == nil {
+		s.byID = map[string]session{}
+	}
+	if len(s.byID) >= maxSessions {
+		oldest, at := "", now.Add(sessionFor)
+		for sid, se := range s.byID {
+			if se.expires.Before(now) {
+				delete(s.byID, sid)
+			} else if se.expires.Before(at) {
+				oldest, at = sid, se.expires
+			}
+		}
+		if len(s.byID) >= maxSessions {
+			delete(s.byID, oldest)
+		}
+	}
+	s.byID[id] = session{key: key, expires: now.Add(sessionFor)}
+	return id
+}
+
+// key is the key of session id, if it is open.
+func (s *sessions) key(id string) (string, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	se, ok := s.byID[id]
+	if !ok {
+		return "", false
+	}
+	if time.Now().After(se.expires) {
+		delete(s.byID, id)
+		return "", false
+	}
+	return se.key, true
+}
+
+// close ends session id.
+func (s *sessions) close(id string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.byID, id)
+}
 
 // sessionFor is how long a sign-in lasts.
 const sessionFor = 12 * time.Hour
@@ -28,7 +100,8 @@ const (
 // Browser marks h as pages for people (the dashboard): authenticated as
 // every API is, with the same keys and tokens, but a person signs in once on
 // its login page (GET /login; POST /login with the form field "key"), which
-// keeps the key in SessionCookie; POST /logout forgets it. A GET asking for
+// opens a server-side session (SessionCookie holds its id); POST /logout
+// ends it. A GET asking for
 // HTML without a key is sent to the login page rather than answered 401.
 func Browser(h http.Handler) http.Handler { return browser{h} }
 
@@ -68,6 +141,9 @@ func (a *authenticator) login(w http.ResponseWriter, r *http.Request) {
 	secure := r.TLS != nil || r.Header.Get("X-Forwarded-Proto") == "https"
 	switch {
 	case r.URL.Path == logoutPath && r.Method == http.MethodPost:
+		if c, err := r.Cookie(SessionCookie); err == nil {
+			a.sessions.close(c.Value)
+		}
 		http.SetCookie(w, &http.Cookie{Name: SessionCookie, Value: "", Path: "/", MaxAge: -1, HttpOnly: true, Secure: secure, SameSite: http.SameSiteStrictMode})
 		http.Redirect(w, r, loginPath, http.StatusSeeOther)
 	case r.URL.Path == loginPath && safeMethod(r):
@@ -83,7 +159,7 @@ func (a *authenticator) login(w http.ResponseWriter, r *http.Request) {
 			page(http.StatusUnauthorized, next, "That key is not known here.")
 			return
 		}
-		http.SetCookie(w, &http.Cookie{Name: SessionCookie, Value: key, Path: "/", MaxAge: int(sessionFor / time.Second),
+		http.SetCookie(w, &http.Cookie{Name: SessionCookie, Value: a.sessions.open(key), Path: "/", MaxAge: int(sessionFor / time.Second),
 			HttpOnly: true, Secure: secure, SameSite: http.SameSiteStrictMode})
 		http.Redirect(w, r, next, http.StatusSeeOther)
 	default:

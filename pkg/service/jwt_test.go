@@ -49,6 +49,27 @@ func newTestIssuer(t *testing.T) *testIssuer {
 	return iss
 }
 
+// TestJWKSFetchesAreBounded: an issuer that does not answer holds a
+// request no longer than the fetch's timeout.
+func TestJWKSFetchesAreBounded(t *testing.T) {
+	stuck := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-r.Context().Done():
+		case <-time.After(10 * time.Second):
+		}
+	}))
+	defer stuck.Close()
+	k := &jwksKeys{url: stuck.URL, client: &http.Client{Timeout: 200 * time.Millisecond}, every: time.Minute, algs: []jose.SignatureAlgorithm{jose.RS256}}
+	iss := newTestIssuer(t)
+	start := time.Now()
+	if _, err := k.VerifySignature(context.Background(), iss.token(iss.signer, nil)); err == nil {
+		t.Error("verified against keys never fetched")
+	}
+	if d := time.Since(start); d > 3*time.Second {
+		t.Errorf("a stuck issuer held the request %s", d)
+	}
+}
+
 // token signs claims (iss, aud, sub, exp defaulted to a valid token's).
 func (iss *testIssuer) token(signer jose.Signer, extra map[string]any) string {
 	iss.t.Helper()
@@ -151,6 +172,21 @@ func TestJWTsOfAnOIDCIssuer(t *testing.T) {
 	}
 	if iss.fetches.Load() == 0 {
 		t.Error("the issuer's keys were never fetched")
+	}
+	// A flood of tokens signed by keys the issuer does not have: at most
+	// one fetch of its keys per jwksRefetchEvery, not one per token.
+	before := iss.fetches.Load()
+	unknown, err := jose.NewSigner(jose.SigningKey{Algorithm: jose.ES256, Key: otherKey}, (&jose.SignerOptions{}).WithType("JWT").WithHeader("kid", "k9"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 50 {
+		if code, _ := do("GET", "/v1/status", iss.token(unknown, map[string]any{"archivist_roles": "reader"})); code != http.StatusUnauthorized {
+			t.Fatalf("a token of an unknown key: %d, want 401", code)
+		}
+	}
+	if n := iss.fetches.Load() - before; n > 1 {
+		t.Errorf("50 tokens of an unknown key fetched the issuer's keys %d times, want at most 1", n)
 	}
 
 	// JWTs alone, without a keys file; and the configuration's faults.
