@@ -52,7 +52,8 @@ func NewAdmin(addr string, log *slog.Logger) (*Admin, error) {
 	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
 	a.srv = NewHTTPServer(mux, DefaultHTTPLimits, log)
 	go func() {
-		if err := a.srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		// Bounded as the APIs are: the probes and Prometheus need few.
+		if err := a.srv.Serve(limitListener(ln, 64, 16)); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			log.Error("admin server stopped", "err", err)
 		}
 	}()

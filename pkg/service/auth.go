@@ -51,6 +51,12 @@ type AuthConfig struct {
 	// JWT, when its issuer is set, also accepts bearer JWTs of an OIDC
 	// provider, beside the keys.
 	JWT JWTConfig
+	// RateLimit bounds each caller's requests a second (per key or token
+	// subject; 0: unbounded); a caller over it gets 429 with Retry-After.
+	RateLimit float64 `env:"API_RATE_LIMIT, default=50"`
+	// RateBurst is how many requests a caller may send at once beyond the
+	// rate.
+	RateBurst int `env:"API_RATE_BURST, default=200"`
 }
 
 // JWTConfig says which bearer JWTs (access or ID tokens of an OIDC
@@ -185,8 +191,12 @@ func requiredRole(h http.Handler, r *http.Request) Role {
 	return Operator
 }
 
+// writeAuthError refuses a request, and closes its connection: a client
+// that is not (or not yet) allowed holds no keep-alive connection open, so
+// idle connections cannot shut others out of the API.
 func writeAuthError(w http.ResponseWriter, code int, msg string) {
 	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Connection", "close")
 	if code == http.StatusUnauthorized {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="archivist"`)
 	}
@@ -307,6 +317,8 @@ type authenticator struct {
 	reloadFailures prometheus.Counter
 	// sessions are the signed-in people of a Browser handler.
 	sessions sessions
+	// limits bound each caller's request rate.
+	limits *rateLimits
 }
 
 func newAuthenticator(cfg AuthConfig) (*authenticator, error) {
@@ -314,7 +326,7 @@ func newAuthenticator(cfg AuthConfig) (*authenticator, error) {
 	case "off":
 		return &authenticator{cfg: cfg}, nil
 	case "keys", "":
-		a := &authenticator{cfg: cfg}
+		a := &authenticator{cfg: cfg, limits: &rateLimits{perSecond: cfg.RateLimit, burst: cfg.RateBurst}}
 		if cfg.JWT.Issuer != "" {
 			v, err := newJWTVerifier(cfg.JWT)
 			if err != nil {
@@ -456,6 +468,10 @@ func (a *authenticator) wrap(h http.Handler) http.Handler {
 		id, err := a.identify(r.Context(), key)
 		if err != nil {
 			writeAuthError(w, http.StatusUnauthorized, err.Error())
+			return
+		}
+		if ok, wait := a.limits.allow(id.Name); !ok {
+			writeTooMany(w, id.Name, wait)
 			return
 		}
 		if role := requiredRole(h, r); !id.Has(role) {

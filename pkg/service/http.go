@@ -15,7 +15,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
-	"golang.org/x/net/netutil"
 )
 
 // HTTPLimits bounds what one client can hold of an API server: how long it
@@ -37,6 +36,10 @@ type HTTPLimits struct {
 	MaxHeaderBytes int `env:"HTTP_MAX_HEADER_BYTES, default=65536"`
 	// MaxConns bounds the connections served at once.
 	MaxConns int `env:"HTTP_MAX_CONNS, default=512"`
+	// MaxConnsPerClient bounds the connections of one client address
+	// (further ones are closed at once): one client cannot take every slot.
+	// Behind a proxy every client is the proxy: raise it to MaxConns there.
+	MaxConnsPerClient int `env:"HTTP_MAX_CONNS_PER_CLIENT, default=64"`
 }
 
 // DefaultHTTPLimits are HTTPLimits' defaults, for servers started without
@@ -48,6 +51,7 @@ var DefaultHTTPLimits = HTTPLimits{
 	IdleTimeout:       2 * time.Minute,
 	MaxHeaderBytes:    64 << 10,
 	MaxConns:          512,
+	MaxConnsPerClient: 64,
 }
 
 func (l HTTPLimits) orDefaults() HTTPLimits {
@@ -58,6 +62,7 @@ func (l HTTPLimits) orDefaults() HTTPLimits {
 	orDefault(&l.IdleTimeout, d.IdleTimeout)
 	orDefault(&l.MaxHeaderBytes, d.MaxHeaderBytes)
 	orDefault(&l.MaxConns, d.MaxConns)
+	orDefault(&l.MaxConnsPerClient, d.MaxConnsPerClient)
 	return l
 }
 
@@ -119,7 +124,7 @@ func ErrorID() string {
 // ServeHTTP serves h on addr until ctx ends, then shuts down within
 // timeout. ready is called with the address once it listens (port 0 picks
 // one). The server keeps lim (see NewHTTPServer), with at most
-// lim.MaxConns connections open.
+// lim.MaxConns connections open, lim.MaxConnsPerClient of one address.
 func ServeHTTP(ctx context.Context, addr string, h http.Handler, lim HTTPLimits, log *slog.Logger, timeout time.Duration, ready func(addr string)) error {
 	lim = lim.orDefaults()
 	ln, err := net.Listen("tcp", addr)
@@ -129,7 +134,7 @@ func ServeHTTP(ctx context.Context, addr string, h http.Handler, lim HTTPLimits,
 	srv := NewHTTPServer(h, lim, log)
 	ready(ln.Addr().String())
 	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(netutil.LimitListener(ln, lim.MaxConns)) }()
+	go func() { errc <- srv.Serve(limitListener(ln, lim.MaxConns, lim.MaxConnsPerClient)) }()
 	select {
 	case err := <-errc:
 		if !errors.Is(err, http.ErrServerClosed) {

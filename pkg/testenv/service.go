@@ -73,6 +73,12 @@ func StartServiceIn(t testing.TB, def service.Definition, sh Shared, env map[str
 	if v := env["API_AUTH"]; v != "" {
 		common.Auth.Mode = v
 	}
+	if v, err := strconv.ParseFloat(env["API_RATE_LIMIT"], 64); err == nil {
+		common.Auth.RateLimit = v
+	}
+	if v, err := strconv.Atoi(env["API_RATE_BURST"]); err == nil {
+		common.Auth.RateBurst = v
+	}
 	if v, err := strconv.Atoi(env["DATABASE_MAX_CONNS"]); err == nil && v > 0 {
 		common.Store.MaxConns = int32(v)
 	}
