@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/url"
 	"os"
@@ -57,6 +58,11 @@ type AuthConfig struct {
 	// RateBurst is how many requests a caller may send at once beyond the
 	// rate.
 	RateBurst int `env:"API_RATE_BURST, default=200"`
+	// AllowedHosts, when set, are the host names a request's Host may name
+	// (comma-separated; the port is not compared): any other is refused
+	// before authentication, so that a page of another site whose name
+	// resolves to this machine (DNS rebinding) reaches no API.
+	AllowedHosts []string `env:"API_ALLOWED_HOSTS"`
 }
 
 // JWTConfig says which bearer JWTs (access or ID tokens of an OIDC
@@ -442,10 +448,18 @@ func (a *authenticator) wrap(h http.Handler) http.Handler {
 	_, isBrowser := h.(browser)
 	if a.cfg.Mode == "off" {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if !a.hostAllowed(r.Host) {
+				writeAuthError(w, http.StatusMisdirectedRequest, fmt.Sprintf("this API does not serve host %q (API_ALLOWED_HOSTS)", r.Host))
+				return
+			}
 			h.ServeHTTP(w, r.WithContext(WithCaller(r.Context(), anonymous)))
 		})
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !a.hostAllowed(r.Host) {
+			writeAuthError(w, http.StatusMisdirectedRequest, fmt.Sprintf("this API does not serve host %q (API_ALLOWED_HOSTS)", r.Host))
+			return
+		}
 		if isBrowser && (r.URL.Path == loginPath || r.URL.Path == logoutPath) {
 			a.login(w, r)
 			return
@@ -481,6 +495,25 @@ func (a *authenticator) wrap(h http.Handler) http.Handler {
 		ctx := context.WithValue(WithCaller(r.Context(), id), credentialKey{}, key)
 		h.ServeHTTP(w, r.WithContext(ctx))
 	})
+}
+
+// hostAllowed reports whether a request's Host names one of
+// API_ALLOWED_HOSTS (any, when it is empty).
+func (a *authenticator) hostAllowed(host string) bool {
+	if len(a.cfg.AllowedHosts) == 0 {
+		return true
+	}
+	name := host
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		name = h
+	}
+	name = strings.Trim(strings.ToLower(name), "[]")
+	for _, allowed := range a.cfg.AllowedHosts {
+		if strings.Trim(strings.ToLower(strings.TrimSpace(allowed)), "[]") == name {
+			return true
+		}
+	}
+	return false
 }
 
 // identify finds the identity of a presented key or JWT.

@@ -140,3 +140,33 @@ func TestConnectionsAreBoundedPerClient(t *testing.T) {
 		time.Sleep(50 * time.Millisecond)
 	}
 }
+
+// TestOnlyAllowedHostsAreServed: with API_ALLOWED_HOSTS set, a request
+// naming another host (a page of another site resolving to this machine:
+// DNS rebinding) is refused before its key is looked at, with or without
+// authentication.
+func TestOnlyAllowedHostsAreServed(t *testing.T) {
+	key, line := NewKey("viewer", []Role{Reader}, "")
+	file := filepath.Join(t.TempDir(), "keys")
+	if err := os.WriteFile(file, []byte(line+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, mode := range []string{"keys", "off"} {
+		a, err := newAuthenticator(AuthConfig{Mode: mode, KeysFile: file, AllowedHosts: []string{"localhost", "127.0.0.1", "::1", "curator"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		h := a.wrap(testRoutes())
+		for host, want := range map[string]int{"localhost:8080": 200, "127.0.0.1:8080": 200, "[::1]:8080": 200, "curator:8080": 200, "CURATOR": 200,
+			"evil.example:8080": http.StatusMisdirectedRequest, "evil.example": http.StatusMisdirectedRequest, "127.0.0.1.evil.example": http.StatusMisdirectedRequest} {
+			req := httptest.NewRequest("GET", "/v1/status", nil)
+			req.Host = host
+			req.Header.Set("Authorization", "Bearer "+key)
+			rec := httptest.NewRecorder()
+			h.ServeHTTP(rec, req)
+			if rec.Code != want {
+				t.Errorf("API_AUTH=%s, Host %s: %d, want %d", mode, host, rec.Code, want)
+			}
+		}
+	}
+}

@@ -13,6 +13,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -127,6 +128,10 @@ func Run(ctx context.Context, o Options, defs []service.Definition, log *slog.Lo
 		"INGEST_ALLOW_PRIVATE": "true",
 		// One process: a replica taking over needs no long grace.
 		"LEADER_RETRY": "500ms",
+		// The APIs answer only to this machine's names (and those they
+		// listen on): a page of another site that rebinds its name to
+		// 127.0.0.1 reaches none of them.
+		"API_ALLOWED_HOSTS": allowedHosts(o.CuratorAddr, o.PWAAddr, o.AuditorAddr, o.IndexerAddr, o.AggregatorAddr, o.DashboardAddr),
 	}
 	lookuper := envconfig.MultiLookuper(envconfig.OsLookuper(), envconfig.MapLookuper(defaults))
 	var common service.Common
@@ -203,6 +208,20 @@ func devKeys(dataDir string) (keysFile, tokenFile string, err error) {
 		return "", "", fmt.Errorf("API keys: %w", err)
 	}
 	return keysFile, tokenFile, nil
+}
+
+// allowedHosts are the loopback names and the hosts of addrs (unless they
+// listen on every address), comma-separated.
+func allowedHosts(addrs ...string) string {
+	hosts := []string{"localhost", "127.0.0.1", "::1"}
+	for _, a := range addrs {
+		h, _, err := net.SplitHostPort(a)
+		if err != nil || h == "" || h == "0.0.0.0" || h == "::" || slices.Contains(hosts, h) {
+			continue
+		}
+		hosts = append(hosts, h)
+	}
+	return strings.Join(hosts, ",")
 }
 
 // devSecret reads the secret kept in file, making a random one (readable by
