@@ -82,6 +82,12 @@ func TestDashboardInABrowser(t *testing.T) {
 	if !strings.Contains(loginURL, "/login") || !strings.Contains(refused, "not known") {
 		t.Errorf("login page %q, refusal %q", loginURL, refused)
 	}
+	// Under its nonce-based Content-Security-Policy the page's own style
+	// applies (and its script runs: the counts below come in by refresh).
+	var bg string
+	if err := chromedp.Run(ctx, chromedp.Evaluate(`getComputedStyle(document.querySelector('header')).backgroundColor`, &bg)); err != nil || bg == "" || bg == "rgba(0, 0, 0, 0)" {
+		t.Errorf("the page's style under its CSP: header background %q %v", bg, err)
+	}
 
 	// Every pipeline moves: the counts come in as the page refreshes
 	// itself (no reload here).

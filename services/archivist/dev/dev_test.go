@@ -465,6 +465,33 @@ func demoTenancy(t *testing.T, o dev.Options, operatorToken string) {
 		t.Errorf("the refused episode: %d %s, want 404", code, body)
 	}
 
+	// Pages carry a nonce-based Content-Security-Policy: no inline script
+	// or style but their own.
+	for _, path := range []string{"/login", "/"} {
+		req, _ := http.NewRequest("GET", "http://"+o.DashboardAddr+path, nil)
+		req.Header.Set("Authorization", "Bearer "+operatorToken)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		page, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		csp := resp.Header.Get("Content-Security-Policy")
+		m := regexp.MustCompile(`script-src 'nonce-([A-Za-z0-9_-]{16,})'`).FindStringSubmatch(csp)
+		if strings.Contains(csp, "unsafe-inline") || !strings.Contains(csp, "style-src 'nonce-") || (path == "/" && m == nil) {
+			t.Errorf("%s: Content-Security-Policy %q, want nonces and no unsafe-inline", path, csp)
+		}
+		if m != nil && path == "/" && !strings.Contains(string(page), `<script nonce="`+m[1]+`">`) {
+			t.Errorf("%s: its script does not carry the response's nonce", path)
+		}
+		if m != nil && !strings.Contains(string(page), `<style nonce="`+m[1]+`">`) {
+			t.Errorf("%s: its style does not carry the response's nonce", path)
+		}
+		if strings.Contains(string(page), " style=") {
+			t.Errorf("%s: an inline style attribute, which the policy refuses", path)
+		}
+	}
+
 	// The dashboard's sign-in: the page carries next as a local path, and
 	// the sign-in redirects there, never off the site.
 	dash := "http://" + o.DashboardAddr
