@@ -45,6 +45,9 @@ type Claim struct {
 	// Epoch is the entity's claim count as this claim made it: the claim
 	// holds while the entity's count is still this (check).
 	Epoch int64
+	// Worked is how long workers have worked on the entity, over every
+	// attempt and state, this claim's work so far included.
+	Worked time.Duration
 	// checking serialises checks on the claim's connection (a job's files
 	// are downloaded and stored several at once); checked is when one last
 	// found the claim holding.
@@ -132,6 +135,7 @@ func tryClaim(ctx context.Context, db *pgxpool.Pool, e Entity, id int64, state S
 	var lastErr, tp *string
 	var firstFailed *time.Time
 	var epoch *int64
+	var worked *float64
 	// The batch's kept trace comes with the claim: its steps continue it.
 	traceparent := "traceparent"
 	if e == Job {
@@ -139,10 +143,11 @@ func tryClaim(ctx context.Context, db *pgxpool.Pool, e Entity, id int64, state S
 	}
 	if err := conn.QueryRow(ctx, `WITH l AS (SELECT pg_try_advisory_lock($1) AS ok),
 		u AS (UPDATE `+table(e)+` SET attempts = attempts + 1, claim_epoch = claim_epoch + 1 WHERE id = $2 AND state = $3 AND next_attempt_at <= now()
-			AND (SELECT ok FROM l) RETURNING attempts, last_attempt_error, first_failed_at, claim_epoch, `+traceparent+` AS tp)
+			AND (SELECT ok FROM l) RETURNING attempts, last_attempt_error, first_failed_at, claim_epoch, `+traceparent+` AS tp,
+				extract(epoch FROM worked)::float8 AS worked)
 		SELECT (SELECT ok FROM l), (SELECT attempts FROM u), (SELECT last_attempt_error FROM u), (SELECT first_failed_at FROM u),
-			(SELECT claim_epoch FROM u), (SELECT tp FROM u)`,
-		lockKey(e, id), id, state).Scan(&ok, &attempts, &lastErr, &firstFailed, &epoch, &tp); err != nil || !ok {
+			(SELECT claim_epoch FROM u), (SELECT tp FROM u), (SELECT worked FROM u)`,
+		lockKey(e, id), id, state).Scan(&ok, &attempts, &lastErr, &firstFailed, &epoch, &tp, &worked); err != nil || !ok {
 		conn.Release()
 		return nil, err
 	}
@@ -157,6 +162,9 @@ func tryClaim(ctx context.Context, db *pgxpool.Pool, e Entity, id int64, state S
 	}
 	if tp != nil {
 		c.traceparent = *tp
+	}
+	if worked != nil {
+		c.Worked = time.Duration(*worked * float64(time.Second))
 	}
 	return c, nil
 }
@@ -183,11 +191,11 @@ func (c *Claim) wait(ctx context.Context, state State, d time.Duration) error {
 
 // backOff records a failed attempt under policy p: its error, when the
 // failures began, and the time before the next attempt.
-func (c *Claim) backOff(ctx context.Context, state State, p fault.Policy, reason string) error {
+func (c *Claim) backOff(ctx context.Context, state State, p fault.Policy, reason string, worked time.Duration) error {
 	d := p.Delay(max(c.Attempts, 1))
 	_, err := c.conn.Exec(ctx, `UPDATE `+table(c.Entity)+` SET next_attempt_at = now() + $3::interval, last_attempt_error = $4,
-		first_failed_at = coalesce(first_failed_at, now())
-		WHERE id = $1 AND state = $2`, c.ID, state, d, truncateText(scrubURLs(reason), 2000))
+		first_failed_at = coalesce(first_failed_at, now()), worked = worked + $5::interval
+		WHERE id = $1 AND state = $2`, c.ID, state, d, truncateText(scrubURLs(reason), 2000), worked)
 	return err
 }
 
@@ -253,6 +261,9 @@ type daemon struct {
 	policy fault.Policy
 	// gate pauses the daemon while a dependency is down (nil: never).
 	gate *fault.Gate
+	// stepTimeout bounds one attempt's work (0: none); jobTimeout fails an
+	// entity whose work over all attempts and states exceeds it (0: none).
+	stepTimeout, jobTimeout time.Duration
 }
 
 func (d *daemon) notify() {
@@ -437,7 +448,10 @@ func (d *daemon) handle(ctx context.Context, c *Claim) (State, bool) {
 	log := d.log.With(string(d.entity), c.ID, "state", d.state, "attempt", c.Attempts)
 	var out Outcome
 	var err error
-	if _, canFail := find(d.entity, d.state, Failed, Daemon); canFail && d.poisoned(c) {
+	var worked time.Duration // this attempt's work
+	_, canFail := find(d.entity, d.state, Failed, Daemon)
+	switch {
+	case canFail && d.poisoned(c):
 		// Poison: every attempt failed for longer than the budget, or its
 		// worker crashed or hung each time.
 		why := c.LastError
@@ -445,9 +459,15 @@ func (d *daemon) handle(ctx context.Context, c *Claim) (State, bool) {
 			why = "its worker crashed or hung each time"
 		}
 		out = Outcome{To: Failed, Detail: fmt.Sprintf("gave up after %d attempts in %s (INGEST_MAX_ATTEMPTS): %s", c.Attempts-1, d.state, why)}
-	} else {
+	case canFail && d.jobTimeout > 0 && c.Worked > d.jobTimeout:
+		out = Outcome{To: Failed, Detail: fmt.Sprintf("gave up in %s: worked on for %s over its attempts, more than INGEST_JOB_TIMEOUT (%s)",
+			d.state, c.Worked.Round(time.Second), d.jobTimeout)}
+	default:
 		wctx, span := d.span(ctx, c)
+		start := time.Now()
 		out, err = d.safeWork(wctx, c)
+		worked = time.Since(start)
+		c.Worked += worked
 		if err != nil {
 			span.SetStatus(codes.Error, err.Error())
 		}
@@ -488,12 +508,19 @@ func (d *daemon) handle(ctx context.Context, c *Claim) (State, bool) {
 	}
 	if err != nil {
 		log.Error("ingest: work failed; it will be tried again after a backoff", "err", err)
-		if berr := c.backOff(ctx, d.state, d.policy, err.Error()); berr != nil {
+		if berr := c.backOff(ctx, d.state, d.policy, err.Error(), worked); berr != nil {
 			log.Error("ingest: record the failed attempt", "err", berr)
 		}
 		return "", false
 	}
 	to, detail := out.To, out.Detail
+	if worked > 0 {
+		// The move keeps the work's time too (one statement still).
+		if out.Set == nil {
+			out.Set = map[string]any{}
+		}
+		out.Set["worked"] = addInterval(worked)
+	}
 	// The transition runs on the claim's own connection: a worker never
 	// needs a second connection to finish what it holds.
 	var row *JobRow
@@ -514,7 +541,7 @@ func (d *daemon) handle(ctx context.Context, c *Claim) (State, bool) {
 		if d.gate.Observe(ctx, err) {
 			return "", false // the database is out: the claim's session has gone
 		}
-		if berr := c.backOff(ctx, d.state, d.policy, fmt.Sprintf("move to %s: %v", to, err)); berr != nil {
+		if berr := c.backOff(ctx, d.state, d.policy, fmt.Sprintf("move to %s: %v", to, err), worked); berr != nil {
 			log.Error("ingest: record the failed attempt", "err", berr)
 		}
 		return "", false
@@ -573,8 +600,22 @@ func (d *daemon) safeWork(ctx context.Context, c *Claim) (out Outcome, err error
 			out, err = Outcome{}, fmt.Errorf("panic: %v", r)
 		}
 	}()
+	if d.stepTimeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, d.stepTimeout)
+		defer cancel()
+		defer func() {
+			if err != nil && errors.Is(ctx.Err(), context.DeadlineExceeded) && !errors.Is(context.Cause(ctx), errFenced) {
+				err = fmt.Errorf("the %s step took longer than INGEST_STEP_TIMEOUT (%s): %w", d.state, d.stepTimeout, err)
+			}
+		}()
+	}
 	return d.work(context.WithValue(ctx, claimKey{}, c), c)
 }
+
+// addInterval, as a value of Outcome.Set, adds to the column (an
+// interval) rather than setting it.
+type addInterval time.Duration
 
 // truncateText keeps s within n bytes and valid UTF-8 without NULs, as a
 // text column takes it.

@@ -66,7 +66,7 @@ func TestSafety(t *testing.T) {
 	b = r2.submit(ingest.Submission{Submitter: "t", Profile: "p", PayloadURL: o.put("/f/big.bin", bytes.Repeat([]byte("b"), 1001)), Type: "file"})
 	r2.waitState(ingest.Batch, b, ingest.Failed, 20*time.Second)
 	_, st = r2.call("GET", "/v1/jobs/2", nil)
-	if msg, _ := st["error"].(string); !strings.Contains(msg, "larger than INGEST_MAX_FILE_BYTES") {
+	if msg, _ := st["error"].(string); !strings.Contains(msg, "more than INGEST_MAX_FILE_BYTES") {
 		t.Errorf("oversized file: %q", msg)
 	}
 	if p, _ := st["priority"].(float64); p != 10 {

@@ -71,6 +71,18 @@ type Config struct {
 	IdleTimeout time.Duration `env:"INGEST_IDLE_TIMEOUT, default=60s"`
 	// RequestTimeout bounds a whole HEAD request or callback.
 	RequestTimeout time.Duration `env:"INGEST_REQUEST_TIMEOUT, default=1m"`
+	// StepTimeout bounds one attempt at any state's work (a download
+	// trickled byte by byte, which the idle timeout never ends, included):
+	// beyond it the attempt fails and is tried again after a backoff.
+	StepTimeout time.Duration `env:"INGEST_STEP_TIMEOUT, default=6h"`
+	// EstimateTimeout bounds estimating a job's size (its HEAD requests,
+	// several at once): sizes not known by then are left unknown, and
+	// downloading checks the working area's room as their bytes arrive.
+	EstimateTimeout time.Duration `env:"INGEST_ESTIMATE_TIMEOUT, default=10m"`
+	// JobTimeout fails a batch or job whose workers have worked on it this
+	// long over all its attempts and states (waits, backoffs and outages
+	// not counted); 0: no bound.
+	JobTimeout time.Duration `env:"INGEST_JOB_TIMEOUT, default=48h"`
 	// HTTPProxy, if set, is the proxy every outgoing request goes through
 	// (environment proxies are ignored); the proxy must then enforce the
 	// address rules the dial guard enforces without one.
@@ -203,8 +215,9 @@ func New(cfg Config, s *Store, bs blob.Store, b *bus.Bus, log *slog.Logger) (*In
 	add := func(e Entity, st State, w Work) {
 		g.daemons = append(g.daemons, &daemon{store: s, entity: e, state: st, work: w,
 			interval: cfg.Interval, log: log, wake: make(chan struct{}, 1), held: held, reserved: make(chan struct{}, 1),
-			policy: fault.Policy{Base: cfg.Interval, Max: max(cfg.RetryMax, cfg.Interval), Attempts: cfg.MaxAttempts, Budget: cfg.RetryBudget},
-			sem:    make(chan struct{}, max(cfg.Concurrency, 1)), next: func(to State) *daemon { return g.daemon(e, to) }})
+			policy:      fault.Policy{Base: cfg.Interval, Max: max(cfg.RetryMax, cfg.Interval), Attempts: cfg.MaxAttempts, Budget: cfg.RetryBudget},
+			stepTimeout: cfg.StepTimeout, jobTimeout: cfg.JobTimeout,
+			sem: make(chan struct{}, max(cfg.Concurrency, 1)), next: func(to State) *daemon { return g.daemon(e, to) }})
 	}
 	add(Batch, Pending, onBatch(g.batchPending))
 	add(Batch, Reporting, g.batchReport(Reporting))
@@ -723,37 +736,107 @@ func (g *Ingester) jobPending(ctx context.Context, j *JobRow) (Outcome, error) {
 // estimate HEADs every file for its size. It never fails: a size it cannot
 // learn counts 0. A job over LargeJobBytes goes behind the others.
 func (g *Ingester) estimate(ctx context.Context, j *JobRow) (Outcome, error) {
-	urls := []string{}
-	if j.Kind == "container" {
-		urls = append(urls, j.PayloadURL)
+	// A declared size is taken (and checked on download); others are asked
+	// for with HEAD, several at once, the whole within
+	// INGEST_ESTIMATE_TIMEOUT: what is not known by then stays unknown.
+	type probe struct {
+		url  string
+		file int // -1: the container
 	}
-	for _, f := range j.Files {
-		urls = append(urls, f.URL)
-	}
+	var probes []probe
+	files := slices.Clone(j.Files)
 	var total int64
-	for i, u := range urls {
-		size := int64(0)
-		if j.Kind != "container" && j.Files[i].Size > 0 {
-			size = j.Files[i].Size
-		} else if req, err := http.NewRequestWithContext(ctx, http.MethodHead, u, nil); err == nil && g.allowedURL(u) == nil {
-			hctx, cancel := context.WithTimeout(ctx, g.cfg.RequestTimeout)
-			if resp, err := g.do(req.WithContext(hctx)); err == nil {
+	if j.Kind == "container" {
+		probes = append(probes, probe{j.PayloadURL, -1})
+	}
+	// A size beyond INGEST_MAX_FILE_BYTES reserves nothing: downloading
+	// fails the job for it before a byte is fetched (estimating cannot
+	// fail a job: the transition table has no such move).
+	oversized, oversizedBytes := 0, int64(0)
+	for i, f := range files {
+		switch {
+		case f.Size > g.cfg.MaxFileBytes:
+			oversized++
+			oversizedBytes += f.Size
+		case f.Size > 0:
+			total += f.Size
+		case j.Kind != "container":
+			probes = append(probes, probe{f.URL, i})
+		}
+	}
+	ectx, cancel := context.WithTimeout(ctx, g.cfg.EstimateTimeout)
+	defer cancel()
+	sizes := make([]int64, len(probes))
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, 8)
+	for i, p := range probes {
+		if g.allowedURL(p.url) != nil {
+			continue // refused at download, with the reason
+		}
+		select {
+		case sem <- struct{}{}:
+		case <-ectx.Done():
+		}
+		if ectx.Err() != nil {
+			break
+		}
+		wg.Add(1)
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			hctx, cancel := context.WithTimeout(ectx, g.cfg.RequestTimeout)
+			defer cancel()
+			req, err := http.NewRequestWithContext(hctx, http.MethodHead, p.url, nil)
+			if err != nil {
+				return
+			}
+			if resp, err := g.do(req); err == nil {
 				resp.Body.Close()
 				if resp.StatusCode == http.StatusOK && resp.ContentLength > 0 {
-					size = resp.ContentLength
+					sizes[i] = resp.ContentLength
 				}
 			}
-			cancel()
+		}()
+	}
+	wg.Wait()
+	if ctx.Err() != nil {
+		return Outcome{}, ctx.Err()
+	}
+	unknown := 0
+	for i, p := range probes {
+		size := sizes[i]
+		if size <= 0 {
+			unknown++
+		}
+		if p.file >= 0 {
+			files[p.file].Reported = size
+		}
+		if size > g.cfg.MaxFileBytes {
+			oversized++
+			oversizedBytes += size
+			continue
 		}
 		total += size
 	}
 	prio := j.Priority
 	detail := fmt.Sprintf("%d bytes", total)
-	if total > g.cfg.LargeJobBytes && prio < 10 {
+	if unknown > 0 {
+		detail += fmt.Sprintf(", %d of %d sizes unknown", unknown, len(probes))
+		if ectx.Err() != nil {
+			detail += " (INGEST_ESTIMATE_TIMEOUT)"
+		}
+	}
+	if oversized > 0 {
+		detail += fmt.Sprintf(", %d larger than INGEST_MAX_FILE_BYTES", oversized)
+	}
+	if total+oversizedBytes > g.cfg.LargeJobBytes && prio < 10 {
 		prio = 10
 		detail += ", very large: priority 10"
 	}
-	return Outcome{To: Provisioning, Detail: detail, Set: map[string]any{"space_needed": total, "priority": prio}}, nil
+	set := map[string]any{"space_needed": total, "priority": prio}
+	if j.Kind != "container" && len(probes) > 0 {
+		set["files"] = files
+	}
+	return Outcome{To: Provisioning, Detail: detail, Set: set}, nil
 }
 
 // provision waits until the working area has room for the job.
@@ -822,7 +905,7 @@ func (g *Ingester) download(ctx context.Context, j *JobRow) (Outcome, error) {
 	}
 	files := j.Files
 	if j.Kind == "container" {
-		files = []File{{URL: j.PayloadURL, Name: "container.zip"}}
+		files = []File{{URL: j.PayloadURL, Name: "container.zip", Reported: j.SpaceNeeded}}
 		dir = g.jobDir(id)
 	}
 	errs := make(chan error, len(files))
@@ -899,11 +982,59 @@ func (g *Ingester) fetch(ctx context.Context, f *File, dst string) error {
 	return fmt.Errorf("%s: %w (after %d tries)", f.Name, last, max(g.cfg.Retries, 1))
 }
 
+// roomCheck, written to beside a download whose size the manifest did not
+// declare, checks the working area's free space every 64 MiB once the
+// bytes exceed the room reserved for them (what its HEAD reported): below
+// INGEST_MIN_FREE_BYTES the download stops (tried again later, once there
+// is room), so a file whose size nobody knew, or whose HEAD said less,
+// cannot fill the disk the other jobs reserved.
+type roomCheck struct {
+	dir       string
+	min       int64
+	name      string
+	reserved  int64
+	written   int64
+	sinceLast int64
+}
+
+// roomCheckEvery is how many bytes beyond its reservation a download
+// writes between checks of the working area's free space.
+const roomCheckEvery = 64 << 20
+
+func (r *roomCheck) Write(p []byte) (int, error) {
+	r.written += int64(len(p))
+	if r.written <= r.reserved {
+		return len(p), nil
+	}
+	r.sinceLast += int64(len(p))
+	if r.sinceLast < roomCheckEvery {
+		return len(p), nil
+	}
+	r.sinceLast = 0
+	var st syscall.Statfs_t
+	if err := syscall.Statfs(r.dir, &st); err != nil {
+		return 0, fmt.Errorf("free space of %s: %w", r.dir, err)
+	}
+	if free := int64(st.Bavail) * int64(st.Bsize); free < r.min {
+		return 0, fmt.Errorf("%s stopped after %d bytes (%d reserved for it): the working area has %d bytes free, less than INGEST_MIN_FREE_BYTES (%d); tried again when there is room",
+			r.name, r.written, r.reserved, free, r.min)
+	}
+	return len(p), nil
+}
+
 type badContent struct{ msg string }
 
 func (b *badContent) Error() string { return b.msg }
 
 func (g *Ingester) fetchOnce(ctx context.Context, f *File, dst string) error {
+	for _, said := range []struct {
+		n   int64
+		who string
+	}{{f.Size, "the manifest says"}, {f.Reported, "its HEAD reported"}} {
+		if said.n > g.cfg.MaxFileBytes {
+			return &badContent{fmt.Sprintf("%s: %s %d bytes, more than INGEST_MAX_FILE_BYTES (%d)", f.Name, said.who, said.n, g.cfg.MaxFileBytes)}
+		}
+	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, f.URL, nil)
 	if err != nil {
 		return err
@@ -942,15 +1073,29 @@ func (g *Ingester) fetchOnce(ctx context.Context, f *File, dst string) error {
 			w = append(w, declared)
 		}
 	}
-	n, err := teeCopy(io.LimitReader(resp.Body, g.cfg.MaxFileBytes+1), w...)
+	// Never more than the manifest's size, nor than INGEST_MAX_FILE_BYTES;
+	// and beyond the room reserved for it (what its HEAD reported, or
+	// nothing when no size was known) only while the working area keeps
+	// INGEST_MIN_FREE_BYTES free, checked as the bytes arrive.
+	limit, what := g.cfg.MaxFileBytes, "INGEST_MAX_FILE_BYTES"
+	if f.Size > 0 && f.Size < limit {
+		limit, what = f.Size, "the manifest's size"
+	}
+	if resp.ContentLength > limit {
+		return &badContent{fmt.Sprintf("%s: the origin announces %d bytes, more than %s (%d)", f.Name, resp.ContentLength, what, limit)}
+	}
+	if f.Size <= 0 {
+		w = append(w, &roomCheck{dir: g.cfg.WorkDir, min: g.cfg.MinFreeBytes, name: f.Name, reserved: max(f.Reported, 0)})
+	}
+	n, err := teeCopy(io.LimitReader(resp.Body, limit+1), w...)
 	if cerr := out.Close(); err == nil {
 		err = cerr
 	}
 	if err != nil {
 		return err
 	}
-	if n > g.cfg.MaxFileBytes {
-		return &badContent{fmt.Sprintf("%s: larger than INGEST_MAX_FILE_BYTES (%d)", f.Name, g.cfg.MaxFileBytes)}
+	if n > limit {
+		return &badContent{fmt.Sprintf("%s: more bytes than %s (%d)", f.Name, what, limit)}
 	}
 	if resp.ContentLength >= 0 && n != resp.ContentLength {
 		return fmt.Errorf("%s: %d bytes of %d", f.Name, n, resp.ContentLength)

@@ -89,8 +89,12 @@ type File struct {
 	// DigestAlg and Digest are what the manifest declared (optional).
 	DigestAlg string `json:"digest_alg,omitempty"`
 	Digest    string `json:"digest,omitempty"`
-	// Size is declared, then estimated, then measured.
+	// Size is declared (the manifest's, checked), then measured.
 	Size int64 `json:"size,omitempty"`
+	// Reported is the size a HEAD reported while estimating (0: unknown):
+	// the room reserved for it; beyond it a download goes on only while
+	// the working area has room.
+	Reported int64 `json:"reported,omitempty"`
 	// SHA256 is computed on download.
 	SHA256 string `json:"sha256,omitempty"`
 }
@@ -264,6 +268,11 @@ func (s *Store) moveRow(ctx context.Context, q querier, e Entity, id int64, from
 	// Sorted, so that the statement's text, and its prepared plan, is the
 	// same each time.
 	for _, col := range slices.Sorted(maps.Keys(set)) {
+		if d, ok := set[col].(addInterval); ok {
+			args = append(args, time.Duration(d))
+			u += fmt.Sprintf(", %s = %[1]s + $%d::interval", pgx.Identifier{col}.Sanitize(), len(args))
+			continue
+		}
 		args = append(args, set[col])
 		u += fmt.Sprintf(", %s = $%d", pgx.Identifier{col}.Sanitize(), len(args))
 	}
