@@ -106,6 +106,9 @@ func CheckNATSValues(path string) error {
 	if t := c.NATS.TLS; !t.Enabled || t.SecretName != NATSServerSecret {
 		fail("config.nats.tls must be enabled with secretName %s: clients speak TLS", NATSServerSecret)
 	}
+	if v, _ := c.NATS.TLS.Merge["verify"].(bool); !v {
+		fail("config.nats.tls.merge.verify must be true: every client presents a certificate of the CA (mutual TLS)")
+	}
 	if t := c.Cluster.TLS; !t.Enabled || t.SecretName != NATSServerSecret {
 		fail("config.cluster.tls must be enabled with secretName %s: routes speak TLS", NATSServerSecret)
 	}

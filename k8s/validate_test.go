@@ -91,6 +91,7 @@ func TestNATSNamespace(t *testing.T) {
 			{"  nats:\n    tls:\n      enabled: true", "  nats:\n    tls:\n      enabled: false", "config.nats.tls"},
 			{"    tls:\n      enabled: true\n      secretName: nats-server-tls\n  jetstream", "    tls:\n      enabled: false\n      secretName: nats-server-tls\n  jetstream", "config.cluster.tls"},
 			{"tlsCA:\n  enabled: true", "tlsCA:\n  enabled: false", "tlsCA"},
+			{"        verify: true", "        verify: false", "verify must be true"},
 		})
 	})
 }
