@@ -61,7 +61,8 @@ func TestEachPublisherHasItsOwnNATSUser(t *testing.T) {
 	testenv.StartServiceIn(t, curator.Definition(), testenv.Shared{NATSURL: url, DBURL: testenv.DBURL(t, curatormigrations.Schema)}, as("curator"))
 
 	connect := func(name string, errs chan error) (*nats.Conn, error) {
-		return nats.Connect(url, nats.UserInfo(name, passwords[name]), nats.CustomInboxPrefix(events.InboxPrefix(name)),
+		// bcrypt makes each sign-in slow on purpose (seconds under -race).
+		return nats.Connect(url, nats.UserInfo(name, passwords[name]), nats.CustomInboxPrefix(events.InboxPrefix(name)), nats.Timeout(30*time.Second),
 			nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
 				select {
 				case errs <- err:

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+	"golang.org/x/crypto/bcrypt"
 
 	"github.com/archivist/archivist/events"
 	"github.com/archivist/archivist/pkg/blob"
@@ -23,6 +24,7 @@ import (
 	"github.com/archivist/archivist/pkg/research/migrations"
 	"github.com/archivist/archivist/pkg/store"
 	"github.com/archivist/archivist/pkg/testenv"
+	"github.com/archivist/archivist/services/archivist/keycmd"
 	"github.com/archivist/archivist/services/archivist/researchcmd"
 	"github.com/archivist/archivist/services/cwa/cwa"
 	"github.com/archivist/archivist/services/pwa/pwa"
@@ -31,7 +33,13 @@ import (
 	"github.com/archivist/archivist/services/researcher/researcher"
 )
 
-func TestMain(m *testing.M) { testenv.Main(m) }
+func TestMain(m *testing.M) {
+	// The server checks a publisher's bcrypt hash at each sign-in: seconds
+	// at the production cost under -race, past the client's connect
+	// timeout. The cost is the hash's; what is checked is the same.
+	keycmd.BcryptCost = bcrypt.MinCost
+	testenv.Main(m)
+}
 
 // testLocator does no audio analysis (tests only): it reads the episode's
 // and each clip's bytes from the blob store and reports, per clip, one

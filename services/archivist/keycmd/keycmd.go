@@ -70,6 +70,11 @@ func natsUser(name, source string, stdout io.Writer, usage error) error {
 	return nil
 }
 
+// BcryptCost is the cost of the publishers' password hashes: the NATS
+// server pays it at every sign-in (tests under -race lower it; the server
+// takes any cost).
+var BcryptCost = 11
+
 // NewPublisher makes a random NATS password for the curating system name,
 // publishing as source, and its publishers-file line (its bcrypt hash).
 func NewPublisher(name, source string) (password, line string, err error) {
@@ -78,7 +83,7 @@ func NewPublisher(name, source string) (password, line string, err error) {
 		return "", "", err
 	}
 	password = base64.RawURLEncoding.EncodeToString(b[:])
-	hash, err := bcrypt.GenerateFromPassword([]byte(password), 11)
+	hash, err := bcrypt.GenerateFromPassword([]byte(password), BcryptCost)
 	if err != nil {
 		return "", "", err
 	}
