@@ -7,8 +7,14 @@ the msgpack envelope schemas/README.md describes, with the Nats-Msg-Id header
 JetStream de-duplicates on; it also posts the same kind of record over HTTP
 with an API key.
 
-  publish_episode.py nats  HOST:PORT USER PASSWORD EPISODE-ID SOURCE
+  publish_episode.py nats  [tls://]HOST:PORT USER PASSWORD EPISODE-ID SOURCE
   publish_episode.py http  BASE-URL TOKEN EPISODE-ID        (TOKEN "" sends none)
+
+With tls://, the server's certificate is checked against the CA file of
+$NATS_CA, and $NATS_CERT and $NATS_KEY, when set, are this system's client
+certificate (mutual TLS). Replies come to the user's own inbox prefix,
+_INBOX_<user>; the event's id is its Nats-Msg-Id, and JetStream's
+acknowledgement is checked: an error there exits 1.
 
 Each prints one JSON line: what the server answered.
 """
@@ -17,6 +23,7 @@ import datetime
 import json
 import os
 import socket
+import ssl
 import sys
 import urllib.error
 import urllib.request
@@ -73,12 +80,21 @@ class NATS:
     acknowledgement needs."""
 
     def __init__(self, hostport, user, password, inbox_prefix):
-        host, port = hostport.rsplit(":", 1)
-        self.sock = socket.create_connection((host, int(port)), timeout=10)
+        use_tls = hostport.startswith("tls://")
+        host, port = hostport.split("://", 1)[-1].rsplit(":", 1)
+        self.sock = socket.create_connection((host, int(port)), timeout=30)
         self.buf = b""
         info = self.line()
         if not info.startswith(b"INFO "):
             raise RuntimeError("not a NATS server: %r" % info)
+        if json.loads(info[5:]).get("tls_required") and not use_tls:
+            raise RuntimeError("the server requires TLS: use tls://%s:%s" % (host, port))
+        if use_tls:
+            # NATS sends INFO in the clear, then the client upgrades.
+            ctx = ssl.create_default_context(cafile=os.environ.get("NATS_CA"))
+            if os.environ.get("NATS_CERT"):
+                ctx.load_cert_chain(os.environ["NATS_CERT"], os.environ.get("NATS_KEY"))
+            self.sock = ctx.wrap_socket(self.sock, server_hostname=host)
         connect = {"verbose": False, "pedantic": False, "headers": True, "no_responders": True,
                    "protocol": 1, "user": user, "pass": password, "name": "python-publisher",
                    "lang": "python3", "version": "0"}

@@ -66,6 +66,7 @@ func StartServiceIn(t testing.TB, def service.Definition, sh Shared, env map[str
 	s.Admin = admin.Addr()
 	common := service.Common{ShutdownTimeout: 10 * time.Second, MigrateOnStart: true, LeaderRetry: 100 * time.Millisecond,
 		Bus: bus.Config{URL: s.NATSURL, Replicas: 1, User: env["NATS_USER"], Password: env["NATS_PASSWORD"],
+			TLSCAFile: env["NATS_TLS_CA_FILE"], TLSCertFile: env["NATS_TLS_CERT_FILE"], TLSKeyFile: env["NATS_TLS_KEY_FILE"],
 			EnsureStreams: env["NATS_ENSURE_STREAMS"] != "false"},
 		Store: store.Config{URL: s.DBURL, MaxConns: 5},
 		// Tests reach the APIs without keys unless they test the keys.

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/hex"
 	"errors"
 	"net"
@@ -34,35 +36,69 @@ const authConf = "../../../k8s/nats/auth.conf"
 // permissions, every password "pw-<service>".
 func securedNATS(t *testing.T) string {
 	t.Helper()
-	url, _ := securedNATSWith(t, authConf)
-	return url
+	return securedNATSWith(t, authConf, false).url
 }
 
-// securedNATSWith is securedNATS with the users file conf, and a reload
-// that reads conf again (as a SIGHUP does).
-func securedNATSWith(t *testing.T, conf string) (url string, reload func() error) {
+// secured is a server of securedNATSWith: its URL, a reload that reads its
+// users file again (as a SIGHUP does), and under mutual TLS the CA and a
+// client certificate of it.
+type secured struct {
+	url               string
+	reload            func() error
+	ca                *testenv.CA
+	certFile, keyFile string
+}
+
+// tlsEnv are a service's NATS TLS settings on s.
+func (s secured) tlsEnv() map[string]string {
+	if s.ca == nil {
+		return nil
+	}
+	return map[string]string{"NATS_TLS_CA_FILE": s.ca.File, "NATS_TLS_CERT_FILE": s.certFile, "NATS_TLS_KEY_FILE": s.keyFile}
+}
+
+// securedNATSWith is securedNATS with the users file conf and, with
+// mutualTLS, TLS only, every client presenting a certificate of the CA (as
+// the deployment's values say: verify: true).
+func securedNATSWith(t *testing.T, conf string, mutualTLS bool) secured {
 	t.Helper()
 	for _, svc := range events.Users() {
 		t.Setenv("NATS_PASSWORD_"+strings.ToUpper(svc), "pw-"+svc)
 	}
 	o := natsserver.Options{Port: -1, StoreDir: t.TempDir(), ConfigFile: conf}
+	var sec secured
+	if mutualTLS {
+		sec.ca = testenv.NewCA(t, "archivist-nats-ca")
+		_, _, pair := sec.ca.Issue("127.0.0.1", x509.ExtKeyUsageServerAuth)
+		sec.certFile, sec.keyFile, _ = sec.ca.Issue("archivist-client", x509.ExtKeyUsageClientAuth)
+		o.TLS = &tls.Config{Certificates: []tls.Certificate{pair}, MinVersion: tls.VersionTLS12,
+			ClientAuth: tls.RequireAndVerifyClientCert, ClientCAs: sec.ca.Pool}
+	}
 	s, err := natsserver.Start(o)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { natsserver.Stop(s) })
+	sec.url = s.ClientURL()
+	if mutualTLS {
+		sec.url = strings.Replace(sec.url, "nats://", "tls://", 1)
+	}
 	// The deploy identity makes the streams and buckets, as `archivist
 	// migrate` does; the services' users may not.
 	// The research services of the test world keep their keys 2s
 	// (newWorldAt); the deploy identity makes the bucket the same way.
 	t.Setenv("RESEARCH_LIVENESS_TTL", "2s")
 	ctx := context.Background()
-	deploy := bus.Config{URL: s.ClientURL(), User: "deploy", Password: "pw-deploy", Replicas: 1}
+	deploy := bus.Config{URL: sec.url, User: "deploy", Password: "pw-deploy", Replicas: 1}
+	if sec.ca != nil {
+		deploy.TLSCAFile, deploy.TLSCertFile, deploy.TLSKeyFile = sec.ca.File, sec.certFile, sec.keyFile
+	}
 	if err := service.MigrateNATS(ctx, all.Services(), deploy, testenv.Logger(t)); err != nil {
 		t.Fatalf("the deploy user making the streams and buckets: %v", err)
 	}
 	o.Port = s.Addr().(*net.TCPAddr).Port
-	return s.ClientURL(), func() error { return natsserver.Reload(s, o) }
+	sec.reload = func() error { return natsserver.Reload(s, o) }
+	return sec
 }
 
 func as(svc string) map[string]string {

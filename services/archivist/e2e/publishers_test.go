@@ -57,7 +57,8 @@ func TestEachPublisherHasItsOwnNATSUser(t *testing.T) {
 	issue("radio-sys", "radio")
 	issue("tv-sys", "tv")
 	render()
-	url, reload := securedNATSWith(t, conf)
+	sec := securedNATSWith(t, conf, false)
+	url, reload := sec.url, sec.reload
 	testenv.StartServiceIn(t, curator.Definition(), testenv.Shared{NATSURL: url, DBURL: testenv.DBURL(t, curatormigrations.Schema)}, as("curator"))
 
 	connect := func(name string, errs chan error) (*nats.Conn, error) {

@@ -3,7 +3,6 @@ package e2e_test
 import (
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"os"
 	"os/exec"
@@ -47,19 +46,7 @@ func TestAPythonClientPublishes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dir := t.TempDir()
-	pubs, conf := filepath.Join(dir, "publishers"), filepath.Join(dir, "auth.conf")
-	if err := os.WriteFile(pubs, []byte(pubLine+"\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	var rendered strings.Builder
-	if err := keycmd.NATSAuth([]string{"--publishers", pubs}, &rendered, io.Discard); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(conf, []byte(rendered.String()), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	url, _ := securedNATSWith(t, conf)
+	url := securedNATSWith(t, usersConf(t, pubLine), false).url
 	key, line := service.NewKey("py-station", []service.Role{service.Publisher}, "py-station")
 	keysFile := filepath.Join(t.TempDir(), "api-keys")
 	if err := os.WriteFile(keysFile, []byte(line+"\n"), 0o600); err != nil {
