@@ -29,6 +29,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	policyv1 "k8s.io/api/policy/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/kustomize/api/krusty"
 	"sigs.k8s.io/kustomize/kyaml/filesys"
 	"sigs.k8s.io/yaml"
@@ -535,9 +536,25 @@ func Deployed() []string { return append(slices.Clone(events.Services), "dashboa
 // admin port only from the monitoring namespace; every API pod mounts the
 // API keys.
 func checkNetworkPolicies(policies []*networkingv1.NetworkPolicy, deployments map[string]*appsv1.Deployment, fail func(string, ...any)) {
-	denyAll := false
+	denyAll, denyEgress := false, false
+	egressPorts := map[int32]bool{}
 	apiAllowed := map[string]bool{}
 	for _, p := range policies {
+		if slices.Contains(p.Spec.PolicyTypes, networkingv1.PolicyTypeEgress) {
+			if len(p.Spec.Egress) == 0 && selectsArchivist(p.Spec.PodSelector) {
+				denyEgress = true
+			}
+			for _, r := range p.Spec.Egress {
+				if len(r.Ports) == 0 {
+					fail("NetworkPolicy %s lets its pods out on every port (an egress rule without ports)", p.Name)
+				}
+				for _, port := range r.Ports {
+					if port.Port != nil {
+						egressPorts[port.Port.IntVal] = true
+					}
+				}
+			}
+		}
 		ingress := slices.Contains(p.Spec.PolicyTypes, networkingv1.PolicyTypeIngress)
 		if ingress && len(p.Spec.PodSelector.MatchLabels) == 0 && len(p.Spec.PodSelector.MatchExpressions) == 0 && len(p.Spec.Ingress) == 0 {
 			denyAll = true
@@ -563,6 +580,14 @@ func checkNetworkPolicies(policies []*networkingv1.NetworkPolicy, deployments ma
 	if !denyAll {
 		fail("no default-deny NetworkPolicy (podSelector {}, Ingress, no rules)")
 	}
+	if !denyEgress {
+		fail("no default-deny-egress NetworkPolicy (Archivist's pods, Egress, no rules): a compromised service could reach anything")
+	}
+	for port, what := range map[int32]string{53: "DNS", 4222: "NATS", 5432: "PostgreSQL"} {
+		if !egressPorts[port] {
+			fail("no egress NetworkPolicy lets Archivist's pods reach %s (port %d)", what, port)
+		}
+	}
 	for _, svc := range apiServices {
 		if !apiAllowed[svc] {
 			fail("no NetworkPolicy lets API clients reach %s", svc)
@@ -575,6 +600,20 @@ func checkNetworkPolicies(policies []*networkingv1.NetworkPolicy, deployments ma
 	if d, ok := deployments["dashboard"]; ok && d.Spec.Template.Labels[APIClientLabel] != "true" {
 		fail("Deployment dashboard: its pods lack the label %s=true, so the NetworkPolicies keep it from the APIs it reads", APIClientLabel)
 	}
+}
+
+// selectsArchivist reports whether a policy's pod selector takes
+// Archivist's pods (labelled app.kubernetes.io/part-of=archivist).
+func selectsArchivist(sel metav1.LabelSelector) bool {
+	if sel.MatchLabels["app.kubernetes.io/part-of"] == "archivist" {
+		return true
+	}
+	for _, e := range sel.MatchExpressions {
+		if e.Key == "app.kubernetes.io/part-of" && e.Operator == metav1.LabelSelectorOpIn && slices.Contains(e.Values, "archivist") {
+			return true
+		}
+	}
+	return len(sel.MatchLabels) == 0 && len(sel.MatchExpressions) == 0
 }
 
 // NATSClientSecret is the Secret of the NATS clients' certificate

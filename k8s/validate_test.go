@@ -24,7 +24,7 @@ func TestOverlays(t *testing.T) {
 			for _, obj := range objs {
 				kinds[obj.Kind]++
 			}
-			if kinds["Deployment"] != 8 || kinds["PodDisruptionBudget"] != 8 || kinds["Job"] != 1 || kinds["Cluster"] != 1 || kinds["ScaledObject"] != 2 || kinds["NetworkPolicy"] != 5 || kinds["Certificate"] != 1 ||
+			if kinds["Deployment"] != 8 || kinds["PodDisruptionBudget"] != 8 || kinds["Job"] != 1 || kinds["Cluster"] != 1 || kinds["ScaledObject"] != 2 || kinds["NetworkPolicy"] != 10 || kinds["Certificate"] != 1 ||
 				kinds["PodMonitor"] != 1 || kinds["PrometheusRule"] != 1 {
 				t.Errorf("objects by kind: %v", kinds)
 			}
@@ -283,6 +283,9 @@ func TestValidationCatchesFaults(t *testing.T) {
 		{"researchers scaled on another metric", "name: researcher\n", "valueLocation: archivist_research_open_episodes", "valueLocation: up", "must read"},
 		{"runs as root", "name: indexer\n", "runAsNonRoot: true", "runAsNonRoot: false", "non-root"},
 		{"no default deny", "name: default-deny-ingress", "podSelector: {}", "podSelector: {matchLabels: {x: y}}", "default-deny"},
+		{"no default deny of egress", "name: default-deny-egress", "  policyTypes:\n  - Egress", "  policyTypes:\n  - Ingress", "no default-deny-egress"},
+		{"an egress rule on every port", "name: archivist-egress-ingest", "  - ports:\n    - port: 80\n    - port: 443\n    to:", "  - to:", "egress rule without ports"},
+		{"no way to NATS", "name: archivist-egress\n", "    - port: 4222\n", "    - port: 4223\n", "reach NATS"},
 		{"an API open to every pod", "name: archivist-apis", "    - namespaceSelector: {}\n      podSelector:\n        matchLabels:\n          archivist.io/api-client: \"true\"\n", "    - namespaceSelector: {}\n", "every pod of every namespace"},
 		{"PostgreSQL without a certificate check", "name: cwa\n", "sslmode=verify-full", "sslmode=require", "without checking its certificate"},
 		{"the dashboard not an API client", "name: dashboard\n", "archivist.io/api-client: \"true\"", "archivist.io/api-client: \"false\"", "keep it from the APIs"},
