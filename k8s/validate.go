@@ -438,6 +438,18 @@ func checkConnectionBudget(cluster *cnpgv1.Cluster, config map[string]string, de
 // blobServices are the services that read and write the blob store.
 var blobServices = []string{"curator", "researcher", "indexer", "aggregator", "auditor"}
 
+// blobReaders are the blob services that only read it: they run as the
+// read-only identity, with the reader's static keys.
+var blobReaders = map[string]bool{"researcher": true}
+
+// The blob store's identities and their static keys' Secrets.
+const (
+	blobWriterAccount = "archivist-blob"
+	blobReaderAccount = "archivist-blob-reader"
+	blobWriterSecret  = "archivist-s3"
+	blobReaderSecret  = "archivist-s3-reader"
+)
+
 // checkBlobAccess: BLOB_URL names a real bucket and endpoint (not a
 // placeholder), and every service using the store has credentials: a
 // ServiceAccount of the manifests (the platform's identity: IRSA, Pod
@@ -460,8 +472,15 @@ func checkBlobAccess(config map[string]string, accounts map[string]bool, deploym
 		if sa == "" || !accounts[sa] {
 			fail("Deployment %s uses the blob store but runs as no ServiceAccount of the manifests (%q): no cloud identity to take credentials from", svc, sa)
 		}
-		if !envFromSecret(d, "S3_ACCESS_KEY_ID") || !envFromSecret(d, "S3_SECRET_ACCESS_KEY") {
-			fail("Deployment %s uses the blob store without S3_ACCESS_KEY_ID and S3_SECRET_ACCESS_KEY from the Secret archivist-s3 (optional: absent, the identity's credentials are used)", svc)
+		account, secret := blobWriterAccount, blobWriterSecret
+		if blobReaders[svc] {
+			account, secret = blobReaderAccount, blobReaderSecret
+		}
+		if sa != "" && sa != account {
+			fail("Deployment %s runs as %s, want %s: a service that only reads the blob store runs as the read-only identity, and only those that write as the writer", svc, sa, account)
+		}
+		if envSecret(d, "S3_ACCESS_KEY_ID") != secret || envSecret(d, "S3_SECRET_ACCESS_KEY") != secret {
+			fail("Deployment %s uses the blob store without S3_ACCESS_KEY_ID and S3_SECRET_ACCESS_KEY from the Secret %s (optional: absent, the identity's credentials are used)", svc, secret)
 		}
 	}
 }
@@ -737,6 +756,17 @@ func envValue(d *appsv1.Deployment, name string) string {
 	for _, e := range container(d).Env {
 		if e.Name == name {
 			return e.Value
+		}
+	}
+	return ""
+}
+
+// envSecret is the Secret the variable name of d's container comes from
+// ("" when none).
+func envSecret(d *appsv1.Deployment, name string) string {
+	for _, e := range container(d).Env {
+		if e.Name == name && e.ValueFrom != nil && e.ValueFrom.SecretKeyRef != nil {
+			return e.ValueFrom.SecretKeyRef.Name
 		}
 	}
 	return ""

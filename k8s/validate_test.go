@@ -298,6 +298,8 @@ func TestValidationCatchesFaults(t *testing.T) {
 		{"a placeholder bucket endpoint", "kind: ConfigMap", "endpoint=s3.amazonaws.com", "endpoint=s3.example.internal", "placeholder"},
 		{"a blob service without an identity", "name: indexer\n", "serviceAccountName: archivist-blob", "serviceAccountName: default", "indexer uses the blob store but runs as no ServiceAccount"},
 		{"a blob service without the static keys' Secret", "name: auditor\n", "name: S3_SECRET_ACCESS_KEY\n          valueFrom:\n            secretKeyRef:\n              key: secret-access-key\n              name: archivist-s3\n              optional: true\n", "name: S3_SECRET_ACCESS_KEY\n          value: in-the-manifest\n", "auditor uses the blob store without S3_ACCESS_KEY_ID and S3_SECRET_ACCESS_KEY from the Secret"},
+		{"the researcher writing the blob store", "name: researcher\n", "serviceAccountName: archivist-blob-reader", "serviceAccountName: archivist-blob", "want archivist-blob-reader"},
+		{"the researcher with the writer's keys", "name: researcher\n", "              name: archivist-s3-reader\n", "              name: archivist-s3\n", "from the Secret archivist-s3-reader"},
 		{"connections beyond max_connections", "kind: Cluster", "max_connections: \"300\"", "max_connections: \"100\"", "PostgreSQL connections: the services may open"},
 		{"a pool grown past the budget", "name: indexer\n", "name: DATABASE_MAX_CONNS\n          value: \"4\"", "name: DATABASE_MAX_CONNS\n          value: \"30\"", "indexer 10×30"},
 		{"the migration skipping missing roles", "kind: Job", "value: \"true\"", "value: \"false\"", "MIGRATE_REQUIRE_ROLES must be true"},
