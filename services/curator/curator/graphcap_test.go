@@ -48,6 +48,12 @@ func TestSameAsGraphsAreCapped(t *testing.T) {
 			ev.SameAs[0] = events.Ref{Source: "evil", ID: fmt.Sprintf("spam-%d", i-1)}
 		}
 		publish("evil", ev)
+		// One after another, so the graph grows to the cap exactly (a
+		// full graph of 1000 then refuses the next link: the edge).
+		var stored int
+		waitFor(t, fmt.Sprintf("spam-%d stored", i), func() bool {
+			return h.cat.DB().QueryRow(ctx, `SELECT count(*) FROM curator.episodes WHERE source = 'evil'`).Scan(&stored) == nil && stored == i+1
+		})
 	}
 	db := h.cat.DB()
 	var refused int

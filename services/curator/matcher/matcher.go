@@ -194,9 +194,13 @@ func (m *Matcher) link(ctx context.Context, tx pgx.Tx, kind catalog.Kind, key st
 			continue
 		}
 		room := events.MaxGraphMembers - len(members)
-		other, over, err := componentUpTo(ctx, tx, kind, to, room)
-		if err != nil {
-			return err
+		var other []string
+		over := room <= 0 // a full graph takes no one (and a limit of 0 would be none)
+		if !over {
+			var err error
+			if other, over, err = componentUpTo(ctx, tx, kind, to, room); err != nil {
+				return err
+			}
 		}
 		if over {
 			refusedTo = append(refusedTo, to)
