@@ -192,7 +192,8 @@ func CheckCompose(path string) error {
 			continue
 		}
 		deps, _ := s["depends_on"].(map[string]any)
-		for dep, cond := range map[string]string{"nats": "service_healthy", "postgres": "service_healthy", "migrate": "service_completed_successfully"} {
+		for dep, cond := range map[string]string{"nats": "service_healthy", "postgres": "service_healthy", "migrate": "service_completed_successfully",
+			"keys": "service_completed_successfully"} {
 			d, _ := deps[dep].(map[string]any)
 			if d == nil || d["condition"] != cond {
 				fail("service %s must depend on %s with condition %s", svc, dep, cond)
@@ -204,6 +205,18 @@ func CheckCompose(path string) error {
 	}
 	if _, ok := doc.Volumes["blobs"]; !ok {
 		fail("no blobs volume")
+	}
+	// The API keys are made at the first start, into a volume: a key in
+	// the repository is a key everyone who cloned it holds.
+	if k := doc.Services["keys"]; k == nil || !strings.Contains(text(k["command"]), "init") {
+		fail("keys: a one-shot service running `archivist key init` is required (the system's own key, made at its first start)")
+	}
+	for name, s := range doc.Services {
+		for _, v := range asList(s["volumes"]) {
+			if f, target, _ := strings.Cut(v, ":"); strings.HasPrefix(f, "./") && strings.HasPrefix(target, "/etc/archivist") {
+				fail("service %s mounts %s from the repository: API keys are made at the first start, never committed", name, f)
+			}
+		}
 	}
 	return errors.Join(errs...)
 }

@@ -67,6 +67,9 @@ commands:
   key new NAME --nats --source SOURCE
             make a curating system's NATS user: prints its password and the
             line to add to k8s/nats/publishers; delete the line to revoke it
+  key init DIR | key token DIR
+            make DIR's keys file with a key of its own for the local
+            operator, unless it has one (compose's first start); print it
   nats-auth [--publishers FILE]
             print the NATS server's users (k8s/nats/auth.conf): every
             service's and every curating system's of FILE

@@ -116,6 +116,16 @@ func (s *system) up() {
 	s.compose("up", "-d", "--no-build")
 	s.waitHealthy(3 * time.Minute)
 	s.step("docker compose up, every health check green", t0)
+	// The key the keys service made at this first start: no system has
+	// another's.
+	out, err := s.composeOut("run", "--rm", "--no-deps", "keys", "key", "token", "/etc/archivist/keys")
+	if err != nil {
+		s.t.Fatalf("the local operator's key: %v\n%s", err, out)
+	}
+	s.token = strings.TrimSpace(out[strings.LastIndex(strings.TrimSpace(out), "\n")+1:])
+	if !strings.HasPrefix(s.token, "ak_") {
+		s.t.Fatalf("the local operator's key: %q", out)
+	}
 }
 
 // researchAndKill researches an episode and two clips, then stops victim
@@ -201,11 +211,6 @@ func newSystem(t *testing.T, name string, files ...string) *system {
 	if out, err := exec.Command("docker", "info").CombinedOutput(); err != nil {
 		t.Fatalf("ARCHIVIST_COMPOSE_TEST is set but the Docker engine does not answer: %v\n%s", err, out)
 	}
-	token, err := os.ReadFile(filepath.Join(root, "deploy/compose/api.token"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	s.token = strings.TrimSpace(string(token))
 	// The retry delays short: an object whose recorded event a lost NATS
 	// node delayed is found "added at the provider, not yet captured" (row
 	// 9) and checked again after AUDITOR_RETRY_DELAY (5 min by default),
@@ -287,7 +292,7 @@ func (s *system) waitHealthy(timeout time.Duration) {
 		for _, l := range lines {
 			svc, status, _ := strings.Cut(l, " ")
 			switch {
-			case svc == "migrate" && strings.HasPrefix(status, "Exited (0)"):
+			case (svc == "migrate" || svc == "keys") && strings.HasPrefix(status, "Exited (0)"):
 			case strings.Contains(status, "(healthy)"):
 			default:
 				waiting = append(waiting, svc+": "+status)

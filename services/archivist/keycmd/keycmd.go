@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"strings"
 
 	"golang.org/x/crypto/bcrypt"
@@ -24,7 +25,19 @@ import (
 // printed once (the files keep only hashes).
 func Run(args []string, stdout, stderr io.Writer) error {
 	usage := errors.New("usage: archivist key new NAME --role reader|publisher|operator[,...] [--source SOURCE] [--collections C[,C...]|*]\n" +
-		"       archivist key new NAME --nats --source SOURCE")
+		"       archivist key new NAME --nats --source SOURCE\n" +
+		"       archivist key init DIR | archivist key token DIR")
+	if len(args) == 2 && args[0] == "init" {
+		return Init(args[1], stdout)
+	}
+	if len(args) == 2 && args[0] == "token" {
+		b, err := os.ReadFile(filepath.Join(args[1], TokenFile))
+		if err != nil {
+			return fmt.Errorf("the token of %s: %w (archivist key init makes it)", args[1], err)
+		}
+		_, err = stdout.Write(b)
+		return err
+	}
 	if len(args) < 2 || args[0] != "new" {
 		return usage
 	}
@@ -53,6 +66,44 @@ func Run(args []string, stdout, stderr io.Writer) error {
 		return fmt.Errorf("%w\n%v", err, usage)
 	}
 	fmt.Fprintf(stdout, "key (give it to %s; it is not kept):\n  %s\nline for API_KEYS_FILE:\n  %s\n", args[1], key, line)
+	return nil
+}
+
+// The files Init makes.
+const (
+	// KeysFile is the keys file (API_KEYS_FILE): hashes only.
+	KeysFile = "api-keys"
+	// TokenFile is the local operator's key itself, readable by its owner.
+	TokenFile = "api.token"
+)
+
+// Init makes, on a system's first start, the keys file of dir with one key
+// for the local operator (operator and publisher, source http, every
+// collection) and writes the key to dir's token file: no system starts
+// with a key anyone else has (compose used to ship a committed one). A
+// dir that has its keys keeps them.
+func Init(dir string, stdout io.Writer) error {
+	keys := filepath.Join(dir, KeysFile)
+	if _, err := os.Stat(keys); err == nil {
+		fmt.Fprintf(stdout, "%s exists: its keys stay\n", keys)
+		return nil
+	}
+	key, line := service.NewKey("local-operator", []service.Role{service.Operator, service.Publisher}, "http", service.AnyCollection)
+	if err := os.WriteFile(filepath.Join(dir, TokenFile), []byte(key+"\n"), 0o600); err != nil {
+		return fmt.Errorf("the token: %w", err)
+	}
+	text := "# API keys of this system: NAME ROLES SHA256-OF-KEY [source=SOURCE] [collections=C,...]\n" +
+		"# local-operator's key was made at its first start (archivist key token shows it).\n" + line + "\n"
+	// Written whole under another name, then renamed: a reader never sees
+	// half a file.
+	tmp := keys + ".new"
+	if err := os.WriteFile(tmp, []byte(text), 0o644); err != nil {
+		return fmt.Errorf("the keys file: %w", err)
+	}
+	if err := os.Rename(tmp, keys); err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "made %s with the key of local-operator (archivist key token %s shows it)\n", keys, dir)
 	return nil
 }
 

@@ -1,0 +1,47 @@
+package keycmd
+
+import (
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/archivist/archivist/pkg/service"
+)
+
+// TestInitMakesAKeyOfItsOwn: a system's first start makes a key no other
+// system has, with its hash in the keys file and the key in a file its
+// owner alone reads; a second start keeps it.
+func TestInitMakesAKeyOfItsOwn(t *testing.T) {
+	a, b := t.TempDir(), t.TempDir()
+	for _, dir := range []string{a, b} {
+		if err := Init(dir, io.Discard); err != nil {
+			t.Fatal(err)
+		}
+	}
+	token := func(dir string) string {
+		var out strings.Builder
+		if err := Run([]string{"token", dir}, &out, io.Discard); err != nil {
+			t.Fatal(err)
+		}
+		return strings.TrimSpace(out.String())
+	}
+	ka, kb := token(a), token(b)
+	if ka == kb || !strings.HasPrefix(ka, "ak_") {
+		t.Fatalf("two systems' keys: %q, %q", ka, kb)
+	}
+	st, err := os.Stat(filepath.Join(a, TokenFile))
+	if err != nil || st.Mode().Perm() != 0o600 {
+		t.Errorf("the token file: %v %v, want 0600", st.Mode(), err)
+	}
+	text, _ := os.ReadFile(filepath.Join(a, KeysFile))
+	keys, err := service.ParseKeys(string(text))
+	if err != nil || len(keys) != 1 || keys[0].Hash != service.HashKey(ka) || strings.Contains(string(text), ka) ||
+		!keys[0].MayDeposit("any") || keys[0].OwnOnly() {
+		t.Errorf("the keys file: %+v %v", keys, err)
+	}
+	if err := Init(a, io.Discard); err != nil || token(a) != ka {
+		t.Errorf("a second start changed the key: %v", err)
+	}
+}
