@@ -22,9 +22,10 @@ type ChartTLS struct {
 // NATSValues is the part of the NATS Helm chart's values Archivist sets.
 type NATSValues struct {
 	TLSCA struct {
-		Enabled    bool   `json:"enabled"`
-		SecretName string `json:"secretName"`
-		Key        string `json:"key"`
+		Enabled       bool   `json:"enabled"`
+		SecretName    string `json:"secretName"`
+		ConfigMapName string `json:"configMapName"`
+		Key           string `json:"key"`
 	} `json:"tlsCA"`
 	Config struct {
 		NATS struct {
@@ -65,6 +66,11 @@ type NATSValues struct {
 // NATSServerSecret is the Secret of the NATS servers' certificate
 // (k8s/nats/tls.yaml), which the chart's tls blocks mount.
 const NATSServerSecret = "nats-server-tls"
+
+// NATSClientCAs is the ConfigMap of the nats namespace holding the CA
+// certificates of every namespace whose clients NATS admits
+// (scripts/nats-trust collects them).
+const NATSClientCAs = "nats-client-cas"
 
 // ReadNATSValues strict-decodes the NATS Helm values.
 func ReadNATSValues(path string) (NATSValues, error) {
@@ -112,8 +118,11 @@ func CheckNATSValues(path string) error {
 	if t := c.Cluster.TLS; !t.Enabled || t.SecretName != NATSServerSecret {
 		fail("config.cluster.tls must be enabled with secretName %s: routes speak TLS", NATSServerSecret)
 	}
-	if !v.TLSCA.Enabled || v.TLSCA.SecretName != NATSServerSecret || v.TLSCA.Key != "ca.crt" {
-		fail("tlsCA must be enabled from %s (key ca.crt): the servers check routes against the CA", NATSServerSecret)
+	if !v.TLSCA.Enabled || v.TLSCA.ConfigMapName != NATSClientCAs || v.TLSCA.Key != "ca.crt" {
+		fail("tlsCA must be enabled from the ConfigMap %s (key ca.crt): the servers check clients against their namespaces' CAs", NATSClientCAs)
+	}
+	if f, _ := c.Cluster.TLS.Merge["ca_file"].(string); !strings.HasSuffix(f, "/ca.crt") {
+		fail("config.cluster.tls.merge.ca_file must be the servers' own ca.crt: routes check each other against the servers' CA")
 	}
 	if inc, _ := c.Merge["$include"].(string); !strings.HasSuffix(inc, "auth.conf") {
 		fail("config.merge must $include the users file auth.conf")

@@ -49,22 +49,25 @@ func CheckNATSNamespace(objs []Object, clientURLs string) error {
 	fail := func(format string, a ...any) { errs = append(errs, fmt.Errorf("nats namespace: "+format, a...)) }
 	var policies []*networkingv1.NetworkPolicy
 	var server *cmv1.Certificate
+	var certs []*cmv1.Certificate
+	var issuers []*cmv1.Issuer
 	for _, o := range objs {
 		switch v := o.Value.(type) {
 		case *networkingv1.NetworkPolicy:
 			policies = append(policies, v)
+		case *cmv1.Issuer:
+			issuers = append(issuers, v)
 		case *cmv1.Certificate:
+			certs = append(certs, v)
 			if v.Spec.SecretName == NATSServerSecret {
 				server = v
 			}
 		}
 	}
-	if server == nil {
-		fail("no cert-manager Certificate issues Secret %s for the NATS servers", NATSServerSecret)
-	} else {
-		if server.Spec.IssuerRef.Name != NATSIssuer {
-			fail("Certificate %s is not issued by %s, the clients' CA", server.Name, NATSIssuer)
-		}
+	if err := namespacedCA(NATSServerIssuer, NATSServerSecret, certs, issuers); err != nil {
+		fail("%v", err)
+	}
+	if server != nil {
 		if !slices.Contains(server.Spec.Usages, cmv1.UsageServerAuth) {
 			fail("Certificate %s: usages lack server auth", server.Name)
 		}
@@ -166,41 +169,6 @@ func coversName(names []string, host string) bool {
 	return false
 }
 
-// NATSIssuer is the ClusterIssuer that signs the NATS servers' and clients'
-// certificates (k8s/cert-manager).
-const NATSIssuer = "archivist-nats-ca"
-
-// CertManager builds and decodes the CA's objects (k8s/cert-manager) and
-// checks that the ClusterIssuer NATSIssuer signs with the Secret of a CA
-// Certificate.
-func CertManager(dir string) error {
-	docs, err := Build(dir)
-	if err != nil {
-		return err
-	}
-	caSecrets := map[string]bool{}
-	var issuer *cmv1.ClusterIssuer
-	for _, d := range docs {
-		o, err := Decode(d)
-		if err != nil {
-			return err
-		}
-		switch v := o.Value.(type) {
-		case *cmv1.Certificate:
-			if v.Spec.IsCA {
-				caSecrets[v.Spec.SecretName] = true
-			}
-		case *cmv1.ClusterIssuer:
-			if v.Name == NATSIssuer {
-				issuer = v
-			}
-		}
-	}
-	switch {
-	case issuer == nil:
-		return fmt.Errorf("%s: no ClusterIssuer %s", dir, NATSIssuer)
-	case issuer.Spec.CA == nil || !caSecrets[issuer.Spec.CA.SecretName]:
-		return fmt.Errorf("%s: ClusterIssuer %s does not sign with a CA Certificate's Secret", dir, NATSIssuer)
-	}
-	return nil
-}
+// NATSServerIssuer is the namespaced Issuer of the NATS servers'
+// certificate (k8s/nats/ca.yaml): a CA of the nats namespace alone.
+const NATSServerIssuer = "nats-ca"

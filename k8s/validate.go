@@ -111,6 +111,8 @@ func Decode(doc []byte) (Object, error) {
 		v = &cmv1.Certificate{}
 	case "cert-manager.io/v1/ClusterIssuer":
 		v = &cmv1.ClusterIssuer{}
+	case "cert-manager.io/v1/Issuer":
+		v = &cmv1.Issuer{}
 	default:
 		return Object{}, fmt.Errorf("%s %s: kind %s/%s is not one Archivist deploys", tm.Kind, tm.Metadata.Name, tm.APIVersion, tm.Kind)
 	}
@@ -169,9 +171,12 @@ func Check(objs []Object) error {
 	accounts := map[string]bool{}
 	claims := map[string]*corev1.PersistentVolumeClaim{}
 	var certs []*cmv1.Certificate
+	var issuers []*cmv1.Issuer
 	config := map[string]string{}
 	for _, o := range objs {
 		switch v := o.Value.(type) {
+		case *cmv1.Issuer:
+			issuers = append(issuers, v)
 		case *batchv1.Job:
 			jobs = append(jobs, v)
 		case *corev1.Service:
@@ -240,7 +245,7 @@ func Check(objs []Object) error {
 	for _, j := range jobs {
 		pods["Job "+j.Name] = j.Spec.Template.Spec
 	}
-	checkNATSClients(config, certs, pods, fail)
+	checkNATSClients(config, certs, issuers, pods, fail)
 	checkMigration(config, jobs, fail)
 	if d, ok := deployments["curator"]; ok {
 		checkSharedWorkArea(d, claims, fail)
@@ -639,11 +644,22 @@ func selectsArchivist(sel metav1.LabelSelector) bool {
 // (k8s/base/nats-tls.yaml), mounted in every pod.
 const NATSClientSecret = "archivist-nats-client"
 
+// NATSServerCAConfigMap is the ConfigMap of the NATS servers' CA
+// certificate in a client namespace (scripts/nats-trust copies it), which
+// every pod mounts where NATS_TLS_CA_FILE points.
+const NATSServerCAConfigMap = "nats-server-ca"
+
+// NATSClientIssuer is the namespaced Issuer of Archivist's NATS clients'
+// certificate: a CA of the namespace alone.
+const NATSClientIssuer = "archivist-nats-client-ca"
+
 // checkNATSClients: NATS is reached over TLS only (a tls:// URL), the
-// server checked against a CA file inside the mounted Secret of the clients'
-// certificate, which cert-manager issues; every pod mounts it where the
-// configuration points.
-func checkNATSClients(config map[string]string, certs []*cmv1.Certificate, pods map[string]corev1.PodSpec, fail func(string, ...any)) {
+// server checked against the NATS servers' CA, mounted from the ConfigMap
+// nats-server-ca where NATS_TLS_CA_FILE points; every pod presents the
+// client certificate of the Secret archivist-nats-client, which
+// cert-manager issues from a namespaced CA Issuer (a ClusterIssuer would
+// sign for any namespace).
+func checkNATSClients(config map[string]string, certs []*cmv1.Certificate, issuers []*cmv1.Issuer, pods map[string]corev1.PodSpec, fail func(string, ...any)) {
 	for _, u := range strings.Split(config["NATS_URL"], ",") {
 		if !strings.HasPrefix(strings.TrimSpace(u), "tls://") {
 			fail("ConfigMap archivist: NATS_URL %q must be tls:// (NATS without TLS)", u)
@@ -651,36 +667,78 @@ func checkNATSClients(config map[string]string, certs []*cmv1.Certificate, pods 
 	}
 	ca := config["NATS_TLS_CA_FILE"]
 	if ca == "" {
-		fail("ConfigMap archivist: NATS_TLS_CA_FILE is not set: the NATS server's certificate is not checked against Archivist's CA")
+		fail("ConfigMap archivist: NATS_TLS_CA_FILE is not set: the NATS server's certificate is not checked against its CA")
 	}
-	issued := false
+	if err := namespacedCA(NATSClientIssuer, NATSClientSecret, certs, issuers); err != nil {
+		fail("%v", err)
+	}
 	for _, c := range certs {
-		if c.Spec.SecretName == NATSClientSecret {
-			issued = c.Spec.IssuerRef.Name == NATSIssuer && slices.Contains(c.Spec.Usages, cmv1.UsageClientAuth)
+		if c.Spec.IssuerRef.Kind == "ClusterIssuer" {
+			fail("Certificate %s is issued by the ClusterIssuer %s: any namespace could have a certificate of it; use a namespaced Issuer", c.Name, c.Spec.IssuerRef.Name)
 		}
-	}
-	if !issued {
-		fail("no cert-manager Certificate issues Secret %s (client auth) for the NATS clients", NATSClientSecret)
 	}
 	for name, spec := range pods {
-		vols := map[string]bool{}
+		secretVols, caVols := map[string]bool{}, map[string]bool{}
 		for _, v := range spec.Volumes {
 			if v.Secret != nil && v.Secret.SecretName == NATSClientSecret {
-				vols[v.Name] = true
+				secretVols[v.Name] = true
+			}
+			if v.ConfigMap != nil && v.ConfigMap.Name == NATSServerCAConfigMap {
+				caVols[v.Name] = true
 			}
 		}
-		mounted := false
+		certMounted, caMounted := false, false
 		for _, c := range spec.Containers {
 			for _, m := range c.VolumeMounts {
-				if vols[m.Name] && ca != "" && strings.HasPrefix(ca, strings.TrimSuffix(m.MountPath, "/")+"/") {
-					mounted = true
+				within := func(file string) bool {
+					return file != "" && strings.HasPrefix(file, strings.TrimSuffix(m.MountPath, "/")+"/")
+				}
+				if secretVols[m.Name] && within(config["NATS_TLS_CERT_FILE"]) && within(config["NATS_TLS_KEY_FILE"]) {
+					certMounted = true
+				}
+				if caVols[m.Name] && within(ca) {
+					caMounted = true
 				}
 			}
 		}
-		if !mounted {
-			fail("%s does not mount Secret %s where NATS_TLS_CA_FILE %s is", name, NATSClientSecret, ca)
+		if !certMounted {
+			fail("%s does not mount Secret %s where NATS_TLS_CERT_FILE and NATS_TLS_KEY_FILE are", name, NATSClientSecret)
+		}
+		if !caMounted {
+			fail("%s does not mount ConfigMap %s where NATS_TLS_CA_FILE %s is", name, NATSServerCAConfigMap, ca)
 		}
 	}
+}
+
+// namespacedCA is nil when a Certificate issues Secret secret (client or
+// server auth) from the namespaced Issuer issuer, which signs with the
+// Secret of a CA Certificate of the same objects.
+func namespacedCA(issuer, secret string, certs []*cmv1.Certificate, issuers []*cmv1.Issuer) error {
+	var leaf *cmv1.Certificate
+	caSecrets := map[string]bool{}
+	for _, c := range certs {
+		if c.Spec.SecretName == secret {
+			leaf = c
+		}
+		if c.Spec.IsCA {
+			caSecrets[c.Spec.SecretName] = true
+		}
+	}
+	if leaf == nil {
+		return fmt.Errorf("no cert-manager Certificate issues Secret %s", secret)
+	}
+	if leaf.Spec.IssuerRef.Kind != "Issuer" || leaf.Spec.IssuerRef.Name != issuer {
+		return fmt.Errorf("Certificate %s is issued by %s %s, want the namespaced Issuer %s", leaf.Name, leaf.Spec.IssuerRef.Kind, leaf.Spec.IssuerRef.Name, issuer)
+	}
+	for _, is := range issuers {
+		if is.Name == issuer {
+			if is.Spec.CA == nil || !caSecrets[is.Spec.CA.SecretName] {
+				return fmt.Errorf("Issuer %s does not sign with a CA Certificate's Secret", issuer)
+			}
+			return nil
+		}
+	}
+	return fmt.Errorf("no Issuer %s in the namespace", issuer)
 }
 
 func mountsAPIKeys(d *appsv1.Deployment) bool {

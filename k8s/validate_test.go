@@ -24,7 +24,7 @@ func TestOverlays(t *testing.T) {
 			for _, obj := range objs {
 				kinds[obj.Kind]++
 			}
-			if kinds["Deployment"] != 8 || kinds["PodDisruptionBudget"] != 8 || kinds["Job"] != 1 || kinds["Cluster"] != 1 || kinds["ScaledObject"] != 2 || kinds["NetworkPolicy"] != 10 || kinds["Certificate"] != 1 ||
+			if kinds["Deployment"] != 8 || kinds["PodDisruptionBudget"] != 8 || kinds["Job"] != 1 || kinds["Cluster"] != 1 || kinds["ScaledObject"] != 2 || kinds["NetworkPolicy"] != 10 || kinds["Certificate"] != 2 || kinds["Issuer"] != 2 ||
 				kinds["PodMonitor"] != 1 || kinds["PrometheusRule"] != 1 {
 				t.Errorf("objects by kind: %v", kinds)
 			}
@@ -48,9 +48,6 @@ func TestNATSNamespace(t *testing.T) {
 		}
 	}
 	if _, err := k8s.NATSNamespace("nats", url); err != nil {
-		t.Fatal(err)
-	}
-	if err := k8s.CertManager("cert-manager"); err != nil {
 		t.Fatal(err)
 	}
 	docs, err := k8s.Build("nats")
@@ -79,6 +76,8 @@ func TestNATSNamespace(t *testing.T) {
 		{"client port open to every pod", "name: nats-clients", "    - namespaceSelector: {}\n      podSelector:\n        matchLabels:\n          archivist.io/nats-client: \"true\"\n", "    - namespaceSelector: {}\n", "every pod of every namespace"},
 		{"certificate without the service's name", "name: nats-server", "  - nats.nats.svc.cluster.local\n", "", "does not name nats.nats.svc.cluster.local"},
 		{"unknown field in the certificate", "name: nats-server", "dnsNames:", "dnsName:", "unknown field"},
+		{"the server certificate from a ClusterIssuer", "name: nats-server", "kind: Issuer", "kind: ClusterIssuer", "want the namespaced Issuer nats-ca"},
+		{"the servers' Issuer not a CA", "kind: Issuer\nmetadata:\n  name: nats-ca", "secretName: nats-ca", "secretName: something-else", "does not sign with a CA Certificate's Secret"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			if err := check(mutate(t, docs, c.marker, c.old, c.new), url); err == nil || !strings.Contains(err.Error(), c.want) {
@@ -89,8 +88,10 @@ func TestNATSNamespace(t *testing.T) {
 	t.Run("the chart's TLS off", func(t *testing.T) {
 		fileFaults(t, "nats/values.yaml", k8s.CheckNATSValues, []fault{
 			{"  nats:\n    tls:\n      enabled: true", "  nats:\n    tls:\n      enabled: false", "config.nats.tls"},
-			{"    tls:\n      enabled: true\n      secretName: nats-server-tls\n  jetstream", "    tls:\n      enabled: false\n      secretName: nats-server-tls\n  jetstream", "config.cluster.tls"},
+			{"    replicas: 3\n    tls:\n      enabled: true", "    replicas: 3\n    tls:\n      enabled: false", "config.cluster.tls"},
 			{"tlsCA:\n  enabled: true", "tlsCA:\n  enabled: false", "tlsCA"},
+			{"configMapName: nats-client-cas", "secretName: nats-server-tls", "tlsCA must be enabled from the ConfigMap"},
+			{"        ca_file: /etc/nats-certs/cluster/ca.crt", "        ca_file: /etc/elsewhere", "routes check each other"},
 			{"        verify: true", "        verify: false", "verify must be true"},
 		})
 	})
@@ -311,10 +312,12 @@ func TestValidationCatchesFaults(t *testing.T) {
 		{"the ingest working area on a single-node claim", "name: archivist-ingest", "ReadWriteMany", "ReadWriteOnce", "must be a ReadWriteMany volume claim"},
 		{"NATS without TLS", "kind: ConfigMap", "NATS_URL: tls://", "NATS_URL: nats://", "must be tls://"},
 		{"the NATS server not checked", "kind: ConfigMap", "NATS_TLS_CA_FILE:", "NATS_TLS_CA_FILES:", "NATS_TLS_CA_FILE is not set"},
-		{"a pod without the NATS CA", "name: researcher\n", "secretName: archivist-nats-client", "secretName: other", "Deployment researcher does not mount Secret archivist-nats-client"},
+		{"a pod without the NATS client certificate", "name: researcher\n", "secretName: archivist-nats-client", "secretName: other", "Deployment researcher does not mount Secret archivist-nats-client"},
+		{"a pod without the NATS servers' CA", "name: researcher\n", "name: nats-server-ca", "name: other", "Deployment researcher does not mount ConfigMap nats-server-ca"},
+		{"the client certificate from a ClusterIssuer", "name: archivist-nats-client\n", "kind: Issuer", "kind: ClusterIssuer", "want the namespaced Issuer archivist-nats-client-ca"},
 		{"the migrate Job without the NATS CA", "kind: Job", "mountPath: /etc/archivist/nats-tls", "mountPath: /etc/elsewhere", "Job archivist-migrate does not mount"},
-		{"no client certificate issued", "name: archivist-nats-client", "secretName: archivist-nats-client", "secretName: another", "no cert-manager Certificate issues Secret archivist-nats-client"},
-		{"unknown field in a Certificate", "name: archivist-nats-client", "renewBefore:", "renewBeforeX:", "unknown field"},
+		{"no client certificate issued", "name: archivist-nats-client\n", "secretName: archivist-nats-client", "secretName: another", "no cert-manager Certificate issues Secret archivist-nats-client"},
+		{"unknown field in a Certificate", "name: archivist-nats-client\n", "renewBefore:", "renewBeforeX:", "unknown field"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			_, err := decodeAll(t, mutate(t, docs, c.marker, c.old, c.new))
