@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -35,27 +33,12 @@ import (
 // (a body naming another is refused), its Idempotency-Keys are its own,
 // and an event time from a UUIDv7 key far in the future is refused.
 func TestEveryAPIAuthenticates(t *testing.T) {
-	keys := map[string]string{}
-	var lines []string
-	for _, k := range []struct {
-		name   string
-		roles  []service.Role
-		source string
-	}{{"viewer", []service.Role{service.Reader}, ""}, {"radio", []service.Role{service.Publisher}, "radio"},
-		{"tv", []service.Role{service.Publisher}, "tv"}, {"ops", []service.Role{service.Operator}, ""}} {
-		// A publisher deposits into the collection of its own name.
-		var collections []string
-		if k.source != "" {
-			collections = []string{k.source}
-		}
-		key, line := service.NewKey(k.name, k.roles, k.source, collections...)
-		keys[k.name] = key
-		lines = append(lines, line)
-	}
-	keysFile := filepath.Join(t.TempDir(), "api-keys")
-	if err := os.WriteFile(keysFile, []byte(strings.Join(lines, "\n")+"\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	// A publisher deposits into the collection of its own name.
+	keysFile, keys := testenv.KeysFile(t,
+		testenv.APIKey{Name: "viewer", Roles: []service.Role{service.Reader}},
+		testenv.APIKey{Name: "radio", Roles: []service.Role{service.Publisher}, Source: "radio", Collections: []string{"radio"}},
+		testenv.APIKey{Name: "tv", Roles: []service.Role{service.Publisher}, Source: "tv", Collections: []string{"tv"}},
+		testenv.APIKey{Name: "ops", Roles: []service.Role{service.Operator}})
 	natsURL := testenv.NATS(t)
 	addr := func() string { return fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(t)) }
 	auth := func(name, a string) map[string]string {

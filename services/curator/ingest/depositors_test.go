@@ -4,13 +4,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/archivist/archivist/pkg/service"
+	"github.com/archivist/archivist/pkg/testenv"
 	"github.com/archivist/archivist/services/curator/ingest"
 )
 
@@ -22,27 +21,11 @@ import (
 // a publisher lists and reads only its own batches and jobs (another's is
 // 404, as an unknown one), and an operator sees all.
 func TestDepositorsReachOnlyTheirOwn(t *testing.T) {
-	keys := map[string]string{}
-	var lines []string
-	for _, k := range []struct {
-		name        string
-		roles       []service.Role
-		source      string
-		collections []string
-	}{
-		{"alice", []service.Role{service.Publisher}, "alice", []string{"p"}},
-		{"bob", []service.Role{service.Publisher}, "bob", []string{"p", "q"}},
-		{"nobody", []service.Role{service.Publisher}, "nobody", nil},
-		{"ops", []service.Role{service.Operator}, "", nil},
-	} {
-		key, line := service.NewKey(k.name, k.roles, k.source, k.collections...)
-		keys[k.name] = key
-		lines = append(lines, line)
-	}
-	file := filepath.Join(t.TempDir(), "keys")
-	if err := os.WriteFile(file, []byte(strings.Join(lines, "\n")+"\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	file, keys := testenv.KeysFile(t,
+		testenv.APIKey{Name: "alice", Roles: []service.Role{service.Publisher}, Source: "alice", Collections: []string{"p"}},
+		testenv.APIKey{Name: "bob", Roles: []service.Role{service.Publisher}, Source: "bob", Collections: []string{"p", "q"}},
+		testenv.APIKey{Name: "nobody", Roles: []service.Role{service.Publisher}, Source: "nobody"},
+		testenv.APIKey{Name: "ops", Roles: []service.Role{service.Operator}})
 	o := newOrigin(t)
 	r := newRig(t, map[string]string{"API_AUTH": "keys", "API_KEYS_FILE": file})
 	as := func(who, method, path string, body any) (int, map[string]any) {

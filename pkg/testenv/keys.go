@@ -1,0 +1,38 @@
+package testenv
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/archivist/archivist/pkg/service"
+)
+
+// APIKey is a key of a test's keys file: its holder, roles, and for a
+// publisher its source and the collections it deposits into.
+type APIKey struct {
+	Name        string
+	Roles       []service.Role
+	Source      string
+	Collections []string
+}
+
+// KeysFile makes a key for each of keys and writes their keys file (as
+// `archivist key new` lines) under a directory of the test's. It returns
+// the file and each holder's key, by name.
+func KeysFile(t testing.TB, keys ...APIKey) (file string, tokens map[string]string) {
+	t.Helper()
+	tokens = map[string]string{}
+	var lines []string
+	for _, k := range keys {
+		key, line := service.NewKey(k.Name, k.Roles, k.Source, k.Collections...)
+		tokens[k.Name] = key
+		lines = append(lines, line)
+	}
+	file = filepath.Join(t.TempDir(), "api-keys")
+	if err := os.WriteFile(file, []byte(strings.Join(lines, "\n")+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return file, tokens
+}
