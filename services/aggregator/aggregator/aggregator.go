@@ -48,6 +48,10 @@ type Config struct {
 	// MaxQueryLines is the most lines one CDX query reads and answers,
 	// whatever its limit (a sorted query orders at most these).
 	MaxQueryLines int `env:"AGGREGATOR_MAX_QUERY_LINES, default=10000"`
+	// FanIn is how many outputs a build reads at once: more are merged a
+	// group at a time through temporary files, so a build's memory does
+	// not grow with the archive.
+	FanIn int `env:"AGGREGATOR_MERGE_FAN_IN, default=64"`
 }
 
 // Definition is the aggregator service.
@@ -192,22 +196,20 @@ func (a *Aggregator) build(ctx context.Context, level string, since time.Time) e
 	if err != nil {
 		return err
 	}
-	var readers []io.Reader
-	for _, o := range outputs {
-		rc, _, err := a.blob.Get(ctx, o)
-		if err != nil {
-			return fmt.Errorf("read output %s: %w", o, err)
-		}
-		defer rc.Close()
-		readers = append(readers, rc)
-	}
 	tmp, err := os.CreateTemp("", "generation-*.cdx")
 	if err != nil {
 		return err
 	}
 	defer os.Remove(tmp.Name())
 	defer tmp.Close()
-	lines, err := cdxindex.Merge(tmp, readers...)
+	// At most the fan-in of outputs open at once, whatever their number.
+	lines, err := cdxindex.MergeBounded(tmp, len(outputs), a.cfg.FanIn, "", func(i int) (io.ReadCloser, error) {
+		rc, _, err := a.blob.Get(ctx, outputs[i])
+		if err != nil {
+			return nil, fmt.Errorf("read output %s: %w", outputs[i], err)
+		}
+		return rc, nil
+	})
 	if err != nil {
 		return fmt.Errorf("merge %d outputs: %w", len(outputs), err)
 	}

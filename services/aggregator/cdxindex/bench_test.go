@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -106,4 +107,70 @@ func BenchmarkLookup10M(b *testing.B) {
 	b.ReportMetric(float64(lat[len(lat)/2].Microseconds())/1000, "p50-ms")
 	b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds())/1000, "p99-ms")
 	b.ReportMetric(float64(fi.Size())/1e6, "index-MB")
+}
+
+// BenchmarkFoldOutputs folds N small sorted outputs (100 lines each) into
+// one, as the aggregator's build does, at N = 1,000 and 10,000: the peak
+// resident memory of the fold (reset before it, read after: VmHWM) and its
+// time beside `LC_ALL=C sort -m` over the same files, in one run.
+//
+//	go test -run '^$' -bench FoldOutputs -benchtime 1x ./services/aggregator/cdxindex/
+func BenchmarkFoldOutputs(b *testing.B) {
+	for _, n := range []int{1000, 10000} {
+		b.Run(fmt.Sprint(n), func(b *testing.B) {
+			dir := b.TempDir()
+			paths := make([]string, n)
+			for i := range paths {
+				paths[i] = filepath.Join(dir, fmt.Sprintf("out-%05d.cdx", i))
+				writeSorted(b, paths[i], 100, i)
+			}
+			for range b.N {
+				out, err := os.Create(filepath.Join(dir, "sortm.cdx"))
+				if err != nil {
+					b.Fatal(err)
+				}
+				cmd := exec.Command("sort", append([]string{"-m", "-u", "-T", dir}, paths...)...)
+				cmd.Env = append(os.Environ(), "LC_ALL=C")
+				cmd.Stdout = out
+				t0 := time.Now()
+				if err := cmd.Run(); err != nil {
+					b.Fatal(err)
+				}
+				sortm := time.Since(t0)
+				out.Close()
+
+				dst, err := os.Create(filepath.Join(dir, "merged.cdx"))
+				if err != nil {
+					b.Fatal(err)
+				}
+				_ = os.WriteFile("/proc/self/clear_refs", []byte("5"), 0) // reset VmHWM
+				t0 = time.Now()
+				lines, err := cdxindex.MergeBounded(dst, n, cdxindex.DefaultFanIn, dir, func(i int) (io.ReadCloser, error) { return os.Open(paths[i]) })
+				if err != nil {
+					b.Fatal(err)
+				}
+				fold := time.Since(t0)
+				dst.Close()
+				b.ReportMetric(float64(lines)/fold.Seconds(), "lines/s")
+				b.ReportMetric(sortm.Seconds()/fold.Seconds(), "x-sort-m")
+				b.ReportMetric(float64(peakRSS(b))/(1<<20), "peak-MiB")
+			}
+		})
+	}
+}
+
+// peakRSS is the process's peak resident set (VmHWM) in bytes.
+func peakRSS(b *testing.B) int64 {
+	text, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, l := range strings.Split(string(text), "\n") {
+		if v, ok := strings.CutPrefix(l, "VmHWM:"); ok {
+			var kb int64
+			fmt.Sscan(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), &kb)
+			return kb << 10
+		}
+	}
+	return 0
 }

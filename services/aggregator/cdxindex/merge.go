@@ -9,6 +9,7 @@ import (
 	"container/heap"
 	"fmt"
 	"io"
+	"os"
 )
 
 // Header is the CDX11 header line; it sorts before every line.
@@ -59,7 +60,9 @@ func Merge(dst io.Writer, srcs ...io.Reader) (int64, error) {
 	h := make(cursors, 0, len(srcs))
 	for i, r := range srcs {
 		sc := bufio.NewScanner(r)
-		sc.Buffer(make([]byte, 1<<20), 1<<24)
+		// 64 KiB to start, grown for a longer line (up to 16 MiB): a
+		// buffer per source is the merge's memory.
+		sc.Buffer(make([]byte, 64<<10), 1<<24)
 		c := &cursor{sc: sc, src: i}
 		ok, err := c.next()
 		if err != nil {
@@ -94,4 +97,64 @@ func Merge(dst io.Writer, srcs ...io.Reader) (int64, error) {
 		}
 	}
 	return n, w.Flush()
+}
+
+// DefaultFanIn is how many sources MergeBounded reads at once.
+const DefaultFanIn = 64
+
+// MergeBounded is Merge over n sources, reading at most fanIn of them at
+// once, whatever n: sources beyond the fan-in are merged a group at a time
+// into temporary files under tmpDir, which are merged in turn (fewer than
+// two passes over the lines for up to fanIn² sources). Its memory is the
+// fan-in's buffers, not the archive's: opening every output at once, with
+// a buffer each, is what ran a 512 MiB aggregator out of memory at a few
+// hundred outputs. open(i) opens source i; each is closed once merged.
+func MergeBounded(dst io.Writer, n, fanIn int, tmpDir string, open func(i int) (io.ReadCloser, error)) (int64, error) {
+	if fanIn < 2 {
+		fanIn = 2
+	}
+	if n <= fanIn {
+		return mergeOpened(dst, n, open)
+	}
+	// A pass: each group of fanIn sources into one temporary file.
+	var parts []string
+	defer func() {
+		for _, p := range parts {
+			os.Remove(p)
+		}
+	}()
+	for start := 0; start < n; start += fanIn {
+		end := min(start+fanIn, n)
+		f, err := os.CreateTemp(tmpDir, "merge-*.cdx")
+		if err != nil {
+			return 0, err
+		}
+		parts = append(parts, f.Name())
+		_, err = mergeOpened(f, end-start, func(i int) (io.ReadCloser, error) { return open(start + i) })
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			return 0, fmt.Errorf("merge sources %d to %d: %w", start, end-1, err)
+		}
+	}
+	return MergeBounded(dst, len(parts), fanIn, tmpDir, func(i int) (io.ReadCloser, error) { return os.Open(parts[i]) })
+}
+
+// mergeOpened opens n sources, merges them into dst and closes them.
+func mergeOpened(dst io.Writer, n int, open func(i int) (io.ReadCloser, error)) (int64, error) {
+	readers := make([]io.Reader, 0, n)
+	defer func() {
+		for _, r := range readers {
+			r.(io.Closer).Close()
+		}
+	}()
+	for i := range n {
+		rc, err := open(i)
+		if err != nil {
+			return 0, fmt.Errorf("open source %d: %w", i, err)
+		}
+		readers = append(readers, rc)
+	}
+	return Merge(dst, readers...)
 }

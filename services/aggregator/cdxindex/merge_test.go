@@ -72,3 +72,54 @@ func TestMergeMatchesSortM(t *testing.T) {
 		t.Errorf("Merge differs from sort -m -u (%d vs %d bytes)", out.Len(), len(want))
 	}
 }
+
+// TestMergeBoundedEqualsMerge: merging many sources a fan-in at a time,
+// through temporary files and passes, writes what one merge of them all
+// writes (lines in order, duplicates across groups once), and never holds
+// more than the fan-in open.
+func TestMergeBoundedEqualsMerge(t *testing.T) {
+	r := rand.New(rand.NewPCG(7, 11))
+	const n = 50
+	srcs := make([]string, n)
+	for i := range srcs {
+		var lines []string
+		for range r.IntN(20) {
+			lines = append(lines, fmt.Sprintf("com,h%d)/p%d %d x", r.IntN(30), r.IntN(10), r.IntN(3)))
+		}
+		srcs[i] = sortedFile(lines)
+	}
+	var want bytes.Buffer
+	readers := make([]io.Reader, n)
+	for i, s := range srcs {
+		readers[i] = strings.NewReader(s)
+	}
+	wantN, err := cdxindex.Merge(&want, readers...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, fanIn := range []int{2, 3, 7, 64} {
+		open, most := 0, 0
+		var got bytes.Buffer
+		gotN, err := cdxindex.MergeBounded(&got, n, fanIn, t.TempDir(), func(i int) (io.ReadCloser, error) {
+			open++
+			most = max(most, open)
+			return closer{strings.NewReader(srcs[i]), func() { open-- }}, nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.String() != want.String() || gotN != wantN {
+			t.Errorf("fan-in %d: %d lines, want %d; equal %v", fanIn, gotN, wantN, got.String() == want.String())
+		}
+		if most > fanIn || open != 0 {
+			t.Errorf("fan-in %d: %d sources open at once, %d left open", fanIn, most, open)
+		}
+	}
+}
+
+type closer struct {
+	io.Reader
+	close func()
+}
+
+func (c closer) Close() error { c.close(); return nil }
