@@ -106,16 +106,43 @@ type Aggregator struct {
 // Ready records a file's new output. The announcement's send time is the
 // output's version: a newer one wins, an equal one is a replay, an older one
 // (arriving late) is skipped, logged and counted. The same output announced
-// again later is not merged again.
+// again later is not merged again. An output no longer the file's (the one
+// a newer output replaced, or a late announcement's) is retired with the
+// same transaction: its object is deleted after AGGREGATOR_RETIRE_AFTER,
+// once a build that was reading it has ended (they were kept for ever).
 func (a *Aggregator) Ready(ctx context.Context, m *bus.Message[events.IndexCDXReady]) error {
-	tag, err := a.db.Exec(ctx, `INSERT INTO aggregator.outputs (file, output, lines, version) VALUES ($1, $2, $3, $4)
-		ON CONFLICT (file) DO UPDATE SET output = EXCLUDED.output, lines = EXCLUDED.lines, version = EXCLUDED.version,
-			received_at = CASE WHEN aggregator.outputs.output <> EXCLUDED.output THEN clock_timestamp() ELSE aggregator.outputs.received_at END
-		WHERE aggregator.outputs.version < EXCLUDED.version`, m.Event.File, m.Event.Output, m.Event.Lines, m.Envelope.SentAt)
+	var applied bool
+	err := pgx.BeginFunc(ctx, a.db, func(tx pgx.Tx) error {
+		var old *string
+		if err := tx.QueryRow(ctx, `SELECT output FROM aggregator.outputs WHERE file = $1 FOR UPDATE`, m.Event.File).Scan(&old); err != nil && !errors.Is(err, pgx.ErrNoRows) {
+			return err
+		}
+		tag, err := tx.Exec(ctx, `INSERT INTO aggregator.outputs (file, output, lines, version) VALUES ($1, $2, $3, $4)
+			ON CONFLICT (file) DO UPDATE SET output = EXCLUDED.output, lines = EXCLUDED.lines, version = EXCLUDED.version,
+				received_at = CASE WHEN aggregator.outputs.output <> EXCLUDED.output THEN clock_timestamp() ELSE aggregator.outputs.received_at END
+			WHERE aggregator.outputs.version < EXCLUDED.version`, m.Event.File, m.Event.Output, m.Event.Lines, m.Envelope.SentAt)
+		if err != nil {
+			return err
+		}
+		applied = tag.RowsAffected() > 0
+		stale := ""
+		switch {
+		case applied && old != nil && *old != m.Event.Output:
+			stale = *old // replaced by the newer output
+		case !applied && old != nil && *old != m.Event.Output:
+			stale = m.Event.Output // a late announcement's output, never the file's now
+		}
+		if stale != "" {
+			if _, err := tx.Exec(ctx, `INSERT INTO aggregator.retired (key) VALUES ($1) ON CONFLICT DO NOTHING`, stale); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
 	if err != nil {
 		return fmt.Errorf("record output of %s: %w", m.Event.File, err)
 	}
-	if tag.RowsAffected() == 0 {
+	if !applied {
 		a.skipped.Inc()
 		a.log.Info("announcement not newer than the file's output: skipped", "file", m.Event.File, "output", m.Event.Output,
 			"sent_at", m.Envelope.SentAt, "event", m.Envelope.ID)
@@ -241,8 +268,8 @@ func (a *Aggregator) build(ctx context.Context, level string, since time.Time) e
 	return nil
 }
 
-// DeleteRetired deletes the objects of generations retired more than
-// AGGREGATOR_RETIRE_AFTER ago, and forgets them.
+// DeleteRetired deletes the objects of generations and outputs retired
+// more than AGGREGATOR_RETIRE_AFTER ago, and forgets them.
 func (a *Aggregator) DeleteRetired(ctx context.Context) error {
 	rows, err := a.db.Query(ctx, `SELECT key FROM aggregator.retired WHERE retired_at < now() - $1::interval`, a.cfg.RetireAfter)
 	if err != nil {

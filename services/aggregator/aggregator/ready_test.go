@@ -2,6 +2,7 @@ package aggregator
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"strings"
@@ -110,5 +111,61 @@ func TestReplacedGenerationsAreDeletedAfterAGrace(t *testing.T) {
 	}
 	if gens, err := a.Generations(ctx); err != nil || gens[1].Lines != 2 || gens[1].Key != keys[1] {
 		t.Errorf("generations after the deletion: %+v %v, want recent %s of 2 lines", gens, err, keys[1])
+	}
+}
+
+// TestSupersededOutputsAreDeletedAfterAGrace: a re-indexed file's earlier
+// output, and the output of an announcement that arrives after a newer
+// one, were kept in the blob store for ever. Each is retired when it stops
+// being the file's and deleted after AGGREGATOR_RETIRE_AFTER; the file's
+// current output stays, and a build after the deletion has its lines.
+func TestSupersededOutputsAreDeletedAfterAGrace(t *testing.T) {
+	ctx := context.Background()
+	db := testenv.DB(t, migrations.Schema)
+	bs, err := blob.NewLocal(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := &Aggregator{db: db, blob: bs, log: slog.New(slog.NewTextHandler(io.Discard, nil)), wake: make(chan struct{}, 1), skipped: skippedCounter(nil),
+		cfg: Config{MainThreshold: 1000, Prefix: "index/", RetireAfter: time.Hour, FanIn: 64}}
+	at := time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)
+	announce := func(attempt int, sent time.Time) string {
+		t.Helper()
+		out := fmt.Sprintf("cdx/a.warc.gz/%d.cdx", attempt)
+		line := fmt.Sprintf("com,example)/a 20260101000000 http://example.com/a text/html 200 AAAA - - 10 %d a.warc.gz\n", attempt)
+		if _, err := bs.Put(ctx, out, strings.NewReader(line), nil); err != nil {
+			t.Fatal(err)
+		}
+		ev := &events.IndexCDXReady{File: "a.warc.gz", Output: out, Lines: 1, Complete: true}
+		if err := a.Ready(ctx, &bus.Message[events.IndexCDXReady]{Envelope: events.Envelope{ID: out, SentAt: sent}, Event: ev}); err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	first := announce(1, at)
+	second := announce(2, at.Add(time.Minute))
+	late := announce(3, at) // written, but announced as older than the second
+	exists := func(k string) bool {
+		_, err := bs.Stat(ctx, k)
+		return err == nil
+	}
+	if err := a.DeleteRetired(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if !exists(first) || !exists(late) {
+		t.Fatal("superseded outputs deleted within their grace")
+	}
+	a.cfg.RetireAfter = 0
+	if err := a.DeleteRetired(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if exists(first) || exists(late) || !exists(second) {
+		t.Errorf("after the grace: first %v, late %v (want both deleted), current %v (want kept)", exists(first), exists(late), exists(second))
+	}
+	if err := a.MergeNew(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if gens, err := a.Generations(ctx); err != nil || gens[1].Lines != 1 {
+		t.Errorf("a build after the deletion: %+v %v, want the current output's line", gens, err)
 	}
 }
