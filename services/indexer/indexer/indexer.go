@@ -41,6 +41,10 @@ type Config struct {
 	// ScanInterval is how often the repository is listed (a missed event
 	// is caught by the next listing).
 	ScanInterval time.Duration `env:"INDEXER_SCAN_INTERVAL, default=1m"`
+	// ScanPage is how many keys one scan tick lists, after the last one
+	// the scan registered: the leader walks the store a page a tick, and
+	// starts over when a listing ends.
+	ScanPage int `env:"INDEXER_SCAN_PAGE, default=10000"`
 	// DispatchInterval is how often due files are handed out.
 	DispatchInterval time.Duration `env:"INDEXER_DISPATCH_INTERVAL, default=2s"`
 	// MaxFailures parks a file after this many failed attempts (for a
@@ -123,7 +127,14 @@ func run(ctx context.Context, env *service.Env, cfg Config) error {
 		return errors.Join(err, recorded.Stop(context.Background()))
 	}
 	loop := func(ctx context.Context) error { ix.Loop(ctx); return nil }
-	return env.Serve(ctx, "index API", cfg.HTTPAddr, ix.Handler(), []service.Loop{loop}, tasks.Stop, recorded.Stop)
+	// One replica lists the store, a page a tick, resuming where it
+	// stopped: every replica used to list the whole store every minute.
+	scan := env.AsLeader("indexer.scan", func(ctx context.Context) error {
+		ix.scanStep(ctx)
+		service.Every(cfg.ScanInterval, ix.scanStep)(ctx)
+		return nil
+	})
+	return env.Serve(ctx, "index API", cfg.HTTPAddr, ix.Handler(), []service.Loop{loop, scan}, tasks.Stop, recorded.Stop)
 }
 
 // Indexer is the indexer's logic on its dependencies.
@@ -161,14 +172,11 @@ func (ix *Indexer) Recorded(ctx context.Context, m *bus.Message[events.ObjectRec
 	return err
 }
 
-// Loop lists the repository, hands out due files and announces outputs
-// until ctx ends.
+// Loop hands out due files and announces outputs until ctx ends (the
+// leader's scan finds files no event announced).
 func (ix *Indexer) Loop(ctx context.Context) {
-	scan := time.NewTicker(ix.cfg.ScanInterval)
-	defer scan.Stop()
 	dispatch := time.NewTicker(ix.cfg.DispatchInterval)
 	defer dispatch.Stop()
-	ix.Scan(ctx)
 	for {
 		// While a dependency is down nothing is handed out or announced.
 		if ix.gate.Wait(ctx) != nil {
@@ -183,36 +191,70 @@ func (ix *Indexer) Loop(ctx context.Context) {
 		select {
 		case <-ctx.Done():
 			return
-		case <-scan.C:
-			ix.Scan(ctx)
 		case <-dispatch.C:
 		case <-ix.wake:
 		}
 	}
 }
 
-// Scan lists the repository and registers the archive files it finds.
-func (ix *Indexer) Scan(ctx context.Context) {
-	found := 0
-	for info, err := range ix.blob.List(ctx, ix.cfg.RepositoryPrefix) {
+// scanStep scans one page, once the dependencies answer, and logs what it
+// found.
+func (ix *Indexer) scanStep(ctx context.Context) {
+	if ix.gate.Wait(ctx) != nil {
+		return
+	}
+	r, err := ix.ScanPage(ctx, max(ix.cfg.ScanPage, 1))
+	switch {
+	case err != nil && ctx.Err() == nil && !ix.gate.Observe(ctx, err):
+		ix.log.Error("scan the repository", "err", err)
+	case r.Found > 0:
+		ix.log.Info("archive files found by the repository scan", "files", r.Found, "listed", r.Listed)
+	}
+	if r.CycleDone {
+		ix.log.Debug("repository scan cycle done", "listed", r.Listed)
+	}
+}
+
+// ScanResult is what one page of the repository scan did.
+type ScanResult struct {
+	// Listed and Found are the keys listed and the files new to the
+	// registry among them.
+	Listed, Found int
+	// CycleDone says the listing ended: the next page starts over.
+	CycleDone bool
+}
+
+// ScanPage lists up to page keys of the repository after the last one
+// the scan registered, registers the archive files among them, and keeps
+// where it stopped; a listing that ends sends the next page to the start.
+// Its cost is the page's, not the store's.
+func (ix *Indexer) ScanPage(ctx context.Context, page int) (ScanResult, error) {
+	var r ScanResult
+	after, err := ix.reg.ScanCursor(ctx)
+	if err != nil {
+		return r, err
+	}
+	infos, err := blob.ListAfter(ctx, ix.blob, ix.cfg.RepositoryPrefix, after, page)
+	if err != nil {
+		return r, fmt.Errorf("list the repository after %q: %w", after, err)
+	}
+	for _, info := range infos {
+		isNew, err := ix.reg.Discover(ctx, info.Key, info.Size)
 		if err != nil {
-			if !ix.gate.Observe(ctx, err) {
-				ix.log.Error("list repository", "err", err)
-			}
-			return
+			return r, fmt.Errorf("discover %s: %w", info.Key, err)
 		}
-		if isNew, err := ix.reg.Discover(ctx, info.Key, info.Size); err != nil {
-			if ix.gate.Observe(ctx, err) {
-				return
-			}
-			ix.log.Error("discover", "file", info.Key, "err", err)
-		} else if isNew {
-			found++
+		r.Listed++
+		if isNew {
+			r.Found++
 		}
 	}
-	if found > 0 {
-		ix.log.Info("archive files found by the repository listing", "files", found)
+	next := ""
+	if len(infos) == page {
+		next = infos[len(infos)-1].Key
+	} else {
+		r.CycleDone = true
 	}
+	return r, ix.reg.SetScanCursor(ctx, next, after == "")
 }
 
 // Dispatch publishes a task for every due file.

@@ -388,3 +388,26 @@ func (r *Registry) History(ctx context.Context, name string) (service.History, e
 	service.SortHistory(&h)
 	return h, nil
 }
+
+// ScanCursor is the key the repository scan registered last ("" at the
+// start of a cycle).
+func (r *Registry) ScanCursor(ctx context.Context) (string, error) {
+	var after string
+	if err := r.db.QueryRow(ctx, `SELECT after FROM indexer.scan_cursor WHERE id = 1`).Scan(&after); err != nil {
+		return "", fmt.Errorf("scan cursor: %w", err)
+	}
+	return after, nil
+}
+
+// SetScanCursor keeps where the repository scan stopped ("" sends the next
+// page to the start); newCycle records that a cycle began.
+func (r *Registry) SetScanCursor(ctx context.Context, after string, newCycle bool) error {
+	q := `UPDATE indexer.scan_cursor SET after = $1 WHERE id = 1`
+	if newCycle {
+		q = `UPDATE indexer.scan_cursor SET after = $1, cycle_started_at = now() WHERE id = 1`
+	}
+	if _, err := r.db.Exec(ctx, q, after); err != nil {
+		return fmt.Errorf("keep the scan cursor: %w", err)
+	}
+	return nil
+}
