@@ -8,6 +8,7 @@
 package aggregator
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -215,30 +216,36 @@ func (a *Aggregator) build(ctx context.Context, level string, since time.Time) e
 	if err := a.db.QueryRow(ctx, `SELECT clock_timestamp()`).Scan(&cutoff); err != nil {
 		return err
 	}
-	rows, err := a.db.Query(ctx, `SELECT output FROM aggregator.outputs WHERE received_at > $1 AND received_at <= $2 ORDER BY file`, since, cutoff)
+	// The outputs' keys go to a file, read back in order as the merge
+	// opens them: one query's snapshot, and memory that does not grow
+	// with the number of outputs.
+	list, n, err := a.outputList(ctx, since, cutoff)
 	if err != nil {
 		return err
 	}
-	outputs, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	if err != nil {
-		return err
-	}
+	defer os.Remove(list.Name())
+	defer list.Close()
+	keys := bufio.NewScanner(list)
 	tmp, err := os.CreateTemp("", "generation-*.cdx")
 	if err != nil {
 		return err
 	}
 	defer os.Remove(tmp.Name())
 	defer tmp.Close()
-	// At most the fan-in of outputs open at once, whatever their number.
-	lines, err := cdxindex.MergeBounded(tmp, len(outputs), a.cfg.FanIn, "", func(i int) (io.ReadCloser, error) {
-		rc, _, err := a.blob.Get(ctx, outputs[i])
+	// At most the fan-in of outputs open at once, whatever their number
+	// (MergeBounded opens them once each, in order).
+	lines, err := cdxindex.MergeBounded(tmp, n, a.cfg.FanIn, "", func(int) (io.ReadCloser, error) {
+		if !keys.Scan() {
+			return nil, fmt.Errorf("the list of outputs ended early: %v", keys.Err())
+		}
+		rc, _, err := a.blob.Get(ctx, keys.Text())
 		if err != nil {
-			return nil, fmt.Errorf("read output %s: %w", outputs[i], err)
+			return nil, fmt.Errorf("read output %s: %w", keys.Text(), err)
 		}
 		return rc, nil
 	})
 	if err != nil {
-		return fmt.Errorf("merge %d outputs: %w", len(outputs), err)
+		return fmt.Errorf("merge %d outputs: %w", n, err)
 	}
 	if _, err := tmp.Seek(0, io.SeekStart); err != nil {
 		return err
@@ -261,11 +268,52 @@ func (a *Aggregator) build(ctx context.Context, level string, since time.Time) e
 		r AS (UPDATE aggregator.generations SET key = '', lines = 0, bytes = 0, sources = 0, built_at = $6 WHERE level = 'recent')
 		UPDATE aggregator.generations SET key = $2, lines = $3, bytes = $4, sources = $5, built_at = $6 WHERE level = $1`
 	}
-	if _, err := a.db.Exec(ctx, q, level, key, lines, info.Size, len(outputs), cutoff, levels); err != nil {
+	if _, err := a.db.Exec(ctx, q, level, key, lines, info.Size, n, cutoff, levels); err != nil {
 		return fmt.Errorf("swap in the %s generation: %w", level, err)
 	}
-	a.log.Info("generation built", "level", level, "outputs", len(outputs), "lines", lines, "key", key)
+	a.log.Info("generation built", "level", level, "outputs", n, "lines", lines, "key", key)
 	return nil
+}
+
+// outputList writes the keys of the outputs received after since, up to
+// cutoff, a line each in the files' order, to a temporary file, rewound,
+// and counts them.
+func (a *Aggregator) outputList(ctx context.Context, since, cutoff time.Time) (*os.File, int, error) {
+	f, err := os.CreateTemp("", "outputs-*.txt")
+	if err != nil {
+		return nil, 0, err
+	}
+	fail := func(err error) (*os.File, int, error) {
+		f.Close()
+		os.Remove(f.Name())
+		return nil, 0, err
+	}
+	rows, err := a.db.Query(ctx, `SELECT output FROM aggregator.outputs WHERE received_at > $1 AND received_at <= $2 ORDER BY file`, since, cutoff)
+	if err != nil {
+		return fail(err)
+	}
+	defer rows.Close()
+	w := bufio.NewWriter(f)
+	n := 0
+	for rows.Next() {
+		var k string
+		if err := rows.Scan(&k); err != nil {
+			return fail(err)
+		}
+		w.WriteString(k)
+		w.WriteByte('\n')
+		n++
+	}
+	if err := rows.Err(); err != nil {
+		return fail(fmt.Errorf("list outputs: %w", err))
+	}
+	if err := w.Flush(); err != nil {
+		return fail(err)
+	}
+	if _, err := f.Seek(0, io.SeekStart); err != nil {
+		return fail(err)
+	}
+	return f, n, nil
 }
 
 // DeleteRetired deletes the objects of generations and outputs retired

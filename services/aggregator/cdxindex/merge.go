@@ -108,7 +108,9 @@ const DefaultFanIn = 64
 // two passes over the lines for up to fanIn² sources). Its memory is the
 // fan-in's buffers, not the archive's: opening every output at once, with
 // a buffer each, is what ran a 512 MiB aggregator out of memory at a few
-// hundred outputs. open(i) opens source i; each is closed once merged.
+// hundred outputs. open(i) opens source i; it is called once for each
+// source, in order from 0 (so sources may be read from a list, one after
+// the other), and each is closed once merged.
 func MergeBounded(dst io.Writer, n, fanIn int, tmpDir string, open func(i int) (io.ReadCloser, error)) (int64, error) {
 	if fanIn < 2 {
 		fanIn = 2
