@@ -64,13 +64,7 @@ func TestLateAnnouncementDoesNotReplaceANewerOutput(t *testing.T) {
 // AGGREGATOR_RETIRE_AFTER has passed; the current ones are kept.
 func TestReplacedGenerationsAreDeletedAfterAGrace(t *testing.T) {
 	ctx := context.Background()
-	db := testenv.DB(t, migrations.Schema)
-	bs, err := blob.NewLocal(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	a := &Aggregator{db: db, blob: bs, log: slog.New(slog.NewTextHandler(io.Discard, nil)), wake: make(chan struct{}, 1), skipped: skippedCounter(nil),
-		cfg: Config{MainThreshold: 1000, Prefix: "index/", RetireAfter: time.Hour}}
+	a, bs := storeAggregator(t)
 	at := time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)
 	var keys []string
 	for i, file := range []string{"a.warc.gz", "b.warc.gz"} {
@@ -121,13 +115,7 @@ func TestReplacedGenerationsAreDeletedAfterAGrace(t *testing.T) {
 // current output stays, and a build after the deletion has its lines.
 func TestSupersededOutputsAreDeletedAfterAGrace(t *testing.T) {
 	ctx := context.Background()
-	db := testenv.DB(t, migrations.Schema)
-	bs, err := blob.NewLocal(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	a := &Aggregator{db: db, blob: bs, log: slog.New(slog.NewTextHandler(io.Discard, nil)), wake: make(chan struct{}, 1), skipped: skippedCounter(nil),
-		cfg: Config{MainThreshold: 1000, Prefix: "index/", RetireAfter: time.Hour, FanIn: 64}}
+	a, bs := storeAggregator(t)
 	at := time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)
 	announce := func(attempt int, sent time.Time) string {
 		t.Helper()
@@ -168,4 +156,17 @@ func TestSupersededOutputsAreDeletedAfterAGrace(t *testing.T) {
 	if gens, err := a.Generations(ctx); err != nil || gens[1].Lines != 1 {
 		t.Errorf("a build after the deletion: %+v %v, want the current output's line", gens, err)
 	}
+}
+
+// storeAggregator is an aggregator on a test database and a local blob
+// store, generations retired after an hour.
+func storeAggregator(t *testing.T) (*Aggregator, blob.Store) {
+	t.Helper()
+	bs, err := blob.NewLocal(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &Aggregator{db: testenv.DB(t, migrations.Schema), blob: bs, log: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		wake: make(chan struct{}, 1), skipped: skippedCounter(nil),
+		cfg: Config{MainThreshold: 1000, Prefix: "index/", RetireAfter: time.Hour, FanIn: 64}}, bs
 }

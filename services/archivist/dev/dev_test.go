@@ -474,7 +474,7 @@ func demoTenancy(t *testing.T, o dev.Options, operatorToken string) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		page, _ := io.ReadAll(resp.Body)
+		page, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 		resp.Body.Close()
 		csp := resp.Header.Get("Content-Security-Policy")
 		m := regexp.MustCompile(`script-src 'nonce-([A-Za-z0-9_-]{16,})'`).FindStringSubmatch(csp)
@@ -499,7 +499,7 @@ func demoTenancy(t *testing.T, o dev.Options, operatorToken string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	page, _ := io.ReadAll(resp.Body)
+	page, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 	resp.Body.Close()
 	m := regexp.MustCompile(`name="next" value="([^"]*)"`).FindSubmatch(page)
 	if m == nil {

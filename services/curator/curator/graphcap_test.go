@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"strings"
 	"testing"
@@ -102,6 +103,6 @@ func getJSON(t *testing.T, url string) (int, map[string]any) {
 	}
 	defer resp.Body.Close()
 	var out map[string]any
-	json.NewDecoder(resp.Body).Decode(&out)
+	json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&out)
 	return resp.StatusCode, out
 }

@@ -3,6 +3,7 @@ package ingest_test
 import (
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"strings"
 	"testing"
@@ -151,6 +152,6 @@ func (r *rig) list(req *http.Request) (int, []map[string]any) {
 	}
 	defer resp.Body.Close()
 	var out []map[string]any
-	json.NewDecoder(resp.Body).Decode(&out)
+	json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&out)
 	return resp.StatusCode, out
 }
