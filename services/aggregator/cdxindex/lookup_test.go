@@ -21,24 +21,6 @@ func TestFindAgainstAScan(t *testing.T) {
 	content := sortedFile(lines)
 	sort.Strings(lines)
 	f := cdxindex.Open(strings.NewReader(content), int64(len(content)))
-	scan := func(q cdxindex.Query) []string {
-		var out []string
-		for _, l := range lines {
-			k, rest, _ := strings.Cut(l, " ")
-			ts, _, _ := strings.Cut(rest, " ")
-			if q.Prefix && !strings.HasPrefix(k, q.Key) || !q.Prefix && k != q.Key {
-				continue
-			}
-			if q.From != "" && ts < q.From || q.To != "" && ts > q.To && !strings.HasPrefix(ts, q.To) {
-				continue
-			}
-			out = append(out, l)
-			if q.Limit > 0 && len(out) >= q.Limit {
-				break
-			}
-		}
-		return out
-	}
 	for i := range 300 {
 		q := cdxindex.Query{Key: fmt.Sprintf("com,site%02d)/p%d", r.IntN(45), r.IntN(35))}
 		switch i % 4 {
@@ -53,7 +35,7 @@ func TestFindAgainstAScan(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if want := scan(q); strings.Join(got, "\n") != strings.Join(want, "\n") {
+		if want := scanLines(lines, q); strings.Join(got, "\n") != strings.Join(want, "\n") {
 			t.Fatalf("query %+v: %d lines, want %d", q, len(got), len(want))
 		}
 	}
