@@ -1,21 +1,21 @@
 // Package aggregator is the aggregator service (wayback-automatic-indexing.txt):
-// on index.cdx.ready it records the file's current output, merges new
-// outputs into a small recent generation, and folds everything into the main
-// generation once recent grows past a threshold; each generation is written
-// whole to the blob store and swapped in by one statement, so a query never
-// sees a half-written index. Queries (a pywb / OpenWayback compatible CDX
-// API) read both generations by binary search.
+// on index.cdx.ready it records the file's current output; each tick it
+// merges the outputs not yet built into a level-0 ZipNum cluster, and a
+// level holding AGGREGATOR_LEVEL_FACTOR clusters merges its oldest into one
+// of the next level, so no merge reads more than the fan-in and none
+// rewrites the archive for a few new files. Each cluster is written whole
+// to the blob store and swapped in by one statement, so a query never sees
+// a half-written index. Queries (pywb's CDX server API) read the clusters'
+// summaries, kept in memory, and one or two blocks of each.
 package aggregator
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
-	"os"
-	"strings"
+	"path"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -41,10 +41,15 @@ type Config struct {
 	// RetireAfter is how long a replaced generation's object is kept for
 	// the queries still reading it before it is deleted.
 	RetireAfter time.Duration `env:"AGGREGATOR_RETIRE_AFTER, default=10m"`
-	// MainThreshold folds the recent generation into main once it holds
-	// this many lines.
-	MainThreshold int64 `env:"AGGREGATOR_MAIN_THRESHOLD, default=1000000"`
-	// Prefix is where generations are written in the blob store.
+	// LevelFactor is how many clusters a level holds before its oldest
+	// merge into one of the next level (at most the fan-in).
+	LevelFactor int `env:"AGGREGATOR_LEVEL_FACTOR, default=8"`
+	// BuildOutputs is the most new outputs one level-0 build merges (more
+	// wait for the next build).
+	BuildOutputs int `env:"AGGREGATOR_BUILD_OUTPUTS, default=4096"`
+	// BlockLines is how many CDX lines a ZipNum block holds.
+	BlockLines int `env:"AGGREGATOR_BLOCK_LINES, default=3000"`
+	// Prefix is where clusters are written in the blob store.
 	Prefix string `env:"AGGREGATOR_PREFIX, default=index/"`
 	// MaxQueryLines is the most lines one CDX query reads and answers,
 	// whatever its limit (a sorted query orders at most these).
@@ -69,7 +74,11 @@ func Definition() service.Definition {
 }
 
 func run(ctx context.Context, env *service.Env, cfg Config) error {
-	a := &Aggregator{db: env.DB, blob: env.Blob, cfg: cfg, log: env.Log, wake: make(chan struct{}, 1), skipped: skippedCounter(env.Metrics), gate: env.Gate}
+	if cfg.LevelFactor < 2 || cfg.LevelFactor > max(cfg.FanIn, 2) {
+		return fmt.Errorf("AGGREGATOR_LEVEL_FACTOR %d: from 2 to AGGREGATOR_MERGE_FAN_IN (%d)", cfg.LevelFactor, cfg.FanIn)
+	}
+	a := New(env.DB, env.Blob, cfg, env.Log)
+	a.skipped, a.gate = skippedCounter(env.Metrics), env.Gate
 	sub, err := bus.Consume(ctx, env.Bus, events.AggregatorReady, a.Ready)
 	if err != nil {
 		return err
@@ -90,8 +99,19 @@ func skippedCounter(reg prometheus.Registerer) prometheus.Counter {
 	return c
 }
 
+// New is an aggregator over a database holding its schema and a blob store.
+func New(db *pgxpool.Pool, bs blob.Store, cfg Config, log *slog.Logger) *Aggregator {
+	return &Aggregator{db: db, blob: bs, cfg: cfg, log: log, wake: make(chan struct{}, 1), skipped: skippedCounter(nil),
+		clusters: map[string]*cdxindex.Cluster{}}
+}
+
 // Aggregator merges outputs and answers queries.
 type Aggregator struct {
+	// clusters are the live clusters opened for queries, by name (their
+	// summaries in memory).
+	clustersMu sync.Mutex
+	clusters   map[string]*cdxindex.Cluster
+
 	db   *pgxpool.Pool
 	blob blob.Store
 	cfg  Config
@@ -115,17 +135,28 @@ func (a *Aggregator) Ready(ctx context.Context, m *bus.Message[events.IndexCDXRe
 	var applied bool
 	err := pgx.BeginFunc(ctx, a.db, func(tx pgx.Tx) error {
 		var old *string
-		if err := tx.QueryRow(ctx, `SELECT output FROM aggregator.outputs WHERE file = $1 FOR UPDATE`, m.Event.File).Scan(&old); err != nil && !errors.Is(err, pgx.ErrNoRows) {
+		var oldBuild *int64
+		if err := tx.QueryRow(ctx, `SELECT output, build FROM aggregator.outputs WHERE file = $1 FOR UPDATE`, m.Event.File).Scan(&old, &oldBuild); err != nil && !errors.Is(err, pgx.ErrNoRows) {
 			return err
 		}
+		// A new output is built again (build NULL); a withdrawn file
+		// announced anew is the archive's again.
 		tag, err := tx.Exec(ctx, `INSERT INTO aggregator.outputs (file, output, lines, version) VALUES ($1, $2, $3, $4)
-			ON CONFLICT (file) DO UPDATE SET output = EXCLUDED.output, lines = EXCLUDED.lines, version = EXCLUDED.version,
+			ON CONFLICT (file) DO UPDATE SET output = EXCLUDED.output, lines = EXCLUDED.lines, version = EXCLUDED.version, withdrawn = false,
+				build = CASE WHEN aggregator.outputs.output <> EXCLUDED.output OR aggregator.outputs.withdrawn THEN NULL ELSE aggregator.outputs.build END,
 				received_at = CASE WHEN aggregator.outputs.output <> EXCLUDED.output THEN clock_timestamp() ELSE aggregator.outputs.received_at END
 			WHERE aggregator.outputs.version < EXCLUDED.version`, m.Event.File, m.Event.Output, m.Event.Lines, m.Envelope.SentAt)
 		if err != nil {
 			return err
 		}
 		applied = tag.RowsAffected() > 0
+		// The replaced output's lines, in the build that holds them, answer
+		// no more queries and leave that cluster's next merge.
+		if applied && old != nil && *old != m.Event.Output && oldBuild != nil {
+			if err := mask(ctx, tx, m.Event.File, *oldBuild); err != nil {
+				return err
+			}
+		}
 		stale := ""
 		switch {
 		case applied && old != nil && *old != m.Event.Output:
@@ -156,6 +187,54 @@ func (a *Aggregator) Ready(ctx context.Context, m *bus.Message[events.IndexCDXRe
 	return nil
 }
 
+// mask hides a file's lines in a build.
+func mask(ctx context.Context, tx pgx.Tx, file string, build int64) error {
+	_, err := tx.Exec(ctx, `INSERT INTO aggregator.masks (name, build, file) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING`,
+		path.Base(file), build, file)
+	if err != nil {
+		return fmt.Errorf("mask the lines of %s in build %d: %w", file, build, err)
+	}
+	return nil
+}
+
+// ErrUnknownFile is returned by Withdraw for a file the index does not hold.
+var ErrUnknownFile = errors.New("no output recorded for that file")
+
+// Withdraw takes an archive file out of the index: its lines answer no
+// query from the moment it returns and are left out of the next merge of
+// the cluster holding them; its output is retired. A newer announcement
+// for the file (it was indexed again) puts it back.
+func (a *Aggregator) Withdraw(ctx context.Context, file, reason string) error {
+	return pgx.BeginFunc(ctx, a.db, func(tx pgx.Tx) error {
+		var output string
+		var build *int64
+		var withdrawn bool
+		err := tx.QueryRow(ctx, `SELECT output, build, withdrawn FROM aggregator.outputs WHERE file = $1 FOR UPDATE`, file).Scan(&output, &build, &withdrawn)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return ErrUnknownFile
+		}
+		if err != nil {
+			return fmt.Errorf("withdraw %s: %w", file, err)
+		}
+		if withdrawn {
+			return nil
+		}
+		if build != nil {
+			if err := mask(ctx, tx, file, *build); err != nil {
+				return err
+			}
+		}
+		if _, err := tx.Exec(ctx, `UPDATE aggregator.outputs SET withdrawn = true, build = NULL WHERE file = $1`, file); err != nil {
+			return fmt.Errorf("withdraw %s: %w", file, err)
+		}
+		if _, err := tx.Exec(ctx, `INSERT INTO aggregator.retired (key) VALUES ($1) ON CONFLICT DO NOTHING`, output); err != nil {
+			return fmt.Errorf("retire the output of %s: %w", file, err)
+		}
+		a.log.Info("archive file withdrawn from the index", "file", file, "output", output, "reason", reason)
+		return nil
+	})
+}
+
 // Loop merges until ctx ends.
 func (a *Aggregator) Loop(ctx context.Context) {
 	t := time.NewTicker(a.cfg.MergeInterval)
@@ -168,7 +247,7 @@ func (a *Aggregator) Loop(ctx context.Context) {
 			a.log.Error("merge", "err", err)
 		}
 		if err := a.DeleteRetired(ctx); err != nil && ctx.Err() == nil && !a.gate.Observe(ctx, err) {
-			a.log.Error("delete retired generations", "err", err)
+			a.log.Error("delete retired clusters and outputs", "err", err)
 		}
 		select {
 		case <-ctx.Done():
@@ -177,143 +256,6 @@ func (a *Aggregator) Loop(ctx context.Context) {
 		case <-a.wake:
 		}
 	}
-}
-
-// MergeNew rebuilds the recent generation from the outputs received since
-// main was built, or, past the threshold, main from every output. It does
-// nothing when no output arrived since the last build. Rebuilding from the
-// outputs, rather than merging new lines into the old generation, is what
-// keeps a re-indexed file's lines once: its new output replaces the old
-// one, whose lines a merge into the old generation would keep.
-func (a *Aggregator) MergeNew(ctx context.Context) error {
-	var mainBuilt, recentBuilt time.Time
-	if err := a.db.QueryRow(ctx, `SELECT (SELECT built_at FROM aggregator.generations WHERE level = 'main'),
-		(SELECT built_at FROM aggregator.generations WHERE level = 'recent')`).Scan(&mainBuilt, &recentBuilt); err != nil {
-		return fmt.Errorf("read generations: %w", err)
-	}
-	var fresh int
-	var pendingLines int64
-	if err := a.db.QueryRow(ctx, `SELECT count(*) FILTER (WHERE received_at > $2), coalesce(sum(lines) FILTER (WHERE received_at > $1), 0)
-		FROM aggregator.outputs`, mainBuilt, recentBuilt).Scan(&fresh, &pendingLines); err != nil {
-		return err
-	}
-	// Past the threshold, recent folds into main even when nothing new
-	// arrived (the last outputs may have filled recent in one build).
-	if pendingLines >= a.cfg.MainThreshold {
-		return a.build(ctx, "main", time.Time{})
-	}
-	if fresh == 0 {
-		return nil
-	}
-	return a.build(ctx, "recent", mainBuilt)
-}
-
-// build merges the outputs received after since into a new generation of
-// level, writes it whole, and swaps it in with one statement (for main, the
-// recent generation is emptied in the same statement).
-func (a *Aggregator) build(ctx context.Context, level string, since time.Time) error {
-	var cutoff time.Time
-	if err := a.db.QueryRow(ctx, `SELECT clock_timestamp()`).Scan(&cutoff); err != nil {
-		return err
-	}
-	// The outputs' keys go to a file, read back in order as the merge
-	// opens them: one query's snapshot, and memory that does not grow
-	// with the number of outputs.
-	list, n, err := a.outputList(ctx, since, cutoff)
-	if err != nil {
-		return err
-	}
-	defer os.Remove(list.Name())
-	defer list.Close()
-	keys := bufio.NewScanner(list)
-	tmp, err := os.CreateTemp("", "generation-*.cdx")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name())
-	defer tmp.Close()
-	// At most the fan-in of outputs open at once, whatever their number
-	// (MergeBounded opens them once each, in order).
-	lines, err := cdxindex.MergeBounded(tmp, n, a.cfg.FanIn, "", func(int) (io.ReadCloser, error) {
-		if !keys.Scan() {
-			return nil, fmt.Errorf("the list of outputs ended early: %v", keys.Err())
-		}
-		rc, _, err := a.blob.Get(ctx, keys.Text())
-		if err != nil {
-			return nil, fmt.Errorf("read output %s: %w", keys.Text(), err)
-		}
-		return rc, nil
-	})
-	if err != nil {
-		return fmt.Errorf("merge %d outputs: %w", n, err)
-	}
-	if _, err := tmp.Seek(0, io.SeekStart); err != nil {
-		return err
-	}
-	key := fmt.Sprintf("%s%s-%d.cdx", a.cfg.Prefix, level, cutoff.UnixNano())
-	info, err := a.blob.Put(ctx, key, tmp, map[string]string{"content-type": "text/plain"})
-	if err != nil {
-		return fmt.Errorf("write generation: %w", err)
-	}
-	// The generations replaced are retired in the same statement; their
-	// objects are deleted once queries reading them have had time to end.
-	levels := []string{level}
-	q := `WITH old AS (SELECT key FROM aggregator.generations WHERE level = ANY($7) AND key <> ''),
-		retire AS (INSERT INTO aggregator.retired (key) SELECT key FROM old ON CONFLICT DO NOTHING)
-		UPDATE aggregator.generations SET key = $2, lines = $3, bytes = $4, sources = $5, built_at = $6 WHERE level = $1`
-	if level == "main" {
-		levels = append(levels, "recent")
-		q = `WITH old AS (SELECT key FROM aggregator.generations WHERE level = ANY($7) AND key <> ''),
-		retire AS (INSERT INTO aggregator.retired (key) SELECT key FROM old ON CONFLICT DO NOTHING),
-		r AS (UPDATE aggregator.generations SET key = '', lines = 0, bytes = 0, sources = 0, built_at = $6 WHERE level = 'recent')
-		UPDATE aggregator.generations SET key = $2, lines = $3, bytes = $4, sources = $5, built_at = $6 WHERE level = $1`
-	}
-	if _, err := a.db.Exec(ctx, q, level, key, lines, info.Size, n, cutoff, levels); err != nil {
-		return fmt.Errorf("swap in the %s generation: %w", level, err)
-	}
-	a.log.Info("generation built", "level", level, "outputs", n, "lines", lines, "key", key)
-	return nil
-}
-
-// outputList writes the keys of the outputs received after since, up to
-// cutoff, a line each in the files' order, to a temporary file, rewound,
-// and counts them.
-func (a *Aggregator) outputList(ctx context.Context, since, cutoff time.Time) (*os.File, int, error) {
-	f, err := os.CreateTemp("", "outputs-*.txt")
-	if err != nil {
-		return nil, 0, err
-	}
-	fail := func(err error) (*os.File, int, error) {
-		f.Close()
-		os.Remove(f.Name())
-		return nil, 0, err
-	}
-	rows, err := a.db.Query(ctx, `SELECT output FROM aggregator.outputs WHERE received_at > $1 AND received_at <= $2 ORDER BY file`, since, cutoff)
-	if err != nil {
-		return fail(err)
-	}
-	defer rows.Close()
-	w := bufio.NewWriter(f)
-	n := 0
-	for rows.Next() {
-		var k string
-		if err := rows.Scan(&k); err != nil {
-			return fail(err)
-		}
-		w.WriteString(k)
-		w.WriteByte('\n')
-		n++
-	}
-	if err := rows.Err(); err != nil {
-		return fail(fmt.Errorf("list outputs: %w", err))
-	}
-	if err := w.Flush(); err != nil {
-		return fail(err)
-	}
-	if _, err := f.Seek(0, io.SeekStart); err != nil {
-		return fail(err)
-	}
-	return f, n, nil
 }
 
 // DeleteRetired deletes the objects of generations and outputs retired
@@ -337,98 +279,4 @@ func (a *Aggregator) DeleteRetired(ctx context.Context) error {
 		a.log.Info("retired generation deleted", "key", k)
 	}
 	return nil
-}
-
-// Generation describes one level of the index.
-type Generation struct {
-	// Level is "recent" or "main".
-	Level string `json:"level"`
-	// Key is the generation's object in the blob store ("" before the first build).
-	Key string `json:"key"`
-	// Lines and Bytes are its size.
-	Lines int64 `json:"lines"`
-	Bytes int64 `json:"bytes"`
-	// Sources is how many outputs were merged into it.
-	Sources int `json:"sources"`
-	// BuiltAt is when it was built.
-	BuiltAt time.Time `json:"built_at"`
-}
-
-// Generations lists the current generations.
-func (a *Aggregator) Generations(ctx context.Context) ([]Generation, error) {
-	rows, err := a.db.Query(ctx, `SELECT level, key, lines, bytes, sources, built_at FROM aggregator.generations ORDER BY level`)
-	if err != nil {
-		return nil, err
-	}
-	return pgx.CollectRows(rows, pgx.RowToStructByPos[Generation])
-}
-
-// Lookup answers a query from every generation: lines merged in order,
-// identical lines once, at most limit.
-func (a *Aggregator) Lookup(ctx context.Context, q cdxindex.Query, match func(key string) bool) ([]string, error) {
-	gens, err := a.Generations(ctx)
-	if err != nil {
-		return nil, err
-	}
-	// One cursor per generation, merged in byte order as they are read:
-	// the query stops reading once it has its lines.
-	type head struct {
-		c    *cdxindex.Cursor
-		line string
-	}
-	var heads []*head
-	for _, g := range gens {
-		if g.Key == "" {
-			continue
-		}
-		rc, info, err := a.blob.Get(ctx, g.Key)
-		if err != nil {
-			return nil, fmt.Errorf("open %s generation: %w", g.Level, err)
-		}
-		defer rc.Close()
-		ra, ok := rc.(io.ReaderAt)
-		if !ok {
-			return nil, fmt.Errorf("the blob store cannot read %s at offsets", g.Key)
-		}
-		c, err := cdxindex.Open(ra, info.Size).Cursor(q)
-		if err != nil {
-			return nil, err
-		}
-		if l, ok := c.Next(); ok {
-			heads = append(heads, &head{c, l})
-		} else if err := c.Err(); err != nil {
-			return nil, err
-		}
-	}
-	var out []string
-	last := ""
-	for len(heads) > 0 && (q.Limit <= 0 || len(out) < q.Limit) {
-		if err := ctx.Err(); err != nil {
-			return nil, err
-		}
-		best := 0
-		for i, h := range heads {
-			if h.line < heads[best].line {
-				best = i
-			}
-		}
-		h := heads[best]
-		l := h.line
-		if next, ok := h.c.Next(); ok {
-			h.line = next
-		} else {
-			if err := h.c.Err(); err != nil {
-				return nil, err
-			}
-			heads = append(heads[:best], heads[best+1:]...)
-		}
-		if l == last && len(out) > 0 {
-			continue // the same line in two generations
-		}
-		last = l
-		if k, _, _ := strings.Cut(l, " "); match == nil || match(k) {
-			out = append(out, l)
-		}
-	}
-	return out, nil
 }

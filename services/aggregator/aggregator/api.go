@@ -2,6 +2,7 @@ package aggregator
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"slices"
@@ -18,8 +19,9 @@ import (
 var Fields = []string{"urlkey", "timestamp", "url", "mime", "status", "digest", "redirect", "robotflags", "length", "offset", "filename"}
 
 // Handler serves GET /cdx (url, matchType exact|prefix|host|domain, from,
-// to, limit, sort reverse|closest with closest, fl, output cdx|json) and
-// GET /v1/index/generations.
+// to, limit, sort reverse|closest with closest, fl, output cdx|json),
+// GET /v1/index/generations and POST /v1/index/withdraw {"file", "reason"}
+// (an operator's).
 func (a *Aggregator) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /cdx", a.cdx)
@@ -29,10 +31,39 @@ func (a *Aggregator) Handler() http.Handler {
 			http.Error(w, "reading the generations failed", http.StatusInternalServerError)
 			return
 		}
-		w.Header().Set("Content-Type", "application/json")
-		json.NewEncoder(w).Encode(gens)
+		reply(w, http.StatusOK, gens)
+	})
+	mux.HandleFunc("POST /v1/index/withdraw", func(w http.ResponseWriter, r *http.Request) {
+		var req struct {
+			File   string `json:"file"`
+			Reason string `json:"reason"`
+		}
+		dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, 1<<16))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&req); err != nil || req.File == "" || req.Reason == "" {
+			reply(w, http.StatusBadRequest, map[string]string{"error": `send {"file": KEY, "reason": TEXT}: the archive file as the indexer names it, and why it leaves the index`})
+			return
+		}
+		err := a.Withdraw(r.Context(), req.File, req.Reason)
+		if errors.Is(err, ErrUnknownFile) {
+			reply(w, http.StatusNotFound, map[string]string{"error": err.Error(), "file": req.File})
+			return
+		}
+		if err != nil {
+			a.log.Error("withdraw", "file", req.File, "err", err)
+			reply(w, http.StatusInternalServerError, map[string]string{"error": "withdrawing failed"})
+			return
+		}
+		reply(w, http.StatusOK, map[string]string{"withdrawn": req.File})
 	})
 	return mux
+}
+
+// reply writes v as JSON with status code.
+func reply(w http.ResponseWriter, code int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	json.NewEncoder(w).Encode(v)
 }
 
 // request is a parsed /cdx query.

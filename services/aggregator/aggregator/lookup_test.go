@@ -1,7 +1,6 @@
 package aggregator
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -10,11 +9,11 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/archivist/archivist/pkg/blob"
-	"github.com/archivist/archivist/pkg/store"
 	"github.com/archivist/archivist/pkg/testenv"
-	"github.com/archivist/archivist/services/aggregator/migrations"
+	"github.com/archivist/archivist/services/aggregator/cdxindex"
 )
 
 func TestMain(m *testing.M) { testenv.Main(m) }
@@ -46,35 +45,39 @@ func (s *countingStore) Get(ctx context.Context, key string) (io.ReadCloser, blo
 }
 
 // TestQueriesReadOnlyWhatTheyAnswer: the issue's query, every .com capture
-// with limit=1, reads a few blocks of a 200,000-line index, not the index;
-// without a limit a query stops at AGGREGATOR_MAX_QUERY_LINES.
+// with limit=1, reads a block or two of each cluster of a 200,000-line
+// index, not the index; without a limit a query stops at
+// AGGREGATOR_MAX_QUERY_LINES; an exact query reads at most two blocks of a
+// cluster.
 func TestQueriesReadOnlyWhatTheyAnswer(t *testing.T) {
 	ctx := context.Background()
-	local, err := blob.NewLocal(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	var main, recent bytes.Buffer
+	a, local := storeAggregator(t)
+	cs := &countingStore{Store: local}
+	a.blob = cs
+	at := time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)
+	var big, small []string
 	for i := range 200_000 {
-		fmt.Fprintf(&main, "com,example%06d)/ 20260101000000 http://example%06d.com/ text/html 200 AAAA - - 100 %d a.warc.gz\n", i, i, i*100)
+		big = append(big, fmt.Sprintf("com,example%06d)/ 20260101000000 http://example%06d.com/ text/html 200 AAAA - - 100 %d a.warc.gz", i, i, i*100))
 	}
 	for i := range 10 {
-		fmt.Fprintf(&recent, "com,example%06d)/ 20260102000000 http://example%06d.com/ text/html 200 BBBB - - 100 %d b.warc.gz\n", i*2, i*2, i*100)
+		small = append(small, fmt.Sprintf("com,example%06d)/ 20260102000000 http://example%06d.com/ text/html 200 BBBB - - 100 %d b.warc.gz", i*2, i*2, i*100))
 	}
-	local.Put(ctx, "index/main.cdx", bytes.NewReader(main.Bytes()), nil)
-	local.Put(ctx, "index/recent.cdx", bytes.NewReader(recent.Bytes()), nil)
-	db, err := store.Open(ctx, store.Config{URL: testenv.DBURL(t, migrations.Schema), MaxConns: 2}, "test")
-	if err != nil {
+	announce(t, a, local, "a.warc.gz", at, big...)
+	if err := a.MergeNew(ctx); err != nil {
 		t.Fatal(err)
 	}
-	defer db.Close()
-	if _, err := db.Exec(ctx, `UPDATE aggregator.generations SET key = 'index/' || level || '.cdx'`); err != nil {
+	announce(t, a, local, "b.warc.gz", at.Add(time.Minute), small...)
+	if err := a.MergeNew(ctx); err != nil {
 		t.Fatal(err)
 	}
-	cs := &countingStore{Store: local}
-	a := &Aggregator{db: db, blob: cs, cfg: Config{MaxQueryLines: 1000}, log: testenv.Logger(t)}
+	gens, _ := a.Generations(ctx)
+	if len(gens) != 2 || gens[0].Blocks != 67 {
+		t.Fatalf("clusters %+v: want two, the first of 67 blocks", gens)
+	}
+	a.Lookup(ctx, cdxindex.Query{Key: "com,", Prefix: true, Limit: 1}, nil) // summaries read once, then kept
 	srv := httptest.NewServer(a.Handler())
 	defer srv.Close()
+	block := gens[0].Bytes / gens[0].Blocks
 	get := func(q string) []string {
 		t.Helper()
 		cs.read.Store(0)
@@ -83,7 +86,7 @@ func TestQueriesReadOnlyWhatTheyAnswer(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
 		if resp.StatusCode != 200 {
 			t.Fatalf("%s: %d %s", q, resp.StatusCode, b)
 		}
@@ -93,20 +96,25 @@ func TestQueriesReadOnlyWhatTheyAnswer(t *testing.T) {
 	if len(got) != 1 || !strings.HasPrefix(got[0], "com,example000000)/ 20260101") {
 		t.Errorf("limit=1: %q", got)
 	}
-	if n := cs.read.Load(); n > 512<<10 {
-		t.Errorf("limit=1 read %d KiB of a %d KiB index", n>>10, main.Len()>>10)
+	if n := cs.read.Load(); n > 3*block {
+		t.Errorf("limit=1 read %d KiB of a %d KiB index (blocks of %d KiB)", n>>10, gens[0].Bytes>>10, block>>10)
 	}
-	t.Logf("limit=1 read %d KiB of a %d KiB index", cs.read.Load()>>10, main.Len()>>10)
 	got = get("url=com&matchType=domain")
 	if len(got) != 1000 {
 		t.Errorf("no limit: %d lines, want the cap of 1000", len(got))
 	}
-	if n := cs.read.Load(); n > 1<<20 {
+	if n := cs.read.Load(); n > 3*block {
 		t.Errorf("a capped query read %d KiB", n>>10)
 	}
-	// Both generations merged in order, each line once.
+	// Both clusters merged in order, each line once.
 	got = get("url=example000002.com&limit=5")
 	if len(got) != 2 || !strings.Contains(got[0], "20260101") || !strings.Contains(got[1], "20260102") {
 		t.Errorf("merged: %q", got)
+	}
+	// An exact query past the small cluster's keys reads one cluster, at
+	// most two blocks of it.
+	get("url=example150000.com")
+	if n := cs.read.Load(); n > 2*block+block/2 {
+		t.Errorf("an exact query read %d KiB (blocks of %d KiB)", n>>10, block>>10)
 	}
 }

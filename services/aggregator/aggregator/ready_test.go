@@ -2,9 +2,11 @@ package aggregator
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -15,6 +17,7 @@ import (
 	"github.com/archivist/archivist/pkg/blob"
 	"github.com/archivist/archivist/pkg/bus"
 	"github.com/archivist/archivist/pkg/testenv"
+	"github.com/archivist/archivist/services/aggregator/cdxindex"
 	"github.com/archivist/archivist/services/aggregator/migrations"
 )
 
@@ -25,7 +28,7 @@ import (
 func TestLateAnnouncementDoesNotReplaceANewerOutput(t *testing.T) {
 	ctx := context.Background()
 	db := testenv.DB(t, migrations.Schema)
-	a := &Aggregator{db: db, log: slog.New(slog.NewTextHandler(io.Discard, nil)), wake: make(chan struct{}, 1), skipped: skippedCounter(nil)}
+	a := New(db, nil, Config{}, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	at := time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)
 	announce := func(output string, lines int64, sent time.Time) {
 		t.Helper()
@@ -58,34 +61,34 @@ func TestLateAnnouncementDoesNotReplaceANewerOutput(t *testing.T) {
 	}
 }
 
-// TestReplacedGenerationsAreDeletedAfterAGrace: every build used to leave
-// the generation it replaced in the blob store for ever. A replaced
-// generation is retired with the swap and its object deleted once
-// AGGREGATOR_RETIRE_AFTER has passed; the current ones are kept.
-func TestReplacedGenerationsAreDeletedAfterAGrace(t *testing.T) {
+// TestMergedClustersAreDeletedAfterAGrace: a level full of clusters
+// merges into one of the next level; the clusters merged are retired with
+// the swap and their files deleted once AGGREGATOR_RETIRE_AFTER has
+// passed; the merged cluster's are kept and answer.
+func TestMergedClustersAreDeletedAfterAGrace(t *testing.T) {
 	ctx := context.Background()
 	a, bs := storeAggregator(t)
+	a.cfg.LevelFactor = 2
 	at := time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)
-	var keys []string
+	var merged []string
 	for i, file := range []string{"a.warc.gz", "b.warc.gz"} {
-		out := "cdx/" + file + "/1.cdx"
-		line := "com,example)/" + file + " 20260101000000 http://example.com/" + file + " text/html 200 AAAA - - 10 0 " + file + "\n"
-		if _, err := bs.Put(ctx, out, strings.NewReader(line), nil); err != nil {
-			t.Fatal(err)
+		announce(t, a, bs, file, at.Add(time.Duration(i)*time.Minute), "com,example)/"+file+" 20260101000000 http://example.com/"+file+" text/html 200 AAAA - - 10 0 "+file)
+		if i == 0 {
+			if err := a.MergeNew(ctx); err != nil {
+				t.Fatal(err)
+			}
+			merged = append(merged, a.files("L0-1", 1)...)
 		}
-		ev := &events.IndexCDXReady{File: file, Output: out, Lines: 1, Complete: true}
-		if err := a.Ready(ctx, &bus.Message[events.IndexCDXReady]{Envelope: events.Envelope{ID: out, SentAt: at.Add(time.Duration(i) * time.Minute)}, Event: ev}); err != nil {
-			t.Fatal(err)
-		}
-		if err := a.MergeNew(ctx); err != nil {
-			t.Fatal(err)
-		}
-		gens, err := a.Generations(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		keys = append(keys, gens[1].Key) // recent
 	}
+	merged = append(merged, a.files("L0-2", 1)...)
+	if err := a.MergeNew(ctx); err != nil {
+		t.Fatal(err)
+	}
+	gens, err := a.Generations(ctx)
+	if err != nil || len(gens) != 1 || gens[0].Level != "L1" || gens[0].Lines != 2 || gens[0].Sources != 2 {
+		t.Fatalf("clusters %+v %v: want one L1 of 2 lines from 2 outputs", gens, err)
+	}
+	kept := a.files("L1-1-2", 1)
 	exists := func(k string) bool {
 		_, err := bs.Stat(ctx, k)
 		return err == nil
@@ -93,18 +96,27 @@ func TestReplacedGenerationsAreDeletedAfterAGrace(t *testing.T) {
 	if err := a.DeleteRetired(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if !exists(keys[0]) {
-		t.Fatalf("the replaced generation %s was deleted within its grace", keys[0])
+	for _, k := range merged {
+		if !exists(k) {
+			t.Fatalf("the merged cluster's %s was deleted within its grace", k)
+		}
 	}
 	a.cfg.RetireAfter = 0
 	if err := a.DeleteRetired(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if exists(keys[0]) || !exists(keys[1]) {
-		t.Errorf("after the grace: replaced %s exists %v (want deleted), current %s exists %v (want kept)", keys[0], exists(keys[0]), keys[1], exists(keys[1]))
+	for _, k := range merged {
+		if exists(k) {
+			t.Errorf("after the grace %s still exists", k)
+		}
 	}
-	if gens, err := a.Generations(ctx); err != nil || gens[1].Lines != 2 || gens[1].Key != keys[1] {
-		t.Errorf("generations after the deletion: %+v %v, want recent %s of 2 lines", gens, err, keys[1])
+	for _, k := range kept {
+		if !exists(k) {
+			t.Errorf("the live cluster's %s was deleted", k)
+		}
+	}
+	if got, err := a.Lookup(ctx, cdxindex.Query{Key: "com,example)/", Prefix: true}, nil); err != nil || len(got) != 2 {
+		t.Errorf("lookup after the deletion: %q %v, want both lines", got, err)
 	}
 }
 
@@ -153,20 +165,107 @@ func TestSupersededOutputsAreDeletedAfterAGrace(t *testing.T) {
 	if err := a.MergeNew(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if gens, err := a.Generations(ctx); err != nil || gens[1].Lines != 1 {
+	if gens, err := a.Generations(ctx); err != nil || len(gens) != 1 || gens[0].Lines != 1 {
 		t.Errorf("a build after the deletion: %+v %v, want the current output's line", gens, err)
 	}
 }
 
 // storeAggregator is an aggregator on a test database and a local blob
-// store, generations retired after an hour.
+// store, clusters retired after an hour.
 func storeAggregator(t *testing.T) (*Aggregator, blob.Store) {
 	t.Helper()
 	bs, err := blob.NewLocal(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &Aggregator{db: testenv.DB(t, migrations.Schema), blob: bs, log: slog.New(slog.NewTextHandler(io.Discard, nil)),
-		wake: make(chan struct{}, 1), skipped: skippedCounter(nil),
-		cfg: Config{MainThreshold: 1000, Prefix: "index/", RetireAfter: time.Hour, FanIn: 64}}, bs
+	return New(testenv.DB(t, migrations.Schema), bs, Config{LevelFactor: 8, Prefix: "index/", RetireAfter: time.Hour, FanIn: 64, MaxQueryLines: 1000},
+		slog.New(slog.NewTextHandler(io.Discard, nil))), bs
+}
+
+// announce writes an output of file holding lines (sorted) and announces
+// it as sent at sent; it returns the output's key.
+func announce(t *testing.T, a *Aggregator, bs blob.Store, file string, sent time.Time, lines ...string) string {
+	t.Helper()
+	ctx := context.Background()
+	slices.Sort(lines)
+	out := fmt.Sprintf("cdx/%s/%d.cdx", file, sent.UnixNano())
+	body := strings.Join(lines, "\n") + "\n"
+	if len(lines) == 0 {
+		body = ""
+	}
+	if _, err := bs.Put(ctx, out, strings.NewReader(body), nil); err != nil {
+		t.Fatal(err)
+	}
+	ev := &events.IndexCDXReady{File: file, Output: out, Lines: int64(len(lines)), Complete: true}
+	if err := a.Ready(ctx, &bus.Message[events.IndexCDXReady]{Envelope: events.Envelope{ID: out, SentAt: sent}, Event: ev}); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// TestReindexedAndWithdrawnFilesLeaveEveryQuery: a file indexed again
+// answers with its new lines only, before and after its new output is
+// built; a withdrawn file answers nothing from the moment it is withdrawn;
+// when their clusters merge the old lines are left out and the masks go.
+// Before masks, a build of new outputs could not remove lines an earlier
+// cluster held.
+func TestReindexedAndWithdrawnFilesLeaveEveryQuery(t *testing.T) {
+	ctx := context.Background()
+	a, bs := storeAggregator(t)
+	a.cfg.LevelFactor = 2
+	at := time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)
+	line := func(file, ts string) string {
+		return "com,example)/ " + ts + " http://example.com/ text/html 200 AAAA - - 10 0 " + file
+	}
+	query := func() []string {
+		t.Helper()
+		got, err := a.Lookup(ctx, cdxindex.Query{Key: "com,example)/"}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return got
+	}
+	announce(t, a, bs, "warcs/a.warc.gz", at, line("a.warc.gz", "20260101000000"))
+	announce(t, a, bs, "warcs/b.warc.gz", at, line("b.warc.gz", "20260102000000"))
+	announce(t, a, bs, "warcs/c.warc.gz", at, line("c.warc.gz", "20260103000000"))
+	if err := a.MergeNew(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := query(); len(got) != 3 {
+		t.Fatalf("before: %q", got)
+	}
+	// a re-indexed (its capture now read as another time), b withdrawn.
+	announce(t, a, bs, "warcs/a.warc.gz", at.Add(time.Hour), line("a.warc.gz", "20260104000000"))
+	if err := a.Withdraw(ctx, "warcs/b.warc.gz", "takedown request"); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{line("c.warc.gz", "20260103000000")}
+	if got := query(); !slices.Equal(got, want) {
+		t.Errorf("at once (a's new output not built yet):\n got %q\nwant %q", got, want)
+	}
+	if err := a.MergeNew(ctx); err != nil { // a's new output built, two L0 merged into L1
+		t.Fatal(err)
+	}
+	want = []string{line("c.warc.gz", "20260103000000"), line("a.warc.gz", "20260104000000")}
+	if got := query(); !slices.Equal(got, want) {
+		t.Errorf("after the merge:\n got %q\nwant %q", got, want)
+	}
+	var masks int
+	if err := a.db.QueryRow(ctx, `SELECT count(*) FROM aggregator.masks`).Scan(&masks); err != nil || masks != 0 {
+		t.Errorf("%d masks left after their cluster merged (%v)", masks, err)
+	}
+	if gens, _ := a.Generations(ctx); len(gens) != 1 || gens[0].Lines != 2 {
+		t.Errorf("clusters %+v: want one of the 2 live lines", gens)
+	}
+	if err := a.Withdraw(ctx, "warcs/none.warc.gz", "x"); !errors.Is(err, ErrUnknownFile) {
+		t.Errorf("withdrawing an unknown file: %v", err)
+	}
+	// Indexed again after its withdrawal, b is back.
+	announce(t, a, bs, "warcs/b.warc.gz", at.Add(2*time.Hour), line("b.warc.gz", "20260102000000"))
+	if err := a.MergeNew(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := query(); len(got) != 3 {
+		t.Errorf("b indexed again: %q", got)
+	}
 }

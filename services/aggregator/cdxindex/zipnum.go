@@ -52,7 +52,9 @@ type ZipNumWriter struct {
 	gz         *gzip.Writer
 	counter    countWriter
 	lines      int64
+	lastLine   []byte
 	blocks     int64
+	firstBlock string
 	compressed int64
 	closed     bool
 }
@@ -121,7 +123,11 @@ func (z *ZipNumWriter) add(line []byte) error {
 	}
 	if z.blockN == 0 {
 		z.firstKey = idxKey(line)
+		if z.blocks == 0 {
+			z.firstBlock = z.firstKey
+		}
 	}
+	z.lastLine = append(z.lastLine[:0], line...)
 	z.block.Write(line)
 	z.block.WriteByte('\n')
 	z.blockN++
@@ -222,6 +228,16 @@ func (z *ZipNumWriter) Close() error {
 func (z *ZipNumWriter) Lines() int64  { return z.lines }
 func (z *ZipNumWriter) Blocks() int64 { return z.blocks }
 func (z *ZipNumWriter) Bytes() int64  { return z.compressed }
+
+// FirstKey and LastKey are the summary keys (URL key and timestamp) of
+// the first and the last line written ("" when none was).
+func (z *ZipNumWriter) FirstKey() string { return z.firstBlock }
+func (z *ZipNumWriter) LastKey() string {
+	if z.lines == 0 {
+		return ""
+	}
+	return idxKey(z.lastLine)
+}
 
 // Files are the cluster's files, relative to its directory: the summary,
 // the location file and the parts.
@@ -526,4 +542,55 @@ func (s *clusterScan) Close() error {
 		return s.cur.Close()
 	}
 	return nil
+}
+
+// DropLines reads r's lines, leaving out those drop selects (the lines of
+// a withdrawn or re-indexed file, when clusters merge).
+func DropLines(r io.ReadCloser, drop func(line []byte) bool) io.ReadCloser {
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64<<10), maxLine)
+	return &dropReader{rc: r, sc: sc, drop: drop}
+}
+
+type dropReader struct {
+	rc   io.ReadCloser
+	sc   *bufio.Scanner
+	drop func([]byte) bool
+	buf  []byte
+}
+
+func (d *dropReader) Read(p []byte) (int, error) {
+	for len(d.buf) == 0 {
+		if !d.sc.Scan() {
+			if err := d.sc.Err(); err != nil {
+				return 0, err
+			}
+			return 0, io.EOF
+		}
+		if l := d.sc.Bytes(); !d.drop(l) {
+			d.buf = append(append(d.buf[:0], l...), '\n')
+		}
+	}
+	n := copy(p, d.buf)
+	d.buf = d.buf[n:]
+	return n, nil
+}
+
+func (d *dropReader) Close() error { return d.rc.Close() }
+
+// LineFile is the archive file a CDX line names (its last field).
+func LineFile(line []byte) string {
+	return string(line[bytes.LastIndexByte(line, ' ')+1:])
+}
+
+// Overlaps reports whether lines with summary keys from first to last
+// (URL key and timestamp) may hold lines the query selects.
+func (q Query) Overlaps(first, last string) bool {
+	lo, hi := q.bounds()
+	// last is a line's key and timestamp: the line itself may sort after
+	// lo when last is a prefix of lo (lo has the key's trailing space).
+	if last < lo && !strings.HasPrefix(lo, last) {
+		return false
+	}
+	return hi == "" || first < hi
 }

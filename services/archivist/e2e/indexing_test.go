@@ -28,9 +28,9 @@ import (
 )
 
 // TestFilesDroppedAreAnsweredByTheCDXAPI: WARC files dropped into the
-// repository are indexed, merged into generations and answered by the CDX
-// API (exact, host and domain matches, cdx and json output); past the
-// threshold the recent generation folds into main.
+// repository are indexed, built into ZipNum clusters and answered by the
+// CDX API (exact, host and domain matches, cdx and json output); a full
+// level merges into the next.
 func TestFilesDroppedAreAnsweredByTheCDXAPI(t *testing.T) {
 	ctx := context.Background()
 	bs, err := blob.NewLocal(t.TempDir())
@@ -42,7 +42,7 @@ func TestFilesDroppedAreAnsweredByTheCDXAPI(t *testing.T) {
 		map[string]string{"INDEXER_HTTP_ADDR": "127.0.0.1:0", "INDEXER_REPOSITORY_PREFIX": "warcs/", "INDEXER_SCAN_INTERVAL": "100ms", "INDEXER_DISPATCH_INTERVAL": "50ms"})
 	port := testenv.FreePort(t)
 	testenv.StartServiceIn(t, aggregator.Definition(), testenv.Shared{NATSURL: natsURL, DBURL: testenv.DBURL(t, aggmigrations.Schema), Blob: bs},
-		map[string]string{"AGGREGATOR_HTTP_ADDR": fmt.Sprintf("127.0.0.1:%d", port), "AGGREGATOR_MERGE_INTERVAL": "100ms", "AGGREGATOR_MAIN_THRESHOLD": "12"})
+		map[string]string{"AGGREGATOR_HTTP_ADDR": fmt.Sprintf("127.0.0.1:%d", port), "AGGREGATOR_MERGE_INTERVAL": "100ms", "AGGREGATOR_LEVEL_FACTOR": "2"})
 	api := fmt.Sprintf("http://127.0.0.1:%d", port)
 	get := func(q string) string {
 		resp, err := http.Get(api + q)
@@ -88,30 +88,34 @@ func TestFilesDroppedAreAnsweredByTheCDXAPI(t *testing.T) {
 	if got := get("/cdx?url=http://other.org/p/1&sort=closest&closest=2026&fl=timestamp,filename"); got != "20260302000000 three.warc.gz\n" {
 		t.Errorf("closest with fl: %q", got)
 	}
-	// 13 lines in all passed the threshold of 12: everything is in main now.
+	// Three files in at least two builds: two level-0 clusters merged
+	// into a level-1 one, 13 lines from 3 outputs in all.
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		var gens []aggregator.Generation
 		json.Unmarshal([]byte(get("/v1/index/generations")), &gens)
-		if len(gens) == 2 && gens[0].Level == "main" && gens[0].Lines == 13 && gens[1].Lines == 0 {
+		var lines, sources int64
+		for _, g := range gens {
+			lines, sources = lines+g.Lines, sources+g.Sources
+		}
+		if len(gens) > 0 && gens[0].Level == "L1" && lines == 13 && sources == 3 {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("generations %+v: want everything folded into main", gens)
+			t.Fatalf("clusters %+v: want a level-1 cluster, 13 lines from 3 outputs", gens)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
 	waitLines("/cdx?url=example.com&matchType=domain", 9)
 
-	// The operator's view shows the generations.
+	// The operator's view shows the clusters.
 	gens, err := indexcmd.Generations(ctx, api)
 	if err != nil {
 		t.Fatal(err)
 	}
 	var view strings.Builder
 	indexcmd.Print(&view, registry.Status{}, gens, nil, time.Now())
-	if !regexp.MustCompile(`(?m)^main\s+13\s+\d+\s+3\s+\d+s ago$`).MatchString(view.String()) ||
-		!regexp.MustCompile(`(?m)^recent\s+0\s`).MatchString(view.String()) {
+	if !regexp.MustCompile(`(?m)^L1-\d+-\d+\s+L1\s+\d+\s+1\s+\d+\s+[23]\s+\d+s ago$`).MatchString(view.String()) {
 		t.Errorf("index status:\n%s", view.String())
 	}
 	if resp, _ := http.Get(api + "/cdx?url=x&matchType=bogus"); resp.StatusCode != 400 {
@@ -156,8 +160,7 @@ func newRestartRig(t *testing.T, files, fileSize int) *restartRig {
 	r.port = testenv.FreePort(t)
 	r.ixEnv = map[string]string{"INDEXER_HTTP_ADDR": "127.0.0.1:0", "INDEXER_REPOSITORY_PREFIX": "warcs/", "INDEXER_SCAN_INTERVAL": "100ms",
 		"INDEXER_DISPATCH_INTERVAL": "50ms", "INDEXER_STALE_AFTER": "2s", "INDEXER_TASK_TIMEOUT": "1500ms", "INDEXER_CONCURRENCY": "1", "INDEXER_RETRY_BASE": "20ms"}
-	r.aggEnv = map[string]string{"AGGREGATOR_HTTP_ADDR": fmt.Sprintf("127.0.0.1:%d", r.port), "AGGREGATOR_MERGE_INTERVAL": "100ms",
-		"AGGREGATOR_MAIN_THRESHOLD": "3000"}
+	r.aggEnv = map[string]string{"AGGREGATOR_HTTP_ADDR": fmt.Sprintf("127.0.0.1:%d", r.port), "AGGREGATOR_MERGE_INTERVAL": "100ms"}
 	return r
 }
 
@@ -272,8 +275,7 @@ func TestKillingMidTaskLosesAndDuplicatesNothing(t *testing.T) {
 		return false
 	}
 	const indexing = `SELECT EXISTS (SELECT FROM indexer.files WHERE status = 'indexing')`
-	const unmerged = `SELECT EXISTS (SELECT FROM aggregator.outputs o, aggregator.generations g
-		WHERE g.level = 'recent' AND o.received_at >= g.built_at)`
+	const unmerged = `SELECT EXISTS (SELECT FROM aggregator.outputs WHERE build IS NULL AND NOT withdrawn)`
 	const ixPkg, aggPkg = "github.com/archivist/archivist/services/indexer", "github.com/archivist/archivist/services/aggregator"
 	agg := testenv.StartProcess(t, aggPkg, r.aggShared, r.blobDir, r.aggEnv)
 	ix := testenv.StartProcess(t, ixPkg, r.ixShared, r.blobDir, r.ixEnv)

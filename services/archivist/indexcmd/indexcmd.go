@@ -7,6 +7,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"path"
 	"sort"
 	"strings"
 	"text/tabwriter"
@@ -38,7 +39,7 @@ func Reset(ctx context.Context, base, file string) error {
 }
 
 // Print writes the status for a person: files by status, freshness, the
-// generations (or why they could not be read, genErr) and parked files.
+// index's clusters (or why they could not be read, genErr) and parked files.
 func Print(w io.Writer, st registry.Status, gens []aggregator.Generation, genErr error, now time.Time) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	states := make([]string, 0, len(st.ByStatus))
@@ -56,7 +57,7 @@ func Print(w io.Writer, st registry.Status, gens []aggregator.Generation, genErr
 	} else {
 		fmt.Fprintf(tw, "FRESHNESS\tevery file indexed\n")
 	}
-	fmt.Fprintf(tw, "\nGENERATION\tLINES\tBYTES\tOUTPUTS\tBUILT\n")
+	fmt.Fprintf(tw, "\nCLUSTER\tLEVEL\tLINES\tBLOCKS\tBYTES\tOUTPUTS\tBUILT\n")
 	if genErr != nil {
 		fmt.Fprintf(tw, "(aggregator unreachable: %v)\n", genErr)
 	}
@@ -65,7 +66,7 @@ func Print(w io.Writer, st registry.Status, gens []aggregator.Generation, genErr
 		if !g.BuiltAt.IsZero() && g.BuiltAt.Year() > 1970 {
 			built = now.Sub(g.BuiltAt).Round(time.Second).String() + " ago"
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%s\n", g.Level, g.Lines, g.Bytes, g.Sources, built)
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\t%s\n", strings.TrimSuffix(path.Base(g.Key), ".idx"), g.Level, g.Lines, g.Blocks, g.Bytes, g.Sources, built)
 	}
 	fmt.Fprintf(tw, "\nPARKED FILE\tFAILURES\tLAST ERROR\n")
 	for _, f := range st.Parked {

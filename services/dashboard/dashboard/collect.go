@@ -110,7 +110,7 @@ type Index struct {
 		Key     string    `json:"key"`
 		Lines   int64     `json:"lines"`
 		Bytes   int64     `json:"bytes"`
-		Sources int       `json:"sources"`
+		Sources int64     `json:"sources"`
 		BuiltAt time.Time `json:"built_at"`
 	} `json:"-"`
 	GenerationsErr string `json:"-"`

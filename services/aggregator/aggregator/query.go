@@ -1,0 +1,265 @@
+package aggregator
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/archivist/archivist/services/aggregator/cdxindex"
+)
+
+// Generation describes one cluster of the index.
+type Generation struct {
+	// Level is "L0" (a build of new outputs), "L1" (a merge of L0
+	// clusters) and so on.
+	Level string `json:"level"`
+	// Key is the cluster's summary (NAME.idx) in the blob store; its
+	// location file and parts are beside it.
+	Key string `json:"key"`
+	// Lines, Blocks and Bytes are its size (Bytes compressed).
+	Lines  int64 `json:"lines"`
+	Blocks int64 `json:"blocks"`
+	Bytes  int64 `json:"bytes"`
+	// Sources is how many outputs were merged into it.
+	Sources int64 `json:"sources"`
+	// BuiltAt is when it was built.
+	BuiltAt time.Time `json:"built_at"`
+}
+
+// Generations lists the live clusters, the largest level first.
+func (a *Aggregator) Generations(ctx context.Context) ([]Generation, error) {
+	rows, err := a.db.Query(ctx, `SELECT 'L' || level, name, parts, lines, blocks, bytes, sources, built_at FROM aggregator.clusters ORDER BY level DESC, lo`)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (Generation, error) {
+		var g Generation
+		var name string
+		var parts int
+		err := r.Scan(&g.Level, &name, &parts, &g.Lines, &g.Blocks, &g.Bytes, &g.Sources, &g.BuiltAt)
+		g.Key = a.files(name, parts)[0]
+		return g, err
+	})
+}
+
+// live is a cluster a query reads.
+type live struct {
+	row clusterRow
+	c   *cdxindex.Cluster
+}
+
+// liveClusters lists the clusters and opens each (its summary read once,
+// then kept in memory until the cluster is merged away).
+func (a *Aggregator) liveClusters(ctx context.Context) ([]live, error) {
+	rows, err := a.db.Query(ctx, `SELECT id, level, name, parts, lo, hi, lines, blocks, bytes, sources, first_key, last_key
+		FROM aggregator.clusters ORDER BY level DESC, lo`)
+	if err != nil {
+		return nil, fmt.Errorf("list clusters: %w", err)
+	}
+	list, err := pgx.CollectRows(rows, pgx.RowToStructByPos[clusterRow])
+	if err != nil {
+		return nil, fmt.Errorf("list clusters: %w", err)
+	}
+	out := make([]live, 0, len(list))
+	for _, r := range list {
+		c, err := a.openCluster(ctx, r)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, live{r, c})
+	}
+	a.clustersMu.Lock()
+	for name := range a.clusters {
+		if !slices.ContainsFunc(list, func(r clusterRow) bool { return r.Name == name }) {
+			delete(a.clusters, name) // merged away
+		}
+	}
+	a.clustersMu.Unlock()
+	return out, nil
+}
+
+// openCluster opens a cluster from its summary and location file.
+func (a *Aggregator) openCluster(ctx context.Context, r clusterRow) (*cdxindex.Cluster, error) {
+	a.clustersMu.Lock()
+	c, ok := a.clusters[r.Name]
+	a.clustersMu.Unlock()
+	if ok {
+		return c, nil
+	}
+	keys := a.files(r.Name, r.Parts)
+	read := func(key string) (io.ReadCloser, error) {
+		rc, _, err := a.blob.Get(ctx, key)
+		if err != nil {
+			return nil, fmt.Errorf("open %s: %w", key, err)
+		}
+		return rc, nil
+	}
+	idx, err := read(keys[0])
+	if err != nil {
+		return nil, err
+	}
+	defer idx.Close()
+	loc, err := read(keys[1])
+	if err != nil {
+		return nil, err
+	}
+	defer loc.Close()
+	dir := a.cfg.Prefix + r.Name + "/"
+	c, err = cdxindex.OpenCluster(io.LimitReader(idx, maxSummary), io.LimitReader(loc, 1<<20), func(location string) (io.ReaderAt, error) {
+		rc, _, err := a.blob.Get(context.WithoutCancel(ctx), dir+location)
+		if err != nil {
+			return nil, err
+		}
+		ra, ok := rc.(readerAtCloser)
+		if !ok {
+			rc.Close()
+			return nil, fmt.Errorf("the blob store cannot read %s at offsets", dir+location)
+		}
+		return ra, nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("cluster %s: %w", r.Name, err)
+	}
+	a.clustersMu.Lock()
+	a.clusters[r.Name] = c
+	a.clustersMu.Unlock()
+	return c, nil
+}
+
+// maxSummary bounds a summary read into memory: a line per block of 3,000
+// CDX lines, so 256 MiB is some 10^10 lines.
+const maxSummary = 256 << 20
+
+type readerAtCloser interface {
+	io.ReaderAt
+	io.Closer
+}
+
+// maskBatch is how many lines a query checks against the masks at once.
+const maskBatch = 256
+
+// Lookup answers a query from every cluster: lines merged in order,
+// identical lines once, masked lines (a withdrawn or re-indexed file's,
+// in the builds that hold them) left out, at most q.Limit. A cluster
+// whose keys are all outside the query's is not read.
+func (a *Aggregator) Lookup(ctx context.Context, q cdxindex.Query, match func(key string) bool) ([]string, error) {
+	clusters, err := a.liveClusters(ctx)
+	if err != nil {
+		return nil, err
+	}
+	curs := make([]*cdxindex.ClusterCursor, 0, len(clusters))
+	ranges := make([][2]int64, 0, len(clusters))
+	for _, l := range clusters {
+		if l.row.Lines == 0 || !q.Overlaps(l.row.FirstKey, l.row.LastKey) {
+			continue
+		}
+		curs = append(curs, l.c.Cursor(q))
+		ranges = append(ranges, [2]int64{l.row.Lo, l.row.Hi})
+	}
+	return a.mergeCursors(ctx, curs, ranges, q.Limit, match)
+}
+
+// mergeCursors merges cursors (over clusters holding the builds in
+// ranges) in byte order, as they are read: the query stops reading once
+// it has limit lines (0: no limit).
+func (a *Aggregator) mergeCursors(ctx context.Context, curs []*cdxindex.ClusterCursor, ranges [][2]int64, limit int, match func(string) bool) ([]string, error) {
+	type head struct {
+		c      *cdxindex.ClusterCursor
+		line   string
+		lo, hi int64
+	}
+	var heads []*head
+	for i, c := range curs {
+		if l, ok := c.Next(); ok {
+			heads = append(heads, &head{c, l, ranges[i][0], ranges[i][1]})
+		} else if err := c.Err(); err != nil {
+			return nil, err
+		}
+	}
+	type candidate struct {
+		line   string
+		lo, hi int64
+	}
+	var out []string
+	last := ""
+	for len(heads) > 0 && (limit <= 0 || len(out) < limit) {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		want := maskBatch
+		if limit > 0 {
+			want = min(want, limit-len(out))
+		}
+		var batch []candidate
+		for len(heads) > 0 && len(batch) < want {
+			best := 0
+			for i, h := range heads {
+				if h.line < heads[best].line {
+					best = i
+				}
+			}
+			h := heads[best]
+			batch = append(batch, candidate{h.line, h.lo, h.hi})
+			if next, ok := h.c.Next(); ok {
+				h.line = next
+			} else {
+				if err := h.c.Err(); err != nil {
+					return nil, err
+				}
+				heads = append(heads[:best], heads[best+1:]...)
+			}
+		}
+		names := make([]string, len(batch))
+		for i, c := range batch {
+			names[i] = cdxindex.LineFile([]byte(c.line))
+		}
+		masks, err := a.masksOf(ctx, names)
+		if err != nil {
+			return nil, err
+		}
+		for _, c := range batch {
+			if slices.ContainsFunc(masks[cdxindex.LineFile([]byte(c.line))], func(b int64) bool { return c.lo <= b && b <= c.hi }) {
+				continue // a withdrawn or re-indexed file's line
+			}
+			if c.line == last && len(out) > 0 {
+				continue // the same line in two clusters
+			}
+			last = c.line
+			if k, _, _ := strings.Cut(c.line, " "); match == nil || match(k) {
+				out = append(out, c.line)
+			}
+		}
+	}
+	if limit > 0 && len(out) > limit {
+		out = out[:limit]
+	}
+	return out, nil
+}
+
+// masksOf reads the masked builds of the named files (one statement for
+// a batch of lines; none when no file is masked).
+func (a *Aggregator) masksOf(ctx context.Context, names []string) (map[string][]int64, error) {
+	rows, err := a.db.Query(ctx, `SELECT name, build FROM aggregator.masks WHERE name = ANY($1)`, names)
+	if err != nil {
+		return nil, fmt.Errorf("read masks: %w", err)
+	}
+	defer rows.Close()
+	var out map[string][]int64
+	for rows.Next() {
+		var n string
+		var b int64
+		if err := rows.Scan(&n, &b); err != nil {
+			return nil, err
+		}
+		if out == nil {
+			out = map[string][]int64{}
+		}
+		out[n] = append(out[n], b)
+	}
+	return out, rows.Err()
+}

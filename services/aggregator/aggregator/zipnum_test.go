@@ -1,0 +1,179 @@
+package aggregator
+
+import (
+	"bufio"
+	"compress/gzip"
+	"context"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/archivist/archivist/pkg/blob"
+)
+
+// pywbRead answers a key range [key, end) as pywb's ZipNumIndexSource
+// does, from a cluster's files alone: a binary search of the summary
+// NAME.idx for the first block at or after key, one block back; the part's
+// path from NAME.loc, relative to the summary; each block a gzip member
+// read at its offset and length, lines kept while below end. It shares no
+// code with the aggregator's reader.
+func pywbRead(t *testing.T, idxPath, key, end string) []string {
+	t.Helper()
+	raw, err := os.ReadFile(idxPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	summary := strings.Split(strings.TrimRight(string(raw), "\n"), "\n")
+	if len(raw) == 0 {
+		return nil
+	}
+	locRaw, err := os.ReadFile(strings.TrimSuffix(idxPath, ".idx") + ".loc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	loc := map[string]string{}
+	for _, l := range strings.Split(strings.TrimSpace(string(locRaw)), "\n") {
+		f := strings.Split(l, "\t")
+		loc[f[0]] = filepath.Join(filepath.Dir(idxPath), f[1])
+	}
+	i := sort.Search(len(summary), func(i int) bool { return strings.Split(summary[i], "\t")[0] >= key })
+	i = max(0, i-1)
+	var out []string
+	for ; i < len(summary); i++ {
+		f := strings.Split(summary[i], "\t")
+		if f[0] >= end {
+			break
+		}
+		off, _ := strconv.ParseInt(f[2], 10, 64)
+		length, _ := strconv.ParseInt(f[3], 10, 64)
+		part, err := os.Open(loc[f[1]])
+		if err != nil {
+			t.Fatal(err)
+		}
+		zr, err := gzip.NewReader(io.NewSectionReader(part, off, length))
+		if err != nil {
+			t.Fatal(err)
+		}
+		zr.Multistream(false)
+		sc := bufio.NewScanner(zr)
+		sc.Buffer(nil, 1<<20)
+		for sc.Scan() {
+			if l := sc.Text(); l >= key && l < end {
+				out = append(out, l)
+			}
+		}
+		part.Close()
+		if err := sc.Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return out
+}
+
+// TestPywbReadsTheClustersAsTheAPIAnswers: the index files are ZipNum
+// clusters that a reader of pywb's kind, reading only .idx, .loc and
+// blocks, answers exactly as the CDX API does, for exact, prefix, host and
+// domain queries, over several levels of clusters.
+func TestPywbReadsTheClustersAsTheAPIAnswers(t *testing.T) {
+	ctx := context.Background()
+	a, bs := storeAggregator(t)
+	a.cfg.LevelFactor, a.cfg.BlockLines, a.cfg.MaxQueryLines = 3, 40, 100000
+	r := rand.New(rand.NewPCG(33, 1))
+	hosts := []string{"com,example", "com,example,shop", "com,example,mail", "org,iana", "org,iana,data", "net,site"}
+	at := time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)
+	for f := range 20 {
+		file := fmt.Sprintf("crawl-%02d.warc.gz", f)
+		var lines []string
+		for range 30 + r.IntN(60) {
+			lines = append(lines, fmt.Sprintf("%s)/p%d %d http://x/ text/html 200 D - - 10 %d %s",
+				hosts[r.IntN(len(hosts))], r.IntN(12), 20260101000000+r.IntN(1000000), r.IntN(100000), file))
+		}
+		announce(t, a, bs, "warcs/"+file, at.Add(time.Duration(f)*time.Minute), lines...)
+		if f%2 == 1 {
+			if err := a.MergeNew(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	gens, err := a.Generations(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	levels := map[string]bool{}
+	for _, g := range gens {
+		levels[g.Level] = true
+	}
+	if len(levels) < 2 {
+		t.Fatalf("clusters %+v: want more than one level", gens)
+	}
+	root := bs.(*blob.Local).Root()
+	srv := httptest.NewServer(a.Handler())
+	defer srv.Close()
+	api := func(q string) []string {
+		resp, err := http.Get(srv.URL + "/cdx?" + q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
+		if resp.StatusCode != 200 {
+			t.Fatalf("%s: %d %s", q, resp.StatusCode, b)
+		}
+		if len(b) == 0 {
+			return nil
+		}
+		return strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	}
+	files := func(key, end string, keep func(string) bool) []string {
+		var out []string
+		for _, g := range gens {
+			for _, l := range pywbRead(t, filepath.Join(root, filepath.FromSlash(g.Key)), key, end) {
+				if k, _, _ := strings.Cut(l, " "); keep == nil || keep(k) {
+					out = append(out, l)
+				}
+			}
+		}
+		slices.Sort(out)
+		return slices.Compact(out)
+	}
+	inc := func(s string) string { return s[:len(s)-1] + string(s[len(s)-1]+1) }
+	checked := 0
+	for _, h := range hosts {
+		host := strings.Join(reverse(strings.Split(h, ",")), ".")
+		page := fmt.Sprintf("%s)/p%d", h, r.IntN(12))
+		cases := []struct {
+			query, key, end string
+			keep            func(string) bool
+		}{
+			{"url=" + host + "/" + strings.SplitN(page, "/", 2)[1], page + " ", page + "!", nil},
+			{"url=" + host + "/p1&matchType=prefix", h + ")/p1", inc(h + ")/p1"), nil},
+			{"url=" + host + "&matchType=host", h + ")", inc(h + ")"), nil},
+			{"url=" + host + "&matchType=domain", h, inc(h), func(k string) bool { return strings.HasPrefix(k, h+")") || strings.HasPrefix(k, h+",") }},
+		}
+		for _, c := range cases {
+			got, want := api(c.query), files(c.key, c.end, c.keep)
+			if !slices.Equal(got, want) {
+				t.Errorf("%s: the API answers %d lines, the files alone %d", c.query, len(got), len(want))
+			}
+			checked += len(want)
+		}
+	}
+	if checked == 0 {
+		t.Fatal("no query selected a line")
+	}
+}
+
+func reverse(s []string) []string {
+	slices.Reverse(s)
+	return s
+}
