@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -18,8 +19,10 @@ import (
 // OpenWayback CDX servers name them in fl= and in JSON output.
 var Fields = []string{"urlkey", "timestamp", "url", "mime", "status", "digest", "redirect", "robotflags", "length", "offset", "filename"}
 
-// Handler serves GET /cdx (url, matchType exact|prefix|host|domain, from,
-// to, limit, sort reverse|closest with closest, fl, output cdx|json),
+// Handler serves GET /cdx, pywb's CDX server API (url, matchType
+// exact|prefix|host|domain, from, to, limit, sort reverse|closest with
+// closest, fl, output cdx|json, filter, collapse and collapseTime, page,
+// pageSize and showNumPages over the ZipNum blocks),
 // GET /v1/index/generations and POST /v1/index/withdraw {"file", "reason"}
 // (an operator's).
 func (a *Aggregator) Handler() http.Handler {
@@ -71,11 +74,21 @@ type request struct {
 	url     string
 	q       cdxindex.Query
 	match   func(key string) bool
-	limit   int
-	sort    string // "", "reverse" or "closest"
-	closest time.Time
-	fields  []int // indexes into Fields
-	json    bool
+	filters []filter
+	// collapse keeps the first of each run of lines whose field collapse
+	// (its first collapseLen bytes; 0: all of it) is the same.
+	collapse    int
+	collapseLen int
+	// page is the page asked for (-1: the whole answer), pageSize its
+	// blocks; numPages asks how many pages there are.
+	page     int
+	pageSize int
+	numPages bool
+	limit    int
+	sort     string // "", "reverse" or "closest"
+	closest  time.Time
+	fields   []int // indexes into Fields
+	json     bool
 }
 
 // badRequest is a query the API refuses, with what is wrong.
@@ -145,12 +158,65 @@ func parseRequest(p map[string][]string) (*request, error) {
 	}
 	if fl := get("fl"); fl != "" {
 		for _, f := range strings.Split(fl, ",") {
-			i := slices.Index(Fields, strings.TrimSpace(f))
+			i := fieldIndex(strings.TrimSpace(f))
 			if i < 0 {
 				return nil, badRequest("fl: unknown field " + strconv.Quote(f) + "; fields are " + strings.Join(Fields, ","))
 			}
 			r.fields = append(r.fields, i)
 		}
+	}
+	for _, f := range p["filter"] {
+		flt, err := parseFilter(f)
+		if err != nil {
+			return nil, err
+		}
+		r.filters = append(r.filters, flt)
+	}
+	r.collapse = -1
+	if c := get("collapse"); c != "" {
+		name, n, hasLen := strings.Cut(c, ":")
+		if r.collapse = fieldIndex(name); r.collapse < 0 {
+			return nil, badRequest("collapse: FIELD or FIELD:N, a field of " + strings.Join(Fields, ","))
+		}
+		if hasLen {
+			if r.collapseLen, _ = strconv.Atoi(n); r.collapseLen <= 0 {
+				return nil, badRequest("collapse: FIELD:N, N a number of leading characters")
+			}
+		}
+	}
+	if c := get("collapseTime"); c != "" {
+		// pywb's collapseTime=N: the first capture of each timestamp
+		// prefix of N digits.
+		n, err := strconv.Atoi(c)
+		if err != nil || n <= 0 || n > 14 {
+			return nil, badRequest("collapseTime: a number of timestamp digits, 1 to 14")
+		}
+		r.collapse, r.collapseLen = 1, n
+	}
+	r.page = -1
+	if pg := get("page"); pg != "" {
+		n, err := strconv.Atoi(pg)
+		if err != nil || n < 0 {
+			return nil, badRequest("page: a page number from 0")
+		}
+		r.page = n
+	}
+	if ps := get("pageSize"); ps != "" {
+		n, err := strconv.Atoi(ps)
+		if err != nil || n <= 0 || n > MaxPageBlocks {
+			return nil, badRequest(fmt.Sprintf("pageSize: blocks per page, 1 to %d", MaxPageBlocks))
+		}
+		r.pageSize = n
+	}
+	switch get("showNumPages") {
+	case "", "false":
+	case "true":
+		r.numPages = true
+	default:
+		return nil, badRequest("showNumPages: true or false")
+	}
+	if (r.page >= 0 || r.numPages) && r.sort != "" {
+		return nil, badRequest("page and showNumPages answer in index order: no sort")
 	}
 	switch get("output") {
 	case "", "cdx", "text":
@@ -160,6 +226,112 @@ func parseRequest(p map[string][]string) (*request, error) {
 		return nil, badRequest("output: cdx or json")
 	}
 	return r, nil
+}
+
+// MaxPageBlocks is the most blocks one page of an answer spans (a block
+// holds AGGREGATOR_BLOCK_LINES lines in each cluster).
+const MaxPageBlocks = 50
+
+// DefaultPageBlocks is a page's blocks when the query names no pageSize
+// (pywb's default).
+const DefaultPageBlocks = 10
+
+// aliases are the other names pywb and the Wayback CDX servers give fields.
+var aliases = map[string]string{"original": "url", "mimetype": "mime", "statuscode": "status", "robotflag": "robotflags"}
+
+// fieldIndex is a field's place in a CDX11 line, by name or alias; -1 for
+// none.
+func fieldIndex(name string) int {
+	if a, ok := aliases[name]; ok {
+		name = a
+	}
+	return slices.Index(Fields, name)
+}
+
+// filter is pywb's filter=[!][=|~][FIELD:]TEXT: by default the field
+// contains TEXT; = it equals TEXT; ~ it matches the regular expression
+// from its start; ! inverts; with no field, the whole line.
+type filter struct {
+	invert bool
+	field  int // -1: the line
+	match  func(string) bool
+}
+
+func parseFilter(s string) (filter, error) {
+	f := filter{field: -1}
+	if f.invert = strings.HasPrefix(s, "!"); f.invert {
+		s = s[1:]
+	}
+	mode := byte(0)
+	if s != "" && (s[0] == '=' || s[0] == '~') {
+		mode, s = s[0], s[1:]
+	}
+	if name, text, ok := strings.Cut(s, ":"); ok {
+		if f.field = fieldIndex(name); f.field < 0 {
+			return f, badRequest("filter: unknown field " + strconv.Quote(name) + "; fields are " + strings.Join(Fields, ","))
+		}
+		s = text
+	}
+	switch mode {
+	case '=':
+		f.match = func(v string) bool { return v == s }
+	case '~':
+		re, err := regexp.Compile(`^(?:` + s + `)`)
+		if err != nil {
+			return f, badRequest("filter: " + strconv.Quote(s) + " is not a regular expression: " + err.Error())
+		}
+		f.match = re.MatchString
+	default:
+		f.match = func(v string) bool { return strings.Contains(v, s) }
+	}
+	return f, nil
+}
+
+// field is field i of a CDX line ("" past its end).
+func field(line string, i int) string {
+	for range i {
+		_, rest, ok := strings.Cut(line, " ")
+		if !ok {
+			return ""
+		}
+		line = rest
+	}
+	v, _, _ := strings.Cut(line, " ")
+	return v
+}
+
+// keep is the request's filters, domain match and collapse over lines in
+// index order (stateful: one per query).
+func (r *request) keep() func(line string) bool {
+	var last string
+	seen := false
+	return func(line string) bool {
+		if r.match != nil {
+			if k, _, _ := strings.Cut(line, " "); !r.match(k) {
+				return false
+			}
+		}
+		for _, f := range r.filters {
+			v := line
+			if f.field >= 0 {
+				v = field(line, f.field)
+			}
+			if f.match(v) == f.invert {
+				return false
+			}
+		}
+		if r.collapse >= 0 {
+			v := field(line, r.collapse)
+			if r.collapseLen > 0 && len(v) > r.collapseLen {
+				v = v[:r.collapseLen]
+			}
+			if seen && v == last {
+				return false
+			}
+			last, seen = v, true
+		}
+		return true
+	}
 }
 
 // timestampTime reads a 14-digit CDX timestamp or a prefix of one (the rest
@@ -232,13 +404,21 @@ func (a *Aggregator) cdx(w http.ResponseWriter, hr *http.Request) {
 	if r.sort == "" && r.limit > 0 && r.limit < limit {
 		q.Limit = r.limit
 	}
-	lines, err := a.Lookup(hr.Context(), q, r.match)
+	if r.numPages || r.page >= 0 {
+		a.paged(w, hr, r, limit)
+		return
+	}
+	lines, err := a.Lookup(hr.Context(), q, r.keep())
 	if err != nil {
 		a.log.Error("cdx query", "url", r.url, "err", err)
 		http.Error(w, "the query failed", http.StatusInternalServerError)
 		return
 	}
-	lines = r.order(lines)
+	r.write(w, r.order(lines))
+}
+
+// write writes lines as the request asks: CDX or JSON, its fields.
+func (r *request) write(w http.ResponseWriter, lines []string) {
 	fields := r.fields
 	if fields == nil {
 		for i := range Fields {
@@ -280,4 +460,38 @@ func (a *Aggregator) cdx(w http.ResponseWriter, hr *http.Request) {
 		}
 		fmt.Fprintln(w, strings.Join(out, " "))
 	}
+}
+
+// paged answers showNumPages (how many pages of pageSize blocks the query
+// spans, as pywb's ZipNum source counts them) and page=N (that page's
+// lines, in index order, filters applied; the cap does not cut a page).
+func (a *Aggregator) paged(w http.ResponseWriter, hr *http.Request, r *request, limit int) {
+	size := r.pageSize
+	if size == 0 {
+		size = DefaultPageBlocks
+	}
+	pages, err := a.Pages(hr.Context(), r.q, size)
+	if err != nil {
+		a.log.Error("cdx pages", "url", r.url, "err", err)
+		http.Error(w, "the query failed", http.StatusInternalServerError)
+		return
+	}
+	if r.numPages {
+		reply(w, http.StatusOK, map[string]int{"pages": pages.Count, "pageSize": size, "blocks": pages.Blocks})
+		return
+	}
+	if r.page >= pages.Count {
+		http.Error(w, fmt.Sprintf("page %d: the pages are 0 to %d", r.page, pages.Count-1), http.StatusBadRequest)
+		return
+	}
+	lines, err := a.Page(hr.Context(), r.q, pages, r.page, r.keep())
+	if err != nil {
+		a.log.Error("cdx page", "url", r.url, "page", r.page, "err", err)
+		http.Error(w, "the query failed", http.StatusInternalServerError)
+		return
+	}
+	if r.limit > 0 && len(lines) > r.limit {
+		lines = lines[:r.limit]
+	}
+	r.write(w, lines)
 }

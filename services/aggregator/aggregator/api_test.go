@@ -59,6 +59,15 @@ func TestBadRequestsSayWhatIsWrong(t *testing.T) {
 		"url=a.com&from=2020-01":                               "from: a timestamp",
 		"url=a.com&fl=urlkey,nope":                             `unknown field "nope"`,
 		"url=a.com&output=xml":                                 "output: cdx or json",
+		"url=a.com&filter=nope:x":                              `filter: unknown field "nope"`,
+		"url=a.com&filter=~urlkey:(":                           "is not a regular expression",
+		"url=a.com&collapse=nope":                              "collapse: FIELD",
+		"url=a.com&collapse=urlkey:x":                          "collapse: FIELD:N",
+		"url=a.com&collapseTime=15":                            "collapseTime",
+		"url=a.com&page=-1":                                    "page: a page number",
+		"url=a.com&pageSize=0":                                 "pageSize: blocks per page",
+		"url=a.com&showNumPages=yes":                           "showNumPages: true or false",
+		"url=a.com&page=0&sort=reverse":                        "no sort",
 	} {
 		v, _ := url.ParseQuery(q)
 		_, err := parseRequest(v)

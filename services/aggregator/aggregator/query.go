@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -145,9 +144,15 @@ const maskBatch = 256
 
 // Lookup answers a query from every cluster: lines merged in order,
 // identical lines once, masked lines (a withdrawn or re-indexed file's,
-// in the builds that hold them) left out, at most q.Limit. A cluster
-// whose keys are all outside the query's is not read.
-func (a *Aggregator) Lookup(ctx context.Context, q cdxindex.Query, match func(key string) bool) ([]string, error) {
+// in the builds that hold them) left out, then those keep takes (nil:
+// all), at most q.Limit. A cluster whose keys are all outside the query's
+// is not read.
+func (a *Aggregator) Lookup(ctx context.Context, q cdxindex.Query, keep func(line string) bool) ([]string, error) {
+	return a.lookupRange(ctx, q, "", "", q.Limit, keep)
+}
+
+// lookupRange is Lookup within the lines [lo, hi) ("": unbounded).
+func (a *Aggregator) lookupRange(ctx context.Context, q cdxindex.Query, lo, hi string, limit int, keep func(string) bool) ([]string, error) {
 	clusters, err := a.liveClusters(ctx)
 	if err != nil {
 		return nil, err
@@ -158,16 +163,69 @@ func (a *Aggregator) Lookup(ctx context.Context, q cdxindex.Query, match func(ke
 		if l.row.Lines == 0 || !q.Overlaps(l.row.FirstKey, l.row.LastKey) {
 			continue
 		}
-		curs = append(curs, l.c.Cursor(q))
+		curs = append(curs, l.c.CursorRange(q, lo, hi))
 		ranges = append(ranges, [2]int64{l.row.Lo, l.row.Hi})
 	}
-	return a.mergeCursors(ctx, curs, ranges, q.Limit, match)
+	return a.mergeCursors(ctx, curs, ranges, limit, keep)
+}
+
+// Pages divides a query's answer into pages of size blocks of the cluster
+// that holds the most blocks of it (the largest, once the levels have
+// merged): page i is the lines from its block first+i*size up to the
+// block a page later, in every cluster.
+type Pages struct {
+	// Count is how many pages there are; Blocks how many blocks of the
+	// paging cluster the answer spans.
+	Count, Blocks int
+	// bounds are the pages' first lines' keys, after the first page's.
+	bounds []string
+}
+
+// Pages counts a query's pages of size blocks (pywb's showNumPages).
+func (a *Aggregator) Pages(ctx context.Context, q cdxindex.Query, size int) (Pages, error) {
+	clusters, err := a.liveClusters(ctx)
+	if err != nil {
+		return Pages{}, err
+	}
+	var best *cdxindex.Cluster
+	first, end := 0, 0
+	for _, l := range clusters {
+		if l.row.Lines == 0 || !q.Overlaps(l.row.FirstKey, l.row.LastKey) {
+			continue
+		}
+		f, e := l.c.QueryBlocks(q)
+		if best == nil || e-f > end-first {
+			best, first, end = l.c, f, e
+		}
+	}
+	if best == nil || end == first {
+		return Pages{}, nil
+	}
+	p := Pages{Blocks: end - first}
+	p.Count = (p.Blocks + size - 1) / size
+	blocks := best.Blocks()
+	for i := 1; i < p.Count; i++ {
+		p.bounds = append(p.bounds, blocks[first+i*size].Key)
+	}
+	return p, nil
+}
+
+// Page reads page i of a query's answer, filtered by keep.
+func (a *Aggregator) Page(ctx context.Context, q cdxindex.Query, p Pages, i int, keep func(string) bool) ([]string, error) {
+	lo, hi := "", ""
+	if i > 0 {
+		lo = p.bounds[i-1]
+	}
+	if i < len(p.bounds) {
+		hi = p.bounds[i]
+	}
+	return a.lookupRange(ctx, q, lo, hi, 0, keep)
 }
 
 // mergeCursors merges cursors (over clusters holding the builds in
 // ranges) in byte order, as they are read: the query stops reading once
 // it has limit lines (0: no limit).
-func (a *Aggregator) mergeCursors(ctx context.Context, curs []*cdxindex.ClusterCursor, ranges [][2]int64, limit int, match func(string) bool) ([]string, error) {
+func (a *Aggregator) mergeCursors(ctx context.Context, curs []*cdxindex.ClusterCursor, ranges [][2]int64, limit int, keep func(string) bool) ([]string, error) {
 	type head struct {
 		c      *cdxindex.ClusterCursor
 		line   string
@@ -230,7 +288,7 @@ func (a *Aggregator) mergeCursors(ctx context.Context, curs []*cdxindex.ClusterC
 				continue // the same line in two clusters
 			}
 			last = c.line
-			if k, _, _ := strings.Cut(c.line, " "); match == nil || match(k) {
+			if keep == nil || keep(c.line) {
 				out = append(out, c.line)
 			}
 		}

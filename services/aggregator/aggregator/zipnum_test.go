@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"compress/gzip"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -85,37 +86,8 @@ func pywbRead(t *testing.T, idxPath, key, end string) []string {
 // blocks, answers exactly as the CDX API does, for exact, prefix, host and
 // domain queries, over several levels of clusters.
 func TestPywbReadsTheClustersAsTheAPIAnswers(t *testing.T) {
-	ctx := context.Background()
-	a, bs := storeAggregator(t)
-	a.cfg.LevelFactor, a.cfg.BlockLines, a.cfg.MaxQueryLines = 3, 40, 100000
-	r := rand.New(rand.NewPCG(33, 1))
-	hosts := []string{"com,example", "com,example,shop", "com,example,mail", "org,iana", "org,iana,data", "net,site"}
-	at := time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)
-	for f := range 20 {
-		file := fmt.Sprintf("crawl-%02d.warc.gz", f)
-		var lines []string
-		for range 30 + r.IntN(60) {
-			lines = append(lines, fmt.Sprintf("%s)/p%d %d http://x/ text/html 200 D - - 10 %d %s",
-				hosts[r.IntN(len(hosts))], r.IntN(12), 20260101000000+r.IntN(1000000), r.IntN(100000), file))
-		}
-		announce(t, a, bs, "warcs/"+file, at.Add(time.Duration(f)*time.Minute), lines...)
-		if f%2 == 1 {
-			if err := a.MergeNew(ctx); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
-	gens, err := a.Generations(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	levels := map[string]bool{}
-	for _, g := range gens {
-		levels[g.Level] = true
-	}
-	if len(levels) < 2 {
-		t.Fatalf("clusters %+v: want more than one level", gens)
-	}
+	a, bs, hosts, gens := clusteredAggregator(t)
+	r := rand.New(rand.NewPCG(33, 2))
 	root := bs.(*blob.Local).Root()
 	srv := httptest.NewServer(a.Handler())
 	defer srv.Close()
@@ -173,7 +145,156 @@ func TestPywbReadsTheClustersAsTheAPIAnswers(t *testing.T) {
 	}
 }
 
+// clusteredAggregator is an aggregator holding 20 files' random lines
+// over six hosts in clusters of more than one level, blocks of 40 lines.
+func clusteredAggregator(t *testing.T) (*Aggregator, blob.Store, []string, []Generation) {
+	t.Helper()
+	ctx := context.Background()
+	a, bs := storeAggregator(t)
+	a.cfg.LevelFactor, a.cfg.BlockLines, a.cfg.MaxQueryLines = 3, 40, 100000
+	r := rand.New(rand.NewPCG(33, 1))
+	hosts := []string{"com,example", "com,example,shop", "com,example,mail", "org,iana", "org,iana,data", "net,site"}
+	at := time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)
+	for f := range 20 {
+		file := fmt.Sprintf("crawl-%02d.warc.gz", f)
+		var lines []string
+		for range 30 + r.IntN(60) {
+			lines = append(lines, fmt.Sprintf("%s)/p%d %d http://x/ text/html 200 D - - 10 %d %s",
+				hosts[r.IntN(len(hosts))], r.IntN(12), 20260101000000+r.IntN(1000000), r.IntN(100000), file))
+		}
+		announce(t, a, bs, "warcs/"+file, at.Add(time.Duration(f)*time.Minute), lines...)
+		if f%2 == 1 {
+			if err := a.MergeNew(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	gens, err := a.Generations(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	levels := map[string]bool{}
+	for _, g := range gens {
+		levels[g.Level] = true
+	}
+	if len(levels) < 2 {
+		t.Fatalf("clusters %+v: want more than one level", gens)
+	}
+	return a, bs, hosts, gens
+}
+
 func reverse(s []string) []string {
 	slices.Reverse(s)
 	return s
+}
+
+// cdxGet answers a /cdx query of srv, failing the test on anything but
+// 200.
+func cdxGet(t *testing.T, srv *httptest.Server, q string) string {
+	t.Helper()
+	resp, err := http.Get(srv.URL + "/cdx?" + q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
+	if resp.StatusCode != 200 {
+		t.Fatalf("%s: %d %s", q, resp.StatusCode, b)
+	}
+	return string(b)
+}
+
+// TestPagesPartitionTheAnswer: showNumPages counts the pages of pageSize
+// blocks a query spans, as pywb's ZipNum source does, and pages 0 to N-1,
+// read one after the other, are the whole answer, each line once, over
+// clusters of several levels; a page past the last is a 400 that says
+// which pages there are.
+func TestPagesPartitionTheAnswer(t *testing.T) {
+	a, _, _, _ := clusteredAggregator(t)
+	srv := httptest.NewServer(a.Handler())
+	defer srv.Close()
+	for _, q := range []string{"url=example.com&matchType=domain", "url=iana.org&matchType=host", "url=site.net/p1&matchType=prefix", "url=example.com/p&matchType=prefix"} {
+		whole := cdxGet(t, srv, q)
+		for _, size := range []int{1, 2, 5} {
+			var info struct{ Pages, PageSize, Blocks int }
+			if err := json.Unmarshal([]byte(cdxGet(t, srv, fmt.Sprintf("%s&showNumPages=true&pageSize=%d", q, size))), &info); err != nil {
+				t.Fatal(err)
+			}
+			if info.PageSize != size || info.Pages != (info.Blocks+size-1)/size || info.Pages == 0 {
+				t.Fatalf("%s pageSize=%d: %+v", q, size, info)
+			}
+			var paged strings.Builder
+			for p := range info.Pages {
+				paged.WriteString(cdxGet(t, srv, fmt.Sprintf("%s&page=%d&pageSize=%d", q, p, size)))
+			}
+			if paged.String() != whole {
+				t.Errorf("%s: %d pages of %d blocks give %d lines, the whole answer %d", q, info.Pages, size,
+					strings.Count(paged.String(), "\n"), strings.Count(whole, "\n"))
+			}
+			resp, err := http.Get(fmt.Sprintf("%s/cdx?%s&page=%d&pageSize=%d", srv.URL, q, info.Pages, size))
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<16))
+			resp.Body.Close()
+			if resp.StatusCode != 400 || !strings.Contains(string(b), fmt.Sprintf("0 to %d", info.Pages-1)) {
+				t.Errorf("a page past the last: %d %s", resp.StatusCode, b)
+			}
+		}
+	}
+}
+
+// TestFiltersAndCollapse: pywb's filter forms (contains, =exact,
+// ~regex from the start, ! inverted, a field or the line) and collapse
+// select what a scan of the whole answer selects.
+func TestFiltersAndCollapse(t *testing.T) {
+	a, _, _, _ := clusteredAggregator(t)
+	srv := httptest.NewServer(a.Handler())
+	defer srv.Close()
+	const q = "url=example.com&matchType=domain"
+	all := strings.Split(strings.TrimRight(cdxGet(t, srv, q), "\n"), "\n")
+	sel := func(keep func(f []string) bool) string {
+		var out strings.Builder
+		for _, l := range all {
+			if keep(strings.Fields(l)) {
+				out.WriteString(l + "\n")
+			}
+		}
+		return out.String()
+	}
+	for filter, keep := range map[string]func(f []string) bool{
+		"filter=urlkey:/p1":                               func(f []string) bool { return strings.Contains(f[0], "/p1") },
+		"filter==urlkey:com,example)/p1":                  func(f []string) bool { return f[0] == "com,example)/p1" },
+		"filter=~urlkey:com,example,(shop)":               func(f []string) bool { return strings.HasPrefix(f[0], "com,example,shop") },
+		"filter=!~timestamp:2026010[1-5]":                 func(f []string) bool { return !(f[1] >= "20260101" && f[1] < "20260106") },
+		"filter=crawl-03&filter=!=original:nope":          func(f []string) bool { return strings.Contains(strings.Join(f, " "), "crawl-03") },
+		"filter=statuscode:200&filter=mimetype:text/html": func(f []string) bool { return true },
+	} {
+		want := sel(keep)
+		if got := cdxGet(t, srv, q+"&"+filter); got != want {
+			t.Errorf("%s: %d lines, want %d", filter, strings.Count(got, "\n"), strings.Count(want, "\n"))
+		}
+	}
+	last, n := "", 0
+	want := sel(func(f []string) bool {
+		if n > 0 && f[0] == last {
+			return false
+		}
+		last, n = f[0], n+1
+		return true
+	})
+	if got := cdxGet(t, srv, q+"&collapse=urlkey"); got != want || n < 10 {
+		t.Errorf("collapse=urlkey: %d lines, want %d", strings.Count(got, "\n"), n)
+	}
+	last, n = "", 0
+	want = sel(func(f []string) bool {
+		if n > 0 && f[1][:8] == last {
+			return false
+		}
+		last, n = f[1][:8], n+1
+		return true
+	})
+	if got := cdxGet(t, srv, q+"&collapseTime=8"); got != want {
+		t.Errorf("collapseTime=8: %d lines, want %d", strings.Count(got, "\n"), n)
+	}
 }

@@ -421,18 +421,25 @@ type ClusterCursor struct {
 
 // Cursor positions a cursor at the query's first line (q.Limit is not
 // applied).
-func (c *Cluster) Cursor(q Query) *ClusterCursor {
-	lo, hi := q.bounds()
-	first, end := c.BlockRange(lo, hi)
-	return &ClusterCursor{c: c, q: q, lo: lo, hi: hi, loB: []byte(lo), hiB: []byte(hi), next: first, end: end}
+func (c *Cluster) Cursor(q Query) *ClusterCursor { return c.CursorRange(q, "", "") }
+
+// CursorRange is a cursor over the query's lines within [lo, hi) ("":
+// unbounded), a page of an answer.
+func (c *Cluster) CursorRange(q Query, lo, hi string) *ClusterCursor {
+	qlo, qhi := q.bounds()
+	if lo > qlo {
+		qlo = lo
+	}
+	if hi != "" && (qhi == "" || hi < qhi) {
+		qhi = hi
+	}
+	first, end := c.BlockRange(qlo, qhi)
+	return &ClusterCursor{c: c, q: q, lo: qlo, hi: qhi, loB: []byte(qlo), hiB: []byte(qhi), next: first, end: end}
 }
 
-// CursorBlocks is a cursor over the query's lines in blocks [first, end)
-// only (a page of an answer).
-func (c *Cluster) CursorBlocks(q Query, first, end int) *ClusterCursor {
-	cur := c.Cursor(q)
-	cur.next, cur.end = max(cur.next, first), min(cur.end, end)
-	return cur
+// QueryBlocks is the blocks [first, end) a query's lines may be in.
+func (c *Cluster) QueryBlocks(q Query) (first, end int) {
+	return c.BlockRange(q.bounds())
 }
 
 // Next returns the next selected line; false at the end (see Err).
