@@ -111,6 +111,8 @@ type Aggregator struct {
 	// summaries in memory).
 	clustersMu sync.Mutex
 	clusters   map[string]*cdxindex.Cluster
+	// excl is this replica's copy of the exclusion list.
+	excl exclusions
 
 	db   *pgxpool.Pool
 	blob blob.Store

@@ -23,8 +23,8 @@ var Fields = []string{"urlkey", "timestamp", "url", "mime", "status", "digest", 
 // exact|prefix|host|domain, from, to, limit, sort reverse|closest with
 // closest, fl, output cdx|json, filter, collapse and collapseTime, page,
 // pageSize and showNumPages over the ZipNum blocks),
-// GET /v1/index/generations and POST /v1/index/withdraw {"file", "reason"}
-// (an operator's).
+// GET /v1/index/generations, POST /v1/index/withdraw {"file", "reason"}
+// (an operator's) and the exclusions (see exclusionRoutes).
 func (a *Aggregator) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /cdx", a.cdx)
@@ -36,6 +36,7 @@ func (a *Aggregator) Handler() http.Handler {
 		}
 		reply(w, http.StatusOK, gens)
 	})
+	a.exclusionRoutes(mux)
 	mux.HandleFunc("POST /v1/index/withdraw", func(w http.ResponseWriter, r *http.Request) {
 		var req struct {
 			File   string `json:"file"`

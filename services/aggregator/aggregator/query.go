@@ -226,6 +226,10 @@ func (a *Aggregator) Page(ctx context.Context, q cdxindex.Query, p Pages, i int,
 // ranges) in byte order, as they are read: the query stops reading once
 // it has limit lines (0: no limit).
 func (a *Aggregator) mergeCursors(ctx context.Context, curs []*cdxindex.ClusterCursor, ranges [][2]int64, limit int, keep func(string) bool) ([]string, error) {
+	excl, err := a.currentExclusions(ctx)
+	if err != nil {
+		return nil, err
+	}
 	type head struct {
 		c      *cdxindex.ClusterCursor
 		line   string
@@ -288,6 +292,9 @@ func (a *Aggregator) mergeCursors(ctx context.Context, curs []*cdxindex.ClusterC
 				continue // the same line in two clusters
 			}
 			last = c.line
+			if excl.excluded(c.line) {
+				continue
+			}
 			if keep == nil || keep(c.line) {
 				out = append(out, c.line)
 			}

@@ -1,0 +1,103 @@
+package aggregator
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+)
+
+// send makes a request with a JSON body and returns its status and body.
+func send(t *testing.T, method, url, body string) (int, string) {
+	t.Helper()
+	req, _ := http.NewRequest(method, url, strings.NewReader(body))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	return resp.StatusCode, string(b)
+}
+
+// TestExclusionsApplyToEveryQueryAtOnce: an exclusion added through one
+// replica takes its captures (a prefix, optionally a time range) out of
+// the next answer of another; lifting it puts them back; the list exports
+// as pywb ACL rules; a bad exclusion is a 400 that says what is wrong.
+func TestExclusionsApplyToEveryQueryAtOnce(t *testing.T) {
+	a, bs, _, _ := clusteredAggregator(t)
+	one := httptest.NewServer(a.Handler())
+	defer one.Close()
+	other := httptest.NewServer(New(a.db, bs, a.cfg, slog.New(slog.NewTextHandler(io.Discard, nil))).Handler())
+	defer other.Close()
+	const q = "url=example.com&matchType=domain"
+	all := strings.Split(strings.TrimRight(cdxGet(t, other, q), "\n"), "\n")
+	count := func(keep func(key, ts string) bool) int {
+		n := 0
+		for _, l := range all {
+			f := strings.Fields(l)
+			if keep(f[0], f[1]) {
+				n++
+			}
+		}
+		return n
+	}
+	lines := func() int { return strings.Count(cdxGet(t, other, q), "\n") }
+
+	code, body := send(t, "POST", one.URL+"/v1/index/exclusions", `{"url": "http://shop.example.com/", "reason": "takedown request 2026-11"}`)
+	if code != 201 {
+		t.Fatalf("add: %d %s", code, body)
+	}
+	var shop Exclusion
+	json.Unmarshal([]byte(body), &shop)
+	if shop.SURT != "com,example,shop)/" || shop.ID == 0 {
+		t.Errorf("added %+v", shop)
+	}
+	want := count(func(k, ts string) bool { return !strings.HasPrefix(k, "com,example,shop)/") })
+	if got := lines(); got != want || want == len(all) {
+		t.Errorf("after excluding shop.example.com: %d lines, want %d of %d", got, want, len(all))
+	}
+	code, body = send(t, "POST", one.URL+"/v1/index/exclusions", `{"surt": "com,example,mail", "from": "202601050000", "to": "20260108", "reason": "legal hold"}`)
+	if code != 201 {
+		t.Fatalf("add a timed exclusion: %d %s", code, body)
+	}
+	want = count(func(k, ts string) bool {
+		return !strings.HasPrefix(k, "com,example,shop)/") && !(strings.HasPrefix(k, "com,example,mail") && ts >= "202601050000" && ts < "20260109")
+	})
+	if got := lines(); got != want {
+		t.Errorf("after a timed exclusion: %d lines, want %d", got, want)
+	}
+	_, acl := send(t, "GET", other.URL+"/v1/index/exclusions?format=aclj", "")
+	wantACL := `com,example,shop)/ - {"access":"exclude","url":"http://shop.example.com/"}` + "\n" +
+		`com,example,mail - {"access":"exclude","after":"20260105000000","before":"20260108999999"}` + "\n"
+	if acl != wantACL {
+		t.Errorf("pywb ACL rules:\n%s\nwant\n%s", acl, wantACL)
+	}
+	if code, body := send(t, "DELETE", one.URL+fmt.Sprintf("/v1/index/exclusions/%d", shop.ID), ""); code != 200 {
+		t.Errorf("lift: %d %s", code, body)
+	}
+	want = count(func(k, ts string) bool {
+		return !(strings.HasPrefix(k, "com,example,mail") && ts >= "202601050000" && ts < "20260109")
+	})
+	if got := lines(); got != want {
+		t.Errorf("after lifting the first: %d lines, want %d", got, want)
+	}
+	for body, say := range map[string]string{
+		`{"url": "http://x.com/"}`:                                       "reason",
+		`{"url": "http://x.com/", "surt": "com,x)/", "reason": "r"}`:     "either url",
+		`{"surt": "com,x", "from": "2026-01", "reason": "r"}`:            "from: a timestamp",
+		`{"surt": "com,x", "from": "2027", "to": "2026", "reason": "r"}`: "from is after to",
+		`{"surt": "com,x", "reason": "r", "extra": 1}`:                   "unknown field",
+	} {
+		if code, got := send(t, "POST", one.URL+"/v1/index/exclusions", body); code != 400 || !strings.Contains(got, say) {
+			t.Errorf("%s: %d %s, want a 400 saying %q", body, code, got, say)
+		}
+	}
+	if code, _ := send(t, "DELETE", one.URL+"/v1/index/exclusions/99999", ""); code != 404 {
+		t.Errorf("lifting an unknown exclusion: %d", code)
+	}
+}
