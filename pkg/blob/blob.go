@@ -243,3 +243,16 @@ func ValidateKey(key string) error {
 
 // reservedPrefix starts the names the local store keeps for itself.
 const reservedPrefix = ".archivist-"
+
+// Location is where a reader outside Archivist (a Wayback's path index)
+// finds the object at key: a file path in a local store, s3://BUCKET/NAME
+// in a bucket.
+func Location(s Store, key string) string {
+	switch st := s.(type) {
+	case *Local:
+		return st.path(key)
+	case *S3:
+		return "s3://" + st.bucket + "/" + st.prefix + key
+	}
+	return key
+}

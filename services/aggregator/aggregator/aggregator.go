@@ -141,13 +141,25 @@ func (a *Aggregator) Ready(ctx context.Context, m *bus.Message[events.IndexCDXRe
 		if err := tx.QueryRow(ctx, `SELECT output, build FROM aggregator.outputs WHERE file = $1 FOR UPDATE`, m.Event.File).Scan(&old, &oldBuild); err != nil && !errors.Is(err, pgx.ErrNoRows) {
 			return err
 		}
+		// Lines name their file by its key's last part, which a replay
+		// resolves through the path index: another file of that name
+		// would make its captures unreachable.
+		name := path.Base(m.Event.File)
+		var other string
+		err := tx.QueryRow(ctx, `SELECT file FROM aggregator.outputs WHERE name = $1 AND file <> $2 AND NOT withdrawn LIMIT 1`, name, m.Event.File).Scan(&other)
+		if err == nil {
+			return fault.Permanent(fmt.Errorf("archive file %s is named %s in its CDX lines, as %s already is: a Wayback could not tell their captures apart (rename one, or withdraw %s)", m.Event.File, name, other, other))
+		}
+		if !errors.Is(err, pgx.ErrNoRows) {
+			return err
+		}
 		// A new output is built again (build NULL); a withdrawn file
 		// announced anew is the archive's again.
-		tag, err := tx.Exec(ctx, `INSERT INTO aggregator.outputs (file, output, lines, version) VALUES ($1, $2, $3, $4)
+		tag, err := tx.Exec(ctx, `INSERT INTO aggregator.outputs (file, output, lines, version, name) VALUES ($1, $2, $3, $4, $5)
 			ON CONFLICT (file) DO UPDATE SET output = EXCLUDED.output, lines = EXCLUDED.lines, version = EXCLUDED.version, withdrawn = false,
 				build = CASE WHEN aggregator.outputs.output <> EXCLUDED.output OR aggregator.outputs.withdrawn THEN NULL ELSE aggregator.outputs.build END,
 				received_at = CASE WHEN aggregator.outputs.output <> EXCLUDED.output THEN clock_timestamp() ELSE aggregator.outputs.received_at END
-			WHERE aggregator.outputs.version < EXCLUDED.version`, m.Event.File, m.Event.Output, m.Event.Lines, m.Envelope.SentAt)
+			WHERE aggregator.outputs.version < EXCLUDED.version`, m.Event.File, m.Event.Output, m.Event.Lines, m.Envelope.SentAt, name)
 		if err != nil {
 			return err
 		}

@@ -37,6 +37,7 @@ func (a *Aggregator) Handler() http.Handler {
 		reply(w, http.StatusOK, gens)
 	})
 	a.exclusionRoutes(mux)
+	a.pathRoutes(mux)
 	mux.HandleFunc("POST /v1/index/withdraw", func(w http.ResponseWriter, r *http.Request) {
 		var req struct {
 			File   string `json:"file"`

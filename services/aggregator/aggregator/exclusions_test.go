@@ -1,14 +1,23 @@
 package aggregator
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/archivist/archivist/events"
+	"github.com/archivist/archivist/pkg/blob"
+	"github.com/archivist/archivist/pkg/bus"
+	"github.com/archivist/archivist/pkg/fault"
 )
 
 // send makes a request with a JSON body and returns its status and body.
@@ -99,5 +108,44 @@ func TestExclusionsApplyToEveryQueryAtOnce(t *testing.T) {
 	}
 	if code, _ := send(t, "DELETE", one.URL+"/v1/index/exclusions/99999", ""); code != 404 {
 		t.Errorf("lifting an unknown exclusion: %d", code)
+	}
+}
+
+// TestPathIndexNamesEachFileOnce: the path index lists every indexed file
+// by the name its CDX lines carry, with its location, sorted, as pywb reads
+// it; a second file of the same name under another prefix is refused for
+// good with a reason naming both (its captures could not be told apart);
+// a withdrawn file leaves the path index.
+func TestPathIndexNamesEachFileOnce(t *testing.T) {
+	a, bs, _, _ := clusteredAggregator(t)
+	srv := httptest.NewServer(a.Handler())
+	defer srv.Close()
+	_, body := send(t, "GET", srv.URL+"/v1/index/paths", "")
+	rows := strings.Split(strings.TrimRight(body, "\n"), "\n")
+	root := bs.(*blob.Local).Root()
+	if len(rows) != 20 || rows[0] != "crawl-00.warc.gz\t"+filepath.Join(root, "warcs", "crawl-00.warc.gz") || !slices.IsSorted(rows) {
+		t.Errorf("path index (%d rows):\n%s", len(rows), body)
+	}
+	code, body := send(t, "GET", srv.URL+"/v1/index/paths/crawl-03.warc.gz", "")
+	if code != 200 || !strings.Contains(body, `"file":"warcs/crawl-03.warc.gz"`) {
+		t.Errorf("one path: %d %s", code, body)
+	}
+	if code, _ := send(t, "GET", srv.URL+"/v1/index/paths/none.warc.gz", ""); code != 404 {
+		t.Errorf("an unknown name: %d", code)
+	}
+	ctx := context.Background()
+	ev := &events.IndexCDXReady{File: "other/crawl-03.warc.gz", Output: "cdx/x.cdx", Lines: 1, Complete: true}
+	err := a.Ready(ctx, &bus.Message[events.IndexCDXReady]{Envelope: events.Envelope{ID: "x", SentAt: time.Now()}, Event: ev})
+	if !fault.IsPermanent(err) || !strings.Contains(err.Error(), "warcs/crawl-03.warc.gz") {
+		t.Errorf("a second crawl-03.warc.gz: %v, want a permanent refusal naming the first", err)
+	}
+	if err := a.Withdraw(ctx, "warcs/crawl-03.warc.gz", "moved"); err != nil {
+		t.Fatal(err)
+	}
+	if code, _ := send(t, "GET", srv.URL+"/v1/index/paths/crawl-03.warc.gz", ""); code != 404 {
+		t.Errorf("a withdrawn file's path: %d", code)
+	}
+	if err := a.Ready(ctx, &bus.Message[events.IndexCDXReady]{Envelope: events.Envelope{ID: "x", SentAt: time.Now()}, Event: ev}); err != nil {
+		t.Errorf("the name free again: %v", err)
 	}
 }
