@@ -8,7 +8,9 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -151,9 +153,30 @@ func BenchmarkFoldOutputs(b *testing.B) {
 				}
 				fold := time.Since(t0)
 				dst.Close()
+				peak := peakRSS(b)
+
+				// The aggregator's build: the same fold into a ZipNum
+				// cluster (gzip blocks of 3,000 lines and a summary).
+				zdir := filepath.Join(dir, "cluster")
+				os.MkdirAll(zdir, 0o755)
+				_ = os.WriteFile("/proc/self/clear_refs", []byte("5"), 0)
+				t0 = time.Now()
+				z, err := cdxindex.NewZipNumWriter(zdir, "fold", 0, 0)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if _, err := cdxindex.MergeBounded(z, n, cdxindex.DefaultFanIn, dir, func(i int) (io.ReadCloser, error) { return os.Open(paths[i]) }); err != nil {
+					b.Fatal(err)
+				}
+				if err := z.Close(); err != nil {
+					b.Fatal(err)
+				}
+				cluster := time.Since(t0)
 				b.ReportMetric(float64(lines)/fold.Seconds(), "lines/s")
 				b.ReportMetric(sortm.Seconds()/fold.Seconds(), "x-sort-m")
-				b.ReportMetric(float64(peakRSS(b))/(1<<20), "peak-MiB")
+				b.ReportMetric(float64(peak)/(1<<20), "peak-MiB")
+				b.ReportMetric(sortm.Seconds()/cluster.Seconds(), "zipnum-x-sort-m")
+				b.ReportMetric(float64(peakRSS(b))/(1<<20), "zipnum-peak-MiB")
 			}
 		})
 	}
@@ -173,4 +196,106 @@ func peakRSS(b *testing.B) int64 {
 		}
 	}
 	return 0
+}
+
+// BenchmarkClusterLookup measures exact-key lookups (the first 10
+// captures of a URL) on a ZipNum cluster of 10^6, 10^7 and 10^8 lines
+// (ARCHIVIST_BENCH_MAX_LINES lowers the top), the summary in memory and
+// the blocks read from a local disk: p50, p99 and the most blocks one
+// query read. The cluster's memory (the summary) is reported too.
+//
+//	go test -run '^$' -bench ClusterLookup -benchtime 2000x -timeout 60m ./services/aggregator/cdxindex/
+func BenchmarkClusterLookup(b *testing.B) {
+	top := 100_000_000
+	if v := os.Getenv("ARCHIVIST_BENCH_MAX_LINES"); v != "" {
+		fmt.Sscan(v, &top)
+	}
+	for n := 1_000_000; n <= top; n *= 10 {
+		b.Run(fmt.Sprint(n), func(b *testing.B) {
+			dir := b.TempDir()
+			z, err := cdxindex.NewZipNumWriter(dir, "big", 0, 0)
+			if err != nil {
+				b.Fatal(err)
+			}
+			line := make([]byte, 0, 256)
+			for i := range n {
+				line = appendLine(line[:0], i, 0)
+				z.Write(line)
+			}
+			if err := z.Close(); err != nil {
+				b.Fatal(err)
+			}
+			runtime.GC()
+			var before runtime.MemStats
+			runtime.ReadMemStats(&before)
+			idx, _ := os.Open(filepath.Join(dir, "big.idx"))
+			loc, _ := os.Open(filepath.Join(dir, "big.loc"))
+			c, err := cdxindex.OpenCluster(idx, loc, func(l string) (io.ReaderAt, error) { return os.Open(filepath.Join(dir, l)) })
+			idx.Close()
+			loc.Close()
+			if err != nil {
+				b.Fatal(err)
+			}
+			runtime.GC()
+			var after runtime.MemStats
+			runtime.ReadMemStats(&after)
+			r := rand.New(rand.NewPCG(1, 1))
+			lat := make([]time.Duration, 0, b.N)
+			most := 0
+			b.ResetTimer()
+			for range b.N {
+				i := r.IntN(n)
+				q := cdxindex.Query{Key: fmt.Sprintf("com,site%07d)/page/%04d", i/100, i%100*10)}
+				t0 := time.Now()
+				cur := c.Cursor(q)
+				got := 0
+				for got < 10 {
+					if _, ok := cur.Next(); !ok {
+						break
+					}
+					got++
+				}
+				lat = append(lat, time.Since(t0))
+				if cur.Err() != nil || got == 0 {
+					b.Fatalf("%+v: %d lines, %v", q, got, cur.Err())
+				}
+				most = max(most, cur.BlocksRead)
+			}
+			b.StopTimer()
+			slices.Sort(lat)
+			b.ReportMetric(float64(lat[len(lat)/2].Microseconds())/1000, "p50-ms")
+			b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds())/1000, "p99-ms")
+			b.ReportMetric(float64(most), "max-blocks/query")
+			b.ReportMetric(float64(z.Bytes())/1e6, "cluster-MB")
+			b.ReportMetric(float64(after.HeapAlloc-min(before.HeapAlloc, after.HeapAlloc))/(1<<20), "summary-MiB")
+			runtime.KeepAlive(c)
+		})
+	}
+}
+
+// appendLine appends line i of writeSorted's sequence (salt 0), newline
+// ended, without fmt (10^8 of them are written).
+func appendLine(b []byte, i, salt int) []byte {
+	pad := func(b []byte, v, w int) []byte {
+		s := strconv.Itoa(v)
+		for range w - len(s) {
+			b = append(b, '0')
+		}
+		return append(b, s...)
+	}
+	b = append(b, "com,site"...)
+	b = pad(b, i/100, 7)
+	b = append(b, ")/page/"...)
+	b = pad(b, i%100*10+salt, 4)
+	b = append(b, ' ')
+	b = strconv.AppendInt(b, int64(20260101000000+i%1000), 10)
+	b = append(b, " http://site"...)
+	b = strconv.AppendInt(b, int64(i/100), 10)
+	b = append(b, ".example/page/"...)
+	b = strconv.AppendInt(b, int64(i%100), 10)
+	b = append(b, " text/html 200 AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA - - 1043 "...)
+	b = strconv.AppendInt(b, int64(i*1000), 10)
+	b = append(b, " f"...)
+	b = strconv.AppendInt(b, int64(salt), 10)
+	return append(b, ".warc.gz\n"...)
 }

@@ -377,9 +377,13 @@ func (c *Cluster) BlockRange(lo, hi string) (first, end int) {
 	return first, end
 }
 
-// ReadBlock reads and inflates block i.
-func (c *Cluster) ReadBlock(i int) ([]byte, error) {
+// readBlock reads block i's gzip member (its compressed bytes: one read,
+// the part closed at once).
+func (c *Cluster) readBlock(i int) ([]byte, error) {
 	b := c.blocks[i]
+	if b.Length > maxBlockBytes {
+		return nil, fmt.Errorf("block %d of %s: %d bytes, past %d MiB", b.Number, b.Part, b.Length, maxBlockBytes>>20)
+	}
 	ra, err := c.open(c.loc[b.Part])
 	if err != nil {
 		return nil, fmt.Errorf("open part %s: %w", b.Part, err)
@@ -387,35 +391,33 @@ func (c *Cluster) ReadBlock(i int) ([]byte, error) {
 	if cl, ok := ra.(io.Closer); ok {
 		defer cl.Close()
 	}
-	zr, err := gzip.NewReader(io.NewSectionReader(ra, b.Offset, b.Length))
-	if err != nil {
-		return nil, fmt.Errorf("block %d of %s: %w", b.Number, b.Part, err)
+	buf := make([]byte, b.Length)
+	if n, err := ra.ReadAt(buf, b.Offset); n < len(buf) {
+		return nil, fmt.Errorf("block %d of %s: read %d of %d bytes: %w", b.Number, b.Part, n, len(buf), err)
 	}
-	out, err := io.ReadAll(io.LimitReader(zr, maxBlockBytes+1))
-	if err != nil {
-		return nil, fmt.Errorf("block %d of %s: %w", b.Number, b.Part, err)
-	}
-	if len(out) > maxBlockBytes {
-		return nil, fmt.Errorf("block %d of %s inflates past %d MiB", b.Number, b.Part, maxBlockBytes>>20)
-	}
-	return out, nil
+	return buf, nil
 }
 
-// maxBlockBytes bounds an inflated block (3,000 lines of at most about a
-// KiB; a hostile or corrupt block stops here).
+// maxBlockBytes bounds a block, compressed and inflated (3,000 lines of
+// at most about a KiB; a hostile or corrupt block stops here).
 const maxBlockBytes = 64 << 20
 
 // ClusterCursor reads the lines of a query from a cluster, a block at a
-// time, in order.
+// time, in order, inflating a block only as far as the query reads it.
 type ClusterCursor struct {
-	c          *Cluster
-	q          Query
-	lo, hi     string
-	loB, hiB   []byte
-	next, end  int
-	buf        []byte
-	done       bool
-	err        error
+	c        *Cluster
+	q        Query
+	lo, hi   string
+	loB, hiB []byte
+	next     int
+	end      int
+	zr       *gzip.Reader
+	br       *bufio.Reader
+	inBlock  bool
+	long     []byte
+	done     bool
+	err      error
+	// BlocksRead counts the blocks read so far.
 	BlocksRead int
 }
 
@@ -445,26 +447,27 @@ func (c *Cluster) QueryBlocks(q Query) (first, end int) {
 // Next returns the next selected line; false at the end (see Err).
 func (cc *ClusterCursor) Next() (string, bool) {
 	for !cc.done {
-		if len(cc.buf) == 0 {
+		if !cc.inBlock {
 			if cc.next >= cc.end {
 				cc.done = true
 				break
 			}
-			b, err := cc.c.ReadBlock(cc.next)
-			if err != nil {
+			if err := cc.open(cc.next); err != nil {
 				cc.err, cc.done = err, true
 				break
 			}
 			cc.BlocksRead++
 			cc.next++
-			cc.buf = b
 		}
-		i := bytes.IndexByte(cc.buf, '\n')
-		var line []byte
-		if i < 0 {
-			line, cc.buf = cc.buf, nil
-		} else {
-			line, cc.buf = cc.buf[:i], cc.buf[i+1:]
+		line, err := cc.readLine()
+		if err == io.EOF {
+			cc.inBlock = false
+			if len(line) == 0 {
+				continue
+			}
+		} else if err != nil {
+			cc.err, cc.done = fmt.Errorf("block %d: %w", cc.c.blocks[cc.next-1].Number, err), true
+			break
 		}
 		if len(line) == 0 || bytes.Compare(line, cc.loB) < 0 {
 			continue
@@ -478,6 +481,49 @@ func (cc *ClusterCursor) Next() (string, bool) {
 		}
 	}
 	return "", false
+}
+
+// open starts inflating block i.
+func (cc *ClusterCursor) open(i int) error {
+	raw, err := cc.c.readBlock(i)
+	if err != nil {
+		return err
+	}
+	if cc.zr == nil {
+		cc.zr, err = gzip.NewReader(bytes.NewReader(raw))
+	} else {
+		err = cc.zr.Reset(bytes.NewReader(raw))
+	}
+	if err != nil {
+		return fmt.Errorf("block %d: %w", cc.c.blocks[i].Number, err)
+	}
+	cc.zr.Multistream(false)
+	lr := io.LimitReader(cc.zr, maxBlockBytes)
+	if cc.br == nil {
+		cc.br = bufio.NewReaderSize(lr, 64<<10)
+	} else {
+		cc.br.Reset(lr)
+	}
+	cc.inBlock = true
+	return nil
+}
+
+// readLine reads the block's next line without its newline (a line longer
+// than the reader's buffer is gathered, up to maxLine).
+func (cc *ClusterCursor) readLine() ([]byte, error) {
+	line, err := cc.br.ReadSlice('\n')
+	if err == bufio.ErrBufferFull {
+		cc.long = append(cc.long[:0], line...)
+		for err == bufio.ErrBufferFull && len(cc.long) <= maxLine {
+			line, err = cc.br.ReadSlice('\n')
+			cc.long = append(cc.long, line...)
+		}
+		if len(cc.long) > maxLine {
+			return nil, fmt.Errorf("a line longer than %d MiB", maxLine>>20)
+		}
+		line = cc.long
+	}
+	return bytes.TrimSuffix(line, []byte("\n")), err
 }
 
 // selects applies the query's time bounds to a line within its key range.

@@ -183,3 +183,25 @@ func scanLines(lines []string, q cdxindex.Query) []string {
 	}
 	return out
 }
+
+// TestClusterLongLines: a line longer than the cursor's read buffer (a
+// data: URL of 200 KiB) comes back whole, and the lines after it too.
+func TestClusterLongLines(t *testing.T) {
+	long := "com,example)/long 20260101000000 http://example.com/long?" + strings.Repeat("x", 200<<10) + " text/html 200 D - - 10 0 f.warc.gz"
+	lines := []string{long, "com,example)/a 20260101000000 http://example.com/a text/html 200 D - - 10 0 f.warc.gz",
+		"com,example)/z 20260101000000 http://example.com/z text/html 200 D - - 10 0 f.warc.gz"}
+	dir, _ := writeCluster(t, lines, 2, 0)
+	c := openCluster(t, dir)
+	cur := c.Cursor(cdxindex.Query{Key: "com,example)/", Prefix: true})
+	var got []string
+	for {
+		l, ok := cur.Next()
+		if !ok {
+			break
+		}
+		got = append(got, l)
+	}
+	if cur.Err() != nil || len(got) != 3 || got[1] != long {
+		t.Errorf("%d lines (%v), the long one whole: %v", len(got), cur.Err(), len(got) > 1 && got[1] == long)
+	}
+}
