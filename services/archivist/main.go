@@ -16,6 +16,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -613,7 +614,13 @@ func cdxCmd(args []string, stdout, stderr io.Writer) error {
 			faults = append(faults, err)
 			continue
 		}
-		_, err = cdx.Index(bufio.NewReaderSize(f, 1<<20), filepath.Base(name), func(e cdx.Entry) error {
+		fi, err := f.Stat()
+		if err != nil {
+			f.Close()
+			faults = append(faults, err)
+			continue
+		}
+		add := func(e cdx.Entry) error {
 			line := e.String()
 			if *cdxj {
 				line = e.CDXJ()
@@ -624,7 +631,13 @@ func cdxCmd(args []string, stdout, stderr io.Writer) error {
 			}
 			_, err := fmt.Fprintln(w, line)
 			return err
-		})
+		}
+		if fi.Mode().IsRegular() {
+			// Every core: a gzipped WARC's members are read in parallel spans.
+			_, err = cdx.IndexAt(f, fi.Size(), filepath.Base(name), runtime.GOMAXPROCS(0), add)
+		} else { // a pipe, a device: one stream
+			_, err = cdx.Index(bufio.NewReaderSize(f, 1<<20), filepath.Base(name), add)
+		}
 		f.Close()
 		if err != nil {
 			faults = append(faults, fmt.Errorf("%s: %w", name, err))

@@ -1,6 +1,7 @@
 package cdx_test
 
 import (
+	"bufio"
 	"bytes"
 	"fmt"
 	"io"
@@ -8,10 +9,13 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/archivist/archivist/services/indexer/cdx"
+	"github.com/archivist/archivist/services/indexer/warc/warctest"
 )
 
 // BenchmarkIndexVsGunzip compares, in one run on the same file, indexing a
@@ -103,4 +107,68 @@ func BenchmarkSortVsSortC(b *testing.B) {
 			}
 		}
 	})
+}
+
+// BenchmarkIndexVsIgzip indexes a 50 MB crawl-like gzipped WARC (seven
+// responses in ten precompressed payloads, as a real crawl's images and
+// video; warctest.Crawl) beside `igzip -dc` and `gunzip -c` of the same
+// file, in one run: sequentially (Index) and on every core (IndexAt), as
+// `archivist cdx` and the indexer do. Ratios are wall time over igzip's.
+//
+//	go test -run '^$' -bench IndexVsIgzip -benchtime 5x ./services/indexer/cdx/
+func BenchmarkIndexVsIgzip(b *testing.B) {
+	path := filepath.Join(b.TempDir(), "crawl.warc.gz")
+	f, err := os.Create(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if _, err := warctest.Crawl(f, 50<<20, 7); err != nil {
+		b.Fatal(err)
+	}
+	f.Close()
+	fi, _ := os.Stat(path)
+	peers := map[string][]string{"igzip": {"igzip", "-dc"}, "gunzip": {"gunzip", "-c"}}
+	for _, p := range peers {
+		if _, err := exec.LookPath(p[0]); err != nil {
+			b.Fatalf("%s not found (Debian: apt-get install isal gzip): it is a peer this benchmark compares with", p[0])
+		}
+	}
+	run := func(name string) time.Duration {
+		t0 := time.Now()
+		switch name {
+		case "igzip", "gunzip":
+			cmd := exec.Command(peers[name][0], append(peers[name][1:], path)...)
+			cmd.Stdout = io.Discard
+			if err := cmd.Run(); err != nil {
+				b.Fatal(err)
+			}
+		default:
+			f, err := os.Open(path)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer f.Close()
+			var n int
+			if name == "index" {
+				n, err = cdx.Index(bufio.NewReaderSize(f, 1<<20), "crawl.warc.gz", func(e cdx.Entry) error { _ = e.String(); return nil })
+			} else {
+				n, err = cdx.IndexAt(f, fi.Size(), "crawl.warc.gz", runtime.GOMAXPROCS(0), func(e cdx.Entry) error { _ = e.String(); return nil })
+			}
+			if err != nil || n == 0 {
+				b.Fatalf("%s: %d entries: %v", name, n, err)
+			}
+		}
+		return time.Since(t0)
+	}
+	names := []string{"igzip", "gunzip", "index", "index-parallel"}
+	total := map[string]time.Duration{}
+	for range b.N {
+		for _, n := range names {
+			total[n] += run(n)
+		}
+	}
+	for _, n := range names[1:] {
+		b.ReportMetric(total[n].Seconds()/total["igzip"].Seconds(), n+"/igzip")
+	}
+	b.ReportMetric(float64(fi.Size())*float64(b.N)/total["index-parallel"].Seconds()/1e6, "parallel-MB/s")
 }

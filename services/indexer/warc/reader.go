@@ -8,7 +8,6 @@ package warc
 import (
 	"bufio"
 	"bytes"
-	"compress/gzip"
 	"crypto/sha1"
 	"errors"
 	"fmt"
@@ -16,6 +15,8 @@ import (
 	"io"
 	"strconv"
 	"strings"
+
+	"github.com/klauspost/compress/gzip"
 )
 
 // Record is one archive record.
@@ -131,6 +132,7 @@ type Options struct {
 // Reader reads records.
 type Reader struct {
 	src     *counter
+	buf     *bufio.Reader // on src
 	gz      *gzip.Reader
 	member  *bufio.Reader // the current member's (or the plain file's) content
 	gzipped bool
@@ -143,10 +145,12 @@ type Reader struct {
 	chunk   []byte // reused for streaming
 }
 
-// counter counts the bytes taken from the file; it is an io.ByteReader so
-// that the gzip decompressor reads exactly its member and no further.
+// counter counts the bytes taken from the file. The reader's buffer sits
+// on it, and the gzip decompressor reads that *bufio.Reader byte by byte
+// as it needs (its fast path: exactly its member, no further); where the
+// reading stands in the file is the count less what is buffered.
 type counter struct {
-	r *bufio.Reader
+	r io.Reader
 	n int64
 }
 
@@ -156,13 +160,8 @@ func (c *counter) Read(p []byte) (int, error) {
 	return n, err
 }
 
-func (c *counter) ReadByte() (byte, error) {
-	b, err := c.r.ReadByte()
-	if err == nil {
-		c.n++
-	}
-	return b, err
-}
+// pos is where the reading stands in the file.
+func (r *Reader) pos() int64 { return r.src.n - int64(r.buf.Buffered()) }
 
 // NewReader reads records from r, detecting gzip by its magic number,
 // within DefaultLimits.
@@ -170,7 +169,8 @@ func NewReader(r io.Reader) (*Reader, error) { return NewReaderOptions(r, Option
 
 // NewReaderOptions is NewReader with options.
 func NewReaderOptions(r io.Reader, o Options) (*Reader, error) {
-	br := bufio.NewReaderSize(r, 64<<10)
+	cnt := &counter{r: r}
+	br := bufio.NewReaderSize(cnt, 64<<10)
 	magic, err := br.Peek(2)
 	if err != nil && !errors.Is(err, io.EOF) {
 		return nil, fmt.Errorf("read archive: %w", err)
@@ -182,10 +182,10 @@ func NewReaderOptions(r io.Reader, o Options) (*Reader, error) {
 	orDefault(&lim.MaxHead, d.MaxHead)
 	orDefault(&lim.MaxBlock, d.MaxBlock)
 	orDefault(&lim.MaxTail, d.MaxTail)
-	rd := &Reader{src: &counter{r: br}, lim: lim, digest: o.Digest, chunk: make([]byte, 32<<10)}
+	rd := &Reader{src: cnt, buf: br, lim: lim, digest: o.Digest, chunk: make([]byte, 32<<10)}
 	rd.gzipped = len(magic) == 2 && magic[0] == 0x1f && magic[1] == 0x8b
 	if !rd.gzipped {
-		rd.member = bufio.NewReaderSize(rd.src, 64<<10)
+		rd.member = br
 	}
 	return rd, nil
 }
@@ -201,7 +201,7 @@ func (r *Reader) Next() (*Record, error) {
 		r.done = true
 		var fe *FormatError
 		if !errors.As(err, &fe) {
-			err = &FormatError{Offset: r.src.n, Reason: err.Error(), Err: err}
+			err = &FormatError{Offset: r.pos(), Reason: err.Error(), Err: err}
 		}
 	}
 	if errors.Is(err, io.EOF) {
@@ -215,8 +215,7 @@ func (r *Reader) next() (*Record, error) {
 		if r.fault != nil {
 			return nil, r.fault
 		}
-		pos := func() int64 { return r.src.n - int64(r.member.Buffered()) }
-		rec, err := r.parse(r.member, pos)
+		rec, err := r.parse(r.member, r.pos)
 		if err != nil {
 			return nil, err
 		}
@@ -232,21 +231,25 @@ func (r *Reader) next() (*Record, error) {
 	if r.fault != nil {
 		return nil, r.fault
 	}
-	start := r.src.n
-	if _, err := r.src.r.Peek(1); errors.Is(err, io.EOF) {
+	start := r.pos()
+	if _, err := r.buf.Peek(1); errors.Is(err, io.EOF) {
 		return nil, io.EOF
 	}
 	var err error
 	if r.gz == nil {
-		r.gz, err = gzip.NewReader(r.src)
+		r.gz, err = gzip.NewReader(r.buf)
 	} else {
-		err = r.gz.Reset(r.src)
+		err = r.gz.Reset(r.buf)
 	}
 	if err != nil {
 		return nil, &FormatError{Offset: start, Reason: "not a gzip member (a file must be gzipped one record per member): " + err.Error()}
 	}
 	r.gz.Multistream(false)
-	r.member = bufio.NewReaderSize(r.gz, 64<<10)
+	if r.member == nil {
+		r.member = bufio.NewReaderSize(r.gz, 64<<10)
+	} else {
+		r.member.Reset(r.gz) // one buffer for every member, not 64 KiB each
+	}
 	rec, err := r.parse(r.member, func() int64 { return start })
 	if err != nil {
 		return nil, err
@@ -284,7 +287,7 @@ func (r *Reader) next() (*Record, error) {
 		r.fault = &FormatError{Offset: start, Reason: "several records in one gzip member: the later ones cannot be addressed"}
 	}
 	rec.Offset = start
-	rec.Length = r.src.n - start
+	rec.Length = r.pos() - start
 	return rec, nil
 }
 
