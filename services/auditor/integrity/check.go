@@ -45,6 +45,7 @@ type Checker struct {
 	db        *pgxpool.Pool
 	store     blob.Store
 	secondary blob.Store
+	commits   committer
 }
 
 // New returns a checker of objects in store, recording in db. secondary, if
@@ -82,7 +83,7 @@ func (c *Checker) Check(ctx context.Context, object string, light bool, attempt,
 	if ok && row.Has(RetryLater) && attempt < last {
 		return res, ErrRetryLater
 	}
-	if err := pgx.BeginFunc(ctx, c.db, func(tx pgx.Tx) error { return c.apply(ctx, tx, res, attempt) }); err != nil {
+	if err := c.commits.commit(ctx, c, res, attempt); err != nil {
 		return res, err
 	}
 	if ok && row.No == 1 && obs.Provider.State == NA && obs.sha256 != "" {
@@ -277,25 +278,32 @@ func deref(s *string) string {
 	return *s
 }
 
-// apply writes the effects of the row (or, with no row, a failure and an
-// external resolution task) in one transaction.
-func (c *Checker) apply(ctx context.Context, tx pgx.Tx, res Result, attempt int) error {
+// queuer takes statements to run later, in one round trip (a pgx.Batch).
+type queuer interface {
+	Queue(sql string, args ...any) *pgx.QueuedQuery
+}
+
+// apply queues the statements of the effects of the row (or, with no row,
+// a failure and an external resolution task): they run in one transaction,
+// with those of the checks committed beside it.
+func (c *Checker) apply(ctx context.Context, q queuer, res Result, attempt int) error {
 	obs, row := res.Observation, res.Row
 	checks, _ := json.Marshal(obs)
+	exec := func(sql string, args ...any) error {
+		q.Queue(sql, args...)
+		return nil
+	}
 	logBit := func(success, bitError bool, note string) error {
-		_, err := tx.Exec(ctx, `INSERT INTO auditor.bit_log (object, row_no, success, bit_error, attempt, checks, note)
+		return exec(`INSERT INTO auditor.bit_log (object, row_no, success, bit_error, attempt, checks, note)
 			VALUES ($1, $2, $3, $4, $5, $6, $7)`, obs.Object, row.No, success, bitError, attempt, checks, note)
-		return err
 	}
 	resolve := func(kind, reason string) error {
-		_, err := tx.Exec(ctx, `INSERT INTO auditor.resolution_tasks (object, kind, reason, row_no) VALUES ($1, $2, $3, $4)
+		return exec(`INSERT INTO auditor.resolution_tasks (object, kind, reason, row_no) VALUES ($1, $2, $3, $4)
 			ON CONFLICT (object, kind, row_no) WHERE state = 'open' DO NOTHING`, obs.Object, kind, reason, row.No)
-		return err
 	}
 	queueAudit := func(reason string) error {
-		_, err := tx.Exec(ctx, `INSERT INTO auditor.audit_queue (object, reason, row_no) VALUES ($1, $2, $3)
+		return exec(`INSERT INTO auditor.audit_queue (object, reason, row_no) VALUES ($1, $2, $3)
 			ON CONFLICT (object) WHERE NOT done DO NOTHING`, obs.Object, reason, row.No)
-		return err
 	}
 	if !res.Matched {
 		reason := fmt.Sprintf("no row of the outcome table matches content %s, provider %s, index %s, log %s",
@@ -320,18 +328,16 @@ func (c *Checker) apply(ctx context.Context, tx pgx.Tx, res Result, attempt int)
 			}
 			errs = append(errs, resolve(kind, row.Cause))
 		case RepairIndex:
-			_, err := tx.Exec(ctx, `INSERT INTO auditor.content_index (object, checksum, size) VALUES ($1, $2, $3)
+			err := exec(`INSERT INTO auditor.content_index (object, checksum, size) VALUES ($1, $2, $3)
 				ON CONFLICT (object) DO UPDATE SET checksum = EXCLUDED.checksum, size = EXCLUDED.size, updated_at = now()`,
 				obs.Object, obs.sha256, obs.info.Size)
 			errs = append(errs, err)
 		case PatchFromProvider:
 			if !obs.logHasProp {
 				props, _ := json.Marshal(obs.info.Properties)
-				_, err := tx.Exec(ctx, `INSERT INTO auditor.audit_log (object, action, checksum, size, properties, source)
-					VALUES ($1, 'update', $2, $3, $4, 'patch')`, obs.Object, obs.sha256, obs.info.Size, props)
-				errs = append(errs, err)
-				_, err = tx.Exec(ctx, `UPDATE auditor.content_index SET properties = $2 WHERE object = $1`, obs.Object, props)
-				errs = append(errs, err)
+				errs = append(errs, exec(`INSERT INTO auditor.audit_log (object, action, checksum, size, properties, source)
+					VALUES ($1, 'update', $2, $3, $4, 'patch')`, obs.Object, obs.sha256, obs.info.Size, props))
+				errs = append(errs, exec(`UPDATE auditor.content_index SET properties = $2 WHERE object = $1`, obs.Object, props))
 			}
 		case QueueAudit:
 			errs = append(errs, queueAudit(row.Cause))
@@ -344,8 +350,7 @@ func (c *Checker) apply(ctx context.Context, tx pgx.Tx, res Result, attempt int)
 		}
 	}
 	if row.No != 11 {
-		_, err := tx.Exec(ctx, `UPDATE auditor.schedule SET checked_at = now(), parked_at = NULL, parked_reason = NULL WHERE object = $1`, obs.Object)
-		errs = append(errs, err)
+		errs = append(errs, exec(`UPDATE auditor.schedule SET checked_at = now(), parked_at = NULL, parked_reason = NULL WHERE object = $1`, obs.Object))
 	}
 	return errors.Join(errs...)
 }
