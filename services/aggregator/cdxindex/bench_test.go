@@ -11,10 +11,10 @@ import (
 	"runtime"
 	"slices"
 	"strconv"
-	"strings"
 	"testing"
 	"time"
 
+	"github.com/archivist/archivist/pkg/testenv"
 	"github.com/archivist/archivist/services/aggregator/cdxindex"
 )
 
@@ -145,7 +145,7 @@ func BenchmarkFoldOutputs(b *testing.B) {
 				if err != nil {
 					b.Fatal(err)
 				}
-				_ = os.WriteFile("/proc/self/clear_refs", []byte("5"), 0) // reset VmHWM
+				testenv.ResetPeakRSS()
 				t0 = time.Now()
 				lines, err := cdxindex.MergeBounded(dst, n, cdxindex.DefaultFanIn, dir, func(i int) (io.ReadCloser, error) { return os.Open(paths[i]) })
 				if err != nil {
@@ -153,13 +153,13 @@ func BenchmarkFoldOutputs(b *testing.B) {
 				}
 				fold := time.Since(t0)
 				dst.Close()
-				peak := peakRSS(b)
+				peak := testenv.PeakRSS(b)
 
 				// The aggregator's build: the same fold into a ZipNum
 				// cluster (gzip blocks of 3,000 lines and a summary).
 				zdir := filepath.Join(dir, "cluster")
 				os.MkdirAll(zdir, 0o755)
-				_ = os.WriteFile("/proc/self/clear_refs", []byte("5"), 0)
+				testenv.ResetPeakRSS()
 				t0 = time.Now()
 				z, err := cdxindex.NewZipNumWriter(zdir, "fold", 0, 0)
 				if err != nil {
@@ -176,26 +176,10 @@ func BenchmarkFoldOutputs(b *testing.B) {
 				b.ReportMetric(sortm.Seconds()/fold.Seconds(), "x-sort-m")
 				b.ReportMetric(float64(peak)/(1<<20), "peak-MiB")
 				b.ReportMetric(sortm.Seconds()/cluster.Seconds(), "zipnum-x-sort-m")
-				b.ReportMetric(float64(peakRSS(b))/(1<<20), "zipnum-peak-MiB")
+				b.ReportMetric(float64(testenv.PeakRSS(b))/(1<<20), "zipnum-peak-MiB")
 			}
 		})
 	}
-}
-
-// peakRSS is the process's peak resident set (VmHWM) in bytes.
-func peakRSS(b *testing.B) int64 {
-	text, err := os.ReadFile("/proc/self/status")
-	if err != nil {
-		b.Fatal(err)
-	}
-	for _, l := range strings.Split(string(text), "\n") {
-		if v, ok := strings.CutPrefix(l, "VmHWM:"); ok {
-			var kb int64
-			fmt.Sscan(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), &kb)
-			return kb << 10
-		}
-	}
-	return 0
 }
 
 // BenchmarkClusterLookup measures exact-key lookups (the first 10
@@ -211,7 +195,7 @@ func BenchmarkClusterLookup(b *testing.B) {
 		fmt.Sscan(v, &top)
 	}
 	for n := 1_000_000; n <= top; n *= 10 {
-		b.Run(fmt.Sprint(n), func(b *testing.B) {
+		b.Run(testenv.CurveName(n), func(b *testing.B) {
 			dir := b.TempDir()
 			z, err := cdxindex.NewZipNumWriter(dir, "big", 0, 0)
 			if err != nil {
@@ -298,4 +282,52 @@ func appendLine(b []byte, i, salt int) []byte {
 	b = append(b, " f"...)
 	b = strconv.AppendInt(b, int64(salt), 10)
 	return append(b, ".warc.gz\n"...)
+}
+
+// BenchmarkCurveFold is the aggregator's fold as a cost curve: 10^3, 10^4
+// and 10^5 outputs of 100 lines each folded into one ZipNum cluster, the
+// build's work (scripts/curves plots it).
+func BenchmarkCurveFold(b *testing.B) {
+	for _, n := range testenv.CurveSizes(100_000) {
+		b.Run(testenv.CurveName(n), func(b *testing.B) {
+			dir := b.TempDir()
+			paths := make([]string, n)
+			line := make([]byte, 0, 256)
+			for i := range paths {
+				paths[i] = filepath.Join(dir, fmt.Sprintf("out-%06d.cdx", i))
+				f, err := os.Create(paths[i])
+				if err != nil {
+					b.Fatal(err)
+				}
+				w := bufio.NewWriterSize(f, 32<<10)
+				for j := range 100 {
+					// Output i holds every n-th URL: outputs interleave, as
+					// crawls of the same sites do.
+					line = appendLine(line[:0], j*n+i, 0)
+					w.Write(line)
+				}
+				w.Flush()
+				f.Close()
+			}
+			zdir := filepath.Join(dir, "cluster")
+			os.MkdirAll(zdir, 0o755)
+			for range b.N {
+				runtime.GC()
+				testenv.ResetPeakRSS()
+				t0 := time.Now()
+				z, err := cdxindex.NewZipNumWriter(zdir, "fold", 0, 0)
+				if err != nil {
+					b.Fatal(err)
+				}
+				lines, err := cdxindex.MergeBounded(z, n, cdxindex.DefaultFanIn, dir, func(i int) (io.ReadCloser, error) { return os.Open(paths[i]) })
+				if err == nil {
+					err = z.Close()
+				}
+				if err != nil || lines != int64(100*n) {
+					b.Fatalf("%d lines: %v", lines, err)
+				}
+				testenv.ReportCurve(b, n, time.Since(t0))
+			}
+		})
+	}
 }

@@ -30,7 +30,7 @@ import (
 
 // runDev starts `archivist dev` in the background and returns a function
 // that stops it (as Ctrl-C does) and reports how it ended.
-func runDev(t *testing.T, o dev.Options) (stop func() error, out *lockedBuffer) {
+func runDev(t testing.TB, o dev.Options) (stop func() error, out *lockedBuffer) {
 	ctx, cancel := context.WithCancel(context.Background())
 	out = &lockedBuffer{}
 	done := make(chan error, 1)
@@ -74,7 +74,7 @@ func runDev(t *testing.T, o dev.Options) (stop func() error, out *lockedBuffer) 
 
 // devOptions are options of `archivist dev` on free ports and a data dir
 // of the test's own, with its own PostgreSQL.
-func devOptions(t *testing.T) dev.Options {
+func devOptions(t testing.TB) dev.Options {
 	t.Helper()
 	if os.Getenv("DATABASE_URL") != "" {
 		t.Setenv("DATABASE_URL", "") // dev must make its own cluster here

@@ -243,15 +243,13 @@ func (ix *Indexer) ScanPage(ctx context.Context, page int) (ScanResult, error) {
 	if err != nil {
 		return r, fmt.Errorf("list the repository after %q: %w", after, err)
 	}
-	for _, info := range infos {
-		isNew, err := ix.reg.Discover(ctx, info.Key, info.Size)
-		if err != nil {
-			return r, fmt.Errorf("discover %s: %w", info.Key, err)
-		}
-		r.Listed++
-		if isNew {
-			r.Found++
-		}
+	keys, sizes := make([]string, len(infos)), make([]int64, len(infos))
+	for i, info := range infos {
+		keys[i], sizes[i] = info.Key, info.Size
+	}
+	r.Listed = len(infos)
+	if r.Found, err = ix.reg.DiscoverAll(ctx, keys, sizes); err != nil {
+		return r, err
 	}
 	next := ""
 	if len(infos) == page {

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/archivist/archivist/pkg/blob"
 	"github.com/archivist/archivist/pkg/testenv"
@@ -65,5 +66,47 @@ func TestScanIsIncrementalAndResumes(t *testing.T) {
 	}
 	if total != 26 {
 		t.Errorf("%d files registered, want the 26 under warcs/ (%v)", total, st.ByStatus)
+	}
+}
+
+// BenchmarkCurveScan is the repository scan as a cost curve: 10^3, 10^4
+// and 10^5 archive files in a local store (a directory of its own per
+// thousand, as crawls write them), one whole scan cycle of pages of
+// 10,000 keys, every file registered (scripts/curves plots it).
+func BenchmarkCurveScan(b *testing.B) {
+	ctx := context.Background()
+	for _, n := range testenv.CurveSizes(100_000) {
+		b.Run(testenv.CurveName(n), func(b *testing.B) {
+			bs, err := blob.NewLocal(b.TempDir(), blob.WithoutSync())
+			if err != nil {
+				b.Fatal(err)
+			}
+			for i := range n {
+				if _, err := bs.Put(ctx, fmt.Sprintf("warcs/%03d/f%07d.warc.gz", i/1000, i), strings.NewReader("WARC/1.0\r\n"), nil); err != nil {
+					b.Fatal(err)
+				}
+			}
+			for range b.N {
+				db := testenv.DB(b, migrations.Schema)
+				ix := indexer.New(nil, registry.New(db, 3), bs, indexer.Config{RepositoryPrefix: "warcs/"}, slog.New(slog.NewTextHandler(io.Discard, nil)))
+				testenv.ResetPeakRSS()
+				t0 := time.Now()
+				found := 0
+				for {
+					r, err := ix.ScanPage(ctx, 10_000)
+					if err != nil {
+						b.Fatal(err)
+					}
+					found += r.Found
+					if r.CycleDone {
+						break
+					}
+				}
+				testenv.ReportCurve(b, n, time.Since(t0))
+				if found != n {
+					b.Fatalf("%d files found, want %d", found, n)
+				}
+			}
+		})
 	}
 }

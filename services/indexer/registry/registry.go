@@ -82,6 +82,28 @@ func (r *Registry) Discover(ctx context.Context, name string, size int64) (bool,
 	return tag.RowsAffected() == 1, nil
 }
 
+// DiscoverAll registers the archive files among keys (with their sizes)
+// in one statement, and returns how many were new: a scan page's worth of
+// keys costs one round trip, not one each.
+func (r *Registry) DiscoverAll(ctx context.Context, keys []string, sizes []int64) (int, error) {
+	var names, kinds []string
+	var sz []int64
+	for i, k := range keys {
+		if kind := KindOf(k); kind != "" {
+			names, kinds, sz = append(names, k), append(kinds, kind), append(sz, sizes[i])
+		}
+	}
+	if len(names) == 0 {
+		return 0, nil
+	}
+	tag, err := r.db.Exec(ctx, `INSERT INTO indexer.files (name, kind, size)
+		SELECT * FROM unnest($1::text[], $2::text[], $3::bigint[]) ON CONFLICT (name) DO NOTHING`, names, kinds, sz)
+	if err != nil {
+		return 0, fmt.Errorf("discover %d files: %w", len(names), err)
+	}
+	return int(tag.RowsAffected()), nil
+}
+
 // Due is a file handed out for indexing.
 type Due struct {
 	Name    string
