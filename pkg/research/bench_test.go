@@ -3,6 +3,7 @@ package research_test
 import (
 	"context"
 	"slices"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -28,7 +29,11 @@ func (r *roundTrips) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEnd
 // loadScale fills the research schema with 20,000 episodes × 1,000 clips,
 // half of every episode's clips researched (10 million pair rows), with
 // generate_series.
-func loadScale(b *testing.B, url string) {
+func loadScale(b *testing.B, url string) { loadEpisodes(b, url, 20_000, 1000) }
+
+// loadEpisodes fills the research schema with episodes × clips, half of
+// every episode's clips researched, with generate_series.
+func loadEpisodes(b *testing.B, url string, episodes, clips int) {
 	ctx := context.Background()
 	conn, err := pgx.Connect(ctx, url)
 	if err != nil {
@@ -39,20 +44,20 @@ func loadScale(b *testing.B, url string) {
 	for _, q := range []string{
 		`INSERT INTO research.clips (key, active, media_key, priority, initial_curated_at, version)
 		 SELECT 'clip:' || g, true, 'clips/' || g, g % 10, timestamptz '2020-01-01' + g * interval '1 hour', now()
-		 FROM generate_series(1, 1000) g`,
+		 FROM generate_series(1, ` + strconv.Itoa(clips) + `) g`,
 		`INSERT INTO research.episodes (key, active, media_key, priority, initial_curated_at, version)
 		 SELECT 'ep:' || g, true, 'audio/' || g, g % 5, timestamptz '2020-01-01' + g * interval '1 hour', now()
-		 FROM generate_series(1, 20000) g`,
+		 FROM generate_series(1, ` + strconv.Itoa(episodes) + `) g`,
 		`INSERT INTO research.pairs (episode_id, clip_id, state)
 		 SELECT e.id, c.id, 'researched' FROM research.episodes e, research.clips c WHERE c.id % 2 = 0`,
-		`UPDATE research.episodes SET open_clips = 500, researched_clips = 500`,
+		`UPDATE research.episodes SET open_clips = ` + strconv.Itoa(clips/2) + `, researched_clips = ` + strconv.Itoa(clips/2),
 		`VACUUM ANALYZE research.episodes`, `VACUUM ANALYZE research.clips`, `VACUUM ANALYZE research.pairs`,
 	} {
 		if _, err := conn.Exec(ctx, q); err != nil {
 			b.Fatalf("%s: %v", q, err)
 		}
 	}
-	b.Logf("loaded 20,000 episodes × 1,000 clips, 10,000,000 researched pairs in %s", time.Since(start).Round(time.Second))
+	b.Logf("loaded %d episodes × %d clips, %d researched pairs in %s", episodes, clips, episodes*clips/2, time.Since(start).Round(time.Second))
 }
 
 // BenchmarkSelectAndLease measures select+lease at 20,000 episodes × 1,000
@@ -138,5 +143,42 @@ func explain(b *testing.B, pool *pgxpool.Pool) {
 			b.Fatal(err)
 		}
 		b.Logf("%s\n%s", strings.Join(strings.Fields(q), " "), strings.Join(lines, "\n"))
+	}
+}
+
+// BenchmarkCurveLease is research selection as a cost curve: episodes
+// 10^3 to 10^6, 100 clips, half researched (50 million pairs at the top),
+// 500 select+leases of 8 clips: their p50 and p99 and the memory
+// (scripts/curves plots it).
+func BenchmarkCurveLease(b *testing.B) {
+	ctx := context.Background()
+	for _, n := range testenv.CurveSizes(1_000_000) {
+		b.Run(testenv.CurveName(n), func(b *testing.B) {
+			url := testenv.DBURL(b, migrations.Schema)
+			loadEpisodes(b, url, n, 100)
+			pool, err := pgxpool.New(ctx, url)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer pool.Close()
+			s := research.New(pool)
+			for range b.N {
+				testenv.ResetPeakRSS()
+				lat := make([]time.Duration, 0, 500)
+				t0 := time.Now()
+				for range 500 {
+					t1 := time.Now()
+					l, err := s.Lease(ctx, 8, 10*time.Minute)
+					if err != nil || l == nil || len(l.Clips) == 0 {
+						b.Fatalf("lease %+v: %v", l, err)
+					}
+					lat = append(lat, time.Since(t1))
+				}
+				testenv.ReportCurve(b, 500, time.Since(t0))
+				slices.Sort(lat)
+				b.ReportMetric(float64(lat[len(lat)/2].Microseconds())/1000, "p50-ms")
+				b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds())/1000, "p99-ms")
+			}
+		})
 	}
 }

@@ -23,7 +23,31 @@ import (
 // index and log lookups, bit log insert, ack) until every object has its bit
 // log row. docs/PERFORMANCE.md has figures.
 func BenchmarkTasks100k(b *testing.B) {
-	const n = 100_000
+	for range b.N {
+		elapsed := runTasks(b, 100_000)
+		b.ReportMetric(100_000/elapsed.Seconds(), "tasks/s")
+		b.ReportMetric(elapsed.Seconds(), "s/100k")
+	}
+}
+
+// BenchmarkCurveTasks is the task rate as a cost curve: 10^3, 10^4 and
+// 10^5 objects checked (scripts/curves plots it).
+func BenchmarkCurveTasks(b *testing.B) {
+	for _, n := range testenv.CurveSizes(100_000) {
+		b.Run(testenv.CurveName(n), func(b *testing.B) {
+			for range b.N {
+				elapsed := runTasks(b, n)
+				testenv.ReportCurve(b, n, elapsed)
+				b.ReportMetric(float64(n)/elapsed.Seconds(), "tasks/s")
+			}
+		})
+	}
+}
+
+// runTasks checks n objects through the worker manager and returns how
+// long it took (the setup untimed, the peak memory reset before).
+func runTasks(b *testing.B, n int) time.Duration {
+	b.StopTimer()
 	ctx := context.Background()
 	bs, err := blob.NewLocal(b.TempDir(), blob.WithoutSync())
 	if err != nil {
@@ -65,7 +89,8 @@ func BenchmarkTasks100k(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	b.ResetTimer()
+	testenv.ResetPeakRSS()
+	b.StartTimer()
 	start := time.Now()
 	done := make(chan error, 1)
 	go func() { done <- m.Run(rctx) }()
@@ -86,6 +111,38 @@ func BenchmarkTasks100k(b *testing.B) {
 	if failed != 0 {
 		b.Errorf("%d checks failed", failed)
 	}
-	b.ReportMetric(float64(n)/elapsed.Seconds(), "tasks/s")
-	b.ReportMetric(elapsed.Seconds(), "s/100k")
+	return elapsed
+}
+
+// BenchmarkCurveSchedule is the auditor's scheduling as a cost curve: a
+// cycle's worth of due checks, 10^3 to 10^6 objects (the schedule made
+// with generate_series), queued by QueueDue (500 a transaction, one
+// publish batch each) (scripts/curves plots it).
+func BenchmarkCurveSchedule(b *testing.B) {
+	ctx := context.Background()
+	for _, n := range testenv.CurveSizes(1_000_000) {
+		b.Run(testenv.CurveName(n), func(b *testing.B) {
+			for range b.N {
+				b.StopTimer()
+				db := testenv.DB(b, migrations.Schema)
+				bb := testenv.Bus(b, "auditor")
+				if _, err := db.Exec(ctx, `INSERT INTO auditor.schedule (object, next_due)
+					SELECT 'objects/' || g, timestamptz '2026-01-01' + g * interval '1 second' FROM generate_series(1, $1) g`, n); err != nil {
+					b.Fatal(err)
+				}
+				if _, err := db.Exec(ctx, `VACUUM ANALYZE auditor.schedule`); err != nil {
+					b.Fatal(err)
+				}
+				a := auditor.New(bb, db, nil, nil, auditor.Config{Cycle: 90 * 24 * time.Hour}, testenv.Logger(b))
+				testenv.ResetPeakRSS()
+				b.StartTimer()
+				t0 := time.Now()
+				queued, err := a.QueueDue(ctx, time.Date(2027, 1, 1, 0, 0, 0, 0, time.UTC))
+				if err != nil || queued != n {
+					b.Fatalf("queued %d of %d: %v", queued, n, err)
+				}
+				testenv.ReportCurve(b, n, time.Since(t0))
+			}
+		})
+	}
 }

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/archivist/archivist/pkg/blob"
+	"github.com/archivist/archivist/pkg/testenv"
 	"github.com/archivist/archivist/services/curator/ingest"
 )
 
@@ -58,6 +59,34 @@ func BenchmarkSmallJobsEndToEnd(b *testing.B) {
 				id := r.submit(ingest.Submission{Submitter: "bench", Profile: "bench", PayloadURL: murl, Type: "batch-manifest", CallbackURL: r.cbURL})
 				r.waitState(ingest.Batch, id, ingest.Completed, 10*time.Minute)
 				b.ReportMetric(float64(n)/time.Since(start).Seconds(), "jobs/s")
+			}
+		})
+	}
+}
+
+// BenchmarkCurveBatch is ingest as a cost curve: one batch of 10^3, 10^4
+// and 10^5 small jobs (a manifest of N files from a local origin) from
+// submission to completed, the blob store on disk without a sync per
+// object (scripts/curves plots it).
+func BenchmarkCurveBatch(b *testing.B) {
+	for _, n := range testenv.CurveSizes(100_000) {
+		b.Run(testenv.CurveName(n), func(b *testing.B) {
+			for range b.N {
+				b.StopTimer()
+				root := b.TempDir()
+				bs, err := blob.NewLocal(root+"/blob", blob.WithoutSync())
+				if err != nil {
+					b.Fatal(err)
+				}
+				o := newOrigin(b)
+				r := newRigWith(b, bs, map[string]string{"INGEST_CONCURRENCY": "16", "DATABASE_MAX_CONNS": "20", "INGEST_WORK_DIR": root + "/work"})
+				murl, _ := o.manifest("curve", n)
+				testenv.ResetPeakRSS()
+				b.StartTimer()
+				start := time.Now()
+				id := r.submit(ingest.Submission{Submitter: "bench", Profile: "bench", PayloadURL: murl, Type: "batch-manifest", CallbackURL: r.cbURL})
+				r.waitState(ingest.Batch, id, ingest.Completed, time.Hour)
+				testenv.ReportCurve(b, n, time.Since(start))
 			}
 		})
 	}
