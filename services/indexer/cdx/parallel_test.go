@@ -30,7 +30,7 @@ func indexLines(t *testing.T, data []byte, workers int) ([]string, error) {
 	return out, err
 }
 
-// TestParallelIndexEqualsSequential: a 40 MB crawl indexed on 2 and 5
+// TestParallelIndexEqualsSequential: a 24 MB crawl indexed on 2 and 5
 // cores gives the sequential read's lines, offsets and all; with a fault
 // in the middle (a member cut short and garbage after), the same lines up
 // to the fault and the same fault, at the same offset; with bytes that
@@ -38,7 +38,7 @@ func indexLines(t *testing.T, data []byte, workers int) ([]string, error) {
 // same lines.
 func TestParallelIndexEqualsSequential(t *testing.T) {
 	var buf bytes.Buffer
-	responses, err := warctest.Crawl(&buf, 40<<20, 1)
+	responses, err := warctest.Crawl(&buf, 24<<20, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
