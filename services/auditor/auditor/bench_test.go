@@ -19,7 +19,8 @@ import (
 // BenchmarkTasks100k measures bit-integrity tasks per second through the
 // whole path: 100,000 small objects (1 KiB) in a local blob store, their
 // content index and audit log rows, 100,000 tasks on the high queue, and the
-// worker manager with 8 workers running full checks (stat, read, sha256,
+// worker manager with 16 workers (AUDITOR_WORKERS=16: small objects' checks
+// wait on round trips, which more workers overlap) running full checks (stat, read, sha256,
 // index and log lookups, bit log insert, ack) until every object has its bit
 // log row. docs/PERFORMANCE.md has figures.
 func BenchmarkTasks100k(b *testing.B) {
@@ -83,7 +84,7 @@ func runTasks(b *testing.B, n int) time.Duration {
 		}
 	}
 	a := auditor.New(bb, db, bs, nil, auditor.Config{Cycle: time.Hour, RetryDelay: time.Minute}, testenv.Logger(b))
-	cfg := workman.Config{Workers: 8, Batch: 10, BackoffMin: 10 * time.Millisecond, BackoffMax: 50 * time.Millisecond, FailureDelay: time.Second}
+	cfg := workman.Config{Workers: 16, Batch: 10, BackoffMin: 10 * time.Millisecond, BackoffMax: 50 * time.Millisecond, FailureDelay: time.Second}
 	rctx, cancel := context.WithCancel(ctx)
 	m, err := workman.New(rctx, bb, events.AuditorHigh, events.AuditorLow, a.Task, cfg, workman.Hooks{}, a.Failures(), testenv.Logger(b))
 	if err != nil {

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"hash"
 	"io"
+	"sync"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -202,6 +203,11 @@ func observeLight(obs Observation, p blob.Checksum, idx, lg *string) Observation
 	return obs
 }
 
+// readBuffers are the 1 MiB buffers checks read content through, shared:
+// one allocated (and zeroed) for every check was most of a small object's
+// check, and the garbage collector's work.
+var readBuffers = sync.Pool{New: func() any { b := make([]byte, 1<<20); return &b }}
+
 func (c *Checker) digest(ctx context.Context, object, providerAlgo string) (map[string]string, error) {
 	rc, _, err := c.store.Get(ctx, object)
 	if err != nil {
@@ -216,8 +222,9 @@ func (c *Checker) digest(ctx context.Context, object, providerAlgo string) (map[
 	for _, h := range hs {
 		ws = append(ws, h)
 	}
-	buf := make([]byte, 1<<20)
-	if _, err := io.CopyBuffer(io.MultiWriter(ws...), progressReader{ctx, rc}, buf); err != nil {
+	buf := readBuffers.Get().(*[]byte)
+	defer readBuffers.Put(buf)
+	if _, err := io.CopyBuffer(io.MultiWriter(ws...), progressReader{ctx, rc}, *buf); err != nil {
 		return nil, fmt.Errorf("read %s: %w", object, err)
 	}
 	out := map[string]string{}
