@@ -23,8 +23,9 @@ var Fields = []string{"urlkey", "timestamp", "url", "mime", "status", "digest", 
 // exact|prefix|host|domain, from, to, limit, sort reverse|closest with
 // closest, fl, output cdx|json, filter, collapse and collapseTime, page,
 // pageSize and showNumPages over the ZipNum blocks),
-// GET /v1/index/generations, POST /v1/index/withdraw {"file", "reason"}
-// (an operator's) and the exclusions (see exclusionRoutes).
+// GET /v1/index/generations, GET /v1/index/cdx (the whole index as one
+// plain CDX file, streamed), POST /v1/index/withdraw {"file", "reason"}
+// (an operator's), the path index and the exclusions.
 func (a *Aggregator) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /cdx", a.cdx)
@@ -38,6 +39,14 @@ func (a *Aggregator) Handler() http.Handler {
 	})
 	a.exclusionRoutes(mux)
 	a.pathRoutes(mux)
+	mux.HandleFunc("GET /v1/index/cdx", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/plain")
+		if n, err := a.Export(r.Context(), w); err != nil {
+			// The status is sent: an export cut short must not look whole.
+			a.log.Error("index export cut short", "lines", n, "err", err)
+			panic(http.ErrAbortHandler)
+		}
+	})
 	mux.HandleFunc("POST /v1/index/withdraw", func(w http.ResponseWriter, r *http.Request) {
 		var req struct {
 			File   string `json:"file"`

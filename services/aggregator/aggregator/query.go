@@ -1,6 +1,7 @@
 package aggregator
 
 import (
+	"bufio"
 	"context"
 	"fmt"
 	"io"
@@ -226,9 +227,24 @@ func (a *Aggregator) Page(ctx context.Context, q cdxindex.Query, p Pages, i int,
 // ranges) in byte order, as they are read: the query stops reading once
 // it has limit lines (0: no limit).
 func (a *Aggregator) mergeCursors(ctx context.Context, curs []*cdxindex.ClusterCursor, ranges [][2]int64, limit int, keep func(string) bool) ([]string, error) {
+	var out []string
+	err := a.eachLine(ctx, curs, ranges, func(line string) bool {
+		if keep == nil || keep(line) {
+			out = append(out, line)
+		}
+		return limit <= 0 || len(out) < limit
+	})
+	return out, err
+}
+
+// eachLine merges cursors (over clusters holding the builds in ranges) in
+// byte order, as they are read, identical lines once, masked and excluded
+// lines left out, and gives each line to emit until it returns false: a
+// query stops reading once it has its lines.
+func (a *Aggregator) eachLine(ctx context.Context, curs []*cdxindex.ClusterCursor, ranges [][2]int64, emit func(string) bool) error {
 	excl, err := a.currentExclusions(ctx)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	type head struct {
 		c      *cdxindex.ClusterCursor
@@ -240,23 +256,23 @@ func (a *Aggregator) mergeCursors(ctx context.Context, curs []*cdxindex.ClusterC
 		if l, ok := c.Next(); ok {
 			heads = append(heads, &head{c, l, ranges[i][0], ranges[i][1]})
 		} else if err := c.Err(); err != nil {
-			return nil, err
+			return err
 		}
 	}
+	batches := 0
 	type candidate struct {
 		line   string
 		lo, hi int64
 	}
-	var out []string
-	last := ""
-	for len(heads) > 0 && (limit <= 0 || len(out) < limit) {
+	last, more, emitted := "", true, false
+	for len(heads) > 0 && more {
 		if err := ctx.Err(); err != nil {
-			return nil, err
+			return err
 		}
-		want := maskBatch
-		if limit > 0 {
-			want = min(want, limit-len(out))
-		}
+		// A batch grows from one line (a limit=1 query reads one) to
+		// maskBatch, checked against the masks at once.
+		want := min(maskBatch, 1<<min(batches, 8))
+		batches++
 		var batch []candidate
 		for len(heads) > 0 && len(batch) < want {
 			best := 0
@@ -271,7 +287,7 @@ func (a *Aggregator) mergeCursors(ctx context.Context, curs []*cdxindex.ClusterC
 				h.line = next
 			} else {
 				if err := h.c.Err(); err != nil {
-					return nil, err
+					return err
 				}
 				heads = append(heads[:best], heads[best+1:]...)
 			}
@@ -282,28 +298,25 @@ func (a *Aggregator) mergeCursors(ctx context.Context, curs []*cdxindex.ClusterC
 		}
 		masks, err := a.masksOf(ctx, names)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		for _, c := range batch {
 			if slices.ContainsFunc(masks[cdxindex.LineFile([]byte(c.line))], func(b int64) bool { return c.lo <= b && b <= c.hi }) {
 				continue // a withdrawn or re-indexed file's line
 			}
-			if c.line == last && len(out) > 0 {
+			if c.line == last && emitted {
 				continue // the same line in two clusters
 			}
-			last = c.line
+			last, emitted = c.line, true
 			if excl.excluded(c.line) {
 				continue
 			}
-			if keep == nil || keep(c.line) {
-				out = append(out, c.line)
+			if more = emit(c.line); !more {
+				break
 			}
 		}
 	}
-	if limit > 0 && len(out) > limit {
-		out = out[:limit]
-	}
-	return out, nil
+	return nil
 }
 
 // masksOf reads the masked builds of the named files (one statement for
@@ -327,4 +340,41 @@ func (a *Aggregator) masksOf(ctx context.Context, names []string) (map[string][]
 		out[n] = append(out[n], b)
 	}
 	return out, rows.Err()
+}
+
+// Export writes the whole index as one sorted plain CDX file (a header
+// line, then every line of every cluster merged, identical lines once,
+// masked and excluded lines left out), streaming: for a small collection's
+// tools that read plain CDX, or a copy elsewhere.
+func (a *Aggregator) Export(ctx context.Context, w io.Writer) (int64, error) {
+	clusters, err := a.liveClusters(ctx)
+	if err != nil {
+		return 0, err
+	}
+	all := cdxindex.Query{Prefix: true}
+	var curs []*cdxindex.ClusterCursor
+	var ranges [][2]int64
+	for _, l := range clusters {
+		if l.row.Lines > 0 {
+			curs = append(curs, l.c.Cursor(all))
+			ranges = append(ranges, [2]int64{l.row.Lo, l.row.Hi})
+		}
+	}
+	bw := bufio.NewWriterSize(w, 64<<10)
+	bw.WriteString(cdxindex.Header + "\n")
+	var n int64
+	var werr error
+	err = a.eachLine(ctx, curs, ranges, func(line string) bool {
+		bw.WriteString(line)
+		werr = bw.WriteByte('\n')
+		n++
+		return werr == nil
+	})
+	if err == nil {
+		err = werr
+	}
+	if ferr := bw.Flush(); err == nil {
+		err = ferr
+	}
+	return n, err
 }

@@ -298,3 +298,46 @@ func TestFiltersAndCollapse(t *testing.T) {
 		t.Errorf("collapseTime=8: %d lines, want %d", strings.Count(got, "\n"), n)
 	}
 }
+
+// TestExportIsThePlainIndex: GET /v1/index/cdx is every line of every
+// cluster once, sorted, under the CDX header, as the CDX API answers them
+// (a withdrawn file's lines and excluded captures left out): plain CDX
+// stays available for small collections' tools.
+func TestExportIsThePlainIndex(t *testing.T) {
+	a, _, _, _ := clusteredAggregator(t)
+	ctx := context.Background()
+	if err := a.Withdraw(ctx, "warcs/crawl-05.warc.gz", "test"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.AddExclusion(ctx, Exclusion{SURT: "org,iana", Reason: "test"}); err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(a.Handler())
+	defer srv.Close()
+	resp, err := http.Get(srv.URL + "/v1/index/cdx")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
+	resp.Body.Close()
+	lines := strings.Split(strings.TrimRight(string(body), "\n"), "\n")
+	if resp.StatusCode != 200 || lines[0] != " CDX N b a m s k r M S V g" {
+		t.Fatalf("%d, first line %q", resp.StatusCode, lines[0])
+	}
+	lines = lines[1:]
+	var want []string
+	for _, q := range []string{"url=example.com&matchType=domain", "url=site.net&matchType=domain", "url=iana.org&matchType=domain"} {
+		if got := strings.TrimRight(cdxGet(t, srv, q), "\n"); got != "" {
+			want = append(want, strings.Split(got, "\n")...)
+		}
+	}
+	slices.Sort(want)
+	if !slices.IsSorted(lines) || !slices.Equal(lines, want) || len(lines) < 100 {
+		t.Errorf("export: %d lines, the API's answers %d", len(lines), len(want))
+	}
+	for _, l := range lines {
+		if strings.HasSuffix(l, " crawl-05.warc.gz") || strings.HasPrefix(l, "org,iana") {
+			t.Fatalf("a withdrawn or excluded line exported: %s", l)
+		}
+	}
+}

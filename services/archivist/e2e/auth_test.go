@@ -128,6 +128,7 @@ func TestEveryAPIAuthenticates(t *testing.T) {
 		{"aggregator", "GET", "/v1/index/generations", "", service.Reader},
 		{"aggregator", "GET", "/v1/index/exclusions", "", service.Reader},
 		{"aggregator", "GET", "/v1/index/paths", "", service.Reader},
+		{"aggregator", "GET", "/v1/index/cdx", "", service.Reader},
 		{"aggregator", "GET", "/v1/index/paths/none.warc.gz", "", service.Reader},
 		{"aggregator", "POST", "/v1/index/exclusions", `{"surt":"com,none)/","reason":"test"}`, service.Operator},
 		{"aggregator", "DELETE", "/v1/index/exclusions/999999", "", service.Operator},
