@@ -414,8 +414,12 @@ func (a *Auditor) QueueDue(ctx context.Context, now time.Time) (int, error) {
 				return err
 			}
 			n = len(dues)
+			// The next check keeps the object's place in the cycle: the
+			// first due time after now, whole cycles on (it was "no earlier
+			// than now", now itself for an object overdue by more than a
+			// cycle: due again at once, queued twice).
 			_, err = tx.Exec(ctx, `UPDATE auditor.schedule SET queued_for = next_due,
-				next_due = greatest(next_due + $2::interval, $3::timestamptz)
+				next_due = next_due + $2::interval * (floor(extract(epoch FROM ($3::timestamptz - next_due)) / extract(epoch FROM $2::interval)) + 1)
 				WHERE object = ANY ($1)`, objectsOf(dues, func(d due) string { return d.Object }), a.cfg.Cycle, now)
 			return err
 		})

@@ -243,3 +243,36 @@ func TestScheduleSpreadsAndRequeues(t *testing.T) {
 }
 
 func integrityOffset(o string, cycle time.Duration) time.Duration { return integrity.Offset(o, cycle) }
+
+// TestLongOverdueChecksAreQueuedOnce: objects overdue by more than a cycle
+// (the auditor was down, or an archive was imported with old due times)
+// are queued once, and their next check keeps its place in the cycle, the
+// first one after now. Their next due time used to become now itself, due
+// again at once: every such object was queued twice by one QueueDue.
+func TestLongOverdueChecksAreQueuedOnce(t *testing.T) {
+	ctx := context.Background()
+	b := testenv.Bus(t, "auditor")
+	db := testenv.DB(t, migrations.Schema)
+	a := auditor.New(b, db, nil, nil, auditor.Config{Cycle: time.Hour}, testenv.Logger(t))
+	now := time.Date(2026, 11, 26, 12, 0, 0, 0, time.UTC)
+	for i, overdue := range []time.Duration{10 * time.Minute, 150 * time.Minute, 49 * time.Hour} {
+		if _, err := db.Exec(ctx, `INSERT INTO auditor.schedule (object, next_due) VALUES ($1, $2)`, fmt.Sprintf("o/%d", i), now.Add(-overdue)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	n, err := a.QueueDue(ctx, now)
+	if err != nil || n != 3 {
+		t.Fatalf("queued %d (%v), want each of the 3 once", n, err)
+	}
+	st, _ := b.JetStream().Stream(ctx, events.StreamAuditLow)
+	if info, _ := st.Info(ctx); info.State.Msgs != 3 {
+		t.Errorf("%d tasks in the low queue, want 3", info.State.Msgs)
+	}
+	for i, want := range []time.Time{now.Add(50 * time.Minute), now.Add(30 * time.Minute), now.Add(time.Hour)} {
+		var next time.Time
+		db.QueryRow(ctx, `SELECT next_due FROM auditor.schedule WHERE object = $1`, fmt.Sprintf("o/%d", i)).Scan(&next)
+		if !next.Equal(want) {
+			t.Errorf("o/%d next due %s, want %s (its place in the cycle, after now)", i, next.UTC(), want)
+		}
+	}
+}
