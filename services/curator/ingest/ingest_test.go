@@ -11,6 +11,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -48,6 +49,9 @@ func newOrigin(t testing.TB) *origin {
 	o.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		o.mu.Lock()
 		body, ok := o.files[r.URL.Path]
+		if i, err := strconv.Atoi(strings.TrimPrefix(r.URL.Path, "/gen/")); !ok && err == nil && strings.HasPrefix(r.URL.Path, "/gen/") {
+			body, ok = generated(i), true // made on each request, never held
+		}
 		fails := o.fail[r.URL.Path]
 		if fails > 0 && r.Method == http.MethodGet {
 			o.fail[r.URL.Path]--
@@ -87,6 +91,32 @@ func (o *origin) put(path string, body []byte) string {
 	o.files[path] = body
 	o.mu.Unlock()
 	return o.srv.URL + path
+}
+
+// generated is the body of the origin's generated file i: 1 KiB.
+func generated(i int) []byte {
+	b := []byte(fmt.Sprintf("generated file %d ", i))
+	for len(b) < 1024 {
+		b = append(b, byte('a'+len(b)%26))
+	}
+	return b
+}
+
+// generatedManifest is a checkm batch manifest of n generated files of 1
+// KiB (digests declared), the files made by the origin as they are asked
+// for: a batch's size costs the origin nothing (manifest's files grow with
+// their number, and are held).
+func (o *origin) generatedManifest(name string, n int) string {
+	var m strings.Builder
+	m.WriteString("#%checkm_0.7\n#%profile | http://uc3.cdlib.org/registry/ingest/manifest/mrt-batch-manifest\n")
+	m.WriteString("#%fields | nfo:fileUrl | nfo:hashAlgorithm | nfo:hashValue | nfo:fileSize | nfo:fileLastModified | nfo:fileName | mrt:localIdentifier\n")
+	for i := range n {
+		body := generated(i)
+		sum := md5.Sum(body)
+		fmt.Fprintf(&m, "%s/gen/%d | md5 | %s | %d | | %s-%06d.txt | %s-local-%d\n", o.srv.URL, i, hex.EncodeToString(sum[:]), len(body), name, i, name, i)
+	}
+	m.WriteString("#%eof\n")
+	return o.put("/manifests/"+name+".checkm", []byte(m.String()))
 }
 
 // manifest is a checkm batch manifest of n files (digests declared) served
