@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net/http"
 	"net/http/httptest"
 	"strings"
 	"sync/atomic"
@@ -81,16 +80,7 @@ func TestQueriesReadOnlyWhatTheyAnswer(t *testing.T) {
 	get := func(q string) []string {
 		t.Helper()
 		cs.read.Store(0)
-		resp, err := http.Get(srv.URL + "/cdx?" + q)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
-		if resp.StatusCode != 200 {
-			t.Fatalf("%s: %d %s", q, resp.StatusCode, b)
-		}
-		return strings.Split(strings.TrimSpace(string(b)), "\n")
+		return strings.Split(strings.TrimSpace(cdxGet(t, srv, q)), "\n")
 	}
 	got := get("url=com&matchType=domain&limit=1")
 	if len(got) != 1 || !strings.HasPrefix(got[0], "com,example000000)/ 20260101") {

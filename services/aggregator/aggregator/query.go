@@ -158,6 +158,11 @@ func (a *Aggregator) lookupRange(ctx context.Context, q cdxindex.Query, lo, hi s
 	if err != nil {
 		return nil, err
 	}
+	return a.readRange(ctx, clusters, q, lo, hi, limit, keep)
+}
+
+// readRange is lookupRange over clusters already listed.
+func (a *Aggregator) readRange(ctx context.Context, clusters []live, q cdxindex.Query, lo, hi string, limit int, keep func(string) bool) ([]string, error) {
 	curs := make([]*cdxindex.ClusterCursor, 0, len(clusters))
 	ranges := make([][2]int64, 0, len(clusters))
 	for _, l := range clusters {
@@ -180,6 +185,8 @@ type Pages struct {
 	Count, Blocks int
 	// bounds are the pages' first lines' keys, after the first page's.
 	bounds []string
+	// clusters are the clusters counted, which Page reads.
+	clusters []live
 }
 
 // Pages counts a query's pages of size blocks (pywb's showNumPages).
@@ -202,7 +209,7 @@ func (a *Aggregator) Pages(ctx context.Context, q cdxindex.Query, size int) (Pag
 	if best == nil || end == first {
 		return Pages{}, nil
 	}
-	p := Pages{Blocks: end - first}
+	p := Pages{Blocks: end - first, clusters: clusters}
 	p.Count = (p.Blocks + size - 1) / size
 	blocks := best.Blocks()
 	for i := 1; i < p.Count; i++ {
@@ -220,7 +227,7 @@ func (a *Aggregator) Page(ctx context.Context, q cdxindex.Query, p Pages, i int,
 	if i < len(p.bounds) {
 		hi = p.bounds[i]
 	}
-	return a.lookupRange(ctx, q, lo, hi, 0, keep)
+	return a.readRange(ctx, p.clusters, q, lo, hi, 0, keep)
 }
 
 // mergeCursors merges cursors (over clusters holding the builds in

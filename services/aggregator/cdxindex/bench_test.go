@@ -79,38 +79,6 @@ func BenchmarkMergeVsSortM(b *testing.B) {
 	})
 }
 
-// BenchmarkLookup10M measures exact-key lookups (the first 10 captures of a
-// URL) on a sorted 10,000,000-line index file: p50 and p99.
-func BenchmarkLookup10M(b *testing.B) {
-	path := filepath.Join(b.TempDir(), "index.cdx")
-	writeSorted(b, path, 10_000_000, 0)
-	f, err := os.Open(path)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer f.Close()
-	fi, _ := f.Stat()
-	idx := cdxindex.Open(f, fi.Size())
-	r := rand.New(rand.NewPCG(1, 1))
-	lat := make([]time.Duration, 0, b.N)
-	b.ResetTimer()
-	for range b.N {
-		i := r.IntN(10_000_000)
-		q := cdxindex.Query{Key: fmt.Sprintf("com,site%07d)/page/%04d", i/100, i%100*10), Limit: 10}
-		t0 := time.Now()
-		lines, err := idx.Find(q)
-		lat = append(lat, time.Since(t0))
-		if err != nil || len(lines) == 0 {
-			b.Fatalf("%+v: %d lines, %v", q, len(lines), err)
-		}
-	}
-	b.StopTimer()
-	slices.Sort(lat)
-	b.ReportMetric(float64(lat[len(lat)/2].Microseconds())/1000, "p50-ms")
-	b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds())/1000, "p99-ms")
-	b.ReportMetric(float64(fi.Size())/1e6, "index-MB")
-}
-
 // BenchmarkFoldOutputs folds N small sorted outputs (100 lines each) into
 // one, as the aggregator's build does, at N = 1,000 and 10,000: the peak
 // resident memory of the fold (reset before it, read after: VmHWM) and its

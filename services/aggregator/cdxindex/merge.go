@@ -1,6 +1,6 @@
 // Package cdxindex is the aggregator's index: k-way merging of sorted CDX
-// files into one (identical lines kept once), and lookups in a sorted CDX
-// file by binary search over its bytes, without loading it.
+// files into one (identical lines kept once) with a bounded fan-in, and
+// ZipNum clusters, written from a merge and queried from their summary.
 package cdxindex
 
 import (

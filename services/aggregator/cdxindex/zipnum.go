@@ -45,7 +45,6 @@ type ZipNumWriter struct {
 	partial    []byte       // a line not yet ended by a newline
 	part       *os.File
 	partName   string
-	partOff    int64
 	parts      []string
 	idx        *bufio.Writer
 	idxFile    *os.File
@@ -151,7 +150,7 @@ func (z *ZipNumWriter) flushBlock() error {
 	if z.blockN == 0 {
 		return nil
 	}
-	if z.part == nil || z.partOff >= z.partBytes {
+	if z.part == nil || z.counter.n >= z.partBytes {
 		if err := z.closePart(); err != nil {
 			return err
 		}
@@ -160,7 +159,7 @@ func (z *ZipNumWriter) flushBlock() error {
 		if err != nil {
 			return err
 		}
-		z.part, z.partOff = f, 0
+		z.part = f
 		z.parts = append(z.parts, z.partName)
 		z.counter = countWriter{w: f}
 	}
@@ -175,7 +174,6 @@ func (z *ZipNumWriter) flushBlock() error {
 	length := z.counter.n - start
 	z.blocks++
 	fmt.Fprintf(z.idx, "%s\t%s\t%d\t%d\t%d\n", z.firstKey, z.partName, start, length, z.blocks)
-	z.partOff = z.counter.n
 	z.compressed += length
 	z.block.Reset()
 	z.blockN = 0

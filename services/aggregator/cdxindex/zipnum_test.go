@@ -109,7 +109,7 @@ func TestClusterAgainstAScan(t *testing.T) {
 			parts = append(parts, b.Part)
 		}
 	}
-	all, err := io.ReadAll(cdxindex.ScanCluster(parts, func(p string) (io.ReadCloser, error) { return os.Open(filepath.Join(dir, p+".cdx.gz")) }))
+	all, err := io.ReadAll(io.LimitReader(cdxindex.ScanCluster(parts, func(p string) (io.ReadCloser, error) { return os.Open(filepath.Join(dir, p+".cdx.gz")) }), 64<<20))
 	if err != nil {
 		t.Fatal(err)
 	}

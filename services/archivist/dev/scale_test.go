@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/archivist/archivist/pkg/blob"
+	"github.com/archivist/archivist/pkg/testenv"
 	"github.com/archivist/archivist/services/archivist/dev"
 	"github.com/archivist/archivist/services/indexer/warc/warctest"
 )
@@ -100,25 +101,9 @@ func BenchmarkDev2000WARCs(b *testing.B) {
 		}
 		b.ReportMetric(answered.Seconds(), "s-to-answer-all")
 		b.ReportMetric(float64(len(gens)), "clusters")
-		b.ReportMetric(float64(peakRSS(b))/(1<<20), "peak-MiB")
+		b.ReportMetric(float64(testenv.PeakRSS(b))/(1<<20), "peak-MiB")
 		if err := stop(); err != nil {
 			b.Error(err)
 		}
 	}
-}
-
-// peakRSS is this process's peak resident set (VmHWM) in bytes.
-func peakRSS(b testing.TB) int64 {
-	text, err := os.ReadFile("/proc/self/status")
-	if err != nil {
-		b.Fatal(err)
-	}
-	for _, l := range strings.Split(string(text), "\n") {
-		if v, ok := strings.CutPrefix(l, "VmHWM:"); ok {
-			var kb int64
-			fmt.Sscan(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), &kb)
-			return kb << 10
-		}
-	}
-	return 0
 }

@@ -93,6 +93,10 @@ func (o *origin) put(path string, body []byte) string {
 	return o.srv.URL + path
 }
 
+// manifestHeader opens a checkm batch manifest.
+const manifestHeader = "#%checkm_0.7\n#%profile | http://uc3.cdlib.org/registry/ingest/manifest/mrt-batch-manifest\n" +
+	"#%fields | nfo:fileUrl | nfo:hashAlgorithm | nfo:hashValue | nfo:fileSize | nfo:fileLastModified | nfo:fileName | mrt:localIdentifier\n"
+
 // generated is the body of the origin's generated file i: 1 KiB.
 func generated(i int) []byte {
 	b := []byte(fmt.Sprintf("generated file %d ", i))
@@ -108,8 +112,7 @@ func generated(i int) []byte {
 // their number, and are held).
 func (o *origin) generatedManifest(name string, n int) string {
 	var m strings.Builder
-	m.WriteString("#%checkm_0.7\n#%profile | http://uc3.cdlib.org/registry/ingest/manifest/mrt-batch-manifest\n")
-	m.WriteString("#%fields | nfo:fileUrl | nfo:hashAlgorithm | nfo:hashValue | nfo:fileSize | nfo:fileLastModified | nfo:fileName | mrt:localIdentifier\n")
+	m.WriteString(manifestHeader)
 	for i := range n {
 		body := generated(i)
 		sum := md5.Sum(body)
@@ -123,8 +126,7 @@ func (o *origin) generatedManifest(name string, n int) string {
 // by o; it returns its URL and the files' contents by name.
 func (o *origin) manifest(name string, n int) (string, map[string][]byte) {
 	var m strings.Builder
-	m.WriteString("#%checkm_0.7\n#%profile | http://uc3.cdlib.org/registry/ingest/manifest/mrt-batch-manifest\n")
-	m.WriteString("#%fields | nfo:fileUrl | nfo:hashAlgorithm | nfo:hashValue | nfo:fileSize | nfo:fileLastModified | nfo:fileName | mrt:localIdentifier\n")
+	m.WriteString(manifestHeader)
 	files := map[string][]byte{}
 	for i := range n {
 		body := []byte(fmt.Sprintf("%s file %d: %s", name, i, strings.Repeat("x", i*37)))
