@@ -10,6 +10,7 @@ import (
 	"encoding/hex"
 	"encoding/xml"
 	"fmt"
+	"hash/fnv"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -58,7 +59,10 @@ type S3 struct {
 
 	mu      sync.Mutex
 	objects map[string]s3Record // "bucket/key"
-	uploads map[string]string   // upload id → requested checksum algorithm
+	// writes serialises the writes of one object (striped by key): a
+	// write to gofakes3 and its record are one step, as a put is in S3.
+	writes  [64]sync.Mutex
+	uploads map[string]string // upload id → requested checksum algorithm
 }
 
 type s3Record struct {
@@ -155,6 +159,7 @@ func (s *S3) handler(next http.Handler) http.Handler {
 		case r.Method == http.MethodGet || r.Method == http.MethodHead:
 			s.read(w, r, next, bucket, key)
 		case r.Method == http.MethodDelete && !q.Has("uploadId"):
+			defer s.lockObject(bucket, key)()
 			next.ServeHTTP(w, r)
 			s.mu.Lock()
 			delete(s.objects, bucket+"/"+key)
@@ -185,6 +190,9 @@ func (s *S3) put(w http.ResponseWriter, r *http.Request, next http.Handler, buck
 			s3Error(w, http.StatusBadRequest, "BadDigest", "the "+algo+" you specified did not match the calculated checksum")
 			return
 		}
+	}
+	if bucket != "" {
+		defer s.lockObject(bucket, key)()
 	}
 	rec := httptest.NewRecorder()
 	next.ServeHTTP(rec, forward(r, body))
@@ -226,6 +234,7 @@ func (s *S3) complete(w http.ResponseWriter, r *http.Request, next http.Handler,
 		return
 	}
 	parts := bytes.Count(body, []byte("<PartNumber>"))
+	defer s.lockObject(bucket, key)()
 	rec := httptest.NewRecorder()
 	next.ServeHTTP(rec, forward(r, body))
 	if rec.Code == http.StatusOK {
@@ -250,6 +259,7 @@ func (s *S3) complete(w http.ResponseWriter, r *http.Request, next http.Handler,
 }
 
 func (s *S3) copy(w http.ResponseWriter, r *http.Request, next http.Handler, bucket, key string) {
+	defer s.lockObject(bucket, key)()
 	rec := httptest.NewRecorder()
 	next.ServeHTTP(rec, r)
 	if rec.Code == http.StatusOK {
@@ -267,6 +277,15 @@ func (s *S3) copy(w http.ResponseWriter, r *http.Request, next http.Handler, buc
 		s.mu.Unlock()
 	}
 	copyResponse(w, rec)
+}
+
+// lockObject holds the writes of bucket/key until the returned func runs.
+func (s *S3) lockObject(bucket, key string) (unlock func()) {
+	h := fnv.New32a()
+	h.Write([]byte(bucket + "/" + key))
+	m := &s.writes[h.Sum32()%uint32(len(s.writes))]
+	m.Lock()
+	return m.Unlock
 }
 
 // read answers HEAD and GET with what S3 recorded of the object.
