@@ -127,44 +127,138 @@ const maxClipSeconds = 120
 // NewIndex fingerprints the clips, and their variants at Params.Speeds
 // (after the originals, which keep their indexes).
 func NewIndex(p Params, clips []Clip) (*Index, error) {
-	vs := make([]variant, 0, len(clips)*(1+len(p.Speeds)))
+	prints := make([]*ClipPrint, len(clips))
 	for i, c := range clips {
-		if len(c.Samples) > maxClipSeconds*p.Rate {
-			return nil, fmt.Errorf("locate: clip %s is longer than %d s", c.Name, maxClipSeconds)
+		cp, err := PrintClip(p, c)
+		if err != nil {
+			return nil, err
 		}
-		vs = append(vs, variant{c.Name, c.Samples, i, 1})
+		prints[i] = cp
 	}
+	return NewIndexOfPrints(p, prints)
+}
+
+// ClipPrint is what indexing takes from a clip: the fingerprint of each
+// of its variants (as it is and at each of Params.Speeds; and in the high
+// band, where it is searched for there). It depends on the clip's audio
+// and Params only, so it is computed once per clip (PrintClip) and an
+// index of any set of clips built from theirs (NewIndexOfPrints).
+type ClipPrint struct {
+	// Name identifies the clip in results.
+	Name string
+	// Low holds the clip as it is, then at each of Params.Speeds.
+	Low []VariantPrint
+	// High holds its high band likewise, or nothing where the clip is
+	// not searched for there (searchedHigh); or only the band as it is
+	// where the clip had no variants made there.
+	High []VariantPrint
+}
+
+// VariantPrint is one variant's fingerprint.
+type VariantPrint struct {
+	// Speed is the variant's playback speed (1: the clip as it is).
+	Speed float64
+	// Samples are its samples at Params.Rate.
+	Samples []float32
+	// Hashes are its landmarks, of every shift (Params.Shifts) for speed
+	// 1, and Landmarks how many of them the first shift made.
+	Hashes    []Hash
+	Landmarks int
+	// Env are the band envelopes of its frames (Bands a frame).
+	Env []float32
+}
+
+// PrintClip fingerprints a clip's variants (the work of indexing it).
+func PrintClip(p Params, c Clip) (*ClipPrint, error) {
+	if len(c.Samples) > maxClipSeconds*p.Rate {
+		return nil, fmt.Errorf("locate: clip %s is longer than %d s", c.Name, maxClipSeconds)
+	}
+	cp := &ClipPrint{Name: c.Name, Low: []VariantPrint{printVariant(p, c.Samples, 1)}}
 	for _, sp := range p.Speeds {
 		if sp <= 0.5 || sp >= 2 || sp == 1 {
 			return nil, fmt.Errorf("locate: speed %g: variants are between 0.5 and 2, and not 1", sp)
 		}
-		for i, c := range clips {
-			fast, err := atSpeed(c.Samples, p.Rate, sp)
-			if err != nil {
-				return nil, fmt.Errorf("locate: clip %s at speed %g: %w", c.Name, sp, err)
+		fast, err := atSpeed(c.Samples, p.Rate, sp)
+		if err != nil {
+			return nil, fmt.Errorf("locate: clip %s at speed %g: %w", c.Name, sp, err)
+		}
+		cp.Low = append(cp.Low, printVariant(p, fast, sp))
+	}
+	if p.Rate == 8000 && searchedHigh(c) {
+		cp.High = []VariantPrint{printVariant(p, c.High, 1)}
+		if len(c.HighSpeeds) == len(p.Speeds) {
+			for k, sp := range p.Speeds {
+				cp.High = append(cp.High, printVariant(p, c.HighSpeeds[k], sp))
 			}
-			vs = append(vs, variant{c.Name, fast, i, sp})
+		}
+	}
+	for _, v := range append(cp.Low[:len(cp.Low):len(cp.Low)], cp.High...) {
+		if len(v.Samples) > maxClipSeconds*p.Rate {
+			return nil, fmt.Errorf("locate: clip %s is longer than %d s", c.Name, maxClipSeconds)
+		}
+	}
+	return cp, nil
+}
+
+// printVariant fingerprints a variant: shifted (Params.Shifts) if it is
+// the clip as it is; a variant's tempo moves its framing across the clip
+// by itself (2 % of 1.2 s is 0.75 hop).
+func printVariant(p Params, samples []float32, speed float64) VariantPrint {
+	v := VariantPrint{Speed: speed, Samples: samples}
+	shifts := 1
+	if speed == 1 {
+		shifts = max(p.Shifts, 1)
+	}
+	for k := range shifts {
+		// Framed k·Hop/Shifts samples later: its frame t starts where the
+		// clip started t frames earlier, less the shift, so it votes for
+		// the clip's own offset (within a frame).
+		fp := NewFingerprinter(p, func(h Hash) { v.Hashes = append(v.Hashes, h) })
+		if k == 0 {
+			fp.Bands = func(_ int32, e []float32) { v.Env = append(v.Env, e...) }
+		}
+		fp.Write(samples[min(k*p.Hop/shifts, len(samples)):])
+		fp.Flush()
+		if k == 0 {
+			v.Landmarks = len(v.Hashes)
+		}
+	}
+	return v
+}
+
+// NewIndexOfPrints indexes the clips of the prints: the index NewIndex
+// makes of the clips they were made from (in this order).
+func NewIndexOfPrints(p Params, prints []*ClipPrint) (*Index, error) {
+	var vs []variant
+	for i, c := range prints {
+		if len(c.Low) != 1+len(p.Speeds) {
+			return nil, fmt.Errorf("locate: clip %s has %d variants, the parameters %d", c.Name, len(c.Low), 1+len(p.Speeds))
+		}
+		vs = append(vs, variant{c.Name, &c.Low[0], i})
+	}
+	for k := range p.Speeds {
+		for i, c := range prints {
+			vs = append(vs, variant{c.Name, &c.Low[1+k], i})
 		}
 	}
 	x, err := newIndex(p, vs)
 	if err != nil {
 		return nil, err
 	}
-	return x, x.indexHigh(clips)
+	return x, x.indexHigh(prints)
 }
 
-// variant is a clip's audio at a speed, of the clip of index of.
+// variant is a variant's print, of the clip of index of.
 type variant struct {
-	name    string
-	samples []float32
-	of      int
-	speed   float64
+	name string
+	*VariantPrint
+	of int
 }
 
-// newIndex fingerprints the clips and variants.
+// newIndex indexes the variants' landmarks.
 func newIndex(p Params, vs []variant) (*Index, error) {
 	for _, c := range vs {
-		if len(c.samples) > maxClipSeconds*p.Rate {
+		if len(c.Samples) > maxClipSeconds*p.Rate {
 			return nil, fmt.Errorf("locate: clip %s is longer than %d s", c.name, maxClipSeconds)
 		}
 	}
@@ -172,37 +266,12 @@ func newIndex(p Params, vs []variant) (*Index, error) {
 		return nil, fmt.Errorf("locate: %d clips and variants, at most %d", len(vs), 1<<16)
 	}
 	x := &Index{p: p, start: make([]uint32, 1<<HashBits+1), discount: math.Log10(float64(1 + len(p.Speeds)))}
-	all := make([][]Hash, len(vs))
-	for i, c := range vs {
-		// Shifts for the clips as they are; a variant's tempo moves its
-		// framing across the clip by itself (2 % of 1.2 s is 0.75 hop).
-		shifts := 1
-		if c.speed == 1 {
-			shifts = max(p.Shifts, 1)
-		}
-		var hs []Hash
-		var env []float32
-		landmarks := 0
-		for k := range shifts {
-			// Framed k·Hop/Shifts samples later: its frame t starts
-			// where the clip started t frames earlier, less the shift,
-			// so it votes for the clip's own offset (within a frame).
-			fp := NewFingerprinter(p, func(h Hash) { hs = append(hs, h) })
-			if k == 0 {
-				fp.Bands = func(_ int32, e []float32) { env = append(env, e...) }
-			}
-			fp.Write(c.samples[min(k*p.Hop/shifts, len(c.samples)):])
-			fp.Flush()
-			if k == 0 {
-				landmarks = len(hs)
-			}
-		}
-		all[i] = hs
-		frames := int32((len(c.samples) + p.Hop - 1) / p.Hop)
-		x.clips = append(x.clips, indexedClip{name: c.name, of: c.of, speed: c.speed, frames: frames, hashes: landmarks, samples: c.samples,
-			excerpt: loudest(c.samples, excerptLen(p)), env: env})
+	for _, c := range vs {
+		frames := int32((len(c.Samples) + p.Hop - 1) / p.Hop)
+		x.clips = append(x.clips, indexedClip{name: c.name, of: c.of, speed: c.Speed, frames: frames, hashes: c.Landmarks, samples: c.Samples,
+			excerpt: loudest(c.Samples, excerptLen(p)), env: c.Env})
 		x.frames = max(x.frames, frames)
-		for _, h := range hs {
+		for _, h := range c.Hashes {
 			x.start[h.H+1]++
 		}
 	}
@@ -211,8 +280,8 @@ func newIndex(p Params, vs []variant) (*Index, error) {
 	}
 	x.post = make([]posting, x.start[len(x.start)-1])
 	fill := make([]uint32, 1<<HashBits)
-	for i, hs := range all {
-		for _, h := range hs {
+	for i, c := range vs {
+		for _, h := range c.Hashes {
 			x.post[x.start[h.H]+fill[h.H]] = posting{clip: uint16(i), t: uint16(h.T)}
 			fill[h.H]++
 		}
@@ -231,17 +300,17 @@ func newIndex(p Params, vs []variant) (*Index, error) {
 }
 
 // indexHigh indexes the high band of the clips searched for there
-// (searchedHigh), with the variants ReadClip made. The high band is as
-// many more chances of a coincidence for the clip as it has speeds, and
-// its significance is discounted for all of them.
-func (x *Index) indexHigh(clips []Clip) error {
+// (searchedHigh), with their variants. The high band is as many more
+// chances of a coincidence for the clip as it has speeds, and its
+// significance is discounted for all of them.
+func (x *Index) indexHigh(prints []*ClipPrint) error {
 	if x.p.Rate != 8000 {
 		return nil
 	}
 	var vs []variant
-	for i, c := range clips {
-		if searchedHigh(c) {
-			vs = append(vs, variant{c.Name, c.High, len(x.highOf), 1})
+	for i, c := range prints {
+		if len(c.High) > 0 {
+			vs = append(vs, variant{c.Name, &c.High[0], len(x.highOf)})
 			x.highOf = append(x.highOf, i)
 		}
 	}
@@ -249,10 +318,10 @@ func (x *Index) indexHigh(clips []Clip) error {
 		return nil
 	}
 	p := x.p
-	for k, sp := range p.Speeds {
+	for k := range p.Speeds {
 		for j, i := range x.highOf {
-			if c := clips[i]; len(c.HighSpeeds) == len(p.Speeds) {
-				vs = append(vs, variant{c.Name, c.HighSpeeds[k], j, sp})
+			if c := prints[i]; len(c.High) == 1+len(p.Speeds) {
+				vs = append(vs, variant{c.Name, &c.High[1+k], j})
 			}
 		}
 	}

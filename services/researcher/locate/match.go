@@ -6,6 +6,7 @@ import (
 	"io"
 	"math"
 	"slices"
+	"unsafe"
 
 	"github.com/archivist/archivist/services/researcher/audio"
 )
@@ -64,6 +65,14 @@ type Matcher struct {
 	// MinConfidence overrides Threshold (for evaluation: report everything
 	// above it to draw precision/recall curves).
 	MinConfidence float64
+	// frames is how many frames of the episode have been analysed (the
+	// fingerprinter's count, or the replayed print's).
+	frames int32
+	// rec, when set, records the episode's print as it streams (Record).
+	rec *PrintWriter
+	// replay, when set, holds the episode's samples in place of ring: the
+	// matcher replays a print (Replay).
+	replay *sampleWindow
 }
 
 type clipState struct {
@@ -105,11 +114,28 @@ func NewMatcher(x *Index) *Matcher {
 		m.clips[i] = clipState{votes: make([]int32, c.frames+16), closed: -2, nms: nms, hist: make([]int32, nms+background+8)}
 	}
 	m.ringKeep = int(5*x.frames+int32(x.p.MaxDT)+256) * x.p.Hop
-	m.fp = NewFingerprinter(x.p, m.vote)
+	m.ring = aligned(m.ringKeep + m.ringKeep/2 + 8) // never grown
+	m.fp = NewFingerprinter(x.p, func(h Hash) {
+		if m.rec != nil {
+			m.rec.hash(h)
+		}
+		m.vote(h)
+	})
 	m.envKeep = int(5*x.frames + 64)
 	m.env = make([]float32, m.envKeep*Bands)
-	m.fp.Bands = func(t int32, e []float32) { copy(m.env[int(t)%m.envKeep*Bands:], e) }
+	m.fp.Bands = func(t int32, e []float32) {
+		if m.rec != nil {
+			m.rec.frame(e)
+		}
+		m.frame(t, e)
+	}
 	return m
+}
+
+// frame takes frame t's band envelopes: the frame is analysed.
+func (m *Matcher) frame(t int32, e []float32) {
+	copy(m.env[int(t)%m.envKeep*Bands:], e)
+	m.frames = t + 1
 }
 
 // Write analyses the next samples of the episode (at Params.Rate), in
@@ -117,10 +143,14 @@ func NewMatcher(x *Index) *Matcher {
 // refining is taken a quarter at a time, so that a candidate's samples
 // are still at hand when it is decided.
 func (m *Matcher) Write(samples []float32) {
+	if m.rec != nil {
+		m.rec.writeSamples(samples)
+	}
 	for len(samples) > 0 {
 		n := min(len(samples), m.ringKeep/4)
 		m.ring = append(m.ring, samples[:n]...)
 		if over := len(m.ring) - m.ringKeep; over > m.ringKeep/4 {
+			over &^= 3 // ring[0] stays a sample of index 0 mod 4: see aligned
 			m.ring = append(m.ring[:0], m.ring[over:]...)
 			m.ringStart += int64(over)
 		}
@@ -227,8 +257,10 @@ func (m *Matcher) mergeHigh(hs []Occurrence) {
 }
 
 func (m *Matcher) finish() []Occurrence {
-	m.fp.Flush()
-	end := m.fp.Frames()
+	if m.replay == nil {
+		m.fp.Flush() // a replayed print holds the flush's frames and hashes
+	}
+	end := m.frames
 	for c := range m.clips {
 		m.closeUpTo(c, end+2)
 		m.resolve(c)
@@ -587,12 +619,11 @@ func placedBetter(a, b scored) bool {
 // compared is false, and both 0, where the samples are no longer (or not
 // yet) at hand, or either is silent.
 func (m *Matcher) waveCorr(ic *indexedClip, start int64) (corr, projection float64, compared bool) {
-	lo := start - m.ringStart
 	n := int64(len(ic.samples))
-	if lo < 0 || lo+n > int64(len(m.ring)) || n == 0 {
+	seg, at := m.samplesIn(start, start+n)
+	if at != start || int64(len(seg)) != n || n == 0 {
 		return 0, 0, false
 	}
-	seg := m.ring[lo : lo+n]
 	c := float64(audio.Dot(ic.samples, seg))
 	e1, e2 := float64(audio.Dot(ic.samples, ic.samples)), float64(audio.Dot(seg, seg))
 	if e1 <= 0 || e2 <= 0 {
@@ -610,10 +641,10 @@ func (m *Matcher) similarity(ic *indexedClip, o int32) float64 {
 	if o < 0 {
 		return 0
 	}
-	if m.fp.Frames()-o > int32(m.envKeep) {
+	if m.frames-o > int32(m.envKeep) {
 		return 0 // no longer at hand
 	}
-	n = min(n, m.fp.Frames()-o)
+	n = min(n, m.frames-o)
 	if n < 2 {
 		return 0
 	}
@@ -768,15 +799,13 @@ func (m *Matcher) refine(ic *indexedClip, start, r int64) (int64, bool) {
 		return 0, false
 	}
 	ex := ic.samples[ic.excerpt : ic.excerpt+n]
-	// The passage the excerpt may lie in, within what the ring holds (at
+	// The passage the excerpt may lie in, within what is at hand (at
 	// the start of the episode, less before the candidate).
-	lo := max(start+int64(ic.excerpt)-r-m.ringStart, 0)
-	hi := min(start+int64(ic.excerpt)+r+int64(n)-m.ringStart, int64(len(m.ring)))
-	if hi-lo < int64(n) {
+	seg, lo := m.samplesIn(start+int64(ic.excerpt)-r, start+int64(ic.excerpt)+r+int64(n))
+	if len(seg) < n {
 		return 0, false
 	}
-	seg := m.ring[lo:hi]
-	last := hi - lo - int64(n) // the last lag
+	last := int64(len(seg) - n) // the last lag
 	// Coarse: lag d = refineStride·q + p correlates the excerpt's every
 	// refineStride-th sample with those of phase p of the passage.
 	const s = refineStride
@@ -799,7 +828,38 @@ func (m *Matcher) refine(ic *indexedClip, start, r int64) (int64, bool) {
 	if v < 0.05 {
 		return 0, false
 	}
-	return lo + m.ringStart + best - int64(ic.excerpt), true
+	return lo + best - int64(ic.excerpt), true
+}
+
+// aligned is an empty slice of capacity n whose first element is at an
+// address that is a multiple of 16. The episode's samples are kept so
+// that sample i is at an address of 4i mod 16, streaming or replaying: a
+// dot product's SIMD loop (audio.Dot) aligns itself on the episode's
+// samples, so its rounding, and the last digits of a correlation, would
+// otherwise depend on where the samples happen to sit.
+func aligned(n int) []float32 {
+	b := make([]float32, n+4)
+	off := int(uintptr(unsafe.Pointer(&b[0]))%16) / 4
+	if off != 0 {
+		off = 4 - off
+	}
+	return b[off : off : off+n]
+}
+
+// samplesIn is the part of the episode's samples [lo, hi) at hand, and
+// where it starts: streaming, what the ring still holds (it holds more
+// than any decision reaches back for: ringKeep is five of the longest
+// clip's lengths, a decision comes within four); replaying, what the
+// episode has.
+func (m *Matcher) samplesIn(lo, hi int64) ([]float32, int64) {
+	if m.replay != nil {
+		return m.replay.in(lo, hi)
+	}
+	lo, hi = max(lo, m.ringStart), min(hi, m.ringStart+int64(len(m.ring)))
+	if hi <= lo {
+		return nil, lo
+	}
+	return m.ring[lo-m.ringStart : hi-m.ringStart], lo
 }
 
 // shortClip is the length in seconds below which a confident candidate's

@@ -1,0 +1,372 @@
+package artifact
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/archivist/archivist/pkg/blob"
+)
+
+// Prefix is where artifacts are kept in the blob store.
+const Prefix = "derived/"
+
+// ErrNotFound is returned (wrapped) for an artifact kept nowhere.
+var ErrNotFound = errors.New("artifact not found")
+
+// Cache keeps artifacts in a local directory of bounded size, in front of
+// a blob store (nil: the directory alone). Open finds an artifact in the
+// directory, else fetches it from the store; Create writes one to both.
+// Artifacts are immutable: a key names one content (it holds the sha256
+// of the audio and the version of the analysis). Safe for concurrent use.
+type Cache struct {
+	dir   string
+	max   int64
+	store blob.Store
+	log   *slog.Logger
+
+	mu      sync.Mutex
+	files   map[string]local // the directory's artifacts, by key
+	size    int64
+	evicted int64
+}
+
+type local struct {
+	size int64
+	used time.Time
+}
+
+// Options shape a Cache.
+type Options struct {
+	// Dir is the local directory (created if missing).
+	Dir string
+	// MaxBytes bounds the directory's artifacts; the least recently used
+	// go first. An artifact larger than it is kept in the store alone.
+	MaxBytes int64
+	// Store is where every researcher finds artifacts (nil: none).
+	Store blob.Store
+	// Log receives warnings (slog.Default if nil).
+	Log *slog.Logger
+}
+
+// New opens a cache, taking stock of what its directory holds (a file
+// left half-written by a crash is removed).
+func New(o Options) (*Cache, error) {
+	if o.Dir == "" || o.MaxBytes <= 0 {
+		return nil, errors.New("artifact cache: a directory and a positive size are needed")
+	}
+	if o.Log == nil {
+		o.Log = slog.Default()
+	}
+	if err := os.MkdirAll(o.Dir, 0o755); err != nil {
+		return nil, fmt.Errorf("artifact cache: %w", err)
+	}
+	c := &Cache{dir: o.Dir, max: o.MaxBytes, store: o.Store, log: o.Log, files: map[string]local{}}
+	err := filepath.WalkDir(o.Dir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		if strings.HasPrefix(d.Name(), ".tmp-") {
+			return os.Remove(path)
+		}
+		info, err := d.Info()
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(o.Dir, path)
+		c.files[filepath.ToSlash(rel)] = local{info.Size(), info.ModTime()}
+		c.size += info.Size()
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("artifact cache %s: %w", o.Dir, err)
+	}
+	c.mu.Lock()
+	c.evict()
+	c.mu.Unlock()
+	return c, nil
+}
+
+// Stats says what the directory holds.
+type Stats struct {
+	Files          int
+	Bytes, Evicted int64
+}
+
+// Stats says what the directory holds now, and how many artifacts it has
+// evicted since it was opened.
+func (c *Cache) Stats() Stats {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return Stats{Files: len(c.files), Bytes: c.size, Evicted: c.evicted}
+}
+
+func (c *Cache) path(key string) string { return filepath.Join(c.dir, filepath.FromSlash(key)) }
+
+func checkKey(key string) error {
+	if key == "" || strings.HasPrefix(key, "/") || strings.Contains(key, "..") || strings.Contains(key, "\\") || strings.Contains(key, "/.tmp-") || strings.HasPrefix(key, ".tmp-") {
+		return fmt.Errorf("artifact key %q", key)
+	}
+	return nil
+}
+
+// Open opens the artifact at key: from the directory, or else fetched
+// from the store and checked whole (a copy that fails is deleted from the
+// store). It returns ErrNotFound where neither has it.
+func (c *Cache) Open(ctx context.Context, key string) (*File, error) {
+	if err := checkKey(key); err != nil {
+		return nil, err
+	}
+	f, err := openFile(c.path(key))
+	switch {
+	case err == nil:
+		c.touch(key)
+		return f, nil
+	case errors.Is(err, ErrCorrupt):
+		c.log.Warn("corrupt artifact in the local cache; discarded", "artifact", key, "err", err)
+		c.dropLocal(key)
+	case !errors.Is(err, fs.ErrNotExist):
+		return nil, err
+	}
+	if c.store == nil {
+		return nil, fmt.Errorf("%s: %w", key, ErrNotFound)
+	}
+	return c.fetch(ctx, key)
+}
+
+// fetch copies key from the store into the directory.
+func (c *Cache) fetch(ctx context.Context, key string) (*File, error) {
+	rc, _, err := c.store.Get(ctx, Prefix+key)
+	if errors.Is(err, blob.ErrNotFound) {
+		return nil, fmt.Errorf("%s: %w", key, ErrNotFound)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("artifact %s: %w", key, err)
+	}
+	defer rc.Close()
+	tmp, err := c.temp(key)
+	if err != nil {
+		return nil, err
+	}
+	_, err = io.Copy(tmp, rc)
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		os.Remove(tmp.Name())
+		return nil, fmt.Errorf("artifact %s: fetch: %w", key, err)
+	}
+	f, err := openFile(tmp.Name())
+	if err == nil {
+		if err = f.verify(); err != nil {
+			f.Close()
+		}
+	}
+	if err != nil {
+		os.Remove(tmp.Name())
+		if errors.Is(err, ErrCorrupt) {
+			c.log.Warn("corrupt artifact in the store; deleted, to be computed again", "artifact", key, "err", err)
+			if derr := c.store.Delete(ctx, Prefix+key); derr != nil {
+				c.log.Warn("delete corrupt artifact", "artifact", key, "err", derr)
+			}
+			return nil, fmt.Errorf("%s: %w", key, ErrNotFound)
+		}
+		return nil, err
+	}
+	c.keep(key, tmp.Name(), f.size)
+	return f, nil
+}
+
+// temp creates a temporary file beside key's place.
+func (c *Cache) temp(key string) (*os.File, error) {
+	dir := filepath.Dir(c.path(key))
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	return os.CreateTemp(dir, ".tmp-")
+}
+
+// keep moves a complete file into key's place and evicts what the bound
+// asks.
+func (c *Cache) keep(key, tmp string, _ int64) {
+	st, err := os.Stat(tmp)
+	if err != nil || st.Size() > c.max {
+		os.Remove(tmp)
+		return
+	}
+	if err := os.Rename(tmp, c.path(key)); err != nil {
+		c.log.Warn("keep artifact", "artifact", key, "err", err)
+		os.Remove(tmp)
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if old, ok := c.files[key]; ok {
+		c.size -= old.size
+	}
+	c.files[key] = local{st.Size(), time.Now()}
+	c.size += st.Size()
+	c.evict()
+}
+
+// evict removes the least recently used artifacts until the directory is
+// within its bound. An open File stays readable (the kernel keeps a
+// removed file for those who have it open).
+func (c *Cache) evict() {
+	for c.size > c.max && len(c.files) > 0 {
+		var oldest string
+		var at time.Time
+		for k, l := range c.files {
+			if oldest == "" || l.used.Before(at) {
+				oldest, at = k, l.used
+			}
+		}
+		if err := os.Remove(c.path(oldest)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			c.log.Warn("evict artifact", "artifact", oldest, "err", err)
+		}
+		c.size -= c.files[oldest].size
+		delete(c.files, oldest)
+		c.evicted++
+	}
+}
+
+func (c *Cache) touch(key string) {
+	now := time.Now()
+	c.mu.Lock()
+	if l, ok := c.files[key]; ok {
+		l.used = now
+		c.files[key] = l
+	}
+	c.mu.Unlock()
+	_ = os.Chtimes(c.path(key), now, now) // the order survives a restart
+}
+
+func (c *Cache) dropLocal(key string) {
+	os.Remove(c.path(key))
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if l, ok := c.files[key]; ok {
+		c.size -= l.size
+		delete(c.files, key)
+	}
+}
+
+// Discard removes key from the directory and the store: it was found
+// corrupt, or what it was derived from is gone.
+func (c *Cache) Discard(ctx context.Context, key string) error {
+	if err := checkKey(key); err != nil {
+		return err
+	}
+	c.dropLocal(key)
+	if c.store == nil {
+		return nil
+	}
+	return c.store.Delete(ctx, Prefix+key)
+}
+
+// DiscardAll removes every artifact whose key starts with prefix (all of
+// a piece of audio's, say) from the directory and the store.
+func (c *Cache) DiscardAll(ctx context.Context, prefix string) error {
+	if err := checkKey(prefix); err != nil {
+		return err
+	}
+	c.mu.Lock()
+	var keys []string
+	for k := range c.files {
+		if strings.HasPrefix(k, prefix) {
+			keys = append(keys, k)
+		}
+	}
+	c.mu.Unlock()
+	for _, k := range keys {
+		c.dropLocal(k)
+	}
+	if c.store == nil {
+		return nil
+	}
+	for info, err := range c.store.List(ctx, Prefix+prefix) {
+		if err != nil {
+			return err
+		}
+		if err := c.store.Delete(ctx, info.Key); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Writer writes an artifact: Commit keeps it, Abort drops it.
+type Writer struct {
+	c    *Cache
+	key  string
+	tmp  *os.File
+	file writeFile
+	done bool
+}
+
+// Create starts writing the artifact at key.
+func (c *Cache) Create(key string) (*Writer, error) {
+	if err := checkKey(key); err != nil {
+		return nil, err
+	}
+	tmp, err := c.temp(key)
+	if err != nil {
+		return nil, fmt.Errorf("artifact %s: %w", key, err)
+	}
+	w := &Writer{c: c, key: key, tmp: tmp}
+	w.file.w = tmp
+	return w, nil
+}
+
+// Write writes data.
+func (w *Writer) Write(p []byte) (int, error) { return w.file.Write(p) }
+
+// Commit ends the artifact with its metadata, puts it in the directory
+// and uploads it to the store. The artifact is kept locally even when the
+// upload fails (that error is returned: another researcher will compute
+// it again).
+func (w *Writer) Commit(ctx context.Context, meta []byte) error {
+	if w.done {
+		return errors.New("artifact already committed or aborted")
+	}
+	w.done = true
+	err := w.file.finish(meta)
+	if cerr := w.tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		os.Remove(w.tmp.Name())
+		return fmt.Errorf("artifact %s: %w", w.key, err)
+	}
+	if w.c.store != nil {
+		f, err := os.Open(w.tmp.Name())
+		if err == nil {
+			_, err = w.c.store.Put(ctx, Prefix+w.key, f, nil)
+			f.Close()
+		}
+		if err != nil {
+			w.c.keep(w.key, w.tmp.Name(), w.file.n)
+			return fmt.Errorf("artifact %s: upload: %w", w.key, err)
+		}
+	}
+	w.c.keep(w.key, w.tmp.Name(), w.file.n)
+	return nil
+}
+
+// Abort drops what was written.
+func (w *Writer) Abort() {
+	if w.done {
+		return
+	}
+	w.done = true
+	w.tmp.Close()
+	os.Remove(w.tmp.Name())
+}

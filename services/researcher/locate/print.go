@@ -1,0 +1,247 @@
+package locate
+
+import (
+	"bufio"
+	"cmp"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+)
+
+// An episode's print is what a Matcher takes from its audio, in the order
+// it takes it: every analysed frame's band envelopes, then the landmark
+// hashes the fingerprinter emitted after that frame. With the episode's
+// samples at the analysis rate (to verify candidates), it is all a
+// Matcher needs of the episode: replaying it (Matcher.Replay) gives the
+// occurrences streaming the audio gives, with no decoding, resampling or
+// fingerprinting. A print depends on the episode and Params only, not on
+// the clips, so it is computed once per episode and replayed for every
+// work item (services/researcher/artifact keeps them).
+//
+// The print's bytes, little-endian, frame after frame: the number of
+// hashes n (uint32), the frame's Bands envelopes (float32), n hashes
+// (uint32 hash, int32 anchor frame). The samples' bytes: float32 each.
+
+// PrintWriter records an episode's print and samples as a Matcher
+// streams the episode (Matcher.Record).
+type PrintWriter struct {
+	prints, samples *bufio.Writer
+	env             [Bands]float32
+	hashes          []Hash
+	open            bool
+	buf             []byte
+	info            PrintInfo
+	err             error
+}
+
+// PrintInfo counts what a print holds.
+type PrintInfo struct {
+	// Frames, Hashes and Samples are the frames analysed, the hashes
+	// emitted and the samples written.
+	Frames, Hashes, Samples int64
+}
+
+// NewPrintWriter records a print to prints and the samples to samples.
+func NewPrintWriter(prints, samples io.Writer) *PrintWriter {
+	return &PrintWriter{prints: bufio.NewWriterSize(prints, 1<<16), samples: bufio.NewWriterSize(samples, 1<<16)}
+}
+
+// frame starts frame t's record with its envelopes.
+func (w *PrintWriter) frame(e []float32) {
+	w.endFrame()
+	copy(w.env[:], e)
+	w.open = true
+	w.info.Frames++
+}
+
+func (w *PrintWriter) hash(h Hash) {
+	if !w.open && w.err == nil {
+		w.err = errors.New("locate: a hash before any frame")
+	}
+	w.hashes = append(w.hashes, h)
+}
+
+// endFrame writes the open frame's record.
+func (w *PrintWriter) endFrame() {
+	if !w.open || w.err != nil {
+		return
+	}
+	b := binary.LittleEndian.AppendUint32(w.buf[:0], uint32(len(w.hashes)))
+	for _, v := range w.env {
+		b = binary.LittleEndian.AppendUint32(b, math.Float32bits(v))
+	}
+	for _, h := range w.hashes {
+		b = binary.LittleEndian.AppendUint32(b, h.H)
+		b = binary.LittleEndian.AppendUint32(b, uint32(h.T))
+	}
+	w.buf = b
+	_, w.err = w.prints.Write(b)
+	w.info.Hashes += int64(len(w.hashes))
+	w.hashes, w.open = w.hashes[:0], false
+}
+
+func (w *PrintWriter) writeSamples(x []float32) {
+	if w.err != nil {
+		return
+	}
+	b := w.buf[:0]
+	for _, v := range x {
+		b = binary.LittleEndian.AppendUint32(b, math.Float32bits(v))
+	}
+	w.buf = b
+	_, w.err = w.samples.Write(b)
+	w.info.Samples += int64(len(x))
+}
+
+// Close writes what is buffered (the last frame's record) and says what
+// was recorded. It does not close the writers it was given.
+func (w *PrintWriter) Close() (PrintInfo, error) {
+	w.endFrame()
+	if w.err == nil {
+		w.err = w.prints.Flush()
+	}
+	if w.err == nil {
+		w.err = w.samples.Flush()
+	}
+	return w.info, w.err
+}
+
+// Record has m write its episode's print and samples to low, and its high
+// band's to high (nil: not recorded), as the episode streams through it
+// (Write, WriteHigh, Stream). Call it before the first Write, and Close
+// the writers after Finish.
+func (m *Matcher) Record(low, high *PrintWriter) {
+	m.rec = low
+	if m.high != nil {
+		m.high.rec = high
+	}
+}
+
+// Print is a recorded print to replay: its bytes, and the episode's
+// samples.
+type Print struct {
+	// Prints reads the print from its start.
+	Prints io.Reader
+	// Samples reads the samples, Info.Samples of them.
+	Samples io.ReaderAt
+	// Info counts what the print holds.
+	Info PrintInfo
+}
+
+// Replay drives m with recorded prints instead of audio: low for the
+// episode, and high for its high band (nil where the episode has none,
+// as Stream gives the high band only to an episode of 16 kHz and more).
+// Finish then gives the occurrences streaming the audio gave.
+func (m *Matcher) Replay(ctx context.Context, low, high *Print) error {
+	if err := m.replayPrint(ctx, low); err != nil {
+		return err
+	}
+	if m.high != nil {
+		m.high.MinConfidence = m.MinConfidence
+		if high == nil {
+			high = &Print{Prints: eofReader{}}
+		}
+		if err := m.high.replayPrint(ctx, high); err != nil {
+			return fmt.Errorf("the high band: %w", err)
+		}
+	}
+	return nil
+}
+
+type eofReader struct{}
+
+func (eofReader) Read([]byte) (int, error) { return 0, io.EOF }
+
+func (m *Matcher) replayPrint(ctx context.Context, p *Print) error {
+	if m.frames > 0 || m.replay != nil {
+		return errors.New("locate: replay into a matcher that has been written to")
+	}
+	m.replay = &sampleWindow{r: p.Samples, n: p.Info.Samples}
+	r := bufio.NewReaderSize(p.Prints, 1<<16)
+	var head [4 * (1 + Bands)]byte
+	var env [Bands]float32
+	var hb [8]byte
+	var hashes int64
+	for t := int32(0); ; t++ {
+		if t%4096 == 0 {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+		}
+		if _, err := io.ReadFull(r, head[:]); err != nil {
+			if err == io.EOF {
+				break
+			}
+			return fmt.Errorf("locate: print frame %d: %w", t, err)
+		}
+		n := binary.LittleEndian.Uint32(head[:])
+		for i := range env {
+			env[i] = math.Float32frombits(binary.LittleEndian.Uint32(head[4+4*i:]))
+		}
+		if int64(n) > int64(m.p.PeaksPerFrame*m.p.FanOut)*int64(t+2) {
+			return fmt.Errorf("locate: print frame %d: %d hashes, more than the frames so far can emit", t, n)
+		}
+		m.frame(t, env[:])
+		for range n {
+			if _, err := io.ReadFull(r, hb[:]); err != nil {
+				return fmt.Errorf("locate: print frame %d: %w", t, io.ErrUnexpectedEOF)
+			}
+			h := Hash{H: binary.LittleEndian.Uint32(hb[:]), T: int32(binary.LittleEndian.Uint32(hb[4:]))}
+			if h.H >= 1<<HashBits || h.T < 0 || h.T > t {
+				return fmt.Errorf("locate: print frame %d: hash %#x at frame %d is none the fingerprinter makes", t, h.H, h.T)
+			}
+			m.vote(h)
+		}
+		hashes += int64(n)
+	}
+	if m.frames != int32(p.Info.Frames) && p.Info.Frames != 0 || hashes != p.Info.Hashes && p.Info.Hashes != 0 {
+		return fmt.Errorf("locate: print of %d frames and %d hashes, %d and %d said", m.frames, hashes, p.Info.Frames, p.Info.Hashes)
+	}
+	return m.replay.err
+}
+
+// sampleWindow reads a replayed episode's samples a window at a time:
+// candidates are decided in the order of the episode, so a window read
+// ahead serves the next ones.
+type sampleWindow struct {
+	r   io.ReaderAt
+	n   int64
+	buf []float32
+	lo  int64
+	raw []byte
+	err error
+}
+
+// windowSamples is how many samples a window reads at least (32 s).
+const windowSamples = 1 << 18
+
+func (w *sampleWindow) in(lo, hi int64) ([]float32, int64) {
+	lo, hi = max(lo, 0), min(hi, w.n)
+	if hi <= lo || w.err != nil {
+		return nil, lo
+	}
+	if lo < w.lo || hi > w.lo+int64(len(w.buf)) {
+		from := max(lo-windowSamples/8, 0) &^ 3 // aligned as the ring is
+		to := min(max(hi, from+windowSamples), w.n)
+		if cap(w.buf) < int(to-from) {
+			w.buf = aligned(int(to - from))
+		}
+		if cap(w.raw) < int(4*(to-from)) {
+			w.raw = make([]byte, 4*(to-from))
+		}
+		raw := w.raw[:4*(to-from)]
+		if k, err := w.r.ReadAt(raw, 4*from); k < len(raw) {
+			w.err = fmt.Errorf("locate: samples %d to %d of %d: %w", from, to, w.n, cmp.Or(err, io.ErrUnexpectedEOF))
+			return nil, lo
+		}
+		w.buf = w.buf[:0]
+		for i := 0; i < len(raw); i += 4 {
+			w.buf = append(w.buf, math.Float32frombits(binary.LittleEndian.Uint32(raw[i:])))
+		}
+		w.lo = from
+	}
+	return w.buf[lo-w.lo : hi-w.lo], lo
+}

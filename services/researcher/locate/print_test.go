@@ -1,0 +1,197 @@
+package locate_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"path/filepath"
+	"reflect"
+	"testing"
+
+	"github.com/archivist/archivist/services/researcher/audio"
+	"github.com/archivist/archivist/services/researcher/locate"
+	"github.com/archivist/archivist/services/researcher/locate/locatetest"
+)
+
+// recording is an episode's prints and samples as a Matcher recorded them.
+type recording struct {
+	low, lowSamples, high, highSamples bytes.Buffer
+	lowInfo, highInfo                  locate.PrintInfo
+}
+
+func (r *recording) prints() (low, high *locate.Print) {
+	low = &locate.Print{Prints: bytes.NewReader(r.low.Bytes()), Samples: bytes.NewReader(r.lowSamples.Bytes()), Info: r.lowInfo}
+	if r.highInfo.Frames > 0 {
+		high = &locate.Print{Prints: bytes.NewReader(r.high.Bytes()), Samples: bytes.NewReader(r.highSamples.Bytes()), Info: r.highInfo}
+	}
+	return low, high
+}
+
+// streamRecording streams s through x, recording its prints, and returns
+// what it found.
+func streamRecording(t testing.TB, x *locate.Index, s audio.Stream, minConf float64) ([]locate.Occurrence, *recording) {
+	t.Helper()
+	rec := &recording{}
+	low, high := locate.NewPrintWriter(&rec.low, &rec.lowSamples), locate.NewPrintWriter(&rec.high, &rec.highSamples)
+	m := locate.NewMatcher(x)
+	m.MinConfidence = minConf
+	m.Record(low, high)
+	if err := m.Stream(context.Background(), s); err != nil {
+		t.Fatal(err)
+	}
+	occ := m.Finish()
+	var err error
+	if rec.lowInfo, err = low.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if rec.highInfo, err = high.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return occ, rec
+}
+
+// replay replays a recording through x.
+func replay(t testing.TB, x *locate.Index, rec *recording, minConf float64) []locate.Occurrence {
+	t.Helper()
+	m := locate.NewMatcher(x)
+	m.MinConfidence = minConf
+	low, high := rec.prints()
+	if err := m.Replay(context.Background(), low, high); err != nil {
+		t.Fatal(err)
+	}
+	return m.Finish()
+}
+
+// TestReplayingAPrintIsStreamingTheEpisode: for every episode and
+// condition of the mini corpus, with all its clips, far below the
+// reporting threshold (where many more candidates are decided), and in
+// two conditions of one episode at the threshold and with items of
+// eight (as work items are), replaying the print an episode's stream
+// recorded through one index, through another index, finds what
+// streaming the episode through that index finds, to the last field.
+func TestReplayingAPrintIsStreamingTheEpisode(t *testing.T) {
+	c := loadCorpus(t, filepath.Join(testdata(t), "audio", "mini"))
+	full, err := locate.NewIndex(locate.DefaultParams, c.clips)
+	if err != nil {
+		t.Fatal(err)
+	}
+	indexes := []*locate.Index{full}
+	for i := 0; i < len(c.clips); i += 8 {
+		x, err := locate.NewIndex(locate.DefaultParams, c.clips[i:min(i+8, len(c.clips))])
+		if err != nil {
+			t.Fatal(err)
+		}
+		indexes = append(indexes, x)
+	}
+	compared := 0
+	for _, ep := range c.episodes {
+		for cond := range c.conditions {
+			path := c.episodeFile(ep, cond)
+			var rec *recording
+			var recorded []locate.Occurrence
+			readFile(t, path, func(s audio.Stream) error {
+				recorded, rec = streamRecording(t, full, s, 0.01)
+				return nil
+			})
+			if got := replay(t, full, rec, 0.01); !reflect.DeepEqual(got, recorded) {
+				t.Errorf("%s/%s: replayed %d occurrences, streamed %d:\n%+v\n%+v", ep, cond, len(got), len(recorded), got, recorded)
+			}
+			compared += len(recorded)
+			for xi, x := range indexes {
+				some := ep == c.episodes[0] && (cond == "clean" || cond == "snr5")
+				if xi > 0 && !some {
+					continue // items of eight: in two conditions of one episode
+				}
+				for _, minConf := range []float64{0.01, locate.Threshold} {
+					if xi == 0 && minConf == 0.01 || minConf == locate.Threshold && xi > 0 {
+						continue // compared above; items at the threshold
+					}
+					live, _ := locateFile(t, x, path, minConf)
+					got := replay(t, x, rec, minConf)
+					if !reflect.DeepEqual(got, live) {
+						t.Errorf("%s/%s index %d, confidence from %g: replayed %d occurrences, streamed %d:\n%+v\n%+v", ep, cond, xi, minConf, len(got), len(live), got, live)
+					}
+					compared += len(live)
+				}
+			}
+		}
+	}
+	if compared == 0 {
+		t.Fatal("nothing was found to compare")
+	}
+	t.Logf("%d occurrences replayed as streamed", compared)
+}
+
+// TestReplayingTheHighBand: a ringing above the analysed band, found in
+// the episode's high band, is found by replaying its print as by
+// streaming it, beside clips of the low band; and an index searching
+// nothing there replays the same print without its high band.
+func TestReplayingTheHighBand(t *testing.T) {
+	const rate = 32000
+	ring := locatetest.Ring(41, 5, rate)
+	jingle := locatetest.Jingle(43, 4, rate)
+	ep := locatetest.Bed(42, 60, rate)
+	locatetest.Insert(ep, ring, 9*rate+123, 0.125)
+	locatetest.Insert(ep, faster(ring, 1.02), 27*rate+45, 0.125)
+	locatetest.Insert(ep, jingle, 41*rate+7, 0.5)
+	var clips []locate.Clip
+	for i, x := range [][]float32{ring, jingle} {
+		c, err := locate.ReadClip(fmt.Sprint("clip", i), wavStream(t, x, rate), locate.DefaultParams)
+		if err != nil {
+			t.Fatal(err)
+		}
+		clips = append(clips, c)
+	}
+	both, err := locate.NewIndex(locate.DefaultParams, clips)
+	if err != nil {
+		t.Fatal(err)
+	}
+	low, err := locate.NewIndex(locate.DefaultParams, clips[1:])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !both.HighBand() || low.HighBand() {
+		t.Fatalf("high band searched: %v and %v, want true and false", both.HighBand(), low.HighBand())
+	}
+	live, rec := streamRecording(t, both, wavStream(t, ep, rate), locate.Threshold)
+	if len(live) != 3 {
+		t.Fatalf("streamed: %+v, want the ringing twice and the jingle", live)
+	}
+	if rec.highInfo.Samples == 0 || rec.highInfo.Frames == 0 {
+		t.Fatalf("no high band recorded: %+v", rec.highInfo)
+	}
+	if got := replay(t, both, rec, locate.Threshold); !reflect.DeepEqual(got, live) {
+		t.Errorf("replayed %+v\nstreamed %+v", got, live)
+	}
+	m := locate.NewMatcher(low)
+	if err := m.Stream(context.Background(), wavStream(t, ep, rate)); err != nil {
+		t.Fatal(err)
+	}
+	if want, got := m.Finish(), replay(t, low, rec, locate.Threshold); !reflect.DeepEqual(got, want) {
+		t.Errorf("low band only: replayed %+v\nstreamed %+v", got, want)
+	}
+}
+
+// TestAPrintThatIsNotOneFails: a print cut short, or holding a hash no
+// fingerprinter makes, is an error, never a result.
+func TestAPrintThatIsNotOneFails(t *testing.T) {
+	ep := locatetest.Bed(7, 20, 8000)
+	jingle := locatetest.Jingle(8, 3, 8000)
+	locatetest.Insert(ep, jingle, 5*8000, 0.5)
+	x, err := locate.NewIndex(locate.DefaultParams, []locate.Clip{{Name: "j", Samples: jingle}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rec := streamRecording(t, x, audio.Samples(ep, 8000), locate.Threshold)
+	b := rec.low.Bytes()
+	for name, bad := range map[string][]byte{
+		"cut short":    b[:len(b)-3],
+		"a wrong hash": append(append([]byte{}, b[:len(b)-8]...), 0xff, 0xff, 0xff, 0xff, 0, 0, 0, 0),
+	} {
+		m := locate.NewMatcher(x)
+		err := m.Replay(context.Background(), &locate.Print{Prints: bytes.NewReader(bad), Samples: bytes.NewReader(rec.lowSamples.Bytes()), Info: rec.lowInfo}, nil)
+		if err == nil {
+			t.Errorf("%s: replayed", name)
+		}
+	}
+}
