@@ -171,7 +171,9 @@ type VariantPrint struct {
 // PrintClip fingerprints a clip's variants (the work of indexing it).
 func PrintClip(p Params, c Clip) (*ClipPrint, error) {
 	if len(c.Samples) > maxClipSeconds*p.Rate {
-		return nil, fmt.Errorf("locate: clip %s is longer than %d s", c.Name, maxClipSeconds)
+		// The clip's own fault, permanent: it fails alone.
+		return nil, fmt.Errorf("locate: clip %s: %w", c.Name, &audio.LimitError{Bound: "clip duration",
+			Limit: fmt.Sprintf("%d s", maxClipSeconds), Got: fmt.Sprintf("%.1f s", float64(len(c.Samples))/float64(p.Rate))})
 	}
 	cp := &ClipPrint{Name: c.Name, Low: []VariantPrint{printVariant(p, c.Samples, 1)}}
 	for _, sp := range p.Speeds {

@@ -4,16 +4,21 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"log/slog"
 	"math"
 	"time"
 
 	"github.com/archivist/archivist/events"
+	"github.com/archivist/archivist/services/researcher/artifact"
 	"github.com/archivist/archivist/services/researcher/audio"
 	"github.com/archivist/archivist/services/researcher/researcher"
 )
 
 // Locator is the researcher's ClipLocator: it fingerprints the clips,
 // streams the episode through them, and reports each clip's occurrences.
+// With Artifacts, each episode and each clip is analysed once: their
+// prints are kept, and a work item of an episode whose print is kept
+// replays it (Matcher.Replay) instead of decoding the episode again.
 type Locator struct {
 	// Params are the analysis settings (DefaultParams).
 	Params Params
@@ -21,6 +26,11 @@ type Locator struct {
 	// and of an episode (streamed) is decoded; longer audio fails with an
 	// *audio.LimitError naming the duration bound.
 	MaxClip, MaxEpisode time.Duration
+	// Artifacts, when set, keeps the prints of the audio whose sha256
+	// the catalog declares (audio without one is analysed every time).
+	Artifacts *artifact.Cache
+	// Log receives warnings about artifacts (slog.Default if nil).
+	Log *slog.Logger
 }
 
 // The default duration bounds: clips are seconds long, episodes hours.
@@ -43,10 +53,10 @@ var _ researcher.ClipLocator = (*Locator)(nil)
 // clip's result is reported once the episode has been read to its end (an
 // occurrence can be anywhere until then).
 func (l *Locator) Locate(ctx context.Context, episode researcher.Audio, clips []researcher.Audio, found func(clip int, occ []events.Occurrence, failure error) error) error {
-	var cs []Clip
-	var ok []int // clip indexes of cs
+	var prints []*ClipPrint
+	var ok []int // clip indexes of prints
 	for i, c := range clips {
-		clip, err := l.readClip(ctx, c)
+		cp, err := l.clipPrint(ctx, c)
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
@@ -59,21 +69,21 @@ func (l *Locator) Locate(ctx context.Context, episode researcher.Audio, clips []
 			}
 			continue
 		}
-		cs = append(cs, clip)
+		prints = append(prints, cp)
 		ok = append(ok, i)
 	}
-	if len(cs) == 0 {
+	if len(prints) == 0 {
 		return nil
 	}
-	x, err := NewIndex(l.Params, cs)
+	x, err := NewIndexOfPrints(l.Params, prints)
 	if err != nil {
 		return err
 	}
-	occ, err := l.stream(ctx, episode, x)
+	occ, err := l.search(ctx, episode, x)
 	if err != nil {
 		return fmt.Errorf("episode %s: %w", episode.Ref.Key, err)
 	}
-	byClip := make([][]events.Occurrence, len(cs))
+	byClip := make([][]events.Occurrence, len(prints))
 	for _, o := range occ {
 		byClip[o.Clip] = append(byClip[o.Clip], events.Occurrence{
 			OffsetMS:   int64(math.Round(o.Offset * 1000)),
@@ -123,16 +133,21 @@ func (l *Locator) readClip(ctx context.Context, a researcher.Audio) (Clip, error
 	return clip, nil
 }
 
-// stream reads the episode through the clips' index (Matcher.Stream).
-func (l *Locator) stream(ctx context.Context, a researcher.Audio, x *Index) ([]Occurrence, error) {
+// stream reads the episode through the clips' index (Matcher.Stream),
+// recording its prints to rec (nil: none), and returns what it found and
+// the episode's sample rate.
+func (l *Locator) stream(ctx context.Context, a researcher.Audio, x *Index, rec *recorder) ([]Occurrence, int, error) {
 	s, c, err := l.open(ctx, a, l.MaxEpisode)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	defer c.Close()
 	m := NewMatcher(x)
-	if err := m.Stream(ctx, s); err != nil {
-		return nil, err
+	if rec != nil {
+		m.Record(rec.low.writer(), rec.high.writer())
 	}
-	return m.Finish(), nil
+	if err := m.Stream(ctx, s); err != nil {
+		return nil, 0, err
+	}
+	return m.Finish(), s.SampleRate(), nil
 }

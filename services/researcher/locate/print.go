@@ -41,7 +41,9 @@ type PrintWriter struct {
 type PrintInfo struct {
 	// Frames, Hashes and Samples are the frames analysed, the hashes
 	// emitted and the samples written.
-	Frames, Hashes, Samples int64
+	Frames  int64 `json:"frames"`
+	Hashes  int64 `json:"hashes"`
+	Samples int64 `json:"samples"`
 }
 
 // NewPrintWriter records a print to prints and the samples to samples.

@@ -71,13 +71,21 @@ func replay(t testing.TB, x *locate.Index, rec *recording, minConf float64) []lo
 // streaming the episode through that index finds, to the last field.
 func TestReplayingAPrintIsStreamingTheEpisode(t *testing.T) {
 	c := loadCorpus(t, filepath.Join(testdata(t), "audio", "mini"))
-	full, err := locate.NewIndex(locate.DefaultParams, c.clips)
+	var prints []*locate.ClipPrint // each clip fingerprinted once, as kept prints are
+	for _, clip := range c.clips {
+		cp, err := locate.PrintClip(locate.DefaultParams, clip)
+		if err != nil {
+			t.Fatal(err)
+		}
+		prints = append(prints, cp)
+	}
+	full, err := locate.NewIndexOfPrints(locate.DefaultParams, prints)
 	if err != nil {
 		t.Fatal(err)
 	}
 	indexes := []*locate.Index{full}
 	for i := 0; i < len(c.clips); i += 8 {
-		x, err := locate.NewIndex(locate.DefaultParams, c.clips[i:min(i+8, len(c.clips))])
+		x, err := locate.NewIndexOfPrints(locate.DefaultParams, prints[i:min(i+8, len(c.clips))])
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -86,6 +94,9 @@ func TestReplayingAPrintIsStreamingTheEpisode(t *testing.T) {
 	compared := 0
 	for _, ep := range c.episodes {
 		for cond := range c.conditions {
+			if raceEnabled && (ep != c.episodes[0] || cond != "clean" && cond != "lp4k_mp3_64k") {
+				continue // the race detector's run: two codecs of one episode
+			}
 			path := c.episodeFile(ep, cond)
 			var rec *recording
 			var recorded []locate.Occurrence
@@ -98,8 +109,8 @@ func TestReplayingAPrintIsStreamingTheEpisode(t *testing.T) {
 			}
 			compared += len(recorded)
 			for xi, x := range indexes {
-				some := ep == c.episodes[0] && (cond == "clean" || cond == "snr5")
-				if xi > 0 && !some {
+				some := ep == c.episodes[0] && (cond == "clean" || cond == "snr5" && !raceEnabled)
+				if xi > 0 && (!some || raceEnabled && xi > 2) {
 					continue // items of eight: in two conditions of one episode
 				}
 				for _, minConf := range []float64{0.01, locate.Threshold} {

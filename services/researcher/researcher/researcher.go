@@ -16,6 +16,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"regexp"
 	"sync/atomic"
 	"time"
@@ -28,6 +29,7 @@ import (
 	"github.com/archivist/archivist/pkg/fault"
 	"github.com/archivist/archivist/pkg/research"
 	"github.com/archivist/archivist/pkg/service"
+	"github.com/archivist/archivist/services/researcher/artifact"
 	"github.com/archivist/archivist/services/researcher/audio"
 )
 
@@ -50,12 +52,45 @@ type ClipLocator interface {
 	Locate(ctx context.Context, episode Audio, clips []Audio, found func(clip int, occ []events.Occurrence, failure error) error) error
 }
 
+// ArtifactKeeper is a ClipLocator that keeps what it derives from audio
+// (services/researcher/artifact) so that each piece of audio is analysed
+// once, not once per work item.
+type ArtifactKeeper interface {
+	KeepArtifacts(c *artifact.Cache, log *slog.Logger)
+}
+
 // Config is the researcher's configuration.
 type Config struct {
 	// Research is shared with the pwa and cwa.
 	Research research.Config
 	// ID names this researcher (default: host name and a random suffix).
 	ID string `env:"RESEARCHER_ID"`
+	// CacheDir is the local directory of analysed audio (default: the
+	// user's cache directory, archivist/researcher).
+	CacheDir string `env:"RESEARCHER_CACHE_DIR"`
+	// CacheBytes bounds it (0: nothing is kept, locally or in the blob
+	// store; every work item analyses its audio again).
+	CacheBytes int64 `env:"RESEARCHER_CACHE_BYTES, default=8589934592"`
+}
+
+// artifacts opens the artifact cache cfg asks for (nil: none).
+func (cfg Config) artifacts(store blob.Store, log *slog.Logger) (*artifact.Cache, error) {
+	if cfg.CacheBytes <= 0 {
+		return nil, nil
+	}
+	dir := cfg.CacheDir
+	if dir == "" {
+		base, err := os.UserCacheDir()
+		if err != nil {
+			base = os.TempDir()
+		}
+		dir = filepath.Join(base, "archivist", "researcher")
+	}
+	c, err := artifact.New(artifact.Options{Dir: dir, MaxBytes: cfg.CacheBytes, Store: store, Log: log})
+	if err != nil {
+		return nil, fmt.Errorf("RESEARCHER_CACHE_DIR: %w", err)
+	}
+	return c, nil
 }
 
 // Definition is the researcher service with loc as its engine. With a nil
@@ -78,6 +113,17 @@ func Definition(loc ClipLocator) service.Definition {
 			var cfg Config
 			if err := env.LoadConfig(ctx, &cfg); err != nil {
 				return err
+			}
+			if k, ok := loc.(ArtifactKeeper); ok {
+				c, err := cfg.artifacts(env.Blob, env.Log)
+				if err != nil {
+					return err
+				}
+				if c != nil {
+					k.KeepArtifacts(c, env.Log)
+					st := c.Stats()
+					env.Log.Info("analysed audio is kept", "dir", cfg.CacheDir, "max_bytes", cfg.CacheBytes, "files", st.Files, "bytes", st.Bytes)
+				}
 			}
 			r, err := New(ctx, env.Bus, env.Blob, loc, cfg, env.Log)
 			if err != nil {

@@ -1,0 +1,308 @@
+package locate
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"regexp"
+	"strings"
+
+	"github.com/archivist/archivist/events"
+	"github.com/archivist/archivist/services/researcher/artifact"
+	"github.com/archivist/archivist/services/researcher/researcher"
+)
+
+// printVersion names the analysis prints come from: bump it whenever the
+// fingerprinter, the print's format or anything a print holds changes
+// meaning. With a digest of Params it is part of every artifact key, so
+// a change of algorithm or settings computes every print again.
+const printVersion = 1
+
+// KeepArtifacts implements researcher.ArtifactKeeper.
+func (l *Locator) KeepArtifacts(c *artifact.Cache, log *slog.Logger) { l.Artifacts, l.Log = c, log }
+
+// ArtifactPrefix is where every print of the audio of a sha256 is kept,
+// of every analysis: what to discard when that audio is withdrawn.
+func ArtifactPrefix(sha string) string { return "locate/" + strings.ToLower(sha) + "/" }
+
+var sha256Hex = regexp.MustCompile(`^[0-9a-fA-F]{64}$`)
+
+// analysis names the analysis in artifact keys: printVersion and a
+// digest of Params.
+func (l *Locator) analysis() string {
+	h := sha256.Sum256(fmt.Appendf(nil, "%d %#v", printVersion, l.Params))
+	return fmt.Sprintf("v%d-%x", printVersion, h[:6])
+}
+
+// prefix is where the prints of ref's audio by this analysis are kept,
+// and false where they are not kept (no Artifacts, no declared sha256).
+func (l *Locator) prefix(ref events.AudioRef) (string, bool) {
+	if l.Artifacts == nil || !sha256Hex.MatchString(ref.Media.SHA256) {
+		return "", false
+	}
+	return ArtifactPrefix(ref.Media.SHA256) + l.analysis() + "/", true
+}
+
+func (l *Locator) log() *slog.Logger {
+	if l.Log == nil {
+		return slog.Default()
+	}
+	return l.Log
+}
+
+// clipPrint is a's print: kept, or computed (and kept).
+func (l *Locator) clipPrint(ctx context.Context, a researcher.Audio) (*ClipPrint, error) {
+	prefix, keep := l.prefix(a.Ref)
+	key := prefix + "clip"
+	if keep {
+		cp, err := l.openClipPrint(ctx, key)
+		if err == nil {
+			cp.Name = a.Ref.Key
+			return cp, nil
+		}
+		if !errors.Is(err, artifact.ErrNotFound) {
+			l.log().Warn("clip print unreadable; computed again", "clip", a.Ref.Key, "artifact", key, "err", err)
+			if derr := l.Artifacts.Discard(ctx, key); derr != nil {
+				l.log().Warn("discard clip print", "artifact", key, "err", derr)
+			}
+		}
+	}
+	clip, err := l.readClip(ctx, a)
+	if err != nil {
+		return nil, err
+	}
+	cp, err := PrintClip(l.Params, clip)
+	if err != nil {
+		return nil, err
+	}
+	if keep {
+		l.keepClipPrint(ctx, key, cp)
+	}
+	return cp, nil
+}
+
+func (l *Locator) openClipPrint(ctx context.Context, key string) (*ClipPrint, error) {
+	f, err := l.Artifacts.Open(ctx, key)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	b, err := f.Bytes()
+	if err != nil {
+		return nil, err
+	}
+	cp := &ClipPrint{}
+	if err := cp.UnmarshalBinary(b); err != nil {
+		return nil, err
+	}
+	if len(cp.Low) != 1+len(l.Params.Speeds) {
+		return nil, fmt.Errorf("%w: %d variants, the parameters make %d", errClipPrint, len(cp.Low), 1+len(l.Params.Speeds))
+	}
+	return cp, nil
+}
+
+func (l *Locator) keepClipPrint(ctx context.Context, key string, cp *ClipPrint) {
+	b, _ := cp.MarshalBinary()
+	w, err := l.Artifacts.Create(key)
+	if err == nil {
+		if _, err = w.Write(b); err != nil {
+			w.Abort()
+		} else {
+			err = w.Commit(ctx, nil)
+		}
+	}
+	if err != nil {
+		l.log().Warn("keep clip print", "artifact", key, "err", err)
+	}
+}
+
+// printMeta is what an episode's print says of itself.
+type printMeta struct {
+	PrintInfo
+	// Rate is the episode's own sample rate: a high band exists from
+	// 16 kHz.
+	Rate int `json:"rate"`
+}
+
+// hasHighBand tells whether an episode of this rate has a high band
+// (Matcher.Stream).
+func hasHighBand(rate int) bool { return rate >= 16000 }
+
+// keptPrint is an episode's print of one band, open for replay.
+type keptPrint struct {
+	prints, samples *artifact.File
+	meta            printMeta
+}
+
+func (k *keptPrint) print() *Print {
+	if k == nil {
+		return nil
+	}
+	return &Print{Prints: k.prints.Reader(), Samples: k.samples, Info: k.meta.PrintInfo}
+}
+
+func (k *keptPrint) close() {
+	if k != nil {
+		k.prints.Close()
+		k.samples.Close()
+	}
+}
+
+// openPrint opens the print of one band kept under key (ErrNotFound
+// where either part is missing).
+func (l *Locator) openPrint(ctx context.Context, key string) (*keptPrint, error) {
+	p, err := l.Artifacts.Open(ctx, key+".print")
+	if err != nil {
+		return nil, err
+	}
+	s, err := l.Artifacts.Open(ctx, key+".samples")
+	if err != nil {
+		p.Close()
+		return nil, err
+	}
+	k := &keptPrint{prints: p, samples: s}
+	if err := json.Unmarshal(p.Meta(), &k.meta); err != nil || s.Size() != 4*k.meta.Samples || k.meta.Frames < 0 || k.meta.Hashes < 0 {
+		k.close()
+		return nil, fmt.Errorf("%w: print %s: %d bytes of samples for %d samples (%v)", artifact.ErrCorrupt, key, s.Size(), k.meta.Samples, err)
+	}
+	return k, nil
+}
+
+// search finds x's clips in the episode: by replaying its kept print, or
+// by streaming it, keeping what it records.
+func (l *Locator) search(ctx context.Context, a researcher.Audio, x *Index) ([]Occurrence, error) {
+	prefix, keep := l.prefix(a.Ref)
+	if !keep {
+		occ, _, err := l.stream(ctx, a, x, nil)
+		return occ, err
+	}
+	low, err := l.openPrint(ctx, prefix+"low")
+	l.unreadable(ctx, prefix+"low", err)
+	var high *keptPrint
+	if low != nil && x.HighBand() && hasHighBand(low.meta.Rate) {
+		high, err = l.openPrint(ctx, prefix+"high")
+		l.unreadable(ctx, prefix+"high", err)
+	}
+	if low != nil && (high != nil || !x.HighBand() || !hasHighBand(low.meta.Rate)) {
+		m := NewMatcher(x)
+		err := m.Replay(ctx, low.print(), high.print())
+		low.close()
+		high.close()
+		if err == nil {
+			return m.Finish(), nil
+		}
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		l.log().Warn("episode print unreadable; the episode is analysed again", "episode", a.Ref.Key, "artifact", prefix, "err", err)
+		for _, band := range []string{"low", "high"} {
+			l.discard(ctx, prefix+band)
+		}
+		low, high = nil, nil
+	}
+	rec := &recorder{}
+	if low == nil {
+		rec.low = l.createBand(prefix + "low")
+	}
+	if high == nil && x.HighBand() {
+		rec.high = l.createBand(prefix + "high")
+	}
+	low.close()
+	high.close()
+	occ, rate, err := l.stream(ctx, a, x, rec)
+	if err != nil {
+		rec.low.abort()
+		rec.high.abort()
+		return nil, err
+	}
+	l.commit(ctx, rec.low, rate)
+	if hasHighBand(rate) {
+		l.commit(ctx, rec.high, rate)
+	} else {
+		rec.high.abort()
+	}
+	return occ, nil
+}
+
+// unreadable discards a print that is there but cannot be read.
+func (l *Locator) unreadable(ctx context.Context, key string, err error) {
+	if err != nil && !errors.Is(err, artifact.ErrNotFound) {
+		l.log().Warn("episode print unreadable; computed again", "artifact", key, "err", err)
+		l.discard(ctx, key)
+	}
+}
+
+func (l *Locator) discard(ctx context.Context, key string) {
+	for _, k := range []string{key + ".print", key + ".samples"} {
+		if err := l.Artifacts.Discard(ctx, k); err != nil {
+			l.log().Warn("discard episode print", "artifact", k, "err", err)
+		}
+	}
+}
+
+// recorder records the prints of an episode's bands (nil: not that band).
+type recorder struct {
+	low, high *bandWriter
+}
+
+// bandWriter writes one band's print and samples as artifacts.
+type bandWriter struct {
+	key             string
+	prints, samples *artifact.Writer
+	w               *PrintWriter
+}
+
+func (l *Locator) createBand(key string) *bandWriter {
+	p, err := l.Artifacts.Create(key + ".print")
+	if err != nil {
+		l.log().Warn("record episode print", "artifact", key, "err", err)
+		return nil
+	}
+	s, err := l.Artifacts.Create(key + ".samples")
+	if err != nil {
+		p.Abort()
+		l.log().Warn("record episode print", "artifact", key, "err", err)
+		return nil
+	}
+	return &bandWriter{key: key, prints: p, samples: s, w: NewPrintWriter(p, s)}
+}
+
+func (b *bandWriter) writer() *PrintWriter {
+	if b == nil {
+		return nil
+	}
+	return b.w
+}
+
+func (b *bandWriter) abort() {
+	if b != nil {
+		b.prints.Abort()
+		b.samples.Abort()
+	}
+}
+
+// commit keeps a recorded band: its samples first, so that a print kept
+// always has them.
+func (l *Locator) commit(ctx context.Context, b *bandWriter, rate int) {
+	if b == nil {
+		return
+	}
+	info, err := b.w.Close()
+	if err != nil {
+		b.abort()
+		l.log().Warn("record episode print", "artifact", b.key, "err", err)
+		return
+	}
+	meta, _ := json.Marshal(printMeta{PrintInfo: info, Rate: rate})
+	if err := b.samples.Commit(ctx, meta); err != nil {
+		b.prints.Abort()
+		l.log().Warn("keep episode samples", "artifact", b.key, "err", err)
+		return
+	}
+	if err := b.prints.Commit(ctx, meta); err != nil {
+		l.log().Warn("keep episode print", "artifact", b.key, "err", err)
+	}
+}

@@ -1,0 +1,118 @@
+package locate
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math"
+)
+
+// MarshalBinary encodes the print (its Name aside: a print belongs to the
+// audio, which many clips may share), little-endian: the number of Low
+// and of High variants (uint32 each), then each variant: its speed
+// (float64), landmarks, samples (uint32 count, float32 each), hashes
+// (uint32 count, uint32 hash and int32 frame each), envelopes (uint32
+// count, float32 each).
+func (c *ClipPrint) MarshalBinary() ([]byte, error) {
+	var b []byte
+	b = binary.LittleEndian.AppendUint32(b, uint32(len(c.Low)))
+	b = binary.LittleEndian.AppendUint32(b, uint32(len(c.High)))
+	for _, v := range append(c.Low[:len(c.Low):len(c.Low)], c.High...) {
+		b = binary.LittleEndian.AppendUint64(b, math.Float64bits(v.Speed))
+		b = binary.LittleEndian.AppendUint32(b, uint32(v.Landmarks))
+		b = appendFloats(b, v.Samples)
+		b = binary.LittleEndian.AppendUint32(b, uint32(len(v.Hashes)))
+		for _, h := range v.Hashes {
+			b = binary.LittleEndian.AppendUint32(b, h.H)
+			b = binary.LittleEndian.AppendUint32(b, uint32(h.T))
+		}
+		b = appendFloats(b, v.Env)
+	}
+	return b, nil
+}
+
+func appendFloats(b []byte, x []float32) []byte {
+	b = binary.LittleEndian.AppendUint32(b, uint32(len(x)))
+	for _, v := range x {
+		b = binary.LittleEndian.AppendUint32(b, math.Float32bits(v))
+	}
+	return b
+}
+
+// errClipPrint is a clip print whose bytes do not decode.
+var errClipPrint = errors.New("locate: not a clip print")
+
+// UnmarshalBinary decodes what MarshalBinary made, checking every length
+// against the bytes there are and every hash against what a
+// fingerprinter makes.
+func (c *ClipPrint) UnmarshalBinary(b []byte) error {
+	d := decoder{b: b}
+	nLow, nHigh := d.u32(), d.u32()
+	if nLow > 16 || nHigh > 16 {
+		return fmt.Errorf("%w: %d and %d variants", errClipPrint, nLow, nHigh)
+	}
+	vs := make([]VariantPrint, nLow+nHigh)
+	for i := range vs {
+		v := &vs[i]
+		v.Speed = math.Float64frombits(d.u64())
+		v.Landmarks = int(d.u32())
+		v.Samples = d.floats()
+		n := d.count(8)
+		v.Hashes = make([]Hash, n)
+		for j := range v.Hashes {
+			v.Hashes[j] = Hash{H: d.u32(), T: int32(d.u32())}
+			if h := v.Hashes[j]; h.H >= 1<<HashBits || h.T < 0 || h.T > 1<<16 {
+				return fmt.Errorf("%w: hash %#x at frame %d", errClipPrint, h.H, h.T)
+			}
+		}
+		v.Env = d.floats()
+		if !(v.Speed > 0.5 && v.Speed < 2) || v.Landmarks > len(v.Hashes) {
+			return fmt.Errorf("%w: variant %d: speed %g, %d landmarks of %d hashes", errClipPrint, i, v.Speed, v.Landmarks, len(v.Hashes))
+		}
+	}
+	if d.err != nil || len(d.b) != 0 {
+		return fmt.Errorf("%w: %d bytes left over, %v", errClipPrint, len(d.b), d.err)
+	}
+	c.Low, c.High = vs[:nLow], vs[nLow:]
+	if nHigh == 0 {
+		c.High = nil
+	}
+	return nil
+}
+
+// decoder reads little-endian values, failing (once) past the end.
+type decoder struct {
+	b   []byte
+	err error
+}
+
+func (d *decoder) take(n int) []byte {
+	if d.err != nil || len(d.b) < n {
+		d.err = errClipPrint
+		return make([]byte, n)
+	}
+	p := d.b[:n]
+	d.b = d.b[n:]
+	return p
+}
+
+func (d *decoder) u32() uint32 { return binary.LittleEndian.Uint32(d.take(4)) }
+func (d *decoder) u64() uint64 { return binary.LittleEndian.Uint64(d.take(8)) }
+
+// count reads a count of items of size bytes each, at most what is left.
+func (d *decoder) count(size int) int {
+	n := int(d.u32())
+	if d.err != nil || n > len(d.b)/size {
+		d.err = errClipPrint
+		return 0
+	}
+	return n
+}
+
+func (d *decoder) floats() []float32 {
+	x := make([]float32, d.count(4))
+	for i := range x {
+		x[i] = math.Float32frombits(d.u32())
+	}
+	return x
+}
