@@ -101,7 +101,7 @@ func TestEachEpisodeAndClipIsAnalysedOnce(t *testing.T) {
 	}
 	ringClip := &media{key: "ring", b: locatetest.WAV(ring, rate)}
 
-	plain := locate.NewLocator() // analyses everything every time
+	plain := locate.NewLocator()            // analyses everything every time
 	want := func(clips ...*media) located { // of copies: their opens are not counted
 		var cs []*media
 		for _, c := range clips {
