@@ -81,10 +81,14 @@ const highShare = 1.0
 
 // Index holds the landmark hashes of a set of clips, by hash.
 type Index struct {
-	p      Params
-	clips  []indexedClip
-	start  []uint32 // postings of hash h: post[start[h]:start[h+1]]
-	post   []posting
+	p     Params
+	clips []indexedClip
+	start []uint32 // postings of hash h: post[start[h]:start[h+1]]
+	post  []posting
+	// has marks the hashes with postings, a bit each: 128 KiB, where the
+	// episode's hashes are looked up first (start is 4 MiB, and most
+	// hashes of an episode have no posting in an item's index).
+	has    []uint64
 	frames int32 // the longest clip, in frames
 	// discount is log10 of how many speeds every clip is tried at: each
 	// variant is another chance of a coincidence at every place, so a
@@ -277,7 +281,11 @@ func newIndex(p Params, vs []variant) (*Index, error) {
 			x.start[h.H+1]++
 		}
 	}
+	x.has = make([]uint64, 1<<HashBits/64)
 	for h := 1; h < len(x.start); h++ {
+		if x.start[h] > 0 {
+			x.has[(h-1)/64] |= 1 << ((h - 1) % 64)
+		}
 		x.start[h] += x.start[h-1]
 	}
 	x.post = make([]posting, x.start[len(x.start)-1])

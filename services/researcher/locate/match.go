@@ -282,6 +282,9 @@ func (m *Matcher) vote(h Hash) {
 		}
 	}
 	x := m.x
+	if x.has[h.H/64]&(1<<(h.H%64)) == 0 {
+		return // no clip has this hash
+	}
 	// One landmark of the episode votes once for a clip at a place: its
 	// shifts (Params.Shifts) hold the same landmark a frame apart at
 	// most, and their postings of a hash are next to each other. Counted
@@ -313,9 +316,12 @@ func (m *Matcher) closeUpTo(c int, upTo int32) {
 		slot := int(o+1) % len(st.votes)
 		k := st.votes[slot]
 		st.votes[slot] = 0
-		// The chance rate: a mean with real matches clipped out of it.
-		mean := (float64(st.total) + priorVotes) / (float64(st.nClosed) + priorOffsets)
-		st.total += int64(min(float64(k), 2+4*mean))
+		if k > 0 {
+			// The chance rate: a mean with real matches clipped out of it
+			// (an offset without votes adds nothing to it).
+			mean := (float64(st.total) + priorVotes) / (float64(st.nClosed) + priorOffsets)
+			st.total += int64(min(float64(k), 2+4*mean))
+		}
 		st.nClosed++
 		st.hist[int(o+1)%len(st.hist)] = k
 		w := st.prev[0] + st.prev[1] + k

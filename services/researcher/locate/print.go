@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"unsafe"
 )
 
 // An episode's print is what a Matcher takes from its audio, in the order
@@ -89,11 +90,16 @@ func (w *PrintWriter) writeSamples(x []float32) {
 	if w.err != nil {
 		return
 	}
-	b := w.buf[:0]
-	for _, v := range x {
-		b = binary.LittleEndian.AppendUint32(b, math.Float32bits(v))
+	var b []byte
+	if littleEndian {
+		b = unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(x))), 4*len(x))
+	} else {
+		b = w.buf[:0]
+		for _, v := range x {
+			b = binary.LittleEndian.AppendUint32(b, math.Float32bits(v))
+		}
+		w.buf = b
 	}
-	w.buf = b
 	_, w.err = w.samples.Write(b)
 	w.info.Samples += int64(len(x))
 }
@@ -162,10 +168,12 @@ func (m *Matcher) replayPrint(ctx context.Context, p *Print) error {
 		return errors.New("locate: replay into a matcher that has been written to")
 	}
 	m.replay = &sampleWindow{r: p.Samples, n: p.Info.Samples}
-	r := bufio.NewReaderSize(p.Prints, 1<<16)
-	var head [4 * (1 + Bands)]byte
+	r := blockReader{r: p.Prints, buf: make([]byte, 0, 1<<20)}
+	const head = 4 * (1 + Bands)
+	// The most hashes a frame's record holds: those of every anchor whose
+	// targets are all known at once, at the end (Fingerprinter.Flush).
+	most := uint32(m.p.PeaksPerFrame * m.p.FanOut * (m.p.MaxDT + m.p.PeakDT + 2))
 	var env [Bands]float32
-	var hb [8]byte
 	var hashes int64
 	for t := int32(0); ; t++ {
 		if t%4096 == 0 {
@@ -173,25 +181,26 @@ func (m *Matcher) replayPrint(ctx context.Context, p *Print) error {
 				return err
 			}
 		}
-		if _, err := io.ReadFull(r, head[:]); err != nil {
-			if err == io.EOF {
-				break
-			}
+		b, err := r.next(head)
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
 			return fmt.Errorf("locate: print frame %d: %w", t, err)
 		}
-		n := binary.LittleEndian.Uint32(head[:])
+		n := binary.LittleEndian.Uint32(b)
 		for i := range env {
-			env[i] = math.Float32frombits(binary.LittleEndian.Uint32(head[4+4*i:]))
+			env[i] = math.Float32frombits(binary.LittleEndian.Uint32(b[4+4*i:]))
 		}
-		if int64(n) > int64(m.p.PeaksPerFrame*m.p.FanOut)*int64(t+2) {
-			return fmt.Errorf("locate: print frame %d: %d hashes, more than the frames so far can emit", t, n)
+		if n > most {
+			return fmt.Errorf("locate: print frame %d: %d hashes, more than a frame emits", t, n)
 		}
 		m.frame(t, env[:])
-		for range n {
-			if _, err := io.ReadFull(r, hb[:]); err != nil {
-				return fmt.Errorf("locate: print frame %d: %w", t, io.ErrUnexpectedEOF)
-			}
-			h := Hash{H: binary.LittleEndian.Uint32(hb[:]), T: int32(binary.LittleEndian.Uint32(hb[4:]))}
+		if b, err = r.next(8 * int(n)); err != nil {
+			return fmt.Errorf("locate: print frame %d: %w", t, io.ErrUnexpectedEOF)
+		}
+		for i := range int(n) {
+			h := Hash{H: binary.LittleEndian.Uint32(b[8*i:]), T: int32(binary.LittleEndian.Uint32(b[8*i+4:]))}
 			if h.H >= 1<<HashBits || h.T < 0 || h.T > t {
 				return fmt.Errorf("locate: print frame %d: hash %#x at frame %d is none the fingerprinter makes", t, h.H, h.T)
 			}
@@ -205,6 +214,46 @@ func (m *Matcher) replayPrint(ctx context.Context, p *Print) error {
 	return m.replay.err
 }
 
+// blockReader reads a print in large blocks and hands out its records as
+// slices of them.
+type blockReader struct {
+	r   io.Reader
+	buf []byte
+	at  int
+	eof bool
+}
+
+// next returns the next n bytes: io.EOF where none are left,
+// io.ErrUnexpectedEOF where fewer than n are.
+func (b *blockReader) next(n int) ([]byte, error) {
+	for len(b.buf)-b.at < n && !b.eof {
+		rest := copy(b.buf[:cap(b.buf)], b.buf[b.at:])
+		if cap(b.buf) < n {
+			b.buf = append(b.buf[:rest], make([]byte, n)...)
+		}
+		b.buf, b.at = b.buf[:rest], 0
+		k, err := io.ReadFull(b.r, b.buf[rest:cap(b.buf)])
+		b.buf = b.buf[:rest+k]
+		if err == io.EOF || err == io.ErrUnexpectedEOF {
+			b.eof = true
+		} else if err != nil {
+			return nil, err
+		}
+	}
+	switch left := len(b.buf) - b.at; {
+	case left == 0 && n > 0:
+		return nil, io.EOF
+	case left < n:
+		return nil, io.ErrUnexpectedEOF
+	}
+	p := b.buf[b.at : b.at+n]
+	b.at += n
+	return p, nil
+}
+
+// littleEndian: float32s in memory are the bytes of a print's samples.
+var littleEndian = binary.NativeEndian.Uint16([]byte{1, 0}) == 1
+
 // sampleWindow reads a replayed episode's samples a window at a time:
 // candidates are decided in the order of the episode, so a window read
 // ahead serves the next ones.
@@ -213,7 +262,6 @@ type sampleWindow struct {
 	n   int64
 	buf []float32
 	lo  int64
-	raw []byte
 	err error
 }
 
@@ -231,17 +279,18 @@ func (w *sampleWindow) in(lo, hi int64) ([]float32, int64) {
 		if cap(w.buf) < int(to-from) {
 			w.buf = aligned(int(to - from))
 		}
-		if cap(w.raw) < int(4*(to-from)) {
-			w.raw = make([]byte, 4*(to-from))
-		}
-		raw := w.raw[:4*(to-from)]
+		w.buf = w.buf[:to-from]
+		// The samples' bytes are read into the float32s themselves and
+		// put in order in place (nothing to do on a little-endian CPU).
+		raw := unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(w.buf))), 4*len(w.buf))
 		if k, err := w.r.ReadAt(raw, 4*from); k < len(raw) {
-			w.err = fmt.Errorf("locate: samples %d to %d of %d: %w", from, to, w.n, cmp.Or(err, io.ErrUnexpectedEOF))
+			w.buf, w.err = w.buf[:0], fmt.Errorf("locate: samples %d to %d of %d: %w", from, to, w.n, cmp.Or(err, io.ErrUnexpectedEOF))
 			return nil, lo
 		}
-		w.buf = w.buf[:0]
-		for i := 0; i < len(raw); i += 4 {
-			w.buf = append(w.buf, math.Float32frombits(binary.LittleEndian.Uint32(raw[i:])))
+		if !littleEndian {
+			for i := range w.buf {
+				w.buf[i] = math.Float32frombits(binary.LittleEndian.Uint32(raw[4*i:]))
+			}
 		}
 		w.lo = from
 	}

@@ -1,0 +1,183 @@
+package locate_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/archivist/archivist/events"
+	"github.com/archivist/archivist/pkg/blob"
+	"github.com/archivist/archivist/pkg/testenv"
+	"github.com/archivist/archivist/services/researcher/artifact"
+	"github.com/archivist/archivist/services/researcher/locate"
+	"github.com/archivist/archivist/services/researcher/locate/locatetest"
+	"github.com/archivist/archivist/services/researcher/researcher"
+)
+
+// cpuTime is the process's user and system time so far: what a piece of
+// work cost on every core (the garbage collector's included).
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// fileAudio is a file as a piece of audio whose sha256 is declared as
+// sha (a stand-in for the catalog's: the benchmark's files are its own).
+func fileAudio(key, path, sha string) researcher.Audio {
+	return researcher.Audio{Ref: events.AudioRef{Key: key, Media: events.Media{Key: path, SHA256: sha}},
+		Open: func(context.Context) (io.ReadCloser, error) { return os.Open(path) }}
+}
+
+// researchItems researches an episode against clips the way the pwa
+// leases it: items of at most perItem clips, one after another, and
+// returns the occurrences found.
+func researchItems(b *testing.B, l *locate.Locator, ep researcher.Audio, clips []researcher.Audio, perItem int) int {
+	found := 0
+	for i := 0; i < len(clips); i += perItem {
+		err := l.Locate(context.Background(), ep, clips[i:min(i+perItem, len(clips))], func(_ int, occ []events.Occurrence, failure error) error {
+			if failure != nil {
+				return failure
+			}
+			found += len(occ)
+			return nil
+		})
+		if err != nil {
+			b.Fatal(err)
+		}
+	}
+	return found
+}
+
+// BenchmarkResearchAtScale is the research pipeline's cost per
+// (episode-hour × clip) pair with 10, 100 and 1,000 active clips (the
+// ARCHIVIST_RESEARCH_CLIPS list) over a synthetic episode of
+// ARCHIVIST_RESEARCH_MINUTES (60) minutes, 44.1 kHz WAV (the cheapest to
+// decode: the ratio to today is the least it can be), researched as the
+// pwa leases it: items of RESEARCH_MAX_CLIPS (8). Side by side in one
+// run:
+//
+//   - today: every item decodes and fingerprints the episode and its
+//     clips (a Locator keeping nothing). Its cost per item does not
+//     depend on the number of clips; it is measured on two items.
+//   - kept, new clips: a Locator keeping artifacts, the episode and the
+//     clips new to it: the first item analyses the episode, the others
+//     replay its print; each clip is analysed once.
+//   - kept, known clips: the same with every clip's print already kept
+//     (from earlier episodes): the steady state of an archive, where a
+//     clip is researched in tens of thousands of episodes.
+//
+// It reports pairs per core-second (CPU time of the process, every core),
+// the first item's cost against today's item, and the peak resident set.
+//
+//	go test -run '^$' -bench ResearchAtScale -benchtime 1x -timeout 60m ./locate/
+func BenchmarkResearchAtScale(b *testing.B) {
+	minutes, perItem := 60, 8
+	if v, err := strconv.Atoi(os.Getenv("ARCHIVIST_RESEARCH_MINUTES")); err == nil && v > 0 {
+		minutes = v
+	}
+	sizes := []int{10, 100, 1000}
+	if v := os.Getenv("ARCHIVIST_RESEARCH_CLIPS"); v != "" {
+		sizes = nil
+		for _, f := range strings.Split(v, ",") {
+			n, err := strconv.Atoi(f)
+			if err != nil || n < 1 {
+				b.Fatalf("ARCHIVIST_RESEARCH_CLIPS: %q", v)
+			}
+			sizes = append(sizes, n)
+		}
+	}
+	top := 0
+	for _, n := range sizes {
+		top = max(top, n)
+	}
+	dir := b.TempDir()
+	// Clips of 2 to 8 s at 22.05 kHz (a high band to search), as files;
+	// every tenth is played in the episode.
+	var clips []researcher.Audio
+	var played [][]float32
+	for i := range top {
+		x := locatetest.Jingle(uint64(7000+i), 2+float64(i%13)/2, 22050)
+		path := filepath.Join(dir, fmt.Sprintf("clip%04d.wav", i))
+		if err := os.WriteFile(path, locatetest.WAV(x, 22050), 0o644); err != nil {
+			b.Fatal(err)
+		}
+		clips = append(clips, fileAudio(fmt.Sprint("clip:", i), path, fmt.Sprintf("%064x", i+1)))
+		if i%10 == 0 && len(played) < 60 {
+			played = append(played, locatetest.Jingle(uint64(7000+i), 2+float64(i%13)/2, 44100))
+		}
+	}
+	epPath := filepath.Join(dir, "episode.wav")
+	writeLongEpisode(b, epPath, minutes, played)
+	episode := fileAudio("ep:1", epPath, strings.Repeat("e", 64))
+	hours := float64(minutes) / 60
+	store, err := blob.NewLocal(filepath.Join(dir, "store"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	keeping := func(name string) *locate.Locator {
+		c, err := artifact.New(artifact.Options{Dir: filepath.Join(dir, name), MaxBytes: 64 << 30, Store: store})
+		if err != nil {
+			b.Fatal(err)
+		}
+		l := locate.NewLocator()
+		l.Artifacts = c
+		return l
+	}
+	for range b.N {
+		fmt.Printf("\n%d-minute episode (44.1 kHz WAV), items of %d clips; pairs are (episode-hour × clip) per core-second\n\n", minutes, perItem)
+		// Today: two items.
+		runtime.GC()
+		t0 := cpuTime()
+		researchItems(b, locate.NewLocator(), episode, clips[:min(2*perItem, top)], perItem)
+		todayItem := (cpuTime() - t0) / time.Duration((min(2*perItem, top)+perItem-1)/perItem)
+		todayRate := float64(perItem) * hours / todayItem.Seconds()
+		fmt.Printf("today: %.2f core-s an item, %.2f pairs per core-second at any number of clips\n\n", todayItem.Seconds(), todayRate)
+		fmt.Println("| active clips | items | kept, new clips: core-s | pairs/core-s | × today | kept, known clips: core-s | pairs/core-s | × today | first item: core-s | × today's item | peak RSS |")
+		fmt.Println("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+		for k, n := range sizes {
+			// New clips: a fresh store prefix per size is not needed,
+			// the episode and clips are new to this researcher's
+			// directory and to the store (keys differ by sha256 only
+			// for clips; the episode is analysed again: a new sha).
+			ep := fileAudio("ep:1", epPath, fmt.Sprintf("%063x%d", k, 1))
+			cs := make([]researcher.Audio, n)
+			for i := range n {
+				cs[i] = fileAudio(fmt.Sprint("clip:", i), clips[i].Ref.Media.Key, fmt.Sprintf("%056x%08x", k+1, i))
+			}
+			l := keeping(fmt.Sprint("new", k))
+			runtime.GC()
+			testenv.ResetPeakRSS()
+			t0 := cpuTime()
+			researchItems(b, l, ep, cs[:min(perItem, n)], perItem)
+			first := cpuTime() - t0
+			researchItems(b, l, ep, cs[min(perItem, n):], perItem)
+			cold := cpuTime() - t0
+			// Known clips: the same clips, kept; another episode (its own
+			// sha256), new to the store.
+			ep2 := fileAudio("ep:2", epPath, fmt.Sprintf("%063x%d", k, 2))
+			runtime.GC()
+			t0 = cpuTime()
+			found := researchItems(b, l, ep2, cs, perItem)
+			warm := cpuTime() - t0
+			peak := testenv.PeakRSS(b)
+			items := (n + perItem - 1) / perItem
+			pairs := float64(n) * hours
+			fmt.Printf("| %d | %d | %.1f | %.1f | %.1f× | %.1f | %.1f | %.1f× | %.2f | %.2f× | %d MiB |\n", n, items,
+				cold.Seconds(), pairs/cold.Seconds(), pairs/cold.Seconds()/todayRate,
+				warm.Seconds(), pairs/warm.Seconds(), pairs/warm.Seconds()/todayRate,
+				first.Seconds(), first.Seconds()/todayItem.Seconds(), peak>>20)
+			if found == 0 && n >= 10 {
+				b.Errorf("%d clips: nothing found, though a clip in ten plays", n)
+			}
+		}
+	}
+}
