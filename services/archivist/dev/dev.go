@@ -126,6 +126,8 @@ func Run(ctx context.Context, o Options, defs []service.Definition, log *slog.Lo
 		// Ingest works under the data dir and may fetch from this machine.
 		"INGEST_WORK_DIR":      filepath.Join(dataDir, "ingest"),
 		"INGEST_ALLOW_PRIVATE": "true",
+		// The researcher's analysed audio, under the data dir too.
+		"RESEARCHER_CACHE_DIR": filepath.Join(dataDir, "research-cache"),
 		// One process: a replica taking over needs no long grace.
 		"LEADER_RETRY": "500ms",
 		// The APIs answer only to this machine's names (and those they

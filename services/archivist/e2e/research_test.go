@@ -202,6 +202,9 @@ func (w *world) start(def func() any, extra map[string]string) *testenv.Service 
 			return testenv.StartServiceIn(w.t, cwa.Definition(), w.shared, vars)
 		}
 	case researcher.ClipLocator:
+		if _, ok := vars["RESEARCHER_CACHE_DIR"]; !ok {
+			vars["RESEARCHER_CACHE_DIR"] = w.t.TempDir() // not the user's own
+		}
 		return testenv.StartServiceIn(w.t, researcher.Definition(d), w.shared, vars)
 	}
 	w.t.Fatalf("unknown service")

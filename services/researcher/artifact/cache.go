@@ -95,6 +95,9 @@ func New(o Options) (*Cache, error) {
 	return c, nil
 }
 
+// Dir is the local directory.
+func (c *Cache) Dir() string { return c.dir }
+
 // Stats says what the directory holds.
 type Stats struct {
 	Files          int

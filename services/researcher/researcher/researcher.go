@@ -78,19 +78,28 @@ func (cfg Config) artifacts(store blob.Store, log *slog.Logger) (*artifact.Cache
 	if cfg.CacheBytes <= 0 {
 		return nil, nil
 	}
-	dir := cfg.CacheDir
-	if dir == "" {
-		base, err := os.UserCacheDir()
+	if cfg.CacheDir != "" {
+		c, err := artifact.New(artifact.Options{Dir: cfg.CacheDir, MaxBytes: cfg.CacheBytes, Store: store, Log: log})
 		if err != nil {
-			base = os.TempDir()
+			return nil, fmt.Errorf("RESEARCHER_CACHE_DIR: %w", err)
 		}
-		dir = filepath.Join(base, "archivist", "researcher")
+		return c, nil
 	}
-	c, err := artifact.New(artifact.Options{Dir: dir, MaxBytes: cfg.CacheBytes, Store: store, Log: log})
-	if err != nil {
-		return nil, fmt.Errorf("RESEARCHER_CACHE_DIR: %w", err)
+	// The default: the user's cache directory, else (a container's user
+	// may have no home) the temporary directory.
+	var err error
+	for _, base := range []func() (string, error){os.UserCacheDir, func() (string, error) { return os.TempDir(), nil }} {
+		dir, derr := base()
+		if derr != nil {
+			err = derr
+			continue
+		}
+		var c *artifact.Cache
+		if c, err = artifact.New(artifact.Options{Dir: filepath.Join(dir, "archivist", "researcher"), MaxBytes: cfg.CacheBytes, Store: store, Log: log}); err == nil {
+			return c, nil
+		}
 	}
-	return c, nil
+	return nil, fmt.Errorf("no directory for analysed audio (set RESEARCHER_CACHE_DIR): %w", err)
 }
 
 // Definition is the researcher service with loc as its engine. With a nil
@@ -122,7 +131,7 @@ func Definition(loc ClipLocator) service.Definition {
 				if c != nil {
 					k.KeepArtifacts(c, env.Log)
 					st := c.Stats()
-					env.Log.Info("analysed audio is kept", "dir", cfg.CacheDir, "max_bytes", cfg.CacheBytes, "files", st.Files, "bytes", st.Bytes)
+					env.Log.Info("analysed audio is kept", "dir", c.Dir(), "max_bytes", cfg.CacheBytes, "files", st.Files, "bytes", st.Bytes)
 				}
 			}
 			r, err := New(ctx, env.Bus, env.Blob, loc, cfg, env.Log)
