@@ -37,7 +37,20 @@ type Cache struct {
 	files   map[string]local // the directory's artifacts, by key
 	size    int64
 	evicted int64
+
+	uploads chan upload // committed artifacts waiting to go to the store
+	pending sync.WaitGroup
+	failed  int64
 }
+
+// upload is an artifact committed locally, to be put in the store.
+type upload struct {
+	key, path string
+}
+
+// uploadQueue bounds the artifacts waiting for the store: a Commit that
+// finds it full uploads its own.
+const uploadQueue = 16
 
 type local struct {
 	size int64
@@ -69,7 +82,10 @@ func New(o Options) (*Cache, error) {
 	if err := os.MkdirAll(o.Dir, 0o755); err != nil {
 		return nil, fmt.Errorf("artifact cache: %w", err)
 	}
-	c := &Cache{dir: o.Dir, max: o.MaxBytes, store: o.Store, log: o.Log, files: map[string]local{}}
+	c := &Cache{dir: o.Dir, max: o.MaxBytes, store: o.Store, log: o.Log, files: map[string]local{}, uploads: make(chan upload, uploadQueue)}
+	if c.store != nil {
+		go c.uploader()
+	}
 	err := filepath.WalkDir(o.Dir, func(path string, d fs.DirEntry, err error) error {
 		if err != nil || d.IsDir() {
 			return err
@@ -102,6 +118,8 @@ func (c *Cache) Dir() string { return c.dir }
 type Stats struct {
 	Files          int
 	Bytes, Evicted int64
+	// UploadsFailed counts artifacts that could not be put in the store.
+	UploadsFailed int64
 }
 
 // Stats says what the directory holds now, and how many artifacts it has
@@ -109,8 +127,54 @@ type Stats struct {
 func (c *Cache) Stats() Stats {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return Stats{Files: len(c.files), Bytes: c.size, Evicted: c.evicted}
+	return Stats{Files: len(c.files), Bytes: c.size, Evicted: c.evicted, UploadsFailed: c.failed}
 }
+
+// Wait waits until every committed artifact has been put in the store
+// (or failed to), or ctx ends.
+func (c *Cache) Wait(ctx context.Context) error {
+	done := make(chan struct{})
+	go func() { c.pending.Wait(); close(done) }()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// uploader puts committed artifacts in the store, one at a time, for the
+// cache's life.
+func (c *Cache) uploader() {
+	for u := range c.uploads {
+		c.put(u)
+	}
+}
+
+// put uploads the local file of an artifact (gone, evicted before its
+// turn: nothing to upload; another researcher computes it again).
+func (c *Cache) put(u upload) {
+	defer c.pending.Done()
+	f, err := os.Open(u.path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return
+	}
+	if err == nil {
+		ctx, cancel := context.WithTimeout(context.Background(), uploadTimeout)
+		_, err = c.store.Put(ctx, Prefix+u.key, f, nil)
+		cancel()
+		f.Close()
+	}
+	if err != nil {
+		c.mu.Lock()
+		c.failed++
+		c.mu.Unlock()
+		c.log.Warn("artifact not put in the blob store (kept locally; other researchers compute it again)", "artifact", u.key, "err", err)
+	}
+}
+
+// uploadTimeout bounds one upload.
+const uploadTimeout = 30 * time.Minute
 
 func (c *Cache) path(key string) string { return filepath.Join(c.dir, filepath.FromSlash(key)) }
 
@@ -262,6 +326,10 @@ func (c *Cache) dropLocal(key string) {
 	}
 }
 
+// MediaPrefix is the prefix of every artifact derived from the audio of
+// a sha256 (of every analysis): DiscardAll of it forgets that audio.
+func MediaPrefix(sha256 string) string { return strings.ToLower(sha256) + "/" }
+
 // Discard removes key from the directory and the store: it was found
 // corrupt, or what it was derived from is gone.
 func (c *Cache) Discard(ctx context.Context, key string) error {
@@ -332,10 +400,10 @@ func (c *Cache) Create(key string) (*Writer, error) {
 // Write writes data.
 func (w *Writer) Write(p []byte) (int, error) { return w.file.Write(p) }
 
-// Commit ends the artifact with its metadata, puts it in the directory
-// and uploads it to the store. The artifact is kept locally even when the
-// upload fails (that error is returned: another researcher will compute
-// it again).
+// Commit ends the artifact with its metadata and puts it in the
+// directory, from which it is uploaded to the store in the background
+// (Wait waits for that; a failed upload is a warning: the artifact stays
+// local, and another researcher computes it again).
 func (w *Writer) Commit(ctx context.Context, meta []byte) error {
 	if w.done {
 		return errors.New("artifact already committed or aborted")
@@ -349,18 +417,16 @@ func (w *Writer) Commit(ctx context.Context, meta []byte) error {
 		os.Remove(w.tmp.Name())
 		return fmt.Errorf("artifact %s: %w", w.key, err)
 	}
+	w.c.keep(w.key, w.tmp.Name(), w.file.n)
 	if w.c.store != nil {
-		f, err := os.Open(w.tmp.Name())
-		if err == nil {
-			_, err = w.c.store.Put(ctx, Prefix+w.key, f, nil)
-			f.Close()
-		}
-		if err != nil {
-			w.c.keep(w.key, w.tmp.Name(), w.file.n)
-			return fmt.Errorf("artifact %s: upload: %w", w.key, err)
+		u := upload{key: w.key, path: w.c.path(w.key)}
+		w.c.pending.Add(1)
+		select {
+		case w.c.uploads <- u:
+		default:
+			w.c.put(u) // the queue is full: this one goes now
 		}
 	}
-	w.c.keep(w.key, w.tmp.Name(), w.file.n)
 	return nil
 }
 

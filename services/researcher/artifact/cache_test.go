@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 
@@ -42,6 +43,9 @@ func put(t *testing.T, c *artifact.Cache, key string, b, meta []byte) {
 		t.Fatal(err)
 	}
 	if err := w.Commit(context.Background(), meta); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Wait(context.Background()); err != nil { // in the store too
 		t.Fatal(err)
 	}
 }
@@ -216,9 +220,42 @@ func TestConcurrentWritersOfOneArtifact(t *testing.T) {
 		})
 	}
 	wg.Wait()
+	for _, c := range caches {
+		c.Wait(context.Background())
+	}
 	for _, c := range append(caches, newCache(t, t.TempDir(), 1<<30, store)) {
 		if got, _, err := read(t, c, "locate/v1/ee/print"); err != nil || !bytes.Equal(got, want) {
 			t.Errorf("after concurrent writers: %d bytes, %v", len(got), err)
 		}
+	}
+}
+
+// TestDiscardingAMediaForgetsItEverywhere: DiscardAll of a media's prefix
+// removes its artifacts from the directory and the store, and no other
+// media's.
+func TestDiscardingAMediaForgetsItEverywhere(t *testing.T) {
+	ctx := context.Background()
+	store, err := blob.NewLocal(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := newCache(t, t.TempDir(), 1<<30, store)
+	gone, kept := artifact.MediaPrefix("AB"+strings.Repeat("0", 62)), artifact.MediaPrefix("cd"+strings.Repeat("0", 62))
+	for _, k := range []string{gone + "locate/v1/clip", gone + "locate/v2/low.print", kept + "locate/v1/clip"} {
+		put(t, c, k, data(10, 1), nil)
+	}
+	if err := c.DiscardAll(ctx, gone); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{gone + "locate/v1/clip", gone + "locate/v2/low.print"} {
+		if _, err := c.Open(ctx, k); !errors.Is(err, artifact.ErrNotFound) {
+			t.Errorf("%s after discarding its media: %v", k, err)
+		}
+	}
+	if _, _, err := read(t, c, kept+"locate/v1/clip"); err != nil {
+		t.Errorf("another media's artifact: %v", err)
+	}
+	if s := c.Stats(); s.Files != 1 {
+		t.Errorf("the directory holds %d artifacts, want 1", s.Files)
 	}
 }

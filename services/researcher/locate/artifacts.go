@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"log/slog"
 	"regexp"
-	"strings"
 
 	"github.com/archivist/archivist/events"
 	"github.com/archivist/archivist/services/researcher/artifact"
@@ -23,10 +22,6 @@ const printVersion = 1
 
 // KeepArtifacts implements researcher.ArtifactKeeper.
 func (l *Locator) KeepArtifacts(c *artifact.Cache, log *slog.Logger) { l.Artifacts, l.Log = c, log }
-
-// ArtifactPrefix is where every print of the audio of a sha256 is kept,
-// of every analysis: what to discard when that audio is withdrawn.
-func ArtifactPrefix(sha string) string { return "locate/" + strings.ToLower(sha) + "/" }
 
 var sha256Hex = regexp.MustCompile(`^[0-9a-fA-F]{64}$`)
 
@@ -43,7 +38,7 @@ func (l *Locator) prefix(ref events.AudioRef) (string, bool) {
 	if l.Artifacts == nil || !sha256Hex.MatchString(ref.Media.SHA256) {
 		return "", false
 	}
-	return ArtifactPrefix(ref.Media.SHA256) + l.analysis() + "/", true
+	return artifact.MediaPrefix(ref.Media.SHA256) + "locate/" + l.analysis() + "/", true
 }
 
 func (l *Locator) log() *slog.Logger {

@@ -140,7 +140,11 @@ func TestEachEpisodeAndClipIsAnalysedOnce(t *testing.T) {
 	check("the high band's first clip", locateItem(t, a, episode, ringClip, clips[0]), want(ringClip, clips[0]), 1)
 	check("the high band again", locateItem(t, a, episode, clips[2], ringClip), want(clips[2], ringClip), 0)
 
-	// Another researcher, its own directory, the same store.
+	// Another researcher, its own directory, the same store (once the
+	// first's uploads are done).
+	if err := a.Artifacts.Wait(context.Background()); err != nil {
+		t.Fatal(err)
+	}
 	b := locate.NewLocator()
 	b.Artifacts = newArtifacts(t, store, t.TempDir())
 	check("another researcher", locateItem(t, b, episode, ringClip, clips[3]), want(ringClip, clips[3]), 0)

@@ -123,11 +123,13 @@ func Definition(loc ClipLocator) service.Definition {
 			if err := env.LoadConfig(ctx, &cfg); err != nil {
 				return err
 			}
+			var kept *artifact.Cache
 			if k, ok := loc.(ArtifactKeeper); ok {
 				c, err := cfg.artifacts(env.Blob, env.Log)
 				if err != nil {
 					return err
 				}
+				kept = c
 				if c != nil {
 					k.KeepArtifacts(c, env.Log)
 					st := c.Stats()
@@ -138,8 +140,18 @@ func Definition(loc ClipLocator) service.Definition {
 			if err != nil {
 				return err
 			}
+			r.artifacts = kept
 			env.Ready()
-			return r.Run(ctx)
+			err = r.Run(ctx)
+			if r.artifacts != nil {
+				// What was analysed goes to the store before the process ends.
+				wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 20*time.Second)
+				defer cancel()
+				if werr := r.artifacts.Wait(wctx); werr != nil {
+					env.Log.Warn("analysed audio not all uploaded at shutdown", "err", werr)
+				}
+			}
+			return err
 		},
 	}
 }
@@ -160,6 +172,8 @@ type Researcher struct {
 	lease atomic.Value
 	// verified remembers media whose sha256 was checked.
 	verified verifiedMedia
+	// artifacts keeps the locator's analysed audio (nil: none).
+	artifacts *artifact.Cache
 }
 
 var badKeyChars = regexp.MustCompile(`[^-_=.a-zA-Z0-9]`)
