@@ -134,64 +134,70 @@ func BenchmarkResearchAtScale(b *testing.B) {
 		l.Artifacts = c
 		return l
 	}
-	for range b.N {
-		fmt.Printf("\n%d-minute episode (44.1 kHz WAV), items of %d clips; pairs are (episode-hour × clip) per core-second\n\n", minutes, perItem)
-		// Today: two items.
-		runtime.GC()
-		t0 := cpuTime()
-		researchItems(b, locate.NewLocator(), episode, clips[:min(2*perItem, top)], perItem)
-		todayItem := (cpuTime() - t0) / time.Duration((min(2*perItem, top)+perItem-1)/perItem)
-		todayRate := float64(perItem) * hours / todayItem.Seconds()
-		fmt.Printf("today: %.2f core-s an item, %.2f pairs per core-second at any number of clips\n\n", todayItem.Seconds(), todayRate)
-		fmt.Println("| active clips | items | kept, new clips: core-s | pairs/core-s | × today | kept, known clips: core-s | pairs/core-s | × today | first item: core-s | × today's item | its upload: core-s | peak RSS |")
-		fmt.Println("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
-		for k, n := range sizes {
-			// New clips: a fresh store prefix per size is not needed,
-			// the episode and clips are new to this researcher's
-			// directory and to the store (keys differ by sha256 only
-			// for clips; the episode is analysed again: a new sha).
-			ep := fileAudio("ep:1", epPath, fmt.Sprintf("%063x%d", k, 1))
-			cs := make([]researcher.Audio, n)
-			for i := range n {
-				cs[i] = fileAudio(fmt.Sprint("clip:", i), clips[i].Ref.Media.Key, fmt.Sprintf("%056x%08x", k+1, i))
+	// Today: two items.
+	runtime.GC()
+	t0 := cpuTime()
+	researchItems(b, locate.NewLocator(), episode, clips[:min(2*perItem, top)], perItem)
+	todayItem := (cpuTime() - t0) / time.Duration((min(2*perItem, top)+perItem-1)/perItem)
+	todayRate := float64(perItem) * hours / todayItem.Seconds()
+	fmt.Printf("\n%d-minute episode (44.1 kHz WAV), items of %d clips; pairs are (episode-hour × clip) per core-second\n", minutes, perItem)
+	fmt.Printf("today: %.2f core-s an item, %.2f pairs per core-second at any number of clips\n\n", todayItem.Seconds(), todayRate)
+	fmt.Println("| active clips | items | kept, new clips: core-s | pairs/core-s | × today | kept, known clips: core-s | pairs/core-s | × today | first item: core-s | × today's item | its upload: core-s | peak RSS |")
+	fmt.Println("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+	for k, n := range sizes {
+		b.Run(fmt.Sprint("n=", n), func(b *testing.B) {
+			for range b.N {
+				// New clips: the episode and clips new to this researcher's
+				// directory and to the store (their sha256s are new).
+				ep := fileAudio("ep:1", epPath, fmt.Sprintf("%063x%d", k, 1))
+				cs := make([]researcher.Audio, n)
+				for i := range n {
+					cs[i] = fileAudio(fmt.Sprint("clip:", i), clips[i].Ref.Media.Key, fmt.Sprintf("%056x%08x", k+1, i))
+				}
+				l := keeping(fmt.Sprint("new", k))
+				runtime.GC()
+				testenv.ResetPeakRSS()
+				t0 := cpuTime()
+				researchItems(b, l, ep, cs[:min(perItem, n)], perItem)
+				first := cpuTime() - t0
+				// Its print goes to the store in the background: counted
+				// apart (once per episode), and in the totals.
+				if err := l.Artifacts.Wait(context.Background()); err != nil {
+					b.Fatal(err)
+				}
+				upload := cpuTime() - t0 - first
+				researchItems(b, l, ep, cs[min(perItem, n):], perItem)
+				if err := l.Artifacts.Wait(context.Background()); err != nil {
+					b.Fatal(err)
+				}
+				cold := cpuTime() - t0
+				// Known clips: the same clips, kept; another episode (its
+				// own sha256), new to the store.
+				ep2 := fileAudio("ep:2", epPath, fmt.Sprintf("%063x%d", k, 2))
+				runtime.GC()
+				t0 = cpuTime()
+				found := researchItems(b, l, ep2, cs, perItem)
+				if err := l.Artifacts.Wait(context.Background()); err != nil {
+					b.Fatal(err)
+				}
+				warm := cpuTime() - t0
+				peak := testenv.PeakRSS(b)
+				items := (n + perItem - 1) / perItem
+				pairs := float64(n) * hours
+				fmt.Printf("| %d | %d | %.1f | %.1f | %.1f× | %.1f | %.1f | %.1f× | %.2f | %.2f× | %.2f | %d MiB |\n", n, items,
+					cold.Seconds(), pairs/cold.Seconds(), pairs/cold.Seconds()/todayRate,
+					warm.Seconds(), pairs/warm.Seconds(), pairs/warm.Seconds()/todayRate,
+					first.Seconds(), first.Seconds()/todayItem.Seconds(), upload.Seconds(), peak>>20)
+				if found == 0 && n >= 10 {
+					b.Errorf("%d clips: nothing found, though a clip in ten plays", n)
+				}
+				b.ReportMetric(todayRate, "today-pairs/core-s")
+				b.ReportMetric(pairs/cold.Seconds(), "new-clips-pairs/core-s")
+				b.ReportMetric(pairs/warm.Seconds(), "known-clips-pairs/core-s")
+				b.ReportMetric(pairs/warm.Seconds()/todayRate, "known-clips-x-today")
+				b.ReportMetric(first.Seconds()/todayItem.Seconds(), "first-item-x-today")
+				b.ReportMetric(float64(peak)/(1<<20), "peak-MiB")
 			}
-			l := keeping(fmt.Sprint("new", k))
-			runtime.GC()
-			testenv.ResetPeakRSS()
-			t0 := cpuTime()
-			researchItems(b, l, ep, cs[:min(perItem, n)], perItem)
-			first := cpuTime() - t0
-			// Its print goes to the store in the background: counted
-			// apart (once per episode), and in the totals.
-			if err := l.Artifacts.Wait(context.Background()); err != nil {
-				b.Fatal(err)
-			}
-			upload := cpuTime() - t0 - first
-			researchItems(b, l, ep, cs[min(perItem, n):], perItem)
-			if err := l.Artifacts.Wait(context.Background()); err != nil {
-				b.Fatal(err)
-			}
-			cold := cpuTime() - t0
-			// Known clips: the same clips, kept; another episode (its own
-			// sha256), new to the store.
-			ep2 := fileAudio("ep:2", epPath, fmt.Sprintf("%063x%d", k, 2))
-			runtime.GC()
-			t0 = cpuTime()
-			found := researchItems(b, l, ep2, cs, perItem)
-			if err := l.Artifacts.Wait(context.Background()); err != nil {
-				b.Fatal(err)
-			}
-			warm := cpuTime() - t0
-			peak := testenv.PeakRSS(b)
-			items := (n + perItem - 1) / perItem
-			pairs := float64(n) * hours
-			fmt.Printf("| %d | %d | %.1f | %.1f | %.1f× | %.1f | %.1f | %.1f× | %.2f | %.2f× | %.2f | %d MiB |\n", n, items,
-				cold.Seconds(), pairs/cold.Seconds(), pairs/cold.Seconds()/todayRate,
-				warm.Seconds(), pairs/warm.Seconds(), pairs/warm.Seconds()/todayRate,
-				first.Seconds(), first.Seconds()/todayItem.Seconds(), upload.Seconds(), peak>>20)
-			if found == 0 && n >= 10 {
-				b.Errorf("%d clips: nothing found, though a clip in ten plays", n)
-			}
-		}
+		})
 	}
 }
