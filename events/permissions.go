@@ -47,7 +47,7 @@ var accessOf = map[string]access{
 		reads: []string{StreamWorks},
 	},
 	"pwa": {
-		publishes:  []string{SubjectWorkItem},
+		publishes:  []string{SubjectWorkItem, SubjectMediaRetired},
 		subscribes: []string{SubjectPWAWake},
 		consumers:  []Consumer{PWAWorks, PWARecorded},
 		inspects:   []Consumer{Researchers}, // the queue's depth
@@ -59,7 +59,7 @@ var accessOf = map[string]access{
 	},
 	"researcher": {
 		publishes:  []string{SubjectResearchCompleted, SubjectPWAWake},
-		consumers:  []Consumer{Researchers},
+		consumers:  []Consumer{Researchers, ResearchersRetired},
 		buckets:    []string{BucketResearchers},
 		bucketPuts: true,
 	},

@@ -26,6 +26,7 @@ func init() {
 	register(Kind{Type: TypeRejected, Subject: SubjectRejectedPrefix + ".*", New: func() Event { return new(Rejected) }})
 	register(Kind{Type: TypeGraphMatched, Subject: SubjectGraphMatched, New: func() Event { return new(GraphMatched) }})
 	register(Kind{Type: TypeWorkItem, Subject: SubjectWorkItem, New: func() Event { return new(WorkItem) }})
+	register(Kind{Type: TypeMediaRetired, Subject: SubjectMediaRetired, New: func() Event { return new(MediaRetired) }})
 	register(Kind{Type: TypeResearchCompleted, Subject: SubjectResearchCompleted, New: func() Event { return new(ResearchCompleted) }})
 	register(Kind{Type: TypeObjectRecorded, Subject: SubjectObjectRecorded, New: func() Event { return new(ObjectRecorded) }})
 	register(Kind{Type: TypeObjectDeleted, Subject: SubjectObjectDeleted, New: func() Event { return new(ObjectDeleted) }})

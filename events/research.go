@@ -24,6 +24,11 @@ const (
 	// that capacity may have changed (a lease revoked, a researcher arrived).
 	SubjectPWAWake = "research.pwa.wake"
 
+	// SubjectMediaRetired carries MediaRetired from the pwa to researchers.
+	SubjectMediaRetired = "research.media.retired"
+	// StreamResearchRetired holds retired media until a researcher has
+	// forgotten what it derived from them.
+	StreamResearchRetired = "RESEARCH_RETIRED"
 	// StreamResearchWork is the pending-work queue.
 	StreamResearchWork = "RESEARCH_WORK"
 	// StreamResearchResults is the completed-research queue.
@@ -218,6 +223,16 @@ func ResearchStreams(replicas int) []jetstream.StreamConfig {
 			Replicas:    replicas,
 		},
 		{
+			Name:        StreamResearchRetired,
+			Description: "Media no active work names any more, whose derived data (prints) researchers discard.",
+			Subjects:    []string{SubjectMediaRetired},
+			Retention:   jetstream.WorkQueuePolicy,
+			MaxAge:      7 * 24 * time.Hour,
+			Duplicates:  defaultDuplicateWindow,
+			Storage:     jetstream.FileStorage,
+			Replicas:    replicas,
+		},
+		{
 			Name:        StreamResearchResults,
 			Description: "Completed research, one message per clip, for the cwa.",
 			Subjects:    []string{SubjectResearchCompleted},
@@ -243,6 +258,20 @@ var (
 			AckWait:       time.Minute,
 			MaxDeliver:    defaultConsumerMaxDeliver,
 			MaxAckPending: 1000,
+		},
+	}
+	// ResearchersRetired is the researchers' shared consumer of retired
+	// media: one of them discards what was derived from each (in the blob
+	// store, and in its own directory).
+	ResearchersRetired = Consumer{
+		Stream: StreamResearchRetired,
+		Config: jetstream.ConsumerConfig{
+			Durable:       "researchers-retired",
+			Description:   "researchers: discard the prints of media no work names",
+			AckPolicy:     jetstream.AckExplicitPolicy,
+			AckWait:       defaultConsumerAckWait,
+			MaxDeliver:    defaultConsumerMaxDeliver,
+			MaxAckPending: 100,
 		},
 	}
 	// CWAResults is the cwa replicas' shared consumer of results.
@@ -278,3 +307,43 @@ var (
 		},
 	}
 )
+
+// TypeMediaRetired is the event type of MediaRetired.
+const TypeMediaRetired = "research.media.retired"
+
+// MediaRetired says that no active work names a piece of audio any more:
+// its work's media changed to other bytes, or the work is gone. What
+// researchers derived from it (its prints) is discarded.
+type MediaRetired struct {
+	// SHA256 is the audio's sha256 (64 lower-case hex digits).
+	SHA256 string `msgpack:"sha256" json:"sha256"`
+	// Work is the work that last named it ("source:id").
+	Work string `msgpack:"work" json:"work"`
+	// Reason is "media-changed" or "gone".
+	Reason string `msgpack:"reason" json:"reason"`
+}
+
+// Reasons of MediaRetired.
+const (
+	RetiredMediaChanged = "media-changed"
+	RetiredGone         = "gone"
+)
+
+// EventType implements Event.
+func (MediaRetired) EventType() string { return TypeMediaRetired }
+
+// EventSchemaVersion implements Event.
+func (MediaRetired) EventSchemaVersion() int { return 1 }
+
+// Validate implements Event.
+func (m *MediaRetired) Validate() error {
+	switch {
+	case !sha256Hex.MatchString(m.SHA256):
+		return &FieldError{Field: "sha256", Msg: "must be 64 lower-case hex digits"}
+	case m.Work == "":
+		return &FieldError{Field: "work", Msg: "is required"}
+	case m.Reason != RetiredMediaChanged && m.Reason != RetiredGone:
+		return &FieldError{Field: "reason", Msg: "must be media-changed or gone"}
+	}
+	return nil
+}

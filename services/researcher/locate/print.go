@@ -1,7 +1,6 @@
 package locate
 
 import (
-	"bufio"
 	"cmp"
 	"context"
 	"encoding/binary"
@@ -29,7 +28,7 @@ import (
 // PrintWriter records an episode's print and samples as a Matcher
 // streams the episode (Matcher.Record).
 type PrintWriter struct {
-	prints, samples *bufio.Writer
+	prints, samples io.Writer
 	env             [Bands]float32
 	hashes          []Hash
 	open            bool
@@ -47,9 +46,11 @@ type PrintInfo struct {
 	Samples int64 `json:"samples"`
 }
 
-// NewPrintWriter records a print to prints and the samples to samples.
+// NewPrintWriter records a print to prints and the samples to samples,
+// in writes of a frame's record and of a block of samples (buffer them
+// where that matters: artifact writers do).
 func NewPrintWriter(prints, samples io.Writer) *PrintWriter {
-	return &PrintWriter{prints: bufio.NewWriterSize(prints, 1<<16), samples: bufio.NewWriterSize(samples, 1<<16)}
+	return &PrintWriter{prints: prints, samples: samples}
 }
 
 // frame starts frame t's record with its envelopes.
@@ -108,12 +109,6 @@ func (w *PrintWriter) writeSamples(x []float32) {
 // was recorded. It does not close the writers it was given.
 func (w *PrintWriter) Close() (PrintInfo, error) {
 	w.endFrame()
-	if w.err == nil {
-		w.err = w.prints.Flush()
-	}
-	if w.err == nil {
-		w.err = w.samples.Flush()
-	}
 	return w.info, w.err
 }
 

@@ -7,6 +7,8 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"runtime/pprof"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -144,6 +146,37 @@ func BenchmarkResearchAtScale(b *testing.B) {
 	fmt.Printf("today: %.2f core-s an item, %.2f pairs per core-second at any number of clips\n\n", todayItem.Seconds(), todayRate)
 	fmt.Println("| active clips | items | kept, new clips: core-s | pairs/core-s | × today | kept, known clips: core-s | pairs/core-s | × today | first item: core-s | × today's item | its upload: core-s | peak RSS |")
 	fmt.Println("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+	// The first item of an episode against today's item, alternately
+	// (the machine's drift falls on both), each time new audio to both.
+	b.Run("first-item", func(b *testing.B) {
+		var ratios []float64
+		for r := range 5 {
+			cs := make([]researcher.Audio, perItem)
+			for i := range cs {
+				cs[i] = fileAudio(fmt.Sprint("clip:", i), clips[i].Ref.Media.Key, fmt.Sprintf("%054xff%08x", r, i))
+			}
+			runtime.GC()
+			t0 := cpuTime()
+			pprof.Do(context.Background(), pprof.Labels("item", "today"), func(context.Context) {
+				researchItems(b, locate.NewLocator(), episode, cs, perItem)
+			})
+			today := cpuTime() - t0
+			l := keeping(fmt.Sprint("first", r))
+			runtime.GC()
+			t0 = cpuTime()
+			pprof.Do(context.Background(), pprof.Labels("item", "first"), func(context.Context) {
+				researchItems(b, l, fileAudio("ep:1", epPath, fmt.Sprintf("%062xff", r)), cs, perItem)
+			})
+			first := cpuTime() - t0
+			if err := l.Artifacts.Wait(context.Background()); err != nil {
+				b.Fatal(err)
+			}
+			ratios = append(ratios, first.Seconds()/today.Seconds())
+		}
+		slices.Sort(ratios)
+		fmt.Printf("first item of an episode against today's item, five alternate rounds: median %.3f× (%.3f to %.3f)\n\n", ratios[2], ratios[0], ratios[4])
+		b.ReportMetric(ratios[2], "first-item-x-today-median")
+	})
 	for k, n := range sizes {
 		b.Run(fmt.Sprint("n=", n), func(b *testing.B) {
 			for range b.N {
