@@ -2,6 +2,7 @@ package research_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -96,5 +97,52 @@ func TestLeaseDuringAMediaChangeGetsTheNewMedia(t *testing.T) {
 	l := <-got
 	if l == nil || len(l.Clips) != 1 || l.Clips[0].Media.Key != "audio/c-new" {
 		t.Fatalf("lease after the change: %+v, want clip c with its new media", l)
+	}
+}
+
+// TestRetiredMedia: a work's old sha256 is retired when its media changes
+// to other bytes or the work is gone, once no active work names it: not
+// while another episode or clip still does, not when only the key moved,
+// not for a replay, and not for a work merged into another (its research
+// carries over).
+func TestRetiredMedia(t *testing.T) {
+	db := testenv.DB(t, migrations.Schema)
+	s := research.New(db)
+	ctx := context.Background()
+	at := 0
+	apply := func(kind, key, sha, state string) *events.MediaRetired {
+		t.Helper()
+		at++
+		w := work(kind, key, 1, 1)
+		w.Version, w.Media, w.State = day.Add(time.Duration(at)*time.Hour), events.Media{Key: key + ".wav", SHA256: sha}, state
+		if state == events.WorkRedirect {
+			w.RedirectTo = "elsewhere"
+		}
+		out, retired, err := s.ApplyWork(ctx, w)
+		if err != nil || out != research.Applied {
+			t.Fatalf("%s %s: %v %v", kind, key, out, err)
+		}
+		return retired
+	}
+	sha := func(c byte) string { return strings.Repeat(string(c), 64) }
+	want := func(what string, got *events.MediaRetired, sha, reason string) {
+		t.Helper()
+		if sha == "" && got != nil || sha != "" && (got == nil || got.SHA256 != sha || got.Reason != reason) {
+			t.Errorf("%s: retired %+v, want %q (%s)", what, got, sha, reason)
+		}
+	}
+	want("a new episode", apply("episode", "e1", sha('a'), events.WorkMerged), "", "")
+	want("a clip of the same audio", apply("clip", "c1", sha('a'), events.WorkMerged), "", "")
+	want("the episode's media changes, the clip still names it", apply("episode", "e1", sha('b'), events.WorkMerged), "", "")
+	want("the clip's media changes too", apply("clip", "c1", sha('c'), events.WorkMerged), sha('a'), events.RetiredMediaChanged)
+	want("the episode's key moves, same bytes", apply("episode", "e1", sha('b'), events.WorkMerged), "", "")
+	want("the episode is gone", apply("episode", "e1", sha('b'), events.WorkGone), sha('b'), events.RetiredGone)
+	want("a gone work again", apply("episode", "e1", sha('b'), events.WorkGone), "", "")
+	want("a clip merged into another", apply("clip", "c1", sha('c'), events.WorkRedirect), "", "")
+	// A replay of the last version retires nothing.
+	w := work("clip", "c1", 1, 1)
+	w.Version, w.Media, w.State, w.RedirectTo = day.Add(time.Duration(at)*time.Hour), events.Media{Key: "c1.wav", SHA256: sha('c')}, events.WorkRedirect, "elsewhere"
+	if out, retired, err := s.ApplyWork(ctx, w); err != nil || out != research.Replay || retired != nil {
+		t.Errorf("a replay: %v %+v %v", out, retired, err)
 	}
 }

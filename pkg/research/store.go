@@ -66,6 +66,16 @@ const (
 // newer version wins, equal is a replay, older is skipped. Only works in
 // state "work" are researched; a redirect or gone key is kept inactive.
 func (s *Store) UpsertWork(ctx context.Context, w *events.WorkUpserted) (Outcome, error) {
+	out, _, err := s.ApplyWork(ctx, w)
+	return out, err
+}
+
+// ApplyWork is UpsertWork, and says which media the change retired:
+// the sha256 the work named before, when its media changed to other
+// bytes or the work is gone, and no active work names it any more
+// (what researchers derived from it can be discarded).
+func (s *Store) ApplyWork(ctx context.Context, w *events.WorkUpserted) (Outcome, *events.MediaRetired, error) {
+	var retired *events.MediaRetired
 	// A work whose media changes is researched again (a parked episode
 	// too): the change is timed, so that results of older leases are
 	// refused, and the work's results and pairs are deleted below.
@@ -129,6 +139,27 @@ SELECT coalesce((SELECT id FROM up), 0), (SELECT active FROM prior), (SELECT ver
 				return err
 			}
 		}
+		// The media the work named before, retired if no active work
+		// names it now (this one's new version included).
+		old := derefString(priorSHA)
+		reason := ""
+		switch {
+		case old == "" || wasActive == nil || !*wasActive:
+		case active && old != w.Media.SHA256:
+			reason = events.RetiredMediaChanged
+		case w.State == events.WorkGone:
+			reason = events.RetiredGone
+		}
+		if reason != "" {
+			var named bool
+			if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM research.episodes WHERE active AND media_sha256 = $1)
+				OR EXISTS (SELECT 1 FROM research.clips WHERE active AND media_sha256 = $1)`, old).Scan(&named); err != nil {
+				return fmt.Errorf("is media %s still named: %w", old, err)
+			}
+			if !named {
+				retired = &events.MediaRetired{SHA256: old, Work: w.Key, Reason: reason}
+			}
+		}
 		// A new work changes counters only if it is active: a clip key
 		// first seen as a redirect or gone counts in no episode.
 		changed := wasActive == nil && active || wasActive != nil && *wasActive != active
@@ -159,7 +190,10 @@ SELECT coalesce((SELECT id FROM up), 0), (SELECT active FROM prior), (SELECT ver
 		}
 		return nil
 	})
-	return out, err
+	if err != nil {
+		retired = nil
+	}
+	return out, retired, err
 }
 
 // mediaChangedSQL is MediaChanged of the row t and the incoming EXCLUDED.

@@ -28,6 +28,7 @@ import (
 	"github.com/archivist/archivist/services/archivist/researchcmd"
 	"github.com/archivist/archivist/services/cwa/cwa"
 	"github.com/archivist/archivist/services/pwa/pwa"
+	"github.com/archivist/archivist/services/researcher/artifact"
 	"github.com/archivist/archivist/services/researcher/locate"
 	"github.com/archivist/archivist/services/researcher/locate/locatetest"
 	"github.com/archivist/archivist/services/researcher/researcher"
@@ -561,6 +562,53 @@ func TestResearchWithTheFingerprintLocator(t *testing.T) {
 				}
 			}
 		}
+	}
+
+	// Each episode and clip was analysed once, its prints kept in the
+	// store under its sha256.
+	ctx := context.Background()
+	kept := func(body []byte) int {
+		sum := sha256.Sum256(body)
+		n := 0
+		for _, err := range w.shared.Blob.List(ctx, artifact.Prefix+artifact.MediaPrefix(hex.EncodeToString(sum[:]))) {
+			if err != nil {
+				t.Fatal(err)
+			}
+			n++
+		}
+		return n
+	}
+	old := audio(events.KindEpisode, 0)
+	deadline := time.Now().Add(30 * time.Second)
+	for kept(old) < 2 || kept(audio(events.KindClip, 0)) < 1 { // uploaded in the background
+		if time.Now().After(deadline) {
+			t.Fatalf("prints kept: episode %d, clip %d; want the episode's print and samples, the clip's print", kept(old), kept(audio(events.KindClip, 0)))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	// The episode's audio changes: its old prints are discarded from the
+	// store, and it is researched (and analysed) again.
+	changed := locatetest.WAV(locatetest.Bed(99, 40, rate), rate)
+	if _, err := w.shared.Blob.Put(ctx, "audio/ep:000-v2", bytes.NewReader(changed), nil); err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256(changed)
+	at := time.Date(2026, 2, 2, 0, 0, 0, 0, time.UTC)
+	env, err := events.NewAt("curator", at, &events.WorkUpserted{Kind: events.KindEpisode, Key: "ep:000", Version: at, State: events.WorkMerged, Title: "ep:000",
+		Media: events.Media{Key: "audio/ep:000-v2", SHA256: hex.EncodeToString(sum[:])}, InitialCuratedAt: at, LatestCuratedAt: at})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.bus.Publish(ctx, events.WorkSubject(events.KindEpisode, "ep:000"), env); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(30 * time.Second); kept(old) > 0 || kept(changed) < 2; time.Sleep(100 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("after the episode's media changed: %d prints of the old audio kept, %d of the new; want none and two", kept(old), kept(changed))
+		}
+	}
+	if kept(audio(events.KindEpisode, 1)) < 2 {
+		t.Error("the other episode's prints were discarded too")
 	}
 }
 

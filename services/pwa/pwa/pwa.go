@@ -211,14 +211,35 @@ func (p *PWA) Recorded(ctx context.Context, m *bus.Message[events.ObjectRecorded
 }
 
 func (p *PWA) Work(ctx context.Context, m *bus.Message[events.WorkUpserted]) error {
-	out, err := p.store.UpsertWork(ctx, m.Event)
+	out, retired, err := p.store.ApplyWork(ctx, m.Event)
 	if err != nil {
 		return err
 	}
 	if out == research.Applied {
 		p.Wake()
 	}
+	if retired != nil {
+		p.retire(ctx, retired, m.Event.Version)
+	}
 	return nil
+}
+
+// retire tells researchers that no work names a piece of audio any more,
+// so that they discard what they derived from it. Best effort: the
+// work's change is committed, and a retirement that cannot be published
+// leaves its prints in the blob store (a warning), never the works
+// waiting.
+func (p *PWA) retire(ctx context.Context, r *events.MediaRetired, version time.Time) {
+	env, err := events.New(p.bus.Producer(), r)
+	if err == nil {
+		env.ID = fmt.Sprintf("retired:%s:%s", r.SHA256, version.UTC().Format(time.RFC3339Nano))
+		_, err = p.bus.Publish(ctx, events.SubjectMediaRetired, env)
+	}
+	if err != nil {
+		p.log.Warn("media retirement not published; its prints stay in the blob store", "sha256", r.SHA256, "work", r.Work, "err", err)
+		return
+	}
+	p.log.Info("media retired", "sha256", r.SHA256, "work", r.Work, "reason", r.Reason)
 }
 
 // Loop activates on every wake and at least every Interval until ctx ends;

@@ -211,6 +211,17 @@ func (r *Researcher) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	if r.artifacts != nil {
+		retired, err := bus.Consume(ctx, r.bus, events.ResearchersRetired, r.Retired)
+		if err != nil {
+			return err
+		}
+		defer func() {
+			sctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+			defer cancel()
+			_ = retired.Stop(sctx)
+		}()
+	}
 	r.log.Info("researching")
 	every := r.cfg.Research.LivenessTTL / 3
 	t := time.NewTicker(every)
@@ -258,6 +269,17 @@ func (r *Researcher) setBusy(ctx context.Context, busy bool, lease string) {
 	if err := r.announce(ctx); err != nil {
 		r.log.Warn("announce", "err", err)
 	}
+}
+
+// Retired discards what was derived from audio no work names any more:
+// in the blob store, and in this researcher's directory (other
+// researchers' directories drop theirs as they evict).
+func (r *Researcher) Retired(ctx context.Context, m *bus.Message[events.MediaRetired]) error {
+	if err := r.artifacts.DiscardAll(ctx, artifact.MediaPrefix(m.Event.SHA256)); err != nil {
+		return fmt.Errorf("discard the prints of %s: %w", m.Event.SHA256, err)
+	}
+	r.log.Info("prints of retired media discarded", "sha256", m.Event.SHA256, "work", m.Event.Work, "reason", m.Event.Reason)
+	return nil
 }
 
 // heldLease is the lease of the item in hand, and since when.
