@@ -55,6 +55,9 @@ func (l *Locator) clipPrint(ctx context.Context, a researcher.Audio) (*ClipPrint
 	if keep {
 		cp, err := l.openClipPrint(ctx, key)
 		if err == nil {
+			if err := check(ctx, a); err != nil {
+				return nil, err
+			}
 			cp.Name = a.Ref.Key
 			return cp, nil
 		}
@@ -182,6 +185,11 @@ func (l *Locator) search(ctx context.Context, a researcher.Audio, x *Index) ([]O
 		l.unreadable(ctx, prefix+"high", err)
 	}
 	if low != nil && (high != nil || !x.HighBand() || !hasHighBand(low.meta.Rate)) {
+		if err := check(ctx, a); err != nil {
+			low.close()
+			high.close()
+			return nil, err
+		}
 		m := NewMatcher(x)
 		err := m.Replay(ctx, low.print(), high.print())
 		low.close()
@@ -300,4 +308,13 @@ func (l *Locator) commit(ctx context.Context, b *bandWriter, rate int) {
 	if err := b.prints.Commit(ctx, meta); err != nil {
 		l.log().Warn("keep episode print", "artifact", b.key, "err", err)
 	}
+}
+
+// check asks whether a's audio is still there and still its bytes
+// (researcher.Audio.Check) before what was derived from it is used.
+func check(ctx context.Context, a researcher.Audio) error {
+	if a.Check == nil {
+		return nil
+	}
+	return a.Check(ctx)
 }

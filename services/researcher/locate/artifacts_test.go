@@ -173,6 +173,30 @@ func TestEachEpisodeAndClipIsAnalysedOnce(t *testing.T) {
 	if n := ringClip.opens.Load(); n != 1 {
 		t.Errorf("the ringing was opened %d times, want once", n)
 	}
+
+	// Audio whose object is no longer its bytes is its fault, kept
+	// print or not: a clip's alone, the episode's the item's.
+	bad := func(m *media) researcher.Audio {
+		au := m.audio()
+		au.Check = func(context.Context) error {
+			return &researcher.MediaMismatchError{Key: au.Ref.Media.Key, Want: au.Ref.Media.SHA256, Got: "other"}
+		}
+		return au
+	}
+	var failed error
+	err = a.Locate(context.Background(), episode.audio(), []researcher.Audio{bad(clips[0]), clips[1].audio()}, func(i int, occ []events.Occurrence, failure error) error {
+		if i == 0 {
+			failed = failure
+		}
+		return nil
+	})
+	if err != nil || !researcher.IsClipFault(failed) {
+		t.Errorf("a clip whose object changed: item %v, clip %v; want the clip's fault alone", err, failed)
+	}
+	err = a.Locate(context.Background(), bad(episode), []researcher.Audio{clips[1].audio()}, func(int, []events.Occurrence, error) error { return nil })
+	if !researcher.IsClipFault(err) {
+		t.Errorf("an episode whose object changed: %v, want its fault", err)
+	}
 }
 
 // TestAClipBeyondTheIndexBoundFailsAlone: a clip longer than the index

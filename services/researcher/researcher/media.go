@@ -92,3 +92,19 @@ func (r *Researcher) openMedia(ctx context.Context, ref events.AudioRef) (io.Rea
 	}
 	return rc, nil
 }
+
+// checkMedia tells whether ref's audio is in the store and, where the
+// store keeps a sha256 of it (the local store; S3 objects put with one),
+// whether that is the sha256 the catalog declares: what openMedia checks,
+// without reading the object.
+func (r *Researcher) checkMedia(ctx context.Context, ref events.AudioRef) error {
+	info, err := r.blob.Stat(ctx, ref.Media.Key)
+	if err != nil {
+		return fmt.Errorf("audio of %s: %w", ref.Key, err)
+	}
+	want := strings.ToLower(ref.Media.SHA256)
+	if want != "" && info.Checksum.Algorithm == "sha256" && info.Checksum.Value != want {
+		return fmt.Errorf("audio of %s: %w", ref.Key, &MediaMismatchError{Key: ref.Media.Key, Want: want, Got: info.Checksum.Value})
+	}
+	return nil
+}

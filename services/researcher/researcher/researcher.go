@@ -39,6 +39,11 @@ type Audio struct {
 	Ref events.AudioRef
 	// Open streams the audio.
 	Open func(ctx context.Context) (io.ReadCloser, error)
+	// Check, when set, tells without reading it whether the audio is
+	// still there and, where the store knows its sha256, still the bytes
+	// Ref declares: a locator that uses what it derived from the audio
+	// earlier calls it instead of Open (its errors are Open's).
+	Check func(ctx context.Context) error
 }
 
 // ClipLocator finds every occurrence of each clip in an episode. It calls
@@ -385,7 +390,8 @@ func (r *Researcher) Item(ctx context.Context, m *bus.Message[events.WorkItem]) 
 }
 
 func (r *Researcher) audio(ref events.AudioRef) Audio {
-	return Audio{Ref: ref, Open: func(ctx context.Context) (io.ReadCloser, error) { return r.openMedia(ctx, ref) }}
+	return Audio{Ref: ref, Open: func(ctx context.Context) (io.ReadCloser, error) { return r.openMedia(ctx, ref) },
+		Check: func(ctx context.Context) error { return r.checkMedia(ctx, ref) }}
 }
 
 // IsClipFault reports whether err is a fault of the audio itself rather
