@@ -10,7 +10,9 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"runtime/pprof"
 	"strings"
 	"syscall"
 	"testing"
@@ -29,7 +31,8 @@ func processCPU() time.Duration {
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
-// BenchmarkDevResearch40Clips: one 13-minute episode (44.1 kHz WAV)
+// BenchmarkDevResearch40Clips: one 13-minute episode (44.1 kHz WAV, and
+// the same as 128 kb/s MP3)
 // against 40 clips (2 to 8 s, ten of them played in it), curated into
 // `archivist dev` as a new user would: the CPU of the whole process
 // (every service, NATS) from the first curation until the 40 results are
@@ -66,6 +69,34 @@ func BenchmarkDevResearch40Clips(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+	// The episode as WAV (the cheapest to decode: the system's own cost
+	// weighs most) and as 128 kb/s MP3 (what archives hold most).
+	if _, err := exec.LookPath("lame"); err != nil {
+		b.Fatal("lame not found (apt-get install lame): it makes the MP3 episode")
+	}
+	if out, err := exec.Command("lame", "--quiet", "-b", "128", filepath.Join(dir, "episode.wav"), filepath.Join(dir, "episode.mp3")).CombinedOutput(); err != nil {
+		b.Fatalf("lame: %v\n%s", err, out)
+	}
+	episodeWAV := wavs["episode"]
+	for _, format := range []string{"wav", "mp3"} {
+		b.Run(format, func(b *testing.B) {
+			delete(wavs, "episode")
+			if format == "mp3" {
+				mp3, err := os.ReadFile(filepath.Join(dir, "episode.mp3"))
+				if err != nil {
+					b.Fatal(err)
+				}
+				wavs["episode"] = mp3
+			} else {
+				wavs["episode"] = episodeWAV
+			}
+			researchInDev(b, dir, clipDir, wavs, format, clips)
+		})
+	}
+}
+
+// researchInDev is one format's run of BenchmarkDevResearch40Clips.
+func researchInDev(b *testing.B, dir, clipDir string, wavs map[string][]byte, format string, clips int) {
 	for range b.N {
 		o := devOptions(b)
 		stop, out := runDev(b, o)
@@ -105,18 +136,29 @@ func BenchmarkDevResearch40Clips(b *testing.B) {
 		// media is): storing it is not research.
 		ctx := context.Background()
 		for name, w := range wavs {
-			if _, err := blobs.Put(ctx, "bench/audio/"+name+".wav", bytes.NewReader(w), nil); err != nil {
+			if _, err := blobs.Put(ctx, mediaKey(name, format), bytes.NewReader(w), nil); err != nil {
 				b.Fatal(err)
 			}
 		}
 		at := time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)
+		// ARCHIVIST_DEV_RESEARCH_PROFILE names a CPU profile of the
+		// research alone (from the first curation to the last result).
+		if path := os.Getenv("ARCHIVIST_DEV_RESEARCH_PROFILE"); path != "" {
+			f, err := os.Create(path)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if err := pprof.StartCPUProfile(f); err != nil {
+				b.Fatal(err)
+			}
+		}
 		c0, w0 = processCPU(), time.Now()
 		for name, w := range wavs {
 			kind := "clip"
 			if name == "episode" {
 				kind = "episode"
 			}
-			key := "bench/audio/" + name + ".wav"
+			key := mediaKey(name, format)
 			sum := sha256.Sum256(w)
 			if body, code := do(http.MethodPost, "http://"+o.CuratorAddr+"/v1/"+kind+"s", map[string]any{"id": name, "title": name,
 				"media": map[string]string{"key": key, "sha256": hex.EncodeToString(sum[:])}, "priority": 0,
@@ -141,20 +183,30 @@ func BenchmarkDevResearch40Clips(b *testing.B) {
 		}
 		wall := time.Since(w0)
 		raw := processCPU() - c0
+		pprof.StopCPUProfile()
 		research := raw - time.Duration(idle*float64(wall))
 		if err := stop(); err != nil {
 			b.Error(err)
 		}
 		c0 = processCPU()
-		found, err := locatecmd.Locate(ctx, filepath.Join(dir, "episode.wav"), clipDir)
+		found, err := locatecmd.Locate(ctx, filepath.Join(dir, "episode."+format), clipDir)
 		if err != nil {
 			b.Fatal(err)
 		}
 		locateCPU := processCPU() - c0
-		fmt.Printf("\n13-minute episode, %d clips: archivist dev %.1f CPU-s (%.1f raw, idle %.2f a second over %.1f s), archivist locate %.1f CPU-s (%d occurrences): %.2f×\n",
-			clips, research.Seconds(), raw.Seconds(), idle, wall.Seconds(), locateCPU.Seconds(), len(found), research.Seconds()/locateCPU.Seconds())
+		fmt.Printf("\n13-minute %s episode, %d clips: archivist dev %.1f CPU-s (%.1f raw, idle %.2f a second over %.1f s), archivist locate %.1f CPU-s (%d occurrences): %.2f×\n",
+			format, clips, research.Seconds(), raw.Seconds(), idle, wall.Seconds(), locateCPU.Seconds(), len(found), research.Seconds()/locateCPU.Seconds())
 		b.ReportMetric(research.Seconds(), "dev-cpu-s")
 		b.ReportMetric(locateCPU.Seconds(), "locate-cpu-s")
 		b.ReportMetric(research.Seconds()/locateCPU.Seconds(), "dev/locate")
 	}
+}
+
+// mediaKey is where a file of the benchmark is stored: the episode in its
+// format, the clips as WAV.
+func mediaKey(name, format string) string {
+	if name == "episode" {
+		return "bench/audio/episode." + format
+	}
+	return "bench/audio/" + name + ".wav"
 }
