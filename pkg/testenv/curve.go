@@ -5,6 +5,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -48,6 +49,15 @@ func PeakRSS(t testing.TB) int64 {
 	}
 	t.Fatal("no VmHWM in /proc/self/status")
 	return 0
+}
+
+// CPUTime is the process's user and system time so far: what a piece of
+// work cost on every core (the garbage collector's and background
+// goroutines' included). Benchmarks compare it, never ordinary tests.
+func CPUTime() time.Duration {
+	var ru syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // ReportCurve reports a cost curve's point: n items took d, the

@@ -14,22 +14,15 @@ import (
 	"path/filepath"
 	"runtime/pprof"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/archivist/archivist/pkg/blob"
+	"github.com/archivist/archivist/pkg/testenv"
 	"github.com/archivist/archivist/services/archivist/dev"
 	"github.com/archivist/archivist/services/archivist/locatecmd"
 	"github.com/archivist/archivist/services/researcher/locate/locatetest"
 )
-
-// processCPU is this process's user and system time so far.
-func processCPU() time.Duration {
-	var ru syscall.Rusage
-	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
 
 // BenchmarkDevResearch40Clips: one 13-minute episode (44.1 kHz WAV, and
 // the same as 128 kb/s MP3)
@@ -128,9 +121,9 @@ func researchInDev(b *testing.B, dir, clipDir string, wavs map[string][]byte, fo
 		// What the idle system costs a second (the services' timers).
 		time.Sleep(5 * time.Second)
 
-		c0, w0 := processCPU(), time.Now()
+		c0, w0 := testenv.CPUTime(), time.Now()
 		time.Sleep(10 * time.Second)
-		idle := float64(processCPU()-c0) / float64(time.Since(w0))
+		idle := float64(testenv.CPUTime()-c0) / float64(time.Since(w0))
 
 		// The audio is in the store before it is curated (as delivered
 		// media is): storing it is not research.
@@ -152,7 +145,7 @@ func researchInDev(b *testing.B, dir, clipDir string, wavs map[string][]byte, fo
 				b.Fatal(err)
 			}
 		}
-		c0, w0 = processCPU(), time.Now()
+		c0, w0 = testenv.CPUTime(), time.Now()
 		for name, w := range wavs {
 			kind := "clip"
 			if name == "episode" {
@@ -182,18 +175,18 @@ func researchInDev(b *testing.B, dir, clipDir string, wavs map[string][]byte, fo
 			}
 		}
 		wall := time.Since(w0)
-		raw := processCPU() - c0
+		raw := testenv.CPUTime() - c0
 		pprof.StopCPUProfile()
 		research := raw - time.Duration(idle*float64(wall))
 		if err := stop(); err != nil {
 			b.Error(err)
 		}
-		c0 = processCPU()
+		c0 = testenv.CPUTime()
 		found, err := locatecmd.Locate(ctx, filepath.Join(dir, "episode."+format), clipDir)
 		if err != nil {
 			b.Fatal(err)
 		}
-		locateCPU := processCPU() - c0
+		locateCPU := testenv.CPUTime() - c0
 		fmt.Printf("\n13-minute %s episode, %d clips: archivist dev %.1f CPU-s (%.1f raw, idle %.2f a second over %.1f s), archivist locate %.1f CPU-s (%d occurrences): %.2f×\n",
 			format, clips, research.Seconds(), raw.Seconds(), idle, wall.Seconds(), locateCPU.Seconds(), len(found), research.Seconds()/locateCPU.Seconds())
 		b.ReportMetric(research.Seconds(), "dev-cpu-s")

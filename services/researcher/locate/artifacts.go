@@ -88,6 +88,9 @@ func (l *Locator) openClipPrint(ctx context.Context, key string) (*ClipPrint, er
 		return nil, err
 	}
 	defer f.Close()
+	if f.Size() > maxClipPrint {
+		return nil, fmt.Errorf("%w: a clip print of %d bytes, more than a clip makes", errClipPrint, f.Size())
+	}
 	b, err := f.Bytes()
 	if err != nil {
 		return nil, err
@@ -101,6 +104,11 @@ func (l *Locator) openClipPrint(ctx context.Context, key string) (*ClipPrint, er
 	}
 	return cp, nil
 }
+
+// maxClipPrint bounds a clip print read whole: a clip of the longest
+// (maxClipSeconds), its samples at six variants and its landmarks, fit
+// in a quarter of it.
+const maxClipPrint = 256 << 20
 
 func (l *Locator) keepClipPrint(ctx context.Context, key string, cp *ClipPrint) {
 	b, _ := cp.MarshalBinary()

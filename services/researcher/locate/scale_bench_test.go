@@ -11,7 +11,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -23,14 +22,6 @@ import (
 	"github.com/archivist/archivist/services/researcher/locate/locatetest"
 	"github.com/archivist/archivist/services/researcher/researcher"
 )
-
-// cpuTime is the process's user and system time so far: what a piece of
-// work cost on every core (the garbage collector's included).
-func cpuTime() time.Duration {
-	var ru syscall.Rusage
-	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
 
 // fileAudio is a file as a piece of audio whose sha256 is declared as
 // sha (a stand-in for the catalog's: the benchmark's files are its own).
@@ -138,9 +129,9 @@ func BenchmarkResearchAtScale(b *testing.B) {
 	}
 	// Today: two items.
 	runtime.GC()
-	t0 := cpuTime()
+	t0 := testenv.CPUTime()
 	researchItems(b, locate.NewLocator(), episode, clips[:min(2*perItem, top)], perItem)
-	todayItem := (cpuTime() - t0) / time.Duration((min(2*perItem, top)+perItem-1)/perItem)
+	todayItem := (testenv.CPUTime() - t0) / time.Duration((min(2*perItem, top)+perItem-1)/perItem)
 	todayRate := float64(perItem) * hours / todayItem.Seconds()
 	fmt.Printf("\n%d-minute episode (44.1 kHz WAV), items of %d clips; pairs are (episode-hour × clip) per core-second\n", minutes, perItem)
 	fmt.Printf("today: %.2f core-s an item, %.2f pairs per core-second at any number of clips\n\n", todayItem.Seconds(), todayRate)
@@ -156,18 +147,18 @@ func BenchmarkResearchAtScale(b *testing.B) {
 				cs[i] = fileAudio(fmt.Sprint("clip:", i), clips[i].Ref.Media.Key, fmt.Sprintf("%054xff%08x", r, i))
 			}
 			runtime.GC()
-			t0 := cpuTime()
+			t0 := testenv.CPUTime()
 			pprof.Do(context.Background(), pprof.Labels("item", "today"), func(context.Context) {
 				researchItems(b, locate.NewLocator(), episode, cs, perItem)
 			})
-			today := cpuTime() - t0
+			today := testenv.CPUTime() - t0
 			l := keeping(fmt.Sprint("first", r))
 			runtime.GC()
-			t0 = cpuTime()
+			t0 = testenv.CPUTime()
 			pprof.Do(context.Background(), pprof.Labels("item", "first"), func(context.Context) {
 				researchItems(b, l, fileAudio("ep:1", epPath, fmt.Sprintf("%062xff", r)), cs, perItem)
 			})
-			first := cpuTime() - t0
+			first := testenv.CPUTime() - t0
 			if err := l.Artifacts.Wait(context.Background()); err != nil {
 				b.Fatal(err)
 			}
@@ -190,30 +181,30 @@ func BenchmarkResearchAtScale(b *testing.B) {
 				l := keeping(fmt.Sprint("new", k))
 				runtime.GC()
 				testenv.ResetPeakRSS()
-				t0 := cpuTime()
+				t0 := testenv.CPUTime()
 				researchItems(b, l, ep, cs[:min(perItem, n)], perItem)
-				first := cpuTime() - t0
+				first := testenv.CPUTime() - t0
 				// Its print goes to the store in the background: counted
 				// apart (once per episode), and in the totals.
 				if err := l.Artifacts.Wait(context.Background()); err != nil {
 					b.Fatal(err)
 				}
-				upload := cpuTime() - t0 - first
+				upload := testenv.CPUTime() - t0 - first
 				researchItems(b, l, ep, cs[min(perItem, n):], perItem)
 				if err := l.Artifacts.Wait(context.Background()); err != nil {
 					b.Fatal(err)
 				}
-				cold := cpuTime() - t0
+				cold := testenv.CPUTime() - t0
 				// Known clips: the same clips, kept; another episode (its
 				// own sha256), new to the store.
 				ep2 := fileAudio("ep:2", epPath, fmt.Sprintf("%063x%d", k, 2))
 				runtime.GC()
-				t0 = cpuTime()
+				t0 = testenv.CPUTime()
 				found := researchItems(b, l, ep2, cs, perItem)
 				if err := l.Artifacts.Wait(context.Background()); err != nil {
 					b.Fatal(err)
 				}
-				warm := cpuTime() - t0
+				warm := testenv.CPUTime() - t0
 				peak := testenv.PeakRSS(b)
 				items := (n + perItem - 1) / perItem
 				pairs := float64(n) * hours
