@@ -8,6 +8,11 @@ import (
 	"math/bits"
 )
 
+// This file is longer than the house's 700 lines on purpose: a FLAC
+// decoder is one format's bit reader, frame and subframe parsers,
+// predictors and CRCs, tuned together (the bit reader's peeks feed the
+// residual loop); RFC 9639 is read best in one place.
+
 // This file is a FLAC decoder (RFC 9639). It replaced github.com/mewkiz/flac
 // in the locator's path because that library, correct as it is, reads its
 // residuals a bit at a time and decoded a 2-hour episode at 262-299× realtime

@@ -11,6 +11,12 @@ import (
 	"github.com/archivist/archivist/services/researcher/audio"
 )
 
+// This file is longer than the house's 700 lines on purpose: the matcher
+// is one state machine (votes, closing offsets, clusters, decisions,
+// verification against the samples, explaining an occurrence away), each
+// step reading and changing the state the others keep; split by step,
+// every decision would be read across files.
+
 // Occurrence is one place a clip was found.
 type Occurrence struct {
 	// Clip is the clip's index in the Index.
