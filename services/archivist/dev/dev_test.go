@@ -524,3 +524,36 @@ func demoTenancy(t *testing.T, o dev.Options, operatorToken string) {
 		t.Errorf("sign-in posting next=/\\t/evil.example: %d to %v (%v), want this site", resp.StatusCode, loc, err)
 	}
 }
+
+// apiCaller calls a running dev system's APIs as its operator (the token
+// dev made): body as JSON, the answer decoded into v (a *string takes it
+// as text, nil drops it), read to at most 1 MiB.
+func apiCaller(t testing.TB, o dev.Options) func(method, url string, body, v any) (int, error) {
+	t.Helper()
+	token, err := os.ReadFile(filepath.Join(o.DataDir, dev.TokenFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return func(method, url string, body, v any) (int, error) {
+		var rd io.Reader
+		if body != nil {
+			b, _ := json.Marshal(body)
+			rd = bytes.NewReader(b)
+		}
+		req, _ := http.NewRequest(method, url, rd)
+		req.Header.Set("Authorization", "Bearer "+strings.TrimSpace(string(token)))
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return 0, err
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+		if s, ok := v.(*string); ok {
+			*s = string(b)
+		} else if v != nil {
+			err = json.Unmarshal(b, v)
+		}
+		return resp.StatusCode, err
+	}
+}

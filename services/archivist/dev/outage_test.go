@@ -5,9 +5,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -16,7 +14,6 @@ import (
 	"time"
 
 	"github.com/archivist/archivist/pkg/blob"
-	"github.com/archivist/archivist/services/archivist/dev"
 	"github.com/archivist/archivist/services/indexer/warc/warctest"
 	"github.com/archivist/archivist/services/researcher/locate/locatetest"
 )
@@ -34,32 +31,7 @@ func TestDevBlobStoreOutage(t *testing.T) {
 	o := devOptions(t)
 	stop, out := runDev(t, o)
 	defer stop()
-	token, err := os.ReadFile(filepath.Join(o.DataDir, dev.TokenFile))
-	if err != nil {
-		t.Fatal(err)
-	}
-	call := func(method, url string, body, v any) (int, error) {
-		var rd io.Reader
-		if body != nil {
-			b, _ := json.Marshal(body)
-			rd = bytes.NewReader(b)
-		}
-		req, _ := http.NewRequest(method, url, rd)
-		req.Header.Set("Authorization", "Bearer "+strings.TrimSpace(string(token)))
-		req.Header.Set("Content-Type", "application/json")
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			return 0, err
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-		if s, ok := v.(*string); ok {
-			*s = string(b)
-		} else if v != nil {
-			err = json.Unmarshal(b, v)
-		}
-		return resp.StatusCode, err
-	}
+	call := apiCaller(t, o)
 	ctx := context.Background()
 	root := filepath.Join(o.DataDir, "blobs")
 	bs, err := blob.NewLocal(root)

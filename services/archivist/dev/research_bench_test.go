@@ -5,21 +5,17 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime/pprof"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/archivist/archivist/pkg/blob"
 	"github.com/archivist/archivist/pkg/testenv"
-	"github.com/archivist/archivist/services/archivist/dev"
 	"github.com/archivist/archivist/services/archivist/locatecmd"
 	"github.com/archivist/archivist/services/researcher/locate/locatetest"
 )
@@ -93,27 +89,7 @@ func researchInDev(b *testing.B, dir, clipDir string, wavs map[string][]byte, fo
 	for range b.N {
 		o := devOptions(b)
 		stop, out := runDev(b, o)
-		token, err := os.ReadFile(filepath.Join(o.DataDir, dev.TokenFile))
-		if err != nil {
-			b.Fatal(err)
-		}
-		do := func(method, url string, body any) (string, int) {
-			var r io.Reader
-			if body != nil {
-				j, _ := json.Marshal(body)
-				r = bytes.NewReader(j)
-			}
-			req, _ := http.NewRequest(method, url, r)
-			req.Header.Set("Authorization", "Bearer "+strings.TrimSpace(string(token)))
-			req.Header.Set("Content-Type", "application/json")
-			resp, err := http.DefaultClient.Do(req)
-			if err != nil {
-				return err.Error(), 0
-			}
-			defer resp.Body.Close()
-			got, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-			return string(got), resp.StatusCode
-		}
+		call := apiCaller(b, o)
 		blobs, err := blob.NewLocal(filepath.Join(o.DataDir, "blobs"))
 		if err != nil {
 			b.Fatal(err)
@@ -153,10 +129,11 @@ func researchInDev(b *testing.B, dir, clipDir string, wavs map[string][]byte, fo
 			}
 			key := mediaKey(name, format)
 			sum := sha256.Sum256(w)
-			if body, code := do(http.MethodPost, "http://"+o.CuratorAddr+"/v1/"+kind+"s", map[string]any{"id": name, "title": name,
+			var body string
+			if code, err := call(http.MethodPost, "http://"+o.CuratorAddr+"/v1/"+kind+"s", map[string]any{"id": name, "title": name,
 				"media": map[string]string{"key": key, "sha256": hex.EncodeToString(sum[:])}, "priority": 0,
-				"initial_curated_at": at, "latest_curated_at": at}); code != http.StatusAccepted {
-				b.Fatalf("curate %s: %d %s", name, code, body)
+				"initial_curated_at": at, "latest_curated_at": at}, &body); code != http.StatusAccepted {
+				b.Fatalf("curate %s: %d %s %v", name, code, body, err)
 			}
 		}
 		var status struct {
@@ -166,8 +143,7 @@ func researchInDev(b *testing.B, dir, clipDir string, wavs map[string][]byte, fo
 			Results int `json:"results"`
 		}
 		for deadline := time.Now().Add(10 * time.Minute); ; time.Sleep(200 * time.Millisecond) {
-			body, code := do(http.MethodGet, "http://"+o.PWAAddr+"/v1/research/status", nil)
-			if code == http.StatusOK && json.Unmarshal([]byte(body), &status) == nil && status.Episodes.Complete == 1 && status.Results == clips {
+			if code, err := call(http.MethodGet, "http://"+o.PWAAddr+"/v1/research/status", nil, &status); code == http.StatusOK && err == nil && status.Episodes.Complete == 1 && status.Results == clips {
 				break
 			}
 			if time.Now().After(deadline) {

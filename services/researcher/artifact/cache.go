@@ -7,8 +7,10 @@ import (
 	"io"
 	"io/fs"
 	"log/slog"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -248,7 +250,7 @@ func (c *Cache) fetch(ctx context.Context, key string) (*File, error) {
 		}
 		return nil, err
 	}
-	c.keep(key, tmp.Name(), f.size)
+	c.keep(key, tmp.Name())
 	return f, nil
 }
 
@@ -263,7 +265,7 @@ func (c *Cache) temp(key string) (*os.File, error) {
 
 // keep moves a complete file into key's place and evicts what the bound
 // asks.
-func (c *Cache) keep(key, tmp string, _ int64) {
+func (c *Cache) keep(key, tmp string) {
 	st, err := os.Stat(tmp)
 	if err != nil || st.Size() > c.max {
 		os.Remove(tmp)
@@ -288,19 +290,21 @@ func (c *Cache) keep(key, tmp string, _ int64) {
 // within its bound. An open File stays readable (the kernel keeps a
 // removed file for those who have it open).
 func (c *Cache) evict() {
-	for c.size > c.max && len(c.files) > 0 {
-		var oldest string
-		var at time.Time
-		for k, l := range c.files {
-			if oldest == "" || l.used.Before(at) {
-				oldest, at = k, l.used
-			}
+	if c.size <= c.max {
+		return
+	}
+	// Sorted once by last use: evicting k artifacts costs one sort, not k
+	// scans of the directory's artifacts.
+	keys := slices.SortedFunc(maps.Keys(c.files), func(a, b string) int { return c.files[a].used.Compare(c.files[b].used) })
+	for _, k := range keys {
+		if c.size <= c.max {
+			break
 		}
-		if err := os.Remove(c.path(oldest)); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			c.log.Warn("evict artifact", "artifact", oldest, "err", err)
+		if err := os.Remove(c.path(k)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			c.log.Warn("evict artifact", "artifact", k, "err", err)
 		}
-		c.size -= c.files[oldest].size
-		delete(c.files, oldest)
+		c.size -= c.files[k].size
+		delete(c.files, k)
 		c.evicted++
 	}
 }
@@ -417,7 +421,7 @@ func (w *Writer) Commit(ctx context.Context, meta []byte) error {
 		os.Remove(w.tmp.Name())
 		return fmt.Errorf("artifact %s: %w", w.key, err)
 	}
-	w.c.keep(w.key, w.tmp.Name(), w.file.n)
+	w.c.keep(w.key, w.tmp.Name())
 	if w.c.store != nil {
 		u := upload{key: w.key, path: w.c.path(w.key)}
 		w.c.pending.Add(1)

@@ -102,10 +102,9 @@ type File struct {
 	crcs []uint32
 	meta []byte
 
-	mu    sync.Mutex
-	at    int64 // the chunk held in buf (−1: none)
-	buf   []byte
-	reads int64
+	mu  sync.Mutex
+	at  int64 // the chunk held in buf (−1: none)
+	buf []byte
 }
 
 // openFile opens and checks the footer of a checked file.
@@ -203,7 +202,6 @@ func (a *File) load(c int64) error {
 		return fmt.Errorf("artifact %s: chunk %d fails its CRC: %w", a.f.Name(), c, ErrCorrupt)
 	}
 	a.at = c
-	a.reads++
 	return nil
 }
 

@@ -133,8 +133,9 @@ type printMeta struct {
 	Rate int `json:"rate"`
 }
 
-// hasHighBand tells whether an episode of this rate has a high band
-// (Matcher.Stream).
+// hasHighBand tells whether audio of this rate has a band above the
+// analysed one (audio.HighBand): from 16 kHz (ReadClip, Matcher.Stream,
+// and whether a kept episode has a high-band print).
 func hasHighBand(rate int) bool { return rate >= 16000 }
 
 // keptPrint is an episode's print of one band, open for replay.

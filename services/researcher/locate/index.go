@@ -36,7 +36,7 @@ type Clip struct {
 // the clip is played fast at audio.HighBandRate first.
 func ReadClip(name string, s audio.Stream, p Params) (Clip, error) {
 	c := Clip{Name: name}
-	if p.Rate != 8000 || s.SampleRate() < 16000 {
+	if p.Rate != 8000 || !hasHighBand(s.SampleRate()) {
 		x, err := audio.ReadAll(audio.Resample(s, p.Rate))
 		c.Samples = x
 		return c, err

@@ -180,7 +180,7 @@ func (m *Matcher) WriteHigh(samples []float32) {
 // the analysed band (Index.HighBand) and s has that band, its high band for WriteHigh,
 // the two read in step from one decode.
 func (m *Matcher) Stream(ctx context.Context, s audio.Stream) error {
-	if m.high == nil || s.SampleRate() < 16000 {
+	if m.high == nil || !hasHighBand(s.SampleRate()) {
 		return stream(ctx, audio.Resample(s, m.p.Rate), nil, m.Write, nil)
 	}
 	a, b := audio.Tee(s)

@@ -1,6 +1,7 @@
 package locate
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"encoding/binary"
@@ -144,8 +145,8 @@ func (m *Matcher) Replay(ctx context.Context, low, high *Print) error {
 	}
 	if m.high != nil {
 		m.high.MinConfidence = m.MinConfidence
-		if high == nil {
-			high = &Print{Prints: eofReader{}}
+		if high == nil { // no high band: nothing to replay there
+			high = &Print{Prints: bytes.NewReader(nil)}
 		}
 		if err := m.high.replayPrint(ctx, high); err != nil {
 			return fmt.Errorf("the high band: %w", err)
@@ -153,10 +154,6 @@ func (m *Matcher) Replay(ctx context.Context, low, high *Print) error {
 	}
 	return nil
 }
-
-type eofReader struct{}
-
-func (eofReader) Read([]byte) (int, error) { return 0, io.EOF }
 
 func (m *Matcher) replayPrint(ctx context.Context, p *Print) error {
 	if m.frames > 0 || m.replay != nil {

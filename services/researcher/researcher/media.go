@@ -10,6 +10,7 @@ import (
 	"sync"
 
 	"github.com/archivist/archivist/events"
+	"github.com/archivist/archivist/pkg/blob"
 )
 
 // MediaMismatchError is audio whose bytes are not the ones the catalog's
@@ -62,15 +63,12 @@ func (r *Researcher) openMedia(ctx context.Context, ref events.AudioRef) (io.Rea
 	if want == "" {
 		return rc, nil
 	}
-	mismatch := func(got string) error {
-		return fmt.Errorf("audio of %s: %w", ref.Key, &MediaMismatchError{Key: ref.Media.Key, Want: want, Got: got})
+	if err := storeMismatch(ref, info); err != nil {
+		rc.Close()
+		return nil, err
 	}
 	if info.Checksum.Algorithm == "sha256" {
-		if info.Checksum.Value != want {
-			rc.Close()
-			return nil, mismatch(info.Checksum.Value)
-		}
-		return rc, nil
+		return rc, nil // the store's own sha256 is the declared one
 	}
 	seen := fmt.Sprintf("%s\x00%s\x00%d\x00%s", ref.Media.Key, want, info.Size, info.Checksum)
 	if r.verified.has(seen) {
@@ -83,7 +81,7 @@ func (r *Researcher) openMedia(ctx context.Context, ref events.AudioRef) (io.Rea
 		return nil, fmt.Errorf("audio of %s: hash %s: %w", ref.Key, ref.Media.Key, err)
 	}
 	if got := hex.EncodeToString(h.Sum(nil)); got != want {
-		return nil, mismatch(got)
+		return nil, mismatchError(ref, got)
 	}
 	r.verified.add(seen)
 	rc, _, err = r.blob.Get(ctx, ref.Media.Key)
@@ -102,9 +100,19 @@ func (r *Researcher) checkMedia(ctx context.Context, ref events.AudioRef) error 
 	if err != nil {
 		return fmt.Errorf("audio of %s: %w", ref.Key, err)
 	}
-	want := strings.ToLower(ref.Media.SHA256)
-	if want != "" && info.Checksum.Algorithm == "sha256" && info.Checksum.Value != want {
-		return fmt.Errorf("audio of %s: %w", ref.Key, &MediaMismatchError{Key: ref.Media.Key, Want: want, Got: info.Checksum.Value})
+	return storeMismatch(ref, info)
+}
+
+// storeMismatch is the mismatch error where the store keeps a sha256 of
+// ref's object and it is not the one the catalog declares (nil otherwise).
+func storeMismatch(ref events.AudioRef, info blob.Info) error {
+	if want := strings.ToLower(ref.Media.SHA256); want != "" && info.Checksum.Algorithm == "sha256" && info.Checksum.Value != want {
+		return mismatchError(ref, info.Checksum.Value)
 	}
 	return nil
+}
+
+// mismatchError says that ref's object has sha256 got, not the declared one.
+func mismatchError(ref events.AudioRef, got string) error {
+	return fmt.Errorf("audio of %s: %w", ref.Key, &MediaMismatchError{Key: ref.Media.Key, Want: strings.ToLower(ref.Media.SHA256), Got: got})
 }
