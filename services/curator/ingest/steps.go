@@ -1,7 +1,6 @@
 package ingest
 
 import (
-	"archive/zip"
 	"bytes"
 	"context"
 	"crypto/md5"
@@ -20,7 +19,6 @@ import (
 	"net/http"
 	"net/url"
 	"os"
-	"path"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -38,6 +36,8 @@ import (
 	"github.com/archivist/archivist/pkg/bus"
 	"github.com/archivist/archivist/pkg/fault"
 	"github.com/archivist/archivist/pkg/service"
+	"github.com/archivist/archivist/services/curator/ingest/container"
+	"github.com/archivist/archivist/services/curator/ingest/manifest"
 )
 
 // Config is the ingest daemons' configuration.
@@ -446,7 +446,7 @@ func (b *idleBody) Close() error {
 }
 
 func (g *Ingester) allowedURL(s string) error {
-	if err := httpURL(s); err != nil {
+	if err := manifest.CheckURL(s); err != nil {
 		return err
 	}
 	if g.cfg.AllowedHosts == "" {
@@ -512,19 +512,19 @@ func (g *Ingester) openManifest(ctx context.Context, u string) (io.ReadCloser, e
 	return resp.Body, nil
 }
 
-// scanManifest streams the manifest at u through ScanCheckm within the
+// scanManifest streams the manifest at u through manifest.ScanCheckm within the
 // configured bounds; object says its rows are one object's files (their
 // names distinct), not objects of their own. A manifest that cannot be read
 // is a *manifestError saying so; one that breaks a bound or is malformed
 // says why.
-func (g *Ingester) scanManifest(ctx context.Context, u string, object bool, fn func(Row) error) error {
+func (g *Ingester) scanManifest(ctx context.Context, u string, object bool, fn func(manifest.Row) error) error {
 	body, err := g.openManifest(ctx, u)
 	if err != nil {
 		return &manifestError{"reading", err}
 	}
 	defer body.Close()
-	lim := ManifestLimits{MaxBytes: g.cfg.MaxManifestBytes, MaxRows: g.cfg.MaxManifestRows, MaxLine: DefaultManifestLimits.MaxLine, Object: object}
-	if err := ScanCheckm(body, lim, fn); err != nil {
+	lim := manifest.Limits{MaxBytes: g.cfg.MaxManifestBytes, MaxRows: g.cfg.MaxManifestRows, MaxLine: manifest.DefaultLimits.MaxLine, Object: object}
+	if err := manifest.ScanCheckm(body, lim, fn); err != nil {
 		return &manifestError{"corrupt", err}
 	}
 	return nil
@@ -579,7 +579,7 @@ func (g *Ingester) batchPending(ctx context.Context, id int64) (Outcome, error) 
 		jobs = []newJob{{kind: "container", url: b.PayloadURL, title: b.Title}}
 	case "manifest":
 		j := newJob{kind: "manifest", url: b.PayloadURL, title: b.Title}
-		err := g.scanManifest(ctx, b.PayloadURL, true, func(r Row) error {
+		err := g.scanManifest(ctx, b.PayloadURL, true, func(r manifest.Row) error {
 			j.files = append(j.files, File{URL: r.URL, Name: r.Name, DigestAlg: r.DigestAlg, Digest: r.Digest, Size: r.Size})
 			if r.LocalID != "" {
 				j.localID = r.LocalID
@@ -597,7 +597,7 @@ func (g *Ingester) batchPending(ctx context.Context, id int64) (Outcome, error) 
 		// jobs never sits in memory (a manifest changed in between fails
 		// that transaction, and the attempt is made again).
 		n := 0
-		if err := g.scanManifest(ctx, b.PayloadURL, false, func(Row) error { n++; return count(1) }); err != nil {
+		if err := g.scanManifest(ctx, b.PayloadURL, false, func(manifest.Row) error { n++; return count(1) }); err != nil {
 			return fail(err, "the manifest")
 		}
 		if n == 0 {
@@ -613,13 +613,13 @@ func (g *Ingester) batchPending(ctx context.Context, id int64) (Outcome, error) 
 			return err
 		}}, nil
 	case "manifest-of-manifests":
-		var subs []Row
-		if err := g.scanManifest(ctx, b.PayloadURL, false, func(r Row) error { subs = append(subs, r); return nil }); err != nil {
+		var subs []manifest.Row
+		if err := g.scanManifest(ctx, b.PayloadURL, false, func(r manifest.Row) error { subs = append(subs, r); return nil }); err != nil {
 			return fail(err, "the manifest")
 		}
 		for _, r := range subs {
 			j := newJob{kind: "manifest", url: r.URL, localID: r.LocalID, title: firstOf(r.Title, b.Title)}
-			err := g.scanManifest(ctx, r.URL, true, func(f Row) error {
+			err := g.scanManifest(ctx, r.URL, true, func(f manifest.Row) error {
 				j.files = append(j.files, File{URL: f.URL, Name: f.Name, DigestAlg: f.DigestAlg, Digest: f.Digest, Size: f.Size})
 				return count(1)
 			})
@@ -650,7 +650,7 @@ func (g *Ingester) batchPending(ctx context.Context, id int64) (Outcome, error) 
 var jobColumnsCopied = []string{"batch_id", "submitter", "profile", "kind", "payload_url", "local_id", "title", "files"}
 
 // manifestJobs streams a batch manifest's rows as jobs into COPY (a
-// pgx.CopyFromSource): the manifest is read by ScanCheckm as COPY asks for
+// pgx.CopyFromSource): the manifest is read by manifest.ScanCheckm as COPY asks for
 // rows, one row in hand at a time.
 type manifestJobs struct {
 	ctx                 context.Context
@@ -658,23 +658,23 @@ type manifestJobs struct {
 	url, profile, title string
 	submitter           string
 	batch               int64
-	next                func() (Row, error, bool)
+	next                func() (manifest.Row, error, bool)
 	stop                func()
-	row                 Row
+	row                 manifest.Row
 	err                 error
 }
 
 func (m *manifestJobs) Next() bool {
 	if m.next == nil {
-		seq := func(yield func(Row, error) bool) {
-			err := m.g.scanManifest(m.ctx, m.url, false, func(r Row) error {
+		seq := func(yield func(manifest.Row, error) bool) {
+			err := m.g.scanManifest(m.ctx, m.url, false, func(r manifest.Row) error {
 				if !yield(r, nil) {
 					return errStopped
 				}
 				return nil
 			})
 			if err != nil && !errors.Is(err, errStopped) {
-				yield(Row{}, err)
+				yield(manifest.Row{}, err)
 			}
 		}
 		m.next, m.stop = iter.Pull2(seq)
@@ -1130,8 +1130,8 @@ func (g *Ingester) process(ctx context.Context, j *JobRow) (Outcome, error) {
 	var err error
 	if j.Kind == "container" {
 		src := filepath.Join(g.jobDir(id), "container.zip")
-		lim := zipLimits{maxBytes: g.cfg.MaxFileBytes, maxEntries: g.cfg.MaxZipEntries, maxRatio: g.cfg.MaxZipRatio}
-		zr, total, err := openZip(src, lim)
+		lim := container.Limits{MaxBytes: g.cfg.MaxFileBytes, MaxEntries: g.cfg.MaxZipEntries, MaxRatio: g.cfg.MaxZipRatio}
+		zr, total, err := container.Open(src, lim)
 		if err != nil {
 			return Outcome{To: Failed, Detail: "corrupt container: " + err.Error()}, nil
 		}
@@ -1142,8 +1142,13 @@ func (g *Ingester) process(ctx context.Context, j *JobRow) (Outcome, error) {
 		if err := fence(ctx); err != nil {
 			return Outcome{}, err
 		}
-		if files, err = extract(zr, filepath.Join(g.jobDir(id), "payload")); err != nil {
+		entries, err := container.Extract(zr, filepath.Join(g.jobDir(id), "payload"))
+		if err != nil {
 			return Outcome{To: Failed, Detail: "corrupt container: " + err.Error()}, nil
+		}
+		files = make([]File, len(entries))
+		for i, e := range entries {
+			files[i] = File{Name: e.Name, Size: e.Size, SHA256: e.SHA256}
 		}
 	}
 	if err := fence(ctx); err != nil {
@@ -1221,13 +1226,6 @@ func noid(n int64) string {
 	return string(s) + string(xdigits[sum%29])
 }
 
-// zipLimits bound a container's extraction.
-type zipLimits struct {
-	maxBytes   int64 // all entries together (INGEST_MAX_FILE_BYTES)
-	maxEntries int   // INGEST_MAX_ZIP_ENTRIES
-	maxRatio   int64 // content over container size, beyond 16 MiB (INGEST_MAX_ZIP_RATIO)
-}
-
 // reserveContent reserves room in the working area for a container's
 // content before it is extracted: the job's space_needed grows by total
 // (provisioning counts it for every job in processing), or, if the room
@@ -1255,90 +1253,6 @@ func (g *Ingester) reserveContent(ctx context.Context, j *JobRow, total int64) e
 	}
 	g.resv.sum += total
 	return nil
-}
-
-// openZip opens a container and checks it from its central directory,
-// before a byte is written: the number of entries, their total size and
-// its ratio to the container's, safe and distinct names. It returns the
-// open container and the total of its content.
-func openZip(src string, lim zipLimits) (zr *zip.ReadCloser, total int64, err error) {
-	if zr, err = zip.OpenReader(src); err != nil {
-		return nil, 0, err
-	}
-	if total, err = inspectZip(zr, src, lim); err != nil {
-		zr.Close()
-		return nil, 0, err
-	}
-	return zr, total, nil
-}
-
-func inspectZip(zr *zip.ReadCloser, src string, lim zipLimits) (int64, error) {
-	if len(zr.File) > lim.maxEntries {
-		return 0, fmt.Errorf("more than %d entries (INGEST_MAX_ZIP_ENTRIES)", lim.maxEntries)
-	}
-	var total uint64
-	seen := make(map[string]bool, len(zr.File))
-	for _, zf := range zr.File {
-		if zf.FileInfo().IsDir() {
-			continue
-		}
-		if err := safeName(zf.Name); err != nil {
-			return 0, err
-		}
-		key := strings.ToLower(path.Clean(zf.Name))
-		if seen[key] {
-			return 0, fmt.Errorf("%q is in the container twice", truncate(zf.Name, 200))
-		}
-		seen[key] = true
-		if total += zf.UncompressedSize64; total > uint64(lim.maxBytes) {
-			return 0, fmt.Errorf("content larger than %d bytes (INGEST_MAX_FILE_BYTES)", lim.maxBytes)
-		}
-	}
-	if st, err := os.Stat(src); err == nil && total > 16<<20 && int64(total) > lim.maxRatio*max(st.Size(), 1) {
-		return 0, fmt.Errorf("content of %d bytes is more than %d times the container's %d (INGEST_MAX_ZIP_RATIO)", total, lim.maxRatio, st.Size())
-	}
-	return int64(total), nil
-}
-
-// extract writes a container that openZip passed into dst, each entry
-// read up to its declared size (archive/zip fails an entry longer than it
-// declares).
-func extract(zr *zip.ReadCloser, dst string) ([]File, error) {
-	var files []File
-	for _, zf := range zr.File {
-		if zf.FileInfo().IsDir() {
-			continue
-		}
-		rc, err := zf.Open()
-		if err != nil {
-			return nil, err
-		}
-		p := filepath.Join(dst, filepath.FromSlash(zf.Name))
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			rc.Close()
-			return nil, err
-		}
-		out, err := os.Create(p)
-		if err != nil {
-			rc.Close()
-			return nil, err
-		}
-		h := sha256.New()
-		n, err := io.Copy(io.MultiWriter(out, h), io.LimitReader(rc, int64(zf.UncompressedSize64)+1))
-		rc.Close()
-		out.Close()
-		if err == nil && n != int64(zf.UncompressedSize64) {
-			err = fmt.Errorf("%d bytes, the container declares %d", n, zf.UncompressedSize64)
-		}
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", zf.Name, err)
-		}
-		files = append(files, File{Name: zf.Name, Size: n, SHA256: hex.EncodeToString(h.Sum(nil))})
-	}
-	if len(files) == 0 {
-		return nil, errors.New("the container holds no file")
-	}
-	return files, nil
 }
 
 // objectKey is where a file of an object version lives in the blob store.

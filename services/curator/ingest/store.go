@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"net/url"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -17,6 +16,7 @@ import (
 
 	"github.com/archivist/archivist/pkg/store"
 	"github.com/archivist/archivist/pkg/telemetry"
+	"github.com/archivist/archivist/services/curator/ingest/manifest"
 )
 
 // Types are the submission types: one file, a zip container, an object
@@ -62,21 +62,13 @@ func (s *Submission) Validate() error {
 	if k := s.IdempotencyKey; len(k) > 200 || strings.IndexFunc(k, func(r rune) bool { return r <= ' ' || r > '~' }) >= 0 {
 		return &InvalidError{"Idempotency-Key", "at most 200 printable ASCII characters, no spaces"}
 	}
-	if err := httpURL(s.PayloadURL); err != nil {
+	if err := manifest.CheckURL(s.PayloadURL); err != nil {
 		return &InvalidError{"payload_url", err.Error()}
 	}
 	if s.CallbackURL != "" {
-		if err := httpURL(s.CallbackURL); err != nil {
+		if err := manifest.CheckURL(s.CallbackURL); err != nil {
 			return &InvalidError{"callback_url", err.Error()}
 		}
-	}
-	return nil
-}
-
-func httpURL(s string) error {
-	u, err := url.Parse(s)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return errors.New("an http or https URL")
 	}
 	return nil
 }

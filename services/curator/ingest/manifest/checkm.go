@@ -1,4 +1,6 @@
-package ingest
+// Package manifest reads checkm manifests, the lists of files and objects a
+// depositor submits, within bounds, and says which names an object may hold.
+package manifest
 
 import (
 	"bufio"
@@ -24,9 +26,9 @@ type Row struct {
 	Title     string
 }
 
-// ManifestLimits bound what a checkm manifest may hold; a manifest breaking
+// Limits bound what a checkm manifest may hold; a manifest breaking
 // one fails its batch with an error naming the bound.
-type ManifestLimits struct {
+type Limits struct {
 	// MaxBytes is the most bytes of one manifest (after any transfer
 	// decompression).
 	MaxBytes int64
@@ -41,14 +43,14 @@ type ManifestLimits struct {
 	Object bool
 }
 
-// DefaultManifestLimits are the bounds ParseCheckm applies.
-var DefaultManifestLimits = ManifestLimits{MaxBytes: 16 << 20, MaxRows: 100_000, MaxLine: 64 << 10}
+// DefaultLimits are the bounds ParseCheckm applies.
+var DefaultLimits = Limits{MaxBytes: 16 << 20, MaxRows: 100_000, MaxLine: 64 << 10}
 
 // ParseCheckm reads a whole checkm manifest of one object's files within
-// DefaultManifestLimits (see ScanCheckm).
+// DefaultLimits (see ScanCheckm).
 func ParseCheckm(r io.Reader) ([]Row, error) {
 	var rows []Row
-	lim := DefaultManifestLimits
+	lim := DefaultLimits
 	lim.Object = true
 	err := ScanCheckm(r, lim, func(row Row) error {
 		rows = append(rows, row)
@@ -65,7 +67,7 @@ func ParseCheckm(r io.Reader) ([]Row, error) {
 // bad size or an unsafe file name, a name repeated within one object's
 // manifest (lim.Object), and a manifest breaking a bound, is an error
 // naming its line.
-func ScanCheckm(r io.Reader, lim ManifestLimits, fn func(Row) error) error {
+func ScanCheckm(r io.Reader, lim Limits, fn func(Row) error) error {
 	lr := &io.LimitedReader{R: r, N: lim.MaxBytes + 1}
 	sc := bufio.NewScanner(lr)
 	sc.Buffer(make([]byte, min(64<<10, lim.MaxLine+1)), lim.MaxLine+1)
@@ -140,7 +142,7 @@ func ScanCheckm(r io.Reader, lim ManifestLimits, fn func(Row) error) error {
 		if row.URL == "" {
 			return fmt.Errorf("manifest line %d: no file URL", n)
 		}
-		if err := httpURL(row.URL); err != nil {
+		if err := CheckURL(row.URL); err != nil {
 			return fmt.Errorf("manifest line %d: %q: %v", n, truncate(row.URL, 200), err)
 		}
 		if row.DigestAlg != "" && !knownDigest(row.DigestAlg) {
@@ -150,7 +152,7 @@ func ScanCheckm(r io.Reader, lim ManifestLimits, fn func(Row) error) error {
 			u, _ := url.Parse(row.URL)
 			row.Name = path.Base(u.Path)
 		}
-		if err := safeName(row.Name); err != nil {
+		if err := SafeName(row.Name); err != nil {
 			return fmt.Errorf("manifest line %d: %v", n, err)
 		}
 		if err := checkText(row.LocalID, "local identifier"); err != nil {
@@ -222,11 +224,11 @@ func knownDigest(alg string) bool {
 	return false
 }
 
-// safeName refuses a path inside an object that would escape it, and one
+// SafeName refuses a path inside an object that would escape it, and one
 // the object's checkm manifest could not list or a file system could not
 // hold: '|', control characters, invalid UTF-8, more than 1024 bytes or a
 // segment of more than 255.
-func safeName(name string) error {
+func SafeName(name string) error {
 	clean := path.Clean("/" + strings.ReplaceAll(name, "\\", "/"))
 	if name == "" || strings.HasPrefix(name, "/") || strings.Contains("/"+strings.ReplaceAll(name, "\\", "/")+"/", "/../") || clean == "/" {
 		return fmt.Errorf("file name %q escapes the object", truncate(name, 200))
@@ -243,4 +245,14 @@ func safeName(name string) error {
 		return fmt.Errorf("file name %q holds '|', the manifest's separator", truncate(name, 200))
 	}
 	return checkText(name, "file name")
+}
+
+// CheckURL refuses what is not an absolute http or https URL: the only
+// URLs a submission or a manifest may name.
+func CheckURL(s string) error {
+	u, err := url.Parse(s)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return errors.New("an http or https URL")
+	}
+	return nil
 }
