@@ -19,6 +19,7 @@ import (
 	"github.com/archivist/archivist/services/curator/api"
 	"github.com/archivist/archivist/services/curator/catalog"
 	"github.com/archivist/archivist/services/curator/ingest"
+	"github.com/archivist/archivist/services/curator/ingest/httpapi"
 	"github.com/archivist/archivist/services/curator/matcher"
 	"github.com/archivist/archivist/services/curator/merger"
 	"github.com/archivist/archivist/services/curator/migrations"
@@ -100,8 +101,8 @@ func run(ctx context.Context, env *service.Env, cfg Config) error {
 	}
 	mux := http.NewServeMux()
 	api.New(env.Bus, p.Catalog, env.Log).Routes(mux)
-	ingest.Routes(mux, ist, env.Log)
-	h := service.PublisherRoutes(mux, append(api.PublisherRoutes, ingest.PublisherRoutes...)...)
+	httpapi.Routes(mux, ist, env.Log)
+	h := service.PublisherRoutes(mux, append(api.PublisherRoutes, httpapi.PublisherRoutes...)...)
 	return env.Serve(ctx, "curation API", cfg.HTTPAddr, h, loops, stoppers...)
 }
 

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"runtime/debug"
-	"strings"
 	"sync"
 	"time"
 
@@ -195,7 +194,7 @@ func (c *Claim) backOff(ctx context.Context, state State, p fault.Policy, reason
 	d := p.Delay(max(c.Attempts, 1))
 	_, err := c.conn.Exec(ctx, `UPDATE `+table(c.Entity)+` SET next_attempt_at = now() + $3::interval, last_attempt_error = $4,
 		first_failed_at = coalesce(first_failed_at, now()), worked = worked + $5::interval
-		WHERE id = $1 AND state = $2`, c.ID, state, d, truncateText(scrubURLs(reason), 2000), worked)
+		WHERE id = $1 AND state = $2`, c.ID, state, d, ScrubText(reason, 2000), worked)
 	return err
 }
 
@@ -230,6 +229,118 @@ type Outcome struct {
 type Work func(ctx context.Context, c *Claim) (Outcome, error)
 
 var errStay = errors.New("ingest: stays for a later pass")
+
+// SetConfig bounds a Set's daemons (the INGEST_* variables of the
+// same names).
+type SetConfig struct {
+	// Interval is how long a daemon with nothing to do waits before
+	// looking again, and the first backoff after a failed attempt.
+	Interval time.Duration
+	// RetryMax caps the backoff; RetryBudget and MaxAttempts bound the
+	// failed attempts at one state (fault.Policy).
+	RetryMax, RetryBudget time.Duration
+	MaxAttempts           int
+	// Concurrency is how many entities each daemon works at once;
+	// MaxClaims how many all the daemons hold claimed, besides one of
+	// each daemon's own.
+	Concurrency, MaxClaims int
+	// StepTimeout bounds one attempt's work; JobTimeout an entity's work
+	// over all its attempts and states (0: none).
+	StepTimeout, JobTimeout time.Duration
+}
+
+// Set is the daemons of the states that have work, one per state, with
+// the claim slots and the connection pool they share.
+type Set struct {
+	store   *Store
+	cfg     SetConfig
+	log     *slog.Logger
+	daemons []*daemon
+	claims  *pgxpool.Pool
+	shared  chan struct{}
+	held    sync.Map
+}
+
+// NewSet makes an empty set over s. Claims hold a connection each for
+// the length of their work: they get a pool of their own. The daemons
+// share MaxClaims claim slots (11 daemons of INGEST_CONCURRENCY each
+// could otherwise open 88 connections), and each has one more of its
+// own, taken when no shared one is free, so that no state starves
+// another (eight long downloads and eight long stores once held every
+// slot while reports and notifications waited for hours).
+func NewSet(s *Store, cfg SetConfig, log *slog.Logger) (*Set, error) {
+	set := &Set{store: s, cfg: cfg, log: log, shared: make(chan struct{}, max(cfg.MaxClaims, 0))}
+	pc := s.db.Config().Copy()
+	// Besides the shared slots, one of its own for each state a daemon works.
+	own := map[Transition]bool{}
+	for _, t := range Transitions {
+		if t.By == Daemon {
+			own[Transition{Entity: t.Entity, From: t.From}] = true
+		}
+	}
+	pc.MaxConns = int32(max(cfg.MaxClaims, 0) + len(own))
+	pc.MinConns = 0
+	claims, err := pgxpool.NewWithConfig(context.Background(), pc)
+	if err != nil {
+		return nil, fmt.Errorf("ingest claims pool: %w", err)
+	}
+	set.claims = claims
+	s.wake = set.Wake
+	return set, nil
+}
+
+// Add gives state st of entity e a daemon doing w.
+func (s *Set) Add(e Entity, st State, w Work) {
+	cfg := s.cfg
+	s.daemons = append(s.daemons, &daemon{store: s.store, entity: e, state: st, work: w,
+		interval: cfg.Interval, log: s.log, wake: make(chan struct{}, 1), held: &s.held, reserved: make(chan struct{}, 1),
+		policy:      fault.Policy{Base: cfg.Interval, Max: max(cfg.RetryMax, cfg.Interval), Attempts: cfg.MaxAttempts, Budget: cfg.RetryBudget},
+		stepTimeout: cfg.StepTimeout, jobTimeout: cfg.JobTimeout, claims: s.claims, shared: s.shared,
+		sem: make(chan struct{}, max(cfg.Concurrency, 1)), next: func(to State) *daemon { return s.daemon(e, to) }})
+}
+
+// SetGate has every daemon wait while gate is closed (a dependency down)
+// and tell an outage from a failure of the batch or job.
+func (s *Set) SetGate(gate *fault.Gate) {
+	for _, d := range s.daemons {
+		d.gate = gate
+	}
+}
+
+// Wake has the daemon of state to of e look for work now.
+func (s *Set) Wake(e Entity, to State) {
+	if d := s.daemon(e, to); d != nil {
+		d.notify()
+	}
+}
+
+// daemon is the daemon of a state, or nil.
+func (s *Set) daemon(e Entity, st State) *daemon {
+	for _, d := range s.daemons {
+		if d.entity == e && d.state == st {
+			return d
+		}
+	}
+	return nil
+}
+
+// Run runs every daemon until ctx ends (work in hand finishes first),
+// then closes the claims' pool.
+func (s *Set) Run(ctx context.Context) {
+	var wg sync.WaitGroup
+	for _, d := range s.daemons {
+		wg.Go(func() { d.run(ctx) })
+	}
+	wg.Wait()
+	s.Close()
+}
+
+// Close releases the claims' connections (Run does it when it ends).
+func (s *Set) Close() { s.claims.Close() }
+
+// Job is the claimed job as its last move left it, nil when not read yet:
+// the next state's work starts from it without reading it again.
+func (c *Claim) Job() *JobRow { return c.job }
 
 // daemon claims entities in one state, lowest priority number first, and
 // works up to cap(sem) of them at once.
@@ -616,16 +727,6 @@ func (d *daemon) safeWork(ctx context.Context, c *Claim) (out Outcome, err error
 // addInterval, as a value of Outcome.Set, adds to the column (an
 // interval) rather than setting it.
 type addInterval time.Duration
-
-// truncateText keeps s within n bytes and valid UTF-8 without NULs, as a
-// text column takes it.
-func truncateText(s string, n int) string {
-	s = strings.ToValidUTF8(strings.ReplaceAll(s, "\x00", ""), "?")
-	if len(s) > n {
-		s = strings.ToValidUTF8(s[:n], "")
-	}
-	return s
-}
 
 // String names the daemon.
 func (d *daemon) String() string { return fmt.Sprintf("%s-%s", d.entity, d.state) }

@@ -29,7 +29,6 @@ import (
 
 	"code.dny.dev/ssrf"
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/archivist/archivist/events"
 	"github.com/archivist/archivist/pkg/blob"
@@ -131,9 +130,7 @@ type Config struct {
 // and tell an outage from a failure of the batch or job.
 func (g *Ingester) SetGate(gate *fault.Gate) {
 	g.gate = gate
-	for _, d := range g.daemons {
-		d.gate = gate
-	}
+	g.daemons.SetGate(gate)
 }
 
 // Ingester runs the daemons.
@@ -144,8 +141,7 @@ type Ingester struct {
 	bus     *bus.Bus
 	log     *slog.Logger
 	client  *http.Client
-	daemons []*daemon
-	claims  *pgxpool.Pool
+	daemons *Set
 	// gate pauses the tidying while a dependency is down (nil: never).
 	gate *fault.Gate
 	// tidying is set while a tidy asked for by provisioning runs.
@@ -204,62 +200,24 @@ func New(cfg Config, s *Store, bs blob.Store, b *bus.Bus, log *slog.Logger) (*In
 		}
 		return g.allowedURL(r.URL.String())
 	}}
-	// Claims hold a connection each for the length of their work: they get
-	// a pool of their own. The daemons share INGEST_MAX_CLAIMS claim slots
-	// (11 daemons of INGEST_CONCURRENCY each could otherwise open 88
-	// connections), and each has one more of its own, taken when no shared
-	// one is free, so that no state starves another (eight long downloads
-	// and eight long stores once held every slot while reports and
-	// notifications waited for hours).
-	held := &sync.Map{}
-	add := func(e Entity, st State, w Work) {
-		g.daemons = append(g.daemons, &daemon{store: s, entity: e, state: st, work: w,
-			interval: cfg.Interval, log: log, wake: make(chan struct{}, 1), held: held, reserved: make(chan struct{}, 1),
-			policy:      fault.Policy{Base: cfg.Interval, Max: max(cfg.RetryMax, cfg.Interval), Attempts: cfg.MaxAttempts, Budget: cfg.RetryBudget},
-			stepTimeout: cfg.StepTimeout, jobTimeout: cfg.JobTimeout,
-			sem: make(chan struct{}, max(cfg.Concurrency, 1)), next: func(to State) *daemon { return g.daemon(e, to) }})
-	}
-	add(Batch, Pending, onBatch(g.batchPending))
-	add(Batch, Reporting, g.batchReport(Reporting))
-	add(Batch, UpdateReporting, g.batchReport(UpdateReporting))
-	add(Job, Pending, g.onJob(g.jobPending))
-	add(Job, Estimating, g.onJob(g.estimate))
-	add(Job, Provisioning, g.onJob(g.provision))
-	add(Job, Downloading, g.onJob(g.download))
-	add(Job, Processing, g.onJob(g.process))
-	add(Job, Storing, g.onJob(g.storeFiles))
-	add(Job, Recording, g.onJob(g.record))
-	add(Job, Notify, g.onJob(g.notify))
-	shared := make(chan struct{}, max(cfg.MaxClaims, 0))
-	pc := s.db.Config().Copy()
-	pc.MaxConns = int32(max(cfg.MaxClaims, 0) + len(g.daemons))
-	pc.MinConns = 0
-	claims, err := pgxpool.NewWithConfig(context.Background(), pc)
+	d, err := NewSet(s, SetConfig{Interval: cfg.Interval, RetryMax: cfg.RetryMax, RetryBudget: cfg.RetryBudget,
+		MaxAttempts: cfg.MaxAttempts, Concurrency: cfg.Concurrency, MaxClaims: cfg.MaxClaims, StepTimeout: cfg.StepTimeout, JobTimeout: cfg.JobTimeout}, log)
 	if err != nil {
-		return nil, fmt.Errorf("ingest claims pool: %w", err)
+		return nil, err
 	}
-	g.claims = claims
-	for _, d := range g.daemons {
-		d.claims, d.shared = claims, shared
-	}
-	s.wake = func(e Entity, to State) {
-		for _, d := range g.daemons {
-			if d.entity == e && d.state == to {
-				d.notify()
-			}
-		}
-	}
+	g.daemons = d
+	d.Add(Batch, Pending, onBatch(g.batchPending))
+	d.Add(Batch, Reporting, g.batchReport(Reporting))
+	d.Add(Batch, UpdateReporting, g.batchReport(UpdateReporting))
+	d.Add(Job, Pending, g.onJob(g.jobPending))
+	d.Add(Job, Estimating, g.onJob(g.estimate))
+	d.Add(Job, Provisioning, g.onJob(g.provision))
+	d.Add(Job, Downloading, g.onJob(g.download))
+	d.Add(Job, Processing, g.onJob(g.process))
+	d.Add(Job, Storing, g.onJob(g.storeFiles))
+	d.Add(Job, Recording, g.onJob(g.record))
+	d.Add(Job, Notify, g.onJob(g.notify))
 	return g, nil
-}
-
-// daemon is the daemon of a state, or nil.
-func (g *Ingester) daemon(e Entity, st State) *daemon {
-	for _, d := range g.daemons {
-		if d.entity == e && d.state == st {
-			return d
-		}
-	}
-	return nil
 }
 
 // onBatch makes a batch step a Work.
@@ -271,7 +229,7 @@ func onBatch(step func(ctx context.Context, id int64) (Outcome, error)) Work {
 // last move left it, or reads it.
 func (g *Ingester) onJob(step func(ctx context.Context, j *JobRow) (Outcome, error)) Work {
 	return func(ctx context.Context, c *Claim) (Outcome, error) {
-		j := c.job
+		j := c.Job()
 		if j == nil {
 			var err error
 			if j, err = g.store.Job(ctx, c.ID); err != nil {
@@ -286,15 +244,12 @@ func (g *Ingester) onJob(step func(ctx context.Context, j *JobRow) (Outcome, err
 // ctx ends; work in hand finishes first.
 func (g *Ingester) Run(ctx context.Context) {
 	done := make(chan struct{})
-	for _, d := range g.daemons {
-		go func() { d.run(ctx); done <- struct{}{} }()
-	}
+	go func() { g.daemons.Run(ctx); done <- struct{}{} }()
 	go func() { service.Every(g.cfg.Interval, g.sweep)(ctx); done <- struct{}{} }()
 	go func() { service.Every(g.cfg.TidyInterval, g.tidyLoop)(ctx); done <- struct{}{} }()
-	for range len(g.daemons) + 2 {
+	for range 3 {
 		<-done
 	}
-	g.Close()
 }
 
 // sweep reports the batches whose last job's worker died between the
@@ -380,7 +335,7 @@ func (g *Ingester) Tidy(ctx context.Context) (int, error) {
 }
 
 // Close releases the claims' connections (Run does it when it ends).
-func (g *Ingester) Close() { g.claims.Close() }
+func (g *Ingester) Close() { g.daemons.Close() }
 
 // DialGuard refuses, before a connection is made, every address that is
 // not a public unicast one (loopback, private, shared, link-local,

@@ -250,7 +250,7 @@ func (s *Store) moveRow(ctx context.Context, q querier, e Entity, id int64, from
 	// stored would be tried again for ever.
 	// Nor may it keep a URL's credentials: user info or a presigned
 	// token in an error is for every reader of job lists and histories.
-	detail = truncateText(scrubURLs(detail), 4000)
+	detail = ScrubText(detail, 4000)
 	u := `UPDATE ` + table(e) + ` SET state = $3, state_at = now(), error = CASE WHEN $3 = 'failed' THEN $4 ELSE '' END,
 		attempts = 0, next_attempt_at = '-infinity', last_attempt_error = '', first_failed_at = NULL`
 	if e == Job && by == Daemon && to != Failed && to != Held {
