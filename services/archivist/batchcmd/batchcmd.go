@@ -18,6 +18,7 @@ import (
 
 	"github.com/archivist/archivist/pkg/apiclient"
 	"github.com/archivist/archivist/services/curator/ingest"
+	"github.com/archivist/archivist/services/curator/ingest/httpapi"
 )
 
 // Base is the curator's API (ARCHIVIST_CURATOR_URL).
@@ -68,7 +69,7 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		if err != nil {
 			return err
 		}
-		var st ingest.Status
+		var st httpapi.Status
 		if err := apiclient.Get(ctx, "curator", fmt.Sprintf("%s/v1/%s/%d", base, plural(what), id), &st); err != nil {
 			return err
 		}
@@ -90,7 +91,7 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		if what == "job" && *batch != 0 {
 			u += fmt.Sprintf("&batch=%d", *batch)
 		}
-		var items []ingest.Listed
+		var items []httpapi.Listed
 		if err := apiclient.Get(ctx, "curator", u, &items); err != nil {
 			return err
 		}
@@ -151,7 +152,7 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 }
 
 // PrintList writes a list of batches or jobs for a person.
-func PrintList(w io.Writer, what string, items []ingest.Listed) error {
+func PrintList(w io.Writer, what string, items []httpapi.Listed) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	if what == "job" {
 		fmt.Fprintf(tw, "JOB\tBATCH\tPROFILE\tLOCAL ID\tSTATE\tSINCE\tATTEMPTS\tERROR\n")
@@ -239,7 +240,7 @@ func submit(ctx context.Context, base string, args []string, stdout, stderr io.W
 // completes, fails or is held, then prints its status.
 func Follow(ctx context.Context, base string, id int64, w io.Writer, every time.Duration) error {
 	for {
-		var st ingest.Status
+		var st httpapi.Status
 		if err := apiclient.Get(ctx, "curator", fmt.Sprintf("%s/v1/batches/%d", base, id), &st); err != nil {
 			return err
 		}
@@ -266,7 +267,7 @@ func Follow(ctx context.Context, base string, id int64, w io.Writer, every time.
 
 // Bar is a one-line progress bar of a batch: done (completed) and failed
 // jobs over all, and the count in each state.
-func Bar(st *ingest.Status, width int) string {
+func Bar(st *httpapi.Status, width int) string {
 	total := 0
 	for _, n := range st.Jobs {
 		total += n
@@ -291,7 +292,7 @@ func Bar(st *ingest.Status, width int) string {
 }
 
 // Print writes a status: state, jobs by state, history, report summary.
-func Print(w io.Writer, st *ingest.Status) error {
+func Print(w io.Writer, st *httpapi.Status) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintf(tw, "%s %d\t%s\tcollection %s\n", st.Entity, st.ID, st.State, st.Profile)
 	if st.Error != "" {

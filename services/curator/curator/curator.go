@@ -20,6 +20,7 @@ import (
 	"github.com/archivist/archivist/services/curator/catalog"
 	"github.com/archivist/archivist/services/curator/ingest"
 	"github.com/archivist/archivist/services/curator/ingest/httpapi"
+	"github.com/archivist/archivist/services/curator/ingest/pipeline"
 	"github.com/archivist/archivist/services/curator/matcher"
 	"github.com/archivist/archivist/services/curator/merger"
 	"github.com/archivist/archivist/services/curator/migrations"
@@ -41,7 +42,7 @@ type Config struct {
 	// consumer that lost a works message (the pwa) catches up; 0 disables.
 	ResyncInterval time.Duration `env:"CURATOR_RESYNC_INTERVAL, default=24h"`
 	// Ingest configures the ingest daemons.
-	Ingest ingest.Config
+	Ingest pipeline.Config
 }
 
 // Definition is the curator service.
@@ -62,7 +63,7 @@ func run(ctx context.Context, env *service.Env, cfg Config) error {
 		merger.New(env.DB, strings.Split(cfg.SourcePrecedence, ","), env.Metrics, env.Log))
 	ist := ingest.NewStore(env.DB)
 	env.ReadGauges(ingest.BacklogGauges, ist.Backlog)
-	ing, err := ingest.New(cfg.Ingest, ist, env.Blob, env.Bus, env.Log)
+	ing, err := pipeline.New(cfg.Ingest, ist, env.Blob, env.Bus, env.Log)
 	if err != nil {
 		return err
 	}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/archivist/archivist/pkg/testenv"
 	"github.com/archivist/archivist/services/curator/ingest"
+	"github.com/archivist/archivist/services/curator/ingest/fetch"
 )
 
 // The dial guard refuses every special-purpose range the old filter let
@@ -31,7 +32,7 @@ func TestDialGuardRefusesSpecialPurposeAddresses(t *testing.T) {
 		if strings.Contains(addr, ":") {
 			network = "tcp6"
 		}
-		if err := ingest.DialGuard(network, net.JoinHostPort(addr, "443"), nil); err == nil {
+		if err := fetch.DialGuard(network, net.JoinHostPort(addr, "443"), nil); err == nil {
 			t.Errorf("%s accepted", addr)
 		}
 	}
@@ -40,7 +41,7 @@ func TestDialGuardRefusesSpecialPurposeAddresses(t *testing.T) {
 		if strings.Contains(addr, ":") {
 			network = "tcp6"
 		}
-		if err := ingest.DialGuard(network, net.JoinHostPort(addr, "8080"), nil); err != nil {
+		if err := fetch.DialGuard(network, net.JoinHostPort(addr, "8080"), nil); err != nil {
 			t.Errorf("public %s refused: %v", addr, err)
 		}
 	}

@@ -7,20 +7,20 @@ import (
 )
 
 // scrubURLs is text (an error, a move's detail) with every URL in it
-// redacted as redactURL does, before it is stored or shown.
+// redacted as RedactURL does, before it is stored or shown.
 func scrubURLs(text string) string {
 	if !strings.Contains(text, "://") {
 		return text
 	}
-	return urlInText.ReplaceAllStringFunc(text, redactURL)
+	return urlInText.ReplaceAllStringFunc(text, RedactURL)
 }
 
 // urlInText finds URLs in text: a scheme, then up to white space or a quote.
 var urlInText = regexp.MustCompile(`[A-Za-z][A-Za-z0-9+.-]*://[^\s"'<>]+`)
 
-// redactURL is a URL as a job view shows it: without user info or query
+// RedactURL is a URL as a job view shows it: without user info or query
 // string, which may carry credentials or presigned tokens.
-func redactURL(s string) string {
+func RedactURL(s string) string {
 	u, err := url.Parse(s)
 	if err != nil {
 		return "REDACTED"

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/archivist/archivist/services/curator/ingest"
+	"github.com/archivist/archivist/services/curator/ingest/report"
 )
 
 // TestBatchReportsAreSentWithWhatChanged: a batch's report was written but
@@ -23,10 +24,10 @@ func TestBatchReportsAreSentWithWhatChanged(t *testing.T) {
 	o := newOrigin(t)
 	r := newRig(t, nil)
 	var mu sync.Mutex
-	var reports []ingest.Report
+	var reports []report.Report
 	cb := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		b, _ := io.ReadAll(req.Body)
-		var rep ingest.Report
+		var rep report.Report
 		if json.Unmarshal(b, &rep) == nil && rep.Type == "batch-report" {
 			mu.Lock()
 			reports = append(reports, rep)

@@ -117,7 +117,7 @@ const jobColumns = `id, batch_id, profile, priority, state, last_successful, ret
 
 // Store is the ingest tables.
 type Store struct {
-	db *pgxpool.Pool
+	DB *pgxpool.Pool
 	// wake is told of every committed transition (to wake the next state's
 	// daemon); use moved, which also wakes what the move implies.
 	wake func(e Entity, to State)
@@ -126,21 +126,21 @@ type Store struct {
 }
 
 // NewStore wraps the curator's database.
-func NewStore(db *pgxpool.Pool) *Store { return &Store{db: db, wake: func(Entity, State) {}} }
+func NewStore(db *pgxpool.Pool) *Store { return &Store{DB: db, wake: func(Entity, State) {}} }
 
 // moved wakes the daemon of the state reached, after the commit, and those
 // of what the move implies: a batch in processing has new jobs pending; a
 // job's end may have moved its batch to reporting.
 func (s *Store) moved(e Entity, to State) {
 	s.wake(e, to)
-	s.implied(e, to)
+	s.Implied(e, to)
 }
 
 // implied wakes the daemons of what a move implies besides its target
 // state (the jobs of a batch gone to processing, the report of a batch
 // whose job ended). A daemon's own move uses it alone: the worker carries
 // the job on to the target state itself, or wakes its daemon if it cannot.
-func (s *Store) implied(e Entity, to State) {
+func (s *Store) Implied(e Entity, to State) {
 	switch {
 	case e == Batch && to == Processing:
 		s.wake(Job, Pending)
@@ -160,14 +160,14 @@ func (s *Store) Submit(ctx context.Context, sub Submission) (id int64, created b
 	if sub.IdempotencyKey != "" {
 		key = &sub.IdempotencyKey
 	}
-	err = s.db.QueryRow(ctx, `INSERT INTO curator.batches (submitter, profile, payload_url, type, title, creator, date, callback_url, idempotency_key, traceparent)
+	err = s.DB.QueryRow(ctx, `INSERT INTO curator.batches (submitter, profile, payload_url, type, title, creator, date, callback_url, idempotency_key, traceparent)
 		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
 		ON CONFLICT (submitter, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING RETURNING id`,
 		sub.Submitter, sub.Profile, sub.PayloadURL, sub.Type, sub.Title, sub.Creator, sub.Date, sub.CallbackURL, key, telemetry.Traceparent(ctx)).Scan(&id)
 	if errors.Is(err, pgx.ErrNoRows) {
 		// A retry: the key's batch must be the same submission.
 		var first Submission
-		err = s.db.QueryRow(ctx, `SELECT id, profile, payload_url, type, title, creator, date, callback_url
+		err = s.DB.QueryRow(ctx, `SELECT id, profile, payload_url, type, title, creator, date, callback_url
 			FROM curator.batches WHERE submitter = $1 AND idempotency_key = $2`, sub.Submitter, sub.IdempotencyKey).
 			Scan(&id, &first.Profile, &first.PayloadURL, &first.Type, &first.Title, &first.Creator, &first.Date, &first.CallbackURL)
 		if err != nil {
@@ -209,7 +209,7 @@ var ErrNotFound = errors.New("not found")
 // Is makes a NotFoundError match ErrNotFound.
 func (e *NotFoundError) Is(target error) bool { return target == ErrNotFound }
 
-func table(e Entity) string {
+func Table(e Entity) string {
 	if e == Batch {
 		return "curator.batches"
 	}
@@ -241,7 +241,7 @@ func endsJob(e Entity, to State) bool {
 // set, and filling row with the job as the move left it when row is not
 // nil.
 func (s *Store) moveRow(ctx context.Context, q querier, e Entity, id int64, from, to State, by By, action, detail string, set map[string]any, row *JobRow, fence ...int64) error {
-	t, ok := find(e, from, to, by)
+	t, ok := AllowedBy(e, from, to, by)
 	if !ok {
 		return fmt.Errorf("ingest: %s %d: %s -> %s by %s is not in the transition table", e, id, from, to, by)
 	}
@@ -251,7 +251,7 @@ func (s *Store) moveRow(ctx context.Context, q querier, e Entity, id int64, from
 	// Nor may it keep a URL's credentials: user info or a presigned
 	// token in an error is for every reader of job lists and histories.
 	detail = ScrubText(detail, 4000)
-	u := `UPDATE ` + table(e) + ` SET state = $3, state_at = now(), error = CASE WHEN $3 = 'failed' THEN $4 ELSE '' END,
+	u := `UPDATE ` + Table(e) + ` SET state = $3, state_at = now(), error = CASE WHEN $3 = 'failed' THEN $4 ELSE '' END,
 		attempts = 0, next_attempt_at = '-infinity', last_attempt_error = '', first_failed_at = NULL`
 	if e == Job && by == Daemon && to != Failed && to != Held {
 		u += `, last_successful = $2`
@@ -260,7 +260,7 @@ func (s *Store) moveRow(ctx context.Context, q querier, e Entity, id int64, from
 	// Sorted, so that the statement's text, and its prepared plan, is the
 	// same each time.
 	for _, col := range slices.Sorted(maps.Keys(set)) {
-		if d, ok := set[col].(addInterval); ok {
+		if d, ok := set[col].(AddInterval); ok {
 			args = append(args, time.Duration(d))
 			u += fmt.Sprintf(", %s = %[1]s + $%d::interval", pgx.Identifier{col}.Sanitize(), len(args))
 			continue
@@ -340,7 +340,7 @@ func (s *Store) reportIfDone(ctx context.Context, q querier, batch int64) (bool,
 // all ended: Ingester.Run runs it every INGEST_INTERVAL, for a batch
 // whose last job's worker died between its end and reportIfDone.
 func (s *Store) ReportDone(ctx context.Context) (int, error) {
-	rows, err := s.db.Query(ctx, `SELECT id FROM curator.batches b WHERE state = 'processing'
+	rows, err := s.DB.Query(ctx, `SELECT id FROM curator.batches b WHERE state = 'processing'
 		AND NOT EXISTS (SELECT FROM curator.jobs WHERE batch_id = b.id AND state = ANY($1))`, openJobStates)
 	if err != nil {
 		return 0, fmt.Errorf("batches done processing: %w", err)
@@ -351,7 +351,7 @@ func (s *Store) ReportDone(ctx context.Context) (int, error) {
 	}
 	n := 0
 	for _, id := range ids {
-		moved, err := s.reportIfDone(ctx, s.db, id)
+		moved, err := s.reportIfDone(ctx, s.DB, id)
 		if err != nil {
 			return n, err
 		}
@@ -379,17 +379,17 @@ func (s *Store) Move(ctx context.Context, e Entity, id int64, from, to State, by
 // MoveWith makes one transition and apply's writes in one transaction: a
 // crash cannot half-do them.
 func (s *Store) MoveWith(ctx context.Context, e Entity, id int64, from, to State, by By, detail string, apply func(context.Context, pgx.Tx) error) error {
-	return s.moveOn(ctx, s.db, e, id, from, to, by, detail, apply)
+	return s.moveOn(ctx, s.DB, e, id, from, to, by, detail, apply)
 }
 
 // beginner is a pool or a connection.
-type beginner interface {
+type Beginner interface {
 	Begin(context.Context) (pgx.Tx, error)
 	querier
 }
 
-func (s *Store) moveOn(ctx context.Context, db beginner, e Entity, id int64, from, to State, by By, detail string, apply func(context.Context, pgx.Tx) error) error {
-	err := s.moveOnRow(ctx, db, e, id, from, to, by, detail, nil, apply, nil)
+func (s *Store) moveOn(ctx context.Context, db Beginner, e Entity, id int64, from, to State, by By, detail string, apply func(context.Context, pgx.Tx) error) error {
+	err := s.MoveOnRow(ctx, db, e, id, from, to, by, detail, nil, apply, nil)
 	if err == nil {
 		s.moved(e, to)
 	}
@@ -401,7 +401,7 @@ func (s *Store) moveOn(ctx context.Context, db beginner, e Entity, id int64, fro
 // reporting of a batch the move ended. A move with nothing to apply is one
 // statement, sent without a transaction around it; a job's end then checks
 // whether its batch is done.
-func (s *Store) moveOnRow(ctx context.Context, db beginner, e Entity, id int64, from, to State, by By, detail string, set map[string]any, apply func(context.Context, pgx.Tx) error, row *JobRow, fence ...int64) error {
+func (s *Store) MoveOnRow(ctx context.Context, db Beginner, e Entity, id int64, from, to State, by By, detail string, set map[string]any, apply func(context.Context, pgx.Tx) error, row *JobRow, fence ...int64) error {
 	var err error
 	if apply == nil {
 		err = s.moveRow(ctx, db, e, id, from, to, by, "", detail, set, row, fence...)
@@ -443,7 +443,7 @@ func (s *Store) jobEnded(ctx context.Context, q querier, job int64, to State, ba
 
 // Job reads a job.
 func (s *Store) Job(ctx context.Context, id int64) (*JobRow, error) {
-	return scanJob(s.db.QueryRow(ctx, `SELECT `+jobColumns+` FROM curator.jobs WHERE id = $1`, id), id)
+	return scanJob(s.DB.QueryRow(ctx, `SELECT `+jobColumns+` FROM curator.jobs WHERE id = $1`, id), id)
 }
 
 // fields are the JobRow's fields in jobColumns' order, to scan into.
@@ -461,17 +461,29 @@ func scanJob(row pgx.Row, id int64) (*JobRow, error) {
 	return &j, err
 }
 
-// Paused tells whether an operator paused the queue.
+// Paused tells whether an operator paused the queue (and keeps the
+// answer for PausedNow).
 func (s *Store) Paused(ctx context.Context) (bool, error) {
 	var p bool
-	err := s.db.QueryRow(ctx, `SELECT paused FROM curator.ingest_queue`).Scan(&p)
+	err := s.DB.QueryRow(ctx, `SELECT paused FROM curator.ingest_queue`).Scan(&p)
+	if err == nil {
+		s.paused.Store(p)
+	}
 	return p, err
 }
+
+// PausedNow is the queue switch as last read or set here, without asking
+// the database.
+func (s *Store) PausedNow() bool { return s.paused.Load() }
+
+// OnMove has f told of every committed transition, after the commit (to
+// wake the daemon of the state reached).
+func (s *Store) OnMove(f func(e Entity, to State)) { s.wake = f }
 
 // SetPaused pauses or resumes the whole queue: daemons claim nothing new
 // while it is paused; work in hand finishes.
 func (s *Store) SetPaused(ctx context.Context, paused bool) error {
-	_, err := s.db.Exec(ctx, `UPDATE curator.ingest_queue SET paused = $1, paused_at = CASE WHEN $1 THEN now() END`, paused)
+	_, err := s.DB.Exec(ctx, `UPDATE curator.ingest_queue SET paused = $1, paused_at = CASE WHEN $1 THEN now() END`, paused)
 	if err == nil {
 		s.paused.Store(paused)
 	}
@@ -487,14 +499,14 @@ func (s *Store) SetPaused(ctx context.Context, paused bool) error {
 // Held tells whether a collection is held.
 func (s *Store) Held(ctx context.Context, profile string) (bool, error) {
 	var h bool
-	err := s.db.QueryRow(ctx, `SELECT EXISTS (SELECT FROM curator.collection_holds WHERE profile = $1)`, profile).Scan(&h)
+	err := s.DB.QueryRow(ctx, `SELECT EXISTS (SELECT FROM curator.collection_holds WHERE profile = $1)`, profile).Scan(&h)
 	return h, err
 }
 
 // HoldCollection holds a collection: its pending batches and jobs go to
 // held when their daemon next looks at them.
 func (s *Store) HoldCollection(ctx context.Context, profile string) error {
-	_, err := s.db.Exec(ctx, `INSERT INTO curator.collection_holds (profile) VALUES ($1) ON CONFLICT DO NOTHING`, profile)
+	_, err := s.DB.Exec(ctx, `INSERT INTO curator.collection_holds (profile) VALUES ($1) ON CONFLICT DO NOTHING`, profile)
 	return err
 }
 
@@ -502,13 +514,13 @@ func (s *Store) HoldCollection(ctx context.Context, profile string) error {
 // of it that the hold put in held. It returns how many were released.
 func (s *Store) ReleaseCollection(ctx context.Context, profile string) (int, error) {
 	n := 0
-	err := store.InTx(ctx, s.db, func(tx pgx.Tx) error {
+	err := store.InTx(ctx, s.DB, func(tx pgx.Tx) error {
 		n = 0
 		if _, err := tx.Exec(ctx, `DELETE FROM curator.collection_holds WHERE profile = $1`, profile); err != nil {
 			return err
 		}
 		for _, e := range []Entity{Batch, Job} {
-			rows, err := tx.Query(ctx, `SELECT id FROM `+table(e)+` WHERE profile = $1 AND state = 'held' ORDER BY id FOR UPDATE`, profile)
+			rows, err := tx.Query(ctx, `SELECT id FROM `+Table(e)+` WHERE profile = $1 AND state = 'held' ORDER BY id FOR UPDATE`, profile)
 			if err != nil {
 				return err
 			}
@@ -537,7 +549,7 @@ func (s *Store) ReleaseCollection(ctx context.Context, profile string) (int, err
 // current state is refused with a RefusedError.
 func (s *Store) Act(ctx context.Context, e Entity, id int64, action string) (State, error) {
 	var to State
-	err := store.InTx(ctx, s.db, func(tx pgx.Tx) error {
+	err := store.InTx(ctx, s.DB, func(tx pgx.Tx) error {
 		var from, last State
 		q := `SELECT state, '' FROM curator.batches WHERE id = $1 FOR UPDATE`
 		if e == Job {
@@ -596,7 +608,7 @@ func (s *Store) Act(ctx context.Context, e Entity, id int64, action string) (Sta
 	}
 	s.moved(e, to)
 	if endsJob(e, to) {
-		return to, s.jobEnded(ctx, s.db, id, to, 0)
+		return to, s.jobEnded(ctx, s.DB, id, to, 0)
 	}
 	return to, nil
 }
@@ -639,7 +651,7 @@ func next(last State) State {
 // cleanup past INGEST_RETENTION, and an operator's. It returns how many
 // batches.
 func (s *Store) Cleanup(ctx context.Context, olderThan time.Duration) (int, error) {
-	rows, err := s.db.Query(ctx, `SELECT id FROM curator.batches WHERE state = 'completed' AND state_at < now() - $1::interval
+	rows, err := s.DB.Query(ctx, `SELECT id FROM curator.batches WHERE state = 'completed' AND state_at < now() - $1::interval
 		ORDER BY state_at LIMIT 1000`, olderThan)
 	if err != nil {
 		return 0, err
@@ -650,7 +662,7 @@ func (s *Store) Cleanup(ctx context.Context, olderThan time.Duration) (int, erro
 	}
 	n := 0
 	for _, id := range ids {
-		err := store.InTx(ctx, s.db, func(tx pgx.Tx) error {
+		err := store.InTx(ctx, s.DB, func(tx pgx.Tx) error {
 			if _, err := tx.Exec(ctx, `WITH d AS (UPDATE curator.jobs SET state = 'deleted', state_at = now()
 				WHERE batch_id = $1 AND state = 'completed' RETURNING id)
 				INSERT INTO curator.ingest_history (entity, entity_id, from_state, to_state, by, action, detail)
@@ -668,3 +680,7 @@ func (s *Store) Cleanup(ctx context.Context, olderThan time.Duration) (int, erro
 	}
 	return n, nil
 }
+
+// AddInterval, as a value of Outcome.Set, adds to the column (an
+// interval) rather than setting it.
+type AddInterval time.Duration

@@ -129,7 +129,7 @@ func Allowed(e Entity, from, to State) (Transition, bool) {
 }
 
 // find is the transition from one state to another made by by.
-func find(e Entity, from, to State, by By) (Transition, bool) {
+func AllowedBy(e Entity, from, to State, by By) (Transition, bool) {
 	for _, t := range Transitions {
 		if t.Entity == e && t.From == from && t.To == to && t.By == by {
 			return t, true

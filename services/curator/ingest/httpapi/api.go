@@ -73,11 +73,11 @@ func Routes(mux *http.ServeMux, s *ingest.Store, log *slog.Logger) {
 				writeErr(w, &ingest.InvalidError{Field: "id", Msg: "a number"})
 				return
 			}
-			if err := s.Visible(r.Context(), e, id); err != nil {
+			if err := visible(r.Context(), s, e, id); err != nil {
 				writeErr(w, err)
 				return
 			}
-			st, err := s.Status(r.Context(), e, id)
+			st, err := StatusOf(r.Context(), s, e, id)
 			if err != nil {
 				writeErr(w, err)
 				return
@@ -103,7 +103,7 @@ func Routes(mux *http.ServeMux, s *ingest.Store, log *slog.Logger) {
 	list := func(e ingest.Entity) http.HandlerFunc {
 		return func(w http.ResponseWriter, r *http.Request) {
 			q := r.URL.Query()
-			f := ingest.Filter{State: ingest.State(q.Get("state")), Limit: 100, Submitter: q.Get("submitter")}
+			f := Filter{State: ingest.State(q.Get("state")), Limit: 100, Submitter: q.Get("submitter")}
 			if caller, _ := service.Caller(r.Context()); caller.OwnOnly() {
 				// A depositor lists its own.
 				f.Submitter = caller.Name
@@ -124,7 +124,7 @@ func Routes(mux *http.ServeMux, s *ingest.Store, log *slog.Logger) {
 				}
 				f.Batch = n
 			}
-			out, err := s.List(r.Context(), e, f)
+			out, err := List(r.Context(), s, e, f)
 			if err != nil {
 				writeErr(w, err)
 				return
@@ -190,11 +190,11 @@ func Routes(mux *http.ServeMux, s *ingest.Store, log *slog.Logger) {
 	history := func(e ingest.Entity) func(context.Context, string) (service.History, error) {
 		return func(ctx context.Context, id string) (service.History, error) {
 			if n, err := strconv.ParseInt(id, 10, 64); err == nil {
-				if err := s.Visible(ctx, e, n); err != nil {
+				if err := visible(ctx, s, e, n); err != nil {
 					return service.History{}, err
 				}
 			}
-			return s.History(ctx, e, id)
+			return History(ctx, s, e, id)
 		}
 	}
 	batchHistory := service.HistoryHandler(log, "batch", ingest.ErrNotFound, history(ingest.Batch))

@@ -1,4 +1,4 @@
-package ingest
+package daemon
 
 import (
 	"context"
@@ -18,6 +18,7 @@ import (
 
 	"github.com/archivist/archivist/pkg/fault"
 	"github.com/archivist/archivist/pkg/telemetry"
+	"github.com/archivist/archivist/services/curator/ingest"
 )
 
 // Claim is a daemon's hold on a batch or job: a PostgreSQL session
@@ -25,12 +26,12 @@ import (
 // worker dies its connection closes and the lock goes with it; nothing
 // needs to time out.
 type Claim struct {
-	Entity Entity
+	Entity ingest.Entity
 	ID     int64
 	conn   *pgxpool.Conn
 	// job is the claimed job as its last move left it (nil when not read
 	// yet): the next state's work starts from it without reading it again.
-	job *JobRow
+	job *ingest.JobRow
 	// Attempts counts the claims of the entity at its current state, this
 	// one included (a crash or hang of an earlier holder counted too);
 	// LastError is the error of the last failed attempt.
@@ -57,7 +58,7 @@ type Claim struct {
 // errFenced says a claim was lost while its work went on: its session (and
 // advisory lock) ended, or another worker claimed the entity since. The
 // work stops before its next side effect; the new holder does it.
-var errFenced = errors.New("ingest: the claim was lost (another worker holds it now)")
+var ErrFenced = errors.New("ingest: the claim was lost (another worker holds it now)")
 
 // check reports whether the claim still holds: on its own session (gone
 // with a failover, and the lock with it), the entity's claim count is
@@ -69,14 +70,14 @@ func (c *Claim) check(ctx context.Context, maxAge time.Duration) error {
 		return nil
 	}
 	var epoch int64
-	if err := c.conn.QueryRow(ctx, `SELECT claim_epoch FROM `+table(c.Entity)+` WHERE id = $1`, c.ID).Scan(&epoch); err != nil {
+	if err := c.conn.QueryRow(ctx, `SELECT claim_epoch FROM `+ingest.Table(c.Entity)+` WHERE id = $1`, c.ID).Scan(&epoch); err != nil {
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		return fmt.Errorf("%w: its session: %v", errFenced, err)
+		return fmt.Errorf("%w: its session: %v", ErrFenced, err)
 	}
 	if epoch != c.Epoch {
-		return fmt.Errorf("%w: claimed %d times since", errFenced, epoch-c.Epoch)
+		return fmt.Errorf("%w: claimed %d times since", ErrFenced, epoch-c.Epoch)
 	}
 	c.checked = time.Now()
 	return nil
@@ -87,7 +88,7 @@ type claimKey struct{}
 // fence checks, before a side effect of a daemon's work, that the claim
 // the work runs under (in ctx) still holds; errFenced if not. Outside a
 // claim it does nothing.
-func fence(ctx context.Context) error {
+func Fence(ctx context.Context) error {
 	if c, ok := ctx.Value(claimKey{}).(*Claim); ok {
 		return c.check(ctx, 0)
 	}
@@ -100,7 +101,7 @@ func fence(ctx context.Context) error {
 // make as many round trips. A new holder needs the old session gone and a
 // claim of its own first; what the old one may still do in that time is
 // write the same bytes under a key of the same version.
-func fenceEach(ctx context.Context) error {
+func FenceEach(ctx context.Context) error {
 	if c, ok := ctx.Value(claimKey{}).(*Claim); ok {
 		return c.check(ctx, fenceAge)
 	}
@@ -110,8 +111,8 @@ func fenceEach(ctx context.Context) error {
 // fenceAge is how long a check of a claim stands for fenceEach.
 const fenceAge = time.Second
 
-func lockKey(e Entity, id int64) int64 {
-	if e == Batch {
+func lockKey(e ingest.Entity, id int64) int64 {
+	if e == ingest.Batch {
 		return 1<<62 | id
 	}
 	return id
@@ -119,7 +120,7 @@ func lockKey(e Entity, id int64) int64 {
 
 // tryClaim takes the lock if no one holds it, and checks the entity is
 // still in state (it may have moved between the listing and the lock).
-func tryClaim(ctx context.Context, db *pgxpool.Pool, e Entity, id int64, state State) (*Claim, error) {
+func tryClaim(ctx context.Context, db *pgxpool.Pool, e ingest.Entity, id int64, state ingest.State) (*Claim, error) {
 	// db is the claims' own pool, sized for every daemon's concurrency, so
 	// claims never starve the reads their work does on the main pool.
 	conn, err := db.Acquire(ctx)
@@ -137,11 +138,11 @@ func tryClaim(ctx context.Context, db *pgxpool.Pool, e Entity, id int64, state S
 	var worked *float64
 	// The batch's kept trace comes with the claim: its steps continue it.
 	traceparent := "traceparent"
-	if e == Job {
+	if e == ingest.Job {
 		traceparent = "(SELECT b.traceparent FROM curator.batches b WHERE b.id = curator.jobs.batch_id)"
 	}
 	if err := conn.QueryRow(ctx, `WITH l AS (SELECT pg_try_advisory_lock($1) AS ok),
-		u AS (UPDATE `+table(e)+` SET attempts = attempts + 1, claim_epoch = claim_epoch + 1 WHERE id = $2 AND state = $3 AND next_attempt_at <= now()
+		u AS (UPDATE `+ingest.Table(e)+` SET attempts = attempts + 1, claim_epoch = claim_epoch + 1 WHERE id = $2 AND state = $3 AND next_attempt_at <= now()
 			AND (SELECT ok FROM l) RETURNING attempts, last_attempt_error, first_failed_at, claim_epoch, `+traceparent+` AS tp,
 				extract(epoch FROM worked)::float8 AS worked)
 		SELECT (SELECT ok FROM l), (SELECT attempts FROM u), (SELECT last_attempt_error FROM u), (SELECT first_failed_at FROM u),
@@ -170,31 +171,31 @@ func tryClaim(ctx context.Context, db *pgxpool.Pool, e Entity, id int64, state S
 
 // countAttempt counts an attempt at state on a claim carried on from an
 // earlier state (the move reset the count).
-func (c *Claim) countAttempt(ctx context.Context, state State) error {
+func (c *Claim) countAttempt(ctx context.Context, state ingest.State) error {
 	c.FirstFailed = time.Time{}
-	err := c.conn.QueryRow(ctx, `UPDATE `+table(c.Entity)+` SET attempts = attempts + 1 WHERE id = $1 AND state = $2
+	err := c.conn.QueryRow(ctx, `UPDATE `+ingest.Table(c.Entity)+` SET attempts = attempts + 1 WHERE id = $1 AND state = $2
 		RETURNING attempts, last_attempt_error`, c.ID, state).Scan(&c.Attempts, &c.LastError)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return ErrMoved
+		return ingest.ErrMoved
 	}
 	return err
 }
 
 // wait takes back the attempt of a claim that only waited, and keeps the
 // entity out of its daemon's listing for d.
-func (c *Claim) wait(ctx context.Context, state State, d time.Duration) error {
-	_, err := c.conn.Exec(ctx, `UPDATE `+table(c.Entity)+` SET attempts = greatest(attempts - 1, 0),
+func (c *Claim) wait(ctx context.Context, state ingest.State, d time.Duration) error {
+	_, err := c.conn.Exec(ctx, `UPDATE `+ingest.Table(c.Entity)+` SET attempts = greatest(attempts - 1, 0),
 		next_attempt_at = now() + $3::interval WHERE id = $1 AND state = $2`, c.ID, state, d)
 	return err
 }
 
 // backOff records a failed attempt under policy p: its error, when the
 // failures began, and the time before the next attempt.
-func (c *Claim) backOff(ctx context.Context, state State, p fault.Policy, reason string, worked time.Duration) error {
+func (c *Claim) backOff(ctx context.Context, state ingest.State, p fault.Policy, reason string, worked time.Duration) error {
 	d := p.Delay(max(c.Attempts, 1))
-	_, err := c.conn.Exec(ctx, `UPDATE `+table(c.Entity)+` SET next_attempt_at = now() + $3::interval, last_attempt_error = $4,
+	_, err := c.conn.Exec(ctx, `UPDATE `+ingest.Table(c.Entity)+` SET next_attempt_at = now() + $3::interval, last_attempt_error = $4,
 		first_failed_at = coalesce(first_failed_at, now()), worked = worked + $5::interval
-		WHERE id = $1 AND state = $2`, c.ID, state, d, ScrubText(reason, 2000), worked)
+		WHERE id = $1 AND state = $2`, c.ID, state, d, ingest.ScrubText(reason, 2000), worked)
 	return err
 }
 
@@ -215,7 +216,7 @@ func (c *Claim) Release() {
 // set by the move's own statement, and other writes that go into the
 // transition's transaction.
 type Outcome struct {
-	To     State
+	To     ingest.State
 	Detail string
 	// Set is column -> value, written by the statement that moves the
 	// row: a move with nothing to Apply is a single statement.
@@ -228,7 +229,7 @@ type Outcome struct {
 // room).
 type Work func(ctx context.Context, c *Claim) (Outcome, error)
 
-var errStay = errors.New("ingest: stays for a later pass")
+var ErrStay = errors.New("ingest: stays for a later pass")
 
 // SetConfig bounds a Set's daemons (the INGEST_* variables of the
 // same names).
@@ -252,7 +253,7 @@ type SetConfig struct {
 // Set is the daemons of the states that have work, one per state, with
 // the claim slots and the connection pool they share.
 type Set struct {
-	store   *Store
+	store   *ingest.Store
 	cfg     SetConfig
 	log     *slog.Logger
 	daemons []*daemon
@@ -268,14 +269,14 @@ type Set struct {
 // own, taken when no shared one is free, so that no state starves
 // another (eight long downloads and eight long stores once held every
 // slot while reports and notifications waited for hours).
-func NewSet(s *Store, cfg SetConfig, log *slog.Logger) (*Set, error) {
+func NewSet(s *ingest.Store, cfg SetConfig, log *slog.Logger) (*Set, error) {
 	set := &Set{store: s, cfg: cfg, log: log, shared: make(chan struct{}, max(cfg.MaxClaims, 0))}
-	pc := s.db.Config().Copy()
+	pc := s.DB.Config().Copy()
 	// Besides the shared slots, one of its own for each state a daemon works.
-	own := map[Transition]bool{}
-	for _, t := range Transitions {
-		if t.By == Daemon {
-			own[Transition{Entity: t.Entity, From: t.From}] = true
+	own := map[ingest.Transition]bool{}
+	for _, t := range ingest.Transitions {
+		if t.By == ingest.Daemon {
+			own[ingest.Transition{Entity: t.Entity, From: t.From}] = true
 		}
 	}
 	pc.MaxConns = int32(max(cfg.MaxClaims, 0) + len(own))
@@ -285,18 +286,18 @@ func NewSet(s *Store, cfg SetConfig, log *slog.Logger) (*Set, error) {
 		return nil, fmt.Errorf("ingest claims pool: %w", err)
 	}
 	set.claims = claims
-	s.wake = set.Wake
+	s.OnMove(set.Wake)
 	return set, nil
 }
 
 // Add gives state st of entity e a daemon doing w.
-func (s *Set) Add(e Entity, st State, w Work) {
+func (s *Set) Add(e ingest.Entity, st ingest.State, w Work) {
 	cfg := s.cfg
 	s.daemons = append(s.daemons, &daemon{store: s.store, entity: e, state: st, work: w,
 		interval: cfg.Interval, log: s.log, wake: make(chan struct{}, 1), held: &s.held, reserved: make(chan struct{}, 1),
 		policy:      fault.Policy{Base: cfg.Interval, Max: max(cfg.RetryMax, cfg.Interval), Attempts: cfg.MaxAttempts, Budget: cfg.RetryBudget},
 		stepTimeout: cfg.StepTimeout, jobTimeout: cfg.JobTimeout, claims: s.claims, shared: s.shared,
-		sem: make(chan struct{}, max(cfg.Concurrency, 1)), next: func(to State) *daemon { return s.daemon(e, to) }})
+		sem: make(chan struct{}, max(cfg.Concurrency, 1)), next: func(to ingest.State) *daemon { return s.daemon(e, to) }})
 }
 
 // SetGate has every daemon wait while gate is closed (a dependency down)
@@ -308,14 +309,14 @@ func (s *Set) SetGate(gate *fault.Gate) {
 }
 
 // Wake has the daemon of state to of e look for work now.
-func (s *Set) Wake(e Entity, to State) {
+func (s *Set) Wake(e ingest.Entity, to ingest.State) {
 	if d := s.daemon(e, to); d != nil {
 		d.notify()
 	}
 }
 
 // daemon is the daemon of a state, or nil.
-func (s *Set) daemon(e Entity, st State) *daemon {
+func (s *Set) daemon(e ingest.Entity, st ingest.State) *daemon {
 	for _, d := range s.daemons {
 		if d.entity == e && d.state == st {
 			return d
@@ -340,14 +341,14 @@ func (s *Set) Close() { s.claims.Close() }
 
 // Job is the claimed job as its last move left it, nil when not read yet:
 // the next state's work starts from it without reading it again.
-func (c *Claim) Job() *JobRow { return c.job }
+func (c *Claim) Job() *ingest.JobRow { return c.job }
 
 // daemon claims entities in one state, lowest priority number first, and
 // works up to cap(sem) of them at once.
 type daemon struct {
-	store    *Store
-	entity   Entity
-	state    State
+	store    *ingest.Store
+	entity   ingest.Entity
+	state    ingest.State
 	work     Work
 	interval time.Duration
 	log      *slog.Logger
@@ -360,8 +361,8 @@ type daemon struct {
 	// every shared slot but never a reporting's or a notify's own.
 	reserved chan struct{}
 	shared   chan struct{}
-	sem      chan struct{}       // a slot per entity in hand
-	next     func(State) *daemon // the daemon of another state of the entity
+	sem      chan struct{}              // a slot per entity in hand
+	next     func(ingest.State) *daemon // the daemon of another state of the entity
 	// held is what this process has claimed, by lock key, shared by all
 	// daemons: a listing skips it without asking PostgreSQL (a job carried
 	// from state to state is listed by each state's daemon in turn).
@@ -395,9 +396,6 @@ func (d *daemon) run(ctx context.Context) {
 		}
 		claimed := 0
 		paused, err := d.store.Paused(ctx)
-		if err == nil {
-			d.store.paused.Store(paused)
-		}
 		if err == nil && !paused {
 			ids, err := d.candidates(ctx)
 			if err != nil && ctx.Err() == nil && !d.gate.Observe(ctx, err) {
@@ -453,10 +451,10 @@ func (d *daemon) run(ctx context.Context) {
 
 func (d *daemon) candidates(ctx context.Context) ([]int64, error) {
 	q := `SELECT id FROM curator.jobs WHERE state = $1 AND next_attempt_at <= now() ORDER BY priority, id LIMIT 64`
-	if d.entity == Batch {
+	if d.entity == ingest.Batch {
 		q = `SELECT id FROM curator.batches WHERE state = $1 AND next_attempt_at <= now() ORDER BY id LIMIT 64`
 	}
-	rows, err := d.store.db.Query(ctx, q, d.state)
+	rows, err := d.store.DB.Query(ctx, q, d.state)
 	if err != nil {
 		return nil, err
 	}
@@ -524,7 +522,7 @@ func carry(ctx context.Context, c *Claim, cur *daemon, slot chan struct{}) (*dae
 			<-cur.sem
 			return nil, slot
 		}
-		if ctx.Err() == nil && !cur.store.paused.Load() {
+		if ctx.Err() == nil && !cur.store.PausedNow() {
 			select {
 			case nd.sem <- struct{}{}:
 				next := slot
@@ -555,12 +553,12 @@ func carry(ctx context.Context, c *Claim, cur *daemon, slot chan struct{}) (*dae
 
 // handle works the claimed entity and makes the transition; it returns
 // the state reached, and false if there was none.
-func (d *daemon) handle(ctx context.Context, c *Claim) (State, bool) {
+func (d *daemon) handle(ctx context.Context, c *Claim) (ingest.State, bool) {
 	log := d.log.With(string(d.entity), c.ID, "state", d.state, "attempt", c.Attempts)
 	var out Outcome
 	var err error
 	var worked time.Duration // this attempt's work
-	_, canFail := find(d.entity, d.state, Failed, Daemon)
+	_, canFail := ingest.AllowedBy(d.entity, d.state, ingest.Failed, ingest.Daemon)
 	switch {
 	case canFail && d.poisoned(c):
 		// Poison: every attempt failed for longer than the budget, or its
@@ -569,9 +567,9 @@ func (d *daemon) handle(ctx context.Context, c *Claim) (State, bool) {
 		if why == "" {
 			why = "its worker crashed or hung each time"
 		}
-		out = Outcome{To: Failed, Detail: fmt.Sprintf("gave up after %d attempts in %s (INGEST_MAX_ATTEMPTS): %s", c.Attempts-1, d.state, why)}
+		out = Outcome{To: ingest.Failed, Detail: fmt.Sprintf("gave up after %d attempts in %s (INGEST_MAX_ATTEMPTS): %s", c.Attempts-1, d.state, why)}
 	case canFail && d.jobTimeout > 0 && c.Worked > d.jobTimeout:
-		out = Outcome{To: Failed, Detail: fmt.Sprintf("gave up in %s: worked on for %s over its attempts, more than INGEST_JOB_TIMEOUT (%s)",
+		out = Outcome{To: ingest.Failed, Detail: fmt.Sprintf("gave up in %s: worked on for %s over its attempts, more than INGEST_JOB_TIMEOUT (%s)",
 			d.state, c.Worked.Round(time.Second), d.jobTimeout)}
 	default:
 		wctx, span := d.span(ctx, c)
@@ -585,7 +583,7 @@ func (d *daemon) handle(ctx context.Context, c *Claim) (State, bool) {
 		span.End()
 	}
 	c.job = nil
-	if errors.Is(err, errStay) {
+	if errors.Is(err, ErrStay) {
 		// Waiting (for room, say) is no failed attempt: not counted; and
 		// the entity is not listed again for an interval, so that a daemon
 		// whose every candidate waits sleeps instead of claiming them
@@ -598,7 +596,7 @@ func (d *daemon) handle(ctx context.Context, c *Claim) (State, bool) {
 	if ctx.Err() != nil {
 		return "", false
 	}
-	if errors.Is(err, errFenced) {
+	if errors.Is(err, ErrFenced) {
 		// Another worker holds it: nothing is recorded, its work is its.
 		log.Warn("ingest: claim lost while working; the work is left to its new holder", "err", err)
 		return "", false
@@ -613,8 +611,8 @@ func (d *daemon) handle(ctx context.Context, c *Claim) (State, bool) {
 		return "", false
 	}
 	if err != nil && fault.IsPermanent(err) {
-		if _, canFail := find(d.entity, d.state, Failed, Daemon); canFail {
-			out, err = Outcome{To: Failed, Detail: err.Error()}, nil
+		if _, canFail := ingest.AllowedBy(d.entity, d.state, ingest.Failed, ingest.Daemon); canFail {
+			out, err = Outcome{To: ingest.Failed, Detail: err.Error()}, nil
 		}
 	}
 	if err != nil {
@@ -630,18 +628,18 @@ func (d *daemon) handle(ctx context.Context, c *Claim) (State, bool) {
 		if out.Set == nil {
 			out.Set = map[string]any{}
 		}
-		out.Set["worked"] = addInterval(worked)
+		out.Set["worked"] = ingest.AddInterval(worked)
 	}
 	// The transition runs on the claim's own connection: a worker never
 	// needs a second connection to finish what it holds.
-	var row *JobRow
-	if d.entity == Job {
-		row = &JobRow{}
+	var row *ingest.JobRow
+	if d.entity == ingest.Job {
+		row = &ingest.JobRow{}
 	}
 	// Fenced: the move happens only while the claim holds.
-	err = d.store.moveOnRow(ctx, c.conn, d.entity, c.ID, d.state, to, Daemon, detail, out.Set, out.Apply, row, c.Epoch)
+	err = d.store.MoveOnRow(ctx, c.conn, d.entity, c.ID, d.state, to, ingest.Daemon, detail, out.Set, out.Apply, row, c.Epoch)
 	if err != nil {
-		if errors.Is(err, ErrMoved) {
+		if errors.Is(err, ingest.ErrMoved) {
 			log.Info("ingest: moved by someone else meanwhile")
 			return "", false
 		}
@@ -658,8 +656,8 @@ func (d *daemon) handle(ctx context.Context, c *Claim) (State, bool) {
 		return "", false
 	}
 	c.job = row
-	d.store.implied(d.entity, to)
-	if to == Failed {
+	d.store.Implied(d.entity, to)
+	if to == ingest.Failed {
 		log.Warn("ingest: failed", "reason", detail)
 	} else {
 		log.Debug("ingest: moved", "to", to)
@@ -716,17 +714,13 @@ func (d *daemon) safeWork(ctx context.Context, c *Claim) (out Outcome, err error
 		ctx, cancel = context.WithTimeout(ctx, d.stepTimeout)
 		defer cancel()
 		defer func() {
-			if err != nil && errors.Is(ctx.Err(), context.DeadlineExceeded) && !errors.Is(context.Cause(ctx), errFenced) {
+			if err != nil && errors.Is(ctx.Err(), context.DeadlineExceeded) && !errors.Is(context.Cause(ctx), ErrFenced) {
 				err = fmt.Errorf("the %s step took longer than INGEST_STEP_TIMEOUT (%s): %w", d.state, d.stepTimeout, err)
 			}
 		}()
 	}
 	return d.work(context.WithValue(ctx, claimKey{}, c), c)
 }
-
-// addInterval, as a value of Outcome.Set, adds to the column (an
-// interval) rather than setting it.
-type addInterval time.Duration
 
 // String names the daemon.
 func (d *daemon) String() string { return fmt.Sprintf("%s-%s", d.entity, d.state) }

@@ -1,4 +1,4 @@
-package ingest
+package fetch
 
 import (
 	"context"
@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"fmt"
 	"io"
-	"log/slog"
 	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
@@ -15,6 +14,8 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/archivist/archivist/services/curator/ingest"
 )
 
 // BenchmarkDownloadVsCurl downloads 4 files of 256 MB over loopback, in
@@ -44,7 +45,10 @@ func BenchmarkDownloadVsCurl(b *testing.B) {
 	}))
 	defer srv.Close()
 	dir := b.TempDir()
-	g := &Ingester{cfg: Config{MaxFileBytes: 1 << 40, Retries: 1, AllowPrivate: true}, log: slog.New(slog.DiscardHandler), client: &http.Client{}}
+	g, err := New(Config{MaxFileBytes: 1 << 40, Retries: 1, AllowPrivate: true})
+	if err != nil {
+		b.Fatal(err)
+	}
 	const files = 4
 	// each runs get(i) for every file, one after another or all at once
 	// (as the downloading daemon does for a job's files).
@@ -78,8 +82,8 @@ func BenchmarkDownloadVsCurl(b *testing.B) {
 		return func(i int) error {
 			out := filepath.Join(dir, fmt.Sprintf("fetch-%d", i))
 			defer os.Remove(out)
-			f := File{URL: fmt.Sprintf("%s/f%d", srv.URL, i), Name: "f", DigestAlg: alg, Digest: digest}
-			return g.fetch(context.Background(), &f, out)
+			f := ingest.File{URL: fmt.Sprintf("%s/f%d", srv.URL, i), Name: "f", DigestAlg: alg, Digest: digest}
+			return g.Download(context.Background(), &f, out)
 		}
 	}
 	// The ceiling of any download that checks an md5: hashing the bytes

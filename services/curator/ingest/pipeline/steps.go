@@ -1,21 +1,16 @@
-package ingest
+package pipeline
 
 import (
 	"bytes"
 	"context"
-	"crypto/md5"
-	"crypto/sha1"
 	"crypto/sha256"
-	"crypto/sha512"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"hash"
 	"io"
 	"iter"
 	"log/slog"
-	"net"
 	"net/http"
 	"net/url"
 	"os"
@@ -27,7 +22,6 @@ import (
 	"syscall"
 	"time"
 
-	"code.dny.dev/ssrf"
 	"github.com/jackc/pgx/v5"
 
 	"github.com/archivist/archivist/events"
@@ -35,8 +29,12 @@ import (
 	"github.com/archivist/archivist/pkg/bus"
 	"github.com/archivist/archivist/pkg/fault"
 	"github.com/archivist/archivist/pkg/service"
+	"github.com/archivist/archivist/services/curator/ingest"
 	"github.com/archivist/archivist/services/curator/ingest/container"
+	"github.com/archivist/archivist/services/curator/ingest/daemon"
+	"github.com/archivist/archivist/services/curator/ingest/fetch"
 	"github.com/archivist/archivist/services/curator/ingest/manifest"
+	"github.com/archivist/archivist/services/curator/ingest/report"
 )
 
 // Config is the ingest daemons' configuration.
@@ -136,12 +134,12 @@ func (g *Ingester) SetGate(gate *fault.Gate) {
 // Ingester runs the daemons.
 type Ingester struct {
 	cfg     Config
-	store   *Store
+	store   *ingest.Store
 	blob    blob.Store
 	bus     *bus.Bus
 	log     *slog.Logger
-	client  *http.Client
-	daemons *Set
+	fetch   *fetch.Client
+	daemons *daemon.Set
 	// gate pauses the tidying while a dependency is down (nil: never).
 	gate *fault.Gate
 	// tidying is set while a tidy asked for by provisioning runs.
@@ -161,7 +159,7 @@ type Ingester struct {
 }
 
 // New prepares the daemons.
-func New(cfg Config, s *Store, bs blob.Store, b *bus.Bus, log *slog.Logger) (*Ingester, error) {
+func New(cfg Config, s *ingest.Store, bs blob.Store, b *bus.Bus, log *slog.Logger) (*Ingester, error) {
 	if cfg.WorkDir == "" {
 		cfg.WorkDir = filepath.Join(os.TempDir(), "archivist-ingest")
 	}
@@ -169,71 +167,47 @@ func New(cfg Config, s *Store, bs blob.Store, b *bus.Bus, log *slog.Logger) (*In
 		return nil, fmt.Errorf("ingest work dir: %w", err)
 	}
 	g := &Ingester{cfg: cfg, store: s, blob: bs, bus: b, log: log}
-	// Every connection's address is checked when it is made (after DNS,
-	// so a name that resolves to a private address is refused too) against
-	// IANA's special-purpose registries, IPv4 forms embedded in IPv6
-	// included: code.dny.dev/ssrf.
-	dialer := &net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}
-	if !cfg.AllowPrivate {
-		dialer.Control = DialGuard
+	var err error
+	g.fetch, err = fetch.New(fetch.Config{AllowedHosts: cfg.AllowedHosts, AllowPrivate: cfg.AllowPrivate, HTTPProxy: cfg.HTTPProxy,
+		ResponseTimeout: cfg.ResponseTimeout, IdleTimeout: cfg.IdleTimeout, RequestTimeout: cfg.RequestTimeout,
+		Retries: cfg.Retries, MaxFileBytes: cfg.MaxFileBytes, WorkDir: cfg.WorkDir, MinFreeBytes: cfg.MinFreeBytes})
+	if err != nil {
+		return nil, err
 	}
-	tr := &http.Transport{
-		DialContext:           dialer.DialContext,
-		ForceAttemptHTTP2:     true,
-		MaxIdleConns:          128,
-		MaxIdleConnsPerHost:   64,
-		IdleConnTimeout:       90 * time.Second,
-		TLSHandshakeTimeout:   10 * time.Second,
-		ResponseHeaderTimeout: cfg.ResponseTimeout,
-		ExpectContinueTimeout: time.Second,
-	}
-	if cfg.HTTPProxy != "" {
-		pu, err := url.Parse(cfg.HTTPProxy)
-		if err != nil || pu.Host == "" {
-			return nil, fmt.Errorf("INGEST_HTTP_PROXY %q is not a URL", cfg.HTTPProxy)
-		}
-		tr.Proxy = http.ProxyURL(pu)
-	}
-	g.client = &http.Client{Transport: tr, Timeout: 0, CheckRedirect: func(r *http.Request, via []*http.Request) error {
-		if len(via) >= 5 {
-			return errors.New("too many redirects")
-		}
-		return g.allowedURL(r.URL.String())
-	}}
-	d, err := NewSet(s, SetConfig{Interval: cfg.Interval, RetryMax: cfg.RetryMax, RetryBudget: cfg.RetryBudget,
+	d, err := daemon.NewSet(s, daemon.SetConfig{Interval: cfg.Interval, RetryMax: cfg.RetryMax, RetryBudget: cfg.RetryBudget,
 		MaxAttempts: cfg.MaxAttempts, Concurrency: cfg.Concurrency, MaxClaims: cfg.MaxClaims, StepTimeout: cfg.StepTimeout, JobTimeout: cfg.JobTimeout}, log)
 	if err != nil {
 		return nil, err
 	}
 	g.daemons = d
-	d.Add(Batch, Pending, onBatch(g.batchPending))
-	d.Add(Batch, Reporting, g.batchReport(Reporting))
-	d.Add(Batch, UpdateReporting, g.batchReport(UpdateReporting))
-	d.Add(Job, Pending, g.onJob(g.jobPending))
-	d.Add(Job, Estimating, g.onJob(g.estimate))
-	d.Add(Job, Provisioning, g.onJob(g.provision))
-	d.Add(Job, Downloading, g.onJob(g.download))
-	d.Add(Job, Processing, g.onJob(g.process))
-	d.Add(Job, Storing, g.onJob(g.storeFiles))
-	d.Add(Job, Recording, g.onJob(g.record))
-	d.Add(Job, Notify, g.onJob(g.notify))
+	d.Add(ingest.Batch, ingest.Pending, onBatch(g.batchPending))
+	d.Add(ingest.Batch, ingest.Reporting, g.batchReport(ingest.Reporting))
+	d.Add(ingest.Batch, ingest.UpdateReporting, g.batchReport(ingest.UpdateReporting))
+	d.Add(ingest.Job, ingest.Pending, g.onJob(g.jobPending))
+	d.Add(ingest.Job, ingest.Estimating, g.onJob(g.estimate))
+	d.Add(ingest.Job, ingest.Provisioning, g.onJob(g.provision))
+	d.Add(ingest.Job, ingest.Downloading, g.onJob(g.download))
+	d.Add(ingest.Job, ingest.Processing, g.onJob(g.process))
+	d.Add(ingest.Job, ingest.Storing, g.onJob(g.storeFiles))
+	d.Add(ingest.Job, ingest.Recording, g.onJob(g.record))
+	d.Add(ingest.Job, ingest.Notify, g.onJob(g.notify))
 	return g, nil
 }
 
 // onBatch makes a batch step a Work.
-func onBatch(step func(ctx context.Context, id int64) (Outcome, error)) Work {
-	return func(ctx context.Context, c *Claim) (Outcome, error) { return step(ctx, c.ID) }
+func onBatch(step func(ctx context.Context, id int64) (daemon.Outcome, error)) daemon.Work {
+	return func(ctx context.Context, c *daemon.Claim) (daemon.Outcome, error) { return step(ctx, c.ID) }
 }
 
 // onJob makes a job step a Work: it starts from the job as the claim's
 // last move left it, or reads it.
-func (g *Ingester) onJob(step func(ctx context.Context, j *JobRow) (Outcome, error)) Work {
-	return func(ctx context.Context, c *Claim) (Outcome, error) {
+func (g *Ingester) onJob(step func(ctx context.Context, j *ingest.JobRow) (daemon.Outcome, error)) daemon.Work {
+	return func(ctx context.Context, c *daemon.Claim) (daemon.Outcome, error) {
 		j := c.Job()
 		if j == nil {
 			var err error
 			if j, err = g.store.Job(ctx, c.ID); err != nil {
-				return Outcome{}, err
+				return daemon.Outcome{}, err
 			}
 		}
 		return step(ctx, j)
@@ -287,7 +261,7 @@ func (g *Ingester) tidyLoop(ctx context.Context) {
 
 // activeDirStates are the job states whose working directory holds what
 // the job still needs: the payload being downloaded, processed or stored.
-var activeDirStates = []State{Downloading, Processing, Storing}
+var activeDirStates = []ingest.State{ingest.Downloading, ingest.Processing, ingest.Storing}
 
 // Tidy removes the working directory of every job that needs none any
 // more: ended (completed, failed or deleted), past storing, or gone from
@@ -310,7 +284,7 @@ func (g *Ingester) Tidy(ctx context.Context) (int, error) {
 	}
 	removed := 0
 	for chunk := range slices.Chunk(ids, 1000) {
-		rows, err := g.store.db.Query(ctx, `WITH idle AS (
+		rows, err := g.store.DB.Query(ctx, `WITH idle AS (
 				SELECT id FROM unnest($1::bigint[]) AS id
 				EXCEPT SELECT id FROM curator.jobs WHERE id = ANY($1) AND state = ANY($2)),
 			restart AS (UPDATE curator.jobs SET last_successful = 'provisioning'
@@ -337,85 +311,6 @@ func (g *Ingester) Tidy(ctx context.Context) (int, error) {
 // Close releases the claims' connections (Run does it when it ends).
 func (g *Ingester) Close() { g.daemons.Close() }
 
-// DialGuard refuses, before a connection is made, every address that is
-// not a public unicast one (loopback, private, shared, link-local,
-// benchmarking, reserved, documentation, multicast, NAT64, 6to4, Teredo,
-// IPv4-mapped and -compatible forms of those...), from IANA's
-// special-purpose address registries, for any port. It is the ingest
-// client's net.Dialer Control unless INGEST_ALLOW_PRIVATE.
-var DialGuard = ssrf.New(ssrf.WithAnyPort()).Safe
-
-// do sends req: its response must start within INGEST_RESPONSE_TIMEOUT
-// (the transport's bound), and its body fails once no byte has come for
-// INGEST_IDLE_TIMEOUT, so a silent origin server holds a worker for a
-// bounded time.
-func (g *Ingester) do(req *http.Request) (*http.Response, error) {
-	ctx, cancel := context.WithCancel(req.Context())
-	resp, err := g.client.Do(req.WithContext(ctx))
-	if err != nil {
-		cancel()
-		return nil, err
-	}
-	resp.Body = newIdleBody(resp.Body, g.cfg.IdleTimeout, cancel)
-	return resp, nil
-}
-
-// idleBody cancels its request when one Read waits longer than d.
-type idleBody struct {
-	rc     io.ReadCloser
-	d      time.Duration
-	t      *time.Timer
-	cancel context.CancelFunc
-	fired  atomic.Bool
-}
-
-func newIdleBody(rc io.ReadCloser, d time.Duration, cancel context.CancelFunc) *idleBody {
-	b := &idleBody{rc: rc, d: d, cancel: cancel}
-	if d > 0 {
-		b.t = time.AfterFunc(time.Hour, func() { b.fired.Store(true); cancel() })
-		b.t.Stop()
-	}
-	return b
-}
-
-func (b *idleBody) Read(p []byte) (int, error) {
-	if b.t == nil {
-		return b.rc.Read(p)
-	}
-	b.t.Reset(b.d)
-	n, err := b.rc.Read(p)
-	b.t.Stop()
-	if err != nil && b.fired.Load() {
-		err = fmt.Errorf("no data for %s (INGEST_IDLE_TIMEOUT): %w", b.d, err)
-	}
-	return n, err
-}
-
-func (b *idleBody) Close() error {
-	if b.t != nil {
-		b.t.Stop()
-	}
-	err := b.rc.Close()
-	b.cancel()
-	return err
-}
-
-func (g *Ingester) allowedURL(s string) error {
-	if err := manifest.CheckURL(s); err != nil {
-		return err
-	}
-	if g.cfg.AllowedHosts == "" {
-		return nil
-	}
-	u, _ := url.Parse(s)
-	for _, h := range strings.Split(g.cfg.AllowedHosts, ",") {
-		if strings.EqualFold(strings.TrimSpace(h), u.Hostname()) {
-			return nil
-		}
-	}
-	return fmt.Errorf("host %s is not in INGEST_ALLOWED_HOSTS", u.Hostname())
-}
-
 func (g *Ingester) jobDir(id int64) string {
 	return filepath.Join(g.cfg.WorkDir, fmt.Sprintf("job-%d", id))
 }
@@ -434,7 +329,7 @@ func (g *Ingester) batch(ctx context.Context, id int64) (*batchRow, error) {
 		return b, nil
 	}
 	b = &batchRow{}
-	if err := g.store.db.QueryRow(ctx, `SELECT id, submitter, profile, payload_url, type, title, creator, date, callback_url
+	if err := g.store.DB.QueryRow(ctx, `SELECT id, submitter, profile, payload_url, type, title, creator, date, callback_url
 		FROM curator.batches WHERE id = $1`, id).Scan(&b.ID, &b.Submitter, &b.Profile, &b.PayloadURL, &b.Type, &b.Title, &b.Creator, &b.Date, &b.CB); err != nil {
 		return nil, fmt.Errorf("batch %d: %w", id, err)
 	}
@@ -447,33 +342,13 @@ func (g *Ingester) batch(ctx context.Context, id int64) (*batchRow, error) {
 	return b, nil
 }
 
-// openManifest opens a manifest's body for streaming.
-func (g *Ingester) openManifest(ctx context.Context, u string) (io.ReadCloser, error) {
-	if err := g.allowedURL(u); err != nil {
-		return nil, err
-	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
-	if err != nil {
-		return nil, err
-	}
-	resp, err := g.do(req)
-	if err != nil {
-		return nil, err
-	}
-	if resp.StatusCode != http.StatusOK {
-		resp.Body.Close()
-		return nil, fmt.Errorf("GET %s: %s", u, resp.Status)
-	}
-	return resp.Body, nil
-}
-
 // scanManifest streams the manifest at u through manifest.ScanCheckm within the
 // configured bounds; object says its rows are one object's files (their
 // names distinct), not objects of their own. A manifest that cannot be read
 // is a *manifestError saying so; one that breaks a bound or is malformed
 // says why.
 func (g *Ingester) scanManifest(ctx context.Context, u string, object bool, fn func(manifest.Row) error) error {
-	body, err := g.openManifest(ctx, u)
+	body, err := g.fetch.Open(ctx, u)
 	if err != nil {
 		return &manifestError{"reading", err}
 	}
@@ -497,20 +372,20 @@ func (e *manifestError) Unwrap() error { return e.err }
 // newJob is a job to create.
 type newJob struct {
 	kind, url, localID, title string
-	files                     []File
+	files                     []ingest.File
 }
 
 // batchPending: a held collection holds the batch; else the payload is
 // read and one job per object created, in the transition's transaction.
-func (g *Ingester) batchPending(ctx context.Context, id int64) (Outcome, error) {
+func (g *Ingester) batchPending(ctx context.Context, id int64) (daemon.Outcome, error) {
 	b, err := g.batch(ctx, id)
 	if err != nil {
-		return Outcome{}, err
+		return daemon.Outcome{}, err
 	}
 	if held, err := g.store.Held(ctx, b.Profile); err != nil {
-		return Outcome{}, err
+		return daemon.Outcome{}, err
 	} else if held {
-		return Outcome{To: Held, Detail: "collection " + b.Profile + " is held"}, nil
+		return daemon.Outcome{To: ingest.Held, Detail: "collection " + b.Profile + " is held"}, nil
 	}
 	var jobs []newJob
 	files := 0
@@ -520,22 +395,22 @@ func (g *Ingester) batchPending(ctx context.Context, id int64) (Outcome, error) 
 		}
 		return nil
 	}
-	fail := func(err error, manifest string) (Outcome, error) {
+	fail := func(err error, manifest string) (daemon.Outcome, error) {
 		var me *manifestError
 		if errors.As(err, &me) && me.what == "reading" {
-			return Outcome{To: Failed, Detail: "reading " + manifest + ": " + err.Error()}, nil
+			return daemon.Outcome{To: ingest.Failed, Detail: "reading " + manifest + ": " + err.Error()}, nil
 		}
-		return Outcome{To: Failed, Detail: "corrupt " + manifest + ": " + err.Error()}, nil
+		return daemon.Outcome{To: ingest.Failed, Detail: "corrupt " + manifest + ": " + err.Error()}, nil
 	}
 	switch b.Type {
 	case "file":
-		jobs = []newJob{{kind: "file", url: b.PayloadURL, title: b.Title, files: []File{{URL: b.PayloadURL, Name: nameOf(b.PayloadURL)}}}}
+		jobs = []newJob{{kind: "file", url: b.PayloadURL, title: b.Title, files: []ingest.File{{URL: b.PayloadURL, Name: nameOf(b.PayloadURL)}}}}
 	case "container":
 		jobs = []newJob{{kind: "container", url: b.PayloadURL, title: b.Title}}
 	case "manifest":
 		j := newJob{kind: "manifest", url: b.PayloadURL, title: b.Title}
 		err := g.scanManifest(ctx, b.PayloadURL, true, func(r manifest.Row) error {
-			j.files = append(j.files, File{URL: r.URL, Name: r.Name, DigestAlg: r.DigestAlg, Digest: r.Digest, Size: r.Size})
+			j.files = append(j.files, ingest.File{URL: r.URL, Name: r.Name, DigestAlg: r.DigestAlg, Digest: r.Digest, Size: r.Size})
 			if r.LocalID != "" {
 				j.localID = r.LocalID
 			}
@@ -556,9 +431,9 @@ func (g *Ingester) batchPending(ctx context.Context, id int64) (Outcome, error) 
 			return fail(err, "the manifest")
 		}
 		if n == 0 {
-			return Outcome{To: Failed, Detail: "the payload lists no object"}, nil
+			return daemon.Outcome{To: ingest.Failed, Detail: "the payload lists no object"}, nil
 		}
-		return Outcome{To: Processing, Detail: fmt.Sprintf("%d jobs", n), Apply: func(ctx context.Context, tx pgx.Tx) error {
+		return daemon.Outcome{To: ingest.Processing, Detail: fmt.Sprintf("%d jobs", n), Apply: func(ctx context.Context, tx pgx.Tx) error {
 			src := &manifestJobs{ctx: ctx, g: g, url: b.PayloadURL, batch: id, submitter: b.Submitter, profile: b.Profile, title: b.Title}
 			copied, err := tx.CopyFrom(ctx, pgx.Identifier{"curator", "jobs"}, jobColumnsCopied, src)
 			src.close()
@@ -575,7 +450,7 @@ func (g *Ingester) batchPending(ctx context.Context, id int64) (Outcome, error) 
 		for _, r := range subs {
 			j := newJob{kind: "manifest", url: r.URL, localID: r.LocalID, title: firstOf(r.Title, b.Title)}
 			err := g.scanManifest(ctx, r.URL, true, func(f manifest.Row) error {
-				j.files = append(j.files, File{URL: f.URL, Name: f.Name, DigestAlg: f.DigestAlg, Digest: f.Digest, Size: f.Size})
+				j.files = append(j.files, ingest.File{URL: f.URL, Name: f.Name, DigestAlg: f.DigestAlg, Digest: f.Digest, Size: f.Size})
 				return count(1)
 			})
 			if err != nil {
@@ -585,14 +460,14 @@ func (g *Ingester) batchPending(ctx context.Context, id int64) (Outcome, error) 
 		}
 	}
 	if len(jobs) == 0 {
-		return Outcome{To: Failed, Detail: "the payload lists no object"}, nil
+		return daemon.Outcome{To: ingest.Failed, Detail: "the payload lists no object"}, nil
 	}
-	return Outcome{To: Processing, Detail: fmt.Sprintf("%d jobs", len(jobs)), Apply: func(ctx context.Context, tx pgx.Tx) error {
+	return daemon.Outcome{To: ingest.Processing, Detail: fmt.Sprintf("%d jobs", len(jobs)), Apply: func(ctx context.Context, tx pgx.Tx) error {
 		rows := make([][]any, len(jobs))
 		for i, j := range jobs {
 			files := j.files
 			if files == nil {
-				files = []File{}
+				files = []ingest.File{}
 			}
 			rows[i] = []any{id, b.Submitter, b.Profile, j.kind, j.url, j.localID, j.title, files}
 		}
@@ -649,7 +524,7 @@ var errStopped = errors.New("stopped")
 func (m *manifestJobs) Values() ([]any, error) {
 	r := m.row
 	return []any{m.batch, m.submitter, m.profile, "file", r.URL, r.LocalID, firstOf(r.Title, m.title),
-		[]File{{URL: r.URL, Name: r.Name, DigestAlg: r.DigestAlg, Digest: r.Digest, Size: r.Size}}}, nil
+		[]ingest.File{{URL: r.URL, Name: r.Name, DigestAlg: r.DigestAlg, Digest: r.Digest, Size: r.Size}}}, nil
 }
 
 func (m *manifestJobs) Err() error { return m.err }
@@ -676,21 +551,21 @@ func nameOf(u string) string {
 	return filepath.Base(p.Path)
 }
 
-func (g *Ingester) jobPending(ctx context.Context, j *JobRow) (Outcome, error) {
+func (g *Ingester) jobPending(ctx context.Context, j *ingest.JobRow) (daemon.Outcome, error) {
 	if held, err := g.store.Held(ctx, j.Profile); err != nil {
-		return Outcome{}, err
+		return daemon.Outcome{}, err
 	} else if held {
-		return Outcome{To: Held, Detail: "collection " + j.Profile + " is held"}, nil
+		return daemon.Outcome{To: ingest.Held, Detail: "collection " + j.Profile + " is held"}, nil
 	}
 	if j.Kind != "container" && len(j.Files) == 0 {
-		return Outcome{To: Failed, Detail: "the object lists no file"}, nil
+		return daemon.Outcome{To: ingest.Failed, Detail: "the object lists no file"}, nil
 	}
-	return Outcome{To: Estimating}, nil
+	return daemon.Outcome{To: ingest.Estimating}, nil
 }
 
 // estimate HEADs every file for its size. It never fails: a size it cannot
 // learn counts 0. A job over LargeJobBytes goes behind the others.
-func (g *Ingester) estimate(ctx context.Context, j *JobRow) (Outcome, error) {
+func (g *Ingester) estimate(ctx context.Context, j *ingest.JobRow) (daemon.Outcome, error) {
 	// A declared size is taken (and checked on download); others are asked
 	// for with HEAD, several at once, the whole within
 	// INGEST_ESTIMATE_TIMEOUT: what is not known by then stays unknown.
@@ -725,7 +600,7 @@ func (g *Ingester) estimate(ctx context.Context, j *JobRow) (Outcome, error) {
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, 8)
 	for i, p := range probes {
-		if g.allowedURL(p.url) != nil {
+		if g.fetch.Allowed(p.url) != nil {
 			continue // refused at download, with the reason
 		}
 		select {
@@ -744,7 +619,7 @@ func (g *Ingester) estimate(ctx context.Context, j *JobRow) (Outcome, error) {
 			if err != nil {
 				return
 			}
-			if resp, err := g.do(req); err == nil {
+			if resp, err := g.fetch.Do(req); err == nil {
 				resp.Body.Close()
 				if resp.StatusCode == http.StatusOK && resp.ContentLength > 0 {
 					sizes[i] = resp.ContentLength
@@ -754,7 +629,7 @@ func (g *Ingester) estimate(ctx context.Context, j *JobRow) (Outcome, error) {
 	}
 	wg.Wait()
 	if ctx.Err() != nil {
-		return Outcome{}, ctx.Err()
+		return daemon.Outcome{}, ctx.Err()
 	}
 	unknown := 0
 	for i, p := range probes {
@@ -791,22 +666,22 @@ func (g *Ingester) estimate(ctx context.Context, j *JobRow) (Outcome, error) {
 	if j.Kind != "container" && len(probes) > 0 {
 		set["files"] = files
 	}
-	return Outcome{To: Provisioning, Detail: detail, Set: set}, nil
+	return daemon.Outcome{To: ingest.Provisioning, Detail: detail, Set: set}, nil
 }
 
 // provision waits until the working area has room for the job.
-func (g *Ingester) provision(ctx context.Context, j *JobRow) (Outcome, error) {
+func (g *Ingester) provision(ctx context.Context, j *ingest.JobRow) (daemon.Outcome, error) {
 	id := j.ID
 	var st syscall.Statfs_t
 	if err := syscall.Statfs(g.cfg.WorkDir, &st); err != nil {
-		return Outcome{}, fmt.Errorf("free space of %s: %w", g.cfg.WorkDir, err)
+		return daemon.Outcome{}, fmt.Errorf("free space of %s: %w", g.cfg.WorkDir, err)
 	}
 	free := int64(st.Bavail) * int64(st.Bsize)
 	g.resv.mu.Lock()
 	defer g.resv.mu.Unlock()
 	if time.Since(g.resv.at) >= reservationTTL {
-		if err := g.store.db.QueryRow(ctx, `SELECT coalesce(sum(space_needed), 0) FROM curator.jobs WHERE state IN ('downloading', 'processing')`).Scan(&g.resv.sum); err != nil {
-			return Outcome{}, err
+		if err := g.store.DB.QueryRow(ctx, `SELECT coalesce(sum(space_needed), 0) FROM curator.jobs WHERE state IN ('downloading', 'processing')`).Scan(&g.resv.sum); err != nil {
+			return daemon.Outcome{}, err
 		}
 		g.resv.at = time.Now()
 	}
@@ -822,12 +697,12 @@ func (g *Ingester) provision(ctx context.Context, j *JobRow) (Outcome, error) {
 				}
 			}()
 		}
-		return Outcome{}, errStay
+		return daemon.Outcome{}, daemon.ErrStay
 	}
 	// Counted until the sum is read again: what this process lets through
 	// meanwhile is reserved at once.
 	g.resv.sum += j.SpaceNeeded
-	return Outcome{To: Downloading}, nil
+	return daemon.Outcome{To: ingest.Downloading}, nil
 }
 
 // reservationTTL is how long provisioning trusts the working area's
@@ -837,30 +712,18 @@ func (g *Ingester) provision(ctx context.Context, j *JobRow) (Outcome, error) {
 // job over a busy table.
 const reservationTTL = 200 * time.Millisecond
 
-func newHash(alg string) hash.Hash {
-	switch alg {
-	case "md5":
-		return md5.New()
-	case "sha1", "sha-1":
-		return sha1.New()
-	case "sha512", "sha-512":
-		return sha512.New()
-	}
-	return sha256.New()
-}
-
 // download GETs every file into the job's directory (several at once),
 // retrying, and checks declared digests and sizes. A mismatch fails the
 // job at once.
-func (g *Ingester) download(ctx context.Context, j *JobRow) (Outcome, error) {
+func (g *Ingester) download(ctx context.Context, j *ingest.JobRow) (daemon.Outcome, error) {
 	id := j.ID
 	dir := filepath.Join(g.jobDir(id), "payload")
 	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return Outcome{}, err
+		return daemon.Outcome{}, err
 	}
 	files := j.Files
 	if j.Kind == "container" {
-		files = []File{{URL: j.PayloadURL, Name: "container.zip", Reported: j.SpaceNeeded}}
+		files = []ingest.File{{URL: j.PayloadURL, Name: "container.zip", Reported: j.SpaceNeeded}}
 		dir = g.jobDir(id)
 	}
 	errs := make(chan error, len(files))
@@ -869,7 +732,7 @@ func (g *Ingester) download(ctx context.Context, j *JobRow) (Outcome, error) {
 		sem <- struct{}{}
 		go func() {
 			defer func() { <-sem }()
-			errs <- g.fetch(ctx, &files[i], filepath.Join(dir, filepath.FromSlash(files[i].Name)))
+			errs <- g.fetch.Download(ctx, &files[i], filepath.Join(dir, filepath.FromSlash(files[i].Name)))
 		}()
 	}
 	var failure error
@@ -880,18 +743,18 @@ func (g *Ingester) download(ctx context.Context, j *JobRow) (Outcome, error) {
 	}
 	if failure != nil {
 		if ctx.Err() != nil {
-			return Outcome{}, ctx.Err()
+			return daemon.Outcome{}, ctx.Err()
 		}
-		if errors.Is(failure, errFenced) {
-			return Outcome{}, failure
+		if errors.Is(failure, daemon.ErrFenced) {
+			return daemon.Outcome{}, failure
 		}
 		// Content that is not what the manifest says, a URL not allowed, a
 		// 4xx: the job fails at once. An origin that is down or refusing
 		// for now: it is tried again, backing off, within the budget.
 		if fault.IsPermanent(failure) {
-			return Outcome{To: Failed, Detail: failure.Error()}, nil
+			return daemon.Outcome{To: ingest.Failed, Detail: failure.Error()}, nil
 		}
-		return Outcome{}, failure
+		return daemon.Outcome{}, failure
 	}
 	var total int64
 	for _, f := range files {
@@ -901,177 +764,7 @@ func (g *Ingester) download(ctx context.Context, j *JobRow) (Outcome, error) {
 	if j.Kind != "container" {
 		set["files"] = files
 	}
-	return Outcome{To: Processing, Detail: fmt.Sprintf("%d files, %d bytes", len(files), total), Set: set}, nil
-}
-
-// fetch downloads one file with retries, filling in its size and sha256.
-func (g *Ingester) fetch(ctx context.Context, f *File, dst string) error {
-	if err := g.allowedURL(f.URL); err != nil {
-		return fault.Permanent(fmt.Errorf("%s: %w", f.Name, err))
-	}
-	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
-		return err
-	}
-	var last error
-	for try := range max(g.cfg.Retries, 1) {
-		if try > 0 {
-			select {
-			case <-ctx.Done():
-				return ctx.Err()
-			case <-time.After(time.Duration(try*try) * 200 * time.Millisecond):
-			}
-		}
-		err := g.fetchOnce(ctx, f, dst)
-		if errors.Is(err, errFenced) {
-			return err
-		}
-		var bad *badContent
-		if errors.As(err, &bad) {
-			return fault.Permanent(err) // a wrong digest is not retried: the spec fails the job at once
-		}
-		if err == nil || fault.IsPermanent(err) {
-			return err
-		}
-		last = err
-	}
-	return fmt.Errorf("%s: %w (after %d tries)", f.Name, last, max(g.cfg.Retries, 1))
-}
-
-// roomCheck, written to beside a download whose size the manifest did not
-// declare, checks the working area's free space every 64 MiB once the
-// bytes exceed the room reserved for them (what its HEAD reported): below
-// INGEST_MIN_FREE_BYTES the download stops (tried again later, once there
-// is room), so a file whose size nobody knew, or whose HEAD said less,
-// cannot fill the disk the other jobs reserved.
-type roomCheck struct {
-	dir       string
-	min       int64
-	name      string
-	reserved  int64
-	written   int64
-	sinceLast int64
-}
-
-// roomCheckEvery is how many bytes beyond its reservation a download
-// writes between checks of the working area's free space.
-const roomCheckEvery = 64 << 20
-
-func (r *roomCheck) Write(p []byte) (int, error) {
-	r.written += int64(len(p))
-	if r.written <= r.reserved {
-		return len(p), nil
-	}
-	r.sinceLast += int64(len(p))
-	if r.sinceLast < roomCheckEvery {
-		return len(p), nil
-	}
-	r.sinceLast = 0
-	var st syscall.Statfs_t
-	if err := syscall.Statfs(r.dir, &st); err != nil {
-		return 0, fmt.Errorf("free space of %s: %w", r.dir, err)
-	}
-	if free := int64(st.Bavail) * int64(st.Bsize); free < r.min {
-		return 0, fmt.Errorf("%s stopped after %d bytes (%d reserved for it): the working area has %d bytes free, less than INGEST_MIN_FREE_BYTES (%d); tried again when there is room",
-			r.name, r.written, r.reserved, free, r.min)
-	}
-	return len(p), nil
-}
-
-type badContent struct{ msg string }
-
-func (b *badContent) Error() string { return b.msg }
-
-func (g *Ingester) fetchOnce(ctx context.Context, f *File, dst string) error {
-	for _, said := range []struct {
-		n   int64
-		who string
-	}{{f.Size, "the manifest says"}, {f.Reported, "its HEAD reported"}} {
-		if said.n > g.cfg.MaxFileBytes {
-			return &badContent{fmt.Sprintf("%s: %s %d bytes, more than INGEST_MAX_FILE_BYTES (%d)", f.Name, said.who, said.n, g.cfg.MaxFileBytes)}
-		}
-	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, f.URL, nil)
-	if err != nil {
-		return err
-	}
-	resp, err := g.do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return originStatus(fmt.Errorf("GET %s: %s", f.URL, resp.Status), resp.StatusCode)
-	}
-	// Written under a temporary name of its own and renamed into place
-	// once whole and checked, while the claim holds: a worker that lost its
-	// claim (its session gone with a failover) never writes over what the
-	// job's new holder downloads.
-	out, err := os.CreateTemp(filepath.Dir(dst), "."+filepath.Base(dst)+".part-*")
-	if err != nil {
-		return err
-	}
-	tmp := out.Name()
-	ok := false
-	defer func() {
-		if !ok {
-			os.Remove(tmp)
-		}
-	}()
-	sum := sha256.New()
-	w := []io.Writer{out, sum}
-	var declared hash.Hash
-	if f.Digest != "" && f.DigestAlg != "" {
-		if alg := strings.ReplaceAll(f.DigestAlg, "-", ""); alg == "sha256" {
-			declared = sum // one hash serves both
-		} else {
-			declared = newHash(f.DigestAlg)
-			w = append(w, declared)
-		}
-	}
-	// Never more than the manifest's size, nor than INGEST_MAX_FILE_BYTES;
-	// and beyond the room reserved for it (what its HEAD reported, or
-	// nothing when no size was known) only while the working area keeps
-	// INGEST_MIN_FREE_BYTES free, checked as the bytes arrive.
-	limit, what := g.cfg.MaxFileBytes, "INGEST_MAX_FILE_BYTES"
-	if f.Size > 0 && f.Size < limit {
-		limit, what = f.Size, "the manifest's size"
-	}
-	if resp.ContentLength > limit {
-		return &badContent{fmt.Sprintf("%s: the origin announces %d bytes, more than %s (%d)", f.Name, resp.ContentLength, what, limit)}
-	}
-	if f.Size <= 0 {
-		w = append(w, &roomCheck{dir: g.cfg.WorkDir, min: g.cfg.MinFreeBytes, name: f.Name, reserved: max(f.Reported, 0)})
-	}
-	n, err := teeCopy(io.LimitReader(resp.Body, limit+1), w...)
-	if cerr := out.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return err
-	}
-	if n > limit {
-		return &badContent{fmt.Sprintf("%s: more bytes than %s (%d)", f.Name, what, limit)}
-	}
-	if resp.ContentLength >= 0 && n != resp.ContentLength {
-		return fmt.Errorf("%s: %d bytes of %d", f.Name, n, resp.ContentLength)
-	}
-	if f.Size > 0 && n != f.Size {
-		return &badContent{fmt.Sprintf("%s: %d bytes, the manifest says %d", f.Name, n, f.Size)}
-	}
-	if declared != nil {
-		if got := hex.EncodeToString(declared.Sum(nil)); got != f.Digest {
-			return &badContent{fmt.Sprintf("%s: %s digest %s, the manifest says %s", f.Name, f.DigestAlg, got, f.Digest)}
-		}
-	}
-	if err := fenceEach(ctx); err != nil {
-		return err
-	}
-	if err := os.Rename(tmp, dst); err != nil {
-		return fmt.Errorf("%s: %w", f.Name, err)
-	}
-	f.Size, f.SHA256 = n, hex.EncodeToString(sum.Sum(nil))
-	ok = true
-	return nil
+	return daemon.Outcome{To: ingest.Processing, Detail: fmt.Sprintf("%d files, %d bytes", len(files), total), Set: set}, nil
 }
 
 // process unpacks a container and mints the object's ARK (once: a restart
@@ -1079,7 +772,7 @@ func (g *Ingester) fetchOnce(ctx context.Context, f *File, dst string) error {
 // manifest follow from the job, its files and its batch alone
 // (systemFiles): storing and recording make them again rather than keep
 // them on disk, where every file costs a create and an unlink.
-func (g *Ingester) process(ctx context.Context, j *JobRow) (Outcome, error) {
+func (g *Ingester) process(ctx context.Context, j *ingest.JobRow) (daemon.Outcome, error) {
 	id := j.ID
 	files := j.Files
 	var err error
@@ -1088,32 +781,32 @@ func (g *Ingester) process(ctx context.Context, j *JobRow) (Outcome, error) {
 		lim := container.Limits{MaxBytes: g.cfg.MaxFileBytes, MaxEntries: g.cfg.MaxZipEntries, MaxRatio: g.cfg.MaxZipRatio}
 		zr, total, err := container.Open(src, lim)
 		if err != nil {
-			return Outcome{To: Failed, Detail: "corrupt container: " + err.Error()}, nil
+			return daemon.Outcome{To: ingest.Failed, Detail: "corrupt container: " + err.Error()}, nil
 		}
 		defer zr.Close()
 		if err := g.reserveContent(ctx, j, total); err != nil {
-			return Outcome{}, err
+			return daemon.Outcome{}, err
 		}
-		if err := fence(ctx); err != nil {
-			return Outcome{}, err
+		if err := daemon.Fence(ctx); err != nil {
+			return daemon.Outcome{}, err
 		}
 		entries, err := container.Extract(zr, filepath.Join(g.jobDir(id), "payload"))
 		if err != nil {
-			return Outcome{To: Failed, Detail: "corrupt container: " + err.Error()}, nil
+			return daemon.Outcome{To: ingest.Failed, Detail: "corrupt container: " + err.Error()}, nil
 		}
-		files = make([]File, len(entries))
+		files = make([]ingest.File, len(entries))
 		for i, e := range entries {
-			files[i] = File{Name: e.Name, Size: e.Size, SHA256: e.SHA256}
+			files[i] = ingest.File{Name: e.Name, Size: e.Size, SHA256: e.SHA256}
 		}
 	}
-	if err := fence(ctx); err != nil {
-		return Outcome{}, err
+	if err := daemon.Fence(ctx); err != nil {
+		return daemon.Outcome{}, err
 	}
 	ark, err := g.mint(ctx, j)
 	if err != nil {
-		return Outcome{}, err
+		return daemon.Outcome{}, err
 	}
-	out := Outcome{To: Storing, Detail: ark}
+	out := daemon.Outcome{To: ingest.Storing, Detail: ark}
 	if j.Kind == "container" {
 		out.Set = map[string]any{"files": files}
 	}
@@ -1129,31 +822,31 @@ func xmlEscape(s string) string {
 // mint gives the job its object's ARK: the one it has, the one its local
 // id was given before, or a new one from the local minter, written to the
 // job in the same statement that mints it.
-func (g *Ingester) mint(ctx context.Context, j *JobRow) (string, error) {
+func (g *Ingester) mint(ctx context.Context, j *ingest.JobRow) (string, error) {
 	if j.ARK != "" {
 		return j.ARK, nil
 	}
 	var ark string
 	if j.LocalID != "" {
-		if err := g.store.db.QueryRow(ctx, `SELECT ark FROM curator.arks WHERE submitter = $1 AND profile = $2 AND local_id = $3`, j.Submitter, j.Profile, j.LocalID).Scan(&ark); err != nil && !errors.Is(err, pgx.ErrNoRows) {
+		if err := g.store.DB.QueryRow(ctx, `SELECT ark FROM curator.arks WHERE submitter = $1 AND profile = $2 AND local_id = $3`, j.Submitter, j.Profile, j.LocalID).Scan(&ark); err != nil && !errors.Is(err, pgx.ErrNoRows) {
 			return "", fmt.Errorf("ark of local id %s: %w", j.LocalID, err)
 		}
 	}
 	if ark == "" {
 		var n int64
-		if err := g.store.db.QueryRow(ctx, `SELECT nextval('curator.ark_seq')`).Scan(&n); err != nil {
+		if err := g.store.DB.QueryRow(ctx, `SELECT nextval('curator.ark_seq')`).Scan(&n); err != nil {
 			return "", fmt.Errorf("mint: %w", err)
 		}
 		ark = g.cfg.ARKPrefix + noid(n)
 		// Minted and kept on the job by one statement: a crash keeps both or
 		// neither (a lost number is a gap, never a second ARK).
-		if _, err := g.store.db.Exec(ctx, `WITH a AS (INSERT INTO curator.arks (ark, submitter, profile, local_id, job_id) VALUES ($1, $5, $2, $3, $4) RETURNING ark)
+		if _, err := g.store.DB.Exec(ctx, `WITH a AS (INSERT INTO curator.arks (ark, submitter, profile, local_id, job_id) VALUES ($1, $5, $2, $3, $4) RETURNING ark)
 			UPDATE curator.jobs SET ark = a.ark FROM a WHERE id = $4 AND jobs.ark = ''`, ark, j.Profile, j.LocalID, j.ID, j.Submitter); err != nil {
 			return "", fmt.Errorf("mint %s: %w", ark, err)
 		}
 		return ark, nil
 	}
-	if _, err := g.store.db.Exec(ctx, `UPDATE curator.jobs SET ark = $2 WHERE id = $1 AND ark = ''`, j.ID, ark); err != nil {
+	if _, err := g.store.DB.Exec(ctx, `UPDATE curator.jobs SET ark = $2 WHERE id = $1 AND ark = ''`, j.ID, ark); err != nil {
 		return "", fmt.Errorf("job %d keeps %s: %w", j.ID, ark, err)
 	}
 	return ark, nil
@@ -1186,7 +879,7 @@ func noid(n int64) string {
 // (provisioning counts it for every job in processing), or, if the room
 // is not there beyond INGEST_MIN_FREE_BYTES and what other jobs reserved,
 // the job stays in processing for a later pass.
-func (g *Ingester) reserveContent(ctx context.Context, j *JobRow, total int64) error {
+func (g *Ingester) reserveContent(ctx context.Context, j *ingest.JobRow, total int64) error {
 	var st syscall.Statfs_t
 	if err := syscall.Statfs(g.cfg.WorkDir, &st); err != nil {
 		return fmt.Errorf("free space of %s: %w", g.cfg.WorkDir, err)
@@ -1195,15 +888,15 @@ func (g *Ingester) reserveContent(ctx context.Context, j *JobRow, total int64) e
 	g.resv.mu.Lock()
 	defer g.resv.mu.Unlock()
 	var others int64
-	if err := g.store.db.QueryRow(ctx, `SELECT coalesce(sum(space_needed), 0) FROM curator.jobs
+	if err := g.store.DB.QueryRow(ctx, `SELECT coalesce(sum(space_needed), 0) FROM curator.jobs
 		WHERE state IN ('downloading', 'processing') AND id <> $1`, j.ID).Scan(&others); err != nil {
 		return err
 	}
 	if free-others-total < g.cfg.MinFreeBytes {
 		g.log.Info("ingest: waiting for room to extract a container", "job", j.ID, "free", free, "reserved", others, "needed", total)
-		return errStay
+		return daemon.ErrStay
 	}
-	if _, err := g.store.db.Exec(ctx, `UPDATE curator.jobs SET space_needed = $2 WHERE id = $1`, j.ID, j.SpaceNeeded+total); err != nil {
+	if _, err := g.store.DB.Exec(ctx, `UPDATE curator.jobs SET space_needed = $2 WHERE id = $1`, j.ID, j.SpaceNeeded+total); err != nil {
 		return fmt.Errorf("reserve room for job %d: %w", j.ID, err)
 	}
 	g.resv.sum += total
@@ -1223,7 +916,7 @@ type sysFile struct {
 
 // systemFiles are the object's ERC, Dublin Core and checkm storage
 // manifest, in that order, made from the processed job and its batch.
-func systemFiles(j *JobRow, b *batchRow) []sysFile {
+func systemFiles(j *ingest.JobRow, b *batchRow) []sysFile {
 	title := firstOf(j.Title, b.Title)
 	erc := fmt.Sprintf("erc:\nwho: %s\nwhat: %s\nwhen: %s\nwhere: %s\n", firstOf(b.Creator, "(:unav)"), firstOf(title, "(:unav)"), firstOf(b.Date, "(:unav)"), j.ARK)
 	dc := fmt.Sprintf("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<dc xmlns:dc=\"http://purl.org/dc/elements/1.1/\">\n"+
@@ -1246,9 +939,9 @@ func systemFiles(j *JobRow, b *batchRow) []sysFile {
 // allocateVersion gives the job the next version number of its object and
 // keeps it on the job, in one transaction: two jobs of one ARK get two
 // numbers, and a retry of the job keeps its number.
-func (g *Ingester) allocateVersion(ctx context.Context, j *JobRow) (int, error) {
+func (g *Ingester) allocateVersion(ctx context.Context, j *ingest.JobRow) (int, error) {
 	var version int
-	err := pgx.BeginFunc(ctx, g.store.db, func(tx pgx.Tx) error {
+	err := pgx.BeginFunc(ctx, g.store.DB, func(tx pgx.Tx) error {
 		if err := tx.QueryRow(ctx, `SELECT version FROM curator.jobs WHERE id = $1 FOR UPDATE`, j.ID).Scan(&version); err != nil {
 			return err
 		}
@@ -1271,18 +964,18 @@ func (g *Ingester) allocateVersion(ctx context.Context, j *JobRow) (int, error) 
 
 // storeFiles puts the object's files and system files into the blob store
 // as the next version of the object.
-func (g *Ingester) storeFiles(ctx context.Context, j *JobRow) (Outcome, error) {
+func (g *Ingester) storeFiles(ctx context.Context, j *ingest.JobRow) (daemon.Outcome, error) {
 	id := j.ID
 	version := j.Version
 	if version == 0 {
 		var err error
 		if version, err = g.allocateVersion(ctx, j); err != nil {
-			return Outcome{}, err
+			return daemon.Outcome{}, err
 		}
 	}
 	b, err := g.batch(ctx, j.BatchID)
 	if err != nil {
-		return Outcome{}, err
+		return daemon.Outcome{}, err
 	}
 	type item struct {
 		path, local string
@@ -1303,7 +996,7 @@ func (g *Ingester) storeFiles(ctx context.Context, j *JobRow) (Outcome, error) {
 		if it.sha256 != "" {
 			props = map[string]string{blob.PropSHA256: it.sha256}
 		}
-		if err := fenceEach(ctx); err != nil {
+		if err := daemon.FenceEach(ctx); err != nil {
 			return err
 		}
 		_, err := g.blob.Put(ctx, objectKey(j.ARK, version, it.path), r, props)
@@ -1335,24 +1028,24 @@ func (g *Ingester) storeFiles(ctx context.Context, j *JobRow) (Outcome, error) {
 	for i, err := range errs {
 		if err != nil {
 			if ctx.Err() != nil {
-				return Outcome{}, ctx.Err()
+				return daemon.Outcome{}, ctx.Err()
 			}
 			if errors.Is(err, blob.ErrChecksumMismatch) {
 				// The bytes are not those downloaded: no retry cures it.
-				return Outcome{To: Failed, Detail: "storing " + items[i].path + ": " + err.Error()}, nil
+				return daemon.Outcome{To: ingest.Failed, Detail: "storing " + items[i].path + ": " + err.Error()}, nil
 			}
 			// The store refusing or out: tried again (an outage pauses).
-			return Outcome{}, fmt.Errorf("storing %s: %w", items[i].path, err)
+			return daemon.Outcome{}, fmt.Errorf("storing %s: %w", items[i].path, err)
 		}
 	}
-	return Outcome{To: Recording, Detail: fmt.Sprintf("version %d", version), Set: map[string]any{"version": version}}, nil
+	return daemon.Outcome{To: ingest.Recording, Detail: fmt.Sprintf("version %d", version), Set: map[string]any{"version": version}}, nil
 }
 
 // record checks every stored file reads back at its size, publishes
 // archive.object.recorded for every file (de-duplicated
 // by object key and version, so a retry publishes nothing twice) and writes
 // the inventory in the transition's transaction.
-func (g *Ingester) record(ctx context.Context, j *JobRow) (Outcome, error) {
+func (g *Ingester) record(ctx context.Context, j *ingest.JobRow) (daemon.Outcome, error) {
 	id := j.ID
 	type row struct {
 		path, key, sha string
@@ -1364,7 +1057,7 @@ func (g *Ingester) record(ctx context.Context, j *JobRow) (Outcome, error) {
 	}
 	b, err := g.batch(ctx, j.BatchID)
 	if err != nil {
-		return Outcome{}, err
+		return daemon.Outcome{}, err
 	}
 	for _, f := range systemFiles(j, b) {
 		s := sha256.Sum256(f.body)
@@ -1376,10 +1069,10 @@ func (g *Ingester) record(ctx context.Context, j *JobRow) (Outcome, error) {
 		if err != nil {
 			// The store out or slow to show a new object: tried again,
 			// within the budget (an outage pauses and spends nothing).
-			return Outcome{}, fmt.Errorf("stored file %s cannot be read back: %w", r.path, err)
+			return daemon.Outcome{}, fmt.Errorf("stored file %s cannot be read back: %w", r.path, err)
 		}
 		if info.Size != r.size {
-			return Outcome{To: Failed, Detail: fmt.Sprintf("stored file %s has %d bytes, %d were stored", r.path, info.Size, r.size)}, nil
+			return daemon.Outcome{To: ingest.Failed, Detail: fmt.Sprintf("stored file %s has %d bytes, %d were stored", r.path, info.Size, r.size)}, nil
 		}
 	}
 	var out []bus.Outgoing
@@ -1388,19 +1081,19 @@ func (g *Ingester) record(ctx context.Context, j *JobRow) (Outcome, error) {
 			Properties: map[string]string{"ark": j.ARK, "version": fmt.Sprint(j.Version), "path": r.path}}
 		env, err := events.New("curator", ev)
 		if err != nil {
-			return Outcome{}, err
+			return daemon.Outcome{}, err
 		}
 		env.ID = fmt.Sprintf("recorded:%s", r.key) // the key names the version: a retry is a duplicate
 		out = append(out, bus.Outgoing{Subject: events.SubjectObjectRecorded, Envelope: env})
 	}
-	if err := fence(ctx); err != nil {
-		return Outcome{}, err
+	if err := daemon.Fence(ctx); err != nil {
+		return daemon.Outcome{}, err
 	}
 	if err := g.bus.PublishBatch(ctx, out); err != nil {
-		return Outcome{}, fmt.Errorf("publish %s recorded: %w", j.ARK, err)
+		return daemon.Outcome{}, fmt.Errorf("publish %s recorded: %w", j.ARK, err)
 	}
 	manifest := objectKey(j.ARK, j.Version, "system/mrt-manifest.checkm")
-	return Outcome{To: Notify, Detail: fmt.Sprintf("%s v%d, %d files", j.ARK, j.Version, len(rows)), Apply: func(ctx context.Context, tx pgx.Tx) error {
+	return daemon.Outcome{To: ingest.Notify, Detail: fmt.Sprintf("%s v%d, %d files", j.ARK, j.Version, len(rows)), Apply: func(ctx context.Context, tx pgx.Tx) error {
 		// The object, its version and its files in one round trip.
 		var b pgx.Batch
 		b.Queue(`INSERT INTO curator.inventory_objects (ark, profile, local_id, title, versions) VALUES ($1, $2, $3, $4, $5)
@@ -1421,248 +1114,64 @@ func (g *Ingester) record(ctx context.Context, j *JobRow) (Outcome, error) {
 
 // notify tells the batch's callback of the job's end (if it has one) and
 // cleans the job's working directory.
-func (g *Ingester) notify(ctx context.Context, j *JobRow) (Outcome, error) {
+func (g *Ingester) notify(ctx context.Context, j *ingest.JobRow) (daemon.Outcome, error) {
 	id := j.ID
 	b, err := g.batch(ctx, j.BatchID)
 	if err != nil {
-		return Outcome{}, err
+		return daemon.Outcome{}, err
 	}
 	if b.CB != "" {
 		body, _ := json.Marshal(map[string]any{"batch": b.ID, "job": j.ID, "ark": j.ARK, "version": j.Version, "local_id": j.LocalID, "state": "completed"})
-		if err := fence(ctx); err != nil {
-			return Outcome{}, err
+		if err := daemon.Fence(ctx); err != nil {
+			return daemon.Outcome{}, err
 		}
-		if last := g.postRetrying(ctx, b.CB, body); last != nil {
+		if last := g.fetch.PostRetrying(ctx, b.CB, body); last != nil {
 			// A callback that refuses (4xx) fails the job; one that is down
 			// is tried again, backing off, within the budget.
 			if fault.IsPermanent(last) {
-				return Outcome{To: Failed, Detail: "callback: " + last.Error()}, nil
+				return daemon.Outcome{To: ingest.Failed, Detail: "callback: " + last.Error()}, nil
 			}
-			return Outcome{}, fmt.Errorf("callback: %w", last)
+			return daemon.Outcome{}, fmt.Errorf("callback: %w", last)
 		}
 	}
 	if err := os.RemoveAll(g.jobDir(id)); err != nil {
 		g.log.Warn("ingest: clean working directory", "job", id, "err", err)
 	}
-	return Outcome{To: Completed}, nil
+	return daemon.Outcome{To: ingest.Completed}, nil
 }
 
 // postRetrying posts body to u up to INGEST_RETRIES times, waiting longer
 // after each failure; it returns the last failure.
-// originStatus marks an origin's answer: a 4xx (but for 408 Request
-// Timeout, 425 Too Early and 429 Too Many Requests) says the request is
-// wrong and will stay wrong: permanent; a 5xx or one of those may pass.
-func originStatus(err error, code int) error {
-	if code >= 400 && code < 500 && code != http.StatusRequestTimeout && code != http.StatusTooEarly && code != http.StatusTooManyRequests {
-		return fault.Permanent(err)
-	}
-	return err
-}
-
-func (g *Ingester) postRetrying(ctx context.Context, u string, body []byte) error {
-	var last error
-	for try := range max(g.cfg.Retries, 1) {
-		if try > 0 {
-			time.Sleep(time.Duration(try*try) * 200 * time.Millisecond)
-		}
-		if last = g.post(ctx, u, body); last == nil {
-			return nil
-		}
-	}
-	return last
-}
-
-func (g *Ingester) post(ctx context.Context, u string, body []byte) error {
-	if err := g.allowedURL(u); err != nil {
-		return err
-	}
-	ctx, cancel := context.WithTimeout(ctx, g.cfg.RequestTimeout)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u, bytes.NewReader(body))
-	if err != nil {
-		return err
-	}
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := g.do(req)
-	if err != nil {
-		return err
-	}
-	resp.Body.Close()
-	if resp.StatusCode/100 != 2 {
-		return originStatus(fmt.Errorf("POST %s: %s", u, resp.Status), resp.StatusCode)
-	}
-	return nil
-}
-
-// Report is a batch's report. It is stored in the blob store (under
-// reports/batch-ID.json, and each report of the batch under
-// reports/batch-ID-SEQUENCE.json) and on the batch row, and sent to the
-// batch's callback URL.
-type Report struct {
-	// Type is "batch-report", which tells it from a job's callback.
-	Type      string           `json:"type"`
-	Batch     int64            `json:"batch"`
-	Jobs      map[State]int    `json:"jobs"`
-	Failed    []FailedJob      `json:"failed,omitempty"`
-	Objects   []ReportedObject `json:"objects"`
-	WrittenAt time.Time        `json:"written_at"`
-	// Sequence numbers the batch's reports from 1 (update-reporting writes
-	// the next).
-	Sequence int `json:"sequence"`
-	// PreviousWrittenAt and Changes, in a report after the first, say when
-	// the previous one was written and which jobs changed since.
-	PreviousWrittenAt *time.Time  `json:"previous_written_at,omitempty"`
-	Changes           []JobChange `json:"changes,omitempty"`
-}
-
-// JobChange is a job whose outcome changed between two reports: Was and
-// Now are "completed vN", "failed in STATE" or "not reported".
-type JobChange struct {
-	Job int64  `json:"job"`
-	Was string `json:"was"`
-	Now string `json:"now"`
-}
-
-// outcomes are a report's jobs' outcomes, by job.
-func (r *Report) outcomes() map[int64]string {
-	out := map[int64]string{}
-	for _, o := range r.Objects {
-		out[o.Job] = fmt.Sprintf("completed v%d", o.Version)
-	}
-	for _, f := range r.Failed {
-		out[f.Job] = fmt.Sprintf("failed in %s", f.State)
-	}
-	return out
-}
-
-// changesSince lists the jobs whose outcome differs from prev's, by job.
-func (r *Report) changesSince(prev *Report) []JobChange {
-	was, now := prev.outcomes(), r.outcomes()
-	var jobs []int64
-	for j := range was {
-		jobs = append(jobs, j)
-	}
-	for j := range now {
-		if _, ok := was[j]; !ok {
-			jobs = append(jobs, j)
-		}
-	}
-	slices.Sort(jobs)
-	var out []JobChange
-	for _, j := range jobs {
-		w, n := was[j], now[j]
-		if w == n {
-			continue
-		}
-		if w == "" {
-			w = "not reported"
-		}
-		if n == "" {
-			n = "not reported"
-		}
-		out = append(out, JobChange{Job: j, Was: w, Now: n})
-	}
-	return out
-}
-
-// FailedJob is a failed job in a report.
-type FailedJob struct {
-	Job   int64  `json:"job"`
-	State State  `json:"last_successful"`
-	Error string `json:"error"`
-}
-
-// ReportedObject is a completed object in a report.
-type ReportedObject struct {
-	Job     int64  `json:"job"`
-	ARK     string `json:"ark"`
-	Version int    `json:"version"`
-	LocalID string `json:"local_id,omitempty"`
-}
-
-func (g *Ingester) batchReport(from State) Work {
-	return onBatch(func(ctx context.Context, id int64) (Outcome, error) {
-		rep := Report{Type: "batch-report", Batch: id, Jobs: map[State]int{}, Objects: []ReportedObject{}, WrittenAt: time.Now().UTC(), Sequence: 1}
-		var prevRaw []byte
-		var callback string
-		if err := g.store.db.QueryRow(ctx, `SELECT report, callback_url FROM curator.batches WHERE id = $1`, id).Scan(&prevRaw, &callback); err != nil {
-			return Outcome{}, fmt.Errorf("batch %d: %w", id, err)
-		}
-		var prev *Report
-		if len(prevRaw) > 0 {
-			prev = &Report{}
-			if err := json.Unmarshal(prevRaw, prev); err != nil {
-				g.log.Warn("ingest: the previous report is unreadable; writing a first one", "batch", id, "err", err)
-				prev = nil
-			}
-		}
-		rows, err := g.store.db.Query(ctx, `SELECT id, state, last_successful, error, ark, version, local_id FROM curator.jobs WHERE batch_id = $1 ORDER BY id`, id)
+func (g *Ingester) batchReport(from ingest.State) daemon.Work {
+	return onBatch(func(ctx context.Context, id int64) (daemon.Outcome, error) {
+		rep, callback, err := report.Write(ctx, g.store.DB, id, g.log)
 		if err != nil {
-			return Outcome{}, err
-		}
-		for rows.Next() {
-			var jid int64
-			var st, last State
-			var msg, ark, local string
-			var v int
-			if err := rows.Scan(&jid, &st, &last, &msg, &ark, &v, &local); err != nil {
-				rows.Close()
-				return Outcome{}, err
-			}
-			rep.Jobs[st]++
-			switch st {
-			case Failed:
-				rep.Failed = append(rep.Failed, FailedJob{jid, last, msg})
-			case Completed:
-				rep.Objects = append(rep.Objects, ReportedObject{jid, ark, v, local})
-			}
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
-			return Outcome{}, err
-		}
-		if prev != nil {
-			rep.Sequence = prev.Sequence + 1
-			at := prev.WrittenAt
-			rep.PreviousWrittenAt = &at
-			rep.Changes = rep.changesSince(prev)
+			return daemon.Outcome{}, err
 		}
 		body, _ := json.MarshalIndent(rep, "", "  ")
-		if err := fence(ctx); err != nil {
-			return Outcome{}, err
+		if err := daemon.Fence(ctx); err != nil {
+			return daemon.Outcome{}, err
 		}
 		for _, key := range []string{fmt.Sprintf("reports/batch-%d-%d.json", id, rep.Sequence), fmt.Sprintf("reports/batch-%d.json", id)} {
 			if _, err := g.blob.Put(ctx, key, bytes.NewReader(body), nil); err != nil {
-				return Outcome{}, err
+				return daemon.Outcome{}, err
 			}
 		}
-		to, detail := Completed, fmt.Sprintf("%d objects", len(rep.Objects))
-		open := 0
-		for st, n := range rep.Jobs {
-			if st != Completed && st != Deleted {
-				open += n
-			}
-		}
-		if open > 0 {
-			to, detail = Failed, fmt.Sprintf("%d of %d jobs not completed", open, open+rep.Jobs[Completed])
-		}
-		if len(rep.Changes) > 0 {
-			detail += fmt.Sprintf("; %d changed since report %d", len(rep.Changes), rep.Sequence-1)
-		}
+		to, detail := rep.Outcome()
 		// The depositor is sent the report. A callback that does not take
 		// it does not change the batch's outcome: the move's detail says
 		// so, and update-reporting sends it again.
 		if callback != "" {
-			if err := fence(ctx); err != nil {
-				return Outcome{}, err
+			if err := daemon.Fence(ctx); err != nil {
+				return daemon.Outcome{}, err
 			}
-			if last := g.postRetrying(ctx, callback, body); last != nil {
+			if last := g.fetch.PostRetrying(ctx, callback, body); last != nil {
 				detail += "; report not delivered: " + last.Error()
 				g.log.Warn("ingest: batch report not delivered", "batch", id, "err", last)
 			} else {
 				detail += "; report delivered"
 			}
 		}
-		return Outcome{To: to, Detail: detail, Set: map[string]any{"report": body}}, nil
+		return daemon.Outcome{To: to, Detail: detail, Set: map[string]any{"report": body}}, nil
 	})
 }

@@ -1,0 +1,230 @@
+package httpapi
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/archivist/archivist/pkg/service"
+	"github.com/archivist/archivist/pkg/telemetry"
+	"github.com/archivist/archivist/services/curator/ingest"
+	"github.com/jackc/pgx/v5"
+)
+
+// Listed is a batch or job in a list: what an operator needs to pick one to
+// act on.
+type Listed struct {
+	ID int64 `json:"id"`
+	// Batch is a job's batch (0 for a batch).
+	Batch   int64        `json:"batch,omitempty"`
+	Profile string       `json:"profile"`
+	State   ingest.State `json:"state"`
+	StateAt time.Time    `json:"state_at"`
+	// LocalID is a job's local identifier.
+	LocalID string `json:"local_id,omitempty"`
+	// Attempts and LastAttemptError are the current state's attempts.
+	Attempts         int    `json:"attempts"`
+	LastAttemptError string `json:"last_attempt_error,omitempty"`
+	// Error is why it failed.
+	Error string `json:"error,omitempty"`
+	// Submitter is the depositor.
+	Submitter string `json:"submitter"`
+}
+
+// Filter selects a list: a state (any when empty), a batch's jobs (any
+// when 0), a depositor's (any when empty), at most Limit, the newest first.
+type Filter struct {
+	State     ingest.State
+	Batch     int64
+	Submitter string
+	Limit     int
+}
+
+// List lists batches or jobs; a state that is not one of the entity's is
+// an InvalidError.
+func List(ctx context.Context, s *ingest.Store, e ingest.Entity, f Filter) ([]Listed, error) {
+	if f.State != "" && !hasState(e, f.State) {
+		return nil, &ingest.InvalidError{Field: "state", Msg: fmt.Sprintf("not a %s state", e)}
+	}
+	if f.Limit < 1 || f.Limit > 10000 {
+		return nil, &ingest.InvalidError{Field: "limit", Msg: "1 to 10000"}
+	}
+	q := `SELECT id, 0::bigint, profile, state, state_at, '', attempts, last_attempt_error, error, submitter FROM curator.batches
+		WHERE ($1 = '' OR state = $1) AND ($3 = '' OR submitter = $3) ORDER BY id DESC LIMIT $2`
+	args := []any{f.State, f.Limit, f.Submitter}
+	if e == ingest.Job {
+		q = `SELECT id, batch_id, profile, state, state_at, local_id, attempts, last_attempt_error, error, submitter FROM curator.jobs
+		WHERE ($1 = '' OR state = $1) AND ($3 = '' OR submitter = $3) AND ($4 = 0 OR batch_id = $4) ORDER BY id DESC LIMIT $2`
+		args = append(args, f.Batch)
+	}
+	rows, err := s.DB.Query(ctx, q, args...)
+	if err != nil {
+		return nil, fmt.Errorf("list %s: %w", ingest.Table(e), err)
+	}
+	return pgx.CollectRows(rows, pgx.RowToStructByPos[Listed])
+}
+
+// hasState tells whether the transition table names state for e.
+func hasState(e ingest.Entity, state ingest.State) bool {
+	for _, t := range ingest.Transitions {
+		if t.Entity == e && (t.From == state || t.To == state) {
+			return true
+		}
+	}
+	return false
+}
+
+// Status is a batch's or job's state, history and (for a batch) its jobs
+// by state and report.
+type Status struct {
+	Entity   ingest.Entity        `json:"entity"`
+	ID       int64                `json:"id"`
+	State    ingest.State         `json:"state"`
+	Error    string               `json:"error,omitempty"`
+	Jobs     map[ingest.State]int `json:"jobs,omitempty"`
+	History  []HistoryEntry       `json:"history"`
+	Report   json.RawMessage      `json:"report,omitempty"`
+	Job      *ingest.JobRow       `json:"job,omitempty"`
+	Profile  string               `json:"profile"`
+	Priority int                  `json:"priority,omitempty"`
+}
+
+// HistoryEntry is one transition.
+type HistoryEntry struct {
+	From   ingest.State `json:"from"`
+	To     ingest.State `json:"to"`
+	By     ingest.By    `json:"by"`
+	Action string       `json:"action"`
+	Detail string       `json:"detail,omitempty"`
+	At     time.Time    `json:"at"`
+}
+
+// Status reads a batch's or job's status.
+func StatusOf(ctx context.Context, s *ingest.Store, e ingest.Entity, id int64) (*Status, error) {
+	st := &Status{Entity: e, ID: id, History: []HistoryEntry{}}
+	if e == ingest.Batch {
+		var report []byte
+		err := s.DB.QueryRow(ctx, `SELECT state, error, profile, report FROM curator.batches WHERE id = $1`, id).Scan(&st.State, &st.Error, &st.Profile, &report)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return nil, &ingest.NotFoundError{Entity: e, ID: id}
+		} else if err != nil {
+			return nil, err
+		}
+		st.Report = report
+		st.Jobs = map[ingest.State]int{}
+		rows, err := s.DB.Query(ctx, `SELECT state, count(*) FROM curator.jobs WHERE batch_id = $1 GROUP BY state`, id)
+		if err != nil {
+			return nil, err
+		}
+		for rows.Next() {
+			var k ingest.State
+			var n int
+			rows.Scan(&k, &n)
+			st.Jobs[k] = n
+		}
+		rows.Close()
+	} else {
+		j, err := s.Job(ctx, id)
+		if err != nil {
+			return nil, err
+		}
+		// The view shows no credentials: payload URLs without user info or
+		// query string.
+		j.PayloadURL = ingest.RedactURL(j.PayloadURL)
+		files := make([]ingest.File, len(j.Files))
+		for i, f := range j.Files {
+			f.URL = ingest.RedactURL(f.URL)
+			files[i] = f
+		}
+		j.Files = files
+		st.State, st.Error, st.Profile, st.Priority, st.Job = j.State, j.Error, j.Profile, j.Priority, j
+	}
+	rows, err := s.DB.Query(ctx, `SELECT from_state, to_state, by, action, detail, at FROM curator.ingest_history
+		WHERE entity = $1 AND entity_id = $2 ORDER BY id`, e, id)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var h HistoryEntry
+		if err := rows.Scan(&h.From, &h.To, &h.By, &h.Action, &h.Detail, &h.At); err != nil {
+			return nil, err
+		}
+		st.History = append(st.History, h)
+	}
+	return st, rows.Err()
+}
+
+// visible is nil when the caller may read batch or job id: an operator or
+// reader any, a depositor its own. Another's is "not found", as an unknown
+// id: a depositor learns nothing of others' work, not even that it exists.
+func visible(ctx context.Context, s *ingest.Store, e ingest.Entity, id int64) error {
+	caller, _ := service.Caller(ctx)
+	if !caller.OwnOnly() {
+		return nil
+	}
+	var submitter string
+	err := s.DB.QueryRow(ctx, `SELECT submitter FROM `+ingest.Table(e)+` WHERE id = $1`, id).Scan(&submitter)
+	if errors.Is(err, pgx.ErrNoRows) || (err == nil && submitter != caller.Name) {
+		return &ingest.NotFoundError{Entity: e, ID: id}
+	}
+	if err != nil {
+		return fmt.Errorf("%s %d: %w", e, id, err)
+	}
+	return nil
+}
+
+// History is a batch's or job's story as an operator follows it: its
+// transitions (who moved it, why), its facts, and the trace id of the
+// request that submitted its batch.
+func History(ctx context.Context, s *ingest.Store, e ingest.Entity, idText string) (service.History, error) {
+	id, err := strconv.ParseInt(idText, 10, 64)
+	if err != nil || id <= 0 {
+		return service.History{}, fmt.Errorf("%s ids are positive numbers: %w", e, ingest.ErrNotFound)
+	}
+	st, err := StatusOf(ctx, s, e, id)
+	if err != nil {
+		return service.History{}, err
+	}
+	h := service.History{Kind: string(e), ID: idText, State: string(st.State), Facts: []service.Fact{{Name: "profile", Value: st.Profile}},
+		Events: make([]service.HistoryEvent, 0, len(st.History))}
+	batch := id
+	if j := st.Job; j != nil {
+		batch = j.BatchID
+		h.Facts = append(h.Facts, service.Fact{Name: "batch", Value: strconv.FormatInt(j.BatchID, 10)},
+			service.Fact{Name: "kind", Value: j.Kind}, service.Fact{Name: "payload", Value: j.PayloadURL},
+			service.Fact{Name: "retries", Value: strconv.Itoa(j.RetryCount)})
+		if j.ARK != "" {
+			h.Facts = append(h.Facts, service.Fact{Name: "object", Value: fmt.Sprintf("%s v%d", j.ARK, j.Version)})
+		}
+	}
+	for _, state := range []ingest.State{ingest.Pending, ingest.Held, ingest.Estimating, ingest.Provisioning, ingest.Downloading, ingest.Processing, ingest.Storing, ingest.Recording, ingest.Notify, ingest.Completed, ingest.Failed, ingest.Deleted} {
+		if n := st.Jobs[state]; n > 0 {
+			h.Facts = append(h.Facts, service.Fact{Name: "jobs " + string(state), Value: strconv.Itoa(n)})
+		}
+	}
+	if st.Error != "" {
+		h.Facts = append(h.Facts, service.Fact{Name: "error", Value: st.Error})
+	}
+	for _, m := range st.History {
+		detail := "by " + string(m.By)
+		if m.Detail != "" {
+			detail += ": " + m.Detail
+		}
+		what := fmt.Sprintf("%s → %s", m.From, m.To)
+		if m.Action != "" {
+			what += " (" + m.Action + ")"
+		}
+		h.Events = append(h.Events, service.HistoryEvent{At: m.At, What: what, Detail: detail})
+	}
+	var tp string
+	if err := s.DB.QueryRow(ctx, `SELECT traceparent FROM curator.batches WHERE id = $1`, batch).Scan(&tp); err != nil {
+		return h, fmt.Errorf("%s %d: its batch's trace: %w", e, id, err)
+	}
+	h.TraceID = telemetry.TraceIDOf(tp)
+	service.SortHistory(&h)
+	return h, nil
+}
