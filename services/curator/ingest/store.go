@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-	"strings"
 	"sync/atomic"
 	"time"
 
@@ -14,109 +13,13 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/archivist/archivist/pkg/store"
 	"github.com/archivist/archivist/pkg/telemetry"
-	"github.com/archivist/archivist/services/curator/ingest/manifest"
 )
-
-// Types are the submission types: one file, a zip container, an object
-// manifest (one object of many files), a batch manifest (each row a
-// one-file object) and a manifest of object manifests.
-var Types = []string{"file", "container", "manifest", "batch-manifest", "manifest-of-manifests"}
-
-// Submission is a batch as submitted.
-type Submission struct {
-	// Submitter is the depositor: the key that submits it (a body that
-	// names another is refused unless an operator's).
-	Submitter string `json:"submitter,omitempty"`
-	// Profile is the collection the batch goes into.
-	Profile    string `json:"profile"`
-	PayloadURL string `json:"payload_url"`
-	Type       string `json:"type"`
-	Title      string `json:"title,omitempty"`
-	Creator    string `json:"creator,omitempty"`
-	Date       string `json:"date,omitempty"`
-	// CallbackURL is told of each job's end (the profile's notification).
-	CallbackURL string `json:"callback_url,omitempty"`
-	// IdempotencyKey, from the request's Idempotency-Key header, names the
-	// submission within its submitter's: a retry with the same key finds
-	// the batch the first made.
-	IdempotencyKey string `json:"-"`
-}
-
-// InvalidError is a submission or request that is wrong, naming the field.
-type InvalidError struct{ Field, Msg string }
-
-func (e *InvalidError) Error() string { return e.Field + ": " + e.Msg }
-
-// Validate checks a submission.
-func (s *Submission) Validate() error {
-	switch {
-	case strings.TrimSpace(s.Submitter) == "":
-		return &InvalidError{"submitter", "required"}
-	case strings.TrimSpace(s.Profile) == "":
-		return &InvalidError{"profile", "required"}
-	case !slices.Contains(Types, s.Type):
-		return &InvalidError{"type", "one of " + strings.Join(Types, ", ")}
-	}
-	if k := s.IdempotencyKey; len(k) > 200 || strings.IndexFunc(k, func(r rune) bool { return r <= ' ' || r > '~' }) >= 0 {
-		return &InvalidError{"Idempotency-Key", "at most 200 printable ASCII characters, no spaces"}
-	}
-	if err := manifest.CheckURL(s.PayloadURL); err != nil {
-		return &InvalidError{"payload_url", err.Error()}
-	}
-	if s.CallbackURL != "" {
-		if err := manifest.CheckURL(s.CallbackURL); err != nil {
-			return &InvalidError{"callback_url", err.Error()}
-		}
-	}
-	return nil
-}
-
-// File is one file of a job.
-type File struct {
-	URL string `json:"url"`
-	// Name is its path inside the object.
-	Name string `json:"name"`
-	// DigestAlg and Digest are what the manifest declared (optional).
-	DigestAlg string `json:"digest_alg,omitempty"`
-	Digest    string `json:"digest,omitempty"`
-	// Size is declared (the manifest's, checked), then measured.
-	Size int64 `json:"size,omitempty"`
-	// Reported is the size a HEAD reported while estimating (0: unknown):
-	// the room reserved for it; beyond it a download goes on only while
-	// the working area has room.
-	Reported int64 `json:"reported,omitempty"`
-	// SHA256 is computed on download.
-	SHA256 string `json:"sha256,omitempty"`
-}
-
-// JobRow is a job as stored.
-type JobRow struct {
-	ID             int64
-	BatchID        int64
-	Profile        string
-	Priority       int
-	State          State
-	LastSuccessful State
-	RetryCount     int
-	Error          string
-	Kind           string
-	PayloadURL     string
-	LocalID        string
-	Title          string
-	Files          []File
-	SpaceNeeded    int64
-	ARK            string
-	Version        int
-	// Submitter is the batch's depositor.
-	Submitter string
-}
-
-const jobColumns = `id, batch_id, profile, priority, state, last_successful, retry_count, error, kind, payload_url, local_id, title, files, space_needed, ark, version, submitter`
 
 // Store is the ingest tables.
 type Store struct {
+	// DB is the curator's database; the ingest steps' own statements run
+	// on it too.
 	DB *pgxpool.Pool
 	// wake is told of every committed transition (to wake the next state's
 	// daemon); use moved, which also wakes what the move implies.
@@ -136,7 +39,7 @@ func (s *Store) moved(e Entity, to State) {
 	s.Implied(e, to)
 }
 
-// implied wakes the daemons of what a move implies besides its target
+// Implied wakes the daemons of what a move implies besides its target
 // state (the jobs of a batch gone to processing, the report of a batch
 // whose job ended). A daemon's own move uses it alone: the worker carries
 // the job on to the target state itself, or wakes its daemon if it cannot.
@@ -209,6 +112,7 @@ var ErrNotFound = errors.New("not found")
 // Is makes a NotFoundError match ErrNotFound.
 func (e *NotFoundError) Is(target error) bool { return target == ErrNotFound }
 
+// Table is the table of e's rows.
 func Table(e Entity) string {
 	if e == Batch {
 		return "curator.batches"
@@ -382,7 +286,8 @@ func (s *Store) MoveWith(ctx context.Context, e Entity, id int64, from, to State
 	return s.moveOn(ctx, s.DB, e, id, from, to, by, detail, apply)
 }
 
-// beginner is a pool or a connection.
+// Beginner is a pool or a connection: what a move begins its
+// transaction on.
 type Beginner interface {
 	Begin(context.Context) (pgx.Tx, error)
 	querier
@@ -396,7 +301,7 @@ func (s *Store) moveOn(ctx context.Context, db Beginner, e Entity, id int64, fro
 	return err
 }
 
-// moveOnRow is moveOn also setting the columns in set and filling row (if
+// MoveOnRow is moveOn also setting the columns in set and filling row (if
 // not nil) with the job as the move left it, and waking no daemon but the
 // reporting of a batch the move ended. A move with nothing to apply is one
 // statement, sent without a transaction around it; a job's end then checks
@@ -446,240 +351,9 @@ func (s *Store) Job(ctx context.Context, id int64) (*JobRow, error) {
 	return scanJob(s.DB.QueryRow(ctx, `SELECT `+jobColumns+` FROM curator.jobs WHERE id = $1`, id), id)
 }
 
-// fields are the JobRow's fields in jobColumns' order, to scan into.
-func (j *JobRow) fields() []any {
-	return []any{&j.ID, &j.BatchID, &j.Profile, &j.Priority, &j.State, &j.LastSuccessful, &j.RetryCount, &j.Error,
-		&j.Kind, &j.PayloadURL, &j.LocalID, &j.Title, &j.Files, &j.SpaceNeeded, &j.ARK, &j.Version, &j.Submitter}
-}
-
-func scanJob(row pgx.Row, id int64) (*JobRow, error) {
-	var j JobRow
-	err := row.Scan(j.fields()...)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, &NotFoundError{Job, id}
-	}
-	return &j, err
-}
-
-// Paused tells whether an operator paused the queue (and keeps the
-// answer for PausedNow).
-func (s *Store) Paused(ctx context.Context) (bool, error) {
-	var p bool
-	err := s.DB.QueryRow(ctx, `SELECT paused FROM curator.ingest_queue`).Scan(&p)
-	if err == nil {
-		s.paused.Store(p)
-	}
-	return p, err
-}
-
-// PausedNow is the queue switch as last read or set here, without asking
-// the database.
-func (s *Store) PausedNow() bool { return s.paused.Load() }
-
 // OnMove has f told of every committed transition, after the commit (to
 // wake the daemon of the state reached).
 func (s *Store) OnMove(f func(e Entity, to State)) { s.wake = f }
-
-// SetPaused pauses or resumes the whole queue: daemons claim nothing new
-// while it is paused; work in hand finishes.
-func (s *Store) SetPaused(ctx context.Context, paused bool) error {
-	_, err := s.DB.Exec(ctx, `UPDATE curator.ingest_queue SET paused = $1, paused_at = CASE WHEN $1 THEN now() END`, paused)
-	if err == nil {
-		s.paused.Store(paused)
-	}
-	if err == nil && !paused {
-		for _, st := range JobSteps {
-			s.moved(Job, st)
-		}
-		s.moved(Batch, Pending)
-	}
-	return err
-}
-
-// Held tells whether a collection is held.
-func (s *Store) Held(ctx context.Context, profile string) (bool, error) {
-	var h bool
-	err := s.DB.QueryRow(ctx, `SELECT EXISTS (SELECT FROM curator.collection_holds WHERE profile = $1)`, profile).Scan(&h)
-	return h, err
-}
-
-// HoldCollection holds a collection: its pending batches and jobs go to
-// held when their daemon next looks at them.
-func (s *Store) HoldCollection(ctx context.Context, profile string) error {
-	_, err := s.DB.Exec(ctx, `INSERT INTO curator.collection_holds (profile) VALUES ($1) ON CONFLICT DO NOTHING`, profile)
-	return err
-}
-
-// ReleaseCollection releases a collection's hold and every batch and job
-// of it that the hold put in held. It returns how many were released.
-func (s *Store) ReleaseCollection(ctx context.Context, profile string) (int, error) {
-	n := 0
-	err := store.InTx(ctx, s.DB, func(tx pgx.Tx) error {
-		n = 0
-		if _, err := tx.Exec(ctx, `DELETE FROM curator.collection_holds WHERE profile = $1`, profile); err != nil {
-			return err
-		}
-		for _, e := range []Entity{Batch, Job} {
-			rows, err := tx.Query(ctx, `SELECT id FROM `+Table(e)+` WHERE profile = $1 AND state = 'held' ORDER BY id FOR UPDATE`, profile)
-			if err != nil {
-				return err
-			}
-			ids, err := pgx.CollectRows(rows, pgx.RowTo[int64])
-			if err != nil {
-				return err
-			}
-			for _, id := range ids {
-				if err := s.move(ctx, tx, e, id, Held, Pending, Admin, "release", "collection "+profile+" released"); err != nil {
-					return err
-				}
-				n++
-			}
-		}
-		return nil
-	})
-	if err == nil {
-		s.moved(Batch, Pending)
-		s.moved(Job, Pending)
-	}
-	return n, err
-}
-
-// Act runs an operator's action on a batch or job: release, hold, requeue,
-// delete, update-reporting. An action the table does not allow from the
-// current state is refused with a RefusedError.
-func (s *Store) Act(ctx context.Context, e Entity, id int64, action string) (State, error) {
-	var to State
-	err := store.InTx(ctx, s.DB, func(tx pgx.Tx) error {
-		var from, last State
-		q := `SELECT state, '' FROM curator.batches WHERE id = $1 FOR UPDATE`
-		if e == Job {
-			q = `SELECT state, last_successful FROM curator.jobs WHERE id = $1 FOR UPDATE`
-		}
-		if err := tx.QueryRow(ctx, q, id).Scan(&from, &last); errors.Is(err, pgx.ErrNoRows) {
-			return &NotFoundError{e, id}
-		} else if err != nil {
-			return err
-		}
-		var t *Transition
-		for _, m := range AdminMoves(e, action) {
-			if m.From != from {
-				continue
-			}
-			if action == "requeue" && m.To != next(last) {
-				continue
-			}
-			t = &m
-			break
-		}
-		if t == nil {
-			return &RefusedError{Entity: e, ID: id, Action: action, State: from}
-		}
-		to = t.To
-		if action == "requeue" {
-			if _, err := tx.Exec(ctx, `UPDATE curator.jobs SET retry_count = retry_count + 1 WHERE id = $1`, id); err != nil {
-				return err
-			}
-		}
-		if action == "delete" && e == Batch {
-			// A batch's jobs are deleted only from states the table lets
-			// them be deleted from: a job a worker holds (a requeued one
-			// downloading, say) is not pulled from under it.
-			var busy []string
-			rows, err := tx.Query(ctx, `SELECT id::text || ' is ' || state FROM curator.jobs
-				WHERE batch_id = $1 AND state <> ALL($2) ORDER BY id LIMIT 5`, id, deletableJobStates)
-			if err != nil {
-				return err
-			}
-			if busy, err = pgx.CollectRows(rows, pgx.RowTo[string]); err != nil {
-				return err
-			}
-			if len(busy) > 0 {
-				return &ConflictError{fmt.Sprintf("batch %d has jobs at work (job %s): let them end, or hold them, before deleting the batch",
-					id, strings.Join(busy, ", job "))}
-			}
-			if err := s.deleteJobs(ctx, tx, id); err != nil {
-				return err
-			}
-		}
-		return s.move(ctx, tx, e, id, from, to, Admin, "", "")
-	})
-	if err != nil {
-		return to, err
-	}
-	s.moved(e, to)
-	if endsJob(e, to) {
-		return to, s.jobEnded(ctx, s.DB, id, to, 0)
-	}
-	return to, nil
-}
-
-// deletableJobStates are the job states the table lets a job be deleted
-// from (by an operator, or by cleanup), and deleted.
-var deletableJobStates = func() []State {
-	out := []State{Deleted}
-	for _, t := range Transitions {
-		if t.Entity == Job && t.To == Deleted {
-			out = append(out, t.From)
-		}
-	}
-	return out
-}()
-
-// deleteJobs marks every job of a batch deleted (admin delete of the
-// batch, or cleanup); the caller has checked they are deletable.
-func (s *Store) deleteJobs(ctx context.Context, tx pgx.Tx, batch int64) error {
-	_, err := tx.Exec(ctx, `WITH d AS (UPDATE curator.jobs SET state = 'deleted', state_at = now() WHERE batch_id = $1 AND state <> 'deleted'
-		RETURNING id, (SELECT state FROM curator.jobs j2 WHERE j2.id = jobs.id) AS old)
-		INSERT INTO curator.ingest_history (entity, entity_id, from_state, to_state, by, action, detail)
-		SELECT 'job', id, old, 'deleted', 'admin', 'delete', 'batch deleted' FROM d`, batch)
-	return err
-}
-
-// next is the state a requeued job restarts at: the one after its last
-// successful state.
-func next(last State) State {
-	for i, s := range JobSteps {
-		if s == last && i+1 < len(JobSteps) {
-			return JobSteps[i+1]
-		}
-	}
-	return ""
-}
-
-// Cleanup deletes completed batches (and their jobs) finished before
-// olderThan ago, up to 1,000 a call (the oldest first): the automatic
-// cleanup past INGEST_RETENTION, and an operator's. It returns how many
-// batches.
-func (s *Store) Cleanup(ctx context.Context, olderThan time.Duration) (int, error) {
-	rows, err := s.DB.Query(ctx, `SELECT id FROM curator.batches WHERE state = 'completed' AND state_at < now() - $1::interval
-		ORDER BY state_at LIMIT 1000`, olderThan)
-	if err != nil {
-		return 0, err
-	}
-	ids, err := pgx.CollectRows(rows, pgx.RowTo[int64])
-	if err != nil {
-		return 0, err
-	}
-	n := 0
-	for _, id := range ids {
-		err := store.InTx(ctx, s.DB, func(tx pgx.Tx) error {
-			if _, err := tx.Exec(ctx, `WITH d AS (UPDATE curator.jobs SET state = 'deleted', state_at = now()
-				WHERE batch_id = $1 AND state = 'completed' RETURNING id)
-				INSERT INTO curator.ingest_history (entity, entity_id, from_state, to_state, by, action, detail)
-				SELECT 'job', id, 'completed', 'deleted', 'auto', 'cleanup', 'batch cleaned up' FROM d`, id); err != nil {
-				return err
-			}
-			return s.move(ctx, tx, Batch, id, Completed, Deleted, Auto, "cleanup", "")
-		})
-		if err != nil && !errors.Is(err, ErrMoved) {
-			return n, err
-		}
-		if err == nil {
-			n++
-		}
-	}
-	return n, nil
-}
 
 // AddInterval, as a value of Outcome.Set, adds to the column (an
 // interval) rather than setting it.

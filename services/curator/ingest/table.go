@@ -3,6 +3,22 @@
 // processing and recording): batches of jobs move through a state machine
 // whose every transition is one PostgreSQL transaction, claimed by daemons
 // with session locks that die with their worker.
+//
+// This package is the state machine and its store: the transition table
+// (table.go), the one place that says what may happen, and the batches and
+// jobs in PostgreSQL (store.go, submission.go, admin.go). The rest is in
+// rooms by concern:
+//
+//   - daemon: the state daemons, their claims, retries and fencing;
+//   - pipeline: what each state does (read the payload, estimate,
+//     provision, download, unpack, mint, store, record, notify, report);
+//   - fetch: the safe HTTP client every request to a depositor goes through;
+//   - manifest: checkm manifests and the names an object may hold;
+//   - container: zip containers, checked before they are unpacked;
+//   - identifier: the ARK minters;
+//   - report: a batch's report;
+//   - httpapi: the HTTP API and what it shows;
+//   - origin: a depositor's origin server in small, for dev and tests.
 package ingest
 
 import (
@@ -128,7 +144,7 @@ func Allowed(e Entity, from, to State) (Transition, bool) {
 	return Transition{}, false
 }
 
-// find is the transition from one state to another made by by.
+// AllowedBy is the transition from one state to another made by by.
 func AllowedBy(e Entity, from, to State, by By) (Transition, bool) {
 	for _, t := range Transitions {
 		if t.Entity == e && t.From == from && t.To == to && t.By == by {

@@ -153,6 +153,8 @@ func (b *idleBody) Close() error {
 	return err
 }
 
+// Allowed refuses a URL that is not http(s), or whose host is not in
+// INGEST_ALLOWED_HOSTS when that is set.
 func (c *Client) Allowed(s string) error {
 	if err := manifest.CheckURL(s); err != nil {
 		return err
@@ -199,6 +201,8 @@ func originStatus(err error, code int) error {
 	return err
 }
 
+// PostRetrying posts body (JSON) to u up to INGEST_RETRIES times, waiting
+// longer after each failure; it returns the last failure.
 func (c *Client) PostRetrying(ctx context.Context, u string, body []byte) error {
 	var last error
 	for try := range max(c.cfg.Retries, 1) {

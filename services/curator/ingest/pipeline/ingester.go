@@ -1,0 +1,248 @@
+// Package pipeline is what ingest does at each state: read a batch's
+// payload into jobs, estimate, provision room, download, unpack and mint,
+// store, record, notify, and report the batch. Each step is a
+// daemon.Work; the transition table (package ingest) says where each
+// outcome may go, and the daemons (package daemon) claim, retry and move.
+package pipeline
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/archivist/archivist/pkg/blob"
+	"github.com/archivist/archivist/pkg/bus"
+	"github.com/archivist/archivist/pkg/fault"
+	"github.com/archivist/archivist/pkg/service"
+	"github.com/archivist/archivist/services/curator/ingest"
+	"github.com/archivist/archivist/services/curator/ingest/daemon"
+	"github.com/archivist/archivist/services/curator/ingest/fetch"
+	"github.com/archivist/archivist/services/curator/ingest/identifier"
+)
+
+// SetGate has every daemon wait while gate is closed (a dependency down)
+// and tell an outage from a failure of the batch or job.
+func (g *Ingester) SetGate(gate *fault.Gate) {
+	g.gate = gate
+	g.daemons.SetGate(gate)
+}
+
+// Ingester runs the daemons.
+type Ingester struct {
+	cfg     Config
+	store   *ingest.Store
+	blob    blob.Store
+	bus     *bus.Bus
+	log     *slog.Logger
+	fetch   *fetch.Client
+	minter  identifier.Minter
+	daemons *daemon.Set
+	// gate pauses the tidying while a dependency is down (nil: never).
+	gate *fault.Gate
+	// tidying is set while a tidy asked for by provisioning runs.
+	tidying atomic.Bool
+
+	// batchMu guards batches, a cache of the batch rows jobs read at
+	// several steps (what a job reads of its batch never changes).
+	batchMu sync.Mutex
+	batches map[int64]*batchRow
+
+	// resv is provisioning's view of the working area's reserved bytes.
+	resv struct {
+		mu  sync.Mutex
+		at  time.Time
+		sum int64
+	}
+}
+
+// New prepares the daemons.
+func New(cfg Config, s *ingest.Store, bs blob.Store, b *bus.Bus, log *slog.Logger) (*Ingester, error) {
+	if cfg.WorkDir == "" {
+		cfg.WorkDir = filepath.Join(os.TempDir(), "archivist-ingest")
+	}
+	if err := os.MkdirAll(cfg.WorkDir, 0o755); err != nil {
+		return nil, fmt.Errorf("ingest work dir: %w", err)
+	}
+	g := &Ingester{cfg: cfg, store: s, blob: bs, bus: b, log: log, minter: &identifier.Local{DB: s.DB, Shoulder: cfg.ARKPrefix}}
+	var err error
+	g.fetch, err = fetch.New(fetch.Config{AllowedHosts: cfg.AllowedHosts, AllowPrivate: cfg.AllowPrivate, HTTPProxy: cfg.HTTPProxy,
+		ResponseTimeout: cfg.ResponseTimeout, IdleTimeout: cfg.IdleTimeout, RequestTimeout: cfg.RequestTimeout,
+		Retries: cfg.Retries, MaxFileBytes: cfg.MaxFileBytes, WorkDir: cfg.WorkDir, MinFreeBytes: cfg.MinFreeBytes})
+	if err != nil {
+		return nil, err
+	}
+	d, err := daemon.NewSet(s, daemon.SetConfig{Interval: cfg.Interval, RetryMax: cfg.RetryMax, RetryBudget: cfg.RetryBudget,
+		MaxAttempts: cfg.MaxAttempts, Concurrency: cfg.Concurrency, MaxClaims: cfg.MaxClaims, StepTimeout: cfg.StepTimeout, JobTimeout: cfg.JobTimeout}, log)
+	if err != nil {
+		return nil, err
+	}
+	g.daemons = d
+	d.Add(ingest.Batch, ingest.Pending, onBatch(g.batchPending))
+	d.Add(ingest.Batch, ingest.Reporting, g.batchReport(ingest.Reporting))
+	d.Add(ingest.Batch, ingest.UpdateReporting, g.batchReport(ingest.UpdateReporting))
+	d.Add(ingest.Job, ingest.Pending, g.onJob(g.jobPending))
+	d.Add(ingest.Job, ingest.Estimating, g.onJob(g.estimate))
+	d.Add(ingest.Job, ingest.Provisioning, g.onJob(g.provision))
+	d.Add(ingest.Job, ingest.Downloading, g.onJob(g.download))
+	d.Add(ingest.Job, ingest.Processing, g.onJob(g.process))
+	d.Add(ingest.Job, ingest.Storing, g.onJob(g.storeFiles))
+	d.Add(ingest.Job, ingest.Recording, g.onJob(g.record))
+	d.Add(ingest.Job, ingest.Notify, g.onJob(g.notify))
+	return g, nil
+}
+
+// onBatch makes a batch step a Work.
+func onBatch(step func(ctx context.Context, id int64) (daemon.Outcome, error)) daemon.Work {
+	return func(ctx context.Context, c *daemon.Claim) (daemon.Outcome, error) { return step(ctx, c.ID) }
+}
+
+// onJob makes a job step a Work: it starts from the job as the claim's
+// last move left it, or reads it.
+func (g *Ingester) onJob(step func(ctx context.Context, j *ingest.JobRow) (daemon.Outcome, error)) daemon.Work {
+	return func(ctx context.Context, c *daemon.Claim) (daemon.Outcome, error) {
+		j := c.Job()
+		if j == nil {
+			var err error
+			if j, err = g.store.Job(ctx, c.ID); err != nil {
+				return daemon.Outcome{}, err
+			}
+		}
+		return step(ctx, j)
+	}
+}
+
+// Run runs every daemon, and the sweep for batches done processing, until
+// ctx ends; work in hand finishes first.
+func (g *Ingester) Run(ctx context.Context) {
+	done := make(chan struct{})
+	go func() { g.daemons.Run(ctx); done <- struct{}{} }()
+	go func() { service.Every(g.cfg.Interval, g.sweep)(ctx); done <- struct{}{} }()
+	go func() { service.Every(g.cfg.TidyInterval, g.tidyLoop)(ctx); done <- struct{}{} }()
+	for range 3 {
+		<-done
+	}
+}
+
+// sweep reports the batches whose last job's worker died between the
+// job's end and the check of its batch (Store.ReportDone).
+func (g *Ingester) sweep(ctx context.Context) {
+	n, err := g.store.ReportDone(ctx)
+	if err != nil && ctx.Err() == nil {
+		g.log.Error("ingest: sweep for batches done processing", "err", err)
+	}
+	if n > 0 {
+		g.log.Info("ingest: batches found done processing", "batches", n)
+	}
+}
+
+// tidyLoop tidies the working area and cleans up batches past their
+// retention, logging what it did.
+func (g *Ingester) tidyLoop(ctx context.Context) {
+	if g.gate.Wait(ctx) != nil {
+		return
+	}
+	if n, err := g.Tidy(ctx); err != nil && ctx.Err() == nil {
+		g.log.Error("ingest: tidy the working area", "dir", g.cfg.WorkDir, "err", err)
+	} else if n > 0 {
+		g.log.Info("ingest: working directories removed", "jobs", n, "dir", g.cfg.WorkDir)
+	}
+	if g.cfg.Retention <= 0 {
+		return
+	}
+	if n, err := g.store.Cleanup(ctx, g.cfg.Retention); err != nil && ctx.Err() == nil {
+		g.log.Error("ingest: clean up batches past their retention", "retention", g.cfg.Retention, "err", err)
+	} else if n > 0 {
+		g.log.Info("ingest: batches past their retention cleaned up", "batches", n, "retention", g.cfg.Retention)
+	}
+}
+
+// activeDirStates are the job states whose working directory holds what
+// the job still needs: the payload being downloaded, processed or stored.
+var activeDirStates = []ingest.State{ingest.Downloading, ingest.Processing, ingest.Storing}
+
+// Tidy removes the working directory of every job that needs none any
+// more: ended (completed, failed or deleted), past storing, or gone from
+// the table. A failed job whose requeue would have needed the payload
+// (after downloading or processing) is set to restart from downloading, so
+// a requeue fetches it again. The cost is the working area's directories
+// (the jobs in flight), not the archive's jobs. It returns how many
+// directories it removed.
+func (g *Ingester) Tidy(ctx context.Context) (int, error) {
+	entries, err := os.ReadDir(g.cfg.WorkDir)
+	if err != nil {
+		return 0, fmt.Errorf("list %s: %w", g.cfg.WorkDir, err)
+	}
+	var ids []int64
+	for _, e := range entries {
+		var id int64
+		if _, err := fmt.Sscanf(e.Name(), "job-%d", &id); err == nil && e.Name() == fmt.Sprintf("job-%d", id) {
+			ids = append(ids, id)
+		}
+	}
+	removed := 0
+	for chunk := range slices.Chunk(ids, 1000) {
+		rows, err := g.store.DB.Query(ctx, `WITH idle AS (
+				SELECT id FROM unnest($1::bigint[]) AS id
+				EXCEPT SELECT id FROM curator.jobs WHERE id = ANY($1) AND state = ANY($2)),
+			restart AS (UPDATE curator.jobs SET last_successful = 'provisioning'
+				WHERE id IN (SELECT id FROM idle) AND state = 'failed' AND last_successful IN ('downloading', 'processing'))
+			SELECT id FROM idle`, chunk, activeDirStates)
+		if err != nil {
+			return removed, err
+		}
+		idle, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+		if err != nil {
+			return removed, err
+		}
+		for _, id := range idle {
+			if err := os.RemoveAll(g.jobDir(id)); err != nil {
+				g.log.Warn("ingest: remove a working directory", "job", id, "err", err)
+				continue
+			}
+			removed++
+		}
+	}
+	return removed, nil
+}
+
+// Close releases the claims' connections (Run does it when it ends).
+func (g *Ingester) Close() { g.daemons.Close() }
+
+func (g *Ingester) jobDir(id int64) string {
+	return filepath.Join(g.cfg.WorkDir, fmt.Sprintf("job-%d", id))
+}
+
+type batchRow struct {
+	ID                                                             int64
+	Submitter, Profile, PayloadURL, Type, Title, Creator, Date, CB string
+}
+
+// batch reads a batch's submission (cached: it never changes).
+func (g *Ingester) batch(ctx context.Context, id int64) (*batchRow, error) {
+	g.batchMu.Lock()
+	b, ok := g.batches[id]
+	g.batchMu.Unlock()
+	if ok {
+		return b, nil
+	}
+	b = &batchRow{}
+	if err := g.store.DB.QueryRow(ctx, `SELECT id, submitter, profile, payload_url, type, title, creator, date, callback_url
+		FROM curator.batches WHERE id = $1`, id).Scan(&b.ID, &b.Submitter, &b.Profile, &b.PayloadURL, &b.Type, &b.Title, &b.Creator, &b.Date, &b.CB); err != nil {
+		return nil, fmt.Errorf("batch %d: %w", id, err)
+	}
+	g.batchMu.Lock()
+	if g.batches == nil || len(g.batches) >= 256 {
+		g.batches = map[int64]*batchRow{}
+	}
+	g.batches[id] = b
+	g.batchMu.Unlock()
+	return b, nil
+}

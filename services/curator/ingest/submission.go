@@ -1,0 +1,121 @@
+package ingest
+
+import (
+	"errors"
+	"slices"
+	"strings"
+
+	"github.com/archivist/archivist/services/curator/ingest/manifest"
+	"github.com/jackc/pgx/v5"
+)
+
+// Types are the submission types: one file, a zip container, an object
+// manifest (one object of many files), a batch manifest (each row a
+// one-file object) and a manifest of object manifests.
+var Types = []string{"file", "container", "manifest", "batch-manifest", "manifest-of-manifests"}
+
+// Submission is a batch as submitted.
+type Submission struct {
+	// Submitter is the depositor: the key that submits it (a body that
+	// names another is refused unless an operator's).
+	Submitter string `json:"submitter,omitempty"`
+	// Profile is the collection the batch goes into.
+	Profile    string `json:"profile"`
+	PayloadURL string `json:"payload_url"`
+	Type       string `json:"type"`
+	Title      string `json:"title,omitempty"`
+	Creator    string `json:"creator,omitempty"`
+	Date       string `json:"date,omitempty"`
+	// CallbackURL is told of each job's end (the profile's notification).
+	CallbackURL string `json:"callback_url,omitempty"`
+	// IdempotencyKey, from the request's Idempotency-Key header, names the
+	// submission within its submitter's: a retry with the same key finds
+	// the batch the first made.
+	IdempotencyKey string `json:"-"`
+}
+
+// InvalidError is a submission or request that is wrong, naming the field.
+type InvalidError struct{ Field, Msg string }
+
+func (e *InvalidError) Error() string { return e.Field + ": " + e.Msg }
+
+// Validate checks a submission.
+func (s *Submission) Validate() error {
+	switch {
+	case strings.TrimSpace(s.Submitter) == "":
+		return &InvalidError{"submitter", "required"}
+	case strings.TrimSpace(s.Profile) == "":
+		return &InvalidError{"profile", "required"}
+	case !slices.Contains(Types, s.Type):
+		return &InvalidError{"type", "one of " + strings.Join(Types, ", ")}
+	}
+	if k := s.IdempotencyKey; len(k) > 200 || strings.IndexFunc(k, func(r rune) bool { return r <= ' ' || r > '~' }) >= 0 {
+		return &InvalidError{"Idempotency-Key", "at most 200 printable ASCII characters, no spaces"}
+	}
+	if err := manifest.CheckURL(s.PayloadURL); err != nil {
+		return &InvalidError{"payload_url", err.Error()}
+	}
+	if s.CallbackURL != "" {
+		if err := manifest.CheckURL(s.CallbackURL); err != nil {
+			return &InvalidError{"callback_url", err.Error()}
+		}
+	}
+	return nil
+}
+
+// File is one file of a job.
+type File struct {
+	URL string `json:"url"`
+	// Name is its path inside the object.
+	Name string `json:"name"`
+	// DigestAlg and Digest are what the manifest declared (optional).
+	DigestAlg string `json:"digest_alg,omitempty"`
+	Digest    string `json:"digest,omitempty"`
+	// Size is declared (the manifest's, checked), then measured.
+	Size int64 `json:"size,omitempty"`
+	// Reported is the size a HEAD reported while estimating (0: unknown):
+	// the room reserved for it; beyond it a download goes on only while
+	// the working area has room.
+	Reported int64 `json:"reported,omitempty"`
+	// SHA256 is computed on download.
+	SHA256 string `json:"sha256,omitempty"`
+}
+
+// JobRow is a job as stored.
+type JobRow struct {
+	ID             int64
+	BatchID        int64
+	Profile        string
+	Priority       int
+	State          State
+	LastSuccessful State
+	RetryCount     int
+	Error          string
+	Kind           string
+	PayloadURL     string
+	LocalID        string
+	Title          string
+	Files          []File
+	SpaceNeeded    int64
+	ARK            string
+	Version        int
+	// Submitter is the batch's depositor.
+	Submitter string
+}
+
+const jobColumns = `id, batch_id, profile, priority, state, last_successful, retry_count, error, kind, payload_url, local_id, title, files, space_needed, ark, version, submitter`
+
+// fields are the JobRow's fields in jobColumns' order, to scan into.
+func (j *JobRow) fields() []any {
+	return []any{&j.ID, &j.BatchID, &j.Profile, &j.Priority, &j.State, &j.LastSuccessful, &j.RetryCount, &j.Error,
+		&j.Kind, &j.PayloadURL, &j.LocalID, &j.Title, &j.Files, &j.SpaceNeeded, &j.ARK, &j.Version, &j.Submitter}
+}
+
+func scanJob(row pgx.Row, id int64) (*JobRow, error) {
+	var j JobRow
+	err := row.Scan(j.fields()...)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, &NotFoundError{Job, id}
+	}
+	return &j, err
+}
