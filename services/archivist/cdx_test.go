@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/archivist/archivist/services/archivist/cli"
 )
 
 // TestCDXCommandMatchesPywb: `archivist cdx --sort` and `--cdxj --sort`
@@ -69,7 +71,7 @@ func TestBlobPut(t *testing.T) {
 	if b, err := os.ReadFile(filepath.Join(dir, "warcs", "in.warc")); err != nil || string(b) != "WARC/1.0\r\n" {
 		t.Errorf("stored %q %v", b, err)
 	}
-	if err := run(context.Background(), []string{"blob", "get", "x"}, io.Discard, io.Discard); err == nil || !strings.Contains(err.Error(), "usage: archivist blob put KEY [FILE]") {
+	if err := run(context.Background(), []string{"blob", "get", "x"}, io.Discard, io.Discard); !cli.IsUsage(err) || !strings.Contains(err.Error(), `unknown command "get" for "archivist blob"`) {
 		t.Errorf("a wrong usage: %v", err)
 	}
 }

@@ -110,11 +110,4 @@ func TestCLIPrintsNoControlCharacters(t *testing.T) {
 			t.Errorf("%v printed control characters raw, or lost the reason:\n%q", args, s)
 		}
 	}
-	var w bytes.Buffer
-	p := &printable{w: &w}
-	p.Write([]byte("a\xc2"))
-	p.Write([]byte("\x9bb\tc\n"))
-	if w.String() != "a\\u009bb\tc\n" {
-		t.Errorf("a C1 character split across writes: %q", w.String())
-	}
 }

@@ -5,13 +5,11 @@ package batchcmd
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"io"
 	"net/url"
 	"os"
 	"slices"
-	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -29,126 +27,90 @@ func Base() string {
 	return "http://127.0.0.1:8080"
 }
 
-// Usage is the commands' help, with the transition table.
-func Usage() string {
-	return `usage:
-  archivist batch submit --profile P --payload URL --type TYPE [--submitter S] [--title T]
-                         [--creator C] [--date D] [--callback URL] [--wait]
-  archivist batch status ID [--json]
-  archivist batch list [--state S] [--limit N] [--json]
-  archivist job list [--state S] [--batch ID] [--limit N] [--json]
-  archivist batch release|delete|update-reporting ID
-  archivist job status ID [--json]
-  archivist job hold|release|requeue|retry|delete ID   (retry: requeue)
-  archivist collection hold|release PROFILE
-  archivist ingest pause|resume | ingest cleanup [--older-than 24h]
-
-types: ` + strings.Join(ingest.Types, ", ") + `
-an action is refused from a state the table does not allow:
-
-` + ingest.Help()
+// Transitions is the transition table as help text: the types a batch
+// may be, and the moves each action makes.
+func Transitions() string {
+	return "types: " + strings.Join(ingest.Types, ", ") + "\n" +
+		"an action is refused from a state the table does not allow:\n\n" + ingest.Help()
 }
 
-// Run runs one of the commands (args[0] is batch, job, collection or
-// ingest).
-func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	if len(args) < 2 {
-		fmt.Fprint(stderr, Usage())
-		return fmt.Errorf("usage")
+// Plural is the API's collection of what ("batch" or "job").
+func Plural(what string) string {
+	if what == "batch" {
+		return "batches"
 	}
-	base := Base()
-	what, verb, rest := args[0], args[1], args[2:]
-	switch {
-	case what == "batch" && verb == "submit":
-		return submit(ctx, base, rest, stdout, stderr)
-	case (what == "batch" || what == "job") && verb == "status":
-		fs := flag.NewFlagSet(what+" status", flag.ContinueOnError)
-		fs.SetOutput(stderr)
-		asJSON := fs.Bool("json", false, "print JSON")
-		id, err := parseID(fs, rest)
-		if err != nil {
-			return err
-		}
-		var st httpapi.Status
-		if err := apiclient.Get(ctx, "curator", fmt.Sprintf("%s/v1/%s/%d", base, plural(what), id), &st); err != nil {
-			return err
-		}
-		if *asJSON {
-			return writeJSON(stdout, st)
-		}
-		return Print(stdout, &st)
-	case (what == "batch" || what == "job") && verb == "list":
-		fs := flag.NewFlagSet(what+" list", flag.ContinueOnError)
-		fs.SetOutput(stderr)
-		asJSON := fs.Bool("json", false, "print JSON")
-		state := fs.String("state", "", "only those in this state (failed, held, ...)")
-		limit := fs.Int("limit", 100, "at most this many, the newest first")
-		batch := fs.Int64("batch", 0, "jobs: only this batch's")
-		if err := fs.Parse(rest); err != nil {
-			return err
-		}
-		u := fmt.Sprintf("%s/v1/%s?state=%s&limit=%d", base, plural(what), url.QueryEscape(*state), *limit)
-		if what == "job" && *batch != 0 {
-			u += fmt.Sprintf("&batch=%d", *batch)
-		}
-		var items []httpapi.Listed
-		if err := apiclient.Get(ctx, "curator", u, &items); err != nil {
-			return err
-		}
-		if *asJSON {
-			return writeJSON(stdout, items)
-		}
-		return PrintList(stdout, what, items)
-	case what == "batch" || what == "job":
-		if what == "job" && verb == "retry" {
-			verb = "requeue" // every pipeline's retry verb (docs/RELIABILITY.md)
-		}
-		fs := flag.NewFlagSet(what+" "+verb, flag.ContinueOnError)
-		fs.SetOutput(stderr)
-		id, err := parseID(fs, rest)
-		if err != nil {
-			return err
-		}
-		var out map[string]any
-		if err := apiclient.Post(ctx, "curator", fmt.Sprintf("%s/v1/%s/%d/%s", base, plural(what), id, verb), nil, &out); err != nil {
-			return err
-		}
-		fmt.Fprintf(stdout, "%s %d is %v\n", what, id, out["state"])
-		return nil
-	case what == "collection" && (verb == "hold" || verb == "release") && len(rest) == 1:
-		var out map[string]any
-		if err := apiclient.Post(ctx, "curator", fmt.Sprintf("%s/v1/collections/%s/%s", base, rest[0], verb), nil, &out); err != nil {
-			return err
-		}
-		if verb == "hold" {
-			fmt.Fprintf(stdout, "collection %s held\n", rest[0])
-		} else {
-			fmt.Fprintf(stdout, "collection %s released (%v batches and jobs back to pending)\n", rest[0], out["released"])
-		}
-		return nil
-	case what == "ingest" && (verb == "pause" || verb == "resume"):
-		var out map[string]any
-		if err := apiclient.Post(ctx, "curator", fmt.Sprintf("%s/v1/ingest/%s", base, verb), nil, &out); err != nil {
-			return err
-		}
-		fmt.Fprintf(stdout, "ingest queue %sd\n", verb)
-		return nil
-	case what == "ingest" && verb == "cleanup":
-		fs := flag.NewFlagSet("ingest cleanup", flag.ContinueOnError)
-		fs.SetOutput(stderr)
-		older := fs.Duration("older-than", 24*time.Hour, "completed this long ago")
-		if err := fs.Parse(rest); err != nil {
-			return err
-		}
-		var out map[string]any
-		if err := apiclient.Post(ctx, "curator", fmt.Sprintf("%s/v1/ingest/cleanup?older_than=%s", base, *older), nil, &out); err != nil {
-			return err
-		}
-		fmt.Fprintf(stdout, "%v completed batches deleted\n", out["deleted_batches"])
-		return nil
+	return "jobs"
+}
+
+// Status reads a batch's or job's status.
+func Status(ctx context.Context, base, what string, id int64) (*httpapi.Status, error) {
+	var st httpapi.Status
+	if err := apiclient.Get(ctx, "curator", fmt.Sprintf("%s/v1/%s/%d", base, Plural(what), id), &st); err != nil {
+		return nil, err
 	}
-	fmt.Fprint(stderr, Usage())
-	return fmt.Errorf("unknown command %q", strings.Join(args[:2], " "))
+	return &st, nil
+}
+
+// List lists batches or jobs: of state (any if ""), of batch (jobs; any
+// if 0), at most limit, the newest first.
+func List(ctx context.Context, base, what string, state string, batch int64, limit int) ([]httpapi.Listed, error) {
+	u := fmt.Sprintf("%s/v1/%s?state=%s&limit=%d", base, Plural(what), url.QueryEscape(state), limit)
+	if what == "job" && batch != 0 {
+		u += fmt.Sprintf("&batch=%d", batch)
+	}
+	var items []httpapi.Listed
+	if err := apiclient.Get(ctx, "curator", u, &items); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+// Act makes an operator's action on a batch or job and returns the state
+// it reached.
+func Act(ctx context.Context, base, what string, id int64, action string) (string, error) {
+	var out struct {
+		State string `json:"state"`
+	}
+	err := apiclient.Post(ctx, "curator", fmt.Sprintf("%s/v1/%s/%d/%s", base, Plural(what), id, action), nil, &out)
+	return out.State, err
+}
+
+// Collection holds or releases a collection (action "hold" or
+// "release"); a release returns how many batches and jobs went back to
+// pending.
+func Collection(ctx context.Context, base, profile, action string) (int, error) {
+	var out struct {
+		Released int `json:"released"`
+	}
+	err := apiclient.Post(ctx, "curator", fmt.Sprintf("%s/v1/collections/%s/%s", base, url.PathEscape(profile), action), nil, &out)
+	return out.Released, err
+}
+
+// Queue pauses or resumes the whole ingest queue (action "pause" or
+// "resume").
+func Queue(ctx context.Context, base, action string) error {
+	return apiclient.Post(ctx, "curator", fmt.Sprintf("%s/v1/ingest/%s", base, action), nil, &map[string]any{})
+}
+
+// Cleanup deletes the batches completed longer ago than olderThan and
+// returns how many.
+func Cleanup(ctx context.Context, base string, olderThan time.Duration) (int, error) {
+	var out struct {
+		Deleted int `json:"deleted_batches"`
+	}
+	err := apiclient.Post(ctx, "curator", fmt.Sprintf("%s/v1/ingest/cleanup?older_than=%s", base, olderThan), nil, &out)
+	return out.Deleted, err
+}
+
+// Submit submits a batch and returns its id.
+func Submit(ctx context.Context, base string, s ingest.Submission) (int64, error) {
+	var out struct {
+		Batch int64 `json:"batch"`
+	}
+	if err := apiclient.Post(ctx, "curator", base+"/v1/batches", s, &out); err != nil {
+		return 0, err
+	}
+	return out.Batch, nil
 }
 
 // PrintList writes a list of batches or jobs for a person.
@@ -175,65 +137,6 @@ func PrintList(w io.Writer, what string, items []httpapi.Listed) error {
 		fmt.Fprintf(tw, "(none)\n")
 	}
 	return tw.Flush()
-}
-
-func plural(what string) string {
-	if what == "batch" {
-		return "batches"
-	}
-	return "jobs"
-}
-
-func parseID(fs *flag.FlagSet, args []string) (int64, error) {
-	// The id may come before or after the flags.
-	var pos []string
-	for len(args) > 0 {
-		if err := fs.Parse(args); err != nil {
-			return 0, err
-		}
-		if fs.NArg() == 0 {
-			break
-		}
-		pos = append(pos, fs.Arg(0))
-		args = fs.Args()[1:]
-	}
-	if len(pos) != 1 {
-		return 0, fmt.Errorf("%s takes one id", fs.Name())
-	}
-	id, err := strconv.ParseInt(pos[0], 10, 64)
-	if err != nil || id <= 0 {
-		return 0, fmt.Errorf("%s: %q is not an id", fs.Name(), pos[0])
-	}
-	return id, nil
-}
-
-func submit(ctx context.Context, base string, args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("batch submit", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	var s ingest.Submission
-	fs.StringVar(&s.Profile, "profile", "", "the collection (profile)")
-	fs.StringVar(&s.PayloadURL, "payload", "", "the payload URL")
-	fs.StringVar(&s.Type, "type", "", strings.Join(ingest.Types, ", "))
-	fs.StringVar(&s.Submitter, "submitter", "", "the depositor an operator submits for (default: the API key's holder; a publisher deposits only as itself)")
-	fs.StringVar(&s.Title, "title", "", "title (ERC what)")
-	fs.StringVar(&s.Creator, "creator", "", "creator (ERC who)")
-	fs.StringVar(&s.Date, "date", "", "date (ERC when)")
-	fs.StringVar(&s.CallbackURL, "callback", "", "URL told of each job's end")
-	wait := fs.Bool("wait", false, "follow the batch with a progress bar until it ends")
-	if err := fs.Parse(args); err != nil {
-		return err
-	}
-	var out struct {
-		Batch int64 `json:"batch"`
-	}
-	if err := apiclient.Post(ctx, "curator", base+"/v1/batches", s, &out); err != nil {
-		return err
-	}
-	fmt.Fprintf(stdout, "batch %d submitted\n", out.Batch)
-	if !*wait {
-		return nil
-	}
-	return Follow(ctx, base, out.Batch, stdout, 200*time.Millisecond)
 }
 
 // Follow draws the batch's jobs by state as a progress bar until the batch
@@ -325,9 +228,4 @@ func Print(w io.Writer, st *httpapi.Status) error {
 		fmt.Fprintf(tw, "report\t%s\n", strings.TrimSpace(string(st.Report)))
 	}
 	return tw.Flush()
-}
-
-func writeJSON(w io.Writer, v any) error {
-	enc := newEncoder(w)
-	return enc.Encode(v)
 }

@@ -377,9 +377,9 @@ func TestDevDemo(t *testing.T) {
 // reason on rejected.tv and stores nothing; and a sign-in from
 // /login?next=/%09/evil.example stays on the site.
 func demoTenancy(t *testing.T, o dev.Options, operatorToken string) {
-	var out, errOut strings.Builder
-	if err := keycmd.Run([]string{"new", "tv", "--role", "publisher", "--source", "tv", "--collections", "tv"}, &out, &errOut); err != nil {
-		t.Fatalf("archivist key new: %v %s", err, errOut.String())
+	var out strings.Builder
+	if err := keycmd.NewKey("tv", "publisher", "tv", "tv", &out); err != nil {
+		t.Fatalf("archivist key new: %v", err)
 	}
 	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
 	tvKey, tvLine := strings.TrimSpace(lines[1]), strings.TrimSpace(lines[3])

@@ -3,7 +3,6 @@ package e2e_test
 import (
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"os"
 	"os/exec"
@@ -29,7 +28,7 @@ func usersConf(t *testing.T, lines ...string) string {
 		t.Fatal(err)
 	}
 	var rendered strings.Builder
-	if err := keycmd.NATSAuth([]string{"--publishers", pubs}, &rendered, io.Discard); err != nil {
+	if err := keycmd.NATSAuth(pubs, &rendered); err != nil {
 		t.Fatal(err)
 	}
 	if err := os.WriteFile(conf, []byte(rendered.String()), 0o600); err != nil {

@@ -46,9 +46,9 @@ func TestEachPublisherHasItsOwnNATSUser(t *testing.T) {
 		if err := os.WriteFile(pubs, []byte(strings.Join(lines, "\n")+"\n"), 0o600); err != nil {
 			t.Fatal(err)
 		}
-		var out, errs strings.Builder
-		if err := keycmd.NATSAuth([]string{"--publishers", pubs}, &out, &errs); err != nil {
-			t.Fatalf("nats-auth: %v %s", err, errs.String())
+		var out strings.Builder
+		if err := keycmd.NATSAuth(pubs, &out); err != nil {
+			t.Fatalf("nats-auth: %v", err)
 		}
 		if err := os.WriteFile(conf, []byte(out.String()), 0o600); err != nil {
 			t.Fatal(err)

@@ -6,8 +6,6 @@ package keycmd
 import (
 	"crypto/rand"
 	"encoding/base64"
-	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -20,53 +18,33 @@ import (
 	"github.com/archivist/archivist/pkg/service"
 )
 
-// Run is `archivist key new`: an API key and its keys-file line, or with
-// --nats a curating system's NATS password and its publishers-file line,
-// printed once (the files keep only hashes).
-func Run(args []string, stdout, stderr io.Writer) error {
-	usage := errors.New("usage: archivist key new NAME --role reader|publisher|operator[,...] [--source SOURCE] [--collections C[,C...]|*]\n" +
-		"       archivist key new NAME --nats --source SOURCE\n" +
-		"       archivist key init DIR | archivist key token DIR")
-	if len(args) == 2 && args[0] == "init" {
-		return Init(args[1], stdout)
-	}
-	if len(args) == 2 && args[0] == "token" {
-		b, err := os.ReadFile(filepath.Join(args[1], TokenFile))
-		if err != nil {
-			return fmt.Errorf("the token of %s: %w (archivist key init makes it)", args[1], err)
-		}
-		_, err = stdout.Write(b)
-		return err
-	}
-	if len(args) < 2 || args[0] != "new" {
-		return usage
-	}
-	fs := flag.NewFlagSet("key new", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	roles := fs.String("role", "", "the key's roles, comma-separated: reader, publisher, operator")
-	source := fs.String("source", "", "a publisher's source: the records it posts carry it")
-	collections := fs.String("collections", "", "the collections (ingest profiles) a publisher deposits batches into, comma-separated; * for every one")
-	nats := fs.Bool("nats", false, "a NATS user for a curating system instead: publishes only its source's curation events, reads only its rejections")
-	if err := fs.Parse(args[2:]); err != nil {
-		return err
-	}
-	if *nats {
-		return natsUser(args[1], *source, stdout, usage)
-	}
-	cs, err := service.ParseCollections("--collections", *collections)
+// NewKey is `archivist key new NAME --role ROLES`: an API key and its
+// keys-file line, printed once (the file keeps only its hash).
+func NewKey(name, roles, source, collections string, stdout io.Writer) error {
+	cs, err := service.ParseCollections("--collections", collections)
 	if err != nil {
-		return fmt.Errorf("%w\n%v", err, usage)
+		return err
 	}
 	var rs []service.Role
-	for _, r := range strings.Split(*roles, ",") {
+	for _, r := range strings.Split(roles, ",") {
 		rs = append(rs, service.Role(strings.TrimSpace(r)))
 	}
-	key, line := service.NewKey(args[1], rs, *source, cs...)
+	key, line := service.NewKey(name, rs, source, cs...)
 	if _, err := service.ParseKeys(line); err != nil {
-		return fmt.Errorf("%w\n%v", err, usage)
+		return err
 	}
-	fmt.Fprintf(stdout, "key (give it to %s; it is not kept):\n  %s\nline for API_KEYS_FILE:\n  %s\n", args[1], key, line)
+	fmt.Fprintf(stdout, "key (give it to %s; it is not kept):\n  %s\nline for API_KEYS_FILE:\n  %s\n", name, key, line)
 	return nil
+}
+
+// Token is `archivist key token DIR`: the local operator's key Init made.
+func Token(dir string, stdout io.Writer) error {
+	b, err := os.ReadFile(filepath.Join(dir, TokenFile))
+	if err != nil {
+		return fmt.Errorf("the token of %s: %w (archivist key init makes it)", dir, err)
+	}
+	_, err = stdout.Write(b)
+	return err
 }
 
 // The files Init makes.
@@ -107,11 +85,12 @@ func Init(dir string, stdout io.Writer) error {
 	return nil
 }
 
-// natsUser makes a curating system's NATS password and its publishers line.
-func natsUser(name, source string, stdout io.Writer, usage error) error {
+// NATSUser is `archivist key new NAME --nats --source SOURCE`: a curating
+// system's NATS password and its publishers-file line, printed once.
+func NATSUser(name, source string, stdout io.Writer) error {
 	password, line, err := NewPublisher(name, source)
 	if err != nil {
-		return fmt.Errorf("%w\n%v", err, usage)
+		return err
 	}
 	fmt.Fprintf(stdout, "NATS user %s, password (give it to %s; it is not kept):\n  %s\n", name, name, password)
 	fmt.Fprintf(stdout, "line for k8s/nats/publishers (then archivist nats-auth, and apply):\n  %s\n", line)
@@ -147,22 +126,16 @@ func NewPublisher(name, source string) (password, line string, err error) {
 
 // NATSAuth is `archivist nats-auth [--publishers FILE]`: the NATS server's
 // users (k8s/nats/auth.conf): every service's, and those of the publishers
-// file.
-func NATSAuth(args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("nats-auth", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	file := fs.String("publishers", "", "the publishers file (k8s/nats/publishers): a line NAME SOURCE BCRYPT-HASH per curating system")
-	if err := fs.Parse(args); err != nil {
-		return err
-	}
+// file (none if "").
+func NATSAuth(file string, stdout io.Writer) error {
 	var pubs []events.Publisher
-	if *file != "" {
-		text, err := os.ReadFile(*file)
+	if file != "" {
+		text, err := os.ReadFile(file)
 		if err != nil {
 			return err
 		}
 		if pubs, err = events.ParsePublishers(string(text)); err != nil {
-			return fmt.Errorf("%s: %w", *file, err)
+			return fmt.Errorf("%s: %w", file, err)
 		}
 	}
 	conf, err := events.AuthConfig(pubs)

@@ -22,7 +22,7 @@ func TestInitMakesAKeyOfItsOwn(t *testing.T) {
 	}
 	token := func(dir string) string {
 		var out strings.Builder
-		if err := Run([]string{"token", dir}, &out, io.Discard); err != nil {
+		if err := Token(dir, &out); err != nil {
 			t.Fatal(err)
 		}
 		return strings.TrimSpace(out.String())

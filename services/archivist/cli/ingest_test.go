@@ -1,4 +1,4 @@
-package batchcmd_test
+package cli_test
 
 import (
 	"bytes"
@@ -10,7 +10,7 @@ import (
 	"testing"
 
 	"github.com/archivist/archivist/pkg/testenv"
-	"github.com/archivist/archivist/services/archivist/batchcmd"
+	"github.com/archivist/archivist/services/archivist/cli"
 	"github.com/archivist/archivist/services/curator/curator"
 )
 
@@ -34,7 +34,7 @@ func TestSubmitWaitStatusAndRefusal(t *testing.T) {
 	t.Setenv("ARCHIVIST_CURATOR_URL", fmt.Sprintf("http://127.0.0.1:%d", port))
 	ctx := context.Background()
 	var out, errOut bytes.Buffer
-	err := batchcmd.Run(ctx, []string{"batch", "submit", "--profile", "p", "--payload", files.URL + "/m.checkm", "--type", "batch-manifest", "--wait"}, &out, &errOut)
+	err := cli.Run(ctx, []string{"batch", "submit", "--profile", "p", "--payload", files.URL + "/m.checkm", "--type", "batch-manifest", "--wait"}, &out, &errOut)
 	if err != nil {
 		t.Fatalf("%v\n%s%s", err, out.String(), errOut.String())
 	}
@@ -43,33 +43,33 @@ func TestSubmitWaitStatusAndRefusal(t *testing.T) {
 		t.Errorf("submit --wait printed:\n%s", out.String())
 	}
 	out.Reset()
-	if err := batchcmd.Run(ctx, []string{"job", "status", "2"}, &out, &errOut); err != nil {
+	if err := cli.Run(ctx, []string{"job", "status", "2"}, &out, &errOut); err != nil {
 		t.Fatal(err)
 	}
 	if !strings.Contains(out.String(), "job 2") || !strings.Contains(out.String(), "notify -> completed") || !strings.Contains(out.String(), "ark:/99999/fk4") {
 		t.Errorf("job status:\n%s", out.String())
 	}
-	err = batchcmd.Run(ctx, []string{"job", "requeue", "2"}, &out, &errOut)
+	err = cli.Run(ctx, []string{"job", "requeue", "2"}, &out, &errOut)
 	if err == nil || !strings.Contains(err.Error(), "job 2 is completed: requeue is allowed only from failed") {
 		t.Errorf("requeue of a completed job: %v", err)
 	}
 	// Lists by state: the batch's three completed jobs, no failed ones, and
 	// a state the table does not know refused.
 	out.Reset()
-	if err := batchcmd.Run(ctx, []string{"job", "list", "--state", "completed", "--batch", "1"}, &out, &errOut); err != nil {
+	if err := cli.Run(ctx, []string{"job", "list", "--state", "completed", "--batch", "1"}, &out, &errOut); err != nil {
 		t.Fatal(err)
 	}
 	if n := strings.Count(out.String(), " completed "); n != 3 || !strings.Contains(out.String(), "LOCAL ID") {
 		t.Errorf("job list --state completed (%d rows):\n%s", n, out.String())
 	}
 	out.Reset()
-	if err := batchcmd.Run(ctx, []string{"batch", "list", "--state", "failed"}, &out, &errOut); err != nil || !strings.Contains(out.String(), "(none)") {
+	if err := cli.Run(ctx, []string{"batch", "list", "--state", "failed"}, &out, &errOut); err != nil || !strings.Contains(out.String(), "(none)") {
 		t.Errorf("batch list --state failed: %v\n%s", err, out.String())
 	}
-	if err := batchcmd.Run(ctx, []string{"job", "list", "--state", "sleeping"}, &out, &errOut); err == nil || !strings.Contains(err.Error(), "not a job state") {
+	if err := cli.Run(ctx, []string{"job", "list", "--state", "sleeping"}, &out, &errOut); err == nil || !strings.Contains(err.Error(), "not a job state") {
 		t.Errorf("job list --state sleeping: %v", err)
 	}
-	err = batchcmd.Run(ctx, []string{"batch", "submit", "--profile", "p", "--payload", "ftp://x/y", "--type", "file"}, &out, &errOut)
+	err = cli.Run(ctx, []string{"batch", "submit", "--profile", "p", "--payload", "ftp://x/y", "--type", "file"}, &out, &errOut)
 	if err == nil || !strings.Contains(err.Error(), "payload_url: an http or https URL") {
 		t.Errorf("bad payload: %v", err)
 	}

@@ -1,0 +1,229 @@
+package cli
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/archivist/archivist/services/archivist/batchcmd"
+	"github.com/archivist/archivist/services/curator/ingest"
+)
+
+// curatorEnv is the help's environment of the commands that call the
+// curator.
+var curatorEnv = env("ARCHIVIST_CURATOR_URL  the curator's API (default http://127.0.0.1:8080)",
+	"ARCHIVIST_TOKEN        the API key presented (else .archivist/api.token)")
+
+func batchCmd() *cobra.Command {
+	c := &cobra.Command{
+		Use:   "batch",
+		Short: "Submit batches, follow them, act on them",
+		Long:  "Submit batches of objects to ingest, follow them, and act on them.\n\n" + batchcmd.Transitions() + curatorEnv,
+	}
+	c.AddCommand(submitCmd(), statusCmd("batch"), listCmd("batch"))
+	for _, a := range []string{"release", "delete", "update-reporting"} {
+		c.AddCommand(actCmd("batch", a, a))
+	}
+	return c
+}
+
+func jobCmd() *cobra.Command {
+	c := &cobra.Command{
+		Use:   "job",
+		Short: "Follow jobs and act on them",
+		Long:  "Follow the jobs of batches (one per object) and act on them.\n\n" + batchcmd.Transitions() + curatorEnv,
+	}
+	c.AddCommand(statusCmd("job"), listCmd("job"))
+	for _, a := range []string{"hold", "release", "requeue", "delete"} {
+		c.AddCommand(actCmd("job", a, a))
+	}
+	// retry: every pipeline's retry verb (docs/RELIABILITY.md).
+	c.AddCommand(actCmd("job", "retry", "requeue"))
+	return c
+}
+
+func submitCmd() *cobra.Command {
+	var s ingest.Submission
+	var wait bool
+	c := &cobra.Command{
+		Use:   "submit --profile P --payload URL --type TYPE [flags]",
+		Short: "Submit a batch",
+		Long:  "Submit a batch: its payload is read, and a job made per object.\n\ntypes: " + strings.Join(ingest.Types, ", ") + curatorEnv,
+		Args:  cobra.NoArgs,
+		RunE: func(c *cobra.Command, _ []string) error {
+			base := batchcmd.Base()
+			id, err := batchcmd.Submit(c.Context(), base, s)
+			if err != nil {
+				return err
+			}
+			out := safeOut(c)
+			fmt.Fprintf(out, "batch %d submitted\n", id)
+			if !wait {
+				return nil
+			}
+			return batchcmd.Follow(c.Context(), base, id, out, 200*time.Millisecond)
+		},
+	}
+	f := c.Flags()
+	f.StringVar(&s.Profile, "profile", "", "the collection (profile)")
+	f.StringVar(&s.PayloadURL, "payload", "", "the payload URL")
+	f.StringVar(&s.Type, "type", "", strings.Join(ingest.Types, ", "))
+	f.StringVar(&s.Submitter, "submitter", "", "the depositor an operator submits for (default: the API key's holder; a publisher deposits only as itself)")
+	f.StringVar(&s.Title, "title", "", "title (ERC what)")
+	f.StringVar(&s.Creator, "creator", "", "creator (ERC who)")
+	f.StringVar(&s.Date, "date", "", "date (ERC when)")
+	f.StringVar(&s.CallbackURL, "callback", "", "URL told of each job's end, and sent the batch's report")
+	f.BoolVar(&wait, "wait", false, "follow the batch with a progress bar until it ends")
+	for _, name := range []string{"profile", "payload", "type"} {
+		_ = c.MarkFlagRequired(name)
+	}
+	return c
+}
+
+func statusCmd(what string) *cobra.Command {
+	c := &cobra.Command{
+		Use:   "status ID [--json]",
+		Short: fmt.Sprintf("Show a %s: its state, history and report", what),
+		Args:  oneID(what + " id"),
+	}
+	asJSON := jsonFlag(c)
+	c.RunE = func(c *cobra.Command, args []string) error {
+		st, err := batchcmd.Status(c.Context(), batchcmd.Base(), what, id(args))
+		return show(safeOut(c), st, err, *asJSON, batchcmd.Print)
+	}
+	return c
+}
+
+func listCmd(what string) *cobra.Command {
+	var state string
+	var limit int
+	var batch int64
+	c := &cobra.Command{
+		Use:   "list [--state S] [--limit N] [--json]",
+		Short: fmt.Sprintf("List %s, the newest first", batchcmd.Plural(what)),
+		Args:  cobra.NoArgs,
+		RunE:  nil,
+	}
+	asJSON := jsonFlag(c)
+	c.Flags().StringVar(&state, "state", "", "only those in this state (failed, held, ...)")
+	c.Flags().IntVar(&limit, "limit", 100, "at most this many, the newest first")
+	if what == "job" {
+		c.Use = "list [--state S] [--batch ID] [--limit N] [--json]"
+		c.Flags().Int64Var(&batch, "batch", 0, "only this batch's")
+	}
+	c.RunE = func(c *cobra.Command, _ []string) error {
+		items, err := batchcmd.List(c.Context(), batchcmd.Base(), what, state, batch, limit)
+		if err != nil {
+			return err
+		}
+		if *asJSON {
+			return printJSON(safeOut(c), items)
+		}
+		return batchcmd.PrintList(safeOut(c), what, items)
+	}
+	return c
+}
+
+// actCmd is an operator's action on a batch or job; name is the verb the
+// command line says, action the API's.
+func actCmd(what, name, action string) *cobra.Command {
+	short := fmt.Sprintf("%s a %s (as the transition table allows)", strings.ToUpper(name[:1])+name[1:], what)
+	if name != action {
+		short = fmt.Sprintf("%s a %s: %s it", strings.ToUpper(name[:1])+name[1:], what, action)
+	}
+	return &cobra.Command{
+		Use:   name + " ID",
+		Short: short,
+		Args:  oneID(what + " id"),
+		RunE: func(c *cobra.Command, args []string) error {
+			to, err := batchcmd.Act(c.Context(), batchcmd.Base(), what, id(args), action)
+			if err != nil {
+				return err
+			}
+			_, err = fmt.Fprintf(safeOut(c), "%s %d is %s\n", what, id(args), to)
+			return err
+		},
+	}
+}
+
+func collectionCmd() *cobra.Command {
+	c := &cobra.Command{
+		Use:   "collection",
+		Short: "Hold or release a collection's batches and jobs",
+		Long:  "Hold a collection: its pending batches and jobs wait; release it: they go on." + curatorEnv,
+	}
+	for _, a := range []string{"hold", "release"} {
+		c.AddCommand(&cobra.Command{
+			Use:   a + " PROFILE",
+			Short: strings.ToUpper(a[:1]) + a[1:] + " a collection",
+			Args:  exactly(1, "one PROFILE"),
+			RunE: func(c *cobra.Command, args []string) error {
+				n, err := batchcmd.Collection(c.Context(), batchcmd.Base(), args[0], a)
+				if err != nil {
+					return err
+				}
+				if a == "hold" {
+					_, err = fmt.Fprintf(safeOut(c), "collection %s held\n", args[0])
+				} else {
+					_, err = fmt.Fprintf(safeOut(c), "collection %s released (%d batches and jobs back to pending)\n", args[0], n)
+				}
+				return err
+			},
+		})
+	}
+	return c
+}
+
+func ingestCmd() *cobra.Command {
+	c := &cobra.Command{
+		Use:   "ingest",
+		Short: "Pause, resume and clean up the ingest queue",
+		Long:  "Pause or resume the whole ingest queue (work in hand finishes), clean up completed batches, show the transition table." + curatorEnv,
+	}
+	for _, a := range []string{"pause", "resume"} {
+		c.AddCommand(&cobra.Command{
+			Use:   a,
+			Short: strings.ToUpper(a[:1]) + a[1:] + " the whole ingest queue",
+			Args:  cobra.NoArgs,
+			RunE: func(c *cobra.Command, _ []string) error {
+				if err := batchcmd.Queue(c.Context(), batchcmd.Base(), a); err != nil {
+					return err
+				}
+				_, err := fmt.Fprintf(c.OutOrStdout(), "ingest queue %sd\n", a)
+				return err
+			},
+		})
+	}
+	var older time.Duration
+	cleanup := &cobra.Command{
+		Use:   "cleanup [--older-than 24h]",
+		Short: "Delete the batches completed longer ago than --older-than",
+		Args:  cobra.NoArgs,
+		RunE: func(c *cobra.Command, _ []string) error {
+			n, err := batchcmd.Cleanup(c.Context(), batchcmd.Base(), older)
+			if err != nil {
+				return err
+			}
+			_, err = fmt.Fprintf(c.OutOrStdout(), "%d completed batches deleted\n", n)
+			return err
+		},
+	}
+	cleanup.Flags().DurationVar(&older, "older-than", 24*time.Hour, "completed this long ago")
+	transitions := &cobra.Command{
+		Use:   "transitions [--json]",
+		Short: "Show the transition table: every move, who makes it, and why",
+		Args:  cobra.NoArgs,
+	}
+	asJSON := jsonFlag(transitions)
+	transitions.RunE = func(c *cobra.Command, _ []string) error {
+		if *asJSON {
+			return printJSON(c.OutOrStdout(), ingest.Transitions)
+		}
+		_, err := fmt.Fprint(c.OutOrStdout(), batchcmd.Transitions())
+		return err
+	}
+	c.AddCommand(cleanup, transitions)
+	return c
+}

@@ -1,0 +1,255 @@
+package cli
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/archivist/archivist/pkg/blob"
+	"github.com/archivist/archivist/pkg/bus"
+	"github.com/archivist/archivist/pkg/config"
+	"github.com/archivist/archivist/pkg/logging"
+	"github.com/archivist/archivist/services/archivist/keycmd"
+)
+
+func keyCmd() *cobra.Command {
+	c := &cobra.Command{
+		Use:   "key",
+		Short: "Make API keys and the NATS users of curating systems",
+		Long: `Make API keys and the NATS users of curating systems. A key is printed once;
+the files keep only hashes. Delete a key's line to revoke it.`,
+	}
+	var roles, source, collections string
+	var nats bool
+	newCmd := &cobra.Command{
+		Use:   "new NAME (--role ROLE[,ROLE] [--source SOURCE] [--collections C,...] | --nats --source SOURCE)",
+		Short: "Make an API key, or with --nats a curating system's NATS user",
+		Long: `Make an API key: print the key (give it to its holder) and the line to add to
+API_KEYS_FILE. With --nats, make a curating system's NATS user instead: its
+password and the line to add to k8s/nats/publishers. The CLI presents
+ARCHIVIST_TOKEN, or .archivist/api.token.`,
+		Args: func(c *cobra.Command, args []string) error {
+			switch {
+			case len(args) != 1:
+				return usagef("takes one NAME")
+			case nats && source == "":
+				return usagef("--nats needs --source")
+			case !nats && roles == "":
+				return usagef("needs --role (reader, publisher, operator) or --nats")
+			}
+			return nil
+		},
+		RunE: func(c *cobra.Command, args []string) error {
+			if nats {
+				return keycmd.NATSUser(args[0], source, c.OutOrStdout())
+			}
+			return keycmd.NewKey(args[0], roles, source, collections, c.OutOrStdout())
+		},
+	}
+	f := newCmd.Flags()
+	f.StringVar(&roles, "role", "", "the key's roles, comma-separated: reader, publisher, operator")
+	f.StringVar(&source, "source", "", "a publisher's source: the records it posts carry it")
+	f.StringVar(&collections, "collections", "", "the collections (ingest profiles) a publisher deposits batches into, comma-separated; * for every one")
+	f.BoolVar(&nats, "nats", false, "a NATS user for a curating system instead: publishes only its source's curation events, reads only its rejections")
+	initCmd := &cobra.Command{
+		Use:   "init DIR",
+		Short: "Make DIR's keys file with a key for the local operator, unless it has one",
+		Args:  exactly(1, "one DIR"),
+		RunE:  func(c *cobra.Command, args []string) error { return keycmd.Init(args[0], c.OutOrStdout()) },
+	}
+	tokenCmd := &cobra.Command{
+		Use:   "token DIR",
+		Short: "Print the local operator's key that init made",
+		Args:  exactly(1, "one DIR"),
+		RunE:  func(c *cobra.Command, args []string) error { return keycmd.Token(args[0], c.OutOrStdout()) },
+	}
+	c.AddCommand(newCmd, initCmd, tokenCmd)
+	return c
+}
+
+func natsAuthCmd() *cobra.Command {
+	var file string
+	c := &cobra.Command{
+		Use:   "nats-auth [--publishers FILE]",
+		Short: "Print the NATS server's users (k8s/nats/auth.conf)",
+		Long:  "Print the NATS server's users (k8s/nats/auth.conf): every service's and every curating system's of the publishers file.",
+		Args:  cobra.NoArgs,
+		RunE:  func(c *cobra.Command, _ []string) error { return keycmd.NATSAuth(file, c.OutOrStdout()) },
+	}
+	c.Flags().StringVar(&file, "publishers", "", "the publishers file (k8s/nats/publishers): a line NAME SOURCE BCRYPT-HASH per curating system")
+	return c
+}
+
+func blobCmd() *cobra.Command {
+	c := &cobra.Command{Use: "blob", Short: "Put files into the blob store"}
+	c.AddCommand(&cobra.Command{
+		Use:   "put KEY [FILE]",
+		Short: "Store FILE (or standard input) under KEY, with its sha256 stated",
+		Long: `Store FILE (or standard input) in the blob store (BLOB_URL) under KEY, with
+its sha256 stated: a WARC into the indexers' repository, audio for a
+record's media.` + env("BLOB_URL and the other BLOB_* variables (README)"),
+		Args: func(_ *cobra.Command, args []string) error {
+			if len(args) < 1 || len(args) > 2 {
+				return usagef("takes KEY and an optional FILE")
+			}
+			return nil
+		},
+		RunE: func(c *cobra.Command, args []string) error {
+			return blobPut(c.Context(), args, c.InOrStdin(), c.OutOrStdout())
+		},
+	})
+	return c
+}
+
+// blobPut reads the file (or in) once to state its sha256, then stores
+// it under the key in BLOB_URL's store.
+func blobPut(ctx context.Context, args []string, in io.Reader, stdout io.Writer) error {
+	var cfg blob.Config
+	if err := config.Load(ctx, &cfg, nil); err != nil {
+		return err
+	}
+	src := in
+	if len(args) == 2 {
+		f, err := os.Open(args[1])
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		src = f
+	}
+	tmp, err := os.CreateTemp("", "archivist-blob-*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	defer tmp.Close()
+	h := sha256.New()
+	if _, err := io.Copy(io.MultiWriter(tmp, h), src); err != nil {
+		return fmt.Errorf("read %s: %w", args[0], err)
+	}
+	if _, err := tmp.Seek(0, io.SeekStart); err != nil {
+		return err
+	}
+	st, err := blob.Open(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	info, err := st.Put(ctx, args[0], tmp, map[string]string{blob.PropSHA256: hex.EncodeToString(h.Sum(nil))})
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "%s %d %s\n", info.Key, info.Size, info.Checksum)
+	return nil
+}
+
+// connect opens the bus as the CLI.
+func connect(c *cobra.Command) (*bus.Bus, error) {
+	var cfg bus.Config
+	if err := config.Load(c.Context(), &cfg, nil); err != nil {
+		return nil, err
+	}
+	log, err := logging.FromEnv(c.Context(), c.ErrOrStderr())
+	if err != nil {
+		return nil, err
+	}
+	return bus.Connect(c.Context(), cfg, "archivist-cli", bus.WithLogger(log))
+}
+
+func dlqCmd() *cobra.Command {
+	c := &cobra.Command{
+		Use:   "dlq",
+		Short: "Dead-lettered messages: list them, publish them again",
+		Long:  "Dead-lettered messages: where they came from and why; replay them once their cause is fixed." + env("NATS_URL and the other NATS_* variables (README)"),
+	}
+	var from uint64
+	var limit int
+	list := &cobra.Command{
+		Use:   "list [--from SEQ] [--limit N] [--json]",
+		Short: "List dead letters: where they came from and why",
+		Args:  cobra.NoArgs,
+	}
+	list.Flags().Uint64Var(&from, "from", 0, "first sequence to show")
+	list.Flags().IntVar(&limit, "limit", 50, "most dead letters to show")
+	asJSON := jsonFlag(list)
+	list.RunE = func(c *cobra.Command, _ []string) error {
+		b, err := connect(c)
+		if err != nil {
+			return err
+		}
+		defer b.Close(context.WithoutCancel(c.Context()))
+		dl, err := b.DeadLetters(c.Context(), from, limit)
+		if err != nil {
+			return err
+		}
+		out := safeOut(c)
+		if *asJSON {
+			return printJSON(out, dl)
+		}
+		tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "SEQ\tAT\tFROM\tSUBJECT\tEVENT\tDELIVERIES\tREASON")
+		for _, d := range dl {
+			fmt.Fprintf(tw, "%d\t%s\t%s/%s#%d\t%s\t%s\t%d\t%s\n", d.Seq, d.At.Format(time.RFC3339), d.Stream, d.Consumer, d.OriginalSeq,
+				d.Subject, d.ID, d.Deliveries, d.Reason)
+		}
+		if len(dl) == 0 {
+			fmt.Fprintln(tw, "(no dead letters)")
+		}
+		return tw.Flush()
+	}
+	var all bool
+	var consumer string
+	var most int
+	replay := &cobra.Command{
+		Use:   "replay (SEQ | --all [--consumer NAME] [--limit N])",
+		Short: "Publish dead letters again on their subjects, and remove them",
+		Long:  "Publish dead letter SEQ (or every one, of --consumer if given) again on its subject, after fixing the cause, and remove it from the dead-letter stream.",
+		Args: func(_ *cobra.Command, args []string) error {
+			if all {
+				if len(args) != 0 {
+					return usagef("takes SEQ or --all, not both")
+				}
+				return nil
+			}
+			if len(args) != 1 {
+				return usagef("takes one dead letter's SEQ, or --all")
+			}
+			if _, err := strconv.ParseUint(args[0], 10, 64); err != nil {
+				return usagef("dead letter sequence %q is not a number", args[0])
+			}
+			return nil
+		},
+		RunE: func(c *cobra.Command, args []string) error {
+			b, err := connect(c)
+			if err != nil {
+				return err
+			}
+			defer b.Close(context.WithoutCancel(c.Context()))
+			out := safeOut(c)
+			if all {
+				done, err := b.ReplayAll(c.Context(), consumer, most)
+				fmt.Fprintf(out, "replayed %d dead letters\n", len(done))
+				return err
+			}
+			seq, _ := strconv.ParseUint(args[0], 10, 64)
+			d, err := b.Replay(c.Context(), seq)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(out, "replayed dead letter %d on %s (it had failed: %s)\n", seq, d.Subject, d.Reason)
+			return nil
+		},
+	}
+	replay.Flags().BoolVar(&all, "all", false, "replay every dead letter (of --consumer, if given)")
+	replay.Flags().StringVar(&consumer, "consumer", "", "only this consumer's dead letters")
+	replay.Flags().IntVar(&most, "limit", 1000, "most dead letters to replay")
+	c.AddCommand(list, replay)
+	return c
+}
