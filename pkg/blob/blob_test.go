@@ -15,8 +15,8 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/archivist/archivist/devkit/blobtest"
 	"github.com/archivist/archivist/pkg/blob"
-	"github.com/archivist/archivist/pkg/blob/blobtest"
 )
 
 func TestLocal(t *testing.T) {

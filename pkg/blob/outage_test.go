@@ -11,8 +11,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/archivist/archivist/devkit/blobtest"
 	"github.com/archivist/archivist/pkg/blob"
-	"github.com/archivist/archivist/pkg/blob/blobtest"
 	"github.com/archivist/archivist/pkg/fault"
 )
 

@@ -13,8 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/archivist/archivist/devkit/blobtest"
 	"github.com/archivist/archivist/pkg/blob"
-	"github.com/archivist/archivist/pkg/blob/blobtest"
 )
 
 // keyChecker lets through only requests signed with a known access key,

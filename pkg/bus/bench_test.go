@@ -11,9 +11,9 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/vmihailenco/msgpack/v5"
 
+	"github.com/archivist/archivist/devkit/testenv"
 	"github.com/archivist/archivist/events"
 	"github.com/archivist/archivist/pkg/bus"
-	"github.com/archivist/archivist/pkg/testenv"
 )
 
 // benchEvent is an episode event: about 250 bytes of envelope, the

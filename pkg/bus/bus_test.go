@@ -13,9 +13,9 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/archivist/archivist/devkit/testenv"
 	"github.com/archivist/archivist/events"
 	"github.com/archivist/archivist/pkg/bus"
-	"github.com/archivist/archivist/pkg/testenv"
 )
 
 func TestMain(m *testing.M) { testenv.Main(m) }

@@ -8,9 +8,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/archivist/archivist/devkit/natsserver"
+	"github.com/archivist/archivist/devkit/testenv"
 	"github.com/archivist/archivist/pkg/bus"
-	"github.com/archivist/archivist/pkg/natsserver"
-	"github.com/archivist/archivist/pkg/testenv"
 )
 
 // tlsNATS starts a server whose client port speaks TLS only, with a

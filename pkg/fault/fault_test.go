@@ -12,8 +12,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/nats-io/nats.go"
 
+	"github.com/archivist/archivist/devkit/testenv"
 	"github.com/archivist/archivist/pkg/fault"
-	"github.com/archivist/archivist/pkg/testenv"
 )
 
 func TestMain(m *testing.M) { testenv.Main(m) }

@@ -6,10 +6,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/archivist/archivist/devkit/testenv"
 	"github.com/archivist/archivist/events"
 	"github.com/archivist/archivist/pkg/research"
 	"github.com/archivist/archivist/pkg/research/migrations"
-	"github.com/archivist/archivist/pkg/testenv"
 )
 
 // TestMovedMediaKeepsItsResearch: a merge that changed only the media's

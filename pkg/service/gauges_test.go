@@ -9,9 +9,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/archivist/archivist/devkit/testenv"
 	"github.com/archivist/archivist/events"
 	"github.com/archivist/archivist/pkg/service"
-	"github.com/archivist/archivist/pkg/testenv"
 )
 
 // TestBacklogGauges: every service exports its consumers' lag and the dead

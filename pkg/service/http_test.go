@@ -14,8 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/archivist/archivist/devkit/testenv"
 	"github.com/archivist/archivist/pkg/service"
-	"github.com/archivist/archivist/pkg/testenv"
 )
 
 // serve runs h under lim on a free port until the test ends.

@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/archivist/archivist/devkit/testenv"
 	"github.com/archivist/archivist/pkg/service"
-	"github.com/archivist/archivist/pkg/testenv"
 )
 
 func get(t *testing.T, url string) (int, string) {

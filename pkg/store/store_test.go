@@ -9,8 +9,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/archivist/archivist/devkit/testenv"
 	"github.com/archivist/archivist/pkg/store"
-	"github.com/archivist/archivist/pkg/testenv"
 )
 
 func TestMain(m *testing.M) { testenv.Main(m) }

@@ -9,8 +9,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/archivist/archivist/devkit/testenv"
 	"github.com/archivist/archivist/events"
-	"github.com/archivist/archivist/pkg/testenv"
 	"github.com/archivist/archivist/services/curator/curator"
 )
 

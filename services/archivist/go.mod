@@ -36,6 +36,7 @@ require (
 	github.com/Masterminds/semver/v3 v3.5.0 // indirect
 	github.com/Masterminds/sprig/v3 v3.3.0 // indirect
 	github.com/antithesishq/antithesis-sdk-go v0.8.0-default-no-op // indirect
+	github.com/archivist/archivist/devkit v0.0.0
 	github.com/beorn7/perks v1.0.1 // indirect
 	github.com/cenkalti/backoff/v5 v5.0.3 // indirect
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
@@ -129,3 +130,5 @@ replace (
 	github.com/archivist/archivist/services/pwa => ../pwa
 	github.com/archivist/archivist/services/researcher => ../researcher
 )
+
+replace github.com/archivist/archivist/devkit => ../../devkit

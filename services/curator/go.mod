@@ -21,6 +21,7 @@ require (
 	github.com/Masterminds/semver/v3 v3.5.0 // indirect
 	github.com/Masterminds/sprig/v3 v3.3.0 // indirect
 	github.com/antithesishq/antithesis-sdk-go v0.8.0-default-no-op // indirect
+	github.com/archivist/archivist/devkit v0.0.0
 	github.com/beorn7/perks v1.0.1 // indirect
 	github.com/cenkalti/backoff/v5 v5.0.3 // indirect
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
@@ -93,3 +94,5 @@ replace (
 	github.com/archivist/archivist/events => ../../events
 	github.com/archivist/archivist/pkg => ../../pkg
 )
+
+replace github.com/archivist/archivist/devkit => ../../devkit

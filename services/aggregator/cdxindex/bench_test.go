@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/archivist/archivist/pkg/testenv"
+	"github.com/archivist/archivist/devkit/testenv"
 	"github.com/archivist/archivist/services/aggregator/cdxindex"
 )
 

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/archivist/archivist/pkg/testenv"
+	"github.com/archivist/archivist/devkit/testenv"
 	"github.com/archivist/archivist/services/archivist/cli"
 	"github.com/archivist/archivist/services/curator/curator"
 )

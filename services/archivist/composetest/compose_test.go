@@ -28,7 +28,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/archivist/archivist/pkg/testenv"
+	"github.com/archivist/archivist/devkit/testenv"
 	"github.com/archivist/archivist/services/curator/ingest/origin"
 	"github.com/archivist/archivist/services/indexer/warc/warctest"
 	"github.com/archivist/archivist/services/researcher/locate/locatetest"

@@ -20,10 +20,10 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/sethvargo/go-envconfig"
 
+	"github.com/archivist/archivist/devkit/natsserver"
+	"github.com/archivist/archivist/devkit/pgcluster"
 	"github.com/archivist/archivist/pkg/blob"
 	"github.com/archivist/archivist/pkg/config"
-	"github.com/archivist/archivist/pkg/natsserver"
-	"github.com/archivist/archivist/pkg/pgcluster"
 	"github.com/archivist/archivist/pkg/service"
 )
 

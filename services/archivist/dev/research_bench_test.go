@@ -14,8 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/archivist/archivist/devkit/testenv"
 	"github.com/archivist/archivist/pkg/blob"
-	"github.com/archivist/archivist/pkg/testenv"
 	"github.com/archivist/archivist/services/archivist/locatecmd"
 	"github.com/archivist/archivist/services/researcher/locate/locatetest"
 )

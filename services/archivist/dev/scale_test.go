@@ -13,8 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/archivist/archivist/devkit/testenv"
 	"github.com/archivist/archivist/pkg/blob"
-	"github.com/archivist/archivist/pkg/testenv"
 	"github.com/archivist/archivist/services/archivist/dev"
 	"github.com/archivist/archivist/services/indexer/warc/warctest"
 )

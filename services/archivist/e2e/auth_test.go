@@ -11,9 +11,9 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/archivist/archivist/devkit/testenv"
 	"github.com/archivist/archivist/pkg/research/migrations"
 	"github.com/archivist/archivist/pkg/service"
-	"github.com/archivist/archivist/pkg/testenv"
 	"github.com/archivist/archivist/services/aggregator/aggregator"
 	aggmigrations "github.com/archivist/archivist/services/aggregator/migrations"
 	"github.com/archivist/archivist/services/auditor/auditor"

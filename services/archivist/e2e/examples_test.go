@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/archivist/archivist/pkg/testenv"
+	"github.com/archivist/archivist/devkit/testenv"
 	"github.com/archivist/archivist/services/archivist/keycmd"
 	"github.com/archivist/archivist/services/curator/curator"
 	curatormigrations "github.com/archivist/archivist/services/curator/migrations"

@@ -16,8 +16,8 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/archivist/archivist/devkit/testenv"
 	"github.com/archivist/archivist/pkg/blob"
-	"github.com/archivist/archivist/pkg/testenv"
 	"github.com/archivist/archivist/services/aggregator/aggregator"
 	aggmigrations "github.com/archivist/archivist/services/aggregator/migrations"
 	"github.com/archivist/archivist/services/archivist/indexcmd"

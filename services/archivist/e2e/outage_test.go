@@ -6,11 +6,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/archivist/archivist/devkit/testenv"
 	"github.com/archivist/archivist/events"
 	"github.com/archivist/archivist/pkg/research"
 	"github.com/archivist/archivist/pkg/research/migrations"
 	"github.com/archivist/archivist/pkg/store"
-	"github.com/archivist/archivist/pkg/testenv"
 	"github.com/archivist/archivist/services/cwa/cwa"
 )
 

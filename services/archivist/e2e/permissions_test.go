@@ -15,11 +15,11 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/archivist/archivist/devkit/natsserver"
+	"github.com/archivist/archivist/devkit/testenv"
 	"github.com/archivist/archivist/events"
 	"github.com/archivist/archivist/pkg/bus"
-	"github.com/archivist/archivist/pkg/natsserver"
 	"github.com/archivist/archivist/pkg/service"
-	"github.com/archivist/archivist/pkg/testenv"
 	"github.com/archivist/archivist/services/archivist/all"
 	"github.com/archivist/archivist/services/auditor/auditor"
 	auditormigrations "github.com/archivist/archivist/services/auditor/migrations"

@@ -11,8 +11,8 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/archivist/archivist/devkit/testenv"
 	"github.com/archivist/archivist/events"
-	"github.com/archivist/archivist/pkg/testenv"
 	"github.com/archivist/archivist/services/archivist/keycmd"
 	"github.com/archivist/archivist/services/curator/curator"
 	curatormigrations "github.com/archivist/archivist/services/curator/migrations"

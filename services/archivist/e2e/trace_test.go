@@ -19,11 +19,11 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/archivist/archivist/devkit/testenv"
 	"github.com/archivist/archivist/events"
 	"github.com/archivist/archivist/pkg/blob"
 	researchmigrations "github.com/archivist/archivist/pkg/research/migrations"
 	"github.com/archivist/archivist/pkg/telemetry"
-	"github.com/archivist/archivist/pkg/testenv"
 	"github.com/archivist/archivist/services/auditor/auditor"
 	auditormigrations "github.com/archivist/archivist/services/auditor/migrations"
 	"github.com/archivist/archivist/services/curator/curator"

@@ -9,8 +9,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/archivist/archivist/devkit/testenv"
 	"github.com/archivist/archivist/pkg/blob"
-	"github.com/archivist/archivist/pkg/testenv"
 	"github.com/archivist/archivist/services/archivist/indexcmd"
 	"github.com/archivist/archivist/services/indexer/indexer"
 	"github.com/archivist/archivist/services/indexer/migrations"

@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/archivist/archivist/devkit/testenv"
 	"github.com/archivist/archivist/pkg/blob"
-	"github.com/archivist/archivist/pkg/testenv"
 	"github.com/archivist/archivist/services/auditor/auditor"
 	"github.com/archivist/archivist/services/auditor/migrations"
 )

@@ -12,9 +12,9 @@ import (
 
 	"github.com/minio/minio-go/v7"
 
+	"github.com/archivist/archivist/devkit/blobtest"
+	"github.com/archivist/archivist/devkit/testenv"
 	"github.com/archivist/archivist/pkg/blob"
-	"github.com/archivist/archivist/pkg/blob/blobtest"
-	"github.com/archivist/archivist/pkg/testenv"
 	"github.com/archivist/archivist/services/auditor/integrity"
 	"github.com/archivist/archivist/services/auditor/migrations"
 )

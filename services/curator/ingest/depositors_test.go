@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/archivist/archivist/devkit/testenv"
 	"github.com/archivist/archivist/pkg/service"
-	"github.com/archivist/archivist/pkg/testenv"
 	"github.com/archivist/archivist/services/curator/ingest"
 )
 

@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/archivist/archivist/devkit/testenv"
 	"github.com/archivist/archivist/events"
-	"github.com/archivist/archivist/pkg/testenv"
 	"github.com/archivist/archivist/services/curator/catalog"
 	"github.com/archivist/archivist/services/curator/matcher"
 	"github.com/archivist/archivist/services/curator/merger"

@@ -10,7 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/archivist/archivist/pkg/testenv"
+	"github.com/archivist/archivist/devkit/testenv"
 	"github.com/archivist/archivist/services/indexer/cdx"
 	"github.com/archivist/archivist/services/indexer/warc"
 )

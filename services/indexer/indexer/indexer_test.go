@@ -13,10 +13,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/archivist/archivist/devkit/testenv"
 	"github.com/archivist/archivist/events"
 	"github.com/archivist/archivist/pkg/blob"
 	"github.com/archivist/archivist/pkg/store"
-	"github.com/archivist/archivist/pkg/testenv"
 	"github.com/archivist/archivist/services/indexer/cdx"
 	"github.com/archivist/archivist/services/indexer/indexer"
 	"github.com/archivist/archivist/services/indexer/migrations"

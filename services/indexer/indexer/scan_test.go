@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/archivist/archivist/devkit/testenv"
 	"github.com/archivist/archivist/pkg/blob"
-	"github.com/archivist/archivist/pkg/testenv"
 	"github.com/archivist/archivist/services/indexer/indexer"
 	"github.com/archivist/archivist/services/indexer/migrations"
 	"github.com/archivist/archivist/services/indexer/registry"

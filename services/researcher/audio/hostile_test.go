@@ -14,7 +14,7 @@ import (
 	"github.com/mewkiz/flac/frame"
 	"github.com/mewkiz/flac/meta"
 
-	"github.com/archivist/archivist/pkg/testenv"
+	"github.com/archivist/archivist/devkit/testenv"
 	"github.com/archivist/archivist/services/researcher/audio"
 	"github.com/archivist/archivist/services/researcher/locate/locatetest"
 )

@@ -21,9 +21,9 @@ import (
 
 	"github.com/nats-io/nats-server/v2/server"
 
+	"github.com/archivist/archivist/devkit/freeport"
+	"github.com/archivist/archivist/devkit/natsserver"
 	"github.com/archivist/archivist/pkg/bus"
-	"github.com/archivist/archivist/pkg/freeport"
-	"github.com/archivist/archivist/pkg/natsserver"
 )
 
 // Main runs the package's tests, then stops the shared NATS server and

@@ -15,7 +15,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/archivist/archivist/pkg/pgcluster"
+	"github.com/archivist/archivist/devkit/pgcluster"
 	"github.com/archivist/archivist/pkg/store"
 )
 

@@ -25,7 +25,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/archivist/archivist/pkg/freeport"
+	"github.com/archivist/archivist/devkit/freeport"
 )
 
 // Install says how to get PostgreSQL onto a machine that lacks it.
