@@ -75,6 +75,8 @@ func submitCmd() *cobra.Command {
 	f.StringVar(&s.Creator, "creator", "", "creator (ERC who)")
 	f.StringVar(&s.Date, "date", "", "date (ERC when)")
 	f.StringVar(&s.CallbackURL, "callback", "", "URL told of each job's end, and sent the batch's report")
+	f.StringVar(&s.Primary, "primary", "", "the object's ARK, supplied (a submission of one object: file, container, manifest)")
+	f.StringVar(&s.SubmissionMode, "mode", "add", "a new version of an object that exists: add (to the previous version's files) or update (the submitted files only)")
 	f.BoolVar(&wait, "wait", false, "follow the batch with a progress bar until it ends")
 	for _, name := range []string{"profile", "payload", "type"} {
 		_ = c.MarkFlagRequired(name)

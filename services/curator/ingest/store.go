@@ -63,16 +63,19 @@ func (s *Store) Submit(ctx context.Context, sub Submission) (id int64, created b
 	if sub.IdempotencyKey != "" {
 		key = &sub.IdempotencyKey
 	}
-	err = s.DB.QueryRow(ctx, `INSERT INTO curator.batches (submitter, profile, payload_url, type, title, creator, date, callback_url, idempotency_key, traceparent)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
+	err = s.DB.QueryRow(ctx, `INSERT INTO curator.batches (submitter, profile, payload_url, type, title, creator, date, callback_url, idempotency_key, traceparent,
+			primary_ark, submission_mode)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)
 		ON CONFLICT (submitter, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING RETURNING id`,
-		sub.Submitter, sub.Profile, sub.PayloadURL, sub.Type, sub.Title, sub.Creator, sub.Date, sub.CallbackURL, key, telemetry.Traceparent(ctx)).Scan(&id)
+		sub.Submitter, sub.Profile, sub.PayloadURL, sub.Type, sub.Title, sub.Creator, sub.Date, sub.CallbackURL, key, telemetry.Traceparent(ctx),
+		sub.Primary, sub.SubmissionMode).Scan(&id)
 	if errors.Is(err, pgx.ErrNoRows) {
 		// A retry: the key's batch must be the same submission.
 		var first Submission
-		err = s.DB.QueryRow(ctx, `SELECT id, profile, payload_url, type, title, creator, date, callback_url
+		err = s.DB.QueryRow(ctx, `SELECT id, profile, payload_url, type, title, creator, date, callback_url, primary_ark, submission_mode
 			FROM curator.batches WHERE submitter = $1 AND idempotency_key = $2`, sub.Submitter, sub.IdempotencyKey).
-			Scan(&id, &first.Profile, &first.PayloadURL, &first.Type, &first.Title, &first.Creator, &first.Date, &first.CallbackURL)
+			Scan(&id, &first.Profile, &first.PayloadURL, &first.Type, &first.Title, &first.Creator, &first.Date, &first.CallbackURL,
+				&first.Primary, &first.SubmissionMode)
 		if err != nil {
 			return 0, false, fmt.Errorf("submit batch: find the batch of Idempotency-Key %q: %w", sub.IdempotencyKey, err)
 		}

@@ -11,8 +11,15 @@ import (
 
 // Types are the submission types: one file, a zip container, an object
 // manifest (one object of many files), a batch manifest (each row a
-// one-file object) and a manifest of object manifests.
-var Types = []string{"file", "container", "manifest", "batch-manifest", "manifest-of-manifests"}
+// one-file object), a manifest of object manifests and a manifest of
+// containers (each row a zip container, one object each).
+var Types = []string{"file", "container", "manifest", "batch-manifest", "manifest-of-manifests", "manifest-of-containers"}
+
+// Modes are the submission modes: how a submission of an object that
+// exists makes its new version. "add" (the default) adds the submitted
+// files to the previous version's (a file of the same name replaced);
+// "update" makes a version of the submitted files only.
+var Modes = []string{"add", "update"}
 
 // Submission is a batch as submitted.
 type Submission struct {
@@ -28,6 +35,12 @@ type Submission struct {
 	Date       string `json:"date,omitempty"`
 	// CallbackURL is told of each job's end (the profile's notification).
 	CallbackURL string `json:"callback_url,omitempty"`
+	// Primary is the object's ARK, supplied by the depositor (for a
+	// submission of one object: file, container, manifest; the rows of the
+	// manifests of many carry their own, mrt:primaryIdentifier).
+	Primary string `json:"primary,omitempty"`
+	// SubmissionMode is add (the default) or update (see Modes).
+	SubmissionMode string `json:"submission_mode,omitempty"`
 	// IdempotencyKey, from the request's Idempotency-Key header, names the
 	// submission within its submitter's: a retry with the same key finds
 	// the batch the first made.
@@ -55,6 +68,20 @@ func (s *Submission) Validate() error {
 	if err := manifest.CheckURL(s.PayloadURL); err != nil {
 		return &InvalidError{"payload_url", err.Error()}
 	}
+	if s.SubmissionMode == "" {
+		s.SubmissionMode = "add"
+	}
+	if !slices.Contains(Modes, s.SubmissionMode) {
+		return &InvalidError{"submission_mode", "one of " + strings.Join(Modes, ", ")}
+	}
+	if s.Primary != "" {
+		if !slices.Contains([]string{"file", "container", "manifest"}, s.Type) {
+			return &InvalidError{"primary", "only for a submission of one object (file, container, manifest); a manifest's rows carry their own (mrt:primaryIdentifier)"}
+		}
+		if err := manifest.CheckARK(s.Primary); err != nil {
+			return &InvalidError{"primary", err.Error()}
+		}
+	}
 	if s.CallbackURL != "" {
 		if err := manifest.CheckURL(s.CallbackURL); err != nil {
 			return &InvalidError{"callback_url", err.Error()}
@@ -79,6 +106,10 @@ type File struct {
 	Reported int64 `json:"reported,omitempty"`
 	// SHA256 is computed on download.
 	SHA256 string `json:"sha256,omitempty"`
+	// Key, when set, is where an earlier version of the object stored the
+	// file: carried into this version unchanged (submission mode add), not
+	// downloaded or stored again.
+	Key string `json:"key,omitempty"`
 }
 
 // JobRow is a job as stored.
@@ -101,14 +132,18 @@ type JobRow struct {
 	Version        int
 	// Submitter is the batch's depositor.
 	Submitter string
+	// Primary is the ARK the depositor supplied ("" if none).
+	Primary string
+	// Mode is the submission mode (add or update).
+	Mode string
 }
 
-const jobColumns = `id, batch_id, profile, priority, state, last_successful, retry_count, error, kind, payload_url, local_id, title, files, space_needed, ark, version, submitter`
+const jobColumns = `id, batch_id, profile, priority, state, last_successful, retry_count, error, kind, payload_url, local_id, title, files, space_needed, ark, version, submitter, primary_ark, submission_mode`
 
 // fields are the JobRow's fields in jobColumns' order, to scan into.
 func (j *JobRow) fields() []any {
 	return []any{&j.ID, &j.BatchID, &j.Profile, &j.Priority, &j.State, &j.LastSuccessful, &j.RetryCount, &j.Error,
-		&j.Kind, &j.PayloadURL, &j.LocalID, &j.Title, &j.Files, &j.SpaceNeeded, &j.ARK, &j.Version, &j.Submitter}
+		&j.Kind, &j.PayloadURL, &j.LocalID, &j.Title, &j.Files, &j.SpaceNeeded, &j.ARK, &j.Version, &j.Submitter, &j.Primary, &j.Mode}
 }
 
 func scanJob(row pgx.Row, id int64) (*JobRow, error) {

@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/url"
 	"path"
+	"regexp"
 	"strconv"
 	"strings"
 	"unicode"
@@ -24,6 +25,9 @@ type Row struct {
 	Name      string
 	LocalID   string
 	Title     string
+	// Primary is the object's ARK the depositor supplies
+	// (mrt:primaryIdentifier; "" if none).
+	Primary string
 }
 
 // Limits bound what a checkm manifest may hold; a manifest breaking
@@ -62,7 +66,8 @@ func ParseCheckm(r io.Reader) ([]Row, error) {
 // ScanCheckm reads a checkm manifest (#%checkm_0.7) row by row, handing
 // each to fn, within lim: the #%fields line names the columns
 // (nfo:fileUrl, nfo:hashAlgorithm, nfo:hashValue, nfo:fileSize,
-// nfo:fileName, mrt:localIdentifier, mrt:title; without it the first
+// nfo:fileName, mrt:localIdentifier, mrt:title, mrt:primaryIdentifier;
+// without it the first
 // column is the URL). Lines are '|'-separated. A row without a URL, with a
 // bad size or an unsafe file name, a name repeated within one object's
 // manifest (lim.Object), and a manifest breaking a bound, is an error
@@ -137,6 +142,8 @@ func ScanCheckm(r io.Reader, lim Limits, fn func(Row) error) error {
 				row.LocalID = v
 			case "mrt:title":
 				row.Title = v
+			case "mrt:primaryidentifier":
+				row.Primary = v
 			}
 		}
 		if row.URL == "" {
@@ -160,6 +167,11 @@ func ScanCheckm(r io.Reader, lim Limits, fn func(Row) error) error {
 		}
 		if err := checkText(row.Title, "title"); err != nil {
 			return fmt.Errorf("manifest line %d: %v", n, err)
+		}
+		if row.Primary != "" {
+			if err := CheckARK(row.Primary); err != nil {
+				return fmt.Errorf("manifest line %d: primary identifier %.80q: %v", n, row.Primary, err)
+			}
 		}
 		if lim.Object {
 			if first, dup := names[row.Name]; dup {
@@ -253,6 +265,19 @@ func CheckURL(s string) error {
 	u, err := url.Parse(s)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return errors.New("an http or https URL")
+	}
+	return nil
+}
+
+// arkPattern is an ARK as an object's identifier: "ark:/", a NAAN (five
+// or more digits or NOID consonants), "/", and a name of printable ASCII
+// without spaces.
+var arkPattern = regexp.MustCompile(`^ark:/[0-9bcdfghjkmnpqrstvwxz]{5,}/[!-~]+$`)
+
+// CheckARK refuses what is not an ARK (ark:/NAAN/NAME, at most 256 bytes).
+func CheckARK(s string) error {
+	if len(s) > 256 || !arkPattern.MatchString(s) {
+		return errors.New("not an ARK (ark:/NAAN/NAME)")
 	}
 	return nil
 }

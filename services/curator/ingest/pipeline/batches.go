@@ -46,8 +46,8 @@ func (e *manifestError) Unwrap() error { return e.err }
 
 // newJob is a job to create.
 type newJob struct {
-	kind, url, localID, title string
-	files                     []ingest.File
+	kind, url, localID, title, primary string
+	files                              []ingest.File
 }
 
 // batchPending: a held collection holds the batch; else the payload is
@@ -79,11 +79,11 @@ func (g *Ingester) batchPending(ctx context.Context, id int64) (daemon.Outcome, 
 	}
 	switch b.Type {
 	case "file":
-		jobs = []newJob{{kind: "file", url: b.PayloadURL, title: b.Title, files: []ingest.File{{URL: b.PayloadURL, Name: nameOf(b.PayloadURL)}}}}
+		jobs = []newJob{{kind: "file", url: b.PayloadURL, title: b.Title, primary: b.Primary, files: []ingest.File{{URL: b.PayloadURL, Name: nameOf(b.PayloadURL)}}}}
 	case "container":
-		jobs = []newJob{{kind: "container", url: b.PayloadURL, title: b.Title}}
+		jobs = []newJob{{kind: "container", url: b.PayloadURL, title: b.Title, primary: b.Primary}}
 	case "manifest":
-		j := newJob{kind: "manifest", url: b.PayloadURL, title: b.Title}
+		j := newJob{kind: "manifest", url: b.PayloadURL, title: b.Title, primary: b.Primary}
 		err := g.scanManifest(ctx, b.PayloadURL, true, func(r manifest.Row) error {
 			j.files = append(j.files, ingest.File{URL: r.URL, Name: r.Name, DigestAlg: r.DigestAlg, Digest: r.Digest, Size: r.Size})
 			if r.LocalID != "" {
@@ -95,8 +95,8 @@ func (g *Ingester) batchPending(ctx context.Context, id int64) (daemon.Outcome, 
 			return fail(err, "the manifest")
 		}
 		jobs = []newJob{j}
-	case "batch-manifest":
-		// A job a row: the manifest is checked whole first, holding
+	case "batch-manifest", "manifest-of-containers":
+		// A job a row (a one-file object, or a container): the manifest is checked whole first, holding
 		// nothing but counts, then streamed again straight into the jobs
 		// table inside the transition's transaction, so a batch of 100,000
 		// jobs never sits in memory (a manifest changed in between fails
@@ -109,7 +109,8 @@ func (g *Ingester) batchPending(ctx context.Context, id int64) (daemon.Outcome, 
 			return daemon.Outcome{To: ingest.Failed, Detail: "the payload lists no object"}, nil
 		}
 		return daemon.Outcome{To: ingest.Processing, Detail: fmt.Sprintf("%d jobs", n), Apply: func(ctx context.Context, tx pgx.Tx) error {
-			src := &manifestJobs{ctx: ctx, g: g, url: b.PayloadURL, batch: id, submitter: b.Submitter, profile: b.Profile, title: b.Title}
+			src := &manifestJobs{ctx: ctx, g: g, url: b.PayloadURL, batch: id, submitter: b.Submitter, profile: b.Profile, title: b.Title,
+				mode: b.Mode, containers: b.Type == "manifest-of-containers"}
 			copied, err := tx.CopyFrom(ctx, pgx.Identifier{"curator", "jobs"}, jobColumnsCopied, src)
 			src.close()
 			if err == nil && int(copied) != n {
@@ -123,7 +124,7 @@ func (g *Ingester) batchPending(ctx context.Context, id int64) (daemon.Outcome, 
 			return fail(err, "the manifest")
 		}
 		for _, r := range subs {
-			j := newJob{kind: "manifest", url: r.URL, localID: r.LocalID, title: firstOf(r.Title, b.Title)}
+			j := newJob{kind: "manifest", url: r.URL, localID: r.LocalID, title: firstOf(r.Title, b.Title), primary: r.Primary}
 			err := g.scanManifest(ctx, r.URL, true, func(f manifest.Row) error {
 				j.files = append(j.files, ingest.File{URL: f.URL, Name: f.Name, DigestAlg: f.DigestAlg, Digest: f.Digest, Size: f.Size})
 				return count(1)
@@ -144,7 +145,7 @@ func (g *Ingester) batchPending(ctx context.Context, id int64) (daemon.Outcome, 
 			if files == nil {
 				files = []ingest.File{}
 			}
-			rows[i] = []any{id, b.Submitter, b.Profile, j.kind, j.url, j.localID, j.title, files}
+			rows[i] = []any{id, b.Submitter, b.Profile, j.kind, j.url, j.localID, j.title, files, j.primary, b.Mode}
 		}
 		_, err := tx.CopyFrom(ctx, pgx.Identifier{"curator", "jobs"}, jobColumnsCopied, pgx.CopyFromRows(rows))
 		return err
@@ -152,7 +153,7 @@ func (g *Ingester) batchPending(ctx context.Context, id int64) (daemon.Outcome, 
 }
 
 // jobColumnsCopied are the columns a batch's jobs are created with.
-var jobColumnsCopied = []string{"batch_id", "submitter", "profile", "kind", "payload_url", "local_id", "title", "files"}
+var jobColumnsCopied = []string{"batch_id", "submitter", "profile", "kind", "payload_url", "local_id", "title", "files", "primary_ark", "submission_mode"}
 
 // manifestJobs streams a batch manifest's rows as jobs into COPY (a
 // pgx.CopyFromSource): the manifest is read by manifest.ScanCheckm as COPY asks for
@@ -161,12 +162,15 @@ type manifestJobs struct {
 	ctx                 context.Context
 	g                   *Ingester
 	url, profile, title string
-	submitter           string
+	submitter, mode     string
 	batch               int64
-	next                func() (manifest.Row, error, bool)
-	stop                func()
-	row                 manifest.Row
-	err                 error
+	// containers: each row is a zip container (manifest-of-containers),
+	// not a file.
+	containers bool
+	next       func() (manifest.Row, error, bool)
+	stop       func()
+	row        manifest.Row
+	err        error
 }
 
 func (m *manifestJobs) Next() bool {
@@ -198,8 +202,14 @@ var errStopped = errors.New("stopped")
 
 func (m *manifestJobs) Values() ([]any, error) {
 	r := m.row
+	if m.containers {
+		// The container's declared size and digest are checked on download
+		// (its files are the container's until it is unpacked).
+		return []any{m.batch, m.submitter, m.profile, "container", r.URL, r.LocalID, firstOf(r.Title, m.title),
+			[]ingest.File{{URL: r.URL, Name: containerName, DigestAlg: r.DigestAlg, Digest: r.Digest, Size: r.Size}}, r.Primary, m.mode}, nil
+	}
 	return []any{m.batch, m.submitter, m.profile, "file", r.URL, r.LocalID, firstOf(r.Title, m.title),
-		[]ingest.File{{URL: r.URL, Name: r.Name, DigestAlg: r.DigestAlg, Digest: r.Digest, Size: r.Size}}}, nil
+		[]ingest.File{{URL: r.URL, Name: r.Name, DigestAlg: r.DigestAlg, Digest: r.Digest, Size: r.Size}}, r.Primary, m.mode}, nil
 }
 
 func (m *manifestJobs) Err() error { return m.err }

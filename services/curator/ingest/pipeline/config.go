@@ -85,6 +85,16 @@ type Config struct {
 	// past INGEST_RETENTION cleaned up; provisioning that finds no room
 	// tidies at once.
 	TidyInterval time.Duration `env:"INGEST_TIDY_INTERVAL, default=1m"`
-	// ARKPrefix is the local minter's shoulder.
+	// EZIDURL, when set, has ARKs registered with EZID there (e.g.
+	// https://ezid.cdlib.org) in the shoulder INGEST_ARK_PREFIX, as
+	// INGEST_EZID_USER; unset, the local minter mints them (development).
+	EZIDURL      string `env:"INGEST_EZID_URL"`
+	EZIDUser     string `env:"INGEST_EZID_USER"`
+	EZIDPassword string `env:"INGEST_EZID_PASSWORD"`
+	// EZIDTarget is where an ARK resolves to, "{ark}" replaced by it ("":
+	// EZID's default).
+	EZIDTarget string `env:"INGEST_EZID_TARGET"`
+	// ARKPrefix is the shoulder ARKs are minted in (the local minter's, or
+	// EZID's).
 	ARKPrefix string `env:"INGEST_ARK_PREFIX, default=ark:/99999/fk4"`
 }

@@ -42,7 +42,8 @@ func (g *Ingester) estimate(ctx context.Context, j *ingest.JobRow) (daemon.Outco
 	var probes []probe
 	files := slices.Clone(j.Files)
 	var total int64
-	if j.Kind == "container" {
+	if j.Kind == "container" && (len(files) == 0 || files[0].Size <= 0) {
+		// Its size, unless a manifest of containers declared it.
 		probes = append(probes, probe{j.PayloadURL, -1})
 	}
 	// A size beyond INGEST_MAX_FILE_BYTES reserves nothing: downloading
@@ -189,7 +190,12 @@ func (g *Ingester) download(ctx context.Context, j *ingest.JobRow) (daemon.Outco
 	}
 	files := j.Files
 	if j.Kind == "container" {
-		files = []ingest.File{{URL: j.PayloadURL, Name: "container.zip", Reported: j.SpaceNeeded}}
+		c := ingest.File{URL: j.PayloadURL, Name: containerName, Reported: j.SpaceNeeded}
+		if len(j.Files) == 1 && j.Files[0].Name == containerName {
+			// A manifest of containers declared its size and digest.
+			c.DigestAlg, c.Digest, c.Size = j.Files[0].DigestAlg, j.Files[0].Digest, j.Files[0].Size
+		}
+		files = []ingest.File{c}
 		dir = g.jobDir(id)
 	}
 	errs := make(chan error, len(files))

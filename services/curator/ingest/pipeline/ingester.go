@@ -7,8 +7,10 @@ package pipeline
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
@@ -26,6 +28,7 @@ import (
 	"github.com/archivist/archivist/services/curator/ingest/daemon"
 	"github.com/archivist/archivist/services/curator/ingest/fetch"
 	"github.com/archivist/archivist/services/curator/ingest/identifier"
+	"github.com/archivist/archivist/services/curator/ingest/manifest"
 )
 
 // SetGate has every daemon wait while gate is closed (a dependency down)
@@ -72,6 +75,16 @@ func New(cfg Config, s *ingest.Store, bs blob.Store, b *bus.Bus, log *slog.Logge
 		return nil, fmt.Errorf("ingest work dir: %w", err)
 	}
 	g := &Ingester{cfg: cfg, store: s, blob: bs, bus: b, log: log, minter: &identifier.Local{DB: s.DB, Shoulder: cfg.ARKPrefix}}
+	if cfg.EZIDURL != "" {
+		if err := manifest.CheckURL(cfg.EZIDURL); err != nil {
+			return nil, fmt.Errorf("INGEST_EZID_URL %q: %w", cfg.EZIDURL, err)
+		}
+		if cfg.EZIDUser == "" || cfg.EZIDPassword == "" {
+			return nil, errors.New("INGEST_EZID_URL needs INGEST_EZID_USER and INGEST_EZID_PASSWORD")
+		}
+		g.minter = &identifier.EZID{DB: s.DB, Shoulder: cfg.ARKPrefix, Target: cfg.EZIDTarget,
+			Client: &identifier.EZIDClient{Base: cfg.EZIDURL, User: cfg.EZIDUser, Password: cfg.EZIDPassword, HTTP: &http.Client{Timeout: cfg.RequestTimeout}}}
+	}
 	var err error
 	g.fetch, err = fetch.New(fetch.Config{AllowedHosts: cfg.AllowedHosts, AllowPrivate: cfg.AllowPrivate, HTTPProxy: cfg.HTTPProxy,
 		ResponseTimeout: cfg.ResponseTimeout, IdleTimeout: cfg.IdleTimeout, RequestTimeout: cfg.RequestTimeout,
@@ -220,9 +233,15 @@ func (g *Ingester) jobDir(id int64) string {
 	return filepath.Join(g.cfg.WorkDir, fmt.Sprintf("job-%d", id))
 }
 
+// containerName is a container's file in its job's directory.
+const containerName = "container.zip"
+
 type batchRow struct {
 	ID                                                             int64
 	Submitter, Profile, PayloadURL, Type, Title, Creator, Date, CB string
+	// Primary is the supplied ARK of a one-object submission; Mode its
+	// submission mode.
+	Primary, Mode string
 }
 
 // batch reads a batch's submission (cached: it never changes).
@@ -234,8 +253,9 @@ func (g *Ingester) batch(ctx context.Context, id int64) (*batchRow, error) {
 		return b, nil
 	}
 	b = &batchRow{}
-	if err := g.store.DB.QueryRow(ctx, `SELECT id, submitter, profile, payload_url, type, title, creator, date, callback_url
-		FROM curator.batches WHERE id = $1`, id).Scan(&b.ID, &b.Submitter, &b.Profile, &b.PayloadURL, &b.Type, &b.Title, &b.Creator, &b.Date, &b.CB); err != nil {
+	if err := g.store.DB.QueryRow(ctx, `SELECT id, submitter, profile, payload_url, type, title, creator, date, callback_url, primary_ark, submission_mode
+		FROM curator.batches WHERE id = $1`, id).Scan(&b.ID, &b.Submitter, &b.Profile, &b.PayloadURL, &b.Type, &b.Title, &b.Creator, &b.Date, &b.CB,
+		&b.Primary, &b.Mode); err != nil {
 		return nil, fmt.Errorf("batch %d: %w", id, err)
 	}
 	g.batchMu.Lock()

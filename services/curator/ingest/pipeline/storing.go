@@ -12,6 +12,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -23,6 +24,7 @@ import (
 	"github.com/archivist/archivist/services/curator/ingest"
 	"github.com/archivist/archivist/services/curator/ingest/container"
 	"github.com/archivist/archivist/services/curator/ingest/daemon"
+	"github.com/archivist/archivist/services/curator/ingest/identifier"
 	"github.com/jackc/pgx/v5"
 )
 
@@ -36,7 +38,7 @@ func (g *Ingester) process(ctx context.Context, j *ingest.JobRow) (daemon.Outcom
 	files := j.Files
 	var err error
 	if j.Kind == "container" {
-		src := filepath.Join(g.jobDir(id), "container.zip")
+		src := filepath.Join(g.jobDir(id), containerName)
 		lim := container.Limits{MaxBytes: g.cfg.MaxFileBytes, MaxEntries: g.cfg.MaxZipEntries, MaxRatio: g.cfg.MaxZipRatio}
 		zr, total, err := container.Open(src, lim)
 		if err != nil {
@@ -61,7 +63,11 @@ func (g *Ingester) process(ctx context.Context, j *ingest.JobRow) (daemon.Outcom
 	if err := daemon.Fence(ctx); err != nil {
 		return daemon.Outcome{}, err
 	}
-	ark, err := g.minter.Mint(ctx, j)
+	b, err := g.batch(ctx, j.BatchID)
+	if err != nil {
+		return daemon.Outcome{}, err
+	}
+	ark, err := g.minter.Mint(ctx, j, identifier.ERC{Who: b.Creator, What: firstOf(j.Title, b.Title), When: b.Date})
 	if err != nil {
 		return daemon.Outcome{}, err
 	}
@@ -182,6 +188,19 @@ func (g *Ingester) storeFiles(ctx context.Context, j *ingest.JobRow) (daemon.Out
 	if err != nil {
 		return daemon.Outcome{}, err
 	}
+	set := map[string]any{"version": version}
+	if j.Mode != "update" && version > 1 {
+		// Add: the previous version's files come along, but those the
+		// submission replaces.
+		carried, err := g.carried(ctx, j, version)
+		if err != nil {
+			return daemon.Outcome{}, err
+		}
+		if len(carried) > 0 {
+			j.Files = append(slices.Clip(j.Files), carried...)
+			set["files"] = j.Files
+		}
+	}
 	type item struct {
 		path, local string
 		body        []byte
@@ -209,6 +228,9 @@ func (g *Ingester) storeFiles(ctx context.Context, j *ingest.JobRow) (daemon.Out
 	}
 	var items []item
 	for _, f := range j.Files {
+		if f.Key != "" {
+			continue // stored by an earlier version
+		}
 		items = append(items, item{path: "producer/" + f.Name, local: filepath.Join(g.jobDir(id), "payload", filepath.FromSlash(f.Name)), sha256: f.SHA256})
 	}
 	for _, f := range systemFiles(j, b) {
@@ -243,7 +265,35 @@ func (g *Ingester) storeFiles(ctx context.Context, j *ingest.JobRow) (daemon.Out
 			return daemon.Outcome{}, fmt.Errorf("storing %s: %w", items[i].path, err)
 		}
 	}
-	return daemon.Outcome{To: ingest.Recording, Detail: fmt.Sprintf("version %d", version), Set: map[string]any{"version": version}}, nil
+	return daemon.Outcome{To: ingest.Recording, Detail: fmt.Sprintf("version %d", version), Set: set}, nil
+}
+
+// carried are the files of the object's latest recorded version before
+// version that the job does not replace (by name), each with the key it is
+// stored under.
+func (g *Ingester) carried(ctx context.Context, j *ingest.JobRow, version int) ([]ingest.File, error) {
+	replaced := make(map[string]bool, len(j.Files))
+	for _, f := range j.Files {
+		replaced[f.Name] = true
+	}
+	rows, err := g.store.DB.Query(ctx, `SELECT substr(path, 10), key, size, sha256 FROM curator.inventory_files
+		WHERE ark = $1 AND path LIKE 'producer/%' AND version = (SELECT max(version) FROM curator.inventory_versions WHERE ark = $1 AND version < $2)
+		ORDER BY path`, j.ARK, version)
+	if err != nil {
+		return nil, fmt.Errorf("the files of %s before v%d: %w", j.ARK, version, err)
+	}
+	defer rows.Close()
+	var out []ingest.File
+	for rows.Next() {
+		var f ingest.File
+		if err := rows.Scan(&f.Name, &f.Key, &f.Size, &f.SHA256); err != nil {
+			return nil, err
+		}
+		if !replaced[f.Name] {
+			out = append(out, f)
+		}
+	}
+	return out, rows.Err()
 }
 
 // record checks every stored file reads back at its size, publishes
@@ -255,10 +305,19 @@ func (g *Ingester) record(ctx context.Context, j *ingest.JobRow) (daemon.Outcome
 	type row struct {
 		path, key, sha string
 		size           int64
+		// carried: stored, and announced, by an earlier version.
+		carried bool
 	}
 	var rows []row
+	carried := 0
 	for _, f := range j.Files {
-		rows = append(rows, row{"producer/" + f.Name, objectKey(j.ARK, j.Version, "producer/"+f.Name), f.SHA256, f.Size})
+		key := f.Key
+		if key == "" {
+			key = objectKey(j.ARK, j.Version, "producer/"+f.Name)
+		} else {
+			carried++
+		}
+		rows = append(rows, row{"producer/" + f.Name, key, f.SHA256, f.Size, f.Key != ""})
 	}
 	b, err := g.batch(ctx, j.BatchID)
 	if err != nil {
@@ -266,7 +325,7 @@ func (g *Ingester) record(ctx context.Context, j *ingest.JobRow) (daemon.Outcome
 	}
 	for _, f := range systemFiles(j, b) {
 		s := sha256.Sum256(f.body)
-		rows = append(rows, row{"system/" + f.name, objectKey(j.ARK, j.Version, "system/"+f.name), hex.EncodeToString(s[:]), int64(len(f.body))})
+		rows = append(rows, row{"system/" + f.name, objectKey(j.ARK, j.Version, "system/"+f.name), hex.EncodeToString(s[:]), int64(len(f.body)), false})
 	}
 	// What recording writes down must be in the store, whole.
 	for _, r := range rows {
@@ -282,6 +341,9 @@ func (g *Ingester) record(ctx context.Context, j *ingest.JobRow) (daemon.Outcome
 	}
 	var out []bus.Outgoing
 	for _, r := range rows {
+		if r.carried {
+			continue
+		}
 		ev := &events.ObjectRecorded{Object: r.key, SHA256: r.sha, Size: r.size, Update: j.Version > 1,
 			Properties: map[string]string{"ark": j.ARK, "version": fmt.Sprint(j.Version), "path": r.path}}
 		env, err := events.New("curator", ev)
@@ -298,7 +360,11 @@ func (g *Ingester) record(ctx context.Context, j *ingest.JobRow) (daemon.Outcome
 		return daemon.Outcome{}, fmt.Errorf("publish %s recorded: %w", j.ARK, err)
 	}
 	manifest := objectKey(j.ARK, j.Version, "system/mrt-manifest.checkm")
-	return daemon.Outcome{To: ingest.Notify, Detail: fmt.Sprintf("%s v%d, %d files", j.ARK, j.Version, len(rows)), Apply: func(ctx context.Context, tx pgx.Tx) error {
+	detail := fmt.Sprintf("%s v%d, %d files", j.ARK, j.Version, len(rows))
+	if carried > 0 {
+		detail += fmt.Sprintf(" (%d carried from the previous version)", carried)
+	}
+	return daemon.Outcome{To: ingest.Notify, Detail: detail, Apply: func(ctx context.Context, tx pgx.Tx) error {
 		// The object, its version and its files in one round trip.
 		var b pgx.Batch
 		b.Queue(`INSERT INTO curator.inventory_objects (ark, profile, local_id, title, versions) VALUES ($1, $2, $3, $4, $5)
