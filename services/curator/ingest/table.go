@@ -15,7 +15,9 @@
 //   - fetch: the safe HTTP client every request to a depositor goes through;
 //   - manifest: checkm manifests and the names an object may hold;
 //   - container: zip containers, checked before they are unpacked;
-//   - identifier: the ARK minters;
+//   - identifier: the ARK minters (local, EZID);
+//   - inventory: what an object version is made of;
+//   - workarea: the working area's job directories and their tidying;
 //   - report: a batch's report;
 //   - httpapi: the HTTP API and what it shows;
 //   - origin: a depositor's origin server in small, for dev and tests.

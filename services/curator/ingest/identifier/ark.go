@@ -10,6 +10,7 @@ import (
 
 	"github.com/archivist/archivist/pkg/fault"
 	"github.com/archivist/archivist/services/curator/ingest"
+	"github.com/archivist/archivist/services/curator/ingest/inventory"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
@@ -17,12 +18,7 @@ import (
 // Minter gives a job's object its ARK, keeping it on the job: a retry of
 // the job, or another job of the same local identifier, gets the same.
 type Minter interface {
-	Mint(ctx context.Context, j *ingest.JobRow, erc ERC) (string, error)
-}
-
-// ERC is what an object's identifier says of it (Kernel metadata).
-type ERC struct {
-	Who, What, When string
+	Mint(ctx context.Context, j *ingest.JobRow, erc inventory.ERC) (string, error)
 }
 
 // Local mints ARKs under a shoulder from the curator's own sequence,
@@ -35,7 +31,7 @@ type Local struct {
 }
 
 // Mint gives the job its object's ARK (see assign).
-func (l *Local) Mint(ctx context.Context, j *ingest.JobRow, _ ERC) (string, error) {
+func (l *Local) Mint(ctx context.Context, j *ingest.JobRow, _ inventory.ERC) (string, error) {
 	return assign(ctx, l.DB, j, l.Shoulder, "local")
 }
 

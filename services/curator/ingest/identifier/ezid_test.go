@@ -12,6 +12,7 @@ import (
 	"github.com/archivist/archivist/pkg/fault"
 	"github.com/archivist/archivist/services/curator/ingest"
 	"github.com/archivist/archivist/services/curator/ingest/identifier"
+	"github.com/archivist/archivist/services/curator/ingest/inventory"
 	"github.com/archivist/archivist/services/curator/migrations"
 )
 
@@ -59,7 +60,7 @@ func (r *rig) job(t *testing.T, submitter, localID, primary string) *ingest.JobR
 	return j
 }
 
-var erc = identifier.ERC{Who: "Woolf, Virginia", What: "The Waves: a play-poem\nsecond line", When: "1931"}
+var erc = inventory.ERC{Who: "Woolf, Virginia", What: "The Waves: a play-poem\nsecond line", When: "1931"}
 
 // TestEZIDRegistersANewARK: a new object's ARK is taken from the sequence
 // in the shoulder and created at EZID with its ERC and target; the job
@@ -129,7 +130,7 @@ func TestEZIDUpdatesALaterVersion(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	second, err := r.ez.Mint(ctx, r.job(t, "alice", "loc-7", ""), identifier.ERC{Who: erc.Who, What: "The Waves, revised", When: "1932"})
+	second, err := r.ez.Mint(ctx, r.job(t, "alice", "loc-7", ""), inventory.ERC{Who: erc.Who, What: "The Waves, revised", When: "1932"})
 	if err != nil || second != first {
 		t.Fatalf("second version: %s %v, want %s", second, err, first)
 	}

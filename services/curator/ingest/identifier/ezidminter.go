@@ -10,6 +10,7 @@ import (
 
 	"github.com/archivist/archivist/pkg/fault"
 	"github.com/archivist/archivist/services/curator/ingest"
+	"github.com/archivist/archivist/services/curator/ingest/inventory"
 )
 
 // EZID gives objects ARKs registered with EZID. A new ARK's number is
@@ -33,7 +34,7 @@ type EZID struct {
 }
 
 // Mint gives the job its ARK and has EZID hold it with erc.
-func (e *EZID) Mint(ctx context.Context, j *ingest.JobRow, erc ERC) (string, error) {
+func (e *EZID) Mint(ctx context.Context, j *ingest.JobRow, erc inventory.ERC) (string, error) {
 	ark, err := assign(ctx, e.DB, j, e.Shoulder, "ezid")
 	if err != nil {
 		return "", err
@@ -83,24 +84,17 @@ func (e *EZID) register(ctx context.Context, ark string, meta map[string]string)
 }
 
 // metadata is what EZID is told of an object: its ERC, and where it is.
-func (e *EZID) metadata(ark string, erc ERC) map[string]string {
+func (e *EZID) metadata(ark string, erc inventory.ERC) map[string]string {
+	erc = erc.Filled()
 	meta := map[string]string{
 		"_profile": "erc",
 		"_status":  "public",
-		"erc.who":  orUnavailable(erc.Who),
-		"erc.what": orUnavailable(erc.What),
-		"erc.when": orUnavailable(erc.When),
+		"erc.who":  erc.Who,
+		"erc.what": erc.What,
+		"erc.when": erc.When,
 	}
 	if e.Target != "" {
 		meta["_target"] = strings.ReplaceAll(e.Target, "{ark}", ark)
 	}
 	return meta
-}
-
-// orUnavailable is s, or ERC's code for a value unavailable.
-func orUnavailable(s string) string {
-	if strings.TrimSpace(s) == "" {
-		return "(:unav)"
-	}
-	return s
 }

@@ -157,7 +157,7 @@ func (g *Ingester) provision(ctx context.Context, j *ingest.JobRow) (daemon.Outc
 		if g.tidying.CompareAndSwap(false, true) {
 			go func() {
 				defer g.tidying.Store(false)
-				if n, err := g.Tidy(context.WithoutCancel(ctx)); err != nil {
+				if n, err := g.area.Tidy(context.WithoutCancel(ctx)); err != nil {
 					g.log.Warn("ingest: tidy the working area", "err", err)
 				} else if n > 0 {
 					g.log.Info("ingest: working directories removed to make room", "jobs", n)
@@ -184,7 +184,7 @@ const reservationTTL = 200 * time.Millisecond
 // job at once.
 func (g *Ingester) download(ctx context.Context, j *ingest.JobRow) (daemon.Outcome, error) {
 	id := j.ID
-	dir := filepath.Join(g.jobDir(id), "payload")
+	dir := filepath.Join(g.area.JobDir(id), "payload")
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return daemon.Outcome{}, err
 	}
@@ -196,7 +196,7 @@ func (g *Ingester) download(ctx context.Context, j *ingest.JobRow) (daemon.Outco
 			c.DigestAlg, c.Digest, c.Size = j.Files[0].DigestAlg, j.Files[0].Digest, j.Files[0].Size
 		}
 		files = []ingest.File{c}
-		dir = g.jobDir(id)
+		dir = g.area.JobDir(id)
 	}
 	errs := make(chan error, len(files))
 	sem := make(chan struct{}, 4)

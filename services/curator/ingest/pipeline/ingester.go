@@ -13,12 +13,9 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
-
-	"github.com/jackc/pgx/v5"
 
 	"github.com/archivist/archivist/pkg/blob"
 	"github.com/archivist/archivist/pkg/bus"
@@ -28,7 +25,9 @@ import (
 	"github.com/archivist/archivist/services/curator/ingest/daemon"
 	"github.com/archivist/archivist/services/curator/ingest/fetch"
 	"github.com/archivist/archivist/services/curator/ingest/identifier"
+	"github.com/archivist/archivist/services/curator/ingest/inventory"
 	"github.com/archivist/archivist/services/curator/ingest/manifest"
+	"github.com/archivist/archivist/services/curator/ingest/workarea"
 )
 
 // SetGate has every daemon wait while gate is closed (a dependency down)
@@ -47,6 +46,7 @@ type Ingester struct {
 	log     *slog.Logger
 	fetch   *fetch.Client
 	minter  identifier.Minter
+	area    *workarea.Area
 	daemons *daemon.Set
 	// gate pauses the tidying while a dependency is down (nil: never).
 	gate *fault.Gate
@@ -74,7 +74,8 @@ func New(cfg Config, s *ingest.Store, bs blob.Store, b *bus.Bus, log *slog.Logge
 	if err := os.MkdirAll(cfg.WorkDir, 0o755); err != nil {
 		return nil, fmt.Errorf("ingest work dir: %w", err)
 	}
-	g := &Ingester{cfg: cfg, store: s, blob: bs, bus: b, log: log, minter: &identifier.Local{DB: s.DB, Shoulder: cfg.ARKPrefix}}
+	g := &Ingester{cfg: cfg, store: s, blob: bs, bus: b, log: log, minter: &identifier.Local{DB: s.DB, Shoulder: cfg.ARKPrefix},
+		area: &workarea.Area{Dir: cfg.WorkDir, DB: s.DB, Log: log}}
 	if cfg.EZIDURL != "" {
 		if err := manifest.CheckURL(cfg.EZIDURL); err != nil {
 			return nil, fmt.Errorf("INGEST_EZID_URL %q: %w", cfg.EZIDURL, err)
@@ -162,7 +163,7 @@ func (g *Ingester) tidyLoop(ctx context.Context) {
 	if g.gate.Wait(ctx) != nil {
 		return
 	}
-	if n, err := g.Tidy(ctx); err != nil && ctx.Err() == nil {
+	if n, err := g.area.Tidy(ctx); err != nil && ctx.Err() == nil {
 		g.log.Error("ingest: tidy the working area", "dir", g.cfg.WorkDir, "err", err)
 	} else if n > 0 {
 		g.log.Info("ingest: working directories removed", "jobs", n, "dir", g.cfg.WorkDir)
@@ -177,61 +178,8 @@ func (g *Ingester) tidyLoop(ctx context.Context) {
 	}
 }
 
-// activeDirStates are the job states whose working directory holds what
-// the job still needs: the payload being downloaded, processed or stored.
-var activeDirStates = []ingest.State{ingest.Downloading, ingest.Processing, ingest.Storing}
-
-// Tidy removes the working directory of every job that needs none any
-// more: ended (completed, failed or deleted), past storing, or gone from
-// the table. A failed job whose requeue would have needed the payload
-// (after downloading or processing) is set to restart from downloading, so
-// a requeue fetches it again. The cost is the working area's directories
-// (the jobs in flight), not the archive's jobs. It returns how many
-// directories it removed.
-func (g *Ingester) Tidy(ctx context.Context) (int, error) {
-	entries, err := os.ReadDir(g.cfg.WorkDir)
-	if err != nil {
-		return 0, fmt.Errorf("list %s: %w", g.cfg.WorkDir, err)
-	}
-	var ids []int64
-	for _, e := range entries {
-		var id int64
-		if _, err := fmt.Sscanf(e.Name(), "job-%d", &id); err == nil && e.Name() == fmt.Sprintf("job-%d", id) {
-			ids = append(ids, id)
-		}
-	}
-	removed := 0
-	for chunk := range slices.Chunk(ids, 1000) {
-		rows, err := g.store.DB.Query(ctx, `WITH idle AS (
-				SELECT id FROM unnest($1::bigint[]) AS id
-				EXCEPT SELECT id FROM curator.jobs WHERE id = ANY($1) AND state = ANY($2)),
-			restart AS (UPDATE curator.jobs SET last_successful = 'provisioning'
-				WHERE id IN (SELECT id FROM idle) AND state = 'failed' AND last_successful IN ('downloading', 'processing'))
-			SELECT id FROM idle`, chunk, activeDirStates)
-		if err != nil {
-			return removed, err
-		}
-		idle, err := pgx.CollectRows(rows, pgx.RowTo[int64])
-		if err != nil {
-			return removed, err
-		}
-		for _, id := range idle {
-			if err := os.RemoveAll(g.jobDir(id)); err != nil {
-				g.log.Warn("ingest: remove a working directory", "job", id, "err", err)
-				continue
-			}
-			removed++
-		}
-	}
-	return removed, nil
-}
-
 // Close releases the claims' connections (Run does it when it ends).
 func (g *Ingester) Close() { g.daemons.Close() }
-
-func (g *Ingester) jobDir(id int64) string {
-	return filepath.Join(g.cfg.WorkDir, fmt.Sprintf("job-%d", id))
-}
 
 // containerName is a container's file in its job's directory.
 const containerName = "container.zip"
@@ -242,6 +190,12 @@ type batchRow struct {
 	// Primary is the supplied ARK of a one-object submission; Mode its
 	// submission mode.
 	Primary, Mode string
+}
+
+// erc is what the job's object's kernel metadata says: the batch's
+// creator and date, the job's title or else the batch's.
+func (b *batchRow) erc(j *ingest.JobRow) inventory.ERC {
+	return inventory.ERC{Who: b.Creator, What: firstOf(j.Title, b.Title), When: b.Date}
 }
 
 // batch reads a batch's submission (cached: it never changes).

@@ -6,14 +6,12 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"encoding/xml"
 	"errors"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
 	"slices"
-	"strings"
 	"sync"
 	"syscall"
 
@@ -24,7 +22,7 @@ import (
 	"github.com/archivist/archivist/services/curator/ingest"
 	"github.com/archivist/archivist/services/curator/ingest/container"
 	"github.com/archivist/archivist/services/curator/ingest/daemon"
-	"github.com/archivist/archivist/services/curator/ingest/identifier"
+	"github.com/archivist/archivist/services/curator/ingest/inventory"
 	"github.com/jackc/pgx/v5"
 )
 
@@ -38,7 +36,7 @@ func (g *Ingester) process(ctx context.Context, j *ingest.JobRow) (daemon.Outcom
 	files := j.Files
 	var err error
 	if j.Kind == "container" {
-		src := filepath.Join(g.jobDir(id), containerName)
+		src := filepath.Join(g.area.JobDir(id), containerName)
 		lim := container.Limits{MaxBytes: g.cfg.MaxFileBytes, MaxEntries: g.cfg.MaxZipEntries, MaxRatio: g.cfg.MaxZipRatio}
 		zr, total, err := container.Open(src, lim)
 		if err != nil {
@@ -51,7 +49,7 @@ func (g *Ingester) process(ctx context.Context, j *ingest.JobRow) (daemon.Outcom
 		if err := daemon.Fence(ctx); err != nil {
 			return daemon.Outcome{}, err
 		}
-		entries, err := container.Extract(zr, filepath.Join(g.jobDir(id), "payload"))
+		entries, err := container.Extract(zr, filepath.Join(g.area.JobDir(id), "payload"))
 		if err != nil {
 			return daemon.Outcome{To: ingest.Failed, Detail: "corrupt container: " + err.Error()}, nil
 		}
@@ -67,7 +65,7 @@ func (g *Ingester) process(ctx context.Context, j *ingest.JobRow) (daemon.Outcom
 	if err != nil {
 		return daemon.Outcome{}, err
 	}
-	ark, err := g.minter.Mint(ctx, j, identifier.ERC{Who: b.Creator, What: firstOf(j.Title, b.Title), When: b.Date})
+	ark, err := g.minter.Mint(ctx, j, b.erc(j))
 	if err != nil {
 		return daemon.Outcome{}, err
 	}
@@ -76,13 +74,6 @@ func (g *Ingester) process(ctx context.Context, j *ingest.JobRow) (daemon.Outcom
 		out.Set = map[string]any{"files": files}
 	}
 	return out, nil
-}
-
-// xmlEscape is s as XML character data.
-func xmlEscape(s string) string {
-	var b strings.Builder
-	_ = xml.EscapeText(&b, []byte(s))
-	return b.String()
 }
 
 // reserveContent reserves room in the working area for a container's
@@ -114,65 +105,6 @@ func (g *Ingester) reserveContent(ctx context.Context, j *ingest.JobRow, total i
 	return nil
 }
 
-// objectKey is where a file of an object version lives in the blob store.
-func objectKey(ark string, version int, path string) string {
-	return fmt.Sprintf("objects/%s/v%d/%s", strings.NewReplacer(":", "", "/", "_").Replace(ark), version, path)
-}
-
-// sysFile is a file ingest adds to the producer's.
-type sysFile struct {
-	name string
-	body []byte
-}
-
-// systemFiles are the object's ERC, Dublin Core and checkm storage
-// manifest, in that order, made from the processed job and its batch.
-func systemFiles(j *ingest.JobRow, b *batchRow) []sysFile {
-	title := firstOf(j.Title, b.Title)
-	erc := fmt.Sprintf("erc:\nwho: %s\nwhat: %s\nwhen: %s\nwhere: %s\n", firstOf(b.Creator, "(:unav)"), firstOf(title, "(:unav)"), firstOf(b.Date, "(:unav)"), j.ARK)
-	dc := fmt.Sprintf("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<dc xmlns:dc=\"http://purl.org/dc/elements/1.1/\">\n"+
-		"  <dc:creator>%s</dc:creator>\n  <dc:title>%s</dc:title>\n  <dc:date>%s</dc:date>\n  <dc:identifier>%s</dc:identifier>\n</dc>\n",
-		xmlEscape(b.Creator), xmlEscape(title), xmlEscape(b.Date), xmlEscape(j.ARK))
-	out := []sysFile{{"mrt-erc.txt", []byte(erc)}, {"mrt-dc.xml", []byte(dc)}}
-	var m strings.Builder
-	m.WriteString("#%checkm_0.7\n#%fields | nfo:fileName | nfo:hashAlgorithm | nfo:hashValue | nfo:fileSize\n")
-	for _, f := range j.Files {
-		fmt.Fprintf(&m, "producer/%s | sha256 | %s | %d\n", f.Name, f.SHA256, f.Size)
-	}
-	for _, f := range out {
-		s := sha256.Sum256(f.body)
-		fmt.Fprintf(&m, "system/%s | sha256 | %s | %d\n", f.name, hex.EncodeToString(s[:]), len(f.body))
-	}
-	m.WriteString("#%eof\n")
-	return append(out, sysFile{"mrt-manifest.checkm", []byte(m.String())})
-}
-
-// allocateVersion gives the job the next version number of its object and
-// keeps it on the job, in one transaction: two jobs of one ARK get two
-// numbers, and a retry of the job keeps its number.
-func (g *Ingester) allocateVersion(ctx context.Context, j *ingest.JobRow) (int, error) {
-	var version int
-	err := pgx.BeginFunc(ctx, g.store.DB, func(tx pgx.Tx) error {
-		if err := tx.QueryRow(ctx, `SELECT version FROM curator.jobs WHERE id = $1 FOR UPDATE`, j.ID).Scan(&version); err != nil {
-			return err
-		}
-		if version != 0 {
-			return nil
-		}
-		if err := tx.QueryRow(ctx, `INSERT INTO curator.ark_versions (ark, last)
-			VALUES ($1, coalesce((SELECT versions FROM curator.inventory_objects WHERE ark = $1), 0) + 1)
-			ON CONFLICT (ark) DO UPDATE SET last = ark_versions.last + 1 RETURNING last`, j.ARK).Scan(&version); err != nil {
-			return err
-		}
-		_, err := tx.Exec(ctx, `UPDATE curator.jobs SET version = $2 WHERE id = $1`, j.ID, version)
-		return err
-	})
-	if err != nil {
-		return 0, fmt.Errorf("version of %s for job %d: %w", j.ARK, j.ID, err)
-	}
-	return version, nil
-}
-
 // storeFiles puts the object's files and system files into the blob store
 // as the next version of the object.
 func (g *Ingester) storeFiles(ctx context.Context, j *ingest.JobRow) (daemon.Outcome, error) {
@@ -180,7 +112,7 @@ func (g *Ingester) storeFiles(ctx context.Context, j *ingest.JobRow) (daemon.Out
 	version := j.Version
 	if version == 0 {
 		var err error
-		if version, err = g.allocateVersion(ctx, j); err != nil {
+		if version, err = inventory.AllocateVersion(ctx, g.store.DB, j); err != nil {
 			return daemon.Outcome{}, err
 		}
 	}
@@ -192,7 +124,7 @@ func (g *Ingester) storeFiles(ctx context.Context, j *ingest.JobRow) (daemon.Out
 	if j.Mode != "update" && version > 1 {
 		// Add: the previous version's files come along, but those the
 		// submission replaces.
-		carried, err := g.carried(ctx, j, version)
+		carried, err := inventory.Carried(ctx, g.store.DB, j, version)
 		if err != nil {
 			return daemon.Outcome{}, err
 		}
@@ -223,7 +155,7 @@ func (g *Ingester) storeFiles(ctx context.Context, j *ingest.JobRow) (daemon.Out
 		if err := daemon.FenceEach(ctx); err != nil {
 			return err
 		}
-		_, err := g.blob.Put(ctx, objectKey(j.ARK, version, it.path), r, props)
+		_, err := g.blob.Put(ctx, inventory.Key(j.ARK, version, it.path), r, props)
 		return err
 	}
 	var items []item
@@ -231,11 +163,11 @@ func (g *Ingester) storeFiles(ctx context.Context, j *ingest.JobRow) (daemon.Out
 		if f.Key != "" {
 			continue // stored by an earlier version
 		}
-		items = append(items, item{path: "producer/" + f.Name, local: filepath.Join(g.jobDir(id), "payload", filepath.FromSlash(f.Name)), sha256: f.SHA256})
+		items = append(items, item{path: "producer/" + f.Name, local: filepath.Join(g.area.JobDir(id), "payload", filepath.FromSlash(f.Name)), sha256: f.SHA256})
 	}
-	for _, f := range systemFiles(j, b) {
-		sum := sha256.Sum256(f.body)
-		items = append(items, item{path: "system/" + f.name, body: f.body, sha256: hex.EncodeToString(sum[:])})
+	for _, f := range inventory.SystemFiles(j, b.erc(j)) {
+		sum := sha256.Sum256(f.Body)
+		items = append(items, item{path: "system/" + f.Name, body: f.Body, sha256: hex.EncodeToString(sum[:])})
 	}
 	// Several puts at once: a store's latency (a disk's sync, a bucket's
 	// round trip) is paid once per wave, not once per file.
@@ -268,34 +200,6 @@ func (g *Ingester) storeFiles(ctx context.Context, j *ingest.JobRow) (daemon.Out
 	return daemon.Outcome{To: ingest.Recording, Detail: fmt.Sprintf("version %d", version), Set: set}, nil
 }
 
-// carried are the files of the object's latest recorded version before
-// version that the job does not replace (by name), each with the key it is
-// stored under.
-func (g *Ingester) carried(ctx context.Context, j *ingest.JobRow, version int) ([]ingest.File, error) {
-	replaced := make(map[string]bool, len(j.Files))
-	for _, f := range j.Files {
-		replaced[f.Name] = true
-	}
-	rows, err := g.store.DB.Query(ctx, `SELECT substr(path, 10), key, size, sha256 FROM curator.inventory_files
-		WHERE ark = $1 AND path LIKE 'producer/%' AND version = (SELECT max(version) FROM curator.inventory_versions WHERE ark = $1 AND version < $2)
-		ORDER BY path`, j.ARK, version)
-	if err != nil {
-		return nil, fmt.Errorf("the files of %s before v%d: %w", j.ARK, version, err)
-	}
-	defer rows.Close()
-	var out []ingest.File
-	for rows.Next() {
-		var f ingest.File
-		if err := rows.Scan(&f.Name, &f.Key, &f.Size, &f.SHA256); err != nil {
-			return nil, err
-		}
-		if !replaced[f.Name] {
-			out = append(out, f)
-		}
-	}
-	return out, rows.Err()
-}
-
 // record checks every stored file reads back at its size, publishes
 // archive.object.recorded for every file (de-duplicated
 // by object key and version, so a retry publishes nothing twice) and writes
@@ -313,7 +217,7 @@ func (g *Ingester) record(ctx context.Context, j *ingest.JobRow) (daemon.Outcome
 	for _, f := range j.Files {
 		key := f.Key
 		if key == "" {
-			key = objectKey(j.ARK, j.Version, "producer/"+f.Name)
+			key = inventory.Key(j.ARK, j.Version, "producer/"+f.Name)
 		} else {
 			carried++
 		}
@@ -323,9 +227,9 @@ func (g *Ingester) record(ctx context.Context, j *ingest.JobRow) (daemon.Outcome
 	if err != nil {
 		return daemon.Outcome{}, err
 	}
-	for _, f := range systemFiles(j, b) {
-		s := sha256.Sum256(f.body)
-		rows = append(rows, row{"system/" + f.name, objectKey(j.ARK, j.Version, "system/"+f.name), hex.EncodeToString(s[:]), int64(len(f.body)), false})
+	for _, f := range inventory.SystemFiles(j, b.erc(j)) {
+		s := sha256.Sum256(f.Body)
+		rows = append(rows, row{"system/" + f.Name, inventory.Key(j.ARK, j.Version, "system/"+f.Name), hex.EncodeToString(s[:]), int64(len(f.Body)), false})
 	}
 	// What recording writes down must be in the store, whole.
 	for _, r := range rows {
@@ -359,7 +263,7 @@ func (g *Ingester) record(ctx context.Context, j *ingest.JobRow) (daemon.Outcome
 	if err := g.bus.PublishBatch(ctx, out); err != nil {
 		return daemon.Outcome{}, fmt.Errorf("publish %s recorded: %w", j.ARK, err)
 	}
-	manifest := objectKey(j.ARK, j.Version, "system/mrt-manifest.checkm")
+	manifest := inventory.Key(j.ARK, j.Version, "system/mrt-manifest.checkm")
 	detail := fmt.Sprintf("%s v%d, %d files", j.ARK, j.Version, len(rows))
 	if carried > 0 {
 		detail += fmt.Sprintf(" (%d carried from the previous version)", carried)
@@ -405,7 +309,7 @@ func (g *Ingester) notify(ctx context.Context, j *ingest.JobRow) (daemon.Outcome
 			return daemon.Outcome{}, fmt.Errorf("callback: %w", last)
 		}
 	}
-	if err := os.RemoveAll(g.jobDir(id)); err != nil {
+	if err := os.RemoveAll(g.area.JobDir(id)); err != nil {
 		g.log.Warn("ingest: clean working directory", "job", id, "err", err)
 	}
 	return daemon.Outcome{To: ingest.Completed}, nil
