@@ -7,6 +7,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net/http"
 	"net/url"
 	"os"
 	"slices"
@@ -17,6 +18,7 @@ import (
 	"github.com/archivist/archivist/pkg/apiclient"
 	"github.com/archivist/archivist/services/curator/ingest"
 	"github.com/archivist/archivist/services/curator/ingest/httpapi"
+	"github.com/archivist/archivist/services/curator/ingest/notify"
 )
 
 // Base is the curator's API (ARCHIVIST_CURATOR_URL).
@@ -226,6 +228,40 @@ func Print(w io.Writer, st *httpapi.Status) error {
 	}
 	if len(st.Report) > 0 {
 		fmt.Fprintf(tw, "report\t%s\n", strings.TrimSpace(string(st.Report)))
+	}
+	return tw.Flush()
+}
+
+// Profiles reads the notification settings of every collection set.
+func Profiles(ctx context.Context, base string) ([]notify.Settings, error) {
+	var out []notify.Settings
+	err := apiclient.Get(ctx, "curator", base+"/v1/profiles", &out)
+	return out, err
+}
+
+// Profile reads a collection's notification settings.
+func Profile(ctx context.Context, base, profile string) (*notify.Settings, error) {
+	var st notify.Settings
+	if err := apiclient.Get(ctx, "curator", base+"/v1/profiles/"+url.PathEscape(profile), &st); err != nil {
+		return nil, err
+	}
+	return &st, nil
+}
+
+// SetProfile sets a collection's notification settings.
+func SetProfile(ctx context.Context, base string, st notify.Settings) error {
+	return apiclient.Do(ctx, "curator", http.MethodPut, base+"/v1/profiles/"+url.PathEscape(st.Profile), st, &notify.Settings{})
+}
+
+// PrintProfiles writes settings for a person.
+func PrintProfiles(w io.Writer, list []notify.Settings) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "COLLECTION\tEMAILS\tCONFIRM\tREPORT\tCALLBACK")
+	for _, st := range list {
+		fmt.Fprintf(tw, "%s\t%s\t%v\t%v\t%s\n", st.Profile, strings.Join(st.Emails, ", "), st.Confirm, st.Report, st.CallbackURL)
+	}
+	if len(list) == 0 {
+		fmt.Fprintln(tw, "(none set)")
 	}
 	return tw.Flush()
 }

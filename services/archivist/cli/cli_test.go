@@ -71,6 +71,7 @@ func TestGroupsListTheirCommands(t *testing.T) {
 		"index":      {"status", "reset", "retry"},
 		"dlq":        {"list", "replay"},
 		"key":        {"new", "init", "token"},
+		"profile":    {"list", "show", "set"},
 	} {
 		for _, args := range [][]string{{group, "--help"}, {group}} {
 			var out bytes.Buffer
@@ -115,7 +116,7 @@ func TestEveryReadCommandPrintsJSON(t *testing.T) {
 	for _, path := range [][]string{
 		{"batch", "status"}, {"batch", "list"}, {"job", "status"}, {"job", "list"}, {"ingest", "transitions"},
 		{"research", "status"}, {"works", "show"}, {"audit", "status"}, {"audit", "parked"}, {"audit", "resolutions"},
-		{"index", "status"}, {"dlq", "list"}, {"locate"},
+		{"index", "status"}, {"dlq", "list"}, {"locate"}, {"profile", "list"}, {"profile", "show"},
 	} {
 		c, _, err := root.Find(path)
 		if err != nil || c.Name() != path[len(path)-1] {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/archivist/archivist/services/archivist/batchcmd"
 	"github.com/archivist/archivist/services/curator/ingest"
+	"github.com/archivist/archivist/services/curator/ingest/notify"
 )
 
 // curatorEnv is the help's environment of the commands that call the
@@ -227,5 +228,50 @@ func ingestCmd() *cobra.Command {
 		return err
 	}
 	c.AddCommand(cleanup, transitions)
+	return c
+}
+
+func profileCmd() *cobra.Command {
+	c := &cobra.Command{
+		Use:   "profile",
+		Short: "A collection's notifications: mail addresses, confirmation, report, callback",
+		Long:  "A collection's (profile's) notification settings: the addresses mailed a confirmation when a batch is queued and its report when it ends, and the callback URL of batches that name none." + curatorEnv,
+	}
+	list := &cobra.Command{Use: "list [--json]", Short: "Every collection's settings that were set", Args: cobra.NoArgs}
+	listJSON := jsonFlag(list)
+	list.RunE = func(c *cobra.Command, _ []string) error {
+		l, err := batchcmd.Profiles(c.Context(), batchcmd.Base())
+		return show(safeOut(c), l, err, *listJSON, batchcmd.PrintProfiles)
+	}
+	showCmd := &cobra.Command{Use: "show PROFILE [--json]", Short: "A collection's settings", Args: exactly(1, "one PROFILE")}
+	showJSON := jsonFlag(showCmd)
+	showCmd.RunE = func(c *cobra.Command, args []string) error {
+		st, err := batchcmd.Profile(c.Context(), batchcmd.Base(), args[0])
+		if err != nil {
+			return err
+		}
+		if *showJSON {
+			return printJSON(safeOut(c), st)
+		}
+		return batchcmd.PrintProfiles(safeOut(c), []notify.Settings{*st})
+	}
+	var st notify.Settings
+	set := &cobra.Command{
+		Use:   "set PROFILE [--email ADDRESS]... [--callback URL] [--confirm=false] [--report=false]",
+		Short: "Set a collection's settings (those not given are cleared or on)",
+		Args:  exactly(1, "one PROFILE"),
+		RunE: func(c *cobra.Command, args []string) error {
+			st.Profile = args[0]
+			if err := batchcmd.SetProfile(c.Context(), batchcmd.Base(), st); err != nil {
+				return err
+			}
+			return batchcmd.PrintProfiles(safeOut(c), []notify.Settings{st})
+		},
+	}
+	set.Flags().StringArrayVar(&st.Emails, "email", nil, "an address mailed about the collection's batches (repeat for more)")
+	set.Flags().StringVar(&st.CallbackURL, "callback", "", "the callback of batches that name none")
+	set.Flags().BoolVar(&st.Confirm, "confirm", true, "mail a confirmation when a batch is queued")
+	set.Flags().BoolVar(&st.Report, "report", true, "mail the batch's report when it ends")
+	c.AddCommand(list, showCmd, set)
 	return c
 }

@@ -17,7 +17,8 @@
 //   - container: zip containers, checked before they are unpacked;
 //   - identifier: the ARK minters (local, EZID);
 //   - inventory: what an object version is made of;
-//   - workarea: the working area's job directories and their tidying;
+//   - workarea: the working area's job directories, room and tidying;
+//   - notify: the collections' notification settings and mails;
 //   - report: a batch's report;
 //   - httpapi: the HTTP API and what it shows;
 //   - origin: a depositor's origin server in small, for dev and tests.

@@ -17,6 +17,7 @@ import (
 
 	"github.com/archivist/archivist/pkg/service"
 	"github.com/archivist/archivist/services/curator/ingest"
+	"github.com/archivist/archivist/services/curator/ingest/notify"
 )
 
 // PublisherRoutes are the routes a publisher (a depositor) calls.
@@ -216,6 +217,56 @@ func Routes(mux *http.ServeMux, s *ingest.Store, log *slog.Logger) {
 	})
 	mux.HandleFunc("GET /v1/ingest/transitions", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, ingest.Transitions)
+	})
+	profileRoutes(mux, s, writeErr)
+}
+
+// profileRoutes are the collections' notification settings and the mails
+// the sender gave up on:
+//
+//	GET /v1/profiles, /v1/profiles/{profile}   settings (a collection never set: its defaults)
+//	PUT /v1/profiles/{profile}                 JSON notify.Settings (operators)
+//	GET /v1/ingest/mail/parked                 mails parked, with their reasons
+func profileRoutes(mux *http.ServeMux, s *ingest.Store, writeErr func(http.ResponseWriter, error)) {
+	settings := &notify.Store{DB: s.DB}
+	mux.HandleFunc("GET /v1/profiles", func(w http.ResponseWriter, r *http.Request) {
+		list, err := settings.List(r.Context())
+		if err != nil {
+			writeErr(w, err)
+			return
+		}
+		writeJSON(w, http.StatusOK, list)
+	})
+	mux.HandleFunc("GET /v1/profiles/{profile}", func(w http.ResponseWriter, r *http.Request) {
+		st, err := settings.Get(r.Context(), r.PathValue("profile"))
+		if err != nil {
+			writeErr(w, err)
+			return
+		}
+		writeJSON(w, http.StatusOK, st)
+	})
+	mux.HandleFunc("PUT /v1/profiles/{profile}", func(w http.ResponseWriter, r *http.Request) {
+		st := notify.Defaults(r.PathValue("profile"))
+		dec := json.NewDecoder(io.LimitReader(r.Body, 64<<10))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&st); err != nil {
+			writeErr(w, &ingest.InvalidError{Field: "body", Msg: "JSON settings: " + err.Error()})
+			return
+		}
+		st.Profile = r.PathValue("profile")
+		if err := settings.Put(r.Context(), st); err != nil {
+			writeErr(w, err)
+			return
+		}
+		writeJSON(w, http.StatusOK, st)
+	})
+	mux.HandleFunc("GET /v1/ingest/mail/parked", func(w http.ResponseWriter, r *http.Request) {
+		list, err := notify.ParkedMails(r.Context(), s.DB, 1000)
+		if err != nil {
+			writeErr(w, err)
+			return
+		}
+		writeJSON(w, http.StatusOK, list)
 	})
 }
 

@@ -13,6 +13,7 @@ import (
 	"github.com/archivist/archivist/services/curator/ingest"
 	"github.com/archivist/archivist/services/curator/ingest/daemon"
 	"github.com/archivist/archivist/services/curator/ingest/manifest"
+	"github.com/archivist/archivist/services/curator/ingest/notify"
 	"github.com/archivist/archivist/services/curator/ingest/report"
 	"github.com/jackc/pgx/v5"
 )
@@ -152,6 +153,39 @@ func (g *Ingester) batchPending(ctx context.Context, id int64) (daemon.Outcome, 
 	}}, nil
 }
 
+// confirming has a batch's move to processing queue the collection's
+// confirmation mail in its transaction, when its settings ask for one.
+func (g *Ingester) confirming(step func(ctx context.Context, id int64) (daemon.Outcome, error)) func(ctx context.Context, id int64) (daemon.Outcome, error) {
+	return func(ctx context.Context, id int64) (daemon.Outcome, error) {
+		out, err := step(ctx, id)
+		if err != nil || out.To != ingest.Processing {
+			return out, err
+		}
+		b, err := g.batch(ctx, id)
+		if err != nil {
+			return daemon.Outcome{}, err
+		}
+		st, err := g.settings.Get(ctx, b.Profile)
+		if err != nil || !st.Confirm || len(st.Emails) == 0 {
+			return out, err
+		}
+		apply := out.Apply
+		out.Apply = func(ctx context.Context, tx pgx.Tx) error {
+			if apply != nil {
+				if err := apply(ctx, tx); err != nil {
+					return err
+				}
+			}
+			var jobs int
+			if err := tx.QueryRow(ctx, `SELECT count(*) FROM curator.jobs WHERE batch_id = $1`, id).Scan(&jobs); err != nil {
+				return err
+			}
+			return notify.Enqueue(ctx, tx, id, "confirmation", notify.Confirmation(st.Emails, b.mailed(), jobs))
+		}
+		return out, nil
+	}
+}
+
 // jobColumnsCopied are the columns a batch's jobs are created with.
 var jobColumnsCopied = []string{"batch_id", "submitter", "profile", "kind", "payload_url", "local_id", "title", "files", "primary_ark", "submission_mode"}
 
@@ -245,6 +279,17 @@ func (g *Ingester) batchReport(from ingest.State) daemon.Work {
 		if err != nil {
 			return daemon.Outcome{}, err
 		}
+		b, err := g.batch(ctx, id)
+		if err != nil {
+			return daemon.Outcome{}, err
+		}
+		st, err := g.settings.Get(ctx, b.Profile)
+		if err != nil {
+			return daemon.Outcome{}, err
+		}
+		if callback == "" {
+			callback = st.CallbackURL // the collection's, for a batch that names none
+		}
 		body, _ := json.MarshalIndent(rep, "", "  ")
 		if err := daemon.Fence(ctx); err != nil {
 			return daemon.Outcome{}, err
@@ -269,6 +314,11 @@ func (g *Ingester) batchReport(from ingest.State) daemon.Work {
 				detail += "; report delivered"
 			}
 		}
-		return daemon.Outcome{To: to, Detail: detail, Set: map[string]any{"report": body}}, nil
+		out := daemon.Outcome{To: to, Detail: detail, Set: map[string]any{"report": body}}
+		if st.Report && len(st.Emails) > 0 {
+			m := notify.ReportMail(st.Emails, b.mailed(), rep.Sequence, string(to), detail, fmt.Sprintf("reports/batch-%d-%d.json", id, rep.Sequence), body)
+			out.Apply = func(ctx context.Context, tx pgx.Tx) error { return notify.Enqueue(ctx, tx, id, "report", m) }
+		}
+		return out, nil
 	})
 }

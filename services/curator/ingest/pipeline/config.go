@@ -94,6 +94,13 @@ type Config struct {
 	// EZIDTarget is where an ARK resolves to, "{ark}" replaced by it ("":
 	// EZID's default).
 	EZIDTarget string `env:"INGEST_EZID_TARGET"`
+	// SMTPAddr is the SMTP server (host:port) the collections' mails go
+	// through; unset, they are written to the log (development).
+	SMTPAddr     string `env:"INGEST_SMTP_ADDR"`
+	SMTPUser     string `env:"INGEST_SMTP_USER"`
+	SMTPPassword string `env:"INGEST_SMTP_PASSWORD"`
+	// MailFrom is the mails' sender.
+	MailFrom string `env:"INGEST_MAIL_FROM, default=archivist@localhost"`
 	// ARKPrefix is the shoulder ARKs are minted in (the local minter's, or
 	// EZID's).
 	ARKPrefix string `env:"INGEST_ARK_PREFIX, default=ark:/99999/fk4"`

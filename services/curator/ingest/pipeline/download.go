@@ -1,6 +1,7 @@
 package pipeline
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -9,8 +10,6 @@ import (
 	"path/filepath"
 	"slices"
 	"sync"
-	"syscall"
-	"time"
 
 	"github.com/archivist/archivist/pkg/fault"
 	"github.com/archivist/archivist/services/curator/ingest"
@@ -138,46 +137,12 @@ func (g *Ingester) estimate(ctx context.Context, j *ingest.JobRow) (daemon.Outco
 
 // provision waits until the working area has room for the job.
 func (g *Ingester) provision(ctx context.Context, j *ingest.JobRow) (daemon.Outcome, error) {
-	id := j.ID
-	var st syscall.Statfs_t
-	if err := syscall.Statfs(g.cfg.WorkDir, &st); err != nil {
-		return daemon.Outcome{}, fmt.Errorf("free space of %s: %w", g.cfg.WorkDir, err)
+	ok, err := g.area.Admit(ctx, j.ID, j.SpaceNeeded)
+	if err != nil || !ok {
+		return daemon.Outcome{}, cmp.Or(err, daemon.ErrStay)
 	}
-	free := int64(st.Bavail) * int64(st.Bsize)
-	g.resv.mu.Lock()
-	defer g.resv.mu.Unlock()
-	if time.Since(g.resv.at) >= reservationTTL {
-		if err := g.store.DB.QueryRow(ctx, `SELECT coalesce(sum(space_needed), 0) FROM curator.jobs WHERE state IN ('downloading', 'processing')`).Scan(&g.resv.sum); err != nil {
-			return daemon.Outcome{}, err
-		}
-		g.resv.at = time.Now()
-	}
-	if free-g.resv.sum-j.SpaceNeeded < g.cfg.MinFreeBytes {
-		g.log.Info("ingest: waiting for room in the working area", "job", id, "free", free, "reserved", g.resv.sum, "needed", j.SpaceNeeded)
-		if g.tidying.CompareAndSwap(false, true) {
-			go func() {
-				defer g.tidying.Store(false)
-				if n, err := g.area.Tidy(context.WithoutCancel(ctx)); err != nil {
-					g.log.Warn("ingest: tidy the working area", "err", err)
-				} else if n > 0 {
-					g.log.Info("ingest: working directories removed to make room", "jobs", n)
-				}
-			}()
-		}
-		return daemon.Outcome{}, daemon.ErrStay
-	}
-	// Counted until the sum is read again: what this process lets through
-	// meanwhile is reserved at once.
-	g.resv.sum += j.SpaceNeeded
 	return daemon.Outcome{To: ingest.Downloading}, nil
 }
-
-// reservationTTL is how long provisioning trusts the working area's
-// reserved bytes (the sum of space needed by jobs downloading and
-// processing) before reading it again, adding what it lets through
-// meanwhile: reading it for every job was a statement of 0.5-0.7 ms per
-// job over a busy table.
-const reservationTTL = 200 * time.Millisecond
 
 // download GETs every file into the job's directory (several at once),
 // retrying, and checks declared digests and sizes. A mismatch fails the

@@ -14,8 +14,6 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
-	"sync/atomic"
-	"time"
 
 	"github.com/archivist/archivist/pkg/blob"
 	"github.com/archivist/archivist/pkg/bus"
@@ -27,6 +25,7 @@ import (
 	"github.com/archivist/archivist/services/curator/ingest/identifier"
 	"github.com/archivist/archivist/services/curator/ingest/inventory"
 	"github.com/archivist/archivist/services/curator/ingest/manifest"
+	"github.com/archivist/archivist/services/curator/ingest/notify"
 	"github.com/archivist/archivist/services/curator/ingest/workarea"
 )
 
@@ -39,31 +38,26 @@ func (g *Ingester) SetGate(gate *fault.Gate) {
 
 // Ingester runs the daemons.
 type Ingester struct {
-	cfg     Config
-	store   *ingest.Store
-	blob    blob.Store
-	bus     *bus.Bus
-	log     *slog.Logger
-	fetch   *fetch.Client
-	minter  identifier.Minter
-	area    *workarea.Area
-	daemons *daemon.Set
+	cfg    Config
+	store  *ingest.Store
+	blob   blob.Store
+	bus    *bus.Bus
+	log    *slog.Logger
+	fetch  *fetch.Client
+	minter identifier.Minter
+	area   *workarea.Area
+	// settings are the collections' notification settings; mail delivers
+	// the mails their moves queue.
+	settings *notify.Store
+	mail     *notify.Sender
+	daemons  *daemon.Set
 	// gate pauses the tidying while a dependency is down (nil: never).
 	gate *fault.Gate
-	// tidying is set while a tidy asked for by provisioning runs.
-	tidying atomic.Bool
 
 	// batchMu guards batches, a cache of the batch rows jobs read at
 	// several steps (what a job reads of its batch never changes).
 	batchMu sync.Mutex
 	batches map[int64]*batchRow
-
-	// resv is provisioning's view of the working area's reserved bytes.
-	resv struct {
-		mu  sync.Mutex
-		at  time.Time
-		sum int64
-	}
 }
 
 // New prepares the daemons.
@@ -75,7 +69,13 @@ func New(cfg Config, s *ingest.Store, bs blob.Store, b *bus.Bus, log *slog.Logge
 		return nil, fmt.Errorf("ingest work dir: %w", err)
 	}
 	g := &Ingester{cfg: cfg, store: s, blob: bs, bus: b, log: log, minter: &identifier.Local{DB: s.DB, Shoulder: cfg.ARKPrefix},
-		area: &workarea.Area{Dir: cfg.WorkDir, DB: s.DB, Log: log}}
+		area: &workarea.Area{Dir: cfg.WorkDir, MinFree: cfg.MinFreeBytes, DB: s.DB, Log: log}, settings: &notify.Store{DB: s.DB}}
+	var mailer notify.Mailer = &notify.Log{Log: log}
+	if cfg.SMTPAddr != "" {
+		mailer = &notify.SMTP{Addr: cfg.SMTPAddr, From: cfg.MailFrom, User: cfg.SMTPUser, Password: cfg.SMTPPassword, Timeout: cfg.RequestTimeout}
+	}
+	g.mail = &notify.Sender{DB: s.DB, Mailer: mailer, Log: log,
+		Policy: fault.Policy{Base: cfg.Interval, Max: max(cfg.RetryMax, cfg.Interval), Attempts: cfg.MaxAttempts, Budget: cfg.RetryBudget}}
 	if cfg.EZIDURL != "" {
 		if err := manifest.CheckURL(cfg.EZIDURL); err != nil {
 			return nil, fmt.Errorf("INGEST_EZID_URL %q: %w", cfg.EZIDURL, err)
@@ -99,7 +99,7 @@ func New(cfg Config, s *ingest.Store, bs blob.Store, b *bus.Bus, log *slog.Logge
 		return nil, err
 	}
 	g.daemons = d
-	d.Add(ingest.Batch, ingest.Pending, onBatch(g.batchPending))
+	d.Add(ingest.Batch, ingest.Pending, onBatch(g.confirming(g.batchPending)))
 	d.Add(ingest.Batch, ingest.Reporting, g.batchReport(ingest.Reporting))
 	d.Add(ingest.Batch, ingest.UpdateReporting, g.batchReport(ingest.UpdateReporting))
 	d.Add(ingest.Job, ingest.Pending, g.onJob(g.jobPending))
@@ -140,8 +140,26 @@ func (g *Ingester) Run(ctx context.Context) {
 	go func() { g.daemons.Run(ctx); done <- struct{}{} }()
 	go func() { service.Every(g.cfg.Interval, g.sweep)(ctx); done <- struct{}{} }()
 	go func() { service.Every(g.cfg.TidyInterval, g.tidyLoop)(ctx); done <- struct{}{} }()
-	for range 3 {
+	go func() { service.Every(g.cfg.Interval, g.sendMail)(ctx); done <- struct{}{} }()
+	for range 4 {
 		<-done
+	}
+}
+
+// sendMail delivers the mails due (notify.Sender), while the database
+// answers.
+func (g *Ingester) sendMail(ctx context.Context) {
+	if g.gate.Wait(ctx) != nil {
+		return
+	}
+	for {
+		n, err := g.mail.Pass(ctx)
+		if err != nil && ctx.Err() == nil && !g.gate.Observe(ctx, err) {
+			g.log.Error("ingest: mail outbox", "err", err)
+		}
+		if n < 16 || err != nil {
+			return
+		}
 	}
 }
 
@@ -196,6 +214,12 @@ type batchRow struct {
 // creator and date, the job's title or else the batch's.
 func (b *batchRow) erc(j *ingest.JobRow) inventory.ERC {
 	return inventory.ERC{Who: b.Creator, What: firstOf(j.Title, b.Title), When: b.Date}
+}
+
+// mailed is what a mail says of the batch (its payload URL without
+// credentials).
+func (b *batchRow) mailed() notify.Batch {
+	return notify.Batch{ID: b.ID, Submitter: b.Submitter, Profile: b.Profile, Type: b.Type, PayloadURL: ingest.RedactURL(b.PayloadURL), Title: b.Title}
 }
 
 // batch reads a batch's submission (cached: it never changes).

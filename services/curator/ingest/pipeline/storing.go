@@ -2,6 +2,7 @@ package pipeline
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -13,7 +14,6 @@ import (
 	"path/filepath"
 	"slices"
 	"sync"
-	"syscall"
 
 	"github.com/archivist/archivist/events"
 	"github.com/archivist/archivist/pkg/blob"
@@ -43,8 +43,8 @@ func (g *Ingester) process(ctx context.Context, j *ingest.JobRow) (daemon.Outcom
 			return daemon.Outcome{To: ingest.Failed, Detail: "corrupt container: " + err.Error()}, nil
 		}
 		defer zr.Close()
-		if err := g.reserveContent(ctx, j, total); err != nil {
-			return daemon.Outcome{}, err
+		if ok, err := g.area.ReserveContent(ctx, j.ID, j.SpaceNeeded, total); err != nil || !ok {
+			return daemon.Outcome{}, cmp.Or(err, daemon.ErrStay)
 		}
 		if err := daemon.Fence(ctx); err != nil {
 			return daemon.Outcome{}, err
@@ -74,35 +74,6 @@ func (g *Ingester) process(ctx context.Context, j *ingest.JobRow) (daemon.Outcom
 		out.Set = map[string]any{"files": files}
 	}
 	return out, nil
-}
-
-// reserveContent reserves room in the working area for a container's
-// content before it is extracted: the job's space_needed grows by total
-// (provisioning counts it for every job in processing), or, if the room
-// is not there beyond INGEST_MIN_FREE_BYTES and what other jobs reserved,
-// the job stays in processing for a later pass.
-func (g *Ingester) reserveContent(ctx context.Context, j *ingest.JobRow, total int64) error {
-	var st syscall.Statfs_t
-	if err := syscall.Statfs(g.cfg.WorkDir, &st); err != nil {
-		return fmt.Errorf("free space of %s: %w", g.cfg.WorkDir, err)
-	}
-	free := int64(st.Bavail) * int64(st.Bsize)
-	g.resv.mu.Lock()
-	defer g.resv.mu.Unlock()
-	var others int64
-	if err := g.store.DB.QueryRow(ctx, `SELECT coalesce(sum(space_needed), 0) FROM curator.jobs
-		WHERE state IN ('downloading', 'processing') AND id <> $1`, j.ID).Scan(&others); err != nil {
-		return err
-	}
-	if free-others-total < g.cfg.MinFreeBytes {
-		g.log.Info("ingest: waiting for room to extract a container", "job", j.ID, "free", free, "reserved", others, "needed", total)
-		return daemon.ErrStay
-	}
-	if _, err := g.store.DB.Exec(ctx, `UPDATE curator.jobs SET space_needed = $2 WHERE id = $1`, j.ID, j.SpaceNeeded+total); err != nil {
-		return fmt.Errorf("reserve room for job %d: %w", j.ID, err)
-	}
-	g.resv.sum += total
-	return nil
 }
 
 // storeFiles puts the object's files and system files into the blob store
@@ -295,12 +266,20 @@ func (g *Ingester) notify(ctx context.Context, j *ingest.JobRow) (daemon.Outcome
 	if err != nil {
 		return daemon.Outcome{}, err
 	}
-	if b.CB != "" {
+	cb := b.CB
+	if cb == "" {
+		st, err := g.settings.Get(ctx, b.Profile)
+		if err != nil {
+			return daemon.Outcome{}, err
+		}
+		cb = st.CallbackURL // the collection's, for a batch that names none
+	}
+	if cb != "" {
 		body, _ := json.Marshal(map[string]any{"batch": b.ID, "job": j.ID, "ark": j.ARK, "version": j.Version, "local_id": j.LocalID, "state": "completed"})
 		if err := daemon.Fence(ctx); err != nil {
 			return daemon.Outcome{}, err
 		}
-		if last := g.fetch.PostRetrying(ctx, b.CB, body); last != nil {
+		if last := g.fetch.PostRetrying(ctx, cb, body); last != nil {
 			// A callback that refuses (4xx) fails the job; one that is down
 			// is tried again, backing off, within the budget.
 			if fault.IsPermanent(last) {
