@@ -103,6 +103,13 @@ var (
 		Durable: "aggregator-ready", Description: "aggregator: outputs to merge",
 		AckPolicy: jetstream.AckExplicitPolicy, AckWait: defaultConsumerAckWait, MaxDeliver: defaultConsumerMaxDeliver, MaxAckPending: 1000,
 	}}
+	// AggregatorDeleted takes the archive files deleted from the archive
+	// (an object withdrawn) out of the index.
+	AggregatorDeleted = Consumer{Stream: StreamArchive, Config: jetstream.ConsumerConfig{
+		Durable: "aggregator-deleted", Description: "aggregator: archive files deleted, out of the index",
+		FilterSubject: SubjectObjectDeleted,
+		AckPolicy:     jetstream.AckExplicitPolicy, AckWait: defaultConsumerAckWait, MaxDeliver: defaultConsumerMaxDeliver, MaxAckPending: 1000,
+	}}
 	// Indexers is the indexers' shared consumer of tasks. A task that
 	// fails is not redelivered: the registry counts the failure and
 	// queues the file again, alone, until it is parked.

@@ -68,7 +68,7 @@ var accessOf = map[string]access{
 		consumers: []Consumer{IndexerRecorded, Indexers},
 	},
 	"aggregator": {
-		consumers: []Consumer{AggregatorReady},
+		consumers: []Consumer{AggregatorReady, AggregatorDeleted},
 	},
 	"auditor": {
 		publishes:  []string{SubjectAuditTaskHigh, SubjectAuditTaskLow},

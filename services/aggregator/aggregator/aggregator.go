@@ -83,10 +83,15 @@ func run(ctx context.Context, env *service.Env, cfg Config) error {
 	if err != nil {
 		return err
 	}
+	deleted, err := bus.Consume(ctx, env.Bus, events.AggregatorDeleted, a.Deleted)
+	if err != nil {
+		sub.Stop(context.WithoutCancel(ctx))
+		return err
+	}
 	// One replica merges at a time (the leader); every replica answers
 	// queries.
 	loop := env.AsLeader("aggregator.merge", func(ctx context.Context) error { a.Loop(ctx); return nil })
-	return env.Serve(ctx, "CDX API", cfg.HTTPAddr, a.Handler(), []service.Loop{loop}, sub.Stop)
+	return env.Serve(ctx, "CDX API", cfg.HTTPAddr, a.Handler(), []service.Loop{loop}, sub.Stop, deleted.Stop)
 }
 
 // skippedCounter registers the counter of skipped announcements.
@@ -247,6 +252,17 @@ func (a *Aggregator) Withdraw(ctx context.Context, file, reason string) error {
 		a.log.Info("archive file withdrawn from the index", "file", file, "output", output, "reason", reason)
 		return nil
 	})
+}
+
+// Deleted takes an archive file deleted from the archive (an object
+// withdrawn) out of the index, as Withdraw does; a key the index never
+// had (a file of another kind) is nothing to do.
+func (a *Aggregator) Deleted(ctx context.Context, m *bus.Message[events.ObjectDeleted]) error {
+	err := a.Withdraw(ctx, m.Event.Object, "deleted from the archive")
+	if errors.Is(err, ErrUnknownFile) {
+		return nil
+	}
+	return err
 }
 
 // Loop merges until ctx ends.

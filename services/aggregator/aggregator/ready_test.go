@@ -269,3 +269,38 @@ func TestReindexedAndWithdrawnFilesLeaveEveryQuery(t *testing.T) {
 		t.Errorf("b indexed again: %q", got)
 	}
 }
+
+// TestDeletedFilesLeaveTheIndex: an archive file deleted from the archive
+// (archive.object.deleted, an object withdrawn) answers no query from the
+// moment the aggregator takes the event; a deleted key the index never
+// had is nothing to do.
+func TestDeletedFilesLeaveTheIndex(t *testing.T) {
+	ctx := context.Background()
+	a, bs := storeAggregator(t)
+	at := time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)
+	line := func(file, ts string) string {
+		return "com,example)/ " + ts + " http://example.com/ text/html 200 AAAA - - 10 0 " + file
+	}
+	announce(t, a, bs, "objects/ark99999fk4x/v1/producer/a.warc.gz", at, line("a.warc.gz", "20260101000000"))
+	announce(t, a, bs, "warcs/b.warc.gz", at, line("b.warc.gz", "20260102000000"))
+	if err := a.MergeNew(ctx); err != nil {
+		t.Fatal(err)
+	}
+	deleted := func(key string) error {
+		return a.Deleted(ctx, &bus.Message[events.ObjectDeleted]{Envelope: events.Envelope{ID: "deleted:" + key, SentAt: time.Now()},
+			Event: &events.ObjectDeleted{Object: key}})
+	}
+	if err := deleted("objects/ark99999fk4x/v1/producer/a.warc.gz"); err != nil {
+		t.Fatal(err)
+	}
+	if err := deleted("objects/ark99999fk4x/v1/producer/cover.jpg"); err != nil {
+		t.Errorf("a key the index never had: %v", err)
+	}
+	got, err := a.Lookup(ctx, cdxindex.Query{Key: "com,example)/"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 1 || !strings.HasSuffix(got[0], "b.warc.gz") {
+		t.Errorf("after the delete: %q", got)
+	}
+}
