@@ -19,6 +19,7 @@ import (
 	"github.com/archivist/archivist/services/curator/ingest"
 	"github.com/archivist/archivist/services/curator/ingest/httpapi"
 	"github.com/archivist/archivist/services/curator/ingest/notify"
+	"github.com/archivist/archivist/services/curator/ingest/withdraw"
 )
 
 // Base is the curator's API (ARCHIVIST_CURATOR_URL).
@@ -262,6 +263,41 @@ func PrintProfiles(w io.Writer, list []notify.Settings) error {
 	}
 	if len(list) == 0 {
 		fmt.Fprintln(tw, "(none set)")
+	}
+	return tw.Flush()
+}
+
+// Withdraw withdraws an object (version 0) or one version of it.
+func Withdraw(ctx context.Context, base, ark string, version int, reason string) (*withdraw.Result, error) {
+	var out withdraw.Result
+	err := apiclient.Post(ctx, "curator", base+"/v1/objects/withdraw", withdraw.Request{ARK: ark, Version: version, Reason: reason}, &out)
+	return &out, err
+}
+
+// Object reads an object from the inventory, withdrawn versions as
+// tombstones.
+func Object(ctx context.Context, base, ark string) (*withdraw.Object, error) {
+	var out withdraw.Object
+	if err := apiclient.Get(ctx, "curator", base+"/v1/objects?ark="+url.QueryEscape(ark), &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// PrintObject writes an object and its versions for a person.
+func PrintObject(w io.Writer, o *withdraw.Object) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintf(tw, "%s\tcollection %s\tlocal id %s\t%s\n", o.ARK, o.Profile, o.LocalID, o.Title)
+	if o.WithdrawnAt != nil {
+		fmt.Fprintf(tw, "withdrawn\t%s\t%s\n", o.WithdrawnAt.Format(time.RFC3339), o.WithdrawnReason)
+	}
+	fmt.Fprintln(tw, "VERSION\tJOB\tCREATED\tFILES\tWITHDRAWN")
+	for _, v := range o.Versions {
+		gone := ""
+		if v.WithdrawnAt != nil {
+			gone = v.WithdrawnAt.Format(time.RFC3339) + " " + v.WithdrawnReason
+		}
+		fmt.Fprintf(tw, "v%d\t%d\t%s\t%d\t%s\n", v.Version, v.JobID, v.CreatedAt.Format(time.RFC3339), v.Files, gone)
 	}
 	return tw.Flush()
 }

@@ -72,6 +72,7 @@ func TestGroupsListTheirCommands(t *testing.T) {
 		"dlq":        {"list", "replay"},
 		"key":        {"new", "init", "token"},
 		"profile":    {"list", "show", "set"},
+		"object":     {"show", "withdraw"},
 	} {
 		for _, args := range [][]string{{group, "--help"}, {group}} {
 			var out bytes.Buffer
@@ -116,7 +117,7 @@ func TestEveryReadCommandPrintsJSON(t *testing.T) {
 	for _, path := range [][]string{
 		{"batch", "status"}, {"batch", "list"}, {"job", "status"}, {"job", "list"}, {"ingest", "transitions"},
 		{"research", "status"}, {"works", "show"}, {"audit", "status"}, {"audit", "parked"}, {"audit", "resolutions"},
-		{"index", "status"}, {"dlq", "list"}, {"locate"}, {"profile", "list"}, {"profile", "show"},
+		{"index", "status"}, {"dlq", "list"}, {"locate"}, {"profile", "list"}, {"profile", "show"}, {"object", "show"},
 	} {
 		c, _, err := root.Find(path)
 		if err != nil || c.Name() != path[len(path)-1] {

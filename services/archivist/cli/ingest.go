@@ -2,6 +2,8 @@ package cli
 
 import (
 	"fmt"
+	"regexp"
+	"strconv"
 	"strings"
 	"time"
 
@@ -274,4 +276,65 @@ func profileCmd() *cobra.Command {
 	set.Flags().BoolVar(&st.Report, "report", true, "mail the batch's report when it ends")
 	c.AddCommand(list, showCmd, set)
 	return c
+}
+
+// versioned splits "ARK/vN" into the ARK and N (0 when no version).
+var versioned = regexp.MustCompile(`^(.+)/v([1-9][0-9]{0,8})$`)
+
+func objectCmd() *cobra.Command {
+	c := &cobra.Command{
+		Use:   "object",
+		Short: "Objects of the inventory: show one, withdraw one or a version of it",
+		Long:  "Objects of the inventory: show one with its versions (withdrawn ones as tombstones), withdraw one or a version of it." + curatorEnv,
+	}
+	showCmd := &cobra.Command{Use: "show ARK [--json]", Short: "An object and its versions", Args: exactly(1, "one ARK")}
+	asJSON := jsonFlag(showCmd)
+	showCmd.RunE = func(c *cobra.Command, args []string) error {
+		o, err := batchcmd.Object(c.Context(), batchcmd.Base(), args[0])
+		return show(safeOut(c), o, err, *asJSON, batchcmd.PrintObject)
+	}
+	var reason string
+	withdrawCmd := &cobra.Command{
+		Use:   "withdraw ARK[/vN] --reason TEXT",
+		Short: "Withdraw an object, or one version: its files leave the store and the index, a tombstone stays",
+		Long: `Withdraw an object, or one version of it (ARK/vN): the withdrawal is recorded
+with its reason; the files no other version holds are announced deleted
+(archive.object.deleted: the audit's next check of each is row 11, a WARC's
+lines leave the CDX index) and deleted from the store; the inventory keeps
+the object as a tombstone. Asked again, it finishes what a crash left.` + curatorEnv,
+		Args: func(_ *cobra.Command, args []string) error {
+			if len(args) != 1 {
+				return usagef("takes one ARK or ARK/vN")
+			}
+			if strings.TrimSpace(reason) == "" {
+				return usagef("needs --reason: the tombstone says why")
+			}
+			return nil
+		},
+		RunE: func(c *cobra.Command, args []string) error {
+			ark, version := args[0], 0
+			if m := versioned.FindStringSubmatch(ark); m != nil {
+				ark, version = m[1], atoi(m[2])
+			}
+			res, err := batchcmd.Withdraw(c.Context(), batchcmd.Base(), ark, version, reason)
+			if err != nil {
+				return err
+			}
+			what := "the object is withdrawn"
+			if !res.Object {
+				what = fmt.Sprintf("version %d is withdrawn", version)
+			}
+			_, err = fmt.Fprintf(safeOut(c), "%s: %s; %d files no other version holds deleted\n", res.ARK, what, len(res.Deleted))
+			return err
+		},
+	}
+	withdrawCmd.Flags().StringVar(&reason, "reason", "", "why (kept on the tombstone)")
+	c.AddCommand(showCmd, withdrawCmd)
+	return c
+}
+
+// atoi is a number the pattern checked.
+func atoi(s string) int {
+	n, _ := strconv.Atoi(s)
+	return n
 }

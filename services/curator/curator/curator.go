@@ -21,6 +21,7 @@ import (
 	"github.com/archivist/archivist/services/curator/ingest"
 	"github.com/archivist/archivist/services/curator/ingest/httpapi"
 	"github.com/archivist/archivist/services/curator/ingest/pipeline"
+	"github.com/archivist/archivist/services/curator/ingest/withdraw"
 	"github.com/archivist/archivist/services/curator/matcher"
 	"github.com/archivist/archivist/services/curator/merger"
 	"github.com/archivist/archivist/services/curator/migrations"
@@ -102,7 +103,7 @@ func run(ctx context.Context, env *service.Env, cfg Config) error {
 	}
 	mux := http.NewServeMux()
 	api.New(env.Bus, p.Catalog, env.Log).Routes(mux)
-	httpapi.Routes(mux, ist, env.Log)
+	httpapi.Routes(mux, ist, &withdraw.Withdrawer{DB: env.DB, Blob: env.Blob, Bus: env.Bus, Log: env.Log}, env.Log)
 	h := service.PublisherRoutes(mux, append(api.PublisherRoutes, httpapi.PublisherRoutes...)...)
 	return env.Serve(ctx, "curation API", cfg.HTTPAddr, h, loops, stoppers...)
 }

@@ -19,6 +19,7 @@
 //   - inventory: what an object version is made of;
 //   - workarea: the working area's job directories, room and tidying;
 //   - notify: the collections' notification settings and mails;
+//   - withdraw: objects and versions withdrawn, their tombstones;
 //   - report: a batch's report;
 //   - httpapi: the HTTP API and what it shows;
 //   - origin: a depositor's origin server in small, for dev and tests.

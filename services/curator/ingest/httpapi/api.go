@@ -18,6 +18,7 @@ import (
 	"github.com/archivist/archivist/pkg/service"
 	"github.com/archivist/archivist/services/curator/ingest"
 	"github.com/archivist/archivist/services/curator/ingest/notify"
+	"github.com/archivist/archivist/services/curator/ingest/withdraw"
 )
 
 // PublisherRoutes are the routes a publisher (a depositor) calls.
@@ -41,7 +42,7 @@ var PublisherRoutes = []string{"POST /v1/batches"}
 //	GET  /v1/ingest/status                    batches and jobs by state, with the oldest's age
 //	GET  /v1/ingest/history?batch=ID|job=ID   its story (service.History)
 //	GET  /v1/ingest/transitions               the transition table
-func Routes(mux *http.ServeMux, s *ingest.Store, log *slog.Logger) {
+func Routes(mux *http.ServeMux, s *ingest.Store, wd *withdraw.Withdrawer, log *slog.Logger) {
 	writeErr := errorWriter(log)
 	mux.HandleFunc("POST /v1/batches", func(w http.ResponseWriter, r *http.Request) {
 		var sub ingest.Submission
@@ -219,6 +220,39 @@ func Routes(mux *http.ServeMux, s *ingest.Store, log *slog.Logger) {
 		writeJSON(w, http.StatusOK, ingest.Transitions)
 	})
 	profileRoutes(mux, s, writeErr)
+	objectRoutes(mux, wd, writeErr)
+}
+
+// objectRoutes are the inventory's objects:
+//
+//	GET  /v1/objects?ark=ARK        an object, its versions, withdrawn ones as tombstones
+//	POST /v1/objects/withdraw       JSON withdraw.Request (operators): the object, or a version
+func objectRoutes(mux *http.ServeMux, wd *withdraw.Withdrawer, writeErr func(http.ResponseWriter, error)) {
+	mux.HandleFunc("GET /v1/objects", func(w http.ResponseWriter, r *http.Request) {
+		o, err := withdraw.Show(r.Context(), wd.DB, r.URL.Query().Get("ark"))
+		if err != nil {
+			writeErr(w, err)
+			return
+		}
+		writeJSON(w, http.StatusOK, o)
+	})
+	mux.HandleFunc("POST /v1/objects/withdraw", func(w http.ResponseWriter, r *http.Request) {
+		var req withdraw.Request
+		dec := json.NewDecoder(io.LimitReader(r.Body, 64<<10))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&req); err != nil {
+			writeErr(w, &ingest.InvalidError{Field: "body", Msg: "JSON {\"ark\", \"version\", \"reason\"}: " + err.Error()})
+			return
+		}
+		caller, _ := service.Caller(r.Context())
+		req.By = caller.Name
+		res, err := wd.Withdraw(r.Context(), req)
+		if err != nil {
+			writeErr(w, err)
+			return
+		}
+		writeJSON(w, http.StatusOK, res)
+	})
 }
 
 // profileRoutes are the collections' notification settings and the mails

@@ -102,7 +102,8 @@ func AllocateVersion(ctx context.Context, db *pgxpool.Pool, j *ingest.JobRow) (i
 	return version, nil
 }
 
-// Carried are the files of the object's latest recorded version before
+// Carried are the files of the object's latest recorded version (not
+// withdrawn) before
 // version that the job does not replace (by name), each with the key it is
 // stored under.
 func Carried(ctx context.Context, db *pgxpool.Pool, j *ingest.JobRow, version int) ([]ingest.File, error) {
@@ -111,7 +112,7 @@ func Carried(ctx context.Context, db *pgxpool.Pool, j *ingest.JobRow, version in
 		replaced[f.Name] = true
 	}
 	rows, err := db.Query(ctx, `SELECT substr(path, 10), key, size, sha256 FROM curator.inventory_files
-		WHERE ark = $1 AND path LIKE 'producer/%' AND version = (SELECT max(version) FROM curator.inventory_versions WHERE ark = $1 AND version < $2)
+		WHERE ark = $1 AND path LIKE 'producer/%' AND version = (SELECT max(version) FROM curator.inventory_versions WHERE ark = $1 AND version < $2 AND withdrawn_at IS NULL)
 		ORDER BY path`, j.ARK, version)
 	if err != nil {
 		return nil, fmt.Errorf("the files of %s before v%d: %w", j.ARK, version, err)

@@ -243,7 +243,8 @@ func (g *Ingester) record(ctx context.Context, j *ingest.JobRow) (daemon.Outcome
 		// The object, its version and its files in one round trip.
 		var b pgx.Batch
 		b.Queue(`INSERT INTO curator.inventory_objects (ark, profile, local_id, title, versions) VALUES ($1, $2, $3, $4, $5)
-			ON CONFLICT (ark) DO UPDATE SET versions = greatest(inventory_objects.versions, EXCLUDED.versions), updated_at = now()`,
+			ON CONFLICT (ark) DO UPDATE SET versions = greatest(inventory_objects.versions, EXCLUDED.versions), updated_at = now(),
+				withdrawn_at = NULL, withdrawn_reason = ''`,
 			j.ARK, j.Profile, j.LocalID, j.Title, j.Version)
 		b.Queue(`INSERT INTO curator.inventory_versions (ark, version, job_id, manifest_key) VALUES ($1, $2, $3, $4)
 			ON CONFLICT DO NOTHING`, j.ARK, j.Version, id, manifest)
