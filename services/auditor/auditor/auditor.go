@@ -61,6 +61,10 @@ type Config struct {
 	// SecondaryBlobURL is a second copy of the archive, if any: content gone
 	// sour that it still holds is internally resolvable.
 	SecondaryBlobURL string `env:"AUDITOR_SECONDARY_BLOB_URL"`
+	// BitLogRetention is how long the bit log keeps each check; older ones
+	// are summed by day and outcome (auditor.bit_log_summary) and deleted
+	// (0: kept for ever).
+	BitLogRetention time.Duration `env:"AUDITOR_BIT_LOG_RETENTION, default=8760h"`
 }
 
 // Definition is the auditor service.
@@ -133,7 +137,8 @@ func run(ctx context.Context, env *service.Env, cfg Config) error {
 	}, []string{"kind"})
 	env.Metrics.MustRegister(a.reconciled)
 	reconcile := env.AsLeader("auditor.reconcile", service.Every(cfg.ReconcileTick, a.reconcileStep))
-	return env.Serve(ctx, "audit API", cfg.HTTPAddr, a.Handler(), []service.Loop{m.Run, schedule, reconcile}, objects.Stop, deletions.Stop)
+	trim := env.AsLeader("auditor.retention", service.Every(time.Hour, a.trimStep))
+	return env.Serve(ctx, "audit API", cfg.HTTPAddr, a.Handler(), []service.Loop{m.Run, schedule, reconcile, trim}, objects.Stop, deletions.Stop)
 }
 
 // Auditor is the auditor's logic on its dependencies.
