@@ -12,6 +12,7 @@ import (
 
 	"github.com/archivist/archivist/pkg/apiclient"
 	"github.com/archivist/archivist/services/auditor/auditor"
+	"github.com/archivist/archivist/services/auditor/integrity"
 )
 
 // Status reads the auditor's status.
@@ -50,6 +51,15 @@ func Resolutions(ctx context.Context, base string, all bool) ([]auditor.Resoluti
 // Close closes an open resolution task (its object is checked again).
 func Close(ctx context.Context, base string, id int64) error {
 	return apiclient.Post(ctx, "auditor", fmt.Sprintf("%s/v1/audit/resolutions/%d/close", strings.TrimRight(base, "/"), id), nil, nil)
+}
+
+// Repair repairs an internally resolvable task: the object's good copy
+// back from the secondary store (row 2), or its audit log item from the
+// content index (row 6).
+func Repair(ctx context.Context, base string, id int64) (*integrity.Repaired, error) {
+	var out integrity.Repaired
+	err := apiclient.Post(ctx, "auditor", fmt.Sprintf("%s/v1/audit/resolutions/%d/repair", strings.TrimRight(base, "/"), id), nil, &out)
+	return &out, err
 }
 
 // PrintParked writes the parked objects for a person.

@@ -54,6 +54,20 @@ func auditCmd() *cobra.Command {
 		},
 	}
 
+	repair := &cobra.Command{
+		Use:   "repair TASK",
+		Short: "Repair an internally resolvable task: good bytes back from the secondary store, or the audit log item again",
+		Args:  oneID("resolution task id"),
+		RunE: func(c *cobra.Command, args []string) error {
+			res, err := auditcmd.Repair(c.Context(), base, id(args))
+			if err != nil {
+				return err
+			}
+			_, err = fmt.Fprintf(safeOut(c), "resolution task %d: %s (%s, row %d); a check of it is queued\n", id(args), res.Action, res.Object, res.Row)
+			return err
+		},
+	}
+
 	var space string
 	var light bool
 	check := &cobra.Command{
@@ -81,6 +95,6 @@ func auditCmd() *cobra.Command {
 	check.Flags().StringVar(&space, "space", "", "check every object whose key starts with this prefix")
 	check.Flags().BoolVar(&light, "light", false, "compare checksums without reading the content")
 
-	c.AddCommand(status, parked, resolutions, closeCmd, check)
+	c.AddCommand(status, parked, resolutions, closeCmd, repair, check)
 	return c
 }

@@ -67,7 +67,7 @@ func TestGroupsListTheirCommands(t *testing.T) {
 		"collection": {"hold", "release"},
 		"ingest":     {"pause", "resume", "cleanup", "transitions"},
 		"research":   {"status", "release", "retry", "redo"},
-		"audit":      {"status", "check", "parked", "resolutions", "close"},
+		"audit":      {"status", "check", "parked", "resolutions", "close", "repair"},
 		"index":      {"status", "reset", "retry"},
 		"dlq":        {"list", "replay"},
 		"key":        {"new", "init", "token"},

@@ -65,6 +65,10 @@ type Config struct {
 	// are summed by day and outcome (auditor.bit_log_summary) and deleted
 	// (0: kept for ever).
 	BitLogRetention time.Duration `env:"AUDITOR_BIT_LOG_RETENTION, default=8760h"`
+	// AutoRepair are the key prefixes (comma-separated) whose internally
+	// resolvable tasks are repaired at once, without an operator's
+	// confirmation ("": none; "objects/": every ingested object).
+	AutoRepair []string `env:"AUDITOR_AUTO_REPAIR"`
 }
 
 // Definition is the auditor service.
@@ -138,7 +142,8 @@ func run(ctx context.Context, env *service.Env, cfg Config) error {
 	env.Metrics.MustRegister(a.reconciled)
 	reconcile := env.AsLeader("auditor.reconcile", service.Every(cfg.ReconcileTick, a.reconcileStep))
 	trim := env.AsLeader("auditor.retention", service.Every(time.Hour, a.trimStep))
-	return env.Serve(ctx, "audit API", cfg.HTTPAddr, a.Handler(), []service.Loop{m.Run, schedule, reconcile, trim}, objects.Stop, deletions.Stop)
+	repair := env.AsLeader("auditor.repair", service.Every(cfg.ScheduleTick, a.autoRepair))
+	return env.Serve(ctx, "audit API", cfg.HTTPAddr, a.Handler(), []service.Loop{m.Run, schedule, reconcile, trim, repair}, objects.Stop, deletions.Stop)
 }
 
 // Auditor is the auditor's logic on its dependencies.

@@ -16,6 +16,7 @@ import (
 	"github.com/archivist/archivist/pkg/blob"
 	"github.com/archivist/archivist/pkg/bus"
 	"github.com/archivist/archivist/pkg/service"
+	"github.com/archivist/archivist/services/auditor/integrity"
 )
 
 // QueueDue queues a low-priority check of every object due by now and moves
@@ -270,6 +271,46 @@ func (a *Auditor) CloseResolution(ctx context.Context, id int64) (bool, error) {
 	return true, nil
 }
 
+// Repair resolves an internally resolvable task (integrity.Checker.Repair)
+// and queues a high-priority check of its object, which verifies it.
+func (a *Auditor) Repair(ctx context.Context, task int64) (*integrity.Repaired, error) {
+	res, err := a.checker.Repair(ctx, task)
+	if err != nil {
+		return nil, err
+	}
+	a.log.Warn("audit: repaired", "task", task, "object", res.Object, "row", res.Row, "action", res.Action)
+	if _, err := a.CheckNow(ctx, res.Object, "", false); err != nil {
+		return res, fmt.Errorf("repaired %s; queue its check: %w", res.Object, err)
+	}
+	return res, nil
+}
+
+// autoRepair repairs the open internally resolvable tasks of the objects
+// under AUDITOR_AUTO_REPAIR's prefixes, a page at a time.
+func (a *Auditor) autoRepair(ctx context.Context) {
+	if len(a.cfg.AutoRepair) == 0 || a.gate.Wait(ctx) != nil {
+		return
+	}
+	rows, err := a.db.Query(ctx, `SELECT id FROM auditor.resolution_tasks WHERE state = 'open' AND kind = 'internal' AND row_no IN (2, 6)
+		AND object LIKE ANY (SELECT replace(replace(replace(p, '\', '\\'), '%', '\%'), '_', '\_') || '%' FROM unnest($1::text[]) p)
+		ORDER BY id LIMIT 16`, a.cfg.AutoRepair)
+	if err != nil {
+		if ctx.Err() == nil && !a.gate.Observe(ctx, err) {
+			a.log.Error("audit: list the tasks to repair", "err", err)
+		}
+		return
+	}
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+	if err != nil {
+		return
+	}
+	for _, id := range ids {
+		if _, err := a.Repair(ctx, id); err != nil && ctx.Err() == nil {
+			a.log.Error("audit: automatic repair", "task", id, "err", err)
+		}
+	}
+}
+
 // TooBroadError refuses an on-demand check that would queue too much.
 type TooBroadError struct{ msg string }
 
@@ -435,6 +476,23 @@ func (a *Auditor) Handler() http.Handler {
 			return
 		}
 		reply(w, http.StatusOK, map[string]any{"closed": id, "check_queued": true})
+	})
+	mux.HandleFunc("POST /v1/audit/resolutions/{id}/repair", func(w http.ResponseWriter, r *http.Request) {
+		id, err := strconv.ParseInt(r.PathValue("id"), 10, 64)
+		if err != nil {
+			reply(w, http.StatusBadRequest, map[string]string{"error": "the id is a number", "field": "id"})
+			return
+		}
+		res, err := a.Repair(r.Context(), id)
+		switch {
+		case errors.Is(err, integrity.ErrNotRepairable):
+			reply(w, http.StatusConflict, map[string]string{"error": err.Error()})
+		case err != nil:
+			a.log.Error("repair", "task", id, "err", err)
+			reply(w, http.StatusServiceUnavailable, map[string]string{"error": "the repair failed; retry (the log has why)"})
+		default:
+			reply(w, http.StatusOK, res)
+		}
 	})
 	mux.HandleFunc("POST /v1/audit/check", func(w http.ResponseWriter, r *http.Request) {
 		var req struct {
