@@ -69,12 +69,17 @@ func List(ctx context.Context, base, what string, state string, batch int64, lim
 }
 
 // Act makes an operator's action on a batch or job and returns the state
-// it reached.
-func Act(ctx context.Context, base, what string, id int64, action string) (string, error) {
+// it reached; confirmed says the operator confirmed it (deleting a job of
+// a batch not yet reported).
+func Act(ctx context.Context, base, what string, id int64, action string, confirmed bool) (string, error) {
 	var out struct {
 		State string `json:"state"`
 	}
-	err := apiclient.Post(ctx, "curator", fmt.Sprintf("%s/v1/%s/%d/%s", base, Plural(what), id, action), nil, &out)
+	u := fmt.Sprintf("%s/v1/%s/%d/%s", base, Plural(what), id, action)
+	if confirmed {
+		u += "?confirm=true"
+	}
+	err := apiclient.Post(ctx, "curator", u, nil, &out)
 	return out.State, err
 }
 

@@ -138,12 +138,13 @@ func actCmd(what, name, action string) *cobra.Command {
 	if name != action {
 		short = fmt.Sprintf("%s a %s: %s it", strings.ToUpper(name[:1])+name[1:], what, action)
 	}
-	return &cobra.Command{
+	var yes bool
+	c := &cobra.Command{
 		Use:   name + " ID",
 		Short: short,
 		Args:  oneID(what + " id"),
 		RunE: func(c *cobra.Command, args []string) error {
-			to, err := batchcmd.Act(c.Context(), batchcmd.Base(), what, id(args), action)
+			to, err := batchcmd.Act(c.Context(), batchcmd.Base(), what, id(args), action, yes)
 			if err != nil {
 				return err
 			}
@@ -151,6 +152,10 @@ func actCmd(what, name, action string) *cobra.Command {
 			return err
 		},
 	}
+	if what == "job" && action == "delete" {
+		c.Flags().BoolVar(&yes, "yes", false, "confirm deleting a job of a batch not yet reported (no report will tell of it)")
+	}
+	return c
 }
 
 func collectionCmd() *cobra.Command {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -93,7 +94,7 @@ func (s *Store) ReleaseCollection(ctx context.Context, profile string) (int, err
 // Act runs an operator's action on a batch or job: release, hold, requeue,
 // delete, update-reporting. An action the table does not allow from the
 // current state is refused with a RefusedError.
-func (s *Store) Act(ctx context.Context, e Entity, id int64, action string) (State, error) {
+func (s *Store) Act(ctx context.Context, e Entity, id int64, action string, confirmed bool) (State, error) {
 	var to State
 	err := store.InTx(ctx, s.DB, func(tx pgx.Tx) error {
 		var from, last State
@@ -123,6 +124,24 @@ func (s *Store) Act(ctx context.Context, e Entity, id int64, action string) (Sta
 		to = t.To
 		if action == "requeue" {
 			if _, err := tx.Exec(ctx, `UPDATE curator.jobs SET retry_count = retry_count + 1 WHERE id = $1`, id); err != nil {
+				return err
+			}
+		}
+		if action == "delete" && e == Job {
+			// Deleting a job of a batch not yet reported means its outcome is
+			// never reported: the operator confirms it (the spec's "confirm
+			// that the user understands").
+			var batch int64
+			var bstate State
+			if err := tx.QueryRow(ctx, `SELECT b.id, b.state FROM curator.batches b JOIN curator.jobs j ON j.batch_id = b.id WHERE j.id = $1`, id).Scan(&batch, &bstate); err != nil {
+				return err
+			}
+			if !confirmed && slices.Contains([]State{Pending, Held, Processing, Reporting, UpdateReporting}, bstate) {
+				return &ConflictError{fmt.Sprintf("job %d's batch %d is %s: deleting the job means no report will tell of it; confirm (?confirm=true, archivist job delete --yes)", id, batch, bstate)}
+			}
+			// What the spec deletes of a deleted job: its files' list; the
+			// row stays as its history's anchor.
+			if _, err := tx.Exec(ctx, `UPDATE curator.jobs SET files = '[]', space_needed = 0 WHERE id = $1`, id); err != nil {
 				return err
 			}
 		}
@@ -174,7 +193,7 @@ var deletableJobStates = func() []State {
 // deleteJobs marks every job of a batch deleted (admin delete of the
 // batch, or cleanup); the caller has checked they are deletable.
 func (s *Store) deleteJobs(ctx context.Context, tx pgx.Tx, batch int64) error {
-	_, err := tx.Exec(ctx, `WITH d AS (UPDATE curator.jobs SET state = 'deleted', state_at = now() WHERE batch_id = $1 AND state <> 'deleted'
+	_, err := tx.Exec(ctx, `WITH d AS (UPDATE curator.jobs SET state = 'deleted', state_at = now(), files = '[]', space_needed = 0 WHERE batch_id = $1 AND state <> 'deleted'
 		RETURNING id, (SELECT state FROM curator.jobs j2 WHERE j2.id = jobs.id) AS old)
 		INSERT INTO curator.ingest_history (entity, entity_id, from_state, to_state, by, action, detail)
 		SELECT 'job', id, old, 'deleted', 'admin', 'delete', 'batch deleted' FROM d`, batch)

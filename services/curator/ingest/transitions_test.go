@@ -216,7 +216,9 @@ func TestEveryTransitionOfTheTable(t *testing.T) {
 	act("/v1/ingest/pause", http.StatusOK)
 	act(fmt.Sprintf("/v1/jobs/%d/release", jobs[0]), http.StatusOK)
 	act(fmt.Sprintf("/v1/jobs/%d/hold", jobs[0]), http.StatusOK)
-	act(fmt.Sprintf("/v1/jobs/%d/delete", jobs[2]), http.StatusOK)
+	// The batch is not reported yet: deleting a job of it is confirmed.
+	act(fmt.Sprintf("/v1/jobs/%d/delete", jobs[2]), http.StatusConflict)
+	act(fmt.Sprintf("/v1/jobs/%d/delete?confirm=true", jobs[2]), http.StatusOK)
 	act("/v1/ingest/resume", http.StatusOK)
 	act("/v1/collections/c3/release", http.StatusOK)
 	r.waitState(ingest.Batch, b, ingest.Completed, wait)

@@ -94,7 +94,7 @@ func Routes(mux *http.ServeMux, s *ingest.Store, wd *withdraw.Withdrawer, log *s
 				writeErr(w, &ingest.InvalidError{Field: "id", Msg: "a number"})
 				return
 			}
-			to, err := s.Act(r.Context(), e, id, r.PathValue("action"))
+			to, err := s.Act(r.Context(), e, id, r.PathValue("action"), r.URL.Query().Get("confirm") == "true")
 			if err != nil {
 				writeErr(w, err)
 				return
