@@ -8,6 +8,7 @@ import (
 	"html"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -26,6 +27,8 @@ import (
 	"github.com/archivist/archivist/services/archivist/all"
 	"github.com/archivist/archivist/services/archivist/dev"
 	"github.com/archivist/archivist/services/archivist/keycmd"
+	"github.com/archivist/archivist/services/curator/ingest/origin"
+	"github.com/archivist/archivist/services/indexer/warc/warctest"
 )
 
 // runDev starts `archivist dev` in the background and returns a function
@@ -368,6 +371,113 @@ func TestDevDemo(t *testing.T) {
 		}
 	}
 	demoTenancy(t, o, strings.TrimSpace(string(token)))
+	demoUpdateAndWithdrawal(t, o, strings.TrimSpace(string(token)))
+}
+
+// demoUpdateAndWithdrawal: on the running demo, a WARC deposited as an
+// object, then another in submission mode update, make versions 1 and 2
+// of it, the second holding the new WARC alone, whose lines the CDX API
+// answers; withdrawing the object takes those lines out of the CDX API,
+// and a check of its WARC is the outcome table's row 11.
+func demoUpdateAndWithdrawal(t *testing.T, o dev.Options, token string) {
+	ctx := context.Background()
+	call := func(method, url string, body any, out any) int {
+		t.Helper()
+		var rd io.Reader
+		if body != nil {
+			b, _ := json.Marshal(body)
+			rd = bytes.NewReader(b)
+		}
+		req, _ := http.NewRequestWithContext(ctx, method, url, rd)
+		req.Header.Set("Authorization", "Bearer "+token)
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 4<<20))
+		if s, ok := out.(*string); ok {
+			*s = string(b)
+		} else if out != nil {
+			json.Unmarshal(b, out)
+		}
+		return resp.StatusCode
+	}
+	waitFor := func(what string, cond func() bool) {
+		t.Helper()
+		for deadline := time.Now().Add(90 * time.Second); !cond(); time.Sleep(500 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("timed out waiting for %s", what)
+			}
+		}
+	}
+	org := origin.New(nil)
+	srv := httptest.NewServer(org)
+	defer srv.Close()
+	submit := func(name, host, mode string) int64 {
+		t.Helper()
+		u := org.AddBatch(srv.URL, "/"+name+".checkm", []origin.File{{Path: "/w/" + name + ".warc.gz", Name: name + ".warc.gz", LocalID: "withdraw-me",
+			Body: warctest.Gzipped(host, 3)}})
+		var out struct{ Batch int64 }
+		if code := call("POST", "http://"+o.CuratorAddr+"/v1/batches", map[string]string{"profile": "demo", "payload_url": u,
+			"type": "batch-manifest", "submission_mode": mode}, &out); code != http.StatusCreated {
+			t.Fatalf("submit %s: %d", name, code)
+		}
+		waitFor("batch "+name+" completed", func() bool {
+			var st struct{ State string }
+			return call("GET", fmt.Sprintf("http://%s/v1/batches/%d", o.CuratorAddr, out.Batch), nil, &st) == 200 && st.State == "completed"
+		})
+		return out.Batch
+	}
+	submit("wd1", "withdraw-one.example", "add")
+	b2 := submit("wd2", "withdraw-two.example", "update")
+	var jobs []struct{ ID int64 }
+	call("GET", fmt.Sprintf("http://%s/v1/jobs?batch=%d", o.CuratorAddr, b2), nil, &jobs)
+	var job struct{ Job struct{ ARK string } }
+	call("GET", fmt.Sprintf("http://%s/v1/jobs/%d", o.CuratorAddr, jobs[0].ID), nil, &job)
+	ark := job.Job.ARK
+	var obj struct {
+		Versions []struct{ Version, Files int }
+	}
+	call("GET", "http://"+o.CuratorAddr+"/v1/objects?ark="+url.QueryEscape(ark), nil, &obj)
+	if len(obj.Versions) != 2 || obj.Versions[1].Files != 4 { // the WARC and three system files
+		t.Fatalf("%s after the update: %+v, want version 2 of 4 files", ark, obj)
+	}
+	cdx := func() string {
+		var s string
+		call("GET", "http://"+o.AggregatorAddr+"/cdx?url=withdraw-two.example&matchType=domain", nil, &s)
+		return s
+	}
+	waitFor("version 2's WARC in the CDX API", func() bool { return strings.Count(cdx(), "withdraw-two.example") == 3 })
+
+	if code := call("POST", "http://"+o.CuratorAddr+"/v1/objects/withdraw", map[string]any{"ark": ark, "reason": "the depositor's request"}, nil); code != 200 {
+		t.Fatalf("withdraw: %d", code)
+	}
+	waitFor("the WARC's lines gone from the CDX API", func() bool { return !strings.Contains(cdx(), "withdraw-two.example") })
+	key := "objects/" + strings.NewReplacer(":", "", "/", "_").Replace(ark) + "/v2/producer/wd2.warc.gz"
+	row11 := func() int {
+		var m string
+		call("GET", "http://"+o.AdminAddr+"/metrics", nil, &m)
+		for _, l := range strings.Split(m, "\n") {
+			if strings.HasPrefix(l, "archivist_audit_checks_total{") && strings.Contains(l, `row="11"`) {
+				var n float64
+				fmt.Sscanf(l[strings.LastIndexByte(l, ' ')+1:], "%g", &n)
+				return int(n)
+			}
+		}
+		return 0
+	}
+	before := row11()
+	waitFor("the deletion in the audit log", func() bool {
+		var h string
+		call("GET", "http://"+o.AuditorAddr+"/v1/audit/history?object="+url.QueryEscape(key), nil, &h)
+		return strings.Contains(h, "delete")
+	})
+	if code := call("POST", "http://"+o.AuditorAddr+"/v1/audit/check", map[string]string{"object": key}, nil); code/100 != 2 {
+		t.Fatalf("check %s: %d", key, code)
+	}
+	waitFor("a row-11 check of the withdrawn WARC", func() bool { return row11() > before })
 }
 
 // demoTenancy: on the running demo, a key made with `archivist key new tv

@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"strconv"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -140,6 +141,11 @@ func run(ctx context.Context, env *service.Env, cfg Config) error {
 		Help: "What the reconciliation of the blob store against the schedule fixed: unscheduled (recorded, scheduled again), unrecorded (queued for capture), missing (gone from the store, checked now), deleted (unscheduled).",
 	}, []string{"kind"})
 	env.Metrics.MustRegister(a.reconciled)
+	a.checks = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "archivist_audit_checks_total",
+		Help: "Checks completed, by the outcome table's row (11: the object was deleted; nothing to do).",
+	}, []string{"row"})
+	env.Metrics.MustRegister(a.checks)
 	reconcile := env.AsLeader("auditor.reconcile", service.Every(cfg.ReconcileTick, a.reconcileStep))
 	trim := env.AsLeader("auditor.retention", service.Every(time.Hour, a.trimStep))
 	repair := env.AsLeader("auditor.repair", service.Every(cfg.ScheduleTick, a.autoRepair))
@@ -159,6 +165,8 @@ type Auditor struct {
 	gate *fault.Gate
 	// reconciled counts what the reconciliation fixed, by kind.
 	reconciled *prometheus.CounterVec
+	// checks counts the completed checks by outcome row (nil: none).
+	checks *prometheus.CounterVec
 }
 
 // SetGate has the auditor's loops pause while gate is closed, and tell an
@@ -201,7 +209,14 @@ func (a *Auditor) Task(ctx context.Context, m *bus.Message[events.AuditTask]) er
 	if res.ProviderChecksumErr != nil {
 		a.log.Warn("check: the store's own checksum could not be added", "object", m.Event.Object, "err", res.ProviderChecksumErr)
 	}
-	a.log.Debug("checked", "object", m.Event.Object, "row", res.Row.No, "matched", res.Matched)
+	if a.checks != nil {
+		a.checks.WithLabelValues(strconv.Itoa(res.Row.No)).Inc()
+	}
+	if res.Row.No == 11 {
+		a.log.Info("checked: row 11, the object was deleted; nothing to do", "object", m.Event.Object)
+	} else {
+		a.log.Debug("checked", "object", m.Event.Object, "row", res.Row.No, "matched", res.Matched)
+	}
 	return nil
 }
 
