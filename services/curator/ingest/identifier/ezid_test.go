@@ -2,6 +2,7 @@ package identifier_test
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
 
@@ -219,5 +220,32 @@ func TestANVL(t *testing.T) {
 	}
 	if _, err := identifier.DecodeANVL(strings.NewReader("no colon here\n"), 1<<20); err == nil {
 		t.Error("a line without a colon was read")
+	}
+}
+
+// TestEZIDClientSpeaksTheAPI: mint in a shoulder, get, update and create
+// as EZID documents them; an identifier EZID lacks is ErrNoSuchIdentifier,
+// one it has ErrExists on create.
+func TestEZIDClientSpeaksTheAPI(t *testing.T) {
+	srv := ezid.Start("u", "p")
+	defer srv.Close()
+	c := &identifier.EZIDClient{Base: srv.URL, User: "u", Password: "p"}
+	ctx := context.Background()
+	id, err := c.Mint(ctx, "ark:/99999/fk4", map[string]string{"erc.what": "minted: a test"})
+	if err != nil || !strings.HasPrefix(id, "ark:/99999/fk4") {
+		t.Fatalf("mint: %q %v", id, err)
+	}
+	if err := c.Update(ctx, id, map[string]string{"erc.who": "someone"}); err != nil {
+		t.Fatal(err)
+	}
+	got, err := c.Get(ctx, id)
+	if err != nil || got["erc.what"] != "minted: a test" || got["erc.who"] != "someone" || got["_owner"] != "u" {
+		t.Errorf("get: %v %v", got, err)
+	}
+	if err := c.Create(ctx, id, nil); !errors.Is(err, identifier.ErrExists) {
+		t.Errorf("create of an existing identifier: %v", err)
+	}
+	if _, err := c.Get(ctx, "ark:/99999/fk4none"); !errors.Is(err, identifier.ErrNoSuchIdentifier) || !fault.IsPermanent(err) {
+		t.Errorf("get of a missing identifier: %v", err)
 	}
 }
