@@ -166,7 +166,10 @@ func WithRetryDelay(base, max time.Duration) ConsumeOption {
 }
 
 // WithPullMaxMessages sets how many messages the client buffers ahead of the
-// handlers (default 500).
+// handlers (default: four per handler, at least 8). A crashed worker costs
+// a delivery to every message its client held: a buffer far beyond what
+// the handlers take in an ack wait had a worker killed a few times during
+// a backlog dead-letter messages it never handled.
 func WithPullMaxMessages(n int) ConsumeOption {
 	return func(o *consumeOptions) { o.pullMax = n }
 }
@@ -271,9 +274,12 @@ func Consume[T any, PT interface {
 
 // ConsumeRaw starts a consume loop of undecoded messages on consumer c.
 func (b *Bus) ConsumeRaw(ctx context.Context, c events.Consumer, h RawHandler, opts ...ConsumeOption) (*Subscription, error) {
-	o := consumeOptions{concurrency: 1, retryBase: time.Second, retryMax: 2 * time.Minute, pullMax: 500, timeout: DefaultHandlerTimeout}
+	o := consumeOptions{concurrency: 1, retryBase: time.Second, retryMax: 2 * time.Minute, timeout: DefaultHandlerTimeout}
 	for _, opt := range opts {
 		opt(&o)
+	}
+	if o.pullMax <= 0 {
+		o.pullMax = max(8, 4*o.concurrency)
 	}
 	cons, err := b.EnsureConsumer(ctx, c)
 	if err != nil {

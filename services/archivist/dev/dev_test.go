@@ -470,9 +470,8 @@ func demoUpdateAndWithdrawal(t *testing.T, o dev.Options, token string) {
 	}
 	before := row11()
 	waitFor("the deletion in the audit log", func() bool {
-		var h string
-		call("GET", "http://"+o.AuditorAddr+"/v1/audit/history?object="+url.QueryEscape(key), nil, &h)
-		return strings.Contains(h, "delete")
+		var h struct{ State string }
+		return call("GET", "http://"+o.AuditorAddr+"/v1/audit/history?object="+url.QueryEscape(key), nil, &h) == 200 && h.State == "deleted"
 	})
 	if code := call("POST", "http://"+o.AuditorAddr+"/v1/audit/check", map[string]string{"object": key}, nil); code/100 != 2 {
 		t.Fatalf("check %s: %d", key, code)

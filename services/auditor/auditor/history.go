@@ -25,18 +25,23 @@ func (a *Auditor) History(ctx context.Context, object string) (service.History, 
 		var size *int64
 		var nextDue *time.Time
 		var checkedAt, parkedAt *time.Time
-		var parkedReason *string
-		err := tx.QueryRow(ctx, `SELECT c.checksum, c.size, s.next_due, s.checked_at, s.parked_at, s.parked_reason
+		var parkedReason, lastAction *string
+		err := tx.QueryRow(ctx, `SELECT c.checksum, c.size, s.next_due, s.checked_at, s.parked_at, s.parked_reason,
+				(SELECT action FROM auditor.audit_log l WHERE l.object = o.object ORDER BY id DESC LIMIT 1)
 			FROM (SELECT $1::text AS object) o
 			LEFT JOIN auditor.content_index c ON c.object = o.object
 			LEFT JOIN auditor.schedule s ON s.object = o.object
-			WHERE c.object IS NOT NULL OR s.object IS NOT NULL`, object).Scan(&checksum, &size, &nextDue, &checkedAt, &parkedAt, &parkedReason)
+			WHERE c.object IS NOT NULL OR s.object IS NOT NULL OR EXISTS (SELECT 1 FROM auditor.audit_log l WHERE l.object = o.object)`,
+			object).Scan(&checksum, &size, &nextDue, &checkedAt, &parkedAt, &parkedReason, &lastAction)
 		if errors.Is(err, pgx.ErrNoRows) {
 			return ErrNoObject
 		} else if err != nil {
 			return err
 		}
 		switch {
+		case checksum == nil && nextDue == nil && deref(lastAction) == "delete":
+			// Deleted (an object withdrawn): its story ends with the delete.
+			h.State = "deleted"
 		case parkedAt != nil:
 			h.State = "parked"
 		case checksum == nil:
