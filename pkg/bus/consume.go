@@ -166,10 +166,11 @@ func WithRetryDelay(base, max time.Duration) ConsumeOption {
 }
 
 // WithPullMaxMessages sets how many messages the client buffers ahead of the
-// handlers (default: four per handler, at least 8). A crashed worker costs
-// a delivery to every message its client held: a buffer far beyond what
-// the handlers take in an ack wait had a worker killed a few times during
-// a backlog dead-letter messages it never handled.
+// handlers (default: 16 per handler, at least 64). A crashed worker costs
+// a delivery to every message its client held: 500 ahead of the handlers
+// had a worker killed a few times during a backlog dead-letter messages
+// it never handled; 64 keep the throughput (BenchmarkPublishConsumeAck)
+// and cost a crash little.
 func WithPullMaxMessages(n int) ConsumeOption {
 	return func(o *consumeOptions) { o.pullMax = n }
 }
@@ -279,7 +280,7 @@ func (b *Bus) ConsumeRaw(ctx context.Context, c events.Consumer, h RawHandler, o
 		opt(&o)
 	}
 	if o.pullMax <= 0 {
-		o.pullMax = max(8, 4*o.concurrency)
+		o.pullMax = max(64, 16*o.concurrency)
 	}
 	cons, err := b.EnsureConsumer(ctx, c)
 	if err != nil {
