@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 
@@ -159,8 +160,8 @@ func CheckCompose(path string) error {
 	switch {
 	case nats == nil:
 		fail("no nats service")
-	case !strings.HasPrefix(fmt.Sprint(nats["image"]), "nats:2"):
-		fail("nats: image %v, want nats:2-alpine", nats["image"])
+	case !regexp.MustCompile(`^(\$\{NATS_IMAGE:-)?nats:2[^}]*\}?$`).MatchString(fmt.Sprint(nats["image"])):
+		fail("nats: image %v, want nats:2-alpine (or ${NATS_IMAGE:-nats:2-alpine})", nats["image"])
 	case !strings.Contains(text(nats["healthcheck"]), "/healthz?js-enabled-only=true"):
 		fail("nats: health check must ask /healthz?js-enabled-only=true")
 	case nats["ports"] != nil:
@@ -245,6 +246,7 @@ func CheckDockerfile(dockerfile, compose string) error {
 	if !strings.Contains(text, "USER nonroot:nonroot") && !strings.Contains(text, "USER 65532") {
 		errs = append(errs, fmt.Errorf("%s: the image must run as the non-root user 65532", dockerfile))
 	}
+	errs = append(errs, checkModuleLayer(dockerfile, text, filepath.Dir(compose))...)
 	c, err := readFile(compose)
 	if err != nil {
 		return err

@@ -2,6 +2,7 @@ package k8s_test
 
 import (
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -199,7 +200,45 @@ func TestDockerfile(t *testing.T) {
 		{"COPY --from=build --chown=65532:65532 /out/blobs /blobs\n", "", "/blobs, where compose mounts volume blobs"},
 		{"--chown=65532:65532 /out/blobs", "/out/blobs", "/blobs, where compose mounts volume blobs"},
 		{"USER nonroot:nonroot", "USER root", "non-root"},
+		{"COPY services/cwa/go.mod services/cwa/go.sum services/cwa/\n", "", "services/cwa/go.mod is not copied before COPY . ."},
+		{"RUN cd services/${SERVICE} && go mod download\n", "", "no `go mod download`"},
+		{"GOWORK=off", "", "ENV GOWORK=off"},
 	})
+}
+
+// TestRepository: no build output or dump tracked, and what a release
+// needs is there.
+func TestRepository(t *testing.T) {
+	if err := k8s.CheckRepository(".."); err != nil {
+		t.Fatal(err)
+	}
+	// A 48 MB binary such as the one once committed, tracked in a copy.
+	dir := t.TempDir()
+	git := func(args ...string) {
+		t.Helper()
+		if out, err := exec.Command("git", append([]string{"-C", dir}, args...)...).CombinedOutput(); err != nil {
+			t.Fatalf("git %v: %v\n%s", args, err, out)
+		}
+	}
+	git("init", "-q")
+	for name, size := range map[string]int{"LICENSE": 10, "CHANGELOG.md": 10, "services/archivist/archivist": 2 << 20, "services/indexer/testdata/big.warc.gz": 2 << 20} {
+		if err := os.MkdirAll(filepath.Join(dir, filepath.Dir(name)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, name), make([]byte, size), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	git("add", ".")
+	err := k8s.CheckRepository(dir)
+	for _, want := range []string{"services/archivist/archivist: 2097152 bytes tracked", ".dockerignore missing"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("CheckRepository: %v, want %q", err, want)
+		}
+	}
+	if strings.Contains(err.Error(), "big.warc.gz") {
+		t.Errorf("CheckRepository refused test data: %v", err)
+	}
 }
 
 // fault is a change to a file that its check must refuse, saying want.

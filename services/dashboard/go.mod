@@ -74,6 +74,7 @@ require (
 	golang.org/x/sys v0.49.0 // indirect
 	golang.org/x/term v0.47.0 // indirect
 	golang.org/x/text v0.43.0 // indirect
+	golang.org/x/time v0.16.0 // indirect
 	google.golang.org/genproto/googleapis/api v0.0.0-20260928230214-8a89bd6388cc // indirect
 	google.golang.org/genproto/googleapis/rpc v0.0.0-20260928230214-8a89bd6388cc // indirect
 	google.golang.org/grpc v1.83.2 // indirect
@@ -85,3 +86,5 @@ replace (
 	github.com/archivist/archivist/events => ../../events
 	github.com/archivist/archivist/pkg => ../../pkg
 )
+
+replace github.com/archivist/archivist/devkit => ../../devkit

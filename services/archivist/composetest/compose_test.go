@@ -215,7 +215,10 @@ func newSystem(t *testing.T, name string, files ...string) *system {
 	// node delayed is found "added at the provider, not yet captured" (row
 	// 9) and checked again after AUDITOR_RETRY_DELAY (5 min by default),
 	// longer than the test waits.
-	s.env = append(os.Environ(), "ARCHIVIST_TAG=composetest", "INGEST_ALLOW_PRIVATE=true", "INDEXER_SCAN_INTERVAL=2s",
+	// The stand-ins scripts/images builds for the official NATS and
+	// PostgreSQL images, which no registry here serves.
+	s.env = append(os.Environ(), "ARCHIVIST_TAG=composetest", "NATS_IMAGE=archivist-ci/nats:2", "POSTGRES_IMAGE=archivist-ci/postgres:15",
+		"INGEST_ALLOW_PRIVATE=true", "INDEXER_SCAN_INTERVAL=2s",
 		"AUDITOR_RETRY_DELAY=10s", "RESEARCH_RETRY_BASE=5s", "INDEXER_RETRY_BASE=5s")
 	for _, svc := range []string{"curator", "pwa", "auditor", "indexer", "aggregator", "dashboard"} {
 		port := testenv.FreePort(t)
