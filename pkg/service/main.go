@@ -16,6 +16,7 @@ import (
 
 	"github.com/archivist/archivist/pkg/bus"
 	"github.com/archivist/archivist/pkg/config"
+	"github.com/archivist/archivist/pkg/fault"
 	"github.com/archivist/archivist/pkg/logging"
 	"github.com/archivist/archivist/pkg/store"
 	"github.com/archivist/archivist/pkg/telemetry"
@@ -141,12 +142,45 @@ func Healthcheck(ctx context.Context, addr string) error {
 	return nil
 }
 
+// errNoRole: a runtime role that does not exist (yet: CloudNativePG makes
+// the Cluster's managed roles after the cluster starts).
+var errNoRole = errors.New("runtime role does not exist")
+
 // Migrate runs the migrations of every definition as the connecting
 // (migration) role, then grants each service's runtime role, a role named
 // like the service if one exists, the use of its own schemas and nothing
 // else. Connected to NATS as the deploy user, it also creates or updates
 // the streams and buckets, which the services' users may not (MigrateNATS).
+//
+// Within common.MigrateWait it tries again, backing off, while PostgreSQL
+// or NATS does not answer (an outage or a network failure in the failure
+// model) or a required runtime role is missing; any other failure, a
+// migration's own among them, ends it at once.
 func Migrate(ctx context.Context, defs []Definition, common Common, log *slog.Logger) error {
+	deadline := time.Now().Add(common.MigrateWait)
+	wait := fault.Policy{Base: time.Second, Max: 15 * time.Second}
+	for attempt := 1; ; attempt++ {
+		err := migrateOnce(ctx, defs, common, log)
+		if err == nil || common.MigrateWait <= 0 {
+			return err
+		}
+		if !fault.IsOutage(err) && !fault.IsNetwork(err) && !errors.Is(err, errNoRole) {
+			return err
+		}
+		d := wait.Delay(attempt)
+		if time.Now().Add(d).After(deadline) {
+			return fmt.Errorf("waited %s (MIGRATE_WAIT) over %d attempts: %w", common.MigrateWait, attempt, err)
+		}
+		log.Warn("migrate: waiting for PostgreSQL, NATS or a runtime role", "attempt", attempt, "retry_in", d, "err", err)
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(d):
+		}
+	}
+}
+
+func migrateOnce(ctx context.Context, defs []Definition, common Common, log *slog.Logger) error {
 	if common.Bus.User == "deploy" {
 		if err := MigrateNATS(ctx, defs, common.Bus, log); err != nil {
 			return err
@@ -176,7 +210,7 @@ func Migrate(ctx context.Context, defs []Definition, common Common, log *slog.Lo
 			case granted:
 				log.Info("runtime role granted its schema", "role", d.Name, "schema", s.Name)
 			case common.RequireRoles:
-				return fmt.Errorf("runtime role %s does not exist: its service could not use schema %s (create the role: the Cluster's managed roles; MIGRATE_REQUIRE_ROLES)", d.Name, s.Name)
+				return fmt.Errorf("runtime role %s does not exist: its service could not use schema %s (create the role: the Cluster's managed roles; MIGRATE_REQUIRE_ROLES): %w", d.Name, s.Name, errNoRole)
 			default:
 				log.Warn("no runtime role to grant; the service logs in as another role", "role", d.Name, "schema", s.Name)
 			}

@@ -2,9 +2,12 @@ package service_test
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"net/http"
 	"net/url"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"testing/fstest"
@@ -12,7 +15,9 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/archivist/archivist/devkit/pgcluster"
 	"github.com/archivist/archivist/devkit/testenv"
+	"github.com/archivist/archivist/pkg/fault"
 	"github.com/archivist/archivist/pkg/service"
 	"github.com/archivist/archivist/pkg/store"
 )
@@ -164,5 +169,69 @@ func TestMigrateRequiresRoles(t *testing.T) {
 	common.RequireRoles = false
 	if err := service.Migrate(ctx, defs, common, testenv.Logger(t)); err != nil {
 		t.Fatalf("without MIGRATE_REQUIRE_ROLES: %v", err)
+	}
+}
+
+// TestMigrateWaitsForPostgreSQL: `archivist migrate` started before its
+// database answers (a new CloudNativePG cluster) keeps trying within
+// MIGRATE_WAIT and then migrates, logging in with PGUSER and PGPASSWORD
+// beside a URL that names no credentials, so that a password holding
+// "/", "@", "%", "?" or "#" needs no escaping. Without MIGRATE_WAIT it
+// fails at the first refusal, and a migration that fails is not retried.
+func TestMigrateWaitsForPostgreSQL(t *testing.T) {
+	ctx := context.Background()
+	const password = "s3/cr@t%2F?#x"
+	dir := t.TempDir()
+	for _, d := range []string{dir, filepath.Dir(dir)} {
+		if err := os.Chmod(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pg := &pgcluster.Cluster{Dir: filepath.Join(dir, "data"), SocketDir: filepath.Join(dir, "sock"), Host: "127.0.0.1",
+		Port: testenv.FreePort(t), Password: password}
+	if err := pg.Init(ctx); err != nil {
+		t.Fatalf("PostgreSQL is needed: %v", err)
+	}
+	t.Cleanup(func() { _ = pg.Stop() })
+	t.Setenv("PGUSER", "postgres")
+	t.Setenv("PGPASSWORD", password)
+	dbURL := fmt.Sprintf("postgres://127.0.0.1:%d/postgres?sslmode=disable", pg.Port)
+	defs := []service.Definition{{Name: "svc_waiting", Schemas: []store.Schema{schema("waiting")}}}
+
+	common := service.Common{Store: store.Config{URL: dbURL}}
+	if err := service.Migrate(ctx, defs, common, testenv.Logger(t)); err == nil || !fault.IsOutage(err) {
+		t.Fatalf("migrate without MIGRATE_WAIT, PostgreSQL down: %v, want the outage at once", err)
+	}
+
+	started := make(chan error, 1)
+	go func() {
+		// The database comes up while migrate waits for it.
+		time.Sleep(1500 * time.Millisecond)
+		started <- pg.Start(ctx)
+	}()
+	common.MigrateWait = 2 * time.Minute
+	if err := service.Migrate(ctx, defs, common, testenv.Logger(t)); err != nil {
+		t.Fatalf("migrate with MIGRATE_WAIT while PostgreSQL starts: %v", err)
+	}
+	if err := <-started; err != nil {
+		t.Fatal(err)
+	}
+	conn, err := pgx.Connect(ctx, dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	var n int
+	if err := conn.QueryRow(ctx, "SELECT count(*) FROM waiting.t").Scan(&n); err != nil {
+		t.Fatalf("the schema is not there: %v", err)
+	}
+
+	// A migration that fails is the migration's fault: no waiting.
+	broken := []service.Definition{{Name: "svc_broken", Schemas: []store.Schema{{Name: "broken", Migrations: fstest.MapFS{
+		"001_t.sql": {Data: []byte("CREATE TABLE broken.t (id bigint REFERENCES nowhere(id));")},
+	}}}}}
+	err = service.Migrate(ctx, broken, common, testenv.Logger(t))
+	if err == nil || strings.Contains(err.Error(), "MIGRATE_WAIT") {
+		t.Fatalf("a failing migration: %v, want its error without waiting", err)
 	}
 }

@@ -70,6 +70,12 @@ type Common struct {
 	// role does not exist, instead of skipping its grants (Kubernetes, where
 	// each service logs in as its own role).
 	RequireRoles bool `env:"MIGRATE_REQUIRE_ROLES, default=false"`
+	// MigrateWait is how long `archivist migrate` keeps trying while
+	// PostgreSQL or NATS does not answer yet, or a runtime role is not yet
+	// made (a new CloudNativePG cluster takes minutes to start and to create
+	// its managed roles); 0: one attempt. A failure of a migration itself
+	// ends it at once.
+	MigrateWait time.Duration `env:"MIGRATE_WAIT, default=0s"`
 	// Bus is how to reach NATS.
 	Bus bus.Config
 	// Store is how to reach PostgreSQL.
