@@ -113,16 +113,16 @@ func Connect(ctx context.Context, cfg Config, producer string, opts ...Option) (
 		nats.RetryOnFailedConnect(false),
 		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
 			if err != nil {
-				log.Warn("nats disconnected", "err", err)
+				log.WarnContext(ctx, "nats disconnected", "err", err)
 			}
 		}),
-		nats.ReconnectHandler(func(c *nats.Conn) { log.Info("nats reconnected", "url", c.ConnectedUrlRedacted()) }),
+		nats.ReconnectHandler(func(c *nats.Conn) { log.InfoContext(ctx, "nats reconnected", "url", c.ConnectedUrlRedacted()) }),
 		nats.ErrorHandler(func(_ *nats.Conn, s *nats.Subscription, err error) {
 			subj := ""
 			if s != nil {
 				subj = s.Subject
 			}
-			log.Error("nats async error", "subject", subj, "err", err)
+			log.ErrorContext(ctx, "nats async error", "subject", subj, "err", err)
 		}),
 	}
 	if cfg.CredsFile != "" {

@@ -354,7 +354,7 @@ func (b *Bus) ConsumeRaw(ctx context.Context, c events.Consumer, h RawHandler, o
 	}
 	if o.oneAtATime {
 		s.startFetchLoop(cons)
-		s.log.Debug("consuming one at a time", "ack_wait", ackWait)
+		s.log.DebugContext(ctx, "consuming one at a time", "ack_wait", ackWait)
 		return s, nil
 	}
 	s.cc, err = s.consume()
@@ -366,7 +366,7 @@ func (b *Bus) ConsumeRaw(ctx context.Context, c events.Consumer, h RawHandler, o
 		close(s.hbDone)
 		return nil, fmt.Errorf("consume %s: %w", c.Config.Durable, err)
 	}
-	s.log.Debug("consuming", "ack_wait", ackWait, "concurrency", o.concurrency)
+	s.log.DebugContext(ctx, "consuming", "ack_wait", ackWait, "concurrency", o.concurrency)
 	return s, nil
 }
 

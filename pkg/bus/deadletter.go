@@ -86,7 +86,7 @@ func (b *Bus) moveMaxDelivered(ctx context.Context, msg jetstream.Msg) error {
 	log := b.log.With("stream", adv.Stream, "consumer", adv.Consumer, "seq", adv.StreamSeq)
 	st, err := b.js.Stream(ctx, adv.Stream)
 	if errors.Is(err, jetstream.ErrStreamNotFound) {
-		log.Warn("max-delivered message's stream is gone; nothing to move")
+		log.WarnContext(ctx, "max-delivered message's stream is gone; nothing to move")
 		return nil
 	}
 	if err != nil {
@@ -94,7 +94,7 @@ func (b *Bus) moveMaxDelivered(ctx context.Context, msg jetstream.Msg) error {
 	}
 	raw, err := st.GetMsg(ctx, adv.StreamSeq)
 	if errors.Is(err, jetstream.ErrMsgNotFound) {
-		log.Info("max-delivered message already gone (moved, expired or acked late)")
+		log.InfoContext(ctx, "max-delivered message already gone (moved, expired or acked late)")
 		return nil
 	}
 	if err != nil {
@@ -110,6 +110,6 @@ func (b *Bus) moveMaxDelivered(ctx context.Context, msg jetstream.Msg) error {
 		}
 	}
 	b.metrics.moved.Inc()
-	log.Warn("max-delivered message moved to the dead-letter stream", "subject", raw.Subject, "deliveries", adv.Deliveries)
+	log.WarnContext(ctx, "max-delivered message moved to the dead-letter stream", "subject", raw.Subject, "deliveries", adv.Deliveries)
 	return nil
 }

@@ -279,7 +279,7 @@ func (s *Subscription) handleQueued(msg jetstream.Msg, e *inflightEntry) {
 	s.handleTime.Observe(time.Since(start).Seconds())
 	if err == nil {
 		if aerr := msg.Ack(); aerr != nil {
-			s.log.Warn("ack failed; the message will be redelivered", "err", aerr, "subject", msg.Subject())
+			s.log.WarnContext(ctx, "ack failed; the message will be redelivered", "err", aerr, "subject", msg.Subject())
 		}
 		s.acked.Inc()
 		return
@@ -292,7 +292,7 @@ func (s *Subscription) handleQueued(msg jetstream.Msg, e *inflightEntry) {
 	var ra retryAfter
 	if errors.As(err, &ra) {
 		if nerr := msg.NakWithDelay(ra.d); nerr != nil {
-			s.log.Warn("nak failed; the message will be redelivered after the ack wait", "err", nerr)
+			s.log.WarnContext(ctx, "nak failed; the message will be redelivered after the ack wait", "err", nerr)
 		}
 		s.retried.Inc()
 		return
@@ -307,22 +307,22 @@ func (s *Subscription) handleQueued(msg jetstream.Msg, e *inflightEntry) {
 			reason = fmt.Sprintf("gave up after %d deliveries: %v", delivered, err)
 		}
 		if dlErr := s.b.deadLetter(s.hctx, s.stream, s.name, seq, msg.Subject(), msg.Headers(), msg.Data(), delivered, reason); dlErr != nil {
-			s.log.Error("dead-letter failed; will retry", "err", dlErr, "seq", seq, "reason", reason)
+			s.log.ErrorContext(ctx, "dead-letter failed; will retry", "err", dlErr, "seq", seq, "reason", reason)
 			_ = msg.NakWithDelay(s.retryDelay(delivered))
 			s.retried.Inc()
 			return
 		}
 		_ = msg.TermWithReason(truncate(reason, 256))
-		s.log.Warn("message dead-lettered", "seq", seq, "subject", msg.Subject(), "id", msg.Headers().Get(events.HeaderMsgID), "reason", reason)
+		s.log.WarnContext(ctx, "message dead-lettered", "seq", seq, "subject", msg.Subject(), "id", msg.Headers().Get(events.HeaderMsgID), "reason", reason)
 		s.deadLettered.Inc()
 		s.reject(msg, seq, reason)
 		return
 	}
 	delay := s.retryDelay(delivered)
-	s.log.Warn("handler failed; will redeliver", "err", err, "seq", seq, "subject", msg.Subject(),
+	s.log.WarnContext(ctx, "handler failed; will redeliver", "err", err, "seq", seq, "subject", msg.Subject(),
 		"id", msg.Headers().Get(events.HeaderMsgID), "delivery", delivered, "delay", delay)
 	if nerr := msg.NakWithDelay(delay); nerr != nil {
-		s.log.Warn("nak failed; the message will be redelivered after the ack wait", "err", nerr)
+		s.log.WarnContext(ctx, "nak failed; the message will be redelivered after the ack wait", "err", nerr)
 	}
 	s.retried.Inc()
 }
@@ -358,7 +358,7 @@ func (s *Subscription) reject(msg jetstream.Msg, seq uint64, reason string) {
 func (s *Subscription) safeHandle(ctx context.Context, msg jetstream.Msg) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
-			s.log.Error("handler panicked", "panic", r, "subject", msg.Subject(),
+			s.log.ErrorContext(ctx, "handler panicked", "panic", r, "subject", msg.Subject(),
 				"id", msg.Headers().Get(events.HeaderMsgID), "stack", string(debug.Stack()))
 			err = Permanent(fmt.Errorf("handler panicked: %v", r))
 		}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/lmittmann/tint"
 	"github.com/sethvargo/go-envconfig"
+	"go.opentelemetry.io/otel/trace"
 	"golang.org/x/term"
 )
 
@@ -51,10 +52,34 @@ func New(cfg Config, w io.Writer) (*slog.Logger, error) {
 	}
 	switch format {
 	case "text":
-		return slog.New(tint.NewHandler(w, &tint.Options{Level: level, TimeFormat: time.TimeOnly})), nil
+		return slog.New(traceHandler{tint.NewHandler(w, &tint.Options{Level: level, TimeFormat: time.TimeOnly})}), nil
 	case "json":
-		return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: level})), nil
+		return slog.New(traceHandler{slog.NewJSONHandler(w, &slog.HandlerOptions{Level: level})}), nil
 	default:
 		return nil, fmt.Errorf("LOG_FORMAT %q: want auto, text or json", cfg.Format)
 	}
+}
+
+// traceHandler adds the trace and span ids of the context a record was
+// logged with (log.InfoContext(ctx, ...)): an operator finds every line of
+// one piece of work, across services, by the trace id the dashboard, the
+// dead letters and the history show.
+type traceHandler struct{ slog.Handler }
+
+// Handle adds trace_id and span_id when ctx carries a span.
+func (h traceHandler) Handle(ctx context.Context, r slog.Record) error {
+	if sc := trace.SpanContextFromContext(ctx); sc.IsValid() {
+		r.AddAttrs(slog.String("trace_id", sc.TraceID().String()), slog.String("span_id", sc.SpanID().String()))
+	}
+	return h.Handler.Handle(ctx, r)
+}
+
+// WithAttrs keeps the trace ids on a logger with attributes.
+func (h traceHandler) WithAttrs(attrs []slog.Attr) slog.Handler {
+	return traceHandler{h.Handler.WithAttrs(attrs)}
+}
+
+// WithGroup keeps the trace ids on a logger with a group.
+func (h traceHandler) WithGroup(name string) slog.Handler {
+	return traceHandler{h.Handler.WithGroup(name)}
 }

@@ -75,7 +75,7 @@ func (c *gaugeCollector) Collect(ch chan<- prometheus.Metric) {
 		r, err := c.read(ctx)
 		cancel()
 		if err != nil {
-			c.log.Warn("reading the backlog gauges", "err", err)
+			c.log.WarnContext(ctx, "reading the backlog gauges", "err", err)
 		} else {
 			c.last, c.at = r, time.Now()
 		}

@@ -180,7 +180,7 @@ func (e *Env) Serve(ctx context.Context, api, addr string, h http.Handler, loops
 		go func() { errs <- l(lctx) }()
 	}
 	err := e.ServeHTTP(ctx, addr, h, func(a string) {
-		e.Log.Info(api+" listening", "addr", a)
+		e.Log.InfoContext(ctx, api+" listening", "addr", a)
 		e.Ready()
 	})
 	stop()
@@ -205,26 +205,25 @@ func (e *Env) ServeHTTP(ctx context.Context, addr string, h http.Handler, ready 
 		return fmt.Errorf("%s API: %w", e.Name, err)
 	}
 	if e.Auth.Mode == "off" {
-		e.Log.Warn("API authentication is off (API_AUTH=off): anyone who reaches the API may use it")
+		e.Log.WarnContext(ctx, "API authentication is off (API_AUTH=off): anyone who reaches the API may use it")
 	}
 	auth.log = e.Log
 	if e.Metrics != nil {
-		c := prometheus.NewCounter(prometheus.CounterOpts{Name: "archivist_api_keys_reload_failures_total",
-			Help: "Changes of API_KEYS_FILE that could not be loaded (the previous keys stayed in force)."})
-		if err := e.Metrics.Register(c); err != nil {
-			var are prometheus.AlreadyRegisteredError
-			if errors.As(err, &are) {
-				c, _ = are.ExistingCollector.(prometheus.Counter)
-			}
-		}
-		auth.reloadFailures = c
+		auth.reloadFailures = registerOrExisting(e.Metrics, prometheus.NewCounter(prometheus.CounterOpts{Name: "archivist_api_keys_reload_failures_total",
+			Help: "Changes of API_KEYS_FILE that could not be loaded (the previous keys stayed in force)."}))
 	}
 	if e.admin != nil {
 		e.admin.AddCheck(e.Name+" API keys", auth.keysHealth)
 	}
 	// Every request is a span (a caller's traceparent continued), around
 	// its authentication.
-	traced := otelhttp.NewHandler(auth.wrap(h), e.Name+" API", otelhttp.WithSpanNameFormatter(func(_ string, r *http.Request) string {
+	// And measured per route (RED), refused requests included.
+	var measured http.Handler = auth.wrap(h)
+	if e.Metrics != nil {
+		m := newHTTPMetrics(e.Metrics)
+		measured = m.measure(measured, h)
+	}
+	traced := otelhttp.NewHandler(measured, e.Name+" API", otelhttp.WithSpanNameFormatter(func(_ string, r *http.Request) string {
 		return r.Method + " " + e.Name + " API"
 	}))
 	return ServeHTTP(ctx, addr, traced, e.HTTP, e.Log, e.ShutdownTimeout, ready)

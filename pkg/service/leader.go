@@ -35,9 +35,9 @@ func AsLeader(db *pgxpool.Pool, name string, retry time.Duration, log *slog.Logg
 			}
 			if err != nil {
 				if led {
-					log.Warn("lost the lead; asking again", "err", err)
+					log.WarnContext(ctx, "lost the lead; asking again", "err", err)
 				} else {
-					log.Debug("not leading", "err", err)
+					log.DebugContext(ctx, "not leading", "err", err)
 				}
 			}
 			select {
@@ -76,7 +76,7 @@ func lead(ctx context.Context, db *pgxpool.Pool, name string, retry time.Duratio
 		return false, ctx.Err()
 	case <-time.After(2 * retry):
 	}
-	log.Info("leading")
+	log.InfoContext(ctx, "leading")
 	lctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	done := make(chan error, 1)

@@ -89,7 +89,7 @@ func MigrateNATS(ctx context.Context, defs []Definition, cfg bus.Config, log *sl
 	if err := b.EnsureStreams(ctx); err != nil {
 		return err
 	}
-	log.Info("streams created or updated")
+	log.InfoContext(ctx, "streams created or updated")
 	made := map[string]bool{}
 	for _, d := range defs {
 		if d.Buckets == nil {
@@ -107,7 +107,7 @@ func MigrateNATS(ctx context.Context, defs []Definition, cfg bus.Config, log *sl
 				return fmt.Errorf("%s: %w", d.Name, err)
 			}
 			made[kv.Bucket] = true
-			log.Info("bucket created or updated", "bucket", kv.Bucket, "ttl", kv.TTL)
+			log.InfoContext(ctx, "bucket created or updated", "bucket", kv.Bucket, "ttl", kv.TTL)
 		}
 	}
 	return nil
@@ -171,7 +171,7 @@ func Migrate(ctx context.Context, defs []Definition, common Common, log *slog.Lo
 		if time.Now().Add(d).After(deadline) {
 			return fmt.Errorf("waited %s (MIGRATE_WAIT) over %d attempts: %w", common.MigrateWait, attempt, err)
 		}
-		log.Warn("migrate: waiting for PostgreSQL, NATS or a runtime role", "attempt", attempt, "retry_in", d, "err", err)
+		log.WarnContext(ctx, "migrate: waiting for PostgreSQL, NATS or a runtime role", "attempt", attempt, "retry_in", d, "err", err)
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
@@ -199,7 +199,7 @@ func migrateOnce(ctx context.Context, defs []Definition, common Common, log *slo
 					return err
 				}
 				v, _ := store.Version(ctx, pool, s.Name)
-				log.Info("schema migrated", "schema", s.Name, "version", v)
+				log.InfoContext(ctx, "schema migrated", "schema", s.Name, "version", v)
 				done[s.Name] = true
 			}
 			granted, err := store.GrantRuntime(ctx, pool, s, d.Name)
@@ -208,11 +208,11 @@ func migrateOnce(ctx context.Context, defs []Definition, common Common, log *slo
 			}
 			switch {
 			case granted:
-				log.Info("runtime role granted its schema", "role", d.Name, "schema", s.Name)
+				log.InfoContext(ctx, "runtime role granted its schema", "role", d.Name, "schema", s.Name)
 			case common.RequireRoles:
 				return fmt.Errorf("runtime role %s does not exist: its service could not use schema %s (create the role: the Cluster's managed roles; MIGRATE_REQUIRE_ROLES): %w", d.Name, s.Name, errNoRole)
 			default:
-				log.Warn("no runtime role to grant; the service logs in as another role", "role", d.Name, "schema", s.Name)
+				log.WarnContext(ctx, "no runtime role to grant; the service logs in as another role", "role", d.Name, "schema", s.Name)
 			}
 		}
 	}
@@ -235,9 +235,9 @@ func Serve(ctx context.Context, defs []Definition, common Common, deps Deps) (er
 			defer cancel()
 			err = errors.Join(err, admin.Close(sctx))
 		}()
-		log.Info("admin server listening", "addr", admin.Addr())
+		log.InfoContext(ctx, "admin server listening", "addr", admin.Addr())
 	}
-	log.Info("configuration", config.LogAttrs(&common)...)
+	log.InfoContext(ctx, "configuration", config.LogAttrs(&common)...)
 	var running []*Running
 	stopAll := func() error {
 		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), common.ShutdownTimeout)
@@ -270,10 +270,10 @@ func Serve(ctx context.Context, defs []Definition, common Common, deps Deps) (er
 	}
 	select {
 	case <-ctx.Done():
-		log.Info("shutting down")
+		log.InfoContext(ctx, "shutting down")
 		return stopAll()
 	case err := <-failed:
-		log.Error("service failed; shutting down", "err", err)
+		log.ErrorContext(ctx, "service failed; shutting down", "err", err)
 		return errors.Join(err, stopAll())
 	}
 }

@@ -11,7 +11,7 @@ func Planned(name, summary string, plan ...string) Definition {
 		Summary: summary + " (not built yet)",
 		Run: func(ctx context.Context, env *Env) error {
 			for _, p := range plan {
-				env.Log.Info("planned", "work", p)
+				env.Log.InfoContext(ctx, "planned", "work", p)
 			}
 			env.Ready()
 			<-ctx.Done()

@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"runtime"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -130,7 +131,7 @@ func (e *Env) LoadConfig(ctx context.Context, v any) error {
 	if err := config.Load(ctx, v, e.lookuper); err != nil {
 		return fmt.Errorf("%s: %w", e.Name, err)
 	}
-	e.Log.Debug("configuration", config.LogAttrs(v)...)
+	e.Log.DebugContext(ctx, "configuration", config.LogAttrs(v)...)
 	return nil
 }
 
@@ -171,6 +172,11 @@ func Start(ctx context.Context, def Definition, common Common, deps Deps) (_ *Ru
 	reg := prometheus.WrapRegistererWith(prometheus.Labels{"service": def.Name}, deps.Admin.Registry)
 	env := &Env{Name: def.Name, Log: log, Metrics: reg, ShutdownTimeout: common.ShutdownTimeout, LeaderRetry: common.LeaderRetry, HTTP: common.HTTP, Auth: common.Auth, lookuper: deps.Lookuper, admin: deps.Admin}
 	env.Gate = fault.NewGate(log)
+	// What runs, for dashboards and for absent() alerts: a service whose
+	// metrics stop arriving is noticed, not read as quiet.
+	registerOrExisting(reg, prometheus.NewGauge(prometheus.GaugeOpts{Name: "archivist_build_info",
+		Help:        "1, labelled with the build's version and Go version.",
+		ConstLabels: prometheus.Labels{"version": Version, "go_version": runtime.Version()}})).Set(1)
 	r := &Running{def: def, env: env, done: make(chan struct{})}
 	deps.Admin.Starting(def.Name)
 	defer func() {
@@ -187,6 +193,9 @@ func Start(ctx context.Context, def Definition, common Common, deps Deps) (_ *Ru
 			return nil, fmt.Errorf("%s: %w", def.Name, err)
 		}
 		env.DB = pool
+		if pc := store.NewPoolCollector(pool); reg.Register(pc) == nil {
+			r.closers = append(r.closers, closer{"database metrics", func(context.Context) error { reg.Unregister(pc); return nil }})
+		}
 		r.closers = append(r.closers, closer{"database", func(context.Context) error { pool.Close(); return nil }})
 		deps.Admin.AddCheck(def.Name+" database", pool.Ping)
 		env.Gate.Add(fault.Probe{Name: fault.Postgres, Check: pool.Ping})
@@ -196,7 +205,7 @@ func Start(ctx context.Context, def Definition, common Common, deps Deps) (_ *Ru
 					return nil, fmt.Errorf("%s: %w", def.Name, err)
 				}
 				v, _ := store.Version(ctx, pool, s.Name)
-				log.Info("schema migrated", "schema", s.Name, "version", v)
+				log.InfoContext(ctx, "schema migrated", "schema", s.Name, "version", v)
 			}
 		} else if err := awaitSchemas(ctx, pool, def.Schemas, deps.Admin, def.Name, log); err != nil {
 			return nil, fmt.Errorf("%s: %w", def.Name, err)
@@ -242,7 +251,7 @@ func Start(ctx context.Context, def Definition, common Common, deps Deps) (_ *Ru
 
 	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	r.cancel = cancel
-	log.Info("starting", "summary", def.Summary)
+	log.InfoContext(ctx, "starting", "summary", def.Summary)
 	go func() {
 		r.runErr = def.Run(runCtx, env)
 		close(r.done)
@@ -299,7 +308,7 @@ func awaitSchemas(ctx context.Context, pool *pgxpool.Pool, schemas []store.Schem
 				return fmt.Sprintf("schema %s is at version %d, this build needs %d: waiting for archivist migrate", s.Name, have, want), nil
 			}
 			if have > want {
-				log.Warn("schema newer than this build (a rolled-back release?)", "schema", s.Name, "version", have, "build", want)
+				log.WarnContext(ctx, "schema newer than this build (a rolled-back release?)", "schema", s.Name, "version", have, "build", want)
 			}
 		}
 		return "", nil
@@ -315,7 +324,7 @@ func awaitSchemas(ctx context.Context, pool *pgxpool.Pool, schemas []store.Schem
 			return nil
 		}
 		if time.Since(logged) > time.Minute {
-			log.Warn("not ready: " + w)
+			log.WarnContext(ctx, "not ready: "+w)
 			logged = time.Now()
 		}
 		select {
@@ -347,7 +356,7 @@ func (r *Running) Stop(ctx context.Context) error {
 		errs = append(errs, fmt.Errorf("%s did not stop in time: %w", r.def.Name, ctx.Err()))
 	}
 	errs = append(errs, r.closeAll(ctx))
-	r.env.Log.Info("stopped")
+	r.env.Log.InfoContext(ctx, "stopped")
 	return errors.Join(errs...)
 }
 

@@ -3,9 +3,11 @@ package service_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -100,6 +102,14 @@ func TestServeStopsInReverseOrder(t *testing.T) {
 			t.Fatal("never ready")
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+	// Each service says what runs, for dashboards and absent() alerts.
+	_, metrics := get(t, "http://"+a.Addr()+"/metrics")
+	for _, name := range []string{"a", "b", "c"} {
+		want := fmt.Sprintf(`archivist_build_info{go_version=%q,service=%q,version=%q} 1`, runtime.Version(), name, service.Version)
+		if !strings.Contains(metrics, want) {
+			t.Errorf("metrics lack %s", want)
+		}
 	}
 	cancel()
 	if err := <-done; err != nil {

@@ -195,7 +195,7 @@ func (a *Aggregator) Ready(ctx context.Context, m *bus.Message[events.IndexCDXRe
 	}
 	if !applied {
 		a.skipped.Inc()
-		a.log.Info("announcement not newer than the file's output: skipped", "file", m.Event.File, "output", m.Event.Output,
+		a.log.InfoContext(ctx, "announcement not newer than the file's output: skipped", "file", m.Event.File, "output", m.Event.Output,
 			"sent_at", m.Envelope.SentAt, "event", m.Envelope.ID)
 		return nil
 	}
@@ -249,7 +249,7 @@ func (a *Aggregator) Withdraw(ctx context.Context, file, reason string) error {
 		if _, err := tx.Exec(ctx, `INSERT INTO aggregator.retired (key) VALUES ($1) ON CONFLICT DO NOTHING`, output); err != nil {
 			return fmt.Errorf("retire the output of %s: %w", file, err)
 		}
-		a.log.Info("archive file withdrawn from the index", "file", file, "output", output, "reason", reason)
+		a.log.InfoContext(ctx, "archive file withdrawn from the index", "file", file, "output", output, "reason", reason)
 		return nil
 	})
 }
@@ -274,10 +274,10 @@ func (a *Aggregator) Loop(ctx context.Context) {
 			return
 		}
 		if err := a.MergeNew(ctx); err != nil && ctx.Err() == nil && !a.gate.Observe(ctx, err) {
-			a.log.Error("merge", "err", err)
+			a.log.ErrorContext(ctx, "merge", "err", err)
 		}
 		if err := a.DeleteRetired(ctx); err != nil && ctx.Err() == nil && !a.gate.Observe(ctx, err) {
-			a.log.Error("delete retired clusters and outputs", "err", err)
+			a.log.ErrorContext(ctx, "delete retired clusters and outputs", "err", err)
 		}
 		select {
 		case <-ctx.Done():
@@ -306,7 +306,7 @@ func (a *Aggregator) DeleteRetired(ctx context.Context) error {
 		if _, err := a.db.Exec(ctx, `DELETE FROM aggregator.retired WHERE key = $1`, k); err != nil {
 			return fmt.Errorf("forget retired generation %s: %w", k, err)
 		}
-		a.log.Info("retired generation deleted", "key", k)
+		a.log.InfoContext(ctx, "retired generation deleted", "key", k)
 	}
 	return nil
 }

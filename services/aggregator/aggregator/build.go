@@ -123,7 +123,7 @@ func (a *Aggregator) buildNew(ctx context.Context) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	a.log.Info("cluster built", "cluster", c.Name, "level", 0, "build", b, "outputs", len(files), "lines", c.Lines, "blocks", c.Blocks)
+	a.log.InfoContext(ctx, "cluster built", "cluster", c.Name, "level", 0, "build", b, "outputs", len(files), "lines", c.Lines, "blocks", c.Blocks)
 	return true, nil
 }
 
@@ -223,7 +223,7 @@ func (a *Aggregator) compact(ctx context.Context) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	a.log.Info("clusters merged", "cluster", c.Name, "level", c.Level, "inputs", len(inputs), "lines", c.Lines,
+	a.log.InfoContext(ctx, "clusters merged", "cluster", c.Name, "level", c.Level, "inputs", len(inputs), "lines", c.Lines,
 		"masked_files", len(maskNames), "outputs", c.Sources)
 	return true, nil
 }

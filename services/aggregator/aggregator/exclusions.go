@@ -130,7 +130,7 @@ func (a *Aggregator) AddExclusion(ctx context.Context, e Exclusion) (Exclusion, 
 	if err != nil {
 		return e, fmt.Errorf("add exclusion %s: %w", e.SURT, err)
 	}
-	a.log.Info("exclusion added", "exclusion", e.ID, "surt", e.SURT, "from", e.From, "to", e.To, "reason", e.Reason, "by", e.AddedBy)
+	a.log.InfoContext(ctx, "exclusion added", "exclusion", e.ID, "surt", e.SURT, "from", e.From, "to", e.To, "reason", e.Reason, "by", e.AddedBy)
 	return e, nil
 }
 
@@ -149,7 +149,7 @@ func (a *Aggregator) RemoveExclusion(ctx context.Context, id int64, by string) e
 		if _, err := tx.Exec(ctx, `UPDATE aggregator.exclusions_version SET v = v + 1`); err != nil {
 			return err
 		}
-		a.log.Info("exclusion lifted", "exclusion", id, "surt", s, "by", by)
+		a.log.InfoContext(ctx, "exclusion lifted", "exclusion", id, "surt", s, "by", by)
 		return nil
 	})
 }

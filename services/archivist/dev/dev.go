@@ -180,7 +180,7 @@ Ctrl-C stops everything.
 			auditor: "http://" + hostPort(o.AuditorAddr), out: out}
 		go func() {
 			if err := d.run(ctx); err != nil && ctx.Err() == nil {
-				log.Error("demo data", "err", err)
+				log.ErrorContext(ctx, "demo data", "err", err)
 			}
 		}()
 	}

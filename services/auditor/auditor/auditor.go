@@ -200,22 +200,22 @@ func (a *Auditor) Task(ctx context.Context, m *bus.Message[events.AuditTask]) er
 	}
 	res, err := a.checker.Check(ctx, m.Event.Object, m.Event.Light, attempt, events.AuditMaxAttempts)
 	if errors.Is(err, integrity.ErrRetryLater) {
-		a.log.Info("check: retry later", "object", m.Event.Object, "row", res.Row.No, "attempt", attempt)
+		a.log.InfoContext(ctx, "check: retry later", "object", m.Event.Object, "row", res.Row.No, "attempt", attempt)
 		return bus.RetryAfter(a.cfg.RetryDelay)
 	}
 	if err != nil {
 		return err
 	}
 	if res.ProviderChecksumErr != nil {
-		a.log.Warn("check: the store's own checksum could not be added", "object", m.Event.Object, "err", res.ProviderChecksumErr)
+		a.log.WarnContext(ctx, "check: the store's own checksum could not be added", "object", m.Event.Object, "err", res.ProviderChecksumErr)
 	}
 	if a.checks != nil {
 		a.checks.WithLabelValues(strconv.Itoa(res.Row.No)).Inc()
 	}
 	if res.Row.No == 11 {
-		a.log.Info("checked: row 11, the object was deleted; nothing to do", "object", m.Event.Object)
+		a.log.InfoContext(ctx, "checked: row 11, the object was deleted; nothing to do", "object", m.Event.Object)
 	} else {
-		a.log.Debug("checked", "object", m.Event.Object, "row", res.Row.No, "matched", res.Matched)
+		a.log.DebugContext(ctx, "checked", "object", m.Event.Object, "row", res.Row.No, "matched", res.Matched)
 	}
 	return nil
 }
@@ -229,9 +229,9 @@ func (a *Auditor) reconcileStep(ctx context.Context) {
 	r, err := a.Reconcile(ctx, max(a.cfg.ReconcilePage, 1))
 	switch {
 	case err != nil && ctx.Err() == nil:
-		a.log.Error("reconcile the store with the schedule", "err", err)
+		a.log.ErrorContext(ctx, "reconcile the store with the schedule", "err", err)
 	case r.Unscheduled+r.Unrecorded+r.Missing+r.Deleted > 0:
-		a.log.Warn("reconciled the store with the schedule", "unscheduled", r.Unscheduled, "unrecorded", r.Unrecorded,
+		a.log.WarnContext(ctx, "reconciled the store with the schedule", "unscheduled", r.Unscheduled, "unrecorded", r.Unrecorded,
 			"missing", r.Missing, "deleted", r.Deleted, "compared", r.Compared)
 	}
 }
@@ -246,19 +246,19 @@ func (a *Auditor) Schedule(ctx context.Context) {
 			return
 		}
 		if n, err := a.QueueDue(ctx, time.Now()); err != nil && ctx.Err() == nil {
-			a.log.Error("queue due checks", "err", err)
+			a.log.ErrorContext(ctx, "queue due checks", "err", err)
 		} else if n > 0 {
-			a.log.Info("queued scheduled checks", "objects", n)
+			a.log.InfoContext(ctx, "queued scheduled checks", "objects", n)
 		}
 		if n, err := a.ProcessAuditQueue(ctx, 100); err != nil && ctx.Err() == nil {
-			a.log.Error("process the audit queue", "err", err)
+			a.log.ErrorContext(ctx, "process the audit queue", "err", err)
 		} else if n > 0 {
-			a.log.Info("audit queue processed", "objects", n)
+			a.log.InfoContext(ctx, "audit queue processed", "objects", n)
 		}
 		if n, err := a.Requeue(ctx, time.Now()); err != nil && ctx.Err() == nil {
-			a.log.Error("requeue lost checks", "err", err)
+			a.log.ErrorContext(ctx, "requeue lost checks", "err", err)
 		} else if n > 0 {
-			a.log.Warn("re-queued checks whose tasks were lost", "objects", n)
+			a.log.WarnContext(ctx, "re-queued checks whose tasks were lost", "objects", n)
 		}
 		select {
 		case <-ctx.Done():
@@ -308,7 +308,7 @@ func (a *Auditor) ProcessAuditQueue(ctx context.Context, limit int) (int, error)
 			if rerr := a.queueEntryFailed(ctx, id, failed); rerr != nil {
 				return n, rerr
 			}
-			a.log.Warn("audit queue entry failed", "id", id, "object", object, "err", failed)
+			a.log.WarnContext(ctx, "audit queue entry failed", "id", id, "object", object, "err", failed)
 			n++
 			continue
 		case err != nil:
@@ -390,7 +390,7 @@ func (a *Auditor) capture(ctx context.Context, id int64, object string) (string,
 			ON CONFLICT (object, kind, row_no) WHERE state = 'open' DO NOTHING`, object, reason, id); err != nil {
 			return "", fmt.Errorf("resolution task for %s: %w", object, err)
 		}
-		a.log.Warn("audit queue: not captured, the provider's bytes differ from the record", "object", object, "sha256", sum, "indexed", *indexed)
+		a.log.WarnContext(ctx, "audit queue: not captured, the provider's bytes differ from the record", "object", object, "sha256", sum, "indexed", *indexed)
 		return "disputed", nil
 	}
 	if err := a.records.Captured(ctx, id, &events.ObjectRecorded{Object: object, SHA256: sum, Size: info.Size,

@@ -278,7 +278,7 @@ func (a *Auditor) Repair(ctx context.Context, task int64) (*integrity.Repaired, 
 	if err != nil {
 		return nil, err
 	}
-	a.log.Warn("audit: repaired", "task", task, "object", res.Object, "row", res.Row, "action", res.Action)
+	a.log.WarnContext(ctx, "audit: repaired", "task", task, "object", res.Object, "row", res.Row, "action", res.Action)
 	if _, err := a.CheckNow(ctx, res.Object, "", false); err != nil {
 		return res, fmt.Errorf("repaired %s; queue its check: %w", res.Object, err)
 	}
@@ -296,7 +296,7 @@ func (a *Auditor) autoRepair(ctx context.Context) {
 		ORDER BY id LIMIT 16`, a.cfg.AutoRepair)
 	if err != nil {
 		if ctx.Err() == nil && !a.gate.Observe(ctx, err) {
-			a.log.Error("audit: list the tasks to repair", "err", err)
+			a.log.ErrorContext(ctx, "audit: list the tasks to repair", "err", err)
 		}
 		return
 	}
@@ -306,7 +306,7 @@ func (a *Auditor) autoRepair(ctx context.Context) {
 	}
 	for _, id := range ids {
 		if _, err := a.Repair(ctx, id); err != nil && ctx.Err() == nil {
-			a.log.Error("audit: automatic repair", "task", id, "err", err)
+			a.log.ErrorContext(ctx, "audit: automatic repair", "task", id, "err", err)
 		}
 	}
 }

@@ -46,8 +46,8 @@ func (a *Auditor) trimStep(ctx context.Context) {
 	}
 	n, err := a.TrimBitLog(ctx, a.cfg.BitLogRetention)
 	if err != nil && ctx.Err() == nil && !a.gate.Observe(ctx, err) {
-		a.log.Error("audit: trim the bit log", "err", err)
+		a.log.ErrorContext(ctx, "audit: trim the bit log", "err", err)
 	} else if n > 0 {
-		a.log.Info("audit: bit log past its retention summed by day and deleted", "rows", n, "retention", a.cfg.BitLogRetention)
+		a.log.InfoContext(ctx, "audit: bit log past its retention summed by day and deleted", "rows", n, "retention", a.cfg.BitLogRetention)
 	}
 }

@@ -133,7 +133,7 @@ func New(ctx context.Context, b *bus.Bus, high, low events.Consumer, h bus.Handl
 		case err == nil, errors.Is(err, bus.ErrPermanent), bus.IsRetryAfter(err):
 			if failures != nil && failed > 0 && !bus.IsRetryAfter(err) {
 				if derr := failures.Done(ctx, msg.Envelope.ID); derr != nil {
-					log.Warn("forget a task's failures", "task", msg.Envelope.ID, "err", derr)
+					log.WarnContext(ctx, "forget a task's failures", "task", msg.Envelope.ID, "err", derr)
 				}
 			}
 			return err
@@ -158,7 +158,7 @@ func New(ctx context.Context, b *bus.Bus, high, low events.Consumer, h bus.Handl
 			}
 			return bus.Permanent(fmt.Errorf("failed %d times, last: %w", n, err))
 		}
-		log.Warn("task failed; back of its queue", "object", msg.Event.Object, "failures", n, "delivery", delivered, "err", err)
+		log.WarnContext(ctx, "task failed; back of its queue", "object", msg.Event.Object, "failures", n, "delivery", delivered, "err", err)
 		time.AfterFunc(cfg.FailureDelay, m.Wake)
 		return bus.RetryAfter(cfg.FailureDelay)
 	}
@@ -263,7 +263,7 @@ func (m *Manager) take(ctx context.Context, s *bus.Subscription, queue string, f
 	batch, err := s.Consumer().FetchNoWait(min(m.cfg.Batch, free))
 	if err != nil {
 		if ctx.Err() == nil {
-			m.log.Warn("fetch tasks", "queue", queue, "err", err)
+			m.log.WarnContext(ctx, "fetch tasks", "queue", queue, "err", err)
 		}
 		return 0
 	}

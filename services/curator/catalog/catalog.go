@@ -192,7 +192,7 @@ func (c *Catalog) Upsert(ctx context.Context, q Querier, r Record) (Outcome, err
 	}
 	c.updates.WithLabelValues(string(r.Kind), string(out)).Inc()
 	if out == Stale {
-		c.log.Info("stale update skipped", "kind", r.Kind, "key", r.Key(), "event", r.EventID, "version", r.Version, "stored_version", prior)
+		c.log.InfoContext(ctx, "stale update skipped", "kind", r.Kind, "key", r.Key(), "event", r.EventID, "version", r.Version, "stored_version", prior)
 		if _, err := q.Exec(ctx, `INSERT INTO curator.stale_updates AS s (kind, n, last_key, last_at) VALUES ($1, 1, $2, now())
 			ON CONFLICT (kind) DO UPDATE SET n = s.n + 1, last_key = EXCLUDED.last_key, last_at = EXCLUDED.last_at`, string(r.Kind), r.Key()); err != nil {
 			return "", fmt.Errorf("count the stale update of %s %s: %w", r.Kind, r.Key(), err)

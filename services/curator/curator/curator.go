@@ -79,17 +79,17 @@ func run(ctx context.Context, env *service.Env, cfg Config) error {
 	// WORKS stream.
 	singletons := []service.Loop{service.Every(cfg.ReconcileInterval, func(ctx context.Context) {
 		if n, err := p.Reconcile(ctx); err != nil && ctx.Err() == nil {
-			env.Log.Error("reconcile match results", "err", err)
+			env.Log.ErrorContext(ctx, "reconcile match results", "err", err)
 		} else if n > 0 {
-			env.Log.Warn("republished match results whose works were missing", "graphs", n)
+			env.Log.WarnContext(ctx, "republished match results whose works were missing", "graphs", n)
 		}
 	})}
 	if cfg.ResyncInterval > 0 {
 		singletons = append(singletons, service.Every(cfg.ResyncInterval, func(ctx context.Context) {
 			if n, err := p.ResyncWorks(ctx); err != nil && ctx.Err() == nil {
-				env.Log.Error("resync works", "err", err)
+				env.Log.ErrorContext(ctx, "resync works", "err", err)
 			} else {
-				env.Log.Info("works published again for their consumers", "rows", n)
+				env.Log.InfoContext(ctx, "works published again for their consumers", "rows", n)
 			}
 		}))
 	}

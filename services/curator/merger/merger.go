@@ -246,7 +246,7 @@ FROM unnest($3::text[]) WITH ORDINALITY AS t(k, n) ORDER BY n`
 		case catalog.Applied, catalog.Replay:
 			current = append(current, rows[i])
 		default:
-			m.log.Info("stale work skipped: a newer match of this key is stored", "kind", kind, "key", o.key,
+			m.log.InfoContext(ctx, "stale work skipped: a newer match of this key is stored", "kind", kind, "key", o.key,
 				"version", version, "stored_version", o.prior)
 		}
 	}

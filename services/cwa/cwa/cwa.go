@@ -103,7 +103,7 @@ func (c *CWA) Result(ctx context.Context, m *bus.Message[events.ResearchComplete
 		// Computed from audio since replaced: dropped, and the work is
 		// researched again. A final result still ends its lease.
 		c.results.WithLabelValues("stale").Inc()
-		c.log.Info("stale result dropped: the media changed after its lease was made", "lease", r.LeaseID, "episode", r.Episode, "clip", r.Clip)
+		c.log.InfoContext(ctx, "stale result dropped: the media changed after its lease was made", "lease", r.LeaseID, "episode", r.Episode, "clip", r.Clip)
 		if r.Final {
 			if _, err := c.store.Revoke(ctx, r.LeaseID); err != nil {
 				return err
@@ -135,7 +135,7 @@ func (c *CWA) Result(ctx context.Context, m *bus.Message[events.ResearchComplete
 			return err
 		}
 		if stored < r.Sent {
-			log.Debug("final result waits for its siblings", "stored", stored, "sent", r.Sent, "delivery", m.Metadata.NumDelivered)
+			log.DebugContext(ctx, "final result waits for its siblings", "stored", stored, "sent", r.Sent, "delivery", m.Metadata.NumDelivered)
 			return bus.RetryAfter(siblingWait)
 		}
 	}
@@ -147,9 +147,9 @@ func (c *CWA) Result(ctx context.Context, m *bus.Message[events.ResearchComplete
 		if err := c.store.EpisodeSucceeded(ctx, r.LeaseID); err != nil {
 			return err
 		}
-		log.Info("final result; lease revoked", "was_active", revoked, "outcome", outcome)
+		log.InfoContext(ctx, "final result; lease revoked", "was_active", revoked, "outcome", outcome)
 		if err := c.bus.Conn().Publish(events.SubjectPWAWake, nil); err != nil {
-			log.Warn("wake the pwa", "err", err)
+			log.WarnContext(ctx, "wake the pwa", "err", err)
 		}
 		return nil
 	}
@@ -157,7 +157,7 @@ func (c *CWA) Result(ctx context.Context, m *bus.Message[events.ResearchComplete
 	if err != nil {
 		return err
 	}
-	log.Debug("result", "outcome", outcome, "lease_extended", extended, "occurrences", len(r.Occurrences))
+	log.DebugContext(ctx, "result", "outcome", outcome, "lease_extended", extended, "occurrences", len(r.Occurrences))
 	return nil
 }
 
@@ -173,7 +173,7 @@ func (c *CWA) episodeFailed(ctx context.Context, m *bus.Message[events.ResearchC
 			return err
 		}
 		if stored < r.Sent-1 {
-			log.Debug("episode failure waits for its siblings", "stored", stored, "sent", r.Sent-1, "delivery", m.Metadata.NumDelivered)
+			log.DebugContext(ctx, "episode failure waits for its siblings", "stored", stored, "sent", r.Sent-1, "delivery", m.Metadata.NumDelivered)
 			return bus.RetryAfter(siblingWait)
 		}
 	}
@@ -189,13 +189,13 @@ func (c *CWA) episodeFailed(ctx context.Context, m *bus.Message[events.ResearchC
 	}
 	if parked {
 		c.results.WithLabelValues("episode_parked").Inc()
-		log.Warn("episode parked: its audio cannot be researched; lease revoked", "reason", r.EpisodeFailure, "kind", r.FailureKind)
+		log.WarnContext(ctx, "episode parked: its audio cannot be researched; lease revoked", "reason", r.EpisodeFailure, "kind", r.FailureKind)
 	} else {
 		c.results.WithLabelValues("episode_waits").Inc()
-		log.Warn("episode waits: its audio could not be researched this time; lease revoked, retried later", "reason", r.EpisodeFailure, "kind", r.FailureKind)
+		log.WarnContext(ctx, "episode waits: its audio could not be researched this time; lease revoked, retried later", "reason", r.EpisodeFailure, "kind", r.FailureKind)
 	}
 	if err := c.bus.Conn().Publish(events.SubjectPWAWake, nil); err != nil {
-		log.Warn("wake the pwa", "err", err)
+		log.WarnContext(ctx, "wake the pwa", "err", err)
 	}
 	return nil
 }

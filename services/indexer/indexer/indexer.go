@@ -171,7 +171,7 @@ func (ix *Indexer) wakeUp() {
 func (ix *Indexer) Recorded(ctx context.Context, m *bus.Message[events.ObjectRecorded]) error {
 	isNew, err := ix.reg.Discover(ctx, m.Event.Object, m.Event.Size)
 	if isNew {
-		ix.log.Info("archive file recorded", "file", m.Event.Object)
+		ix.log.InfoContext(ctx, "archive file recorded", "file", m.Event.Object)
 		ix.wakeUp()
 	}
 	return err
@@ -188,10 +188,10 @@ func (ix *Indexer) Loop(ctx context.Context) {
 			return
 		}
 		if err := ix.Dispatch(ctx); err != nil && ctx.Err() == nil && !ix.gate.Observe(ctx, err) {
-			ix.log.Error("dispatch", "err", err)
+			ix.log.ErrorContext(ctx, "dispatch", "err", err)
 		}
 		if err := ix.Announce(ctx); err != nil && ctx.Err() == nil && !ix.gate.Observe(ctx, err) {
-			ix.log.Error("announce", "err", err)
+			ix.log.ErrorContext(ctx, "announce", "err", err)
 		}
 		select {
 		case <-ctx.Done():
@@ -211,12 +211,12 @@ func (ix *Indexer) scanStep(ctx context.Context) {
 	r, err := ix.ScanPage(ctx, max(ix.cfg.ScanPage, 1))
 	switch {
 	case err != nil && ctx.Err() == nil && !ix.gate.Observe(ctx, err):
-		ix.log.Error("scan the repository", "err", err)
+		ix.log.ErrorContext(ctx, "scan the repository", "err", err)
 	case r.Found > 0:
-		ix.log.Info("archive files found by the repository scan", "files", r.Found, "listed", r.Listed)
+		ix.log.InfoContext(ctx, "archive files found by the repository scan", "files", r.Found, "listed", r.Listed)
 	}
 	if r.CycleDone {
-		ix.log.Debug("repository scan cycle done", "listed", r.Listed)
+		ix.log.DebugContext(ctx, "repository scan cycle done", "listed", r.Listed)
 	}
 }
 
@@ -311,7 +311,7 @@ func (ix *Indexer) Task(ctx context.Context, m *bus.Message[events.IndexTask]) e
 	ok, err := ix.reg.Claim(ctx, d)
 	if err != nil || !ok {
 		if !ok && err == nil {
-			log.Info("stale task dropped: the file was handed out again")
+			log.InfoContext(ctx, "stale task dropped: the file was handed out again")
 		}
 		return err
 	}
@@ -328,7 +328,7 @@ func (ix *Indexer) Task(ctx context.Context, m *bus.Message[events.IndexTask]) e
 				return
 			case <-t.C:
 				if err := ix.reg.Touch(tctx, d); err != nil && tctx.Err() == nil {
-					log.Warn("touch the claim", "err", err)
+					log.WarnContext(ctx, "touch the claim", "err", err)
 				}
 			}
 		}
@@ -384,9 +384,9 @@ func (ix *Indexer) Task(ctx context.Context, m *bus.Message[events.IndexTask]) e
 	reason := ""
 	if ferr != nil {
 		reason = ferr.Error()
-		log.Warn("archive file indexed up to a fault", "lines", lines.Lines(), "reason", reason)
+		log.WarnContext(ctx, "archive file indexed up to a fault", "lines", lines.Lines(), "reason", reason)
 	} else {
-		log.Info("archive file indexed", "lines", lines.Lines(), "output", output)
+		log.InfoContext(ctx, "archive file indexed", "lines", lines.Lines(), "output", output)
 	}
 	if err := ix.reg.Indexed(ctx, d, output, lines.Lines(), reason); err != nil {
 		return err
@@ -405,10 +405,10 @@ func (ix *Indexer) failed(ctx context.Context, log *slog.Logger, d registry.Due,
 		return ctx.Err() // shutting down: the task is redelivered
 	}
 	if fault.IsOutage(cause) || ix.gate.Observe(ctx, cause) {
-		log.Warn("attempt waits: a dependency is down", "err", cause)
+		log.WarnContext(ctx, "attempt waits: a dependency is down", "err", cause)
 		return cause
 	}
-	log.Warn("indexing failed", "err", cause)
+	log.WarnContext(ctx, "indexing failed", "err", cause)
 	return ix.reg.Failed(ctx, d, cause, ofTheFile)
 }
 

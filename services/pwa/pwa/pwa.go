@@ -85,7 +85,7 @@ func run(ctx context.Context, env *service.Env, cfg Config) error {
 	go func() { defer close(loopDone); p.Loop(lctx) }()
 
 	err = env.ServeHTTP(ctx, cfg.HTTPAddr, p.Handler(), func(addr string) {
-		env.Log.Info("research status API listening", "addr", addr)
+		env.Log.InfoContext(ctx, "research status API listening", "addr", addr)
 		env.Ready()
 	})
 	stop()
@@ -179,7 +179,7 @@ func (p *PWA) OpenResearch() float64 {
 	defer cancel()
 	st, err := p.store.Counts(ctx)
 	if err != nil {
-		p.log.Warn("reading the open research for the metric", "err", err)
+		p.log.WarnContext(ctx, "reading the open research for the metric", "err", err)
 		return p.open
 	}
 	p.open, p.openAt = float64(st.Episodes.Waiting+st.Episodes.InProgress), time.Now()
@@ -204,7 +204,7 @@ func (p *PWA) Recorded(ctx context.Context, m *bus.Message[events.ObjectRecorded
 		return err
 	}
 	if n > 0 {
-		p.log.Info("media arrived: research waiting for it is due", "media", m.Event.Object, "released", n)
+		p.log.InfoContext(ctx, "media arrived: research waiting for it is due", "media", m.Event.Object, "released", n)
 		p.Wake()
 	}
 	return nil
@@ -236,17 +236,17 @@ func (p *PWA) retire(ctx context.Context, r *events.MediaRetired, version time.T
 		_, err = p.bus.Publish(ctx, events.SubjectMediaRetired, env)
 	}
 	if err != nil {
-		p.log.Warn("media retirement not published; its prints stay in the blob store", "sha256", r.SHA256, "work", r.Work, "err", err)
+		p.log.WarnContext(ctx, "media retirement not published; its prints stay in the blob store", "sha256", r.SHA256, "work", r.Work, "err", err)
 		return
 	}
-	p.log.Info("media retired", "sha256", r.SHA256, "work", r.Work, "reason", r.Reason)
+	p.log.InfoContext(ctx, "media retired", "sha256", r.SHA256, "work", r.Work, "reason", r.Reason)
 }
 
 // Loop activates on every wake and at least every Interval until ctx ends;
 // it recounts the counters at start and every RecountInterval.
 func (p *PWA) Loop(ctx context.Context) {
 	if err := p.store.Recount(ctx); err != nil && ctx.Err() == nil {
-		p.log.Error("recount", "err", err)
+		p.log.ErrorContext(ctx, "recount", "err", err)
 	}
 	// A researcher that appears wakes the pwa.
 	if w, err := p.kv.WatchAll(ctx, jetstream.UpdatesOnly()); err == nil {
@@ -267,7 +267,7 @@ func (p *PWA) Loop(ctx context.Context) {
 			return
 		}
 		if _, err := p.Activate(ctx); err != nil && ctx.Err() == nil && !p.gate.Observe(ctx, err) {
-			p.log.Error("activation failed", "err", err)
+			p.log.ErrorContext(ctx, "activation failed", "err", err)
 		}
 		select {
 		case <-ctx.Done():
@@ -276,7 +276,7 @@ func (p *PWA) Loop(ctx context.Context) {
 		case <-p.wake:
 		case <-recount.C:
 			if err := p.store.Recount(ctx); err != nil && ctx.Err() == nil {
-				p.log.Error("recount", "err", err)
+				p.log.ErrorContext(ctx, "recount", "err", err)
 			}
 		}
 	}
@@ -339,12 +339,12 @@ func (p *PWA) activate(ctx context.Context) (int, error) {
 	if expired, err := p.store.ExpireLeases(ctx); err != nil {
 		return 0, err
 	} else if len(expired) > 0 {
-		p.log.Warn("leases expired: their unfinished clips are free again, and each counts a failure of its episode", "leases", expired)
+		p.log.WarnContext(ctx, "leases expired: their unfinished clips are free again, and each counts a failure of its episode", "leases", expired)
 	}
 	if n, err := p.store.ReleaseDue(ctx); err != nil {
 		return 0, err
 	} else if n > 0 {
-		p.log.Info("research waiting after a failure is due again", "pairs", n)
+		p.log.InfoContext(ctx, "research waiting after a failure is due again", "pairs", n)
 	}
 	researchers, busy := census.Live, census.Busy
 	pending, err := p.pending(ctx, busy)
@@ -406,7 +406,7 @@ func (p *PWA) addItem(ctx context.Context) (bool, error) {
 		return false, err
 	}
 	p.leased.Inc()
-	p.log.Info("work leased", "lease", l.ID, "episode", l.Episode.Key, "clips", len(l.Clips), "expires_at", l.ExpiresAt)
+	p.log.InfoContext(ctx, "work leased", "lease", l.ID, "episode", l.Episode.Key, "clips", len(l.Clips), "expires_at", l.ExpiresAt)
 	return true, nil
 }
 

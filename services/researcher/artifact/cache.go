@@ -200,7 +200,7 @@ func (c *Cache) Open(ctx context.Context, key string) (*File, error) {
 		c.touch(key)
 		return f, nil
 	case errors.Is(err, ErrCorrupt):
-		c.log.Warn("corrupt artifact in the local cache; discarded", "artifact", key, "err", err)
+		c.log.WarnContext(ctx, "corrupt artifact in the local cache; discarded", "artifact", key, "err", err)
 		c.dropLocal(key)
 	case !errors.Is(err, fs.ErrNotExist):
 		return nil, err
@@ -242,9 +242,9 @@ func (c *Cache) fetch(ctx context.Context, key string) (*File, error) {
 	if err != nil {
 		os.Remove(tmp.Name())
 		if errors.Is(err, ErrCorrupt) {
-			c.log.Warn("corrupt artifact in the store; deleted, to be computed again", "artifact", key, "err", err)
+			c.log.WarnContext(ctx, "corrupt artifact in the store; deleted, to be computed again", "artifact", key, "err", err)
 			if derr := c.store.Delete(ctx, Prefix+key); derr != nil {
-				c.log.Warn("delete corrupt artifact", "artifact", key, "err", derr)
+				c.log.WarnContext(ctx, "delete corrupt artifact", "artifact", key, "err", derr)
 			}
 			return nil, fmt.Errorf("%s: %w", key, ErrNotFound)
 		}

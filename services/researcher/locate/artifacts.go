@@ -62,9 +62,9 @@ func (l *Locator) clipPrint(ctx context.Context, a researcher.Audio) (*ClipPrint
 			return cp, nil
 		}
 		if !errors.Is(err, artifact.ErrNotFound) {
-			l.log().Warn("clip print unreadable; computed again", "clip", a.Ref.Key, "artifact", key, "err", err)
+			l.log().WarnContext(ctx, "clip print unreadable; computed again", "clip", a.Ref.Key, "artifact", key, "err", err)
 			if derr := l.Artifacts.Discard(ctx, key); derr != nil {
-				l.log().Warn("discard clip print", "artifact", key, "err", derr)
+				l.log().WarnContext(ctx, "discard clip print", "artifact", key, "err", derr)
 			}
 		}
 	}
@@ -121,7 +121,7 @@ func (l *Locator) keepClipPrint(ctx context.Context, key string, cp *ClipPrint) 
 		}
 	}
 	if err != nil {
-		l.log().Warn("keep clip print", "artifact", key, "err", err)
+		l.log().WarnContext(ctx, "keep clip print", "artifact", key, "err", err)
 	}
 }
 
@@ -209,7 +209,7 @@ func (l *Locator) search(ctx context.Context, a researcher.Audio, x *Index) ([]O
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
-		l.log().Warn("episode print unreadable; the episode is analysed again", "episode", a.Ref.Key, "artifact", prefix, "err", err)
+		l.log().WarnContext(ctx, "episode print unreadable; the episode is analysed again", "episode", a.Ref.Key, "artifact", prefix, "err", err)
 		for _, band := range []string{"low", "high"} {
 			l.discard(ctx, prefix+band)
 		}
@@ -242,7 +242,7 @@ func (l *Locator) search(ctx context.Context, a researcher.Audio, x *Index) ([]O
 // unreadable discards a print that is there but cannot be read.
 func (l *Locator) unreadable(ctx context.Context, key string, err error) {
 	if err != nil && !errors.Is(err, artifact.ErrNotFound) {
-		l.log().Warn("episode print unreadable; computed again", "artifact", key, "err", err)
+		l.log().WarnContext(ctx, "episode print unreadable; computed again", "artifact", key, "err", err)
 		l.discard(ctx, key)
 	}
 }
@@ -250,7 +250,7 @@ func (l *Locator) unreadable(ctx context.Context, key string, err error) {
 func (l *Locator) discard(ctx context.Context, key string) {
 	for _, k := range []string{key + ".print", key + ".samples"} {
 		if err := l.Artifacts.Discard(ctx, k); err != nil {
-			l.log().Warn("discard episode print", "artifact", k, "err", err)
+			l.log().WarnContext(ctx, "discard episode print", "artifact", k, "err", err)
 		}
 	}
 }
@@ -305,17 +305,17 @@ func (l *Locator) commit(ctx context.Context, b *bandWriter, rate int) {
 	info, err := b.w.Close()
 	if err != nil {
 		b.abort()
-		l.log().Warn("record episode print", "artifact", b.key, "err", err)
+		l.log().WarnContext(ctx, "record episode print", "artifact", b.key, "err", err)
 		return
 	}
 	meta, _ := json.Marshal(printMeta{PrintInfo: info, Rate: rate})
 	if err := b.samples.Commit(ctx, meta); err != nil {
 		b.prints.Abort()
-		l.log().Warn("keep episode samples", "artifact", b.key, "err", err)
+		l.log().WarnContext(ctx, "keep episode samples", "artifact", b.key, "err", err)
 		return
 	}
 	if err := b.prints.Commit(ctx, meta); err != nil {
-		l.log().Warn("keep episode print", "artifact", b.key, "err", err)
+		l.log().WarnContext(ctx, "keep episode print", "artifact", b.key, "err", err)
 	}
 }
 

@@ -119,7 +119,7 @@ func Definition(loc ClipLocator) service.Definition {
 		Buckets:   research.Buckets,
 		Run: func(ctx context.Context, env *service.Env) error {
 			if loc == nil {
-				env.Log.Warn("no clip locator is built into this researcher (the clip-locator issue); it takes no work")
+				env.Log.WarnContext(ctx, "no clip locator is built into this researcher (the clip-locator issue); it takes no work")
 				env.Ready()
 				<-ctx.Done()
 				return nil
@@ -138,7 +138,7 @@ func Definition(loc ClipLocator) service.Definition {
 				if c != nil {
 					k.KeepArtifacts(c, env.Log)
 					st := c.Stats()
-					env.Log.Info("analysed audio is kept", "dir", c.Dir(), "max_bytes", cfg.CacheBytes, "files", st.Files, "bytes", st.Bytes)
+					env.Log.InfoContext(ctx, "analysed audio is kept", "dir", c.Dir(), "max_bytes", cfg.CacheBytes, "files", st.Files, "bytes", st.Bytes)
 				}
 			}
 			r, err := New(ctx, env.Bus, env.Blob, loc, cfg, env.Log)
@@ -153,7 +153,7 @@ func Definition(loc ClipLocator) service.Definition {
 				wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 20*time.Second)
 				defer cancel()
 				if werr := r.artifacts.Wait(wctx); werr != nil {
-					env.Log.Warn("analysed audio not all uploaded at shutdown", "err", werr)
+					env.Log.WarnContext(ctx, "analysed audio not all uploaded at shutdown", "err", werr)
 				}
 			}
 			return err
@@ -227,7 +227,7 @@ func (r *Researcher) Run(ctx context.Context) error {
 			_ = retired.Stop(sctx)
 		}()
 	}
-	r.log.Info("researching")
+	r.log.InfoContext(ctx, "researching")
 	every := r.cfg.Research.LivenessTTL / 3
 	t := time.NewTicker(every)
 	defer t.Stop()
@@ -235,7 +235,7 @@ func (r *Researcher) Run(ctx context.Context) error {
 		select {
 		case <-t.C:
 			if err := r.announce(ctx); err != nil {
-				r.log.Warn("announce", "err", err)
+				r.log.WarnContext(ctx, "announce", "err", err)
 			}
 			continue
 		case <-ctx.Done():
@@ -249,7 +249,7 @@ func (r *Researcher) Run(ctx context.Context) error {
 	if derr := r.kv.Delete(sctx, r.cfg.ID); derr != nil {
 		err = errors.Join(err, fmt.Errorf("withdraw announcement: %w", derr))
 	}
-	r.log.Info("stopped researching")
+	r.log.InfoContext(ctx, "stopped researching")
 	return err
 }
 
@@ -272,7 +272,7 @@ func (r *Researcher) setBusy(ctx context.Context, busy bool, lease string) {
 	r.busy.Store(busy)
 	r.lease.Store(heldLease{id: lease, since: time.Now()})
 	if err := r.announce(ctx); err != nil {
-		r.log.Warn("announce", "err", err)
+		r.log.WarnContext(ctx, "announce", "err", err)
 	}
 }
 
@@ -283,7 +283,7 @@ func (r *Researcher) Retired(ctx context.Context, m *bus.Message[events.MediaRet
 	if err := r.artifacts.DiscardAll(ctx, artifact.MediaPrefix(m.Event.SHA256)); err != nil {
 		return fmt.Errorf("discard the prints of %s: %w", m.Event.SHA256, err)
 	}
-	r.log.Info("prints of retired media discarded", "sha256", m.Event.SHA256, "work", m.Event.Work, "reason", m.Event.Reason)
+	r.log.InfoContext(ctx, "prints of retired media discarded", "sha256", m.Event.SHA256, "work", m.Event.Work, "reason", m.Event.Reason)
 	return nil
 }
 
@@ -303,7 +303,7 @@ func (r *Researcher) Item(ctx context.Context, m *bus.Message[events.WorkItem]) 
 		// lease is over, its clips leased again. An item redelivered
 		// (after a pause, or a crash) or replayed by an operator is
 		// researched: results of an ended lease are stored all the same.
-		log.Info("work item expired before it was started; dropped", "item_expires_at", item.ItemExpiresAt)
+		log.InfoContext(ctx, "work item expired before it was started; dropped", "item_expires_at", item.ItemExpiresAt)
 		return nil
 	}
 	// Busy while the item is in hand: the pwa counts the items researchers
@@ -339,7 +339,7 @@ func (r *Researcher) Item(ctx context.Context, m *bus.Message[events.WorkItem]) 
 			Clip: item.Clips[i].Key, Occurrences: occ, Researcher: r.cfg.ID}
 		if failure != nil {
 			res.Occurrences, res.Failure, res.FailureKind = nil, events.FailureText(failure.Error()), FailureKind(failure)
-			log.Warn("clip cannot be researched", "clip", item.Clips[i].Key, "reason", res.Failure, "kind", res.FailureKind)
+			log.WarnContext(ctx, "clip cannot be researched", "clip", item.Clips[i].Key, "reason", res.Failure, "kind", res.FailureKind)
 		}
 		return out.push(wctx, res)
 	})
@@ -359,19 +359,19 @@ func (r *Researcher) Item(ctx context.Context, m *bus.Message[events.WorkItem]) 
 		if ferr := out.flushFinal(fctx); ferr != nil {
 			return ferr
 		}
-		log.Warn("episode cannot be researched", "reason", reason, "kind", FailureKind(err))
+		log.WarnContext(ctx, "episode cannot be researched", "reason", reason, "kind", FailureKind(err))
 	case err == nil && done == len(item.Clips):
 		if ferr := out.flushFinal(fctx); ferr != nil {
 			return ferr
 		}
-		log.Info("work item researched", "clips", done)
+		log.InfoContext(ctx, "work item researched", "clips", done)
 	case out.held != nil:
 		// Stopped mid-item: the last result goes out flagged final, so the
 		// cwa revokes the lease and the unfinished clips are leased again.
 		if ferr := out.flushFinal(fctx); ferr != nil {
 			return errors.Join(err, ferr)
 		}
-		log.Warn("work item stopped part-way; last result flagged final", "clips_done", done, "clips", len(item.Clips), "err", err)
+		log.WarnContext(ctx, "work item stopped part-way; last result flagged final", "clips_done", done, "clips", len(item.Clips), "err", err)
 		if fault.IsOutage(err) {
 			return err // the consumer pauses until the dependency is back
 		}
@@ -384,7 +384,7 @@ func (r *Researcher) Item(ctx context.Context, m *bus.Message[events.WorkItem]) 
 		return fmt.Errorf("work item %s not researched: %w", item.LeaseID, err)
 	}
 	if err := r.bus.Conn().Publish(events.SubjectPWAWake, nil); err != nil {
-		log.Warn("wake the pwa", "err", err)
+		log.WarnContext(ctx, "wake the pwa", "err", err)
 	}
 	return nil
 }

@@ -75,7 +75,7 @@ func (d *daemon) run(ctx context.Context) {
 		if err == nil && !paused {
 			ids, err := d.candidates(ctx)
 			if err != nil && ctx.Err() == nil && !d.gate.Observe(ctx, err) {
-				d.log.Error("ingest: list", "entity", d.entity, "state", d.state, "err", err)
+				d.log.ErrorContext(ctx, "ingest: list", "entity", d.entity, "state", d.state, "err", err)
 			}
 			for _, id := range ids {
 				key := lockKey(d.entity, id)
@@ -265,7 +265,7 @@ func (d *daemon) handle(ctx context.Context, c *Claim) (ingest.State, bool) {
 		// whose every candidate waits sleeps instead of claiming them
 		// again at once, pass after pass.
 		if uerr := c.wait(ctx, d.state, d.interval); uerr != nil && ctx.Err() == nil {
-			log.Warn("ingest: uncount a waiting attempt", "err", uerr)
+			log.WarnContext(ctx, "ingest: uncount a waiting attempt", "err", uerr)
 		}
 		return "", false
 	}
@@ -274,15 +274,15 @@ func (d *daemon) handle(ctx context.Context, c *Claim) (ingest.State, bool) {
 	}
 	if errors.Is(err, ErrFenced) {
 		// Another worker holds it: nothing is recorded, its work is its.
-		log.Warn("ingest: claim lost while working; the work is left to its new holder", "err", err)
+		log.WarnContext(ctx, "ingest: claim lost while working; the work is left to its new holder", "err", err)
 		return "", false
 	}
 	if err != nil && (fault.IsOutage(err) || d.gate.Observe(ctx, err)) {
 		// Not the entity's fault: its attempt is taken back, and the
 		// daemons pause until the dependency answers again.
-		log.Warn("ingest: a dependency is down; the attempt waits", "err", err)
+		log.WarnContext(ctx, "ingest: a dependency is down; the attempt waits", "err", err)
 		if uerr := c.wait(ctx, d.state, 0); uerr != nil && ctx.Err() == nil {
-			log.Warn("ingest: uncount an attempt", "err", uerr)
+			log.WarnContext(ctx, "ingest: uncount an attempt", "err", uerr)
 		}
 		return "", false
 	}
@@ -292,9 +292,9 @@ func (d *daemon) handle(ctx context.Context, c *Claim) (ingest.State, bool) {
 		}
 	}
 	if err != nil {
-		log.Error("ingest: work failed; it will be tried again after a backoff", "err", err)
+		log.ErrorContext(ctx, "ingest: work failed; it will be tried again after a backoff", "err", err)
 		if berr := c.backOff(ctx, d.state, d.policy, err.Error(), worked); berr != nil {
-			log.Error("ingest: record the failed attempt", "err", berr)
+			log.ErrorContext(ctx, "ingest: record the failed attempt", "err", berr)
 		}
 		return "", false
 	}
@@ -316,10 +316,10 @@ func (d *daemon) handle(ctx context.Context, c *Claim) (ingest.State, bool) {
 	err = d.store.MoveOnRow(ctx, c.conn, d.entity, c.ID, d.state, to, ingest.Daemon, detail, out.Set, out.Apply, row, c.Epoch)
 	if err != nil {
 		if errors.Is(err, ingest.ErrMoved) {
-			log.Info("ingest: moved by someone else meanwhile")
+			log.InfoContext(ctx, "ingest: moved by someone else meanwhile")
 			return "", false
 		}
-		log.Error("ingest: transition", "to", to, "err", err)
+		log.ErrorContext(ctx, "ingest: transition", "to", to, "err", err)
 		// A failed attempt too (a manifest streamed in the move's
 		// transaction that failed, a lost connection): it backs off and
 		// counts. A move that committed left the state: nothing is written.
@@ -327,16 +327,16 @@ func (d *daemon) handle(ctx context.Context, c *Claim) (ingest.State, bool) {
 			return "", false // the database is out: the claim's session has gone
 		}
 		if berr := c.backOff(ctx, d.state, d.policy, fmt.Sprintf("move to %s: %v", to, err), worked); berr != nil {
-			log.Error("ingest: record the failed attempt", "err", berr)
+			log.ErrorContext(ctx, "ingest: record the failed attempt", "err", berr)
 		}
 		return "", false
 	}
 	c.job = row
 	d.store.Implied(d.entity, to)
 	if to == ingest.Failed {
-		log.Warn("ingest: failed", "reason", detail)
+		log.WarnContext(ctx, "ingest: failed", "reason", detail)
 	} else {
-		log.Debug("ingest: moved", "to", to)
+		log.DebugContext(ctx, "ingest: moved", "to", to)
 	}
 	return to, true
 }
@@ -381,7 +381,7 @@ func (d *daemon) span(ctx context.Context, c *Claim) (context.Context, trace.Spa
 func (d *daemon) safeWork(ctx context.Context, c *Claim) (out Outcome, err error) {
 	defer func() {
 		if r := recover(); r != nil {
-			d.log.Error("ingest: work panicked", string(d.entity), c.ID, "state", d.state, "panic", r, "stack", string(debug.Stack()))
+			d.log.ErrorContext(ctx, "ingest: work panicked", string(d.entity), c.ID, "state", d.state, "panic", r, "stack", string(debug.Stack()))
 			out, err = Outcome{}, fmt.Errorf("panic: %v", r)
 		}
 	}()

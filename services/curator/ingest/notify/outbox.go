@@ -78,7 +78,7 @@ func (s *Sender) Pass(ctx context.Context) (int, error) {
 			if _, err := s.DB.Exec(ctx, `DELETE FROM curator.mail_outbox WHERE id = $1`, d.id); err != nil {
 				return sent, fmt.Errorf("mail %d sent: %w", d.id, err)
 			}
-			log.Info("ingest: mail sent", "to", len(d.mail.To))
+			log.InfoContext(ctx, "ingest: mail sent", "to", len(d.mail.To))
 			sent++
 			continue
 		}
@@ -89,10 +89,10 @@ func (s *Sender) Pass(ctx context.Context) (int, error) {
 		dec := s.Policy.Decide(err, d.attempts, first, time.Now())
 		reason := ingest.ScrubText(dec.Reason, 2000)
 		if dec.Park {
-			log.Error("ingest: mail not sent; parked", "err", err)
+			log.ErrorContext(ctx, "ingest: mail not sent; parked", "err", err)
 			_, err = s.DB.Exec(ctx, `UPDATE curator.mail_outbox SET parked_at = now(), last_error = $2, first_failed_at = coalesce(first_failed_at, now()) WHERE id = $1`, d.id, reason)
 		} else {
-			log.Warn("ingest: mail not sent; tried again later", "err", err, "at", dec.RetryAt)
+			log.WarnContext(ctx, "ingest: mail not sent; tried again later", "err", err, "at", dec.RetryAt)
 			_, err = s.DB.Exec(ctx, `UPDATE curator.mail_outbox SET next_attempt_at = $2, last_error = $3, first_failed_at = coalesce(first_failed_at, now())
 				WHERE id = $1`, d.id, dec.RetryAt, reason)
 		}

@@ -309,7 +309,7 @@ func (g *Ingester) batchReport(from ingest.State) daemon.Work {
 			}
 			if last := g.fetch.PostRetrying(ctx, callback, body); last != nil {
 				detail += "; report not delivered: " + last.Error()
-				g.log.Warn("ingest: batch report not delivered", "batch", id, "err", last)
+				g.log.WarnContext(ctx, "ingest: batch report not delivered", "batch", id, "err", last)
 			} else {
 				detail += "; report delivered"
 			}

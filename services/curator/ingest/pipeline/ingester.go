@@ -155,7 +155,7 @@ func (g *Ingester) sendMail(ctx context.Context) {
 	for {
 		n, err := g.mail.Pass(ctx)
 		if err != nil && ctx.Err() == nil && !g.gate.Observe(ctx, err) {
-			g.log.Error("ingest: mail outbox", "err", err)
+			g.log.ErrorContext(ctx, "ingest: mail outbox", "err", err)
 		}
 		if n < 16 || err != nil {
 			return
@@ -168,10 +168,10 @@ func (g *Ingester) sendMail(ctx context.Context) {
 func (g *Ingester) sweep(ctx context.Context) {
 	n, err := g.store.ReportDone(ctx)
 	if err != nil && ctx.Err() == nil {
-		g.log.Error("ingest: sweep for batches done processing", "err", err)
+		g.log.ErrorContext(ctx, "ingest: sweep for batches done processing", "err", err)
 	}
 	if n > 0 {
-		g.log.Info("ingest: batches found done processing", "batches", n)
+		g.log.InfoContext(ctx, "ingest: batches found done processing", "batches", n)
 	}
 }
 
@@ -182,17 +182,17 @@ func (g *Ingester) tidyLoop(ctx context.Context) {
 		return
 	}
 	if n, err := g.area.Tidy(ctx); err != nil && ctx.Err() == nil {
-		g.log.Error("ingest: tidy the working area", "dir", g.cfg.WorkDir, "err", err)
+		g.log.ErrorContext(ctx, "ingest: tidy the working area", "dir", g.cfg.WorkDir, "err", err)
 	} else if n > 0 {
-		g.log.Info("ingest: working directories removed", "jobs", n, "dir", g.cfg.WorkDir)
+		g.log.InfoContext(ctx, "ingest: working directories removed", "jobs", n, "dir", g.cfg.WorkDir)
 	}
 	if g.cfg.Retention <= 0 {
 		return
 	}
 	if n, err := g.store.Cleanup(ctx, g.cfg.Retention); err != nil && ctx.Err() == nil {
-		g.log.Error("ingest: clean up batches past their retention", "retention", g.cfg.Retention, "err", err)
+		g.log.ErrorContext(ctx, "ingest: clean up batches past their retention", "retention", g.cfg.Retention, "err", err)
 	} else if n > 0 {
-		g.log.Info("ingest: batches past their retention cleaned up", "batches", n, "retention", g.cfg.Retention)
+		g.log.InfoContext(ctx, "ingest: batches past their retention cleaned up", "batches", n, "retention", g.cfg.Retention)
 	}
 }
 

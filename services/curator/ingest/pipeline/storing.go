@@ -290,7 +290,7 @@ func (g *Ingester) notify(ctx context.Context, j *ingest.JobRow) (daemon.Outcome
 		}
 	}
 	if err := os.RemoveAll(g.area.JobDir(id)); err != nil {
-		g.log.Warn("ingest: clean working directory", "job", id, "err", err)
+		g.log.WarnContext(ctx, "ingest: clean working directory", "job", id, "err", err)
 	}
 	return daemon.Outcome{To: ingest.Completed}, nil
 }

@@ -116,7 +116,7 @@ func Write(ctx context.Context, db *pgxpool.Pool, id int64, log *slog.Logger) (*
 	if len(prevRaw) > 0 {
 		prev = &Report{}
 		if err := json.Unmarshal(prevRaw, prev); err != nil {
-			log.Warn("ingest: the previous report is unreadable; writing a first one", "batch", id, "err", err)
+			log.WarnContext(ctx, "ingest: the previous report is unreadable; writing a first one", "batch", id, "err", err)
 			prev = nil
 		}
 	}

@@ -137,7 +137,7 @@ func (w *Withdrawer) Withdraw(ctx context.Context, r Request) (*Result, error) {
 			return nil, fmt.Errorf("withdraw %s: delete %s: %w", r.ARK, key, err)
 		}
 	}
-	w.Log.Warn("ingest: withdrawn", "ark", r.ARK, "version", r.Version, "by", r.By, "reason", r.Reason, "files_deleted", len(res.Deleted), "object", res.Object)
+	w.Log.WarnContext(ctx, "ingest: withdrawn", "ark", r.ARK, "version", r.Version, "by", r.By, "reason", r.Reason, "files_deleted", len(res.Deleted), "object", res.Object)
 	return res, nil
 }
 

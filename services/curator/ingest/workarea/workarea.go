@@ -73,14 +73,14 @@ func (a *Area) Admit(ctx context.Context, id, needed int64) (bool, error) {
 		a.resv.at = time.Now()
 	}
 	if free-a.resv.sum-needed < a.MinFree {
-		a.Log.Info("ingest: waiting for room in the working area", "job", id, "free", free, "reserved", a.resv.sum, "needed", needed)
+		a.Log.InfoContext(ctx, "ingest: waiting for room in the working area", "job", id, "free", free, "reserved", a.resv.sum, "needed", needed)
 		if a.tidying.CompareAndSwap(false, true) {
 			go func() {
 				defer a.tidying.Store(false)
 				if n, err := a.Tidy(context.WithoutCancel(ctx)); err != nil {
-					a.Log.Warn("ingest: tidy the working area", "err", err)
+					a.Log.WarnContext(ctx, "ingest: tidy the working area", "err", err)
 				} else if n > 0 {
-					a.Log.Info("ingest: working directories removed to make room", "jobs", n)
+					a.Log.InfoContext(ctx, "ingest: working directories removed to make room", "jobs", n)
 				}
 			}()
 		}
@@ -107,7 +107,7 @@ func (a *Area) ReserveContent(ctx context.Context, id, needed, total int64) (boo
 		return false, err
 	}
 	if free-others-total < a.MinFree {
-		a.Log.Info("ingest: waiting for room to extract a container", "job", id, "free", free, "reserved", others, "needed", total)
+		a.Log.InfoContext(ctx, "ingest: waiting for room to extract a container", "job", id, "free", free, "reserved", others, "needed", total)
 		return false, nil
 	}
 	if _, err := a.DB.Exec(ctx, `UPDATE curator.jobs SET space_needed = $2 WHERE id = $1`, id, needed+total); err != nil {
@@ -157,7 +157,7 @@ func (a *Area) Tidy(ctx context.Context) (int, error) {
 		}
 		for _, id := range idle {
 			if err := os.RemoveAll(a.JobDir(id)); err != nil {
-				a.Log.Warn("ingest: remove a working directory", "job", id, "err", err)
+				a.Log.WarnContext(ctx, "ingest: remove a working directory", "job", id, "err", err)
 				continue
 			}
 			removed++

@@ -1,0 +1,84 @@
+package service
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+)
+
+// TestAPIMetricsPerRoute: every request is counted by the route its
+// ServeMux matched (the pattern, not the path: ids make no series), its
+// method and status, refused ones included, and timed; a publisher's route
+// still needs only the publisher role behind the measuring.
+func TestAPIMetricsPerRoute(t *testing.T) {
+	reader, readerLine := NewKey("reader", []Role{Reader}, "")
+	pub, pubLine := NewKey("pub", []Role{Publisher}, "src")
+	file := filepath.Join(t.TempDir(), "keys")
+	if err := os.WriteFile(file, []byte(readerLine+"\n"+pubLine+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	a, err := newAuthenticator(AuthConfig{Mode: "keys", KeysFile: file, RateLimit: 1000, RateBurst: 1000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /v1/things/{id}", func(w http.ResponseWriter, r *http.Request) {
+		if r.PathValue("id") == "missing" {
+			http.Error(w, "no such thing", http.StatusNotFound)
+		}
+	})
+	mux.HandleFunc("POST /v1/records", func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusAccepted) })
+	routes := PublisherRoutes(mux, "POST /v1/records")
+	reg := prometheus.NewRegistry()
+	m := newHTTPMetrics(reg)
+	h := m.measure(a.wrap(routes), routes)
+	do := func(method, path, key string) int {
+		req := httptest.NewRequest(method, path, nil)
+		if key != "" {
+			req.Header.Set("Authorization", "Bearer "+key)
+		}
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		return rec.Code
+	}
+	for _, c := range []struct {
+		method, path, key string
+		want              int
+	}{
+		{"GET", "/v1/things/1", reader, 200},
+		{"GET", "/v1/things/2", reader, 200},
+		{"GET", "/v1/things/missing", reader, 404},
+		{"GET", "/v1/things/3", "", 401},
+		{"GET", "/nowhere", reader, 404},
+		{"POST", "/v1/records", pub, 202},
+	} {
+		if got := do(c.method, c.path, c.key); got != c.want {
+			t.Fatalf("%s %s: %d, want %d", c.method, c.path, got, c.want)
+		}
+	}
+	for _, c := range []struct {
+		route, method, code string
+		want                float64
+	}{
+		{"GET /v1/things/{id}", "GET", "200", 2},
+		{"GET /v1/things/{id}", "GET", "404", 1},
+		{"GET /v1/things/{id}", "GET", "401", 1},
+		{"unmatched", "GET", "404", 1},
+		{"POST /v1/records", "POST", "202", 1},
+	} {
+		if got := testutil.ToFloat64(m.requests.WithLabelValues(c.route, c.method, c.code)); got != c.want {
+			t.Errorf("archivist_http_requests_total{route=%q,method=%q,code=%q} = %v, want %v", c.route, c.method, c.code, got, c.want)
+		}
+	}
+	if n := testutil.CollectAndCount(m.duration); n != 3 {
+		t.Errorf("duration series: %d, want one per route and method (3)", n)
+	}
+	if got := testutil.CollectAndCount(m.requests); got != 5 {
+		t.Errorf("request series: %d, want 5 (no series per id)", got)
+	}
+}
