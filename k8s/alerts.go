@@ -1,12 +1,15 @@
 package k8s
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"regexp"
+	"slices"
 	"strings"
 
 	monitoringv1 "github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring/v1"
+	corev1 "k8s.io/api/core/v1"
 )
 
 var metricName = regexp.MustCompile(`archivist_[a-z_]+`)
@@ -65,4 +68,96 @@ func CheckMonitoring(objs []Object, runbook string, known map[string]bool) error
 		fail("no PrometheusRule alerts")
 	}
 	return errors.Join(errs...)
+}
+
+// DashboardConfigMap is the ConfigMap of Grafana's dashboard.
+const DashboardConfigMap = "archivist-grafana-dashboard"
+
+// CheckDashboard checks Grafana's dashboard, the JSON of the ConfigMap
+// DashboardConfigMap carrying the sidecar's label (label, e.g.
+// grafana_dashboard): it parses, has a uid and a namespace variable, and
+// every query of every panel names only metrics Archivist exports (a
+// histogram's _bucket, _sum and _count series are its own) and keeps to
+// the chosen namespace.
+func CheckDashboard(objs []Object, label string, known map[string]bool) error {
+	var cm *corev1.ConfigMap
+	for _, o := range objs {
+		if v, ok := o.Value.(*corev1.ConfigMap); ok && v.Name == DashboardConfigMap {
+			cm = v
+		}
+	}
+	if cm == nil {
+		return fmt.Errorf("no ConfigMap %s: Grafana has no dashboard", DashboardConfigMap)
+	}
+	var errs []error
+	fail := func(format string, a ...any) { errs = append(errs, fmt.Errorf(format, a...)) }
+	if cm.Labels[label] == "" {
+		fail("ConfigMap %s lacks the label %s Grafana's sidecar loads dashboards by", cm.Name, label)
+	}
+	if len(cm.Data) != 1 {
+		fail("ConfigMap %s: want one dashboard, have %d files", cm.Name, len(cm.Data))
+	}
+	for file, text := range cm.Data {
+		var d struct {
+			UID        string `json:"uid"`
+			Title      string `json:"title"`
+			Templating struct {
+				List []struct {
+					Name string `json:"name"`
+				} `json:"list"`
+			} `json:"templating"`
+			Panels []dashboardPanel `json:"panels"`
+		}
+		if err := json.Unmarshal([]byte(text), &d); err != nil {
+			fail("ConfigMap %s: %s is not JSON: %v", cm.Name, file, err)
+			continue
+		}
+		if d.UID == "" || d.Title == "" {
+			fail("dashboard %s: needs a uid and a title", file)
+		}
+		if !slices.ContainsFunc(d.Templating.List, func(v struct {
+			Name string `json:"name"`
+		}) bool {
+			return v.Name == "namespace"
+		}) {
+			fail("dashboard %s: no namespace variable", file)
+		}
+		queries := 0
+		var walk func([]dashboardPanel)
+		walk = func(ps []dashboardPanel) {
+			for _, p := range ps {
+				walk(p.Panels)
+				for _, t := range p.Targets {
+					queries++
+					for _, m := range metricName.FindAllString(t.Expr, -1) {
+						base := m
+						for _, suffix := range []string{"_bucket", "_sum", "_count"} {
+							if b, ok := strings.CutSuffix(m, suffix); ok && known[b] {
+								base = b
+							}
+						}
+						if !known[base] {
+							fail("dashboard %s: panel %q queries %s, which Archivist does not export", file, p.Title, m)
+						}
+					}
+					if !strings.Contains(t.Expr, `namespace="$namespace"`) {
+						fail("dashboard %s: panel %q: query %q does not keep to the chosen namespace", file, p.Title, t.Expr)
+					}
+				}
+			}
+		}
+		walk(d.Panels)
+		if queries == 0 {
+			fail("dashboard %s: no query", file)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+type dashboardPanel struct {
+	Title   string `json:"title"`
+	Targets []struct {
+		Expr string `json:"expr"`
+	} `json:"targets"`
+	Panels []dashboardPanel `json:"panels"`
 }

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	cmv1 "github.com/cert-manager/cert-manager/pkg/apis/certmanager/v1"
 	cnpgv1 "github.com/cloudnative-pg/api/pkg/api/v1"
@@ -50,8 +51,13 @@ func checkSharedWorkArea(d *appsv1.Deployment, claims map[string]*corev1.Persist
 
 // checkMigration: the services do not migrate (the migration role is the
 // Job's alone) and so wait for their schemas; the Job fails on a missing
-// runtime role, and is removed soon after it finishes, so that the next
-// release's apply can create it anew (its pod template is immutable).
+// runtime role, waits for PostgreSQL and NATS to answer (MIGRATE_WAIT: a
+// new CloudNativePG cluster takes minutes, longer than a Job's retries
+// last), and is named per release (archivist-migrate-<hash of the images'
+// tag and chart version>) instead of being deleted by a TTL: a Job's pod
+// template cannot change, so each release needs a Job of its own, and a
+// GitOps tool re-creates, and re-runs, a Job that a TTL deleted at every
+// sync.
 func checkMigration(config map[string]string, jobs []*batchv1.Job, fail func(string, ...any)) {
 	if config["MIGRATE_ON_START"] != "false" {
 		fail("ConfigMap archivist: MIGRATE_ON_START must be false: the services' runtime roles may not change the schema")
@@ -61,19 +67,23 @@ func checkMigration(config map[string]string, jobs []*batchv1.Job, fail func(str
 		return
 	}
 	j := jobs[0]
-	var require string
+	env := map[string]string{}
 	for _, c := range j.Spec.Template.Spec.Containers {
 		for _, e := range c.Env {
-			if e.Name == "MIGRATE_REQUIRE_ROLES" {
-				require = e.Value
-			}
+			env[e.Name] = e.Value
 		}
 	}
-	if require != "true" {
+	if env["MIGRATE_REQUIRE_ROLES"] != "true" {
 		fail("Job %s: MIGRATE_REQUIRE_ROLES must be true: a missing runtime role would leave its service refused every query", j.Name)
 	}
-	if t := j.Spec.TTLSecondsAfterFinished; t == nil || *t > 600 {
-		fail("Job %s: ttlSecondsAfterFinished must be at most 600: a finished Job left in place refuses the next release's pod template", j.Name)
+	if d, err := time.ParseDuration(env["MIGRATE_WAIT"]); err != nil || d < 5*time.Minute {
+		fail("Job %s: MIGRATE_WAIT %q: must be at least 5m: a new CloudNativePG cluster takes minutes to answer, and a Job that gives up at once spends its retries", j.Name, env["MIGRATE_WAIT"])
+	}
+	if j.Spec.TTLSecondsAfterFinished != nil {
+		fail("Job %s: ttlSecondsAfterFinished: a GitOps tool re-creates and re-runs a Job its TTL deleted at every sync; name the Job per release instead", j.Name)
+	}
+	if !strings.HasPrefix(j.Name, "archivist-migrate-") {
+		fail("Job %s: must be named archivist-migrate-<release hash>: a Job's pod template cannot change, so each release needs its own", j.Name)
 	}
 }
 
@@ -159,11 +169,14 @@ const (
 )
 
 // checkBlobAccess: BLOB_URL names a real bucket and endpoint (not a
-// placeholder), and every service using the store has credentials: a
-// ServiceAccount of the manifests (the platform's identity: IRSA, Pod
-// Identity) and the static keys of the Secret archivist-s3 where it
-// exists.
-func checkBlobAccess(config map[string]string, accounts map[string]bool, deployments map[string]*appsv1.Deployment, fail func(string, ...any)) {
+// placeholder), and every service using the store runs as its identity
+// (the writer's, or the reader's for those that only read) with
+// credentials of one of the kinds the S3 client takes: static keys from the
+// identity's Secret, a web identity (AWS_ROLE_ARN with a projected token
+// file), IRSA (the ServiceAccount's role annotation), or EKS Pod Identity
+// (an association made outside the manifests, which the ServiceAccount
+// declares with the annotation archivist.io/blob-credentials: pod-identity).
+func checkBlobAccess(config map[string]string, accounts map[string]*corev1.ServiceAccount, deployments map[string]*appsv1.Deployment, fail func(string, ...any)) {
 	u, err := url.Parse(config["BLOB_URL"])
 	switch {
 	case err != nil || u.Scheme != "s3" || u.Host == "":
@@ -176,21 +189,48 @@ func checkBlobAccess(config map[string]string, accounts map[string]bool, deploym
 		if !ok {
 			continue
 		}
-		sa := d.Spec.Template.Spec.ServiceAccountName
-		if sa == "" || !accounts[sa] {
-			fail("Deployment %s uses the blob store but runs as no ServiceAccount of the manifests (%q): no cloud identity to take credentials from", svc, sa)
+		name := d.Spec.Template.Spec.ServiceAccountName
+		sa := accounts[name]
+		if sa == nil {
+			fail("Deployment %s uses the blob store but runs as no ServiceAccount of the manifests (%q): no identity to take credentials from", svc, name)
+			continue
 		}
 		account, secret := blobWriterAccount, blobWriterSecret
 		if blobReaders[svc] {
 			account, secret = blobReaderAccount, blobReaderSecret
 		}
-		if sa != "" && sa != account {
-			fail("Deployment %s runs as %s, want %s: a service that only reads the blob store runs as the read-only identity, and only those that write as the writer", svc, sa, account)
+		if name != account {
+			fail("Deployment %s runs as %s, want %s: a service that only reads the blob store runs as the read-only identity, and only those that write as the writer", svc, name, account)
 		}
-		if envSecret(d, "S3_ACCESS_KEY_ID") != secret || envSecret(d, "S3_SECRET_ACCESS_KEY") != secret {
-			fail("Deployment %s uses the blob store without S3_ACCESS_KEY_ID and S3_SECRET_ACCESS_KEY from the Secret %s (optional: absent, the identity's credentials are used)", svc, secret)
+		static := envSecret(d, "S3_ACCESS_KEY_ID") != "" || envSecret(d, "S3_SECRET_ACCESS_KEY") != ""
+		web := envValue(d, "AWS_ROLE_ARN") != "" && envValue(d, "AWS_WEB_IDENTITY_TOKEN_FILE") != ""
+		irsa := sa.Annotations["eks.amazonaws.com/role-arn"] != ""
+		podIdentity := sa.Annotations["archivist.io/blob-credentials"] == "pod-identity"
+		switch {
+		case static && (envSecret(d, "S3_ACCESS_KEY_ID") != secret || envSecret(d, "S3_SECRET_ACCESS_KEY") != secret):
+			fail("Deployment %s: S3_ACCESS_KEY_ID and S3_SECRET_ACCESS_KEY must both come from the Secret %s (its identity's keys)", svc, secret)
+		case web && !projectsToken(d, envValue(d, "AWS_WEB_IDENTITY_TOKEN_FILE")):
+			fail("Deployment %s: AWS_WEB_IDENTITY_TOKEN_FILE %q is not a projected ServiceAccount token of the pod", svc, envValue(d, "AWS_WEB_IDENTITY_TOKEN_FILE"))
+		case !static && !web && !irsa && !podIdentity:
+			fail("Deployment %s uses the blob store with no credentials: static keys (Secret %s), a web identity, IRSA or Pod Identity (blob.credentials)", svc, secret)
 		}
 	}
+}
+
+// projectsToken reports whether the pod mounts a projected ServiceAccount
+// token at file.
+func projectsToken(d *appsv1.Deployment, file string) bool {
+	for _, m := range container(d).VolumeMounts {
+		if !strings.HasPrefix(file, strings.TrimSuffix(m.MountPath, "/")+"/") {
+			continue
+		}
+		for _, v := range d.Spec.Template.Spec.Volumes {
+			if v.Name == m.Name && v.Projected != nil && slices.ContainsFunc(v.Projected.Sources, func(p corev1.VolumeProjection) bool { return p.ServiceAccountToken != nil }) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // checkAPIServices: every service with an HTTP API listens on a port named
@@ -344,7 +384,7 @@ func selectsArchivist(sel metav1.LabelSelector) bool {
 }
 
 // NATSClientSecret is the Secret of the NATS clients' certificate
-// (k8s/base/nats-tls.yaml), mounted in every pod.
+// (charts/archivist/templates/nats-tls.yaml), mounted in every pod.
 const NATSClientSecret = "archivist-nats-client"
 
 // NATSServerCAConfigMap is the ConfigMap of the NATS servers' CA
@@ -455,12 +495,25 @@ func mountsAPIKeys(d *appsv1.Deployment) bool {
 
 // NATSMonitorEndpoint is where KEDA's nats-jetstream scaler reads consumer
 // lag: the monitoring port of the NATS chart's headless Service (release
-// and namespace nats). The chart's ClusterIP Service does not carry 8222,
-// and in a cluster the scaler asks each consumer's leader at
+// nats, in namespace ns). The chart's ClusterIP Service does not carry
+// 8222, and in a cluster the scaler asks each consumer's leader at
 // <server name>.<endpoint>, which only the headless Service resolves.
-const NATSMonitorEndpoint = "nats-headless.nats.svc.cluster.local:8222"
+func NATSMonitorEndpoint(ns string) string {
+	return "nats-headless." + ns + ".svc.cluster.local:8222"
+}
 
-func checkScaledObject(s *kedav1alpha1.ScaledObject, fail func(string, ...any)) {
+// natsNamespace is the namespace of the NATS servers NATS_URL names
+// (tls://nats.<ns>.svc...), "nats" if it names none.
+func natsNamespace(natsURL string) string {
+	if u, err := url.Parse(strings.Split(natsURL, ",")[0]); err == nil {
+		if parts := strings.Split(u.Hostname(), "."); len(parts) > 2 && parts[2] == "svc" {
+			return parts[1]
+		}
+	}
+	return "nats"
+}
+
+func checkScaledObject(s *kedav1alpha1.ScaledObject, natsNS string, fail func(string, ...any)) {
 	for _, tr := range s.Spec.Triggers {
 		switch tr.Type {
 		case "nats-jetstream":
@@ -471,8 +524,8 @@ func checkScaledObject(s *kedav1alpha1.ScaledObject, fail func(string, ...any)) 
 			if tr.Metadata["lagThreshold"] == "" {
 				fail("ScaledObject %s: lagThreshold is required", s.Name)
 			}
-			if ep := tr.Metadata["natsServerMonitoringEndpoint"]; ep != NATSMonitorEndpoint {
-				fail("ScaledObject %s: natsServerMonitoringEndpoint %q does not resolve in the NATS chart's naming: want %s (the headless Service's monitoring port)", s.Name, ep, NATSMonitorEndpoint)
+			if ep := tr.Metadata["natsServerMonitoringEndpoint"]; ep != NATSMonitorEndpoint(natsNS) {
+				fail("ScaledObject %s: natsServerMonitoringEndpoint %q does not resolve in the NATS chart's naming: want %s (the headless Service's monitoring port)", s.Name, ep, NATSMonitorEndpoint(natsNS))
 			}
 			if stream == events.StreamResearchWork {
 				fail("ScaledObject %s scales on the research work queue, which the pwa keeps short: scale on %s", s.Name, events.MetricOpenResearch)

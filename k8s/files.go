@@ -62,6 +62,17 @@ type NATSValues struct {
 	PodTemplate struct {
 		Patch []map[string]any `json:"patch"`
 	} `json:"podTemplate"`
+	PromExporter struct {
+		Enabled    bool `json:"enabled"`
+		PodMonitor struct {
+			Enabled bool `json:"enabled"`
+			Merge   struct {
+				Metadata struct {
+					Labels map[string]string `json:"labels"`
+				} `json:"metadata"`
+			} `json:"merge"`
+		} `json:"podMonitor"`
+	} `json:"promExporter"`
 }
 
 // NATSServerSecret is the Secret of the NATS servers' certificate
@@ -106,6 +117,9 @@ func CheckNATSValues(path string) error {
 	}
 	if c.JetStream.Merge["sync_interval"] != "always" {
 		fail("config.jetstream.merge.sync_interval must be always")
+	}
+	if e := v.PromExporter; !e.Enabled || !e.PodMonitor.Enabled || e.PodMonitor.Merge.Metadata.Labels["release"] == "" {
+		fail("promExporter and its podMonitor must be enabled, the PodMonitor labelled release: kube-prometheus-stack's Prometheus selects by it; without them JetStream's storage and consumers go unwatched")
 	}
 	if !c.Monitor.Enabled || c.Monitor.Port != 8222 {
 		fail("monitoring must be on port 8222 (KEDA reads consumer lag there)")

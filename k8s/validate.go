@@ -1,9 +1,11 @@
-// Package k8s validates Archivist's deployment files offline: it builds every
-// kustomize overlay with the kustomize library, strict-decodes each object
-// into its upstream project's own Go API type (k8s.io/api; CloudNativePG's
-// api module, KEDA's and cert-manager's apis, at pinned versions), failing
-// on unknown fields, and checks the policies operators rely on. It also
-// checks the NATS Helm values, the nats namespace and compose.yaml.
+// Package k8s validates Archivist's deployment files offline: it renders
+// the Helm chart (charts/archivist) with the Helm SDK, strict-decodes each
+// object into its upstream project's own Go API type (k8s.io/api;
+// CloudNativePG's api module, KEDA's, cert-manager's and the Prometheus
+// operator's apis, at pinned versions), failing on unknown fields, and
+// checks the policies operators rely on. It also checks the NATS Helm
+// values, the nats namespace (a kustomization), compose.yaml, the
+// Dockerfile and the repository.
 package k8s
 
 import (
@@ -127,34 +129,16 @@ func strictYAML(doc []byte, v any) error {
 	return dec.Decode(v)
 }
 
-// Overlay builds, decodes and checks one overlay.
-func Overlay(dir string) ([]Object, error) {
-	docs, err := Build(dir)
-	if err != nil {
-		return nil, err
-	}
-	var objs []Object
-	var errs []error
-	for _, d := range docs {
-		o, err := Decode(d)
-		if err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		objs = append(objs, o)
-	}
-	if len(errs) > 0 {
-		return nil, errors.Join(errs...)
-	}
-	return objs, Check(objs)
-}
-
 // Check applies the deployment policies to a set of objects.
 func Check(objs []Object) error {
 	var errs []error
 	fail := func(format string, a ...any) { errs = append(errs, fmt.Errorf(format, a...)) }
 	deployments := map[string]*appsv1.Deployment{}
 	pdbs := map[string]bool{}
+	var pdbList []*policyv1.PodDisruptionBudget
+	var scaledObjects []*kedav1alpha1.ScaledObject
+	var monitors []*monitoringv1.PodMonitor
+	var rules []*monitoringv1.PrometheusRule
 	keda := map[string]bool{}
 	scaledMax := map[string]int32{}
 	var shutdown time.Duration
@@ -162,7 +146,7 @@ func Check(objs []Object) error {
 	var policies []*networkingv1.NetworkPolicy
 	var jobs []*batchv1.Job
 	var services []*corev1.Service
-	accounts := map[string]bool{}
+	accounts := map[string]*corev1.ServiceAccount{}
 	claims := map[string]*corev1.PersistentVolumeClaim{}
 	var certs []*cmv1.Certificate
 	var issuers []*cmv1.Issuer
@@ -176,7 +160,7 @@ func Check(objs []Object) error {
 		case *corev1.Service:
 			services = append(services, v)
 		case *corev1.ServiceAccount:
-			accounts[v.Name] = true
+			accounts[v.Name] = v
 		case *corev1.PersistentVolumeClaim:
 			claims[v.Name] = v
 		case *cmv1.Certificate:
@@ -185,16 +169,21 @@ func Check(objs []Object) error {
 			policies = append(policies, v)
 		case *appsv1.Deployment:
 			deployments[v.Name] = v
+		case *monitoringv1.PodMonitor:
+			monitors = append(monitors, v)
+		case *monitoringv1.PrometheusRule:
+			rules = append(rules, v)
 		case *policyv1.PodDisruptionBudget:
+			pdbList = append(pdbList, v)
 			if v.Spec.Selector != nil {
 				pdbs[v.Spec.Selector.MatchLabels["app.kubernetes.io/name"]] = true
 			}
 		case *kedav1alpha1.ScaledObject:
+			scaledObjects = append(scaledObjects, v)
 			keda[v.Spec.ScaleTargetRef.Name] = true
 			if v.Spec.MaxReplicaCount != nil {
 				scaledMax[v.Spec.ScaleTargetRef.Name] = *v.Spec.MaxReplicaCount
 			}
-			checkScaledObject(v, fail)
 		case *corev1.ConfigMap:
 			if v.Name == "archivist" {
 				config = v.Data
@@ -222,11 +211,44 @@ func Check(objs []Object) error {
 			continue
 		}
 		checkDeployment(d, shutdown, fail)
+		checkPodRuntime(d, shutdown, fail)
+		checkSpread(d, keda[svc], fail)
+		if keda[svc] {
+			checkScaledReplicas(d, fail)
+		}
+		checkImage("Deployment "+svc, container(d).Image, fail)
+		if hasEnv(d, "DATABASE_URL") {
+			checkDatabaseURL("Deployment "+svc, envValue(d, "DATABASE_URL"), fail)
+		}
+		checkWorkAreaStorage(d, claims, fail)
 		if !pdbs[svc] {
 			fail("Deployment %s has no PodDisruptionBudget", svc)
 		}
 	}
-	checkNetworkPolicies(policies, deployments, fail)
+	for _, p := range pdbList {
+		checkPDBEviction(p, fail)
+	}
+	for _, so := range scaledObjects {
+		checkScaledObject(so, natsNamespace(config["NATS_URL"]), fail)
+		checkScalerReachesService(so, services, fail)
+	}
+	checkMonitoringSelected(monitors, rules, fail)
+	for _, j := range jobs {
+		for _, c := range j.Spec.Template.Spec.Containers {
+			checkImage("Job "+j.Name, c.Image, fail)
+			for _, e := range c.Env {
+				if e.Name == "DATABASE_URL" && e.Value != "" {
+					checkDatabaseURL("Job "+j.Name, e.Value, fail)
+				}
+			}
+		}
+	}
+	// NetworkPolicies are all or nothing: none (networkPolicies.enabled
+	// false, a cluster without a policy engine) is the operator's choice;
+	// some must be the whole set, or a pod is cut off or left open.
+	if len(policies) > 0 {
+		checkNetworkPolicies(policies, deployments, fail)
+	}
 	checkAPIServices(services, deployments, fail)
 	checkBlobAccess(config, accounts, deployments, fail)
 	if cluster != nil {

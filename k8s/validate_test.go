@@ -14,10 +14,35 @@ import (
 	"github.com/archivist/archivist/k8s"
 )
 
-func TestOverlays(t *testing.T) {
-	for _, o := range []string{"overlays/dev", "overlays/prod"} {
-		t.Run(o, func(t *testing.T) {
-			objs, err := k8s.Overlay(o)
+// chartDir is the chart the validation renders.
+const chartDir = "../charts/archivist"
+
+// valueSets are the chart's defaults and each example of ci/: every one
+// must render, decode strictly and pass the checks.
+func valueSets(t *testing.T) map[string]map[string]any {
+	t.Helper()
+	sets := map[string]map[string]any{"defaults": nil}
+	files, err := filepath.Glob(filepath.Join(chartDir, "ci", "*-values.yaml"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no value sets in %s/ci: %v", chartDir, err)
+	}
+	for _, f := range files {
+		v, err := k8s.ReadValues(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sets[filepath.Base(f)] = v
+	}
+	return sets
+}
+
+// TestChart: the chart with its defaults and with each value set of ci/
+// (production on EKS, GKE, AKS, a small install) renders with the Helm
+// SDK, decodes strictly into the upstream types and passes every check.
+func TestChart(t *testing.T) {
+	for name, values := range valueSets(t) {
+		t.Run(name, func(t *testing.T) {
+			objs, err := k8s.Chart(chartDir, k8s.DefaultRelease, values)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -25,8 +50,7 @@ func TestOverlays(t *testing.T) {
 			for _, obj := range objs {
 				kinds[obj.Kind]++
 			}
-			if kinds["Deployment"] != 8 || kinds["PodDisruptionBudget"] != 8 || kinds["Job"] != 1 || kinds["Cluster"] != 1 || kinds["ScaledObject"] != 2 || kinds["NetworkPolicy"] != 10 || kinds["Certificate"] != 2 || kinds["Issuer"] != 2 ||
-				kinds["PodMonitor"] != 1 || kinds["PrometheusRule"] != 1 {
+			if kinds["Deployment"] != 8 || kinds["PodDisruptionBudget"] != 8 || kinds["Job"] != 1 || kinds["Cluster"] != 1 || kinds["Certificate"] != 2 || kinds["Issuer"] != 2 {
 				t.Errorf("objects by kind: %v", kinds)
 			}
 		})
@@ -38,7 +62,7 @@ func TestOverlays(t *testing.T) {
 // deny, the client port open to every pod, a server certificate that does
 // not name the host the services dial, and the chart's TLS turned off.
 func TestNATSNamespace(t *testing.T) {
-	objs, err := k8s.Overlay("overlays/prod")
+	objs, err := k8s.Chart(chartDir, k8s.DefaultRelease, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -96,6 +120,12 @@ func TestNATSNamespace(t *testing.T) {
 			{"        verify: true", "        verify: false", "verify must be true"},
 		})
 	})
+	t.Run("the exporter off", func(t *testing.T) {
+		fileFaults(t, "nats/values.yaml", k8s.CheckNATSValues, []fault{
+			{"promExporter:\n  enabled: true", "promExporter:\n  enabled: false", "promExporter and its podMonitor must be enabled"},
+			{"          release: kube-prometheus-stack\n", "          team: storage\n", "labelled release"},
+		})
+	})
 }
 
 func TestNATSValuesAndCompose(t *testing.T) {
@@ -135,7 +165,7 @@ func exportedMetrics(t *testing.T) map[string]bool {
 // a summary and a runbook section; a rule on an unknown metric or without
 // its runbook is refused.
 func TestAlerts(t *testing.T) {
-	objs, err := k8s.Overlay("overlays/prod")
+	objs, err := k8s.Chart(chartDir, k8s.DefaultRelease, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -158,6 +188,39 @@ func TestAlerts(t *testing.T) {
 			t.Fatal(err)
 		}
 		if err := k8s.CheckMonitoring(mutated, string(runbook), known); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%q → %q: %v, want an error mentioning %q", c.old, c.new, err, c.want)
+		}
+	}
+}
+
+// TestGrafanaDashboard: the chart's dashboard loads in Grafana's sidecar
+// and queries only metrics the services export, in the chosen namespace;
+// a panel on a metric that does not exist, or a dashboard that is not
+// JSON, is refused.
+func TestGrafanaDashboard(t *testing.T) {
+	objs, err := k8s.Chart(chartDir, k8s.DefaultRelease, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	known := exportedMetrics(t)
+	if err := k8s.CheckDashboard(objs, "grafana_dashboard", known); err != nil {
+		t.Fatal(err)
+	}
+	docs, err := k8s.RenderChart(chartDir, k8s.DefaultRelease, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct{ old, new, want string }{
+		{"archivist_db_pool_max_connections", "archivist_db_pool_size", "archivist_db_pool_size, which Archivist does not export"},
+		{"archivist_http_request_duration_seconds_bucket", "archivist_http_request_seconds_bucket", "does not export"},
+		{`"uid": "archivist-pipelines"`, `"uid": "archivist-pipelines",,`, "is not JSON"},
+		{`archivist_dead_letters{namespace=\"$namespace\"}`, `archivist_dead_letters`, "does not keep to the chosen namespace"},
+	} {
+		mutated, err := decodeAllUnchecked(mutate(t, docs, k8s.DashboardConfigMap, c.old, c.new))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := k8s.CheckDashboard(mutated, "grafana_dashboard", known); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%q → %q: %v, want an error mentioning %q", c.old, c.new, err, c.want)
 		}
 	}
@@ -266,9 +329,14 @@ func fileFaults(t *testing.T, path string, check func(string) error, faults []fa
 	}
 }
 
+// base is the chart rendered with the production value set.
 func base(t *testing.T) [][]byte {
 	t.Helper()
-	docs, err := k8s.Build("overlays/prod")
+	values, err := k8s.ReadValues(filepath.Join(chartDir, "ci", "production-values.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	docs, err := k8s.RenderChart(chartDir, k8s.DefaultRelease, values)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -337,15 +405,16 @@ func TestValidationCatchesFaults(t *testing.T) {
 		{"a writable root filesystem", "name: indexer\n", "readOnlyRootFilesystem: true", "readOnlyRootFilesystem: false", "must be read-only"},
 		{"the aggregator's CDX API without a Service", "port: 8084", "targetPort: http", "targetPort: admin", "no Service exposes the API of aggregator"},
 		{"the aggregator listening elsewhere", "name: aggregator\n", "value: :8084", "value: :9999", "its API must listen"},
-		{"a placeholder bucket endpoint", "kind: ConfigMap", "endpoint=s3.amazonaws.com", "endpoint=s3.example.internal", "placeholder"},
+		{"a placeholder bucket endpoint", "kind: ConfigMap", "endpoint=s3.eu-west-1.amazonaws.com", "endpoint=s3.example.internal", "placeholder"},
 		{"a blob service without an identity", "name: indexer\n", "serviceAccountName: archivist-blob", "serviceAccountName: default", "indexer uses the blob store but runs as no ServiceAccount"},
-		{"a blob service without the static keys' Secret", "name: auditor\n", "name: S3_SECRET_ACCESS_KEY\n          valueFrom:\n            secretKeyRef:\n              key: secret-access-key\n              name: archivist-s3\n              optional: true\n", "name: S3_SECRET_ACCESS_KEY\n          value: in-the-manifest\n", "auditor uses the blob store without S3_ACCESS_KEY_ID and S3_SECRET_ACCESS_KEY from the Secret"},
+		{"IRSA without the role", "name: archivist-blob\n", "    eks.amazonaws.com/role-arn: arn:aws:iam::123456789012:role/archivist-blob\n", "", "auditor uses the blob store with no credentials"},
 		{"the researcher writing the blob store", "name: researcher\n", "serviceAccountName: archivist-blob-reader", "serviceAccountName: archivist-blob", "want archivist-blob-reader"},
-		{"the researcher with the writer's keys", "name: researcher\n", "              name: archivist-s3-reader\n", "              name: archivist-s3\n", "from the Secret archivist-s3-reader"},
 		{"connections beyond max_connections", "kind: Cluster", "max_connections: \"300\"", "max_connections: \"100\"", "PostgreSQL connections: the services may open"},
 		{"a pool grown past the budget", "name: indexer\n", "name: DATABASE_MAX_CONNS\n          value: \"4\"", "name: DATABASE_MAX_CONNS\n          value: \"30\"", "indexer 10×30"},
 		{"the migration skipping missing roles", "kind: Job", "value: \"true\"", "value: \"false\"", "MIGRATE_REQUIRE_ROLES must be true"},
-		{"the migrate Job kept for a day", "kind: Job", "ttlSecondsAfterFinished: 300", "ttlSecondsAfterFinished: 86400", "ttlSecondsAfterFinished must be at most 600"},
+		{"the migrate Job deleted by a TTL", "kind: Job", "  backoffLimit: 6\n", "  backoffLimit: 6\n  ttlSecondsAfterFinished: 300\n", "ttlSecondsAfterFinished: a GitOps tool re-creates"},
+		{"the migrate Job giving up at once", "kind: Job", "value: 15m", "value: 30s", "MIGRATE_WAIT \"30s\": must be at least 5m"},
+		{"the migrate Job named for every release alike", "kind: Job", "name: archivist-migrate-", "name: migrate-", "must be named archivist-migrate-"},
 		{"services migrating on start", "kind: ConfigMap", "MIGRATE_ON_START: \"false\"", "MIGRATE_ON_START: \"true\"", "MIGRATE_ON_START must be false"},
 		{"the ingest working area per pod", "name: curator\n", "persistentVolumeClaim:\n          claimName: archivist-ingest", "emptyDir:\n          sizeLimit: 50Gi", "must be a ReadWriteMany volume claim"},
 		{"the ingest working area on a single-node claim", "name: archivist-ingest", "ReadWriteMany", "ReadWriteOnce", "must be a ReadWriteMany volume claim"},
@@ -353,10 +422,28 @@ func TestValidationCatchesFaults(t *testing.T) {
 		{"the NATS server not checked", "kind: ConfigMap", "NATS_TLS_CA_FILE:", "NATS_TLS_CA_FILES:", "NATS_TLS_CA_FILE is not set"},
 		{"a pod without the NATS client certificate", "name: researcher\n", "secretName: archivist-nats-client", "secretName: other", "Deployment researcher does not mount Secret archivist-nats-client"},
 		{"a pod without the NATS servers' CA", "name: researcher\n", "name: nats-server-ca", "name: other", "Deployment researcher does not mount ConfigMap nats-server-ca"},
-		{"the client certificate from a ClusterIssuer", "name: archivist-nats-client\n", "kind: Issuer", "kind: ClusterIssuer", "want the namespaced Issuer archivist-nats-client-ca"},
-		{"the migrate Job without the NATS CA", "kind: Job", "mountPath: /etc/archivist/nats-tls", "mountPath: /etc/elsewhere", "Job archivist-migrate does not mount"},
-		{"no client certificate issued", "name: archivist-nats-client\n", "secretName: archivist-nats-client", "secretName: another", "no cert-manager Certificate issues Secret archivist-nats-client"},
-		{"unknown field in a Certificate", "name: archivist-nats-client\n", "renewBefore:", "renewBeforeX:", "unknown field"},
+		{"the client certificate from a ClusterIssuer", "secretName: archivist-nats-client\n", "kind: Issuer", "kind: ClusterIssuer", "want the namespaced Issuer archivist-nats-client-ca"},
+		{"the migrate Job without the NATS CA", "kind: Job", "mountPath: /etc/archivist/nats-tls", "mountPath: /etc/elsewhere", "does not mount Secret archivist-nats-client"},
+		{"no client certificate issued", "kind: Certificate", "secretName: archivist-nats-client\n", "secretName: another\n", "no cert-manager Certificate issues Secret archivist-nats-client"},
+		{"unknown field in a Certificate", "secretName: archivist-nats-client\n", "renewBefore:", "renewBeforeX:", "unknown field"},
+		// The install blockers a real cluster met (#35).
+		{"the shared working area on the default class", "kind: PersistentVolumeClaim", "  storageClassName: efs-sc\n", "", "ReadWriteMany without a storageClassName"},
+		{"the working area without fsGroup", "name: curator\n", "        fsGroup: 65532\n", "", "without an fsGroup"},
+		{"an image without a registry", "name: curator\n", "image: 123456789012.dkr.ecr.eu-west-1.amazonaws.com/archivist/curator:0.2.0", "image: archivist/curator:v0.1.0", "names no registry"},
+		{"an image without a tag", "name: auditor\n", "archivist/auditor:0.2.0", "archivist/auditor", "no fixed tag"},
+		{"a PodMonitor Prometheus does not select", "kind: PodMonitor", "    release: monitoring\n", "", "PodMonitor archivist has no release label"},
+		{"alerts Prometheus does not load", "kind: PrometheusRule", "    release: monitoring\n", "", "PrometheusRule archivist has no release label"},
+		{"a drain that blocks in an outage", "kind: PodDisruptionBudget", "  unhealthyPodEvictionPolicy: AlwaysAllow\n", "", "unhealthyPodEvictionPolicy must be AlwaysAllow"},
+		{"no preStop pause", "name: pwa\n", "        lifecycle:\n          preStop:\n            sleep:\n              seconds: 5\n", "", "no preStop pause"},
+		{"a grace the preStop pause eats", "name: cwa\n", "terminationGracePeriodSeconds: 40", "terminationGracePeriodSeconds: 28", "is not longer than the preStop pause"},
+		{"settings that do not roll the pods", "name: indexer\n", "        checksum/config:", "        checksum/other:", "no checksum/config annotation"},
+		{"pods on one node", "name: auditor\n", "topologyKey: kubernetes.io/hostname", "topologyKey: kubernetes.io/arch", "no topology spread"},
+		{"no GOMEMLIMIT", "name: aggregator\n", "name: GOMEMLIMIT", "name: GOMAXPROCS", "no GOMEMLIMIT"},
+		{"GOMEMLIMIT above the limit", "name: aggregator\n", "value: 460MiB", "value: 600MiB", "must be below the memory limit"},
+		{"emptyDirs the node has no room for", "name: indexer\n", "ephemeral-storage: 21Gi", "ephemeral-storage: 1Gi", "requests 1Gi of ephemeral storage"},
+		{"KEDA's Deployment resetting its scale", "name: researcher\n", "spec:\n  revisionHistoryLimit: 5", "spec:\n  replicas: 2\n  revisionHistoryLimit: 5", "KEDA scales it, yet it sets replicas 2"},
+		{"the password in the database URL", "name: cwa\n", "value: postgres://archivist-db-rw", "value: postgres://$(PGUSER):$(PGPASSWORD)@archivist-db-rw", "carries the credentials"},
+		{"KEDA reading a port no Service serves", "kind: Service", "  - name: admin\n    port: 9090\n    targetPort: admin\n", "", "no Service pwa serves port 9090"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			_, err := decodeAll(t, mutate(t, docs, c.marker, c.old, c.new))
@@ -365,6 +452,15 @@ func TestValidationCatchesFaults(t *testing.T) {
 			}
 		})
 	}
+	t.Run("no absent() alert", func(t *testing.T) {
+		mutated := make([][]byte, len(docs))
+		for i, d := range docs {
+			mutated[i] = []byte(strings.ReplaceAll(string(d), "absent(", "max("))
+		}
+		if _, err := decodeAll(t, mutated); err == nil || !strings.Contains(err.Error(), "no target-down (up == 0) or absent() alert") {
+			t.Errorf("error %v", err)
+		}
+	})
 	t.Run("a Deployment missing", func(t *testing.T) {
 		var kept [][]byte
 		for _, d := range docs {

@@ -1,0 +1,144 @@
+{{/*
+What each service is: fixed by the code, not by the operator (the values
+set replicas and resources). port: its API's (none: no API); database: it
+logs in to PostgreSQL as its own role; blob: writer or reader of the blob
+store; maxConns: its pool (DATABASE_MAX_CONNS) where not the default 10.
+*/}}
+{{- define "archivist.catalog" -}}
+curator: {component: curation, port: 8080, database: true, blob: writer, env: {INGEST_WORK_DIR: /var/lib/archivist/ingest}}
+pwa: {component: research, port: 8081, database: true}
+cwa: {component: research, database: true}
+researcher: {component: research, blob: reader, env: {RESEARCHER_CACHE_DIR: /var/cache/archivist, RESEARCHER_CACHE_BYTES: "17179869184"}}
+indexer: {component: indexing, port: 8083, database: true, blob: writer, maxConns: "4", env: {INDEXER_REPOSITORY_PREFIX: warcs/, INDEXER_WORK_DIR: /var/lib/archivist/indexer}}
+aggregator: {component: indexing, port: 8084, database: true, blob: writer, maxConns: "5"}
+auditor: {component: integrity, port: 8082, database: true, blob: writer}
+dashboard: {component: operations, port: 8090, apiClient: true, env: {DASHBOARD_CURATOR_URL: "http://curator:8080", DASHBOARD_PWA_URL: "http://pwa:8081", DASHBOARD_AUDITOR_URL: "http://auditor:8082", DASHBOARD_INDEXER_URL: "http://indexer:8083", DASHBOARD_AGGREGATOR_URL: "http://aggregator:8084"}}
+{{- end -}}
+
+{{/* The catalog with every key of every service set (the engine is strict). */}}
+{{- define "archivist.services" -}}
+{{- $out := dict -}}
+{{- range $name, $svc := include "archivist.catalog" . | fromYaml -}}
+{{- $_ := set $out $name (merge $svc (dict "port" 0 "database" false "blob" "" "maxConns" "" "env" (dict) "apiClient" false)) -}}
+{{- end -}}
+{{ toYaml $out }}
+{{- end -}}
+
+{{/* The services in a fixed order. */}}
+{{- define "archivist.serviceNames" -}}
+[curator, pwa, cwa, researcher, indexer, aggregator, auditor, dashboard]
+{{- end -}}
+
+{{- define "archivist.chart" -}}
+{{ .Chart.Name }}-{{ .Chart.Version | replace "+" "_" }}
+{{- end -}}
+
+{{/* Labels of every object: name, part-of, the release's instance. */}}
+{{- define "archivist.labels" -}}
+app.kubernetes.io/name: {{ .name }}
+app.kubernetes.io/part-of: archivist
+app.kubernetes.io/instance: {{ .root.Release.Name }}
+app.kubernetes.io/version: {{ include "archivist.tag" .root | quote }}
+app.kubernetes.io/managed-by: {{ .root.Release.Service }}
+helm.sh/chart: {{ include "archivist.chart" .root }}
+{{- end -}}
+
+{{- define "archivist.tag" -}}
+{{ .Values.image.tag | default .Chart.AppVersion }}
+{{- end -}}
+
+{{- define "archivist.image" -}}
+{{ printf "%s/%s:%s" (.root.Values.image.registry | trimSuffix "/") .name (include "archivist.tag" .root) }}
+{{- end -}}
+
+{{- define "archivist.natsURL" -}}
+{{ .Values.nats.url | default (printf "tls://nats.%s.svc.cluster.local:4222" .Values.namespaces.nats) }}
+{{- end -}}
+
+{{- define "archivist.natsMonitoring" -}}
+{{ .Values.nats.monitoringEndpoint | default (printf "nats-headless.%s.svc.cluster.local:8222" .Values.namespaces.nats) }}
+{{- end -}}
+
+{{/*
+The connection string names no credentials: PGUSER and PGPASSWORD come
+from the role's Secret as variables (a password may hold any character;
+one pasted into a URL breaks on a "/", "@" or "%").
+*/}}
+{{- define "archivist.databaseURL" -}}
+postgres://archivist-db-rw.{{ .Release.Namespace }}.svc:5432/archivist?sslmode=verify-full&sslrootcert=/etc/archivist/db-ca/ca.crt
+{{- end -}}
+
+{{/* GOMEMLIMIT: 90 % of a memory limit given in Mi or Gi. */}}
+{{- define "archivist.gomemlimit" -}}
+{{- $m := toString . -}}
+{{- $mi := 0 -}}
+{{- if hasSuffix "Gi" $m -}}
+{{- $mi = mul (trimSuffix "Gi" $m | int) 1024 -}}
+{{- else if hasSuffix "Mi" $m -}}
+{{- $mi = trimSuffix "Mi" $m | int -}}
+{{- else -}}
+{{- fail (printf "memory limit %q: give it in Mi or Gi (GOMEMLIMIT is 90 %% of it)" $m) -}}
+{{- end -}}
+{{ div (mul $mi 9) 10 }}MiB
+{{- end -}}
+
+{{/* The pods' security context: non-root, the working area's group. */}}
+{{- define "archivist.podSecurity" -}}
+runAsNonRoot: true
+runAsUser: 65532
+runAsGroup: 65532
+fsGroup: {{ .Values.ingest.fsGroup }}
+fsGroupChangePolicy: OnRootMismatch
+seccompProfile: {type: RuntimeDefault}
+{{- end -}}
+
+{{- define "archivist.containerSecurity" -}}
+allowPrivilegeEscalation: false
+readOnlyRootFilesystem: true
+capabilities: {drop: [ALL]}
+{{- end -}}
+
+{{/* The shutdown grace: the preStop pause, the drain, and 10 s more. */}}
+{{- define "archivist.grace" -}}
+{{- $d := .Values.shutdownTimeout | toString -}}
+{{- if not (regexMatch "^[0-9]+s$" $d) -}}
+{{- fail (printf "shutdownTimeout %q: give it in seconds, e.g. 25s" $d) -}}
+{{- end -}}
+{{ add (trimSuffix "s" $d | int) .Values.preStopSeconds 10 }}
+{{- end -}}
+
+{{/* The NATS client's certificate and the servers' CA. */}}
+{{- define "archivist.natsMounts" -}}
+- {name: nats-tls, mountPath: /etc/archivist/nats-tls, readOnly: true}
+- {name: nats-ca, mountPath: /etc/archivist/nats-ca, readOnly: true}
+{{- end -}}
+
+{{- define "archivist.natsVolumes" -}}
+# cert-manager's certificate of this namespace's NATS clients: tls.crt and
+# tls.key, the client's own for mutual TLS.
+- name: nats-tls
+  secret: {secretName: archivist-nats-client}
+# The NATS servers' CA (certificates only, scripts/nats-trust).
+- name: nats-ca
+  configMap: {name: {{ .Values.nats.serverCAConfigMap }}}
+{{- end -}}
+
+{{/* The blob store's credentials for a writer or reader. */}}
+{{- define "archivist.blobEnv" -}}
+{{- $v := .root.Values.blob -}}
+{{- if eq $v.credentials "static" }}
+- name: S3_ACCESS_KEY_ID
+  valueFrom: {secretKeyRef: {name: {{ index $v.staticSecrets .role }}, key: access-key-id}}
+- name: S3_SECRET_ACCESS_KEY
+  valueFrom: {secretKeyRef: {name: {{ index $v.staticSecrets .role }}, key: secret-access-key}}
+{{- else if eq $v.credentials "webIdentity" }}
+- name: AWS_ROLE_ARN
+  value: {{ ternary $v.writerRoleArn $v.readerRoleArn (eq .role "writer") | required (printf "blob.%sRoleArn: the IAM role of the blob store's %s (credentials: webIdentity)" .role .role) | quote }}
+- name: AWS_WEB_IDENTITY_TOKEN_FILE
+  value: /var/run/secrets/archivist/blob/token
+{{- end }}
+{{- end -}}
+
+{{- define "archivist.serviceAccount" -}}
+{{ ternary "archivist-blob" "archivist-blob-reader" (eq . "writer") }}
+{{- end -}}

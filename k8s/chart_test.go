@@ -1,0 +1,211 @@
+package k8s_test
+
+import (
+	"slices"
+	"strings"
+	"testing"
+
+	kedav1alpha1 "github.com/kedacore/keda/v2/apis/keda/v1alpha1"
+	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+
+	"github.com/archivist/archivist/k8s"
+)
+
+// chartObjects renders the chart with values and checks it.
+func chartObjects(t *testing.T, values map[string]any) []k8s.Object {
+	t.Helper()
+	objs, err := k8s.Chart(chartDir, k8s.DefaultRelease, values)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return objs
+}
+
+func find[T any](objs []k8s.Object, name string) T {
+	var zero T
+	for _, o := range objs {
+		if v, ok := o.Value.(T); ok && o.Name == name {
+			return v
+		}
+	}
+	return zero
+}
+
+// TestChartRefusesBadValues: the chart refuses, before anything is
+// applied, what would install and not work: several curators on the
+// default (block) storage class, a credentials mode that does not exist,
+// IRSA without its roles, a memory limit GOMEMLIMIT cannot be made from, a
+// misspelt value, monitoring that Prometheus would not select.
+func TestChartRefusesBadValues(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		values map[string]any
+		want   string
+	}{
+		{"several curators on the default class", map[string]any{"services": map[string]any{"curator": map[string]any{"replicas": 3}}}, "set ingest.storageClass to a file class"},
+		{"a credentials mode that does not exist", map[string]any{"blob": map[string]any{"credentials": "magic"}}, "credentials"},
+		{"IRSA without its roles", map[string]any{"blob": map[string]any{"credentials": "irsa"}}, "writerRoleArn"},
+		{"a memory limit in bytes", map[string]any{"services": map[string]any{"pwa": map[string]any{"resources": map[string]any{"requests": map[string]any{"cpu": "1", "memory": "1Gi"}, "limits": map[string]any{"memory": "1073741824"}}}}}, "limits/memory"},
+		{"a misspelt value", map[string]any{"ingest": map[string]any{"storageClas": "efs-sc"}}, "storageClas"},
+		{"monitoring without the release label", map[string]any{"monitoring": map[string]any{"labels": map[string]any{"release": nil}}}, "release"},
+		{"the latest tag", map[string]any{"image": map[string]any{"tag": "latest"}}, "tag"},
+		{"NATS without TLS", map[string]any{"nats": map[string]any{"url": "nats://nats.nats:4222"}}, "url"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := k8s.RenderChart(chartDir, k8s.DefaultRelease, c.values)
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Errorf("render: %v, want an error mentioning %q", err, c.want)
+			}
+		})
+	}
+}
+
+// TestChartNamespacesFromValues: the namespaces of NATS, Prometheus, KEDA
+// and CloudNativePG are values, and every object that names one follows:
+// the NATS URL, KEDA's endpoint, the NetworkPolicies; the release's own
+// namespace is the one it is installed in.
+func TestChartNamespacesFromValues(t *testing.T) {
+	values := map[string]any{"namespaces": map[string]any{"nats": "messaging", "monitoring": "observability", "keda": "autoscaling", "cnpg": "databases"}}
+	objs, err := k8s.Chart(chartDir, k8s.Release{Name: "archive", Namespace: "preservation"}, values)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cm := find[*corev1.ConfigMap](objs, "archivist")
+	if got := cm.Data["NATS_URL"]; got != "tls://nats.messaging.svc.cluster.local:4222" {
+		t.Errorf("NATS_URL %s", got)
+	}
+	so := find[*kedav1alpha1.ScaledObject](objs, "indexer")
+	if got := so.Spec.Triggers[0].Metadata["natsServerMonitoringEndpoint"]; got != "nats-headless.messaging.svc.cluster.local:8222" {
+		t.Errorf("KEDA's NATS endpoint %s", got)
+	}
+	if got := find[*kedav1alpha1.ScaledObject](objs, "researcher").Spec.Triggers[0].Metadata["url"]; got != "http://pwa.preservation.svc.cluster.local:9090/metrics" {
+		t.Errorf("KEDA's pwa url %s", got)
+	}
+	from := func(policy string) []string {
+		var names []string
+		p := find[*networkingv1.NetworkPolicy](objs, policy)
+		for _, r := range p.Spec.Ingress {
+			for _, f := range r.From {
+				if f.NamespaceSelector != nil {
+					names = append(names, f.NamespaceSelector.MatchLabels["kubernetes.io/metadata.name"])
+				}
+			}
+		}
+		for _, r := range p.Spec.Egress {
+			for _, f := range r.To {
+				if f.NamespaceSelector != nil {
+					names = append(names, f.NamespaceSelector.MatchLabels["kubernetes.io/metadata.name"])
+				}
+			}
+		}
+		return names
+	}
+	for policy, ns := range map[string]string{"archivist-admin": "observability", "archivist-keda": "autoscaling", "archivist-db": "databases", "archivist-egress": "messaging"} {
+		if !slices.Contains(from(policy), ns) {
+			t.Errorf("NetworkPolicy %s: namespaces %v, want %s", policy, from(policy), ns)
+		}
+	}
+	d := find[*appsv1.Deployment](objs, "cwa")
+	if !strings.Contains(envOf(d, "DATABASE_URL"), "archivist-db-rw.preservation.svc") {
+		t.Errorf("DATABASE_URL %s", envOf(d, "DATABASE_URL"))
+	}
+}
+
+// TestChartSettingsRollThePods: a change of the settings changes every
+// Deployment's pod template (its checksum/config), so the pods restart
+// with it; the migrate Job is a new one for new images and the same one
+// for the same (a GitOps sync leaves it be).
+func TestChartSettingsRollThePods(t *testing.T) {
+	checksums := func(values map[string]any) (map[string]string, string) {
+		sums := map[string]string{}
+		job := ""
+		for _, o := range chartObjects(t, values) {
+			switch v := o.Value.(type) {
+			case *appsv1.Deployment:
+				sums[v.Name] = v.Spec.Template.Annotations["checksum/config"]
+			case *batchv1.Job:
+				job = v.Name
+			}
+		}
+		return sums, job
+	}
+	a, jobA := checksums(nil)
+	b, jobB := checksums(map[string]any{"blob": map[string]any{"bucket": "another-bucket"}})
+	c, jobC := checksums(map[string]any{"image": map[string]any{"tag": "0.2.1"}})
+	for name := range a {
+		if a[name] == "" || a[name] == b[name] {
+			t.Errorf("Deployment %s: checksum/config %q unchanged by a new bucket", name, a[name])
+		}
+	}
+	if jobA != jobB || jobA == jobC {
+		t.Errorf("migrate Jobs: %s, same images %s, new images %s: want the same name for the same images, a new one for new", jobA, jobB, jobC)
+	}
+	_ = c
+}
+
+// TestChartScaling: with KEDA the scaled Deployments leave replicas to it;
+// without, they have the values' replicas and no ScaledObject is made.
+func TestChartScaling(t *testing.T) {
+	on := chartObjects(t, nil)
+	if r := find[*appsv1.Deployment](on, "researcher").Spec.Replicas; r != nil {
+		t.Errorf("researcher with KEDA: replicas %d", *r)
+	}
+	off := chartObjects(t, map[string]any{"keda": map[string]any{"enabled": false}, "services": map[string]any{"indexer": map[string]any{"replicas": 4}}})
+	if r := find[*appsv1.Deployment](off, "indexer").Spec.Replicas; r == nil || *r != 4 {
+		t.Errorf("indexer without KEDA: replicas %v, want 4", r)
+	}
+	if so := find[*kedav1alpha1.ScaledObject](off, "indexer"); so != nil {
+		t.Error("a ScaledObject without KEDA")
+	}
+}
+
+// TestChartBlobCredentials: each credentials mode gives the blob services
+// what the S3 client takes: the Secrets' keys, the ServiceAccounts' IRSA
+// roles, a projected token for a web identity, nothing for Pod Identity.
+func TestChartBlobCredentials(t *testing.T) {
+	roles := map[string]any{"writerRoleArn": "arn:aws:iam::123456789012:role/w", "readerRoleArn": "arn:aws:iam::123456789012:role/r"}
+	with := func(mode string) map[string]any {
+		b := map[string]any{"credentials": mode}
+		for k, v := range roles {
+			b[k] = v
+		}
+		return map[string]any{"blob": b}
+	}
+	static := chartObjects(t, with("static"))
+	if d := find[*appsv1.Deployment](static, "researcher"); envSecretOf(d, "S3_ACCESS_KEY_ID") != "archivist-s3-reader" {
+		t.Errorf("static: the researcher's keys from %q", envSecretOf(d, "S3_ACCESS_KEY_ID"))
+	}
+	irsa := chartObjects(t, with("irsa"))
+	if sa := find[*corev1.ServiceAccount](irsa, "archivist-blob-reader"); sa.Annotations["eks.amazonaws.com/role-arn"] != "arn:aws:iam::123456789012:role/r" {
+		t.Errorf("irsa: reader annotations %v", sa.Annotations)
+	}
+	web := chartObjects(t, with("webIdentity"))
+	if d := find[*appsv1.Deployment](web, "auditor"); envOf(d, "AWS_ROLE_ARN") != "arn:aws:iam::123456789012:role/w" || envOf(d, "AWS_WEB_IDENTITY_TOKEN_FILE") == "" {
+		t.Errorf("webIdentity: auditor env AWS_ROLE_ARN %q", envOf(d, "AWS_ROLE_ARN"))
+	}
+	pod := chartObjects(t, with("podIdentity"))
+	if d := find[*appsv1.Deployment](pod, "curator"); envOf(d, "S3_ACCESS_KEY_ID") != "" || envSecretOf(d, "S3_ACCESS_KEY_ID") != "" || envOf(d, "AWS_ROLE_ARN") != "" {
+		t.Error("podIdentity: the curator is given credentials of its own")
+	}
+}
+
+func envOf(d *appsv1.Deployment, name string) string {
+	for _, e := range d.Spec.Template.Spec.Containers[0].Env {
+		if e.Name == name {
+			return e.Value
+		}
+	}
+	return ""
+}
+
+func envSecretOf(d *appsv1.Deployment, name string) string {
+	for _, e := range d.Spec.Template.Spec.Containers[0].Env {
+		if e.Name == name && e.ValueFrom != nil && e.ValueFrom.SecretKeyRef != nil {
+			return e.ValueFrom.SecretKeyRef.Name
+		}
+	}
+	return ""
+}
