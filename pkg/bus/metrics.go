@@ -1,8 +1,7 @@
 package bus
 
 import (
-	"errors"
-
+	"github.com/archivist/archivist/pkg/telemetry"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -42,24 +41,10 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		}, []string{"consumer"}),
 	}
 	if reg != nil {
-		m.messages = register(reg, m.messages)
-		m.handle = register(reg, m.handle)
-		m.moved = register(reg, m.moved)
-		m.pauses = register(reg, m.pauses)
+		m.messages = telemetry.Register(reg, m.messages)
+		m.handle = telemetry.Register(reg, m.handle)
+		m.moved = telemetry.Register(reg, m.moved)
+		m.pauses = telemetry.Register(reg, m.pauses)
 	}
 	return m
-}
-
-// register registers c, or returns the collector already registered under
-// its name (a second bus in the same process shares the first's metrics).
-func register[C prometheus.Collector](reg prometheus.Registerer, c C) C {
-	if err := reg.Register(c); err != nil {
-		var are prometheus.AlreadyRegisteredError
-		if errors.As(err, &are) {
-			if existing, ok := are.ExistingCollector.(C); ok {
-				return existing
-			}
-		}
-	}
-	return c
 }

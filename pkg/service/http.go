@@ -13,6 +13,7 @@ import (
 	"runtime/debug"
 	"time"
 
+	"github.com/archivist/archivist/pkg/telemetry"
 	"github.com/prometheus/client_golang/prometheus"
 	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
 )
@@ -209,7 +210,7 @@ func (e *Env) ServeHTTP(ctx context.Context, addr string, h http.Handler, ready 
 	}
 	auth.log = e.Log
 	if e.Metrics != nil {
-		auth.reloadFailures = registerOrExisting(e.Metrics, prometheus.NewCounter(prometheus.CounterOpts{Name: "archivist_api_keys_reload_failures_total",
+		auth.reloadFailures = telemetry.Register(e.Metrics, prometheus.NewCounter(prometheus.CounterOpts{Name: "archivist_api_keys_reload_failures_total",
 			Help: "Changes of API_KEYS_FILE that could not be loaded (the previous keys stayed in force)."}))
 	}
 	if e.admin != nil {

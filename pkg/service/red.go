@@ -1,11 +1,11 @@
 package service
 
 import (
-	"errors"
 	"net/http"
 	"strconv"
 	"time"
 
+	"github.com/archivist/archivist/pkg/telemetry"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -30,25 +30,10 @@ func newHTTPMetrics(reg prometheus.Registerer) *httpMetrics {
 		inFlight: prometheus.NewGauge(prometheus.GaugeOpts{Name: "archivist_http_requests_in_flight",
 			Help: "API requests being answered."}),
 	}
-	m.requests = registerOrExisting(reg, m.requests)
-	m.duration = registerOrExisting(reg, m.duration)
-	m.inFlight = registerOrExisting(reg, m.inFlight)
+	m.requests = telemetry.Register(reg, m.requests)
+	m.duration = telemetry.Register(reg, m.duration)
+	m.inFlight = telemetry.Register(reg, m.inFlight)
 	return m
-}
-
-// registerOrExisting registers c, or returns the collector already
-// registered as it (a service that serves its API again after a restart
-// of its loop).
-func registerOrExisting[C prometheus.Collector](reg prometheus.Registerer, c C) C {
-	if err := reg.Register(c); err != nil {
-		var are prometheus.AlreadyRegisteredError
-		if errors.As(err, &are) {
-			if existing, ok := are.ExistingCollector.(C); ok {
-				return existing
-			}
-		}
-	}
-	return c
 }
 
 // routeOf is the pattern of h's ServeMux that r matches, "" when h is not

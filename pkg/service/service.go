@@ -26,6 +26,7 @@ import (
 	"github.com/archivist/archivist/pkg/config"
 	"github.com/archivist/archivist/pkg/fault"
 	"github.com/archivist/archivist/pkg/store"
+	"github.com/archivist/archivist/pkg/telemetry"
 )
 
 // Definition describes a service.
@@ -174,7 +175,7 @@ func Start(ctx context.Context, def Definition, common Common, deps Deps) (_ *Ru
 	env.Gate = fault.NewGate(log)
 	// What runs, for dashboards and for absent() alerts: a service whose
 	// metrics stop arriving is noticed, not read as quiet.
-	registerOrExisting(reg, prometheus.NewGauge(prometheus.GaugeOpts{Name: "archivist_build_info",
+	telemetry.Register(reg, prometheus.NewGauge(prometheus.GaugeOpts{Name: "archivist_build_info",
 		Help:        "1, labelled with the build's version and Go version.",
 		ConstLabels: prometheus.Labels{"version": Version, "go_version": runtime.Version()}})).Set(1)
 	r := &Running{def: def, env: env, done: make(chan struct{})}
