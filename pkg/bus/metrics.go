@@ -1,8 +1,9 @@
 package bus
 
 import (
-	"github.com/archivist/archivist/pkg/telemetry"
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/archivist/archivist/pkg/telemetry"
 )
 
 // Outcomes of a consumed message, the "outcome" label of

@@ -13,9 +13,10 @@ import (
 	"runtime/debug"
 	"time"
 
-	"github.com/archivist/archivist/pkg/telemetry"
 	"github.com/prometheus/client_golang/prometheus"
 	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
+
+	"github.com/archivist/archivist/pkg/telemetry"
 )
 
 // HTTPLimits bounds what one client can hold of an API server: how long it

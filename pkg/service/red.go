@@ -5,8 +5,9 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/archivist/archivist/pkg/telemetry"
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/archivist/archivist/pkg/telemetry"
 )
 
 // httpMetrics are an API's rate, errors and duration per route (RED): the
