@@ -209,3 +209,14 @@ func envSecretOf(d *appsv1.Deployment, name string) string {
 	}
 	return ""
 }
+
+// TestChartBucketFromValues: the archive's bucket, endpoint and region are
+// values (they were fixed in the base manifests, with no example of
+// changing them).
+func TestChartBucketFromValues(t *testing.T) {
+	objs := chartObjects(t, map[string]any{"blob": map[string]any{"bucket": "acme-archive", "endpoint": "s3.eu-west-1.amazonaws.com", "region": "eu-west-1"}})
+	want := "s3://acme-archive/?endpoint=s3.eu-west-1.amazonaws.com&region=eu-west-1&secure=true"
+	if got := find[*corev1.ConfigMap](objs, "archivist").Data["BLOB_URL"]; got != want {
+		t.Errorf("BLOB_URL %s, want %s", got, want)
+	}
+}

@@ -29,3 +29,46 @@ func TestDeployBuildsEveryImage(t *testing.T) {
 		}
 	}
 }
+
+// TestDeployCreatesWhatTheChartNeeds: DEPLOY.md's install from an empty
+// cluster makes the namespaces and the API keys' Secret before the chart,
+// which mounts it (a step once missing: every API pod waited for it).
+func TestDeployCreatesWhatTheChartNeeds(t *testing.T) {
+	b, err := os.ReadFile("../docs/DEPLOY.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := string(b)
+	install := strings.Index(text, "helm upgrade --install archivist charts/archivist")
+	for _, step := range []string{"kubectl create namespace", "create secret generic archivist-api-keys", "kubectl apply -k k8s/nats"} {
+		if i := strings.Index(text, step); i < 0 || install < 0 || i > install {
+			t.Errorf("DEPLOY.md: %q is not a step before the chart's install", step)
+		}
+	}
+}
+
+// TestStandInImagesHaveNamesOfTheirOwn: scripts/images builds its NATS and
+// PostgreSQL stand-ins under the project's names, never the official ones
+// (which they would shadow on a developer's engine), and compose runs
+// them only when asked.
+func TestStandInImagesHaveNamesOfTheirOwn(t *testing.T) {
+	b, err := os.ReadFile("../scripts/images")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range regexp.MustCompile(`(?m)^build (\S+) `).FindAllSubmatch(b, -1) {
+		name := string(m[1])
+		if !strings.HasPrefix(name, `"archivist/`) && !strings.HasPrefix(name, "archivist-ci/") {
+			t.Errorf("scripts/images builds %s: a stand-in takes a name of the project's (archivist-ci/...)", name)
+		}
+	}
+	c, err := os.ReadFile("../compose.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"image: ${NATS_IMAGE:-nats:2-alpine}", "image: ${POSTGRES_IMAGE:-postgres:15-alpine}"} {
+		if !strings.Contains(string(c), want) {
+			t.Errorf("compose.yaml lacks %q", want)
+		}
+	}
+}
