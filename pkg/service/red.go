@@ -46,6 +46,8 @@ func routeOf(h http.Handler, r *http.Request) string {
 		mux = v
 	case routed:
 		mux = v.mux
+	case browser:
+		return routeOf(v.Handler, r)
 	default:
 		return ""
 	}

@@ -75,6 +75,10 @@ func TestAPIMetricsPerRoute(t *testing.T) {
 			t.Errorf("archivist_http_requests_total{route=%q,method=%q,code=%q} = %v, want %v", c.route, c.method, c.code, got, c.want)
 		}
 	}
+	// The dashboard's routes are behind its sign-in page.
+	if got := routeOf(Browser(mux), httptest.NewRequest("GET", "/v1/things/7", nil)); got != "GET /v1/things/{id}" {
+		t.Errorf("the route of a Browser handler's request: %q", got)
+	}
 	if n := testutil.CollectAndCount(m.duration); n != 3 {
 		t.Errorf("duration series: %d, want one per route and method (3)", n)
 	}
