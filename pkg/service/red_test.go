@@ -86,3 +86,23 @@ func TestAPIMetricsPerRoute(t *testing.T) {
 		t.Errorf("request series: %d, want 5 (no series per id)", got)
 	}
 }
+
+// BenchmarkAPIMetrics: what measuring costs a request, beside the same
+// request unmeasured (a ServeMux route with a path value, through
+// httptest): docs/PERFORMANCE.md gives the ratio.
+func BenchmarkAPIMetrics(b *testing.B) {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /v1/things/{id}", func(w http.ResponseWriter, r *http.Request) { _, _ = w.Write([]byte(r.PathValue("id"))) })
+	m := newHTTPMetrics(prometheus.NewRegistry())
+	for _, c := range []struct {
+		name string
+		h    http.Handler
+	}{{"plain", mux}, {"measured", m.measure(mux, mux)}} {
+		b.Run(c.name, func(b *testing.B) {
+			req := httptest.NewRequest("GET", "/v1/things/42", nil)
+			for b.Loop() {
+				c.h.ServeHTTP(httptest.NewRecorder(), req)
+			}
+		})
+	}
+}
