@@ -45,9 +45,17 @@ func CheckMonitoring(objs []Object, runbook string, known map[string]bool) error
 						continue
 					}
 					alerts++
-					for _, m := range metricName.FindAllString(r.Expr.String(), -1) {
+					expr := r.Expr.String()
+					for _, loc := range metricName.FindAllStringIndex(expr, -1) {
+						m := expr[loc[0]:loc[1]]
 						if !known[m] {
 							fail("alert %s: metric %s is not one Archivist exports", r.Alert, m)
+						}
+						// Each on its release's namespace: two releases in
+						// one Prometheus must not mix.
+						sel, _, _ := strings.Cut(expr[loc[1]:], "}")
+						if !strings.HasPrefix(sel, "{") || !strings.Contains(sel, "namespace=") {
+							fail("alert %s: %s is not selected by namespace: another release's series would fire it", r.Alert, m)
 						}
 					}
 					if r.Labels["severity"] == "" || r.Annotations["summary"] == "" {

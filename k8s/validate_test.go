@@ -179,7 +179,8 @@ func TestAlerts(t *testing.T) {
 	}
 	docs := base(t)
 	for _, c := range []struct{ old, new, want string }{
-		{"archivist_index_oldest_unindexed_seconds) > 3600", "archivist_index_oldest_file_seconds) > 3600", "not one Archivist exports"},
+		{"archivist_index_oldest_unindexed_seconds{", "archivist_index_oldest_file_seconds{", "not one Archivist exports"},
+		{`archivist_audit_parked{namespace="archivist"}`, "archivist_audit_parked", "archivist_audit_parked is not selected by namespace"},
 		{"RUNBOOK.md#archivistindexstale", "RUNBOOK.md#nowhere", "names no section"},
 		{"port: admin", "port: http", "no PodMonitor"},
 	} {
