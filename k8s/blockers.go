@@ -23,6 +23,10 @@ import (
 // checkImage: an image names its registry and a tag: "archivist/curator"
 // resolves to Docker Hub, where no such image is published.
 func checkImage(what, image string, fail func(string, ...any)) {
+	image, digest, pinned := strings.Cut(image, "@")
+	if pinned && !regexp.MustCompile(`^sha256:[a-f0-9]{64}$`).MatchString(digest) {
+		fail("%s: image digest %q is not a sha256 digest", what, digest)
+	}
 	name, tag, hasTag := strings.Cut(image[strings.LastIndex(image, "/")+1:], ":")
 	first, _, hasSlash := strings.Cut(image, "/")
 	if !hasSlash || (!strings.ContainsAny(first, ".:") && first != "localhost") {

@@ -220,3 +220,19 @@ func TestChartBucketFromValues(t *testing.T) {
 		t.Errorf("BLOB_URL %s, want %s", got, want)
 	}
 }
+
+// TestChartPinsDigests: an image with a digest in image.digests runs by
+// it (a tag moved in the registry does not change what runs).
+func TestChartPinsDigests(t *testing.T) {
+	digest := "sha256:" + strings.Repeat("ab", 32)
+	objs := chartObjects(t, map[string]any{"image": map[string]any{"digests": map[string]any{"curator": digest}}})
+	if got := find[*appsv1.Deployment](objs, "curator").Spec.Template.Spec.Containers[0].Image; got != "ghcr.io/archivist/curator:0.2.0@"+digest {
+		t.Errorf("curator's image %s", got)
+	}
+	if got := find[*appsv1.Deployment](objs, "pwa").Spec.Template.Spec.Containers[0].Image; got != "ghcr.io/archivist/pwa:0.2.0" {
+		t.Errorf("pwa's image %s", got)
+	}
+	if _, err := k8s.RenderChart(chartDir, k8s.DefaultRelease, map[string]any{"image": map[string]any{"digests": map[string]any{"curator": "latest"}}}); err == nil {
+		t.Error("a digest that is not one was taken")
+	}
+}

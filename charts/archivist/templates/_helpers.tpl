@@ -47,8 +47,13 @@ helm.sh/chart: {{ include "archivist.chart" .root }}
 {{ .Values.image.tag | default .Chart.AppVersion }}
 {{- end -}}
 
+{{/* <registry>/<name>:<tag>, and @<digest> where image.digests has one. */}}
 {{- define "archivist.image" -}}
-{{ printf "%s/%s:%s" (.root.Values.image.registry | trimSuffix "/") .name (include "archivist.tag" .root) }}
+{{- $ref := printf "%s/%s:%s" (.root.Values.image.registry | trimSuffix "/") .name (include "archivist.tag" .root) -}}
+{{- with index .root.Values.image.digests .name -}}
+{{- $ref = printf "%s@%s" $ref . -}}
+{{- end -}}
+{{ $ref }}
 {{- end -}}
 
 {{- define "archivist.natsURL" -}}
