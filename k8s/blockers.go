@@ -20,11 +20,13 @@ import (
 // The checks of what kept an install on a real cluster from working while
 // every pod was Ready: each names the failure it prevents.
 
+var sha256Digest = regexp.MustCompile(`^sha256:[a-f0-9]{64}$`)
+
 // checkImage: an image names its registry and a tag: "archivist/curator"
 // resolves to Docker Hub, where no such image is published.
 func checkImage(what, image string, fail func(string, ...any)) {
 	image, digest, pinned := strings.Cut(image, "@")
-	if pinned && !regexp.MustCompile(`^sha256:[a-f0-9]{64}$`).MatchString(digest) {
+	if pinned && !sha256Digest.MatchString(digest) {
 		fail("%s: image digest %q is not a sha256 digest", what, digest)
 	}
 	name, tag, hasTag := strings.Cut(image[strings.LastIndex(image, "/")+1:], ":")

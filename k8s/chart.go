@@ -3,6 +3,7 @@ package k8s
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"slices"
 	"strings"
@@ -54,14 +55,12 @@ func RenderChart(dir string, rel Release, values map[string]any) ([][]byte, erro
 		return nil, fmt.Errorf("render chart %s: %w", dir, err)
 	}
 	var out [][]byte
-	names := mapsKeys(files)
-	slices.Sort(names)
-	for _, name := range names {
+	for _, name := range slices.Sorted(maps.Keys(files)) {
 		if strings.HasSuffix(name, "NOTES.txt") {
 			continue
 		}
 		docs := releaseutil.SplitManifests(files[name])
-		for _, k := range releaseutil.BySplitManifestsOrder(mapsKeys(docs)) {
+		for _, k := range releaseutil.BySplitManifestsOrder(slices.Collect(maps.Keys(docs))) {
 			d := strings.TrimSpace(docs[k])
 			if d == "" || onlyComments(d) {
 				continue
@@ -80,15 +79,6 @@ func RenderChart(dir string, rel Release, values map[string]any) ([][]byte, erro
 		}
 	}
 	return out, nil
-}
-
-// mapsKeys are the keys of m.
-func mapsKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	return keys
 }
 
 func onlyComments(doc string) bool {

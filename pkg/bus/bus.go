@@ -111,18 +111,20 @@ func Connect(ctx context.Context, cfg Config, producer string, opts ...Option) (
 		nats.MaxReconnects(-1),
 		nats.ReconnectWait(time.Second),
 		nats.RetryOnFailedConnect(false),
+		// The connection's callbacks outlive ctx and belong to no piece of
+		// work: logged without a context.
 		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
 			if err != nil {
-				log.WarnContext(ctx, "nats disconnected", "err", err)
+				log.Warn("nats disconnected", "err", err)
 			}
 		}),
-		nats.ReconnectHandler(func(c *nats.Conn) { log.InfoContext(ctx, "nats reconnected", "url", c.ConnectedUrlRedacted()) }),
+		nats.ReconnectHandler(func(c *nats.Conn) { log.Info("nats reconnected", "url", c.ConnectedUrlRedacted()) }),
 		nats.ErrorHandler(func(_ *nats.Conn, s *nats.Subscription, err error) {
 			subj := ""
 			if s != nil {
 				subj = s.Subject
 			}
-			log.ErrorContext(ctx, "nats async error", "subject", subj, "err", err)
+			log.Error("nats async error", "subject", subj, "err", err)
 		}),
 	}
 	if cfg.CredsFile != "" {
