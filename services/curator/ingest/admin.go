@@ -57,38 +57,57 @@ func (s *Store) HoldCollection(ctx context.Context, profile string) error {
 	return err
 }
 
+// releasePage is how many held batches or jobs one transaction of
+// ReleaseCollection moves: a collection of any size is released in pages,
+// each holding few row locks and ids.
+const releasePage = 500
+
 // ReleaseCollection releases a collection's hold and every batch and job
-// of it that the hold put in held. It returns how many were released.
+// of it that the hold put in held, a page at a time; it stops early if the
+// collection is held again meanwhile. It returns how many were released.
 func (s *Store) ReleaseCollection(ctx context.Context, profile string) (int, error) {
-	n := 0
-	err := store.InTx(ctx, s.DB, func(tx pgx.Tx) error {
-		n = 0
-		if _, err := tx.Exec(ctx, `DELETE FROM curator.collection_holds WHERE profile = $1`, profile); err != nil {
-			return err
-		}
-		for _, e := range []Entity{Batch, Job} {
-			rows, err := tx.Query(ctx, `SELECT id FROM `+Table(e)+` WHERE profile = $1 AND state = 'held' ORDER BY id FOR UPDATE`, profile)
-			if err != nil {
-				return err
-			}
-			ids, err := pgx.CollectRows(rows, pgx.RowTo[int64])
-			if err != nil {
-				return err
-			}
-			for _, id := range ids {
-				if err := s.move(ctx, tx, e, id, Held, Pending, Admin, "release", "collection "+profile+" released"); err != nil {
+	if _, err := s.DB.Exec(ctx, `DELETE FROM curator.collection_holds WHERE profile = $1`, profile); err != nil {
+		return 0, err
+	}
+	total := 0
+	for _, e := range []Entity{Batch, Job} {
+		for {
+			n := 0
+			err := store.InTx(ctx, s.DB, func(tx pgx.Tx) error {
+				n = 0
+				var heldAgain bool
+				if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM curator.collection_holds WHERE profile = $1)`, profile).Scan(&heldAgain); err != nil || heldAgain {
 					return err
 				}
-				n++
+				rows, err := tx.Query(ctx, `SELECT id FROM `+Table(e)+` WHERE profile = $1 AND state = 'held' ORDER BY id LIMIT $2 FOR UPDATE`, profile, releasePage)
+				if err != nil {
+					return err
+				}
+				ids, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+				if err != nil {
+					return err
+				}
+				for _, id := range ids {
+					if err := s.move(ctx, tx, e, id, Held, Pending, Admin, "release", "collection "+profile+" released"); err != nil {
+						return err
+					}
+					n++
+				}
+				return nil
+			})
+			if err != nil {
+				return total, err
+			}
+			total += n
+			if n > 0 {
+				s.moved(e, Pending)
+			}
+			if n < releasePage {
+				break
 			}
 		}
-		return nil
-	})
-	if err == nil {
-		s.moved(Batch, Pending)
-		s.moved(Job, Pending)
 	}
-	return n, err
+	return total, nil
 }
 
 // Act runs an operator's action on a batch or job: release, hold, requeue,
