@@ -1,13 +1,16 @@
 package testenv
 
 import (
+	"bytes"
 	"fmt"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -47,12 +50,67 @@ func Binary(t testing.TB, pkg string) string {
 
 // Process is a service running as its own operating-system process, so a
 // test can kill it the way a node failure or the OOM killer does.
+//
+// Its output goes to a file, not to the test's log: a test that runs many
+// processes (the fault soak restarts one every few seconds) would otherwise
+// bury its own verdict under their lines. When the test fails, the last
+// lines of every process still running at its end, or that exited without
+// being killed, follow the test's own errors, and all the files are kept in
+// a directory the test's log names.
 type Process struct {
 	// Admin is the admin server's address.
 	Admin string
-	cmd   *exec.Cmd
-	done  chan struct{}
+	// LogFile is the file the process's standard output and error go to.
+	LogFile string
+	cmd     *exec.Cmd
+	done    chan struct{}
+	killed  atomic.Bool
 }
+
+// processTailLines is how many of a process's last lines a failed test shows.
+const processTailLines = 60
+
+var (
+	logDirsMu sync.Mutex
+	logDirs   = map[testing.TB]*processLogs{}
+)
+
+// processLogs is the directory of one test's process logs.
+type processLogs struct {
+	dir string
+	n   int
+}
+
+// processLogFile opens a new log file for a process of pkg started by t,
+// in a directory that is removed when t passes and kept when it fails.
+func processLogFile(t testing.TB, pkg string) (*os.File, error) {
+	t.Helper()
+	logDirsMu.Lock()
+	defer logDirsMu.Unlock()
+	l := logDirs[t]
+	if l == nil {
+		dir, err := os.MkdirTemp("", "archivist-logs-"+unsafeChars.ReplaceAllString(t.Name(), "_")+"-")
+		if err != nil {
+			return nil, err
+		}
+		l = &processLogs{dir: dir}
+		logDirs[t] = l
+		t.Cleanup(func() {
+			logDirsMu.Lock()
+			delete(logDirs, t)
+			logDirsMu.Unlock()
+			if t.Failed() {
+				t.Logf("testenv: every process's full log is kept in %s", dir)
+				return
+			}
+			os.RemoveAll(dir)
+		})
+	}
+	l.n++
+	return os.Create(filepath.Join(l.dir, fmt.Sprintf("%03d-%s.log", l.n, filepath.Base(pkg))))
+}
+
+var unsafeChars = regexp.MustCompile(`[^A-Za-z0-9_.-]+`)
 
 // StartProcess runs the service main pkg as a child process in the shared
 // NATS account, database and local blob directory blobDir (empty for
@@ -85,18 +143,29 @@ func StartProcess(t testing.TB, pkg string, sh Shared, blobDir string, env map[s
 	for k, v := range base {
 		p.cmd.Env = append(p.cmd.Env, k+"="+v)
 	}
-	p.cmd.Stdout = &testWriter{t: t}
-	p.cmd.Stderr = &testWriter{t: t}
+	out, err := processLogFile(t, pkg)
+	if err != nil {
+		t.Fatalf("testenv: log file for %s: %v", pkg, err)
+	}
+	p.LogFile = out.Name()
+	p.cmd.Stdout, p.cmd.Stderr = out, out
 	if err := p.cmd.Start(); err != nil {
+		out.Close()
 		t.Fatalf("testenv: start %s: %v", pkg, err)
 	}
-	go func() { _ = p.cmd.Wait(); close(p.done) }()
-	t.Cleanup(p.Kill)
+	go func() { _ = p.cmd.Wait(); out.Close(); close(p.done) }()
+	t.Cleanup(func() {
+		interesting := !p.killed.Load() // running at the end, or exited by itself
+		p.Kill()
+		if t.Failed() && interesting {
+			t.Logf("testenv: %s (%s), its last lines:\n%s", filepath.Base(pkg), p.LogFile, tailLines(p.LogFile, processTailLines))
+		}
+	})
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		select {
 		case <-p.done:
-			t.Fatalf("testenv: %s exited before it was ready: %v", pkg, p.cmd.ProcessState)
+			t.Fatalf("testenv: %s exited before it was ready: %v; its last lines:\n%s", pkg, p.cmd.ProcessState, tailLines(p.LogFile, processTailLines))
 		default:
 		}
 		resp, err := http.Get("http://" + p.Admin + "/readyz")
@@ -108,7 +177,7 @@ func StartProcess(t testing.TB, pkg string, sh Shared, blobDir string, env map[s
 		}
 		if time.Now().After(deadline) {
 			p.Kill()
-			t.Fatalf("testenv: %s not ready after 30s", pkg)
+			t.Fatalf("testenv: %s not ready after 30s; its last lines:\n%s", pkg, tailLines(p.LogFile, processTailLines))
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
@@ -117,6 +186,7 @@ func StartProcess(t testing.TB, pkg string, sh Shared, blobDir string, env map[s
 // Kill sends SIGKILL, which the process cannot catch: no deferred cleanup,
 // no drain, no graceful stop; it returns once the process is gone.
 func (p *Process) Kill() {
+	p.killed.Store(true)
 	select {
 	case <-p.done:
 		return
@@ -124,4 +194,22 @@ func (p *Process) Kill() {
 	}
 	_ = p.cmd.Process.Signal(syscall.SIGKILL)
 	<-p.done
+}
+
+// tailLines returns the last n lines of the file at path.
+func tailLines(path string, n int) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err.Error()
+	}
+	b = bytes.TrimRight(b, "\n")
+	i := len(b)
+	for range n {
+		j := bytes.LastIndexByte(b[:i], '\n')
+		if j < 0 {
+			return string(b)
+		}
+		i = j
+	}
+	return string(b[i+1:])
 }
