@@ -542,6 +542,7 @@ func (s *soak) settle(start time.Time, d time.Duration) {
 	var st soakState
 	var problems []string
 	settleStart := time.Now()
+	lastReport := settleStart
 	for deadline := time.Now().Add(5 * time.Minute); ; time.Sleep(2 * time.Second) {
 		st, problems = s.observe(ctx, db, sent, finalCheck)
 		if finalCheck.IsZero() && st.jobsOpen == 0 && st.jobs == sent.Files && st.objects == st.inventoryFiles && st.objects > 0 {
@@ -553,6 +554,10 @@ func (s *soak) settle(start time.Time, d time.Duration) {
 		}
 		if len(problems) == 0 || time.Now().After(deadline) {
 			break
+		}
+		if time.Since(lastReport) >= 20*time.Second {
+			lastReport = time.Now()
+			s.t.Logf("settling for %s, still waiting for: %s", time.Since(settleStart).Round(time.Second), strings.Join(problems, "; "))
 		}
 	}
 	lost := (sent.Episodes*sent.Clips - st.results) + (sent.Files - (st.jobs - st.jobsOpen)) + (sent.WARCLines - st.distinct) + st.unchecked
