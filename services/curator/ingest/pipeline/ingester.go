@@ -164,10 +164,15 @@ func (g *Ingester) sendMail(ctx context.Context) {
 }
 
 // sweep reports the batches whose last job's worker died between the
-// job's end and the check of its batch (Store.ReportDone).
+// job's end and the check of its batch (Store.ReportDone), while the
+// database answers: an outage closes the gate and the sweep waits on it,
+// instead of logging an error every interval until it is back.
 func (g *Ingester) sweep(ctx context.Context) {
+	if g.gate.Wait(ctx) != nil {
+		return
+	}
 	n, err := g.store.ReportDone(ctx)
-	if err != nil && ctx.Err() == nil {
+	if err != nil && ctx.Err() == nil && !g.gate.Observe(ctx, err) {
 		g.log.ErrorContext(ctx, "ingest: sweep for batches done processing", "err", err)
 	}
 	if n > 0 {
