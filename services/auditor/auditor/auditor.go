@@ -274,46 +274,45 @@ func (a *Auditor) Schedule(ctx context.Context) {
 // into the content index and the audit log as an event would have been,
 // and a check of it is queued to confirm; an object no longer at the
 // provider is marked gone. It returns how many entries it worked.
+//
+// It runs in the leader only (auditor.schedule), so an entry is read
+// without a lock and no transaction is held while it is worked: the
+// capture reads the blob store and takes connections of its own, and
+// holding one across it let the capture wait for a connection only it
+// could free (TestAuditQueueOnOneConnection). Working an entry twice, at a
+// change of leader, records it once (the capture's source is the entry).
 func (a *Auditor) ProcessAuditQueue(ctx context.Context, limit int) (int, error) {
 	n := 0
 	for n < limit {
 		var id int64
 		var object string
-		worked := false
-		var failed error
-		err := pgx.BeginFunc(ctx, a.db, func(tx pgx.Tx) error {
-			err := tx.QueryRow(ctx, `SELECT id, object FROM auditor.audit_queue
-				WHERE NOT done AND parked_at IS NULL AND next_attempt_at <= now()
-				ORDER BY id LIMIT 1 FOR UPDATE SKIP LOCKED`).Scan(&id, &object)
-			if errors.Is(err, pgx.ErrNoRows) {
-				return nil
-			}
-			if err != nil {
-				return err
-			}
-			worked = true
-			outcome, err := a.capture(ctx, id, object)
-			if err != nil {
-				failed = fmt.Errorf("audit queue entry %d (%s): %w", id, object, err)
-				return failed
-			}
-			_, err = tx.Exec(ctx, `UPDATE auditor.audit_queue SET done = true, outcome = $2, done_at = now() WHERE id = $1`, id, outcome)
-			return err
-		})
-		switch {
-		case !worked:
+		err := a.db.QueryRow(ctx, `SELECT id, object FROM auditor.audit_queue
+			WHERE NOT done AND parked_at IS NULL AND next_attempt_at <= now()
+			ORDER BY id LIMIT 1`).Scan(&id, &object)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return n, nil
+		}
+		if err != nil {
 			return n, err
-		case failed != nil && !fault.IsOutage(failed) && !a.gate.Observe(ctx, failed):
-			// The entry fails alone: it backs off, and the queue goes on.
-			if rerr := a.queueEntryFailed(ctx, id, failed); rerr != nil {
-				return n, rerr
+		}
+		outcome, failed := a.capture(ctx, id, object)
+		if failed == nil {
+			_, err = a.db.Exec(ctx, `UPDATE auditor.audit_queue SET done = true, outcome = $2, done_at = now() WHERE id = $1 AND NOT done`, id, outcome)
+			if err != nil {
+				return n, fmt.Errorf("audit queue entry %d (%s): %w", id, object, err)
 			}
-			a.log.WarnContext(ctx, "audit queue entry failed", "id", id, "object", object, "err", failed)
 			n++
 			continue
-		case err != nil:
-			return n, err // an outage: nothing counted, the loop waits
 		}
+		failed = fmt.Errorf("audit queue entry %d (%s): %w", id, object, failed)
+		if fault.IsOutage(failed) || a.gate.Observe(ctx, failed) || ctx.Err() != nil {
+			return n, failed // an outage: nothing counted, the loop waits
+		}
+		// The entry fails alone: it backs off, and the queue goes on.
+		if rerr := a.queueEntryFailed(ctx, id, failed); rerr != nil {
+			return n, rerr
+		}
+		a.log.WarnContext(ctx, "audit queue entry failed", "id", id, "object", object, "err", failed)
 		n++
 	}
 	return n, nil
