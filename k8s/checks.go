@@ -95,10 +95,16 @@ const (
 	pgHeadroom = 10
 )
 
+// leaderSessions is how many loops each service leads (service.AsLeader):
+// each holds its lock in a session of its own, beyond the pool
+// (TestLeaderSessionsMatchTheCode counts them in the services' code).
+var leaderSessions = map[string]int{"curator": 1, "indexer": 1, "aggregator": 1, "auditor": 4}
+
 // checkConnectionBudget: at their most replicas (KEDA's maximum for a
 // scaled Deployment), every pool of every service (DATABASE_MAX_CONNS, and
-// the curator's ingest claims, INGEST_MAX_CLAIMS and 11) and the migrate Job fit
-// in the Cluster's max_connections, less what is reserved.
+// the curator's ingest claims, INGEST_MAX_CLAIMS and 11), the leaders'
+// sessions (leaderSessions) and the migrate Job fit in the Cluster's
+// max_connections, less what is reserved.
 func checkConnectionBudget(cluster *cnpgv1.Cluster, config map[string]string, deployments map[string]*appsv1.Deployment, scaledMax map[string]int32, jobs int, fail func(string, ...any)) {
 	limit := 100 // PostgreSQL's default
 	if v, ok := cluster.Spec.PostgresConfiguration.Parameters["max_connections"]; ok {
@@ -131,7 +137,7 @@ func checkConnectionBudget(cluster *cnpgv1.Cluster, config map[string]string, de
 		if !hasEnv(d, "DATABASE_URL") {
 			continue
 		}
-		per := setting(d, "DATABASE_MAX_CONNS", 10)
+		per := setting(d, "DATABASE_MAX_CONNS", 10) + leaderSessions[name]
 		if name == "curator" {
 			// The shared claim slots, and one of each of the 11 ingest
 			// states' own.

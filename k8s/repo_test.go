@@ -1,7 +1,10 @@
 package k8s_test
 
 import (
+	"io/fs"
+	"maps"
 	"os"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
@@ -70,5 +73,36 @@ func TestStandInImagesHaveNamesOfTheirOwn(t *testing.T) {
 		if !strings.Contains(string(c), want) {
 			t.Errorf("compose.yaml lacks %q", want)
 		}
+	}
+}
+
+// TestLeaderSessionsMatchTheCode: the connection budget counts, for each
+// service, one session per loop it leads (env.AsLeader), each outside its
+// pool; the count is the services' code's.
+func TestLeaderSessionsMatchTheCode(t *testing.T) {
+	leads := regexp.MustCompile(`\.AsLeader\("`)
+	found := map[string]int{}
+	err := filepath.WalkDir("../services", func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() || !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
+			return err
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		if n := len(leads.FindAll(b, -1)); n > 0 {
+			svc := strings.Split(filepath.ToSlash(path), "/")[2]
+			found[svc] += n
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(found) == 0 {
+		t.Fatal("no service leads a loop: the search is wrong")
+	}
+	if !maps.Equal(found, k8s.LeaderSessions) {
+		t.Errorf("leader sessions per service in the code %v, in the connection budget %v", found, k8s.LeaderSessions)
 	}
 }

@@ -411,7 +411,7 @@ func TestValidationCatchesFaults(t *testing.T) {
 		{"IRSA without the role", "name: archivist-blob\n", "    eks.amazonaws.com/role-arn: arn:aws:iam::123456789012:role/archivist-blob\n", "", "auditor uses the blob store with no credentials"},
 		{"the researcher writing the blob store", "name: researcher\n", "serviceAccountName: archivist-blob-reader", "serviceAccountName: archivist-blob", "want archivist-blob-reader"},
 		{"connections beyond max_connections", "kind: Cluster", "max_connections: \"300\"", "max_connections: \"100\"", "PostgreSQL connections: the services may open"},
-		{"a pool grown past the budget", "name: indexer\n", "name: DATABASE_MAX_CONNS\n          value: \"4\"", "name: DATABASE_MAX_CONNS\n          value: \"30\"", "indexer 10×30"},
+		{"a pool grown past the budget", "name: indexer\n", "name: DATABASE_MAX_CONNS\n          value: \"4\"", "name: DATABASE_MAX_CONNS\n          value: \"30\"", "indexer 10×31"},
 		{"the migration skipping missing roles", "kind: Job", "value: \"true\"", "value: \"false\"", "MIGRATE_REQUIRE_ROLES must be true"},
 		{"the migrate Job deleted by a TTL", "kind: Job", "  backoffLimit: 6\n", "  backoffLimit: 6\n  ttlSecondsAfterFinished: 300\n", "ttlSecondsAfterFinished: a GitOps tool re-creates"},
 		{"the migrate Job giving up at once", "kind: Job", "value: 15m", "value: 30s", "MIGRATE_WAIT \"30s\": must be at least 5m"},

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
@@ -22,14 +23,38 @@ const DefaultLeaderRetry = 5 * time.Second
 // the whole deployment (a daily resync, the aggregator's merges, the
 // audit schedule) are wrapped in it; their work must still be safe to
 // redo, since a new leader may repeat what a dead one was doing.
+//
+// The lock's session is a connection of its own, made with db's settings
+// but outside its pool, kept while the replica asks and leads and made
+// again when lost: each led loop costs a service one connection beyond
+// DATABASE_MAX_CONNS, and the pool stays whole for the work. (A pooled
+// session left the auditor's pool of five with one connection for every
+// consumer, request and dependency probe, after its four leaders took
+// theirs.)
 func AsLeader(db *pgxpool.Pool, name string, retry time.Duration, log *slog.Logger, loop Loop) Loop {
 	if retry <= 0 {
 		retry = DefaultLeaderRetry
 	}
 	log = log.With("leader_of", name)
 	return func(ctx context.Context) error {
+		var conn *pgx.Conn
+		defer func() {
+			if conn != nil {
+				closeSession(conn)
+			}
+		}()
 		for {
-			led, err := lead(ctx, db, name, retry, log, loop)
+			var led bool
+			var err error
+			if conn == nil || conn.IsClosed() {
+				conn, err = pgx.ConnectConfig(ctx, db.Config().ConnConfig.Copy())
+				if err != nil {
+					conn, err = nil, fmt.Errorf("leader lock %s: session: %w", name, err)
+				}
+			}
+			if conn != nil {
+				led, err = lead(ctx, conn, name, retry, log, loop)
+			}
 			if ctx.Err() != nil {
 				return nil
 			}
@@ -49,18 +74,14 @@ func AsLeader(db *pgxpool.Pool, name string, retry time.Duration, log *slog.Logg
 	}
 }
 
-// lead takes the lock if it is free and runs loop while it holds it: until
-// ctx ends, loop returns, or the lock's session is lost. It reports whether
-// it led.
-func lead(ctx context.Context, db *pgxpool.Pool, name string, retry time.Duration, log *slog.Logger, loop Loop) (bool, error) {
-	conn, err := db.Acquire(ctx)
-	if err != nil {
-		return false, fmt.Errorf("leader lock %s: %w", name, err)
-	}
-	defer conn.Release()
+// lead takes the lock on conn if it is free and runs loop while it holds
+// it: until ctx ends, loop returns, or the lock's session is lost (then
+// conn is closed). It reports whether it led.
+func lead(ctx context.Context, conn *pgx.Conn, name string, retry time.Duration, log *slog.Logger, loop Loop) (bool, error) {
 	key := "archivist.leader." + name
 	var mine bool
 	if err := conn.QueryRow(ctx, `SELECT pg_try_advisory_lock(hashtext($1))`, key).Scan(&mine); err != nil {
+		closeSession(conn) // whatever state it is in, the next try starts afresh
 		return false, fmt.Errorf("leader lock %s: %w", name, err)
 	}
 	if !mine {
@@ -106,8 +127,7 @@ func lead(ctx context.Context, db *pgxpool.Pool, name string, retry time.Duratio
 	cancel()
 	<-done
 	if ctx.Err() == nil {
-		// The session is gone with its lock; never return it to the pool.
-		_ = conn.Conn().Close(context.Background())
+		closeSession(conn) // the session is gone with its lock
 	} else {
 		unlock(conn, key)
 	}
@@ -116,12 +136,19 @@ func lead(ctx context.Context, db *pgxpool.Pool, name string, retry time.Duratio
 
 // unlock releases the lock, or closes the session (and with it the lock)
 // if it cannot.
-func unlock(conn *pgxpool.Conn, key string) {
+func unlock(conn *pgx.Conn, key string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	if _, err := conn.Exec(ctx, `SELECT pg_advisory_unlock(hashtext($1))`, key); err != nil {
-		_ = conn.Conn().Close(ctx)
+		closeSession(conn)
 	}
+}
+
+// closeSession closes a lock's session, within 5 s.
+func closeSession(conn *pgx.Conn) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_ = conn.Close(ctx)
 }
 
 // AsLeader runs loop in one replica of the service at a time (AsLeader on

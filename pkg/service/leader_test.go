@@ -104,3 +104,43 @@ func TestOneReplicaLeadsALoop(t *testing.T) {
 		t.Fatalf("%s leads, want %s", l, first)
 	}
 }
+
+// TestLeadersLeaveThePoolToTheWork: a leader's lock lives in a session of
+// its own, outside the service's pool. Three loops led on a pool of one
+// connection each query through it; the leaders' sessions used to be the
+// pool's connections, so the first leader took the only one and the
+// others, and every loop's queries, waited forever (the auditor's four
+// leaders held four of the soak's five).
+func TestLeadersLeaveThePoolToTheWork(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	pool, err := store.Open(ctx, store.Config{URL: testenv.DBURL(t), MaxConns: 1}, "leaders")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	queried := make(chan string, 3)
+	var wg sync.WaitGroup
+	defer func() { cancel(); wg.Wait() }()
+	for _, name := range []string{"one", "two", "three"} {
+		loop := service.AsLeader(pool, "pool-test-"+name, 50*time.Millisecond, testenv.Logger(t), func(ctx context.Context) error {
+			var one int
+			if err := pool.QueryRow(ctx, `SELECT 1`).Scan(&one); err != nil {
+				return err
+			}
+			queried <- name
+			<-ctx.Done()
+			return nil
+		})
+		wg.Add(1)
+		go func() { defer wg.Done(); _ = loop(ctx) }()
+	}
+	timeout := time.After(20 * time.Second)
+	for range 3 {
+		select {
+		case <-queried:
+		case <-timeout:
+			t.Fatalf("the loops led on a pool of one connection could not query it: the leaders hold it (%d acquired of %d)",
+				pool.Stat().AcquiredConns(), pool.Stat().MaxConns())
+		}
+	}
+}
