@@ -198,8 +198,9 @@ func Start(ctx context.Context, def Definition, common Common, deps Deps) (_ *Ru
 			r.closers = append(r.closers, closer{"database metrics", func(context.Context) error { reg.Unregister(pc); return nil }})
 		}
 		r.closers = append(r.closers, closer{"database", func(context.Context) error { pool.Close(); return nil }})
-		deps.Admin.AddCheck(def.Name+" database", pool.Ping)
-		env.Gate.Add(fault.Probe{Name: fault.Postgres, Check: pool.Ping})
+		ping := func(ctx context.Context) error { return store.Ping(ctx, pool) }
+		deps.Admin.AddCheck(def.Name+" database", ping)
+		env.Gate.Add(fault.Probe{Name: fault.Postgres, Check: ping})
 		if common.MigrateOnStart {
 			for _, s := range def.Schemas {
 				if err := store.Migrate(ctx, pool, s); err != nil {

@@ -65,6 +65,40 @@ func Open(ctx context.Context, cfg Config, appName string) (*pgxpool.Pool, error
 	return pool, nil
 }
 
+// busyPoolWait is how long Ping waits for a connection of the pool before
+// it asks on one of its own.
+const busyPoolWait = 500 * time.Millisecond
+
+// Ping reports whether PostgreSQL answers, for a service's dependency
+// probe and its readiness. A pool whose every connection is busy with work
+// is not an outage: Ping waits briefly for one of the pool's connections
+// and, when none comes free, asks on a connection of its own (closed at
+// once). pgxpool's own Ping waits for the pool, and so called a busy
+// service's database down, pausing its consumers and failing its
+// readiness.
+func Ping(ctx context.Context, pool *pgxpool.Pool) error {
+	actx, cancel := context.WithTimeout(ctx, busyPoolWait)
+	conn, err := pool.Acquire(actx)
+	cancel()
+	if err == nil {
+		defer conn.Release()
+		return conn.Ping(ctx)
+	}
+	if ctx.Err() != nil || actx.Err() == nil {
+		return err // the caller's end, or the pool could not connect
+	}
+	own, err := pgx.ConnectConfig(ctx, pool.Config().ConnConfig.Copy())
+	if err != nil {
+		return err
+	}
+	defer func() {
+		cctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = own.Close(cctx)
+	}()
+	return own.Ping(ctx)
+}
+
 // Schema is a PostgreSQL schema a service owns, with the migrations that
 // build it. Migration files are tern's: NNN_name.sql, with an optional
 // "---- create above / drop below ----" line before the down migration.

@@ -3,11 +3,14 @@ package store_test
 import (
 	"context"
 	"errors"
+	"strconv"
 	"sync"
 	"testing"
 	"testing/fstest"
+	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/archivist/archivist/devkit/testenv"
 	"github.com/archivist/archivist/pkg/store"
@@ -119,5 +122,37 @@ func TestSessionsDetectLostClients(t *testing.T) {
 		if idle != c.idle || interval != "10" || count != "3" || user != "60000" {
 			t.Errorf("%s: keepalive idle %s, interval %s, count %s, user timeout %s", c.url, idle, interval, count, user)
 		}
+	}
+}
+
+// TestPingAnswersForABusyPool: with every connection of the pool in use
+// (here its only one, held), Ping still reports that PostgreSQL answers;
+// and it reports a server that does not.
+func TestPingAnswersForABusyPool(t *testing.T) {
+	ctx := context.Background()
+	url := testenv.DBURL(t)
+	pool, err := store.Open(ctx, store.Config{URL: url, MaxConns: 1}, "ping-test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	held, err := pool.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Release()
+	pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if err := store.Ping(pctx, pool); err != nil {
+		t.Errorf("Ping with the pool's only connection busy: %v, want PostgreSQL answering", err)
+	}
+
+	dead, err := pgxpool.New(ctx, "postgres://nobody@127.0.0.1:"+strconv.Itoa(testenv.FreePort(t))+"/none?connect_timeout=2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dead.Close()
+	if err := store.Ping(pctx, dead); err == nil {
+		t.Error("Ping of a server that is not there reported it answering")
 	}
 }
