@@ -44,15 +44,13 @@ func AsLeader(db *pgxpool.Pool, name string, retry time.Duration, log *slog.Logg
 			}
 		}()
 		for {
-			var led bool
-			var err error
+			led, err := false, error(nil)
 			if conn == nil || conn.IsClosed() {
-				conn, err = pgx.ConnectConfig(ctx, db.Config().ConnConfig.Copy())
-				if err != nil {
-					conn, err = nil, fmt.Errorf("leader lock %s: session: %w", name, err)
+				if conn, err = pgx.ConnectConfig(ctx, db.Config().ConnConfig.Copy()); err != nil {
+					err = fmt.Errorf("leader lock %s: session: %w", name, err)
 				}
 			}
-			if conn != nil {
+			if err == nil {
 				led, err = lead(ctx, conn, name, retry, log, loop)
 			}
 			if ctx.Err() != nil {
