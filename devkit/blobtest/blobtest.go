@@ -115,6 +115,92 @@ func Run(t *testing.T, open func(t *testing.T) blob.Store) {
 		}
 	})
 
+	t.Run("VersionsAreCreateOnly", func(t *testing.T) {
+		// Under blob.ImmutablePrefix a key, once it holds an object, keeps
+		// it: other bytes are refused and change nothing; the same bytes
+		// (a retry) answer with what is there; only Restore, stating the
+		// recorded SHA-256, puts bytes back over it.
+		s := open(t)
+		const key = "objects/ark:%2F99999%2Ffk4x/v1/producer/a.txt"
+		first := put(t, s, key, "the version's bytes")
+		again, err := s.Put(ctx, key, strings.NewReader("the version's bytes"), nil)
+		if err != nil || again.Checksum != first.Checksum {
+			t.Fatalf("a retry of the same bytes: %+v, %v; want the stored object", again, err)
+		}
+		sum := sha256.Sum256([]byte("the version's bytes"))
+		if _, err := s.Put(ctx, key, strings.NewReader("the version's bytes"), map[string]string{blob.PropSHA256: hex.EncodeToString(sum[:])}); err != nil {
+			t.Fatalf("a retry stating its sha256: %v", err)
+		}
+		for _, other := range []string{"other bytes", "the version's byteS", ""} {
+			if _, err := s.Put(ctx, key, strings.NewReader(other), nil); !errors.Is(err, blob.ErrExists) {
+				t.Errorf("put %q over a stored version: %v, want ErrExists", other, err)
+			}
+		}
+		big := randomBytes(9 << 20) // a multipart upload on S3
+		if _, err := s.Put(ctx, key, io.MultiReader(bytes.NewReader(big)), nil); !errors.Is(err, blob.ErrExists) {
+			t.Errorf("a streamed put over a stored version: %v, want ErrExists", err)
+		}
+		if got := read(t, s, key); got != "the version's bytes" {
+			t.Fatalf("the stored version changed: it now reads %d bytes", len(got))
+		}
+		// A streamed version of its own, and its retry.
+		const bigKey = "objects/ark:%2F99999%2Ffk4x/v1/producer/big.bin"
+		if _, err := s.Put(ctx, bigKey, io.MultiReader(bytes.NewReader(big)), nil); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.Put(ctx, bigKey, io.MultiReader(bytes.NewReader(big)), nil); err != nil {
+			t.Errorf("a streamed retry of the same bytes: %v", err)
+		}
+		// Rot, then a restore of the recorded bytes.
+		if _, err := blob.Restore(ctx, s, key, strings.NewReader("not recorded"), hex.EncodeToString(sum[:])); !errors.Is(err, blob.ErrChecksumMismatch) {
+			t.Errorf("restore of bytes that are not the recorded ones: %v, want ErrChecksumMismatch", err)
+		}
+		if _, err := blob.Restore(ctx, s, key, strings.NewReader("the version's bytes"), ""); err == nil {
+			t.Error("restore without the recorded sha256: no error")
+		}
+		if _, err := blob.Restore(ctx, s, key, strings.NewReader("the version's bytes"), hex.EncodeToString(sum[:])); err != nil {
+			t.Fatalf("restore: %v", err)
+		}
+		if got := read(t, s, key); got != "the version's bytes" {
+			t.Fatalf("restored, it reads %d bytes, not the recorded ones", len(got))
+		}
+		// Of several writers racing for one version key, one wins whole.
+		const raced = "objects/ark:%2F99999%2Ffk4y/v1/producer/raced"
+		var wg sync.WaitGroup
+		var mu sync.Mutex
+		won := map[string]bool{}
+		for i := range 8 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				body := strings.Repeat(string(rune('a'+i)), 1<<14)
+				_, err := s.Put(ctx, raced, strings.NewReader(body), nil)
+				switch {
+				case err == nil:
+					mu.Lock()
+					won[body] = true
+					mu.Unlock()
+				case !errors.Is(err, blob.ErrExists):
+					t.Errorf("racing put: %v", err)
+				}
+			}()
+		}
+		wg.Wait()
+		if len(won) != 1 {
+			t.Fatalf("%d racing writers of one version key succeeded, want 1", len(won))
+		}
+		for body := range won {
+			if got := read(t, s, raced); got != body {
+				t.Errorf("the key holds %d bytes of another writer than the one that won", len(got))
+			}
+		}
+		// A withdrawal deletes; the key may then be created again.
+		if err := s.Delete(ctx, raced); err != nil {
+			t.Fatal(err)
+		}
+		put(t, s, raced, "after a delete")
+	})
+
 	t.Run("NotFound", func(t *testing.T) {
 		s := open(t)
 		if _, err := s.Stat(ctx, "missing/key"); !errors.Is(err, blob.ErrNotFound) {

@@ -45,6 +45,10 @@ type S3Options struct {
 //     GET report it under x-amz-checksum-mode: ENABLED.
 //   - ETags: a multipart object's ETag is "<hex>-<parts>", no digest of the
 //     content; under KMS no ETag is an MD5.
+//   - Conditional writes: a put, or a multipart upload's start or
+//     completion (as MinIO; AWS checks the completion), with
+//     If-None-Match: * is refused (412 PreconditionFailed) where the key
+//     holds an object.
 //   - Rot: the bytes of an object can change behind the store's back (Rot)
 //     while what S3 says of them (ETag, checksum, metadata) stays, as bit
 //     rot under a provider would.
@@ -193,6 +197,9 @@ func (s *S3) put(w http.ResponseWriter, r *http.Request, next http.Handler, buck
 	}
 	if bucket != "" {
 		defer s.lockObject(bucket, key)()
+		if s.refuseExisting(w, r, bucket, key) {
+			return
+		}
 	}
 	rec := httptest.NewRecorder()
 	next.ServeHTTP(rec, forward(r, body))
@@ -208,6 +215,10 @@ func (s *S3) put(w http.ResponseWriter, r *http.Request, next http.Handler, buck
 }
 
 func (s *S3) initiate(w http.ResponseWriter, r *http.Request, next http.Handler) {
+	bucket, key, _ := strings.Cut(strings.TrimPrefix(r.URL.Path, "/"), "/")
+	if s.refuseExisting(w, r, bucket, key) {
+		return
+	}
 	algo := strings.ToLower(r.Header.Get("X-Amz-Checksum-Algorithm"))
 	if r.Header.Get("X-Amz-Checksum-Type") == "COMPOSITE" || (algo != "" && algo != "crc64nvme" && r.Header.Get("X-Amz-Checksum-Type") != "FULL_OBJECT") {
 		algo = "" // a composite checksum digests no content
@@ -235,6 +246,9 @@ func (s *S3) complete(w http.ResponseWriter, r *http.Request, next http.Handler,
 	}
 	parts := bytes.Count(body, []byte("<PartNumber>"))
 	defer s.lockObject(bucket, key)()
+	if s.refuseExisting(w, r, bucket, key) {
+		return
+	}
 	rec := httptest.NewRecorder()
 	next.ServeHTTP(rec, forward(r, body))
 	if rec.Code == http.StatusOK {
@@ -277,6 +291,21 @@ func (s *S3) copy(w http.ResponseWriter, r *http.Request, next http.Handler, buc
 		s.mu.Unlock()
 	}
 	copyResponse(w, rec)
+}
+
+// refuseExisting answers a conditional write (If-None-Match: *, on a put
+// or a multipart upload's completion) whose key holds an object as S3
+// does, 412 PreconditionFailed, and reports whether it did. The caller
+// holds the key's write lock.
+func (s *S3) refuseExisting(w http.ResponseWriter, r *http.Request, bucket, key string) bool {
+	if strings.TrimSpace(r.Header.Get("If-None-Match")) != "*" {
+		return false
+	}
+	if _, err := s.backend.HeadObject(bucket, key); err != nil {
+		return false
+	}
+	s3Error(w, http.StatusPreconditionFailed, "PreconditionFailed", "At least one of the pre-conditions you specified did not hold")
+	return true
 }
 
 // lockObject holds the writes of bucket/key until the returned func runs.

@@ -104,8 +104,20 @@ func (l *Local) metaPath(key string) string {
 	return filepath.Join(l.root, metaDir, filepath.FromSlash(key)+".json")
 }
 
-// Put implements Store.
+// Put implements Store. Under ImmutablePrefix the object is linked into
+// place, which fails where the key holds one: that one stays (ErrExists),
+// or, when it has the same bytes, is the put's answer.
 func (l *Local) Put(ctx context.Context, key string, r io.Reader, props map[string]string) (Info, error) {
+	return l.put(ctx, key, r, props, !Immutable(key))
+}
+
+// restore is Restore's put: it replaces any object at key.
+func (l *Local) restore(ctx context.Context, key string, r io.Reader, props map[string]string) (Info, error) {
+	return l.put(ctx, key, r, props, true)
+}
+
+// put writes r to key, replacing an object there if replace.
+func (l *Local) put(ctx context.Context, key string, r io.Reader, props map[string]string, replace bool) (Info, error) {
 	if err := ValidateKey(key); err != nil {
 		return Info{}, err
 	}
@@ -116,7 +128,7 @@ func (l *Local) Put(ctx context.Context, key string, r io.Reader, props map[stri
 	want, props := takeSHA256(props)
 	var m localMeta
 	sidecar := false
-	err := l.writeAtomic(l.path(key), func(f *os.File) error {
+	err := l.writeAtomic(l.path(key), replace, func(f *os.File) error {
 		h := sha256.New()
 		n, err := io.Copy(io.MultiWriter(f, h), ctxReader{ctx, r})
 		if err != nil {
@@ -136,6 +148,18 @@ func (l *Local) Put(ctx context.Context, key string, r io.Reader, props map[stri
 		sidecar = setXattrMeta(f, m) != nil
 		return nil
 	})
+	if errors.Is(err, fs.ErrExist) {
+		// Another object holds the key: the same bytes (a retry) answer
+		// the put; other bytes stay, refused.
+		held, serr := l.Stat(ctx, key)
+		if serr != nil {
+			return Info{}, fmt.Errorf("put %s: %w", key, serr)
+		}
+		if held.Size == m.Size && held.Checksum.Value == m.SHA256 {
+			return held, nil
+		}
+		return Info{}, fmt.Errorf("put %s (sha256 %s): it holds sha256 %s: %w", key, m.SHA256, held.Checksum.Value, ErrExists)
+	}
 	if err != nil {
 		return Info{}, fmt.Errorf("put %s: %w", key, err)
 	}
@@ -173,7 +197,7 @@ func (l *Local) writeMeta(key string, m localMeta) error {
 	if err != nil {
 		return err
 	}
-	return l.writeAtomic(l.metaPath(key), func(f *os.File) error {
+	return l.writeAtomic(l.metaPath(key), true, func(f *os.File) error {
 		_, err := f.Write(b)
 		return err
 	})
@@ -193,8 +217,9 @@ func (l *Local) readMeta(key string) (localMeta, bool) {
 }
 
 // writeAtomic creates a temporary file beside dst, lets fill write it,
-// syncs it and renames it to dst.
-func (l *Local) writeAtomic(dst string, fill func(f *os.File) error) error {
+// syncs it and renames it to dst (replace), or links it there, which fails
+// with fs.ErrExist where dst is (after fill has run).
+func (l *Local) writeAtomic(dst string, replace bool, fill func(f *os.File) error) error {
 	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
 		return err
 	}
@@ -213,6 +238,9 @@ func (l *Local) writeAtomic(dst string, fill func(f *os.File) error) error {
 	}
 	if err != nil {
 		return err
+	}
+	if !replace {
+		return os.Link(tmp, dst) // tmp is removed: dst is the one name left
 	}
 	return os.Rename(tmp, dst)
 }

@@ -11,9 +11,11 @@ import (
 	"io"
 	"io/fs"
 	"iter"
+	"net/http"
 	"regexp"
 	"strings"
 
+	"github.com/minio/crc64nvme"
 	"github.com/minio/minio-go/v7"
 
 	"github.com/archivist/archivist/pkg/fault"
@@ -239,8 +241,21 @@ const maxSinglePut = 5 << 30
 // when the writer stated it, so S3 refuses different bytes and nothing is
 // stored), a larger or unsized one as a multipart upload with a
 // full-object CRC-64/NVME (its stated SHA-256 then checked here, and the
-// object removed on a mismatch).
+// object removed on a mismatch). Under ImmutablePrefix the put is
+// conditional (If-None-Match: *): S3 refuses it where the key holds an
+// object, which stays (ErrExists) unless its checksum is that of the same
+// bytes (a retry), which answers the put.
 func (s *S3) Put(ctx context.Context, key string, r io.Reader, props map[string]string) (Info, error) {
+	return s.put(ctx, key, r, props, !Immutable(key))
+}
+
+// restore is Restore's put: unconditional.
+func (s *S3) restore(ctx context.Context, key string, r io.Reader, props map[string]string) (Info, error) {
+	return s.put(ctx, key, r, props, true)
+}
+
+// put stores r at key; unless replace, only where the key holds nothing.
+func (s *S3) put(ctx context.Context, key string, r io.Reader, props map[string]string, replace bool) (Info, error) {
 	if err := ValidateKey(key); err != nil {
 		return Info{}, err
 	}
@@ -279,9 +294,41 @@ func (s *S3) Put(ctx context.Context, key string, r io.Reader, props map[string]
 			r = io.TeeReader(r, h)
 		}
 	}
+	// A conditional put tells a retry of the same bytes from other bytes,
+	// when S3 refuses it, by their digests: read again from the start of a
+	// file or buffer, or kept while a stream is sent (which would hide a
+	// file's offsets from the multipart upload).
+	var sent *sentDigests
+	if !replace {
+		opts.SetMatchETagExcept("*")
+		if !single {
+			// minio-go sends the condition with a multipart upload's start
+			// but not its completion (which AWS checks; MinIO checks
+			// both): a key that holds an object is refused before a byte
+			// is sent, leaving a window as long as the upload.
+			if _, err := s.stat(ctx, key); err == nil {
+				sent := &sentDigests{sha: sha256.New(), crc: crc64nvme.New(), r: r}
+				return s.held(ctx, key, sent)
+			} else if !errors.Is(err, ErrNotFound) {
+				return Info{}, fmt.Errorf("put %s: %w", key, err)
+			}
+		}
+		sent = &sentDigests{sha: sha256.New(), crc: crc64nvme.New(), r: r}
+		if sk, ok := r.(io.ReadSeeker); ok {
+			if off, err := sk.Seek(0, io.SeekCurrent); err == nil {
+				sent.r, sent.rewind = sectionFrom(sk, off), true
+			}
+		}
+		if !sent.rewind {
+			r = sent
+		}
+	}
 	if _, err := s.c.PutObject(ctx, s.bucket, s.prefix+key, r, size, opts); err != nil {
 		if code := minio.ToErrorResponse(err).Code; code == "BadDigest" || code == "XAmzContentChecksumMismatch" {
 			return Info{}, fmt.Errorf("put %s: %w", key, ErrChecksumMismatch)
+		}
+		if sent != nil && preconditionFailed(err) {
+			return s.held(ctx, key, sent)
 		}
 		return Info{}, fmt.Errorf("put %s: %w", key, s3Fault(err))
 	}
@@ -295,6 +342,76 @@ func (s *S3) Put(ctx context.Context, key string, r io.Reader, props map[string]
 	}
 	// Report what the store now says of the object, as Stat will.
 	return s.Stat(ctx, key)
+}
+
+// preconditionFailed reports whether S3 refused a conditional put because
+// the key holds an object (412; 409 ConditionalRequestConflict while
+// another conditional write of the key is under way).
+func preconditionFailed(err error) bool {
+	resp := minio.ToErrorResponse(err)
+	return resp.StatusCode == http.StatusPreconditionFailed || resp.Code == "PreconditionFailed" ||
+		resp.Code == "ConditionalRequestConflict"
+}
+
+// held answers a conditional put S3 refused: the object the key holds when
+// it has the bytes sent (read to their end here), else ErrExists.
+func (s *S3) held(ctx context.Context, key string, sent *sentDigests) (Info, error) {
+	if sent.rewind {
+		if err := sent.r.(*seekFrom).reset(); err != nil {
+			return Info{}, fmt.Errorf("put %s: read its content again: %w", key, err)
+		}
+	}
+	if _, err := io.Copy(io.Discard, sent); err != nil {
+		return Info{}, fmt.Errorf("put %s: read the rest of its content: %w", key, err)
+	}
+	info, err := s.Stat(ctx, key)
+	if err != nil {
+		return Info{}, fmt.Errorf("put %s: %w", key, err)
+	}
+	var mine string
+	switch info.Checksum.Algorithm {
+	case "sha256":
+		mine = hex.EncodeToString(sent.sha.Sum(nil))
+	case "crc64nvme":
+		mine = hex.EncodeToString(sent.crc.Sum(nil))
+	}
+	if mine != "" && mine == info.Checksum.Value && info.Size == sent.n {
+		return info, nil
+	}
+	return Info{}, fmt.Errorf("put %s (%d bytes): it holds %d bytes, %s: %w", key, sent.n, info.Size, info.Checksum, ErrExists)
+}
+
+// sentDigests digests what a reader yields.
+type sentDigests struct {
+	sha, crc hash.Hash
+	r        io.Reader
+	n        int64
+	// rewind: r is read again from the start of the put's content.
+	rewind bool
+}
+
+// seekFrom reads a seekable source from an offset (where a put's content
+// started).
+type seekFrom struct {
+	rs  io.ReadSeeker
+	off int64
+}
+
+func sectionFrom(rs io.ReadSeeker, off int64) *seekFrom { return &seekFrom{rs, off} }
+
+func (s *seekFrom) reset() error {
+	_, err := s.rs.Seek(s.off, io.SeekStart)
+	return err
+}
+
+func (s *seekFrom) Read(p []byte) (int, error) { return s.rs.Read(p) }
+
+func (d *sentDigests) Read(p []byte) (int, error) {
+	n, err := d.r.Read(p)
+	d.sha.Write(p[:n])
+	d.crc.Write(p[:n])
+	d.n += int64(n)
+	return n, err
 }
 
 // Get implements Store.

@@ -80,9 +80,10 @@ func (c *Checker) Repair(ctx context.Context, task int64) (*Repaired, error) {
 	return &r, nil
 }
 
-// copyBack puts the secondary store's copy of object into the primary
-// store, its sha256 checked on the way against want (the content index's)
-// and stated to the store, which checks it again.
+// copyBack restores the secondary store's copy of object into the primary
+// store (blob.Restore: a stored version's key takes back its recorded
+// bytes, and no others), its sha256 checked on the way against want (the
+// content index's) and stated to the store, which checks it again.
 func (c *Checker) copyBack(ctx context.Context, object, want string) error {
 	rc, _, err := c.secondary.Get(ctx, object)
 	if err != nil {
@@ -98,7 +99,7 @@ func (c *Checker) copyBack(ctx context.Context, object, want string) error {
 		}
 		pw.CloseWithError(err)
 	}()
-	if _, err := c.store.Put(ctx, object, pr, map[string]string{blob.PropSHA256: want}); err != nil {
+	if _, err := blob.Restore(ctx, c.store, object, pr, want); err != nil {
 		pr.CloseWithError(err)
 		return fmt.Errorf("copy %s back: %w", object, err)
 	}
