@@ -15,6 +15,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -85,6 +86,11 @@ type JWTConfig struct {
 	// deposit batches into (a list, or a space- or comma-separated string;
 	// "*" is every one).
 	CollectionsClaim string `env:"API_JWT_COLLECTIONS_CLAIM, default=archivist_collections"`
+	// ARKsClaim is the claim holding the shoulders or NAANs under which a
+	// publisher may supply ARKs of new objects (a list, or a space- or
+	// comma-separated string; "*" is any NAAN but the archive's own
+	// shoulder).
+	ARKsClaim string `env:"API_JWT_ARKS_CLAIM, default=archivist_arks"`
 }
 
 // Identity is an authenticated caller.
@@ -99,6 +105,12 @@ type Identity struct {
 	// it may deposit batches into; AnyCollection ("*") is every one. A
 	// publisher with none deposits nothing.
 	Collections []string `json:"collections,omitempty"`
+	// ARKs, for a publisher, are the shoulders or NAANs ("ark:/12345/x9",
+	// "ark:/12345") under which it may supply the ARK of an object the
+	// archive does not hold yet; AnyCollection ("*") is any NAAN. The
+	// archive's own shoulder is never one: its ARKs only its minter gives.
+	// A publisher with none supplies ARKs only of objects it deposited.
+	ARKs []string `json:"arks,omitempty"`
 }
 
 // AnyCollection in Identity.Collections lets a depositor deposit into
@@ -140,6 +152,28 @@ func ParseCollections(field, list string) ([]string, error) {
 	return out, nil
 }
 
+// ParseARKShoulders reads a comma-separated list of ARK shoulders or NAANs
+// (as a keys file or a command line gives them), each "ark:" followed by
+// a NAAN and, for a shoulder, "/" and its first characters, or "*".
+func ParseARKShoulders(field, list string) ([]string, error) {
+	var out []string
+	for _, a := range strings.Split(list, ",") {
+		if a == "" {
+			continue
+		}
+		if a != AnyCollection && !shoulderPattern.MatchString(a) {
+			return nil, fmt.Errorf("%s: %q is not an ARK shoulder or NAAN (ark:/12345, ark:/12345/x9) nor *", field, a)
+		}
+		if !slices.Contains(out, a) {
+			out = append(out, a)
+		}
+	}
+	return out, nil
+}
+
+// shoulderPattern is an ARK shoulder or NAAN, either spelling of the label.
+var shoulderPattern = regexp.MustCompile(`^(?i:ark):/?[0-9a-zA-Z]{5,}(/[!-~]*)?$`)
+
 // Has reports whether the identity may act in role.
 func (id Identity) Has(role Role) bool {
 	if slices.Contains(id.Roles, role) {
@@ -163,7 +197,7 @@ func WithCaller(ctx context.Context, id Identity) context.Context {
 }
 
 // anonymous is the caller when authentication is off.
-var anonymous = Identity{Name: "anonymous", Roles: []Role{Reader, Publisher, Operator}}
+var anonymous = Identity{Name: "anonymous", Roles: []Role{Reader, Publisher, Operator}, ARKs: []string{AnyCollection}}
 
 // PublisherRoutes marks the routes of mux (by pattern, as registered) that
 // a publisher may call: curation records and batch submissions. Every
@@ -219,11 +253,13 @@ type Key struct {
 
 // ParseKeys reads a keys file: a line per key,
 //
-//	NAME ROLE[,ROLE...] SHA256-OF-THE-KEY-IN-HEX [source=SOURCE] [collections=C[,C...]]
+//	NAME ROLE[,ROLE...] SHA256-OF-THE-KEY-IN-HEX [source=SOURCE] [collections=C[,C...]] [arks=A[,A...]]
 //
 // with blank lines and lines starting with # ignored. A publisher's key
 // names its source; the collections are those it may deposit batches into
-// ("*" for every one; none, no batches). NewKey makes a key and its line.
+// ("*" for every one; none, no batches); the arks the shoulders or NAANs
+// under which it may supply the ARKs of new objects ("*" any NAAN; none,
+// no new object's). NewKey makes a key and its line.
 func ParseKeys(text string) ([]Key, error) {
 	var keys []Key
 	sc := bufio.NewScanner(strings.NewReader(text))
@@ -233,8 +269,8 @@ func ParseKeys(text string) ([]Key, error) {
 			continue
 		}
 		f := strings.Fields(line)
-		if len(f) < 3 || len(f) > 5 {
-			return nil, fmt.Errorf("keys line %d: want NAME ROLES SHA256 [source=SOURCE] [collections=C,...]", n)
+		if len(f) < 3 || len(f) > 6 {
+			return nil, fmt.Errorf("keys line %d: want NAME ROLES SHA256 [source=SOURCE] [collections=C,...] [arks=A,...]", n)
 		}
 		k := Key{Identity: Identity{Name: f[0]}, Hash: strings.ToLower(f[2])}
 		for _, r := range strings.Split(f[1], ",") {
@@ -262,12 +298,18 @@ func ParseKeys(text string) ([]Key, error) {
 					return nil, fmt.Errorf("keys line %d: %w", n, err)
 				}
 				k.Collections = cs
+			case name == "arks" && k.ARKs == nil:
+				as, err := ParseARKShoulders("arks", value)
+				if err != nil {
+					return nil, fmt.Errorf("keys line %d: %w", n, err)
+				}
+				k.ARKs = as
 			default:
-				return nil, fmt.Errorf("keys line %d: %q: the fields after the hash are source=SOURCE and collections=C,... (each once)", n, opt)
+				return nil, fmt.Errorf("keys line %d: %q: the fields after the hash are source=SOURCE, collections=C,... and arks=A,... (each once)", n, opt)
 			}
 		}
-		if len(k.Collections) > 0 && !slices.Contains(k.Roles, Publisher) {
-			return nil, fmt.Errorf("keys line %d: collections are a publisher's (the key has no publisher role)", n)
+		if (len(k.Collections) > 0 || len(k.ARKs) > 0) && !slices.Contains(k.Roles, Publisher) {
+			return nil, fmt.Errorf("keys line %d: collections and arks are a publisher's (the key has no publisher role)", n)
 		}
 		if slices.Contains(k.Roles, Publisher) && k.Source == "" {
 			return nil, fmt.Errorf("keys line %d: a publisher's key is bound to its source (source=SOURCE)", n)
@@ -281,19 +323,28 @@ func ParseKeys(text string) ([]Key, error) {
 // collections it may deposit into, for a publisher) and returns it with its
 // keys-file line. The key is shown once; only its hash is kept.
 func NewKey(name string, roles []Role, source string, collections ...string) (key, line string) {
+	return NewKeyFor(Identity{Name: name, Roles: roles, Source: source, Collections: collections})
+}
+
+// NewKeyFor makes a random API key for id and returns it with its
+// keys-file line.
+func NewKeyFor(id Identity) (key, line string) {
 	var b [32]byte
 	_, _ = rand.Read(b[:])
 	key = "ak_" + base64.RawURLEncoding.EncodeToString(b[:])
-	rs := make([]string, len(roles))
-	for i, r := range roles {
+	rs := make([]string, len(id.Roles))
+	for i, r := range id.Roles {
 		rs[i] = string(r)
 	}
-	line = fmt.Sprintf("%s %s %s", name, strings.Join(rs, ","), HashKey(key))
-	if source != "" {
-		line += " source=" + source
+	line = fmt.Sprintf("%s %s %s", id.Name, strings.Join(rs, ","), HashKey(key))
+	if id.Source != "" {
+		line += " source=" + id.Source
 	}
-	if len(collections) > 0 {
-		line += " collections=" + strings.Join(collections, ",")
+	if len(id.Collections) > 0 {
+		line += " collections=" + strings.Join(id.Collections, ",")
+	}
+	if len(id.ARKs) > 0 {
+		line += " arks=" + strings.Join(id.ARKs, ",")
 	}
 	return key, line
 }

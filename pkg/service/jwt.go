@@ -189,19 +189,12 @@ func (v *jwtVerifier) verify(ctx context.Context, raw string) (Identity, error) 
 	if id.Has(Publisher) && id.Source == "" {
 		return Identity{}, fmt.Errorf("a publisher's token must name its source (claim %s)", v.cfg.SourceClaim)
 	}
-	var cs []string
-	switch c := claims[v.cfg.CollectionsClaim].(type) {
-	case string:
-		cs = strings.Fields(strings.ReplaceAll(c, ",", " "))
-	case []any:
-		for _, e := range c {
-			if s, ok := e.(string); ok {
-				cs = append(cs, s)
-			}
-		}
-	}
+	cs := claimList(claims[v.cfg.CollectionsClaim])
 	if slices.Contains(id.Roles, Publisher) {
 		if id.Collections, err = ParseCollections(v.cfg.CollectionsClaim, strings.Join(cs, ",")); err != nil {
+			return Identity{}, err
+		}
+		if id.ARKs, err = ParseARKShoulders(v.cfg.ARKsClaim, strings.Join(claimList(claims[v.cfg.ARKsClaim]), ",")); err != nil {
 			return Identity{}, err
 		}
 	}
@@ -209,4 +202,21 @@ func (v *jwtVerifier) verify(ctx context.Context, raw string) (Identity, error) 
 		return Identity{}, errors.New("the token has no subject")
 	}
 	return id, nil
+}
+
+// claimList reads a claim that lists names: a JSON list of strings, or a
+// string of names separated by spaces or commas.
+func claimList(claim any) []string {
+	var out []string
+	switch c := claim.(type) {
+	case string:
+		out = strings.Fields(strings.ReplaceAll(c, ",", " "))
+	case []any:
+		for _, e := range c {
+			if s, ok := e.(string); ok {
+				out = append(out, s)
+			}
+		}
+	}
+	return out
 }

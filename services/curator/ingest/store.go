@@ -64,11 +64,11 @@ func (s *Store) Submit(ctx context.Context, sub Submission) (id int64, created b
 		key = &sub.IdempotencyKey
 	}
 	err = s.DB.QueryRow(ctx, `INSERT INTO curator.batches (submitter, profile, payload_url, type, title, creator, date, callback_url, idempotency_key, traceparent,
-			primary_ark, submission_mode)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)
+			primary_ark, submission_mode, ark_shoulders)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)
 		ON CONFLICT (submitter, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING RETURNING id`,
 		sub.Submitter, sub.Profile, sub.PayloadURL, sub.Type, sub.Title, sub.Creator, sub.Date, sub.CallbackURL, key, telemetry.Traceparent(ctx),
-		sub.Primary, sub.SubmissionMode).Scan(&id)
+		sub.Primary, sub.SubmissionMode, sub.ARKShoulders).Scan(&id)
 	if errors.Is(err, pgx.ErrNoRows) {
 		// A retry: the key's batch must be the same submission.
 		var first Submission
@@ -79,7 +79,7 @@ func (s *Store) Submit(ctx context.Context, sub Submission) (id int64, created b
 		if err != nil {
 			return 0, false, fmt.Errorf("submit batch: find the batch of Idempotency-Key %q: %w", sub.IdempotencyKey, err)
 		}
-		first.Submitter, first.IdempotencyKey = sub.Submitter, sub.IdempotencyKey
+		first.Submitter, first.IdempotencyKey, first.ARKShoulders = sub.Submitter, sub.IdempotencyKey, sub.ARKShoulders
 		if first != sub {
 			return 0, false, &ConflictError{fmt.Sprintf("Idempotency-Key %q named a different submission (batch %d)", sub.IdempotencyKey, id)}
 		}

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/archivist/archivist/services/curator/ingest/ark"
 	"github.com/archivist/archivist/services/curator/ingest/manifest"
 	"github.com/jackc/pgx/v5"
 )
@@ -41,6 +42,11 @@ type Submission struct {
 	Primary string `json:"primary,omitempty"`
 	// SubmissionMode is add (the default) or update (see Modes).
 	SubmissionMode string `json:"submission_mode,omitempty"`
+	// ARKShoulders are the shoulders or NAANs (comma-separated, "*" any)
+	// under which the depositor's key may supply the ARK of a new object
+	// (Identity.ARKs): a supplied ARK that names no object must lie under
+	// one.
+	ARKShoulders string `json:"-"`
 	// IdempotencyKey, from the request's Idempotency-Key header, names the
 	// submission within its submitter's: a retry with the same key finds
 	// the batch the first made.
@@ -78,7 +84,7 @@ func (s *Submission) Validate() error {
 		if !slices.Contains([]string{"file", "container", "manifest"}, s.Type) {
 			return &InvalidError{"primary", "only for a submission of one object (file, container, manifest); a manifest's rows carry their own (mrt:primaryIdentifier)"}
 		}
-		if err := manifest.CheckARK(s.Primary); err != nil {
+		if err := ark.Check(s.Primary); err != nil {
 			return &InvalidError{"primary", err.Error()}
 		}
 	}

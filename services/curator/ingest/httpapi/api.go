@@ -319,6 +319,7 @@ func depositAs(ctx context.Context, sub *ingest.Submission) error {
 		return &ForbiddenError{"no caller"}
 	}
 	operator := slices.Contains(caller.Roles, service.Operator)
+	sub.ARKShoulders = strings.Join(caller.ARKs, ",")
 	switch {
 	case sub.Submitter == "":
 		sub.Submitter = caller.Name

@@ -14,6 +14,7 @@ import (
 	"strings"
 
 	"github.com/archivist/archivist/services/curator/ingest"
+	"github.com/archivist/archivist/services/curator/ingest/ark"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
@@ -25,9 +26,32 @@ func xmlEscape(s string) string {
 	return b.String()
 }
 
-// Key is where a file of an object version lives in the blob store.
-func Key(ark string, version int, path string) string {
-	return fmt.Sprintf("objects/%s/v%d/%s", strings.NewReplacer(":", "", "/", "_").Replace(ark), version, path)
+// Key is where a file of an object version lives in the blob store: under
+// the object's storage prefix (Prefix), "v<N>/", then the file's path in
+// the version. No other (ARK, version, path) maps to it.
+func Key(a string, version int, path string) string {
+	return fmt.Sprintf("%sv%d/%s", Prefix(a), version, path)
+}
+
+// Prefix is the storage prefix of the object a names (ark.StoragePrefix;
+// an identifier the archive holds always has one). The keys of objects
+// stored before #47 dropped every ':' and turned '/' into '_': their files
+// keep those keys (the inventory names each file's), their later versions
+// go under this prefix.
+func Prefix(a string) string {
+	p, err := ark.StoragePrefix(a)
+	if err != nil {
+		// Not an ARK by today's rules (never one the archive assigns): its
+		// spelling, every byte escaped as StoragePrefix does, which no ARK
+		// maps to (those begin "ark:" and a NAAN, no '%').
+		var b strings.Builder
+		b.WriteString("objects/")
+		for i := 0; i < len(a); i++ {
+			fmt.Fprintf(&b, "%%%02X", a[i])
+		}
+		return b.String() + "/"
+	}
+	return p
 }
 
 // SystemFile is a file ingest adds to the producer's.

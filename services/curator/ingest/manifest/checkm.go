@@ -9,11 +9,12 @@ import (
 	"io"
 	"net/url"
 	"path"
-	"regexp"
 	"strconv"
 	"strings"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/archivist/archivist/services/curator/ingest/ark"
 )
 
 // Row is one line of a checkm manifest, by field.
@@ -269,15 +270,6 @@ func CheckURL(s string) error {
 	return nil
 }
 
-// arkPattern is an ARK as an object's identifier: "ark:/", a NAAN (five
-// or more digits or NOID consonants), "/", and a name of printable ASCII
-// without spaces.
-var arkPattern = regexp.MustCompile(`^ark:/[0-9bcdfghjkmnpqrstvwxz]{5,}/[!-~]+$`)
-
-// CheckARK refuses what is not an ARK (ark:/NAAN/NAME, at most 256 bytes).
-func CheckARK(s string) error {
-	if len(s) > 256 || !arkPattern.MatchString(s) {
-		return errors.New("not an ARK (ark:/NAAN/NAME)")
-	}
-	return nil
-}
+// CheckARK refuses what is not an ARK (ark:/NAAN/NAME, at most 256 bytes;
+// package ark).
+func CheckARK(s string) error { return ark.Check(s) }

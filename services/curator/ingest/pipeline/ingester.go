@@ -22,6 +22,7 @@ import (
 	"github.com/archivist/archivist/services/curator/ingest"
 	"github.com/archivist/archivist/services/curator/ingest/daemon"
 	"github.com/archivist/archivist/services/curator/ingest/fetch"
+	"github.com/archivist/archivist/services/curator/ingest/ark"
 	"github.com/archivist/archivist/services/curator/ingest/identifier"
 	"github.com/archivist/archivist/services/curator/ingest/inventory"
 	"github.com/archivist/archivist/services/curator/ingest/manifest"
@@ -68,7 +69,11 @@ func New(cfg Config, s *ingest.Store, bs blob.Store, b *bus.Bus, log *slog.Logge
 	if err := os.MkdirAll(cfg.WorkDir, 0o755); err != nil {
 		return nil, fmt.Errorf("ingest work dir: %w", err)
 	}
-	g := &Ingester{cfg: cfg, store: s, blob: bs, bus: b, log: log, minter: &identifier.Local{DB: s.DB, Shoulder: cfg.ARKPrefix},
+	if _, err := ark.NormalizeShoulder(cfg.ARKPrefix); err != nil {
+		return nil, fmt.Errorf("INGEST_ARK_PREFIX %q: %w", cfg.ARKPrefix, err)
+	}
+	numbering := identifier.Local{DB: s.DB, Shoulder: cfg.ARKPrefix, Blob: bs, Log: log}
+	g := &Ingester{cfg: cfg, store: s, blob: bs, bus: b, log: log, minter: &numbering,
 		area: &workarea.Area{Dir: cfg.WorkDir, MinFree: cfg.MinFreeBytes, DB: s.DB, Log: log}, settings: &notify.Store{DB: s.DB}}
 	var mailer notify.Mailer = &notify.Log{Log: log}
 	if cfg.SMTPAddr != "" {
@@ -83,7 +88,7 @@ func New(cfg Config, s *ingest.Store, bs blob.Store, b *bus.Bus, log *slog.Logge
 		if cfg.EZIDUser == "" || cfg.EZIDPassword == "" {
 			return nil, errors.New("INGEST_EZID_URL needs INGEST_EZID_USER and INGEST_EZID_PASSWORD")
 		}
-		g.minter = &identifier.EZID{DB: s.DB, Shoulder: cfg.ARKPrefix, Target: cfg.EZIDTarget,
+		g.minter = &identifier.EZID{Local: numbering, Target: cfg.EZIDTarget,
 			Client: &identifier.EZIDClient{Base: cfg.EZIDURL, User: cfg.EZIDUser, Password: cfg.EZIDPassword, HTTP: &http.Client{Timeout: cfg.RequestTimeout}}}
 	}
 	var err error
