@@ -1,6 +1,8 @@
 package events
 
 import (
+	"fmt"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -44,6 +46,29 @@ func (t *IndexTask) Validate() error {
 		return &FieldError{Field: "file", Msg: "is required"}
 	}
 	return nil
+}
+
+// CDXFileName is the name an archive file's CDX lines give it (the CDX
+// "filename" field), which a Wayback resolves to the file's location
+// through the path index (pywb's path resolver), or by joining it to a
+// prefix URL: the file's blob key, escaped as the path of a URL (RFC 3986:
+// every byte but a letter, a digit, "/" and -._~!$&'()*+,;=:@ as %XX, "%"
+// itself included). One name per key, one key per name: every stored
+// version of every object's "crawl.warc.gz" has a name of its own, and a
+// URL path of the name, decoded, is the key again.
+func CDXFileName(key string) string {
+	const keep = "-._~!$&'()*+,;=:@/"
+	var b strings.Builder
+	b.Grow(len(key))
+	for i := 0; i < len(key); i++ {
+		c := key[i]
+		if 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || strings.IndexByte(keep, c) >= 0 {
+			b.WriteByte(c)
+			continue
+		}
+		fmt.Fprintf(&b, "%%%02X", c)
+	}
+	return b.String()
 }
 
 // IndexCDXReady says an archive file was indexed: its sorted CDX11 lines

@@ -14,7 +14,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"path"
 	"sync"
 	"time"
 
@@ -78,7 +77,7 @@ func run(ctx context.Context, env *service.Env, cfg Config) error {
 		return fmt.Errorf("AGGREGATOR_LEVEL_FACTOR %d: from 2 to AGGREGATOR_MERGE_FAN_IN (%d)", cfg.LevelFactor, cfg.FanIn)
 	}
 	a := New(env.DB, env.Blob, cfg, env.Log)
-	a.skipped, a.gate = skippedCounter(env.Metrics), env.Gate
+	a.skipped, a.refused, a.gate = skippedCounter(env.Metrics), refusedCounter(env.Metrics), env.Gate
 	sub, err := bus.Consume(ctx, env.Bus, events.AggregatorReady, a.Ready)
 	if err != nil {
 		return err
@@ -94,6 +93,16 @@ func run(ctx context.Context, env *service.Env, cfg Config) error {
 	return env.Serve(ctx, "CDX API", cfg.HTTPAddr, a.Handler(), []service.Loop{loop}, sub.Stop, deleted.Stop)
 }
 
+// refusedCounter registers the counter of refused announcements.
+func refusedCounter(reg prometheus.Registerer) prometheus.Counter {
+	c := prometheus.NewCounter(prometheus.CounterOpts{Name: "archivist_aggregator_announcements_refused_total",
+		Help: "CDX announcements of archive files withdrawn (a tombstone), refused: their captures are never answered."})
+	if reg != nil {
+		reg.MustRegister(c)
+	}
+	return c
+}
+
 // skippedCounter registers the counter of skipped announcements.
 func skippedCounter(reg prometheus.Registerer) prometheus.Counter {
 	c := prometheus.NewCounter(prometheus.CounterOpts{Name: "archivist_aggregator_announcements_skipped_total",
@@ -106,7 +115,7 @@ func skippedCounter(reg prometheus.Registerer) prometheus.Counter {
 
 // New is an aggregator over a database holding its schema and a blob store.
 func New(db *pgxpool.Pool, bs blob.Store, cfg Config, log *slog.Logger) *Aggregator {
-	return &Aggregator{db: db, blob: bs, cfg: cfg, log: log, wake: make(chan struct{}, 1), skipped: skippedCounter(nil),
+	return &Aggregator{db: db, blob: bs, cfg: cfg, log: log, wake: make(chan struct{}, 1), skipped: skippedCounter(nil), refused: refusedCounter(nil),
 		clusters: map[string]*cdxindex.Cluster{}}
 }
 
@@ -125,8 +134,8 @@ type Aggregator struct {
 	log  *slog.Logger
 	wake chan struct{}
 	// skipped counts announcements older than (or a replay of) the output
-	// recorded.
-	skipped prometheus.Counter
+	// recorded; refused those of a withdrawn file.
+	skipped, refused prometheus.Counter
 	// gate pauses the merges while a dependency is down (nil: never).
 	gate *fault.Gate
 }
@@ -137,31 +146,46 @@ type Aggregator struct {
 // again later is not merged again. An output no longer the file's (the one
 // a newer output replaced, or a late announcement's) is retired with the
 // same transaction: its object is deleted after AGGREGATOR_RETIRE_AFTER,
-// once a build that was reading it has ended (they were kept for ever).
+// once a build that was reading it has ended (they were kept for ever). A
+// file withdrawn (a tombstone, however early it came) is refused: its
+// announcement is acked, logged with the tombstone's reason and counted,
+// its output retired, and nothing of it is answered.
 func (a *Aggregator) Ready(ctx context.Context, m *bus.Message[events.IndexCDXReady]) error {
 	var applied bool
+	var refused string
 	err := pgx.BeginFunc(ctx, a.db, func(tx pgx.Tx) error {
-		var old *string
-		var oldBuild *int64
-		if err := tx.QueryRow(ctx, `SELECT output, build FROM aggregator.outputs WHERE file = $1 FOR UPDATE`, m.Event.File).Scan(&old, &oldBuild); err != nil && !errors.Is(err, pgx.ErrNoRows) {
-			return err
-		}
-		// Lines name their file by its key's last part, which a replay
-		// resolves through the path index: another file of that name
-		// would make its captures unreachable.
-		name := path.Base(m.Event.File)
-		var other string
-		err := tx.QueryRow(ctx, `SELECT file FROM aggregator.outputs WHERE name = $1 AND file <> $2 AND NOT withdrawn LIMIT 1`, name, m.Event.File).Scan(&other)
+		var reason string
+		var at time.Time
+		err := tx.QueryRow(ctx, `SELECT reason, at FROM aggregator.tombstones WHERE file = $1`, m.Event.File).Scan(&reason, &at)
 		if err == nil {
-			return fault.Permanent(fmt.Errorf("archive file %s is named %s in its CDX lines, as %s already is: a Wayback could not tell their captures apart (rename one, or withdraw %s)", m.Event.File, name, other, other))
+			refused = fmt.Sprintf("withdrawn at %s: %s", at.UTC().Format(time.RFC3339), reason)
+			_, err := tx.Exec(ctx, `INSERT INTO aggregator.retired (key) SELECT $1 WHERE NOT EXISTS (
+				SELECT 1 FROM aggregator.outputs WHERE output = $1) ON CONFLICT DO NOTHING`, m.Event.Output)
+			return err
 		}
 		if !errors.Is(err, pgx.ErrNoRows) {
 			return err
 		}
-		// A new output is built again (build NULL); a withdrawn file
-		// announced anew is the archive's again.
+		var old, oldName *string
+		var oldBuild *int64
+		if err := tx.QueryRow(ctx, `SELECT output, build, name FROM aggregator.outputs WHERE file = $1 FOR UPDATE`, m.Event.File).Scan(&old, &oldBuild, &oldName); err != nil && !errors.Is(err, pgx.ErrNoRows) {
+			return err
+		}
+		// Lines name their file by its key (events.CDXFileName), which a
+		// replay resolves through the path index: one name, one file.
+		name := events.CDXFileName(m.Event.File)
+		var other string
+		err = tx.QueryRow(ctx, `SELECT file FROM aggregator.outputs WHERE name = $1 AND file <> $2 AND NOT withdrawn LIMIT 1`, name, m.Event.File).Scan(&other)
+		if err == nil {
+			return fault.Permanent(fmt.Errorf("archive file %s is named %s in its CDX lines, as %s already is: a Wayback could not tell their captures apart (withdraw %s)", m.Event.File, name, other, other))
+		}
+		if !errors.Is(err, pgx.ErrNoRows) {
+			return err
+		}
+		// A new output is built again (build NULL).
 		tag, err := tx.Exec(ctx, `INSERT INTO aggregator.outputs (file, output, lines, version, name) VALUES ($1, $2, $3, $4, $5)
 			ON CONFLICT (file) DO UPDATE SET output = EXCLUDED.output, lines = EXCLUDED.lines, version = EXCLUDED.version, withdrawn = false,
+				name = EXCLUDED.name,
 				build = CASE WHEN aggregator.outputs.output <> EXCLUDED.output OR aggregator.outputs.withdrawn THEN NULL ELSE aggregator.outputs.build END,
 				received_at = CASE WHEN aggregator.outputs.output <> EXCLUDED.output THEN clock_timestamp() ELSE aggregator.outputs.received_at END
 			WHERE aggregator.outputs.version < EXCLUDED.version`, m.Event.File, m.Event.Output, m.Event.Lines, m.Envelope.SentAt, name)
@@ -169,10 +193,11 @@ func (a *Aggregator) Ready(ctx context.Context, m *bus.Message[events.IndexCDXRe
 			return err
 		}
 		applied = tag.RowsAffected() > 0
-		// The replaced output's lines, in the build that holds them, answer
-		// no more queries and leave that cluster's next merge.
+		// The replaced output's lines, in the build that holds them (named
+		// as they were then), answer no more queries and leave that
+		// cluster's next merge.
 		if applied && old != nil && *old != m.Event.Output && oldBuild != nil {
-			if err := mask(ctx, tx, m.Event.File, *oldBuild); err != nil {
+			if err := mask(ctx, tx, m.Event.File, *oldName, *oldBuild); err != nil {
 				return err
 			}
 		}
@@ -193,6 +218,12 @@ func (a *Aggregator) Ready(ctx context.Context, m *bus.Message[events.IndexCDXRe
 	if err != nil {
 		return fmt.Errorf("record output of %s: %w", m.Event.File, err)
 	}
+	if refused != "" {
+		a.refused.Inc()
+		a.log.WarnContext(ctx, "announcement of a withdrawn archive file refused", "file", m.Event.File, "output", m.Event.Output,
+			"tombstone", refused, "event", m.Envelope.ID)
+		return nil
+	}
 	if !applied {
 		a.skipped.Inc()
 		a.log.InfoContext(ctx, "announcement not newer than the file's output: skipped", "file", m.Event.File, "output", m.Event.Output,
@@ -206,40 +237,43 @@ func (a *Aggregator) Ready(ctx context.Context, m *bus.Message[events.IndexCDXRe
 	return nil
 }
 
-// mask hides a file's lines in a build.
-func mask(ctx context.Context, tx pgx.Tx, file string, build int64) error {
+// mask hides a file's lines, named name, in a build.
+func mask(ctx context.Context, tx pgx.Tx, file, name string, build int64) error {
 	_, err := tx.Exec(ctx, `INSERT INTO aggregator.masks (name, build, file) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING`,
-		path.Base(file), build, file)
+		name, build, file)
 	if err != nil {
 		return fmt.Errorf("mask the lines of %s in build %d: %w", file, build, err)
 	}
 	return nil
 }
 
-// ErrUnknownFile is returned by Withdraw for a file the index does not hold.
-var ErrUnknownFile = errors.New("no output recorded for that file")
-
-// Withdraw takes an archive file out of the index: its lines answer no
-// query from the moment it returns and are left out of the next merge of
-// the cluster holding them; its output is retired. A newer announcement
-// for the file (it was indexed again) puts it back.
-func (a *Aggregator) Withdraw(ctx context.Context, file, reason string) error {
-	return pgx.BeginFunc(ctx, a.db, func(tx pgx.Tx) error {
-		var output string
+// Withdraw takes an archive file out of the index for good, whether or
+// not the index holds it yet: its tombstone (with reason) refuses every
+// later announcement of it; lines it has answer no query from the moment
+// it returns and are left out of the next merge of the cluster holding
+// them; its output is retired. It reports whether the index held the file.
+// Only Reinstate lets the file back.
+func (a *Aggregator) Withdraw(ctx context.Context, file, reason string) (indexed bool, err error) {
+	err = pgx.BeginFunc(ctx, a.db, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `INSERT INTO aggregator.tombstones (file, reason) VALUES ($1, $2) ON CONFLICT (file) DO NOTHING`, file, reason); err != nil {
+			return fmt.Errorf("tombstone of %s: %w", file, err)
+		}
+		var output, name string
 		var build *int64
 		var withdrawn bool
-		err := tx.QueryRow(ctx, `SELECT output, build, withdrawn FROM aggregator.outputs WHERE file = $1 FOR UPDATE`, file).Scan(&output, &build, &withdrawn)
+		err := tx.QueryRow(ctx, `SELECT output, build, withdrawn, name FROM aggregator.outputs WHERE file = $1 FOR UPDATE`, file).Scan(&output, &build, &withdrawn, &name)
 		if errors.Is(err, pgx.ErrNoRows) {
-			return ErrUnknownFile
+			return nil
 		}
 		if err != nil {
 			return fmt.Errorf("withdraw %s: %w", file, err)
 		}
+		indexed = true
 		if withdrawn {
 			return nil
 		}
 		if build != nil {
-			if err := mask(ctx, tx, file, *build); err != nil {
+			if err := mask(ctx, tx, file, name, *build); err != nil {
 				return err
 			}
 		}
@@ -249,19 +283,34 @@ func (a *Aggregator) Withdraw(ctx context.Context, file, reason string) error {
 		if _, err := tx.Exec(ctx, `INSERT INTO aggregator.retired (key) VALUES ($1) ON CONFLICT DO NOTHING`, output); err != nil {
 			return fmt.Errorf("retire the output of %s: %w", file, err)
 		}
-		a.log.InfoContext(ctx, "archive file withdrawn from the index", "file", file, "output", output, "reason", reason)
 		return nil
 	})
+	if err == nil {
+		a.log.InfoContext(ctx, "archive file withdrawn from the index", "file", file, "indexed", indexed, "reason", reason)
+	}
+	return indexed, err
+}
+
+// Reinstate removes a file's tombstone (an operator's withdrawal made in
+// error): its next announcement (archivist index reset FILE) is taken
+// again. It reports whether there was one.
+func (a *Aggregator) Reinstate(ctx context.Context, file string) (bool, error) {
+	tag, err := a.db.Exec(ctx, `DELETE FROM aggregator.tombstones WHERE file = $1`, file)
+	if err != nil {
+		return false, fmt.Errorf("reinstate %s: %w", file, err)
+	}
+	if tag.RowsAffected() > 0 {
+		a.log.WarnContext(ctx, "archive file reinstated in the index: its next announcement is taken", "file", file)
+	}
+	return tag.RowsAffected() > 0, nil
 }
 
 // Deleted takes an archive file deleted from the archive (an object
-// withdrawn) out of the index, as Withdraw does; a key the index never
-// had (a file of another kind) is nothing to do.
+// withdrawn) out of the index for good, as Withdraw does, whether or not
+// the index held it yet (a key of another kind leaves a tombstone no
+// announcement will ever meet).
 func (a *Aggregator) Deleted(ctx context.Context, m *bus.Message[events.ObjectDeleted]) error {
-	err := a.Withdraw(ctx, m.Event.Object, "deleted from the archive")
-	if errors.Is(err, ErrUnknownFile) {
-		return nil
-	}
+	_, err := a.Withdraw(ctx, m.Event.Object, "deleted from the archive")
 	return err
 }
 

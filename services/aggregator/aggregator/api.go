@@ -2,7 +2,6 @@ package aggregator
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net/http"
 	"regexp"
@@ -25,7 +24,8 @@ var Fields = []string{"urlkey", "timestamp", "url", "mime", "status", "digest", 
 // pageSize and showNumPages over the ZipNum blocks),
 // GET /v1/index/generations, GET /v1/index/cdx (the whole index as one
 // plain CDX file, streamed), POST /v1/index/withdraw {"file", "reason"}
-// (an operator's), the path index and the exclusions.
+// (an operator's: a tombstone, whether or not the file is indexed yet),
+// POST /v1/index/reinstate {"file"}, the path index and the exclusions.
 func (a *Aggregator) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /cdx", a.cdx)
@@ -58,17 +58,35 @@ func (a *Aggregator) Handler() http.Handler {
 			reply(w, http.StatusBadRequest, map[string]string{"error": `send {"file": KEY, "reason": TEXT}: the archive file as the indexer names it, and why it leaves the index`})
 			return
 		}
-		err := a.Withdraw(r.Context(), req.File, req.Reason)
-		if errors.Is(err, ErrUnknownFile) {
-			reply(w, http.StatusNotFound, map[string]string{"error": err.Error(), "file": req.File})
-			return
-		}
+		indexed, err := a.Withdraw(r.Context(), req.File, req.Reason)
 		if err != nil {
 			a.log.Error("withdraw", "file", req.File, "err", err)
 			reply(w, http.StatusInternalServerError, map[string]string{"error": "withdrawing failed"})
 			return
 		}
-		reply(w, http.StatusOK, map[string]string{"withdrawn": req.File})
+		reply(w, http.StatusOK, map[string]any{"withdrawn": req.File, "indexed": indexed})
+	})
+	mux.HandleFunc("POST /v1/index/reinstate", func(w http.ResponseWriter, r *http.Request) {
+		var req struct {
+			File string `json:"file"`
+		}
+		dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, 1<<16))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&req); err != nil || req.File == "" {
+			reply(w, http.StatusBadRequest, map[string]string{"error": `send {"file": KEY}: the archive file whose withdrawal was made in error`})
+			return
+		}
+		had, err := a.Reinstate(r.Context(), req.File)
+		if err != nil {
+			a.log.Error("reinstate", "file", req.File, "err", err)
+			reply(w, http.StatusInternalServerError, map[string]string{"error": "reinstating failed"})
+			return
+		}
+		if !had {
+			reply(w, http.StatusNotFound, map[string]string{"error": "that file is not withdrawn from the index", "file": req.File})
+			return
+		}
+		reply(w, http.StatusOK, map[string]string{"reinstated": req.File, "next": "index it again: archivist index reset FILE"})
 	})
 	return mux
 }

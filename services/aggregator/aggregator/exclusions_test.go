@@ -17,7 +17,6 @@ import (
 	"github.com/archivist/archivist/events"
 	"github.com/archivist/archivist/pkg/blob"
 	"github.com/archivist/archivist/pkg/bus"
-	"github.com/archivist/archivist/pkg/fault"
 )
 
 // send makes a request with a JSON body and returns its status and body.
@@ -111,22 +110,24 @@ func TestExclusionsApplyToEveryQueryAtOnce(t *testing.T) {
 	}
 }
 
-// TestPathIndexNamesEachFileOnce: the path index lists every indexed file
-// by the name its CDX lines carry, with its location, sorted, as pywb reads
-// it; a second file of the same name under another prefix is refused for
-// good with a reason naming both (its captures could not be told apart);
-// a withdrawn file leaves the path index.
-func TestPathIndexNamesEachFileOnce(t *testing.T) {
+// TestPathIndexNamesEachFile: the path index lists every indexed file by
+// the name its CDX lines carry (its key, as events.CDXFileName spells it),
+// with its location, sorted, as pywb reads it; a file of the same base
+// name under another prefix (a corrected WARC's next version, another
+// object's crawl.warc.gz) has a name of its own and is answered beside
+// it; a withdrawn file leaves the path index, and an announcement of it
+// again is refused.
+func TestPathIndexNamesEachFile(t *testing.T) {
 	a, bs, _, _ := clusteredAggregator(t)
 	srv := httptest.NewServer(a.Handler())
 	defer srv.Close()
 	_, body := send(t, "GET", srv.URL+"/v1/index/paths", "")
 	rows := strings.Split(strings.TrimRight(body, "\n"), "\n")
 	root := bs.(*blob.Local).Root()
-	if len(rows) != 20 || rows[0] != "crawl-00.warc.gz\t"+filepath.Join(root, "warcs", "crawl-00.warc.gz") || !slices.IsSorted(rows) {
+	if len(rows) != 20 || rows[0] != "warcs/crawl-00.warc.gz\t"+filepath.Join(root, "warcs", "crawl-00.warc.gz") || !slices.IsSorted(rows) {
 		t.Errorf("path index (%d rows):\n%s", len(rows), body)
 	}
-	code, body := send(t, "GET", srv.URL+"/v1/index/paths/crawl-03.warc.gz", "")
+	code, body := send(t, "GET", srv.URL+"/v1/index/paths/warcs/crawl-03.warc.gz", "")
 	if code != 200 || !strings.Contains(body, `"file":"warcs/crawl-03.warc.gz"`) {
 		t.Errorf("one path: %d %s", code, body)
 	}
@@ -135,17 +136,23 @@ func TestPathIndexNamesEachFileOnce(t *testing.T) {
 	}
 	ctx := context.Background()
 	ev := &events.IndexCDXReady{File: "other/crawl-03.warc.gz", Output: "cdx/x.cdx", Lines: 1, Complete: true}
-	err := a.Ready(ctx, &bus.Message[events.IndexCDXReady]{Envelope: events.Envelope{ID: "x", SentAt: time.Now()}, Event: ev})
-	if !fault.IsPermanent(err) || !strings.Contains(err.Error(), "warcs/crawl-03.warc.gz") {
-		t.Errorf("a second crawl-03.warc.gz: %v, want a permanent refusal naming the first", err)
+	if err := a.Ready(ctx, &bus.Message[events.IndexCDXReady]{Envelope: events.Envelope{ID: "x", SentAt: time.Now()}, Event: ev}); err != nil {
+		t.Errorf("a second crawl-03.warc.gz, under another prefix: %v", err)
 	}
-	if err := a.Withdraw(ctx, "warcs/crawl-03.warc.gz", "moved"); err != nil {
+	if code, body := send(t, "GET", srv.URL+"/v1/index/paths/other/crawl-03.warc.gz", ""); code != 200 || !strings.Contains(body, `"file":"other/crawl-03.warc.gz"`) {
+		t.Errorf("the second crawl-03.warc.gz: %d %s", code, body)
+	}
+	if _, err := a.Withdraw(ctx, "warcs/crawl-03.warc.gz", "moved"); err != nil {
 		t.Fatal(err)
 	}
-	if code, _ := send(t, "GET", srv.URL+"/v1/index/paths/crawl-03.warc.gz", ""); code != 404 {
+	if code, _ := send(t, "GET", srv.URL+"/v1/index/paths/warcs/crawl-03.warc.gz", ""); code != 404 {
 		t.Errorf("a withdrawn file's path: %d", code)
 	}
-	if err := a.Ready(ctx, &bus.Message[events.IndexCDXReady]{Envelope: events.Envelope{ID: "x", SentAt: time.Now()}, Event: ev}); err != nil {
-		t.Errorf("the name free again: %v", err)
+	again := &events.IndexCDXReady{File: "warcs/crawl-03.warc.gz", Output: "cdx/y.cdx", Lines: 1, Complete: true}
+	if err := a.Ready(ctx, &bus.Message[events.IndexCDXReady]{Envelope: events.Envelope{ID: "y", SentAt: time.Now()}, Event: again}); err != nil {
+		t.Fatal(err)
+	}
+	if code, _ := send(t, "GET", srv.URL+"/v1/index/paths/warcs/crawl-03.warc.gz", ""); code != 404 {
+		t.Errorf("a withdrawn file announced again is back in the path index: %d", code)
 	}
 }

@@ -13,8 +13,9 @@ import (
 // pathRoutes serves the path index a Wayback resolves CDX lines' file
 // names through: GET /v1/index/paths, every indexed archive file as
 // "NAME<tab>LOCATION" lines sorted by name (pywb's path index format,
-// streamed), and GET /v1/index/paths/{name}, one file as JSON. A
-// withdrawn file is in neither.
+// streamed), and GET /v1/index/paths/{name...}, one file as JSON (the
+// name is events.CDXFileName of its key, slashes and all). A withdrawn
+// file is in neither.
 func (a *Aggregator) pathRoutes(mux *http.ServeMux) {
 	mux.HandleFunc("GET /v1/index/paths", func(w http.ResponseWriter, r *http.Request) {
 		rows, err := a.db.Query(r.Context(), `SELECT name, file FROM aggregator.outputs WHERE NOT withdrawn ORDER BY name, file`)
@@ -40,7 +41,7 @@ func (a *Aggregator) pathRoutes(mux *http.ServeMux) {
 		}
 		bw.Flush()
 	})
-	mux.HandleFunc("GET /v1/index/paths/{name}", func(w http.ResponseWriter, r *http.Request) {
+	mux.HandleFunc("GET /v1/index/paths/{name...}", func(w http.ResponseWriter, r *http.Request) {
 		var file string
 		err := a.db.QueryRow(r.Context(), `SELECT file FROM aggregator.outputs WHERE name = $1 AND NOT withdrawn ORDER BY file LIMIT 1`, r.PathValue("name")).Scan(&file)
 		if errors.Is(err, pgx.ErrNoRows) {

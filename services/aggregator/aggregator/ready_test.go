@@ -2,7 +2,6 @@ package aggregator
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -225,9 +224,9 @@ func TestReindexedAndWithdrawnFilesLeaveEveryQuery(t *testing.T) {
 		}
 		return got
 	}
-	announce(t, a, bs, "warcs/a.warc.gz", at, line("a.warc.gz", "20260101000000"))
-	announce(t, a, bs, "warcs/b.warc.gz", at, line("b.warc.gz", "20260102000000"))
-	announce(t, a, bs, "warcs/c.warc.gz", at, line("c.warc.gz", "20260103000000"))
+	announce(t, a, bs, "warcs/a.warc.gz", at, line("warcs/a.warc.gz", "20260101000000"))
+	announce(t, a, bs, "warcs/b.warc.gz", at, line("warcs/b.warc.gz", "20260102000000"))
+	announce(t, a, bs, "warcs/c.warc.gz", at, line("warcs/c.warc.gz", "20260103000000"))
 	if err := a.MergeNew(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -235,18 +234,18 @@ func TestReindexedAndWithdrawnFilesLeaveEveryQuery(t *testing.T) {
 		t.Fatalf("before: %q", got)
 	}
 	// a re-indexed (its capture now read as another time), b withdrawn.
-	announce(t, a, bs, "warcs/a.warc.gz", at.Add(time.Hour), line("a.warc.gz", "20260104000000"))
-	if err := a.Withdraw(ctx, "warcs/b.warc.gz", "takedown request"); err != nil {
+	announce(t, a, bs, "warcs/a.warc.gz", at.Add(time.Hour), line("warcs/a.warc.gz", "20260104000000"))
+	if _, err := a.Withdraw(ctx, "warcs/b.warc.gz", "takedown request"); err != nil {
 		t.Fatal(err)
 	}
-	want := []string{line("c.warc.gz", "20260103000000")}
+	want := []string{line("warcs/c.warc.gz", "20260103000000")}
 	if got := query(); !slices.Equal(got, want) {
 		t.Errorf("at once (a's new output not built yet):\n got %q\nwant %q", got, want)
 	}
 	if err := a.MergeNew(ctx); err != nil { // a's new output built, two L0 merged into L1
 		t.Fatal(err)
 	}
-	want = []string{line("c.warc.gz", "20260103000000"), line("a.warc.gz", "20260104000000")}
+	want = []string{line("warcs/c.warc.gz", "20260103000000"), line("warcs/a.warc.gz", "20260104000000")}
 	if got := query(); !slices.Equal(got, want) {
 		t.Errorf("after the merge:\n got %q\nwant %q", got, want)
 	}
@@ -257,16 +256,24 @@ func TestReindexedAndWithdrawnFilesLeaveEveryQuery(t *testing.T) {
 	if gens, _ := a.Generations(ctx); len(gens) != 1 || gens[0].Lines != 2 {
 		t.Errorf("clusters %+v: want one of the 2 live lines", gens)
 	}
-	if err := a.Withdraw(ctx, "warcs/none.warc.gz", "x"); !errors.Is(err, ErrUnknownFile) {
-		t.Errorf("withdrawing an unknown file: %v", err)
+	// Announced again after its withdrawal, b stays out (a takedown
+	// sticks) until an operator reinstates it.
+	announce(t, a, bs, "warcs/b.warc.gz", at.Add(2*time.Hour), line("warcs/b.warc.gz", "20260102000000"))
+	if err := a.MergeNew(ctx); err != nil {
+		t.Fatal(err)
 	}
-	// Indexed again after its withdrawal, b is back.
-	announce(t, a, bs, "warcs/b.warc.gz", at.Add(2*time.Hour), line("b.warc.gz", "20260102000000"))
+	if got := query(); len(got) != 2 {
+		t.Errorf("b announced again after its withdrawal: %q, want it refused", got)
+	}
+	if had, err := a.Reinstate(ctx, "warcs/b.warc.gz"); err != nil || !had {
+		t.Fatalf("reinstate: %t %v", had, err)
+	}
+	announce(t, a, bs, "warcs/b.warc.gz", at.Add(3*time.Hour), line("warcs/b.warc.gz", "20260102000000"))
 	if err := a.MergeNew(ctx); err != nil {
 		t.Fatal(err)
 	}
 	if got := query(); len(got) != 3 {
-		t.Errorf("b indexed again: %q", got)
+		t.Errorf("b reinstated and indexed again: %q", got)
 	}
 }
 
@@ -281,8 +288,8 @@ func TestDeletedFilesLeaveTheIndex(t *testing.T) {
 	line := func(file, ts string) string {
 		return "com,example)/ " + ts + " http://example.com/ text/html 200 AAAA - - 10 0 " + file
 	}
-	announce(t, a, bs, "objects/ark99999fk4x/v1/producer/a.warc.gz", at, line("a.warc.gz", "20260101000000"))
-	announce(t, a, bs, "warcs/b.warc.gz", at, line("b.warc.gz", "20260102000000"))
+	announce(t, a, bs, "objects/ark99999fk4x/v1/producer/a.warc.gz", at, line("objects/ark99999fk4x/v1/producer/a.warc.gz", "20260101000000"))
+	announce(t, a, bs, "warcs/b.warc.gz", at, line("warcs/b.warc.gz", "20260102000000"))
 	if err := a.MergeNew(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -302,5 +309,38 @@ func TestDeletedFilesLeaveTheIndex(t *testing.T) {
 	}
 	if len(got) != 1 || !strings.HasSuffix(got[0], "b.warc.gz") {
 		t.Errorf("after the delete: %q", got)
+	}
+}
+
+// TestTakedownBeforeTheAnnouncementSticks: a deletion (an object withdrawn
+// within its indexing window) that reaches the aggregator before the
+// file's announcement leaves a tombstone: the announcement that follows,
+// and any replay of it, is refused and counted, and no query answers the
+// withdrawn captures. (The deletion of a file the index did not hold yet
+// was dropped, and the announcement then put the captures in.)
+func TestTakedownBeforeTheAnnouncementSticks(t *testing.T) {
+	ctx := context.Background()
+	a, bs := storeAggregator(t)
+	at := time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)
+	const key = "objects/ark:99999%2Ffk4x/v1/producer/crawl.warc.gz"
+	line := "com,example)/ 20260101000000 http://example.com/ text/html 200 AAAA - - 10 0 " + events.CDXFileName(key)
+	if err := a.Deleted(ctx, &bus.Message[events.ObjectDeleted]{Envelope: events.Envelope{ID: "deleted:" + key, SentAt: at},
+		Event: &events.ObjectDeleted{Object: key}}); err != nil {
+		t.Fatal(err)
+	}
+	announce(t, a, bs, key, at.Add(time.Minute), line)
+	announce(t, a, bs, key, at.Add(2*time.Minute), line) // a replay, later
+	if err := a.MergeNew(ctx); err != nil {
+		t.Fatal(err)
+	}
+	got, err := a.Lookup(ctx, cdxindex.Query{Key: "com,example)/"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 0 {
+		t.Errorf("a takedown before the announcement: %q answered", got)
+	}
+	if n := testutil.ToFloat64(a.refused); n != 2 {
+		t.Errorf("%v announcements refused, want 2", n)
 	}
 }

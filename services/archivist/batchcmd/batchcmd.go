@@ -279,6 +279,13 @@ func Withdraw(ctx context.Context, base, ark string, version int, reason string)
 	return &out, err
 }
 
+// Reinstate lets a withdrawn object take deposits again.
+func Reinstate(ctx context.Context, base, ark, reason string) (*withdraw.Object, error) {
+	var out withdraw.Object
+	err := apiclient.Post(ctx, "curator", base+"/v1/objects/reinstate", withdraw.Request{ARK: ark, Reason: reason}, &out)
+	return &out, err
+}
+
 // Object reads an object from the inventory, withdrawn versions as
 // tombstones.
 func Object(ctx context.Context, base, ark string) (*withdraw.Object, error) {

@@ -2,8 +2,6 @@ package cli
 
 import (
 	"fmt"
-	"regexp"
-	"strconv"
 	"strings"
 	"time"
 
@@ -283,14 +281,11 @@ func profileCmd() *cobra.Command {
 	return c
 }
 
-// versioned splits "ARK/vN" into the ARK and N (0 when no version).
-var versioned = regexp.MustCompile(`^(.+)/v([1-9][0-9]{0,8})$`)
-
 func objectCmd() *cobra.Command {
 	c := &cobra.Command{
 		Use:   "object",
-		Short: "Objects of the inventory: show one, withdraw one or a version of it",
-		Long:  "Objects of the inventory: show one with its versions (withdrawn ones as tombstones), withdraw one or a version of it." + curatorEnv,
+		Short: "Objects of the inventory: show one, withdraw one or a version of it, reinstate one",
+		Long:  "Objects of the inventory: show one with its versions (withdrawn ones as tombstones), withdraw one or a version of it, reinstate a withdrawn one. An ARK may be given in any spelling of it (ark:/NAAN/NAME or ark:NAAN/NAME, hyphens or not)." + curatorEnv,
 	}
 	showCmd := &cobra.Command{Use: "show ARK [--json]", Short: "An object and its versions", Args: exactly(1, "one ARK")}
 	asJSON := jsonFlag(showCmd)
@@ -299,17 +294,24 @@ func objectCmd() *cobra.Command {
 		return show(safeOut(c), o, err, *asJSON, batchcmd.PrintObject)
 	}
 	var reason string
+	var version int
 	withdrawCmd := &cobra.Command{
-		Use:   "withdraw ARK[/vN] --reason TEXT",
+		Use:   "withdraw ARK [--version N] --reason TEXT",
 		Short: "Withdraw an object, or one version: its files leave the store and the index, a tombstone stays",
-		Long: `Withdraw an object, or one version of it (ARK/vN): the withdrawal is recorded
-with its reason; the files no other version holds are announced deleted
+		Long: `Withdraw an object, or one version of it (--version N): the withdrawal is
+recorded with its reason; a tombstone of each withdrawn version stays in
+the store; the files no other version holds are announced deleted
 (archive.object.deleted: the audit's next check of each is row 11, a WARC's
 lines leave the CDX index) and deleted from the store; the inventory keeps
-the object as a tombstone. Asked again, it finishes what a crash left.` + curatorEnv,
+the object as a tombstone. A job storing a version of the object is waited
+for. A withdrawn object takes no deposit until it is reinstated. Asked
+again, it finishes what a crash left.` + curatorEnv,
 		Args: func(_ *cobra.Command, args []string) error {
 			if len(args) != 1 {
-				return usagef("takes one ARK or ARK/vN")
+				return usagef("takes one ARK (the version with --version N)")
+			}
+			if version < 0 {
+				return usagef("--version is a version number (0 or none: every version)")
 			}
 			if strings.TrimSpace(reason) == "" {
 				return usagef("needs --reason: the tombstone says why")
@@ -317,11 +319,7 @@ the object as a tombstone. Asked again, it finishes what a crash left.` + curato
 			return nil
 		},
 		RunE: func(c *cobra.Command, args []string) error {
-			ark, version := args[0], 0
-			if m := versioned.FindStringSubmatch(ark); m != nil {
-				ark, version = m[1], atoi(m[2])
-			}
-			res, err := batchcmd.Withdraw(c.Context(), batchcmd.Base(), ark, version, reason)
+			res, err := batchcmd.Withdraw(c.Context(), batchcmd.Base(), args[0], version, reason)
 			if err != nil {
 				return err
 			}
@@ -334,12 +332,33 @@ the object as a tombstone. Asked again, it finishes what a crash left.` + curato
 		},
 	}
 	withdrawCmd.Flags().StringVar(&reason, "reason", "", "why (kept on the tombstone)")
-	c.AddCommand(showCmd, withdrawCmd)
+	withdrawCmd.Flags().IntVar(&version, "version", 0, "the version withdrawn (none: every version, the object)")
+	var why string
+	reinstateCmd := &cobra.Command{
+		Use:   "reinstate ARK --reason TEXT",
+		Short: "Let a withdrawn object take deposits again (its withdrawn versions stay withdrawn)",
+		Long: `Reinstate a withdrawn object: its next deposit makes a new version (the
+versions withdrawn stay withdrawn, their files gone). A deposit into a
+withdrawn object fails until then, saying so; requeue it after.` + curatorEnv,
+		Args: func(_ *cobra.Command, args []string) error {
+			if len(args) != 1 {
+				return usagef("takes one ARK")
+			}
+			if strings.TrimSpace(why) == "" {
+				return usagef("needs --reason: the record says why")
+			}
+			return nil
+		},
+		RunE: func(c *cobra.Command, args []string) error {
+			o, err := batchcmd.Reinstate(c.Context(), batchcmd.Base(), args[0], why)
+			if err != nil {
+				return err
+			}
+			_, err = fmt.Fprintf(safeOut(c), "%s: reinstated; its next deposit makes version %d or later\n", o.ARK, len(o.Versions)+1)
+			return err
+		},
+	}
+	reinstateCmd.Flags().StringVar(&why, "reason", "", "why (kept with the withdrawals)")
+	c.AddCommand(showCmd, withdrawCmd, reinstateCmd)
 	return c
-}
-
-// atoi is a number the pattern checked.
-func atoi(s string) int {
-	n, _ := strconv.Atoi(s)
-	return n
 }

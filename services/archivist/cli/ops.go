@@ -27,10 +27,10 @@ func keyCmd() *cobra.Command {
 		Long: `Make API keys and the NATS users of curating systems. A key is printed once;
 the files keep only hashes. Delete a key's line to revoke it.`,
 	}
-	var roles, source, collections string
+	var roles, source, collections, arks string
 	var nats bool
 	newCmd := &cobra.Command{
-		Use:   "new NAME (--role ROLE[,ROLE] [--source SOURCE] [--collections C,...] | --nats --source SOURCE)",
+		Use:   "new NAME (--role ROLE[,ROLE] [--source SOURCE] [--collections C,...] [--arks A,...] | --nats --source SOURCE)",
 		Short: "Make an API key, or with --nats a curating system's NATS user",
 		Long: `Make an API key: print the key (give it to its holder) and the line to add to
 API_KEYS_FILE. With --nats, make a curating system's NATS user instead: its
@@ -51,13 +51,14 @@ ARCHIVIST_TOKEN, or .archivist/api.token.`,
 			if nats {
 				return keycmd.NATSUser(args[0], source, c.OutOrStdout())
 			}
-			return keycmd.NewKey(args[0], roles, source, collections, c.OutOrStdout())
+			return keycmd.NewKey(args[0], roles, source, collections, arks, c.OutOrStdout())
 		},
 	}
 	f := newCmd.Flags()
 	f.StringVar(&roles, "role", "", "the key's roles, comma-separated: reader, publisher, operator")
 	f.StringVar(&source, "source", "", "a publisher's source: the records it posts carry it")
 	f.StringVar(&collections, "collections", "", "the collections (ingest profiles) a publisher deposits batches into, comma-separated; * for every one")
+	f.StringVar(&arks, "arks", "", "the ARK shoulders or NAANs (ark:/12345, ark:/12345/x9) under which a publisher may supply the ARKs of new objects, comma-separated; * for any NAAN but the archive's own shoulder")
 	f.BoolVar(&nats, "nats", false, "a NATS user for a curating system instead: publishes only its source's curation events, reads only its rejections")
 	initCmd := &cobra.Command{
 		Use:   "init DIR",

@@ -201,11 +201,12 @@ func devKeys(dataDir string) (keysFile, tokenFile string, err error) {
 			return keysFile, tokenFile, nil
 		}
 	}
-	key, line := service.NewKey("local-operator", []service.Role{service.Operator, service.Publisher}, "http")
+	key, line := service.NewKeyFor(service.Identity{Name: "local-operator", Roles: []service.Role{service.Operator, service.Publisher}, Source: "http",
+		ARKs: []string{service.AnyCollection}})
 	if err := os.WriteFile(tokenFile, []byte(key+"\n"), 0o600); err != nil {
 		return "", "", fmt.Errorf("API token: %w", err)
 	}
-	keys := "# API keys of this development system: NAME ROLES SHA256-OF-KEY [source=SOURCE] [collections=C,...]\n" + line + "\n"
+	keys := "# API keys of this development system: NAME ROLES SHA256-OF-KEY [source=SOURCE] [collections=C,...] [arks=A,...]\n" + line + "\n"
 	if err := os.WriteFile(keysFile, []byte(keys), 0o600); err != nil {
 		return "", "", fmt.Errorf("API keys: %w", err)
 	}

@@ -487,7 +487,7 @@ func demoUpdateAndWithdrawal(t *testing.T, o dev.Options, token string) {
 // /login?next=/%09/evil.example stays on the site.
 func demoTenancy(t *testing.T, o dev.Options, operatorToken string) {
 	var out strings.Builder
-	if err := keycmd.NewKey("tv", "publisher", "tv", "tv", &out); err != nil {
+	if err := keycmd.NewKey("tv", "publisher", "tv", "tv", "", &out); err != nil {
 		t.Fatalf("archivist key new: %v", err)
 	}
 	lines := strings.Split(strings.TrimSpace(out.String()), "\n")

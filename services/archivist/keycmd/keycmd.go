@@ -20,8 +20,12 @@ import (
 
 // NewKey is `archivist key new NAME --role ROLES`: an API key and its
 // keys-file line, printed once (the file keeps only its hash).
-func NewKey(name, roles, source, collections string, stdout io.Writer) error {
+func NewKey(name, roles, source, collections, arks string, stdout io.Writer) error {
 	cs, err := service.ParseCollections("--collections", collections)
+	if err != nil {
+		return err
+	}
+	as, err := service.ParseARKShoulders("--arks", arks)
 	if err != nil {
 		return err
 	}
@@ -29,7 +33,7 @@ func NewKey(name, roles, source, collections string, stdout io.Writer) error {
 	for _, r := range strings.Split(roles, ",") {
 		rs = append(rs, service.Role(strings.TrimSpace(r)))
 	}
-	key, line := service.NewKey(name, rs, source, cs...)
+	key, line := service.NewKeyFor(service.Identity{Name: name, Roles: rs, Source: source, Collections: cs, ARKs: as})
 	if _, err := service.ParseKeys(line); err != nil {
 		return err
 	}
@@ -66,11 +70,12 @@ func Init(dir string, stdout io.Writer) error {
 		fmt.Fprintf(stdout, "%s exists: its keys stay\n", keys)
 		return nil
 	}
-	key, line := service.NewKey("local-operator", []service.Role{service.Operator, service.Publisher}, "http", service.AnyCollection)
+	key, line := service.NewKeyFor(service.Identity{Name: "local-operator", Roles: []service.Role{service.Operator, service.Publisher}, Source: "http",
+		Collections: []string{service.AnyCollection}, ARKs: []string{service.AnyCollection}})
 	if err := os.WriteFile(filepath.Join(dir, TokenFile), []byte(key+"\n"), 0o600); err != nil {
 		return fmt.Errorf("the token: %w", err)
 	}
-	text := "# API keys of this system: NAME ROLES SHA256-OF-KEY [source=SOURCE] [collections=C,...]\n" +
+	text := "# API keys of this system: NAME ROLES SHA256-OF-KEY [source=SOURCE] [collections=C,...] [arks=A,...]\n" +
 		"# local-operator's key was made at its first start (archivist key token shows it).\n" + line + "\n"
 	// Written whole under another name, then renamed: a reader never sees
 	// half a file.

@@ -3,20 +3,26 @@ package ingest_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/url"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/archivist/archivist/pkg/blob"
 	"github.com/archivist/archivist/services/curator/ingest"
+	"github.com/archivist/archivist/services/curator/ingest/inventory"
+	"github.com/archivist/archivist/services/curator/ingest/withdraw"
 )
 
 // TestWithdrawals: withdrawing version 2 of an object deletes the files
 // only it held (a file carried from version 1 stays), withdrawing the
 // object deletes the rest; the inventory keeps both as tombstones with
-// their reasons; a new submission of the object makes version 3 of its
-// own files, the object back. A withdrawal without a reason, or of an
+// their reasons, and the store a tombstone of each version. A new
+// submission of the object fails, saying it is withdrawn (a deposit does
+// not undo a takedown); reinstated by an operator and requeued, it makes
+// version 3 of its own files. A withdrawal without a reason, or of an
 // object the inventory does not have, is refused.
 func TestWithdrawals(t *testing.T) {
 	o := newOrigin(t)
@@ -61,13 +67,38 @@ func TestWithdrawals(t *testing.T) {
 		t.Errorf("the tombstone: %d %v", code, out)
 	}
 
-	submit("w3", map[string]string{"d.txt": "d"})
+	for v := 1; v <= 2; v++ {
+		if !exists(inventory.Key(ark, v, withdraw.TombstoneName)) {
+			t.Errorf("no tombstone of v%d in the store", v)
+		}
+	}
+
+	b3 := r.submit(ingest.Submission{Submitter: "t", Profile: "p", Type: "manifest", PayloadURL: o.objectManifest("w3", "book-w", map[string]string{"d.txt": "d"})})
+	r.waitState(ingest.Batch, b3, ingest.Failed, 30*time.Second)
+	job := r.jobsOf(b3)[0]
+	_, st := r.call("GET", fmt.Sprintf("/v1/jobs/%d", job), nil)
+	if msg, _ := st["error"].(string); !strings.Contains(msg, "withdrawn") || !strings.Contains(msg, "reinstate") {
+		t.Errorf("a deposit into the withdrawn object: %v, want it failed as withdrawn", st)
+	}
+	if code, out := r.call("POST", "/v1/objects/reinstate", map[string]any{"ark": ark}); code != http.StatusBadRequest {
+		t.Errorf("reinstate without a reason: %d %v", code, out)
+	}
+	if code, out := r.call("POST", "/v1/objects/reinstate", map[string]any{"ark": strings.Replace(ark, "ark:/", "ark:", 1), "reason": "cleared"}); code != http.StatusOK {
+		t.Fatalf("reinstate: %d %v", code, out)
+	}
+	if code, out := r.call("POST", fmt.Sprintf("/v1/jobs/%d/requeue", job), nil); code != http.StatusOK {
+		t.Fatalf("requeue: %d %v", code, out)
+	}
+	r.waitState(ingest.Job, job, ingest.Completed, 30*time.Second)
 	if v3 := r.version(ark, 3); len(v3) != 1 || v3["d.txt"] == "" {
-		t.Errorf("v3 after the withdrawal: %v, want d.txt alone", v3)
+		t.Errorf("v3 after the reinstatement: %v, want d.txt alone", v3)
 	}
 	_, out = r.call("GET", "/v1/objects?ark="+url.QueryEscape(ark), nil)
 	if _, withdrawn := out["withdrawn_at"]; withdrawn {
-		t.Errorf("a new version leaves the object withdrawn: %v", out)
+		t.Errorf("reinstated, the object is still withdrawn: %v", out)
+	}
+	if code, out := r.call("POST", "/v1/objects/reinstate", map[string]any{"ark": ark, "reason": "again"}); code != http.StatusConflict {
+		t.Errorf("reinstate of an object not withdrawn: %d %v", code, out)
 	}
 	for _, c := range []map[string]any{{"ark": ark}, {"ark": "ark:/99999/fk4nothere", "reason": "x"}, {"ark": "nonsense", "reason": "x"}} {
 		if code, out := r.call("POST", "/v1/objects/withdraw", c); code != http.StatusBadRequest {

@@ -17,7 +17,6 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
-	"path"
 	"runtime"
 	"time"
 
@@ -350,9 +349,9 @@ func (ix *Indexer) Task(ctx context.Context, m *bus.Message[events.IndexTask]) e
 		// A local file: its members are read in parallel spans. (A
 		// bucket's object is read as a stream: a range request per read
 		// would cost more than it gains.)
-		_, ferr = cdx.IndexAt(deadlineReaderAt{tctx, f}, info.Size, path.Base(d.Name), ix.fileWorkers(), add)
+		_, ferr = cdx.IndexAt(deadlineReaderAt{tctx, f}, info.Size, events.CDXFileName(d.Name), ix.fileWorkers(), add)
 	} else {
-		_, ferr = cdx.Index(deadlineReader{tctx, rc}, path.Base(d.Name), add)
+		_, ferr = cdx.Index(deadlineReader{tctx, rc}, events.CDXFileName(d.Name), add)
 	}
 	rc.Close()
 	if ferr != nil && (ctx.Err() != nil || !isFileFault(ferr)) {

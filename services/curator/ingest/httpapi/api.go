@@ -227,6 +227,7 @@ func Routes(mux *http.ServeMux, s *ingest.Store, wd *withdraw.Withdrawer, log *s
 //
 //	GET  /v1/objects?ark=ARK        an object, its versions, withdrawn ones as tombstones
 //	POST /v1/objects/withdraw       JSON withdraw.Request (operators): the object, or a version
+//	POST /v1/objects/reinstate      JSON {"ark", "reason"} (operators): a withdrawn object takes deposits again
 func objectRoutes(mux *http.ServeMux, wd *withdraw.Withdrawer, writeErr func(http.ResponseWriter, error)) {
 	mux.HandleFunc("GET /v1/objects", func(w http.ResponseWriter, r *http.Request) {
 		o, err := withdraw.Show(r.Context(), wd.DB, r.URL.Query().Get("ark"))
@@ -252,6 +253,23 @@ func objectRoutes(mux *http.ServeMux, wd *withdraw.Withdrawer, writeErr func(htt
 			return
 		}
 		writeJSON(w, http.StatusOK, res)
+	})
+	mux.HandleFunc("POST /v1/objects/reinstate", func(w http.ResponseWriter, r *http.Request) {
+		var req withdraw.Request
+		dec := json.NewDecoder(io.LimitReader(r.Body, 64<<10))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&req); err != nil || req.Version != 0 {
+			writeErr(w, &ingest.InvalidError{Field: "body", Msg: "JSON {\"ark\", \"reason\"}: a whole object is reinstated"})
+			return
+		}
+		caller, _ := service.Caller(r.Context())
+		req.By = caller.Name
+		o, err := wd.Reinstate(r.Context(), req)
+		if err != nil {
+			writeErr(w, err)
+			return
+		}
+		writeJSON(w, http.StatusOK, o)
 	})
 }
 
@@ -355,6 +373,7 @@ func writeErrLog(w http.ResponseWriter, log *slog.Logger, err error) {
 	var ref *ingest.RefusedError
 	var conflict *ingest.ConflictError
 	var forbidden *ForbiddenError
+	var held *withdraw.HeldError
 	switch {
 	case errors.As(err, &forbidden):
 		writeJSON(w, http.StatusForbidden, map[string]string{"error": err.Error()})
@@ -364,6 +383,9 @@ func writeErrLog(w http.ResponseWriter, log *slog.Logger, err error) {
 		writeJSON(w, http.StatusNotFound, map[string]string{"error": err.Error()})
 	case errors.As(err, &ref), errors.As(err, &conflict):
 		writeJSON(w, http.StatusConflict, map[string]string{"error": err.Error()})
+	case errors.As(err, &held):
+		w.Header().Set("Retry-After", "5")
+		writeJSON(w, http.StatusConflict, map[string]any{"error": err.Error(), "job": held.Job})
 	default:
 		id := service.ErrorID()
 		log.Error("ingest API: internal error", "err", err, "error_id", id)

@@ -80,18 +80,24 @@ func (g *Ingester) process(ctx context.Context, j *ingest.JobRow) (daemon.Outcom
 // as the next version of the object.
 func (g *Ingester) storeFiles(ctx context.Context, j *ingest.JobRow) (daemon.Outcome, error) {
 	id := j.ID
-	version := j.Version
-	if version == 0 {
-		var err error
-		if version, err = inventory.AllocateVersion(ctx, g.store.DB, j); err != nil {
-			return daemon.Outcome{}, err
-		}
+	// The object is this job's to store a version of until it is recorded
+	// (or the job fails): another job of it waits, as does a withdrawal.
+	version, err := inventory.Hold(ctx, g.store.DB, g.blob, j)
+	switch {
+	case errors.Is(err, inventory.ErrWait):
+		return daemon.Outcome{}, daemon.ErrStay
+	case err != nil:
+		return daemon.Outcome{}, err
 	}
 	b, err := g.batch(ctx, j.BatchID)
 	if err != nil {
 		return daemon.Outcome{}, err
 	}
-	set := map[string]any{"version": version}
+	// The submission's own files; those an earlier attempt carried are
+	// chosen again.
+	own := slices.DeleteFunc(slices.Clone(j.Files), func(f ingest.File) bool { return f.Key != "" })
+	j.Files = own
+	set := map[string]any{"version": version, "files": j.Files}
 	if j.Mode != "update" && version > 1 {
 		// Add: the previous version's files come along, but those the
 		// submission replaces.
@@ -99,10 +105,8 @@ func (g *Ingester) storeFiles(ctx context.Context, j *ingest.JobRow) (daemon.Out
 		if err != nil {
 			return daemon.Outcome{}, err
 		}
-		if len(carried) > 0 {
-			j.Files = append(slices.Clip(j.Files), carried...)
-			set["files"] = j.Files
-		}
+		j.Files = append(slices.Clip(j.Files), carried...)
+		set["files"] = j.Files
 	}
 	type item struct {
 		path, local string
@@ -164,6 +168,15 @@ func (g *Ingester) storeFiles(ctx context.Context, j *ingest.JobRow) (daemon.Out
 				// The bytes are not those downloaded: no retry cures it.
 				return daemon.Outcome{To: ingest.Failed, Detail: "storing " + items[i].path + ": " + err.Error()}, nil
 			}
+			if errors.Is(err, blob.ErrExists) {
+				// The store holds other bytes under this version (given
+				// before, and forgotten by a restored database): they stay,
+				// and the next attempt takes a new number.
+				if aerr := inventory.Abandon(ctx, g.store.DB, j); aerr != nil {
+					return daemon.Outcome{}, aerr
+				}
+				return daemon.Outcome{}, fmt.Errorf("storing %s: v%d of %s is taken in the store; a new version is given: %w", items[i].path, version, j.ARK, err)
+			}
 			// The store refusing or out: tried again (an outage pauses).
 			return daemon.Outcome{}, fmt.Errorf("storing %s: %w", items[i].path, err)
 		}
@@ -176,14 +189,7 @@ func (g *Ingester) storeFiles(ctx context.Context, j *ingest.JobRow) (daemon.Out
 // by object key and version, so a retry publishes nothing twice) and writes
 // the inventory in the transition's transaction.
 func (g *Ingester) record(ctx context.Context, j *ingest.JobRow) (daemon.Outcome, error) {
-	id := j.ID
-	type row struct {
-		path, key, sha string
-		size           int64
-		// carried: stored, and announced, by an earlier version.
-		carried bool
-	}
-	var rows []row
+	var rows []inventory.File
 	carried := 0
 	for _, f := range j.Files {
 		key := f.Key
@@ -192,7 +198,7 @@ func (g *Ingester) record(ctx context.Context, j *ingest.JobRow) (daemon.Outcome
 		} else {
 			carried++
 		}
-		rows = append(rows, row{"producer/" + f.Name, key, f.SHA256, f.Size, f.Key != ""})
+		rows = append(rows, inventory.File{Path: "producer/" + f.Name, Key: key, SHA256: f.SHA256, Size: f.Size, Carried: f.Key != ""})
 	}
 	b, err := g.batch(ctx, j.BatchID)
 	if err != nil {
@@ -200,32 +206,32 @@ func (g *Ingester) record(ctx context.Context, j *ingest.JobRow) (daemon.Outcome
 	}
 	for _, f := range inventory.SystemFiles(j, b.erc(j)) {
 		s := sha256.Sum256(f.Body)
-		rows = append(rows, row{"system/" + f.Name, inventory.Key(j.ARK, j.Version, "system/"+f.Name), hex.EncodeToString(s[:]), int64(len(f.Body)), false})
+		rows = append(rows, inventory.File{Path: "system/" + f.Name, Key: inventory.Key(j.ARK, j.Version, "system/"+f.Name), SHA256: hex.EncodeToString(s[:]), Size: int64(len(f.Body))})
 	}
 	// What recording writes down must be in the store, whole.
 	for _, r := range rows {
-		info, err := g.blob.Stat(ctx, r.key)
+		info, err := g.blob.Stat(ctx, r.Key)
 		if err != nil {
 			// The store out or slow to show a new object: tried again,
 			// within the budget (an outage pauses and spends nothing).
-			return daemon.Outcome{}, fmt.Errorf("stored file %s cannot be read back: %w", r.path, err)
+			return daemon.Outcome{}, fmt.Errorf("stored file %s cannot be read back: %w", r.Path, err)
 		}
-		if info.Size != r.size {
-			return daemon.Outcome{To: ingest.Failed, Detail: fmt.Sprintf("stored file %s has %d bytes, %d were stored", r.path, info.Size, r.size)}, nil
+		if info.Size != r.Size {
+			return daemon.Outcome{To: ingest.Failed, Detail: fmt.Sprintf("stored file %s has %d bytes, %d were stored", r.Path, info.Size, r.Size)}, nil
 		}
 	}
 	var out []bus.Outgoing
 	for _, r := range rows {
-		if r.carried {
+		if r.Carried {
 			continue
 		}
-		ev := &events.ObjectRecorded{Object: r.key, SHA256: r.sha, Size: r.size, Update: j.Version > 1,
-			Properties: map[string]string{"ark": j.ARK, "version": fmt.Sprint(j.Version), "path": r.path}}
+		ev := &events.ObjectRecorded{Object: r.Key, SHA256: r.SHA256, Size: r.Size, Update: j.Version > 1,
+			Properties: map[string]string{"ark": j.ARK, "version": fmt.Sprint(j.Version), "path": r.Path}}
 		env, err := events.New("curator", ev)
 		if err != nil {
 			return daemon.Outcome{}, err
 		}
-		env.ID = fmt.Sprintf("recorded:%s", r.key) // the key names the version: a retry is a duplicate
+		env.ID = fmt.Sprintf("recorded:%s", r.Key) // the key names the version: a retry is a duplicate
 		out = append(out, bus.Outgoing{Subject: events.SubjectObjectRecorded, Envelope: env})
 	}
 	if err := daemon.Fence(ctx); err != nil {
@@ -234,28 +240,12 @@ func (g *Ingester) record(ctx context.Context, j *ingest.JobRow) (daemon.Outcome
 	if err := g.bus.PublishBatch(ctx, out); err != nil {
 		return daemon.Outcome{}, fmt.Errorf("publish %s recorded: %w", j.ARK, err)
 	}
-	manifest := inventory.Key(j.ARK, j.Version, "system/mrt-manifest.checkm")
 	detail := fmt.Sprintf("%s v%d, %d files", j.ARK, j.Version, len(rows))
 	if carried > 0 {
 		detail += fmt.Sprintf(" (%d carried from the previous version)", carried)
 	}
 	return daemon.Outcome{To: ingest.Notify, Detail: detail, Apply: func(ctx context.Context, tx pgx.Tx) error {
-		// The object, its version and its files in one round trip.
-		var b pgx.Batch
-		b.Queue(`INSERT INTO curator.inventory_objects (ark, profile, local_id, title, versions) VALUES ($1, $2, $3, $4, $5)
-			ON CONFLICT (ark) DO UPDATE SET versions = greatest(inventory_objects.versions, EXCLUDED.versions), updated_at = now(),
-				withdrawn_at = NULL, withdrawn_reason = ''`,
-			j.ARK, j.Profile, j.LocalID, j.Title, j.Version)
-		b.Queue(`INSERT INTO curator.inventory_versions (ark, version, job_id, manifest_key) VALUES ($1, $2, $3, $4)
-			ON CONFLICT DO NOTHING`, j.ARK, j.Version, id, manifest)
-		for _, r := range rows {
-			b.Queue(`INSERT INTO curator.inventory_files (ark, version, path, key, size, sha256) VALUES ($1, $2, $3, $4, $5, $6)
-				ON CONFLICT DO NOTHING`, j.ARK, j.Version, r.path, r.key, r.size, r.sha)
-		}
-		if err := tx.SendBatch(ctx, &b).Close(); err != nil {
-			return fmt.Errorf("inventory of %s v%d: %w", j.ARK, j.Version, err)
-		}
-		return nil
+		return inventory.Record(ctx, tx, j, rows)
 	}}, nil
 }
 

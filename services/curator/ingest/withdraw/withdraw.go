@@ -8,7 +8,10 @@
 package withdraw
 
 import (
+	"cmp"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -22,7 +25,8 @@ import (
 	"github.com/archivist/archivist/pkg/blob"
 	"github.com/archivist/archivist/pkg/bus"
 	"github.com/archivist/archivist/services/curator/ingest"
-	"github.com/archivist/archivist/services/curator/ingest/manifest"
+	"github.com/archivist/archivist/services/curator/ingest/ark"
+	"github.com/archivist/archivist/services/curator/ingest/inventory"
 )
 
 // Request is a withdrawal.
@@ -47,19 +51,59 @@ type Result struct {
 	Object bool `json:"object"`
 }
 
-// Withdrawer withdraws.
+// Withdrawer withdraws and reinstates.
 type Withdrawer struct {
 	DB   *pgxpool.Pool
 	Blob blob.Store
 	Bus  *bus.Bus
 	Log  *slog.Logger
+	// Wait bounds how long a withdrawal waits for the job storing a
+	// version of the object (0: 2 minutes); beyond it the withdrawal is
+	// refused (HeldError), to be asked again.
+	Wait time.Duration
 }
 
-// Withdraw withdraws what r names. It is idempotent: asked again (after a
-// crash halfway, say), it announces and deletes whatever of the withdrawn
-// versions' files is left.
+// HeldError is a withdrawal that waited its while for the job storing a
+// version of the object: nothing is withdrawn; ask again.
+type HeldError struct {
+	ARK string
+	Job int64
+}
+
+func (e *HeldError) Error() string {
+	return fmt.Sprintf("job %d is storing a version of %s: the withdrawal waits for it to be recorded or to fail, and waited its while; ask again", e.Job, e.ARK)
+}
+
+// withdrawalHold is how long a withdrawal waiting for a job keeps other
+// jobs from beginning a version of the object, past its own wait (a
+// withdrawer that died lets them go on after it).
+const withdrawalHold = 30 * time.Second
+
+// Canonical is the ARK as the archive holds it for any spelling of it
+// (package ark), or "" when it names no object the archive gave.
+func Canonical(ctx context.Context, db *pgxpool.Pool, a string) (string, error) {
+	norm, err := ark.Normalize(a)
+	if err != nil {
+		return "", &ingest.InvalidError{Field: "ark", Msg: err.Error()}
+	}
+	var held string
+	if err := db.QueryRow(ctx, `SELECT ark FROM curator.arks WHERE norm = $1`, norm).Scan(&held); err != nil && !errors.Is(err, pgx.ErrNoRows) {
+		return "", fmt.Errorf("ark %s: %w", a, err)
+	}
+	return held, nil
+}
+
+// Withdraw withdraws what r names, the ARK in any spelling. It is
+// serialized with ingest: while a job stores a version of the object the
+// withdrawal waits (no other job begins one meanwhile), then withdraws;
+// the object withdrawn takes no deposit until an operator reinstates it.
+// Each withdrawn version leaves a tombstone in the store
+// (system/mrt-withdrawn.txt under the version), so that its number is
+// never given again, even by a database restored to before it. It is
+// idempotent: asked again (after a crash halfway, say), it announces and
+// deletes whatever of the withdrawn versions' files is left.
 func (w *Withdrawer) Withdraw(ctx context.Context, r Request) (*Result, error) {
-	if err := manifest.CheckARK(r.ARK); err != nil {
+	if err := ark.Check(r.ARK); err != nil {
 		return nil, &ingest.InvalidError{Field: "ark", Msg: err.Error()}
 	}
 	if r.Version < 0 {
@@ -68,7 +112,49 @@ func (w *Withdrawer) Withdraw(ctx context.Context, r Request) (*Result, error) {
 	if strings.TrimSpace(r.Reason) == "" || len(r.Reason) > 2000 {
 		return nil, &ingest.InvalidError{Field: "reason", Msg: "required, at most 2000 bytes: the tombstone says why"}
 	}
+	held, err := Canonical(ctx, w.DB, r.ARK)
+	if err != nil {
+		return nil, err
+	}
+	if held != "" {
+		r.ARK = held
+	}
+	wait := cmp.Or(w.Wait, 2*time.Minute)
+	deadline := time.Now().Add(wait)
+	for {
+		res, tombstones, err := w.withdraw(ctx, r, time.Until(deadline)+withdrawalHold)
+		var he *HeldError
+		if errors.As(err, &he) && time.Now().Before(deadline) {
+			select {
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			case <-time.After(250 * time.Millisecond):
+			}
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("withdraw %s: %w", r.ARK, err)
+		}
+		if err := w.finish(ctx, r, res, tombstones); err != nil {
+			return nil, fmt.Errorf("withdraw %s: %w", r.ARK, err)
+		}
+		return res, nil
+	}
+}
+
+// tombstone is a withdrawn version's record in the store.
+type tombstone struct {
+	version int
+	at      time.Time
+	reason  string
+}
+
+// withdraw records the withdrawal in one transaction, unless a job holds
+// the object (HeldError, with the object kept from new jobs for hold).
+func (w *Withdrawer) withdraw(ctx context.Context, r Request, hold time.Duration) (*Result, []tombstone, error) {
 	res := &Result{ARK: r.ARK}
+	var stones []tombstone
+	var heldBy int64
 	err := pgx.BeginFunc(ctx, w.DB, func(tx pgx.Tx) error {
 		var versions int
 		err := tx.QueryRow(ctx, `SELECT versions FROM curator.inventory_objects WHERE ark = $1 FOR UPDATE`, r.ARK).Scan(&versions)
@@ -80,6 +166,29 @@ func (w *Withdrawer) Withdraw(ctx context.Context, r Request) (*Result, error) {
 		}
 		if r.Version > versions {
 			return &ingest.InvalidError{Field: "version", Msg: fmt.Sprintf("%s has %d versions", r.ARK, versions)}
+		}
+		// The object's lock (inventory.Hold's): a job storing a version
+		// of it is waited for.
+		if _, err := tx.Exec(ctx, `INSERT INTO curator.ark_versions (ark, last) VALUES ($1, $2) ON CONFLICT (ark) DO NOTHING`, r.ARK, versions); err != nil {
+			return err
+		}
+		var last int
+		if err := tx.QueryRow(ctx, `SELECT last FROM curator.ark_versions WHERE ark = $1 FOR UPDATE`, r.ARK).Scan(&last); err != nil {
+			return err
+		}
+		var job int64
+		err = tx.QueryRow(ctx, `SELECT id FROM curator.jobs WHERE ark = $1 AND state IN ('storing', 'recording') AND version = $2 AND version > 0 LIMIT 1`, r.ARK, last).Scan(&job)
+		if err == nil {
+			// Committed, so that no other job begins a version meanwhile.
+			_, err := tx.Exec(ctx, `UPDATE curator.ark_versions SET withdrawal_until = now() + $2::interval WHERE ark = $1`, r.ARK, hold)
+			heldBy = job
+			return err
+		}
+		if !errors.Is(err, pgx.ErrNoRows) {
+			return err
+		}
+		if _, err := tx.Exec(ctx, `UPDATE curator.ark_versions SET withdrawal_until = NULL WHERE ark = $1`, r.ARK); err != nil {
+			return err
 		}
 		if _, err := tx.Exec(ctx, `UPDATE curator.inventory_versions SET withdrawn_at = now(), withdrawn_reason = $3
 			WHERE ark = $1 AND ($2 = 0 OR version = $2) AND withdrawn_at IS NULL`, r.ARK, r.Version, r.Reason); err != nil {
@@ -93,11 +202,21 @@ func (w *Withdrawer) Withdraw(ctx context.Context, r Request) (*Result, error) {
 		if _, err := tx.Exec(ctx, `INSERT INTO curator.withdrawals (ark, version, reason, by_whom) VALUES ($1, $2, $3, $4)`, r.ARK, r.Version, r.Reason, r.By); err != nil {
 			return err
 		}
-		rows, err := tx.Query(ctx, `SELECT version FROM curator.inventory_versions WHERE ark = $1 AND withdrawn_at IS NOT NULL ORDER BY version`, r.ARK)
+		rows, err := tx.Query(ctx, `SELECT version, withdrawn_at, withdrawn_reason FROM curator.inventory_versions WHERE ark = $1 AND withdrawn_at IS NOT NULL ORDER BY version`, r.ARK)
 		if err != nil {
 			return err
 		}
-		if res.Versions, err = pgx.CollectRows(rows, pgx.RowTo[int]); err != nil {
+		for rows.Next() {
+			var t tombstone
+			if err := rows.Scan(&t.version, &t.at, &t.reason); err != nil {
+				rows.Close()
+				return err
+			}
+			stones = append(stones, t)
+			res.Versions = append(res.Versions, t.version)
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
 			return err
 		}
 		if err := tx.QueryRow(ctx, `SELECT withdrawn_at IS NOT NULL FROM curator.inventory_objects WHERE ark = $1`, r.ARK).Scan(&res.Object); err != nil {
@@ -115,30 +234,98 @@ func (w *Withdrawer) Withdraw(ctx context.Context, r Request) (*Result, error) {
 		res.Deleted, err = pgx.CollectRows(rows, pgx.RowTo[string])
 		return err
 	})
-	if err != nil {
-		return nil, fmt.Errorf("withdraw %s: %w", r.ARK, err)
+	if err == nil && heldBy != 0 {
+		return nil, nil, &HeldError{ARK: r.ARK, Job: heldBy}
 	}
-	// Announced, then deleted: a crash in between is finished by asking
-	// again (the announcements are de-duplicated by key).
+	return res, stones, err
+}
+
+// finish leaves each withdrawn version's tombstone in the store, then
+// announces its files deleted and deletes them: a crash in between is
+// finished by asking again (tombstones are the same bytes again; the
+// announcements are de-duplicated by key).
+func (w *Withdrawer) finish(ctx context.Context, r Request, res *Result, stones []tombstone) error {
 	var out []bus.Outgoing
+	for _, t := range stones {
+		key := inventory.Key(r.ARK, t.version, TombstoneName)
+		body := fmt.Sprintf("erc:\nwho: (:unav)\nwhat: withdrawn\nwhen: %s\nwhere: %s/v%d\nwhy: %s\n",
+			t.at.UTC().Format(time.RFC3339), r.ARK, t.version, strings.ReplaceAll(t.reason, "\n", " "))
+		sum := sha256.Sum256([]byte(body))
+		hexsum := hex.EncodeToString(sum[:])
+		if _, err := w.Blob.Put(ctx, key, strings.NewReader(body), map[string]string{blob.PropSHA256: hexsum}); err != nil && !errors.Is(err, blob.ErrExists) {
+			return fmt.Errorf("tombstone of v%d: %w", t.version, err)
+		}
+		env, err := events.New("curator", &events.ObjectRecorded{Object: key, SHA256: hexsum, Size: int64(len(body)),
+			Properties: map[string]string{"ark": r.ARK, "version": fmt.Sprint(t.version), "path": TombstoneName}})
+		if err != nil {
+			return err
+		}
+		env.ID = "recorded:" + key
+		out = append(out, bus.Outgoing{Subject: events.SubjectObjectRecorded, Envelope: env})
+	}
 	for _, key := range res.Deleted {
 		env, err := events.New("curator", &events.ObjectDeleted{Object: key})
 		if err != nil {
-			return nil, err
+			return err
 		}
 		env.ID = "deleted:" + key
 		out = append(out, bus.Outgoing{Subject: events.SubjectObjectDeleted, Envelope: env})
 	}
 	if err := w.Bus.PublishBatch(ctx, out); err != nil {
-		return nil, fmt.Errorf("withdraw %s: announce: %w", r.ARK, err)
+		return fmt.Errorf("announce: %w", err)
 	}
 	for _, key := range res.Deleted {
 		if err := w.Blob.Delete(ctx, key); err != nil && !errors.Is(err, blob.ErrNotFound) {
-			return nil, fmt.Errorf("withdraw %s: delete %s: %w", r.ARK, key, err)
+			return fmt.Errorf("delete %s: %w", key, err)
 		}
 	}
 	w.Log.WarnContext(ctx, "ingest: withdrawn", "ark", r.ARK, "version", r.Version, "by", r.By, "reason", r.Reason, "files_deleted", len(res.Deleted), "object", res.Object)
-	return res, nil
+	return nil
+}
+
+// TombstoneName is the path, in a withdrawn version, of the tombstone
+// the store keeps: when, where and why (ERC).
+const TombstoneName = "system/mrt-withdrawn.txt"
+
+// Reinstate lets a withdrawn object take deposits again, at an operator's
+// request (reason required, recorded beside the withdrawals): its next
+// deposit makes a new version; the versions withdrawn stay withdrawn,
+// their files gone.
+func (w *Withdrawer) Reinstate(ctx context.Context, r Request) (*Object, error) {
+	if err := ark.Check(r.ARK); err != nil {
+		return nil, &ingest.InvalidError{Field: "ark", Msg: err.Error()}
+	}
+	if strings.TrimSpace(r.Reason) == "" || len(r.Reason) > 2000 {
+		return nil, &ingest.InvalidError{Field: "reason", Msg: "required, at most 2000 bytes: the record says why"}
+	}
+	if held, err := Canonical(ctx, w.DB, r.ARK); err != nil {
+		return nil, err
+	} else if held != "" {
+		r.ARK = held
+	}
+	err := pgx.BeginFunc(ctx, w.DB, func(tx pgx.Tx) error {
+		var withdrawn bool
+		err := tx.QueryRow(ctx, `SELECT withdrawn_at IS NOT NULL FROM curator.inventory_objects WHERE ark = $1 FOR UPDATE`, r.ARK).Scan(&withdrawn)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return &ingest.InvalidError{Field: "ark", Msg: r.ARK + " is no object of the inventory"}
+		}
+		if err != nil {
+			return err
+		}
+		if !withdrawn {
+			return &ingest.ConflictError{Msg: r.ARK + " is not withdrawn"}
+		}
+		if _, err := tx.Exec(ctx, `UPDATE curator.inventory_objects SET withdrawn_at = NULL, withdrawn_reason = '' WHERE ark = $1`, r.ARK); err != nil {
+			return err
+		}
+		_, err = tx.Exec(ctx, `INSERT INTO curator.withdrawals (ark, version, reason, by_whom, action) VALUES ($1, 0, $2, $3, 'reinstate')`, r.ARK, r.Reason, r.By)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("reinstate %s: %w", r.ARK, err)
+	}
+	w.Log.WarnContext(ctx, "ingest: reinstated", "ark", r.ARK, "by", r.By, "reason", r.Reason)
+	return Show(ctx, w.DB, r.ARK)
 }
 
 // Version is an object version as the inventory keeps it: a tombstone
@@ -163,21 +350,27 @@ type Object struct {
 	Versions        []Version  `json:"versions"`
 }
 
-// Show reads an object and its versions from the inventory.
-func Show(ctx context.Context, db *pgxpool.Pool, ark string) (*Object, error) {
-	o := &Object{ARK: ark}
-	err := db.QueryRow(ctx, `SELECT profile, local_id, title, withdrawn_at, withdrawn_reason FROM curator.inventory_objects WHERE ark = $1`, ark).
+// Show reads an object and its versions from the inventory (the ARK in
+// any spelling).
+func Show(ctx context.Context, db *pgxpool.Pool, a string) (*Object, error) {
+	held, err := Canonical(ctx, db, a)
+	if err != nil {
+		return nil, err
+	}
+	canon := cmp.Or(held, a)
+	o := &Object{ARK: canon}
+	err = db.QueryRow(ctx, `SELECT profile, local_id, title, withdrawn_at, withdrawn_reason FROM curator.inventory_objects WHERE ark = $1`, canon).
 		Scan(&o.Profile, &o.LocalID, &o.Title, &o.WithdrawnAt, &o.WithdrawnReason)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, &ingest.InvalidError{Field: "ark", Msg: ark + " is no object of the inventory"}
+		return nil, &ingest.InvalidError{Field: "ark", Msg: canon + " is no object of the inventory"}
 	}
 	if err != nil {
-		return nil, fmt.Errorf("object %s: %w", ark, err)
+		return nil, fmt.Errorf("object %s: %w", canon, err)
 	}
 	rows, err := db.Query(ctx, `SELECT v.version, v.job_id, v.created_at, (SELECT count(*) FROM curator.inventory_files f WHERE f.ark = v.ark AND f.version = v.version),
-		v.withdrawn_at, v.withdrawn_reason FROM curator.inventory_versions v WHERE v.ark = $1 ORDER BY v.version`, ark)
+		v.withdrawn_at, v.withdrawn_reason FROM curator.inventory_versions v WHERE v.ark = $1 ORDER BY v.version`, canon)
 	if err != nil {
-		return nil, fmt.Errorf("versions of %s: %w", ark, err)
+		return nil, fmt.Errorf("versions of %s: %w", canon, err)
 	}
 	o.Versions, err = pgx.CollectRows(rows, pgx.RowToStructByPos[Version])
 	return o, err

@@ -1,0 +1,222 @@
+package ingest_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/archivist/archivist/pkg/blob"
+	"github.com/archivist/archivist/services/curator/ingest"
+)
+
+// gated is a blob store whose puts of keys containing a marker wait until
+// the gate opens.
+type gated struct {
+	blob.Store
+	mu     sync.Mutex
+	marker string
+	gate   chan struct{}
+}
+
+func (g *gated) Put(ctx context.Context, key string, r io.Reader, p map[string]string) (blob.Info, error) {
+	g.mu.Lock()
+	m, gate := g.marker, g.gate
+	g.mu.Unlock()
+	if m != "" && strings.Contains(key, m) {
+		select {
+		case <-gate:
+		case <-ctx.Done():
+			return blob.Info{}, ctx.Err()
+		}
+	}
+	return g.Store.Put(ctx, key, r, p)
+}
+
+// hold makes puts of keys containing marker wait; the returned func lets
+// them go.
+func (g *gated) hold(marker string) (release func()) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.marker, g.gate = marker, make(chan struct{})
+	gate := g.gate
+	return sync.OnceFunc(func() { close(gate) })
+}
+
+// TestConcurrentAddsCarryEachOther: two add-mode deposits of one object at
+// once (two batches of its local id) make two versions, the later
+// carrying the earlier's new file: the latest version holds the first
+// version's file and both deposits'. (Both used to carry v1's files alone,
+// the latest silently lacking the other deposit's file.)
+func TestConcurrentAddsCarryEachOther(t *testing.T) {
+	o := newOrigin(t)
+	r := newRig(t, nil)
+	ctx := context.Background()
+	b := r.submit(ingest.Submission{Submitter: "t", Profile: "p", Type: "manifest", PayloadURL: o.objectManifest("c1", "book-c", map[string]string{"base.txt": "base"})})
+	r.waitState(ingest.Batch, b, ingest.Completed, 30*time.Second)
+	gate := make(chan struct{})
+	o.mu.Lock()
+	o.hang["/c2/a.txt"], o.hang["/c3/b.txt"] = gate, gate
+	o.mu.Unlock()
+	a := r.submit(ingest.Submission{Submitter: "t", Profile: "p", Type: "manifest", SubmissionMode: "add", PayloadURL: o.objectManifest("c2", "book-c", map[string]string{"a.txt": "a"})})
+	c := r.submit(ingest.Submission{Submitter: "t", Profile: "p", Type: "manifest", SubmissionMode: "add", PayloadURL: o.objectManifest("c3", "book-c", map[string]string{"b.txt": "b"})})
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		var n int
+		r.db.QueryRow(ctx, `SELECT count(*) FROM curator.jobs WHERE state = 'downloading'`).Scan(&n)
+		if n == 2 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d jobs downloading, want both", n)
+		}
+	}
+	close(gate)
+	r.waitState(ingest.Batch, a, ingest.Completed, 30*time.Second)
+	r.waitState(ingest.Batch, c, ingest.Completed, 30*time.Second)
+	var ark string
+	r.db.QueryRow(ctx, `SELECT ark FROM curator.arks WHERE local_id = 'book-c'`).Scan(&ark)
+	names := func(v int) string {
+		var n []string
+		for name := range r.version(ark, v) {
+			n = append(n, name)
+		}
+		sort.Strings(n)
+		return strings.Join(n, ",")
+	}
+	v2, v3 := names(2), names(3)
+	if v3 != "a.txt,b.txt,base.txt" || (v2 != "a.txt,base.txt" && v2 != "b.txt,base.txt") {
+		t.Errorf("v2 holds %s, v3 %s: want v3 to carry v2's new file beside its own and v1's", v2, v3)
+	}
+}
+
+// TestWithdrawalWaitsForTheVersionBeingStored: a withdrawal of an object
+// while a job stores its next version waits for the job to record it
+// (no other job begins one meanwhile), then withdraws every version, the
+// new one included: no version is left pointing at deleted files, and a
+// deposit that came during the wait fails as the object's withdrawn.
+func TestWithdrawalWaitsForTheVersionBeingStored(t *testing.T) {
+	local, _ := blob.NewLocal(t.TempDir())
+	g := &gated{Store: local}
+	o := newOrigin(t)
+	r := newRigWith(t, g, nil)
+	ctx := context.Background()
+	b := r.submit(ingest.Submission{Submitter: "t", Profile: "p", Type: "manifest", PayloadURL: o.objectManifest("s1", "book-s", map[string]string{"one.txt": "1"})})
+	r.waitState(ingest.Batch, b, ingest.Completed, 30*time.Second)
+	var ark string
+	r.db.QueryRow(ctx, `SELECT ark FROM curator.arks WHERE local_id = 'book-s'`).Scan(&ark)
+
+	release := g.hold("slow.txt")
+	defer release()
+	b2 := r.submit(ingest.Submission{Submitter: "t", Profile: "p", Type: "manifest", SubmissionMode: "add", PayloadURL: o.objectManifest("s2", "book-s", map[string]string{"slow.txt": "2"})})
+	r.waitState(ingest.Batch, b2, ingest.Processing, 30*time.Second)
+	job := r.jobsOf(b2)[0]
+	r.waitState(ingest.Job, job, ingest.Storing, 30*time.Second)
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		var v int
+		r.db.QueryRow(ctx, `SELECT version FROM curator.jobs WHERE id = $1`, job).Scan(&v)
+		if v == 2 {
+			break // it holds the object
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the job did not take v2")
+		}
+	}
+	done := make(chan int, 1)
+	go func() {
+		code, _ := r.call("POST", "/v1/objects/withdraw", map[string]any{"ark": ark, "reason": "a takedown during a deposit"})
+		done <- code
+	}()
+	time.Sleep(300 * time.Millisecond)
+	b3 := r.submit(ingest.Submission{Submitter: "t", Profile: "p", Type: "manifest", SubmissionMode: "add", PayloadURL: o.objectManifest("s3", "book-s", map[string]string{"late.txt": "3"})})
+	select {
+	case code := <-done:
+		t.Fatalf("the withdrawal answered %d while v2 was being stored", code)
+	case <-time.After(500 * time.Millisecond):
+	}
+	release()
+	select {
+	case code := <-done:
+		if code != http.StatusOK {
+			t.Fatalf("withdrawal: %d", code)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the withdrawal did not end after the version was recorded")
+	}
+	r.waitState(ingest.Job, job, ingest.Completed, 30*time.Second)
+	r.waitState(ingest.Batch, b3, ingest.Failed, 30*time.Second)
+	var live, kept int
+	r.db.QueryRow(ctx, `SELECT count(*) FROM curator.inventory_versions WHERE ark = $1 AND withdrawn_at IS NULL`, ark).Scan(&live)
+	rows, _ := r.db.Query(ctx, `SELECT key FROM curator.inventory_files WHERE ark = $1`, ark)
+	for rows.Next() {
+		var key string
+		rows.Scan(&key)
+		if _, err := local.Stat(ctx, key); err == nil {
+			kept++
+		} else if !errors.Is(err, blob.ErrNotFound) {
+			t.Fatal(err)
+		}
+	}
+	rows.Close()
+	if live != 0 || kept != 0 {
+		t.Errorf("after the withdrawal: %d versions not withdrawn, %d of their files still stored; want none", live, kept)
+	}
+	var versions int
+	r.db.QueryRow(ctx, `SELECT count(*) FROM curator.inventory_versions WHERE ark = $1`, ark).Scan(&versions)
+	if versions != 2 {
+		t.Errorf("%d versions recorded, want 2 (the late deposit refused)", versions)
+	}
+}
+
+// TestOneMoreColonChangesNoByte: a depositor supplying an ARK that is
+// another depositor's with one more ':' gets an object of its own, stored
+// under keys of its own: no byte of the other's object changes, and the
+// auditor's view (the store's own checksums) of it stays as recorded.
+func TestOneMoreColonChangesNoByte(t *testing.T) {
+	o := newOrigin(t)
+	r := newRig(t, nil)
+	ctx := context.Background()
+	deposit := func(submitter, primary, name, body string) int64 {
+		t.Helper()
+		b := r.submit(ingest.Submission{Submitter: submitter, Profile: "p", Type: "file", Primary: primary, PayloadURL: o.put("/"+submitter+"/"+name, []byte(body))})
+		r.waitState(ingest.Batch, b, ingest.Completed, 30*time.Second)
+		return b
+	}
+	deposit("alice", "ark:/13030/m5ab", "page.txt", "alice's page")
+	before := map[string]string{}
+	rows, _ := r.db.Query(ctx, `SELECT key, sha256 FROM curator.inventory_files WHERE ark = 'ark:/13030/m5ab'`)
+	for rows.Next() {
+		var k, s string
+		rows.Scan(&k, &s)
+		before[k] = s
+	}
+	rows.Close()
+	deposit("mallory", "ark:/13030/m5a:b", "page.txt", "mallory's page")
+	for key, sum := range before {
+		info, err := r.bs.Stat(ctx, key)
+		if err != nil || info.Checksum.Value != sum {
+			t.Errorf("%s: %v %v, want it as alice stored it (%s)", key, info.Checksum, err, sum)
+		}
+	}
+	var shared int
+	r.db.QueryRow(ctx, `SELECT count(*) FROM curator.inventory_files a JOIN curator.inventory_files b USING (key) WHERE a.ark <> b.ark`).Scan(&shared)
+	if shared != 0 {
+		t.Errorf("%d files are two objects' at once", shared)
+	}
+	code, _ := r.call("POST", "/v1/batches", ingest.Submission{Submitter: "mallory", Profile: "p", Type: "file", Primary: "ark:13030/m5-ab", PayloadURL: o.put("/m/x", []byte("x"))})
+	if code != http.StatusCreated {
+		t.Fatalf("submit: %d", code)
+	}
+	var failed int
+	for deadline := time.Now().Add(30 * time.Second); failed == 0 && time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		r.db.QueryRow(ctx, `SELECT count(*) FROM curator.jobs WHERE submitter = 'mallory' AND state = 'failed' AND error LIKE '%another depositor%'`).Scan(&failed)
+	}
+	if failed != 1 {
+		t.Error(fmt.Sprintf("mallory spelling alice's ARK without its slash was not refused as another depositor's (%d)", failed))
+	}
+}
