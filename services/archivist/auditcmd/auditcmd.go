@@ -96,6 +96,7 @@ func Print(w io.Writer, st auditor.Status) error {
 	fmt.Fprintf(tw, "BIT ERRORS\t%d\n", st.BitErrors)
 	fmt.Fprintf(tw, "RESOLUTION TASKS\tinternal %d\texternal %d\n", st.OpenResolutions["internal"], st.OpenResolutions["external"])
 	fmt.Fprintf(tw, "AUDIT QUEUE\t%d\t(%d parked: kept failing, each with its last error)\n", st.AuditQueue, st.AuditQueueParked)
+	fmt.Fprintf(tw, "REPAIRS PARKED\t%d\t(automatic repairs that kept failing: archivist audit repair TASK)\n", st.RepairsParked)
 	fmt.Fprintf(tw, "PARKED\t%d\t(archivist audit parked)\n", st.Parked)
 	fmt.Fprintf(tw, "NO PROVIDER CHECKSUM\t%d\t(objects the store keeps no checksum of: audited by content, index and log)\n", st.NoProviderChecksum)
 	fmt.Fprintf(tw, "DEAD LETTERS\t%d\n", st.DeadLetters)

@@ -175,7 +175,7 @@ func (a *Auditor) SetGate(g *fault.Gate) { a.gate = g }
 
 // New returns an auditor.
 func New(b *bus.Bus, db *pgxpool.Pool, bs, secondary blob.Store, cfg Config, log *slog.Logger) *Auditor {
-	return &Auditor{bus: b, db: db, blob: bs, checker: integrity.New(db, bs, secondary), records: integrity.NewRecords(db, cfg.Cycle), cfg: cfg, log: log}
+	return &Auditor{bus: b, db: db, blob: bs, checker: integrity.New(db, bs, secondary), records: integrity.NewRecords(db, cfg.Cycle, log), cfg: cfg, log: log}
 }
 
 // Failures is the worker manager's failure store: counts in PostgreSQL, and

@@ -3,6 +3,7 @@ package auditor
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -85,9 +86,11 @@ func (a *Auditor) Reconcile(ctx context.Context, limit int) (Reconciled, error) 
 		inSchedule[e.object] = true
 	}
 	var unscheduled []string
+	var modified []time.Time
 	for _, info := range page {
 		if !inSchedule[info.Key] {
 			unscheduled = append(unscheduled, info.Key)
+			modified = append(modified, info.Modified)
 		}
 	}
 	inStore := make(map[string]bool, len(page))
@@ -117,11 +120,17 @@ func (a *Auditor) Reconcile(ctx context.Context, limit int) (Reconciled, error) 
 			}
 			r.Unscheduled = int(tag.RowsAffected())
 			// Never recorded: captured from the store (the outcome
-			// table's row 9, "added at the provider, not yet captured").
+			// table's row 9, "added at the provider, not yet captured"),
+			// but for an object the audit log last says was deleted,
+			// written before that: its deletion from the store is pending
+			// or failed (a withdrawal), and a capture would make it the
+			// archive's again and its next check a bit error.
 			tag, err = tx.Exec(ctx, `INSERT INTO auditor.audit_queue (object, reason, row_no)
-				SELECT o, 'in the store, never recorded (reconciliation)', 9 FROM unnest($1::text[]) AS o
-				WHERE NOT EXISTS (SELECT 1 FROM auditor.content_index ci WHERE ci.object = o)
-				ON CONFLICT (object) WHERE NOT done DO NOTHING`, unscheduled)
+				SELECT u.o, 'in the store, never recorded (reconciliation)', 9 FROM unnest($1::text[], $2::timestamptz[]) AS u(o, modified)
+				WHERE NOT EXISTS (SELECT 1 FROM auditor.content_index ci WHERE ci.object = u.o)
+				AND NOT EXISTS (SELECT 1 FROM (SELECT action, at FROM auditor.audit_log l WHERE l.object = u.o ORDER BY id DESC LIMIT 1) last
+					WHERE last.action = 'delete' AND last.at >= u.modified)
+				ON CONFLICT (object) WHERE NOT done DO NOTHING`, unscheduled, modified)
 			if err != nil {
 				return fmt.Errorf("queue unrecorded objects: %w", err)
 			}

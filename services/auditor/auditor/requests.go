@@ -14,6 +14,7 @@ import (
 
 	"github.com/archivist/archivist/events"
 	"github.com/archivist/archivist/pkg/blob"
+	"github.com/archivist/archivist/pkg/fault"
 	"github.com/archivist/archivist/pkg/bus"
 	"github.com/archivist/archivist/pkg/service"
 	"github.com/archivist/archivist/services/auditor/integrity"
@@ -286,12 +287,17 @@ func (a *Auditor) Repair(ctx context.Context, task int64) (*integrity.Repaired, 
 }
 
 // autoRepair repairs the open internally resolvable tasks of the objects
-// under AUDITOR_AUTO_REPAIR's prefixes, a page at a time.
+// under AUDITOR_AUTO_REPAIR's prefixes, a page at a time, lowest first but
+// for those waiting out a failed repair's backoff or parked. A repair that
+// fails for a cause of the task's (its secondary copy gone sour too, no
+// record left to repair to) is recorded on it under repairPolicy; an
+// outage of a dependency is not (the gate pauses).
 func (a *Auditor) autoRepair(ctx context.Context) {
 	if len(a.cfg.AutoRepair) == 0 || a.gate.Wait(ctx) != nil {
 		return
 	}
 	rows, err := a.db.Query(ctx, `SELECT id FROM auditor.resolution_tasks WHERE state = 'open' AND kind = 'internal' AND row_no IN (2, 6)
+		AND repair_parked_at IS NULL AND (repair_next_at IS NULL OR repair_next_at <= now())
 		AND object LIKE ANY (SELECT replace(replace(replace(p, '\', '\\'), '%', '\%'), '_', '\_') || '%' FROM unnest($1::text[]) p)
 		ORDER BY id LIMIT 16`, a.cfg.AutoRepair)
 	if err != nil {
@@ -305,10 +311,59 @@ func (a *Auditor) autoRepair(ctx context.Context) {
 		return
 	}
 	for _, id := range ids {
-		if _, err := a.Repair(ctx, id); err != nil && ctx.Err() == nil {
-			a.log.ErrorContext(ctx, "audit: automatic repair", "task", id, "err", err)
+		_, err := a.Repair(ctx, id)
+		if err == nil || ctx.Err() != nil {
+			continue
+		}
+		if fault.IsOutage(err) || a.gate.Observe(ctx, err) {
+			return // not the task's fault: tried again once the dependency answers
+		}
+		parked, rerr := a.repairFailed(ctx, id, err)
+		if rerr != nil {
+			a.log.ErrorContext(ctx, "audit: record a failed repair", "task", id, "err", rerr)
+		}
+		if parked {
+			a.log.ErrorContext(ctx, "audit: automatic repair parked; an operator decides (archivist audit repair TASK)", "task", id, "err", err)
+		} else {
+			a.log.WarnContext(ctx, "audit: automatic repair failed; tried again after a backoff", "task", id, "err", err)
 		}
 	}
+}
+
+// repairPolicy bounds the automatic repairs of one task: a repair reads
+// the object's whole second copy, so a task that cannot be repaired is not
+// tried again every minute.
+var repairPolicy = fault.Policy{Base: 5 * time.Minute, Max: 6 * time.Hour, Attempts: 5, Budget: 24 * time.Hour}
+
+// repairFailed records a failed automatic repair of task: its backoff, or
+// parked with its reason (at once for a permanent cause).
+func (a *Auditor) repairFailed(ctx context.Context, task int64, cause error) (parked bool, err error) {
+	err = pgx.BeginFunc(ctx, a.db, func(tx pgx.Tx) error {
+		var failures int
+		var first *time.Time
+		var now time.Time
+		if err := tx.QueryRow(ctx, `SELECT repair_failures, repair_first_failed_at, now() FROM auditor.resolution_tasks WHERE id = $1 FOR UPDATE`, task).
+			Scan(&failures, &first, &now); err != nil {
+			return err
+		}
+		var firstAt time.Time
+		if first != nil {
+			firstAt = *first
+		}
+		d := repairPolicy.Decide(cause, failures+1, firstAt, now)
+		var parkedAt *time.Time
+		if d.Park {
+			parkedAt, parked = &now, true
+		}
+		_, err := tx.Exec(ctx, `UPDATE auditor.resolution_tasks SET repair_failures = repair_failures + 1,
+			repair_first_failed_at = coalesce(repair_first_failed_at, now()), repair_next_at = $2, repair_error = $3, repair_parked_at = $4
+			WHERE id = $1`, task, d.RetryAt, d.Reason, parkedAt)
+		return err
+	})
+	if err != nil {
+		return false, fmt.Errorf("resolution task %d: %w", task, err)
+	}
+	return parked, nil
 }
 
 // TooBroadError refuses an on-demand check that would queue too much.
@@ -331,6 +386,10 @@ type Status struct {
 	// Parked counts objects whose check failed three times (`archivist
 	// audit parked` lists them).
 	Parked int64 `json:"parked"`
+	// RepairsParked counts open resolution tasks whose automatic repair
+	// kept failing (or cannot succeed), each with its reason: an operator
+	// decides (archivist audit repair TASK).
+	RepairsParked int64 `json:"repairs_parked"`
 	// NoProviderChecksum counts objects the store could give no checksum
 	// of its own (an S3 object stored without one, beyond 5 GiB): their
 	// audits compare content, index and log alone.
@@ -351,8 +410,9 @@ func (a *Auditor) Status(ctx context.Context) (Status, error) {
 		(SELECT count(*) FROM auditor.audit_queue WHERE NOT done AND parked_at IS NULL),
 		(SELECT count(*) FROM auditor.audit_queue WHERE NOT done AND parked_at IS NOT NULL),
 		(SELECT count(*) FROM auditor.schedule WHERE parked_at IS NOT NULL),
-		(SELECT count(*) FROM auditor.provider_checksums WHERE state = 'none')`, since).
-		Scan(&st.Objects, &st.CheckedThisCycle, &st.BitErrors, &st.AuditQueue, &st.AuditQueueParked, &st.Parked, &st.NoProviderChecksum)
+		(SELECT count(*) FROM auditor.provider_checksums WHERE state = 'none'),
+		(SELECT count(*) FROM auditor.resolution_tasks WHERE state = 'open' AND repair_parked_at IS NOT NULL)`, since).
+		Scan(&st.Objects, &st.CheckedThisCycle, &st.BitErrors, &st.AuditQueue, &st.AuditQueueParked, &st.Parked, &st.NoProviderChecksum, &st.RepairsParked)
 	if err != nil {
 		return st, fmt.Errorf("audit status: %w", err)
 	}

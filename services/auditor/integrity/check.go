@@ -166,12 +166,19 @@ func (c *Checker) Observe(ctx context.Context, object string, light bool) (Obser
 		provider = stateOf(digests[p.Algorithm] == p.Value)
 	}
 	idxState, logState := compare(idx, sum), compare(lg, sum)
+	// A stored version never changes (blob.ImmutablePrefix): bytes under
+	// its key that the provider vouches for but the record does not were
+	// written over it, and are the version gone sour, never an update.
+	overwritten := blob.Immutable(object) && provider == OK
 	// Content that went sour: the content alone disagrees with an index and
 	// a log that agree with each other, and with a provider that either
 	// has no word, disagrees with the content, or (speaking sha256) agrees
-	// with them.
-	if provider != OK && idx != nil && lg != nil && *idx == *lg && *idx != sum && (p.Algorithm != "sha256" || p.Value == *idx) {
-		if provider == Bad {
+	// with them, or vouches for bytes written over a version.
+	if (provider != OK || overwritten) && idx != nil && lg != nil && *idx == *lg && *idx != sum && (overwritten || p.Algorithm != "sha256" || p.Value == *idx) {
+		switch {
+		case overwritten:
+			provider = NA // its word is of other bytes than the version's
+		case provider == Bad:
 			provider = OK // it agrees with the record, not with the bytes
 		}
 		obs.Content.State, obs.Provider.State, obs.Index, obs.Log = Bad, provider, Value{OK, *idx}, Value{OK, *lg}

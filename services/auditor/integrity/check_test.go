@@ -373,3 +373,35 @@ func TestRow11BehindDeletes(t *testing.T) {
 		t.Error("row 11 did something")
 	}
 }
+
+// TestAVersionWrittenOverIsRotNeverAnUpdate: under blob.ImmutablePrefix a
+// stored version never changes, so bytes written over one (the store's
+// own checksum following them, as an overwrite through another key
+// mapping to it would) are the version gone sour, row 2, with a
+// resolution task, never row 10's update to capture; the same outside the
+// prefix is still row 10.
+func TestAVersionWrittenOverIsRotNeverAnUpdate(t *testing.T) {
+	e := setup(t, nil)
+	const version = "objects/ark:99999%2Ffk4x/v1/producer/page.txt"
+	if _, err := blob.Restore(e.ctx, e.store, version, strings.NewReader("written over"), sum("written over")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.db.Exec(e.ctx, `INSERT INTO auditor.content_index (object, checksum, size) VALUES ($1, $2, 7)`, version, sum("recorded")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.db.Exec(e.ctx, `INSERT INTO auditor.audit_log (object, action, checksum, size) VALUES ($1, 'add', $2, 7)`, version, sum("recorded")); err != nil {
+		t.Fatal(err)
+	}
+	res, err := e.chk.Check(e.ctx, version, false, 1, 3)
+	if err != nil || !res.Matched || res.Row.No != 2 {
+		t.Fatalf("a version written over: row %d (%v), want row 2; observed %+v", res.Row.No, err, res.Observation)
+	}
+	if e.resolutions("external") != 1 || e.audits() != 0 {
+		t.Errorf("%d external tasks, %d audits: want the rot reported, nothing captured", e.resolutions("external"), e.audits())
+	}
+	var idx string
+	e.db.QueryRow(e.ctx, `SELECT checksum FROM auditor.content_index WHERE object = $1`, version).Scan(&idx)
+	if idx != sum("recorded") {
+		t.Error("the content index took the bytes written over")
+	}
+}

@@ -4,14 +4,17 @@ import (
 	"context"
 	"encoding/binary"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"hash/fnv"
+	"log/slog"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/archivist/archivist/events"
+	"github.com/archivist/archivist/pkg/blob"
 )
 
 // Records keeps the content index, the audit log and the schedule from
@@ -19,12 +22,13 @@ import (
 type Records struct {
 	db    *pgxpool.Pool
 	cycle time.Duration
+	log   *slog.Logger
 }
 
 // NewRecords returns the records on db; every object is checked once per
-// cycle.
-func NewRecords(db *pgxpool.Pool, cycle time.Duration) *Records {
-	return &Records{db: db, cycle: cycle}
+// cycle; log hears of announcements refused.
+func NewRecords(db *pgxpool.Pool, cycle time.Duration, log *slog.Logger) *Records {
+	return &Records{db: db, cycle: cycle, log: log}
 }
 
 // Offset is where in the cycle an object's check falls: a hash of its key,
@@ -59,7 +63,8 @@ func (r *Records) record(ctx context.Context, source string, o *events.ObjectRec
 	if o.Update {
 		action = "update"
 	}
-	return pgx.BeginFunc(ctx, r.db, func(tx pgx.Tx) error {
+	var refused error
+	err := pgx.BeginFunc(ctx, r.db, func(tx pgx.Tx) error {
 		var seen bool
 		if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM auditor.audit_log WHERE object = $1 AND source = $2)`,
 			o.Object, source).Scan(&seen); err != nil {
@@ -67,6 +72,21 @@ func (r *Records) record(ctx context.Context, source string, o *events.ObjectRec
 		}
 		if seen {
 			return nil
+		}
+		if blob.Immutable(o.Object) {
+			// A stored version never changes: other bytes announced for
+			// its key are not recorded; its check, now, says what the store
+			// holds (bytes written over it are row 2, rot).
+			var held *string
+			if err := tx.QueryRow(ctx, `SELECT checksum FROM auditor.content_index WHERE object = $1 FOR UPDATE`, o.Object).Scan(&held); err != nil && !errors.Is(err, pgx.ErrNoRows) {
+				return err
+			}
+			if held != nil && *held != o.SHA256 {
+				refused = fmt.Errorf("%s is a stored version, recorded with sha256 %s: an announcement of sha256 %s (%s) is not recorded, and the object is checked now",
+					o.Object, *held, o.SHA256, source)
+				_, err := tx.Exec(ctx, `UPDATE auditor.schedule SET next_due = now() WHERE object = $1 AND next_due > now()`, o.Object)
+				return err
+			}
 		}
 		if _, err := tx.Exec(ctx, `INSERT INTO auditor.content_index (object, checksum, size, properties) VALUES ($1, $2, $3, $4)
 			ON CONFLICT (object) DO UPDATE SET checksum = EXCLUDED.checksum, size = EXCLUDED.size, properties = EXCLUDED.properties, updated_at = now()`,
@@ -83,10 +103,14 @@ func (r *Records) record(ctx context.Context, source string, o *events.ObjectRec
 		}
 		return nil
 	})
+	if err == nil && refused != nil {
+		r.log.Error("audit: a stored version announced with other bytes", "object", o.Object, "err", refused)
+	}
+	return err
 }
 
 // Deleted records an object deleted: out of the content index and the
-// schedule, a delete in the audit log.
+// schedule, its open resolution tasks closed, a delete in the audit log.
 func (r *Records) Deleted(ctx context.Context, eventID string, o *events.ObjectDeleted) error {
 	return pgx.BeginFunc(ctx, r.db, func(tx pgx.Tx) error {
 		var seen bool
@@ -97,6 +121,8 @@ func (r *Records) Deleted(ctx context.Context, eventID string, o *events.ObjectD
 		for _, q := range []string{
 			`DELETE FROM auditor.content_index WHERE object = $1`,
 			`DELETE FROM auditor.schedule WHERE object = $1`,
+			// Nothing left to resolve: a repair would restore what was withdrawn.
+			`UPDATE auditor.resolution_tasks SET state = 'closed' WHERE object = $1 AND state = 'open'`,
 			`INSERT INTO auditor.audit_log (object, action, source) VALUES ($1, 'delete', 'event:' || $2)`,
 		} {
 			args := []any{o.Object}

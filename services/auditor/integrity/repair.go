@@ -49,6 +49,10 @@ func (c *Checker) Repair(ctx context.Context, task int64) (*Repaired, error) {
 	var sum string
 	var size int64
 	if err := c.db.QueryRow(ctx, `SELECT checksum, size FROM auditor.content_index WHERE object = $1 AND checksum IS NOT NULL`, r.Object).Scan(&sum, &size); err != nil {
+		if errors.Is(err, pgx.ErrNoRows) {
+			// Withdrawn, or never recorded: no record to repair to.
+			return nil, fault.Permanent(fmt.Errorf("resolution task %d: the content index has no checksum of %s to repair to: %w", task, r.Object, ErrNotRepairable))
+		}
 		return nil, fmt.Errorf("the content index of %s: %w", r.Object, err)
 	}
 	switch r.Row {
@@ -95,7 +99,8 @@ func (c *Checker) copyBack(ctx context.Context, object, want string) error {
 	go func() {
 		_, err := io.Copy(io.MultiWriter(pw, h), rc)
 		if err == nil && hex.EncodeToString(h.Sum(nil)) != want {
-			err = fault.Permanent(fmt.Errorf("the secondary copy of %s is not what the content index says either (sha256 %s, want %s)", object, hex.EncodeToString(h.Sum(nil)), want))
+			// Not for good: the second copy may be repaired in its turn.
+			err = fmt.Errorf("the secondary copy of %s is not what the content index says either (sha256 %s, want %s)", object, hex.EncodeToString(h.Sum(nil)), want)
 		}
 		pw.CloseWithError(err)
 	}()

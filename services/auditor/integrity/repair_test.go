@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/archivist/archivist/devkit/testenv"
 	"github.com/archivist/archivist/events"
 	"github.com/archivist/archivist/pkg/blob"
 	"github.com/archivist/archivist/services/auditor/integrity"
@@ -86,7 +87,7 @@ func TestRepairFromTheSecondaryStore(t *testing.T) {
 func TestAWithdrawnObjectIsRow11(t *testing.T) {
 	ctx := context.Background()
 	e := setup(t, nil)
-	rec := integrity.NewRecords(e.db, time.Hour)
+	rec := integrity.NewRecords(e.db, time.Hour, testenv.Logger(t))
 	e.put("content", nil)
 	if err := rec.Recorded(ctx, "recorded:1", &events.ObjectRecorded{Object: obj, SHA256: sum("content"), Size: 7}); err != nil {
 		t.Fatal(err)
@@ -103,5 +104,32 @@ func TestAWithdrawnObjectIsRow11(t *testing.T) {
 	e.mustRow(res, err, 11)
 	if e.resolutions("internal")+e.resolutions("external") != 0 || e.audits() != 0 {
 		t.Error("row 11 did something")
+	}
+}
+
+// TestAVersionAnnouncedWithOtherBytesIsNotRecorded: an announcement of a
+// stored version's key with other bytes than those recorded (a deposit
+// whose keys collided with another's, as they could before #47) changes
+// neither the content index nor the audit log: the version's record stays
+// as it was, and its check, due at once, says what the store holds.
+func TestAVersionAnnouncedWithOtherBytesIsNotRecorded(t *testing.T) {
+	ctx := context.Background()
+	e := setup(t, nil)
+	rec := integrity.NewRecords(e.db, time.Hour, testenv.Logger(t))
+	const version = "objects/ark:99999%2Ffk4x/v1/producer/page.txt"
+	if err := rec.Recorded(ctx, "recorded:a", &events.ObjectRecorded{Object: version, SHA256: sum("alice's"), Size: 7}); err != nil {
+		t.Fatal(err)
+	}
+	if err := rec.Recorded(ctx, "recorded:b", &events.ObjectRecorded{Object: version, SHA256: sum("mallory's"), Size: 9, Update: true}); err != nil {
+		t.Fatal(err)
+	}
+	var idx string
+	var logs int
+	var due bool
+	e.db.QueryRow(ctx, `SELECT checksum FROM auditor.content_index WHERE object = $1`, version).Scan(&idx)
+	e.db.QueryRow(ctx, `SELECT count(*) FROM auditor.audit_log WHERE object = $1`, version).Scan(&logs)
+	e.db.QueryRow(ctx, `SELECT next_due <= now() FROM auditor.schedule WHERE object = $1`, version).Scan(&due)
+	if idx != sum("alice's") || logs != 1 || !due {
+		t.Errorf("index %s (want alice's), %d audit log items (want 1), due now %t", idx, logs, due)
 	}
 }
