@@ -10,12 +10,14 @@ import (
 )
 
 // APIKey is a key of a test's keys file: its holder, roles, and for a
-// publisher its source and the collections it deposits into.
+// publisher its source, the collections it deposits into and the ARK
+// shoulders under which it may supply new objects' ARKs.
 type APIKey struct {
 	Name        string
 	Roles       []service.Role
 	Source      string
 	Collections []string
+	ARKs        []string
 }
 
 // KeysFile makes a key for each of keys and writes their keys file (as
@@ -26,7 +28,7 @@ func KeysFile(t testing.TB, keys ...APIKey) (file string, tokens map[string]stri
 	tokens = map[string]string{}
 	var lines []string
 	for _, k := range keys {
-		key, line := service.NewKey(k.Name, k.Roles, k.Source, k.Collections...)
+		key, line := service.NewKeyFor(service.Identity{Name: k.Name, Roles: k.Roles, Source: k.Source, Collections: k.Collections, ARKs: k.ARKs})
 		tokens[k.Name] = key
 		lines = append(lines, line)
 	}

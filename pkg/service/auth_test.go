@@ -43,13 +43,13 @@ func TestKeysFileIsStrictAndReloaded(t *testing.T) {
 		"a king " + strings.Repeat("0", 64):      `unknown role "king"`,
 		"a reader abc":                           "64 hex digits",
 		"a publisher " + strings.Repeat("0", 64): "bound to its source",
-		"a publisher " + strings.Repeat("0", 64) + " source=Bad Source":              "source",
-		"a publisher " + strings.Repeat("0", 64) + " source=a collections=b x":       "want NAME ROLES SHA256",
-		"a publisher " + strings.Repeat("0", 64) + " source=-x":                      "source",
-		"a publisher " + strings.Repeat("0", 64) + " source=a source=b":              "each once",
-		"a publisher " + strings.Repeat("0", 64) + " source=a owner=b":               "each once",
-		"a publisher " + strings.Repeat("0", 64) + " source=a collections=ok,Not/Ok": "collections",
-		"a reader " + strings.Repeat("0", 64) + " collections=tv":                    "no publisher role",
+		"a publisher " + strings.Repeat("0", 64) + " source=Bad Source":               "source",
+		"a publisher " + strings.Repeat("0", 64) + " source=a collections=b arks=* x": "want NAME ROLES SHA256",
+		"a publisher " + strings.Repeat("0", 64) + " source=-x":                       "source",
+		"a publisher " + strings.Repeat("0", 64) + " source=a source=b":               "each once",
+		"a publisher " + strings.Repeat("0", 64) + " source=a owner=b":                "each once",
+		"a publisher " + strings.Repeat("0", 64) + " source=a collections=ok,Not/Ok":  "collections",
+		"a reader " + strings.Repeat("0", 64) + " collections=tv":                     "no publisher role",
 	} {
 		if _, err := ParseKeys(line); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("%q: %v, want an error naming %q", line, err, want)

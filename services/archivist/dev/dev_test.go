@@ -27,6 +27,7 @@ import (
 	"github.com/archivist/archivist/services/archivist/all"
 	"github.com/archivist/archivist/services/archivist/dev"
 	"github.com/archivist/archivist/services/archivist/keycmd"
+	"github.com/archivist/archivist/services/curator/ingest/inventory"
 	"github.com/archivist/archivist/services/curator/ingest/origin"
 	"github.com/archivist/archivist/services/indexer/warc/warctest"
 )
@@ -326,7 +327,7 @@ func TestDevDemo(t *testing.T) {
 			histories["object"] = struct {
 				url, state string
 				events     []string
-			}{"http://" + o.AuditorAddr + "/v1/audit/history?object=objects/" + strings.NewReplacer(":", "", "/", "_").Replace(ark) + "/" + version + "/system/mrt-manifest.checkm", "checked", []string{"add", "checked"}}
+			}{"http://" + o.AuditorAddr + "/v1/audit/history?object=" + url.QueryEscape(inventory.Prefix(ark)+version+"/system/mrt-manifest.checkm"), "checked", []string{"add", "checked"}}
 		}
 	}
 	for kind, want := range histories {
@@ -372,6 +373,109 @@ func TestDevDemo(t *testing.T) {
 	}
 	demoTenancy(t, o, strings.TrimSpace(string(token)))
 	demoUpdateAndWithdrawal(t, o, strings.TrimSpace(string(token)))
+	demoPromises(t, o, strings.TrimSpace(string(token)))
+}
+
+// demoAPI calls the running demo's APIs with a key.
+type demoAPI struct {
+	t     *testing.T
+	token string
+}
+
+// call sends body as JSON and decodes the answer into out (a *string
+// takes it as it is); it returns the status.
+func (a demoAPI) call(method, url string, body any, out any) int {
+	a.t.Helper()
+	var rd io.Reader
+	if body != nil {
+		b, _ := json.Marshal(body)
+		rd = bytes.NewReader(b)
+	}
+	req, _ := http.NewRequestWithContext(context.Background(), method, url, rd)
+	req.Header.Set("Authorization", "Bearer "+a.token)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		a.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, 4<<20))
+	if s, ok := out.(*string); ok {
+		*s = string(b)
+	} else if out != nil {
+		json.Unmarshal(b, out)
+	}
+	return resp.StatusCode
+}
+
+// waitFor waits up to 90 s for cond.
+func (a demoAPI) waitFor(what string, cond func() bool) {
+	a.t.Helper()
+	for deadline := time.Now().Add(90 * time.Second); !cond(); time.Sleep(500 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			a.t.Fatalf("timed out waiting for %s", what)
+		}
+	}
+}
+
+// demoPromises: on the running demo (the archive's promises, #47), a
+// depositor supplying another depositor's ARK spelled with one more ':'
+// gets an object of its own and changes no byte of the other's; a
+// corrected WARC deposited again under its own name as version 2, the
+// first version's, and another object's WARC of the same name are all
+// answered by the CDX API, each under a name of its own.
+func demoPromises(t *testing.T, o dev.Options, token string) {
+	api := demoAPI{t: t, token: token}
+	org := origin.New(nil)
+	srv := httptest.NewServer(org)
+	defer srv.Close()
+	deposit := func(submitter, primary, host, mode string) (string, int) {
+		t.Helper()
+		body := warctest.Gzipped(host, 2)
+		org.Add("/p/"+host+"/crawl.warc.gz", body)
+		var out struct{ Batch int64 }
+		if code := api.call("POST", "http://"+o.CuratorAddr+"/v1/batches", map[string]string{"submitter": submitter, "profile": "demo",
+			"payload_url": srv.URL + "/p/" + host + "/crawl.warc.gz", "type": "file", "primary": primary, "submission_mode": mode}, &out); code != http.StatusCreated {
+			t.Fatalf("deposit %s: %d", primary, code)
+		}
+		var jobs []struct{ ID int64 }
+		api.waitFor("the deposit of "+host, func() bool {
+			var st struct{ State string }
+			return api.call("GET", fmt.Sprintf("http://%s/v1/batches/%d", o.CuratorAddr, out.Batch), nil, &st) == 200 && st.State == "completed" &&
+				api.call("GET", fmt.Sprintf("http://%s/v1/jobs?batch=%d", o.CuratorAddr, out.Batch), nil, &jobs) == 200 && len(jobs) == 1
+		})
+		var job struct{ Job struct{ Version int } }
+		api.call("GET", fmt.Sprintf("http://%s/v1/jobs/%d", o.CuratorAddr, jobs[0].ID), nil, &job)
+		return host, job.Job.Version
+	}
+	stored := func(key string) []byte {
+		b, err := os.ReadFile(filepath.Join(o.DataDir, "blobs", filepath.FromSlash(key)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	const theirs, colon = "ark:/13030/demoab", "ark:/13030/demoa:b"
+	first, _ := deposit("depositor-a", theirs, "first.promises.example", "add")
+	v1 := inventory.Key(theirs, 1, "producer/crawl.warc.gz")
+	before := stored(v1)
+	other, _ := deposit("depositor-b", colon, "other.promises.example", "add")
+	if !bytes.Equal(stored(v1), before) {
+		t.Errorf("a deposit of %s changed %s, %s's", colon, v1, theirs)
+	}
+	corrected, v := deposit("depositor-a", "ark:13030/demo-ab", "corrected.promises.example", "add")
+	if v != 2 {
+		t.Errorf("the corrected WARC is version %d of %s, want 2", v, theirs)
+	}
+	names := map[string]string{first: events.CDXFileName(v1), corrected: events.CDXFileName(inventory.Key(theirs, 2, "producer/crawl.warc.gz")),
+		other: events.CDXFileName(inventory.Key(colon, 1, "producer/crawl.warc.gz"))}
+	for host, name := range names {
+		api.waitFor(host+"'s captures in the CDX API", func() bool {
+			var s string
+			api.call("GET", "http://"+o.AggregatorAddr+"/cdx?url="+host+"&matchType=domain", nil, &s)
+			return strings.Count(s, " "+name+"\n") == 2
+		})
+	}
 }
 
 // demoUpdateAndWithdrawal: on the running demo, a WARC deposited as an
@@ -380,38 +484,8 @@ func TestDevDemo(t *testing.T) {
 // answers; withdrawing the object takes those lines out of the CDX API,
 // and a check of its WARC is the outcome table's row 11.
 func demoUpdateAndWithdrawal(t *testing.T, o dev.Options, token string) {
-	ctx := context.Background()
-	call := func(method, url string, body any, out any) int {
-		t.Helper()
-		var rd io.Reader
-		if body != nil {
-			b, _ := json.Marshal(body)
-			rd = bytes.NewReader(b)
-		}
-		req, _ := http.NewRequestWithContext(ctx, method, url, rd)
-		req.Header.Set("Authorization", "Bearer "+token)
-		req.Header.Set("Content-Type", "application/json")
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(io.LimitReader(resp.Body, 4<<20))
-		if s, ok := out.(*string); ok {
-			*s = string(b)
-		} else if out != nil {
-			json.Unmarshal(b, out)
-		}
-		return resp.StatusCode
-	}
-	waitFor := func(what string, cond func() bool) {
-		t.Helper()
-		for deadline := time.Now().Add(90 * time.Second); !cond(); time.Sleep(500 * time.Millisecond) {
-			if time.Now().After(deadline) {
-				t.Fatalf("timed out waiting for %s", what)
-			}
-		}
-	}
+	api := demoAPI{t: t, token: token}
+	call, waitFor := api.call, api.waitFor
 	org := origin.New(nil)
 	srv := httptest.NewServer(org)
 	defer srv.Close()
@@ -455,7 +529,7 @@ func demoUpdateAndWithdrawal(t *testing.T, o dev.Options, token string) {
 		t.Fatalf("withdraw: %d", code)
 	}
 	waitFor("the WARC's lines gone from the CDX API", func() bool { return !strings.Contains(cdx(), "withdraw-two.example") })
-	key := "objects/" + strings.NewReplacer(":", "", "/", "_").Replace(ark) + "/v2/producer/wd2.warc.gz"
+	key := inventory.Key(ark, 2, "producer/wd2.warc.gz")
 	row11 := func() int {
 		var m string
 		call("GET", "http://"+o.AdminAddr+"/metrics", nil, &m)

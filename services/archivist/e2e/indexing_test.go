@@ -82,10 +82,10 @@ func TestFilesDroppedAreAnsweredByTheCDXAPI(t *testing.T) {
 	}
 	js := get("/cdx?url=http://other.org/p/1&output=json")
 	var obj map[string]string
-	if err := json.Unmarshal([]byte(strings.TrimSpace(js)), &obj); err != nil || obj["urlkey"] != "org,other)/p/1" || obj["filename"] != "three.warc.gz" || obj["status"] != "200" {
+	if err := json.Unmarshal([]byte(strings.TrimSpace(js)), &obj); err != nil || obj["urlkey"] != "org,other)/p/1" || obj["filename"] != "warcs/three.warc.gz" || obj["status"] != "200" {
 		t.Errorf("json output %q: %v", js, err)
 	}
-	if got := get("/cdx?url=http://other.org/p/1&sort=closest&closest=2026&fl=timestamp,filename"); got != "20260302000000 three.warc.gz\n" {
+	if got := get("/cdx?url=http://other.org/p/1&sort=closest&closest=2026&fl=timestamp,filename"); got != "20260302000000 warcs/three.warc.gz\n" {
 		t.Errorf("closest with fl: %q", got)
 	}
 	// Three files in at least two builds: two level-0 clusters merged

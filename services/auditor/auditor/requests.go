@@ -14,8 +14,8 @@ import (
 
 	"github.com/archivist/archivist/events"
 	"github.com/archivist/archivist/pkg/blob"
-	"github.com/archivist/archivist/pkg/fault"
 	"github.com/archivist/archivist/pkg/bus"
+	"github.com/archivist/archivist/pkg/fault"
 	"github.com/archivist/archivist/pkg/service"
 	"github.com/archivist/archivist/services/auditor/integrity"
 )

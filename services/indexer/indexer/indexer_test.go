@@ -105,7 +105,8 @@ func TestIndexerEndToEnd(t *testing.T) {
 		}
 		got, _ := io.ReadAll(rc)
 		rc.Close()
-		if want := expectedCDX(t, files[name], name[strings.LastIndex(name, "/")+1:]); string(got) != want {
+		// Lines name the file by its key (events.CDXFileName).
+		if want := expectedCDX(t, files[name], events.CDXFileName(name)); string(got) != want {
 			t.Errorf("%s: output\n%s\nwant\n%s", name, got, want)
 		}
 	}
