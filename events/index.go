@@ -123,6 +123,13 @@ var (
 		FilterSubject: SubjectObjectRecorded, AckPolicy: jetstream.AckExplicitPolicy,
 		AckWait: defaultConsumerAckWait, MaxDeliver: defaultConsumerMaxDeliver, MaxAckPending: 1000,
 	}}
+	// IndexerDeleted learns of archive files deleted from the archive (an
+	// object withdrawn): they are not indexed.
+	IndexerDeleted = Consumer{Stream: StreamArchive, Config: jetstream.ConsumerConfig{
+		Durable: "indexer-deleted", Description: "indexer: archive files deleted, not indexed",
+		FilterSubject: SubjectObjectDeleted, AckPolicy: jetstream.AckExplicitPolicy,
+		AckWait: defaultConsumerAckWait, MaxDeliver: defaultConsumerMaxDeliver, MaxAckPending: 1000,
+	}}
 	// AggregatorReady is the aggregator's consumer of ready outputs.
 	AggregatorReady = Consumer{Stream: StreamIndexReady, Config: jetstream.ConsumerConfig{
 		Durable: "aggregator-ready", Description: "aggregator: outputs to merge",

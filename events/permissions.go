@@ -65,7 +65,7 @@ var accessOf = map[string]access{
 	},
 	"indexer": {
 		publishes: []string{SubjectIndexTask, SubjectIndexCDXReady},
-		consumers: []Consumer{IndexerRecorded, Indexers},
+		consumers: []Consumer{IndexerRecorded, IndexerDeleted, Indexers},
 	},
 	"aggregator": {
 		consumers: []Consumer{AggregatorReady, AggregatorDeleted},

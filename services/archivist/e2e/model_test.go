@@ -432,6 +432,10 @@ func (w *modelWorld) call(who, method, u string, hdr map[string]string, body, ou
 		if err == nil && code < 500 && (code != http.StatusConflict || !strings.HasSuffix(u, "/withdraw")) && code != http.StatusTooManyRequests {
 			return code, nil
 		}
+		var refused *refusal
+		if errors.As(err, &refused) && code < 500 && (code != http.StatusConflict || !strings.HasSuffix(u, "/withdraw")) {
+			return code, err
+		}
 		if time.Now().After(deadline) {
 			return code, fmt.Errorf("%s %s: %d %v", method, u, code, err)
 		}
@@ -465,6 +469,9 @@ func (w *modelWorld) callOnce(who, method, u string, hdr map[string]string, body
 	if err != nil {
 		return resp.StatusCode, err
 	}
+	if resp.StatusCode >= 400 {
+		return resp.StatusCode, &refusal{fmt.Sprintf("%s %s: %d %s", method, u, resp.StatusCode, bytes.TrimSpace(b))}
+	}
 	if out != nil && resp.StatusCode < 300 {
 		if s, ok := out.(*string); ok {
 			*s = string(b)
@@ -474,6 +481,11 @@ func (w *modelWorld) callOnce(who, method, u string, hdr map[string]string, body
 	}
 	return resp.StatusCode, nil
 }
+
+// refusal is a request a service answered with 4xx or 5xx, and why.
+type refusal struct{ msg string }
+
+func (r *refusal) Error() string { return r.msg }
 
 // query runs a query of the test's own on the archive's database, again
 // while PostgreSQL is away (restored).

@@ -189,7 +189,7 @@ func TestOneMoreColonChangesNoByte(t *testing.T) {
 	}
 	deposit("alice", "ark:/13030/m5ab", "page.txt", "alice's page")
 	before := map[string]string{}
-	rows, _ := r.db.Query(ctx, `SELECT key, sha256 FROM curator.inventory_files WHERE ark = 'ark:/13030/m5ab'`)
+	rows, _ := r.db.Query(ctx, `SELECT key, sha256 FROM curator.inventory_files WHERE ark = 'ark:13030/m5ab'`)
 	for rows.Next() {
 		var k, s string
 		rows.Scan(&k, &s)

@@ -125,10 +125,15 @@ func run(ctx context.Context, env *service.Env, cfg Config) error {
 	if err != nil {
 		return err
 	}
+	deleted, err := bus.Consume(ctx, env.Bus, events.IndexerDeleted, ix.Deleted)
+	if err != nil {
+		recorded.Stop(context.WithoutCancel(ctx))
+		return err
+	}
 	tasks, err := bus.Consume(ctx, env.Bus, events.Indexers, ix.Task, bus.WithConcurrency(cfg.Concurrency),
 		bus.WithHandlerTimeout(cfg.TaskTimeout+time.Minute))
 	if err != nil {
-		return errors.Join(err, recorded.Stop(context.Background()))
+		return errors.Join(err, recorded.Stop(context.Background()), deleted.Stop(context.Background()))
 	}
 	loop := func(ctx context.Context) error { ix.Loop(ctx); return nil }
 	// One replica lists the store, a page a tick, resuming where it
@@ -138,7 +143,7 @@ func run(ctx context.Context, env *service.Env, cfg Config) error {
 		service.Every(cfg.ScanInterval, ix.scanStep)(ctx)
 		return nil
 	})
-	return env.Serve(ctx, "index API", cfg.HTTPAddr, ix.Handler(), []service.Loop{loop, scan}, tasks.Stop, recorded.Stop)
+	return env.Serve(ctx, "index API", cfg.HTTPAddr, ix.Handler(), []service.Loop{loop, scan}, tasks.Stop, recorded.Stop, deleted.Stop)
 }
 
 // Indexer is the indexer's logic on its dependencies.
@@ -174,6 +179,12 @@ func (ix *Indexer) Recorded(ctx context.Context, m *bus.Message[events.ObjectRec
 		ix.wakeUp()
 	}
 	return err
+}
+
+// Deleted records an archive file deleted from the archive (an object
+// withdrawn): it is not indexed from now on.
+func (ix *Indexer) Deleted(ctx context.Context, m *bus.Message[events.ObjectDeleted]) error {
+	return ix.reg.Deleted(ctx, m.Event.Object, "deleted from the archive")
 }
 
 // Loop hands out due files and announces outputs until ctx ends (the
@@ -333,6 +344,12 @@ func (ix *Indexer) Task(ctx context.Context, m *bus.Message[events.IndexTask]) e
 		}
 	}()
 	rc, info, err := ix.blob.Get(tctx, d.Name)
+	if errors.Is(err, blob.ErrNotFound) {
+		// Deleted (an object withdrawn) before its turn came: gone, not a
+		// failure to try again.
+		log.InfoContext(ctx, "archive file no longer in the store: recorded deleted")
+		return ix.reg.Deleted(ctx, d.Name, "not in the store when its indexing began")
+	}
 	if err != nil {
 		return ix.failed(ctx, log, d, fmt.Errorf("read %s: %w", d.Name, err), false)
 	}

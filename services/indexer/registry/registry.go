@@ -96,8 +96,12 @@ func (r *Registry) DiscoverAll(ctx context.Context, keys []string, sizes []int64
 	if len(names) == 0 {
 		return 0, nil
 	}
+	// A file recorded deleted that the store lists again is new again.
 	tag, err := r.db.Exec(ctx, `INSERT INTO indexer.files (name, kind, size)
-		SELECT * FROM unnest($1::text[], $2::text[], $3::bigint[]) ON CONFLICT (name) DO NOTHING`, names, kinds, sz)
+		SELECT * FROM unnest($1::text[], $2::text[], $3::bigint[])
+		ON CONFLICT (name) DO UPDATE SET status = 'new', size = EXCLUDED.size, failures = 0, last_error = '', status_at = now(),
+			first_failed_at = NULL, next_attempt_at = '-infinity', output = '', lines = 0, announced = false
+		WHERE indexer.files.status = 'deleted'`, names, kinds, sz)
 	if err != nil {
 		return 0, fmt.Errorf("discover %d files: %w", len(names), err)
 	}
@@ -281,6 +285,24 @@ func (r *Registry) Unannounced(ctx context.Context, limit int) ([]Announcement, 
 func (r *Registry) Announced(ctx context.Context, file, output string) error {
 	_, err := r.db.Exec(ctx, `UPDATE indexer.files SET announced = true WHERE name = $1 AND output = $2`, file, output)
 	return err
+}
+
+// Deleted records an archive file deleted from the archive (an object
+// withdrawn), known or not: it is not indexed, nor handed out again, nor
+// revived by an announcement of its recording that arrives late; only the
+// repository scan finding it in the store again makes it new. why is kept
+// as its last error.
+func (r *Registry) Deleted(ctx context.Context, name, why string) error {
+	kind := KindOf(name)
+	if kind == "" {
+		return nil
+	}
+	_, err := r.db.Exec(ctx, `INSERT INTO indexer.files (name, kind, size, status, last_error, next_attempt_at) VALUES ($1, $2, 0, 'deleted', $3, 'infinity')
+		ON CONFLICT (name) DO UPDATE SET status = 'deleted', last_error = $3, status_at = now(), next_attempt_at = 'infinity'`, name, kind, why)
+	if err != nil {
+		return fmt.Errorf("deleted %s: %w", name, err)
+	}
+	return nil
 }
 
 // ErrUnknown is returned by Reset for a file the registry does not hold.

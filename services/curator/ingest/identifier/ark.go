@@ -81,8 +81,9 @@ func (l *Local) assign(ctx context.Context, j *ingest.JobRow, minter string) (st
 	return l.mint(ctx, j, minter)
 }
 
-// supplied gives the job the ARK its depositor supplied: an object the
-// archive has under that identifier (any spelling) must be this
+// supplied gives the job the ARK its depositor supplied (a new object's
+// kept in normal form, "ark:NAAN/NAME"): an object the archive has under
+// that identifier (any spelling) must be this
 // depositor's, in this collection, and of no other local identifier; an
 // ARK that names no object yet the depositor may take only under a
 // shoulder or NAAN its key names (the batch's ark_shoulders), and never
@@ -98,14 +99,16 @@ func supplied(ctx context.Context, db *pgxpool.Pool, j *ingest.JobRow, shoulder 
 		if err := mayTake(ctx, db, j, shoulder); err != nil {
 			return "", err
 		}
-		prefix, _ := ark.StoragePrefix(j.Primary)
+		// Kept in its normal form: one spelling for the archive's records,
+		// whatever spelling the depositor used.
+		prefix, _ := ark.StoragePrefix(norm)
 		tag, err := db.Exec(ctx, `INSERT INTO curator.arks (ark, norm, storage_prefix, submitter, profile, local_id, job_id, minter)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, 'supplied') ON CONFLICT DO NOTHING`, j.Primary, norm, prefix, j.Submitter, j.Profile, j.LocalID, j.ID)
+			VALUES ($1, $1, $2, $3, $4, $5, $6, 'supplied') ON CONFLICT DO NOTHING`, norm, prefix, j.Submitter, j.Profile, j.LocalID, j.ID)
 		if err != nil {
 			return "", fmt.Errorf("job %d takes the supplied %s: %w", j.ID, j.Primary, err)
 		}
 		if tag.RowsAffected() == 1 {
-			return j.Primary, nil
+			return norm, nil
 		}
 		// Taken meanwhile (another job of it, or of its local id): the
 		// next attempt sees by whom.
