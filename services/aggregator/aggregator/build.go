@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path"
 	"path/filepath"
 
 	"github.com/jackc/pgx/v5"
@@ -72,18 +71,19 @@ func (a *Aggregator) buildNew(ctx context.Context) (bool, error) {
 	if limit <= 0 {
 		limit = 4096
 	}
-	rows, err := a.db.Query(ctx, `SELECT file, output FROM aggregator.outputs WHERE build IS NULL AND NOT withdrawn ORDER BY file LIMIT $1`, limit)
+	rows, err := a.db.Query(ctx, `SELECT file, output, name FROM aggregator.outputs WHERE build IS NULL AND NOT withdrawn ORDER BY file LIMIT $1`, limit)
 	if err != nil {
 		return false, fmt.Errorf("list new outputs: %w", err)
 	}
-	var files, outputs []string
+	// names are what the outputs' lines call their files.
+	var files, outputs, names []string
 	for rows.Next() {
-		var f, o string
-		if err := rows.Scan(&f, &o); err != nil {
+		var f, o, n string
+		if err := rows.Scan(&f, &o, &n); err != nil {
 			rows.Close()
 			return false, err
 		}
-		files, outputs = append(files, f), append(outputs, o)
+		files, outputs, names = append(files, f), append(outputs, o), append(names, n)
 	}
 	if err := rows.Err(); err != nil {
 		return false, fmt.Errorf("list new outputs: %w", err)
@@ -105,10 +105,6 @@ func (a *Aggregator) buildNew(ctx context.Context) (bool, error) {
 	})
 	if err != nil {
 		return false, fmt.Errorf("build %d (%d outputs): %w", b, len(files), err)
-	}
-	names := make([]string, len(files))
-	for i, f := range files {
-		names[i] = path.Base(f)
 	}
 	err = a.swapIn(ctx, c, func(tx pgx.Tx) error {
 		// The outputs still current are in this build now; one replaced

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -342,5 +343,47 @@ func TestTakedownBeforeTheAnnouncementSticks(t *testing.T) {
 	}
 	if n := testutil.ToFloat64(a.refused); n != 2 {
 		t.Errorf("%v announcements refused, want 2", n)
+	}
+}
+
+// duringBuild is a blob store that runs hook once, the first time an
+// output is read (a build under way).
+type duringBuild struct {
+	blob.Store
+	once sync.Once
+	hook func()
+}
+
+func (d *duringBuild) Get(ctx context.Context, key string) (io.ReadCloser, blob.Info, error) {
+	if strings.HasPrefix(key, "cdx/") {
+		d.once.Do(d.hook)
+	}
+	return d.Store.Get(ctx, key)
+}
+
+// TestWithdrawnDuringABuildIsMasked: a file withdrawn while the build
+// reading its output runs has its lines, named as they are (its key),
+// masked in that build: no query answers them. (The build masked them by
+// the key's last part, which lines no longer carry.)
+func TestWithdrawnDuringABuildIsMasked(t *testing.T) {
+	ctx := context.Background()
+	a, bs := storeAggregator(t)
+	const key = "objects/ark:99999%2Ffk4y/v1/producer/crawl.warc.gz"
+	at := time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)
+	announce(t, a, bs, key, at, "com,example)/ 20260101000000 http://example.com/ text/html 200 AAAA - - 10 0 "+events.CDXFileName(key))
+	a.blob = &duringBuild{Store: bs, hook: func() {
+		if _, err := a.Withdraw(ctx, key, "a takedown during the build"); err != nil {
+			t.Error(err)
+		}
+	}}
+	if err := a.MergeNew(ctx); err != nil {
+		t.Fatal(err)
+	}
+	got, err := a.Lookup(ctx, cdxindex.Query{Key: "com,example)/"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 0 {
+		t.Errorf("withdrawn during its build, answered: %q", got)
 	}
 }
