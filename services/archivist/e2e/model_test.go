@@ -1077,7 +1077,11 @@ func (w *modelWorld) check(hs []*mhistory) {
 	}
 	// The CDX API, polled until it agrees (an announcement replayed late,
 	// a merge not done yet) or two minutes pass.
-	var problems []string
+	type problem struct {
+		h   *mhistory
+		msg string
+	}
+	var problems []problem
 	for deadline := time.Now().Add(2 * time.Minute); ; time.Sleep(time.Second) {
 		problems = problems[:0]
 		for _, h := range hs {
@@ -1085,7 +1089,9 @@ func (w *modelWorld) check(hs []*mhistory) {
 				if o.gone || o.ark == "" {
 					continue
 				}
-				problems = append(problems, h.checkCDX(w, o)...)
+				for _, msg := range h.checkCDX(w, o) {
+					problems = append(problems, problem{h, msg})
+				}
 			}
 		}
 		if len(problems) == 0 || time.Now().After(deadline) {
@@ -1093,7 +1099,7 @@ func (w *modelWorld) check(hs []*mhistory) {
 		}
 	}
 	for _, p := range problems {
-		w.t.Error(p)
+		p.h.errorf(w.t, "%s", p.msg)
 	}
 }
 
@@ -1206,7 +1212,7 @@ func (h *mhistory) checkCDX(w *modelWorld, o *mobj) []string {
 		var body string
 		code, err := w.call(modelOperator, "GET", w.api["aggregator"]+"/cdx?matchType=domain&url="+url.QueryEscape(host), nil, nil, &body)
 		if err != nil || code != http.StatusOK {
-			problems = append(problems, fmt.Sprintf("history %d (seed %d): CDX query of %s: %d %v", h.id, h.seed, host, code, err))
+			problems = append(problems, fmt.Sprintf("CDX query of %s: %d %v", host, code, err))
 			continue
 		}
 		name := events.CDXFileName(key)
@@ -1219,9 +1225,9 @@ func (h *mhistory) checkCDX(w *modelWorld, o *mobj) []string {
 		}
 		switch {
 		case isLive && !answered:
-			problems = append(problems, fmt.Sprintf("history %d (seed %d): %s (of %s, stored, not withdrawn) is not answered by the CDX API", h.id, h.seed, key, o.ark))
+			problems = append(problems, fmt.Sprintf("%s (of %s, stored, not withdrawn) is not answered by the CDX API", key, o.ark))
 		case !isLive && answered:
-			problems = append(problems, fmt.Sprintf("history %d (seed %d): %s (of %s, withdrawn) is answered by the CDX API", h.id, h.seed, key, o.ark))
+			problems = append(problems, fmt.Sprintf("%s (of %s, withdrawn) is answered by the CDX API", key, o.ark))
 		}
 	}
 	return problems
