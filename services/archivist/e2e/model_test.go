@@ -97,7 +97,8 @@ var modelDepositors = map[string]string{"alice": "ark:/13030", "bob": "ark:/1303
 //   - no ARK names two objects (across the restore too), no object has two
 //     depositors, and EZID's record of each ARK is its object's.
 //
-// CI runs -model-histories (240) with one restore; -model D runs for D.
+// CI runs -model-histories (240) with one restore; -model D runs rounds
+// of 240 more, each with a restore, for D.
 // A failing history's seed is printed: -model-only SEED runs it alone, and
 // seeds kept in testdata/model-seeds.txt run first, every time.
 func TestArchiveModel(t *testing.T) {
@@ -105,10 +106,6 @@ func TestArchiveModel(t *testing.T) {
 	seeds := w.seeds()
 	t.Logf("model: %d histories from seed %d (-model-seed), %d kept as regressions", len(seeds.fresh), seeds.first, len(seeds.kept))
 	all := append(slices.Clone(seeds.kept), seeds.fresh...)
-	var restoreAt int
-	if *modelOnly == "" && len(all) >= 20 {
-		restoreAt = len(all) * 2 / 5
-	}
 	stopFaults := w.faults()
 	var done []*mhistory
 	var lost []*mhistory
@@ -134,39 +131,40 @@ func TestArchiveModel(t *testing.T) {
 		}
 		return hs
 	}
-	if restoreAt > 0 {
-		// Before the backup; then histories the restore will lose; then
-		// the restore, and histories that deposit what was lost again.
-		first := histories(all[:restoreAt/2])
+	// A round: histories before a backup; then histories the restore will
+	// lose; the restore; histories that deposit what was lost again, and
+	// the rest.
+	round := func(seeds []uint64) {
+		if *modelOnly != "" || len(seeds) < 20 {
+			hs := histories(seeds)
+			runPhase(hs)
+			done = append(done, hs...)
+			return
+		}
+		k := len(seeds) * 2 / 5
+		first := histories(seeds[:k/2])
 		runPhase(first)
 		w.settle(first)
 		w.backup()
 		done = append(done, first...)
-		lost = histories(all[restoreAt/2 : restoreAt])
-		runPhase(lost)
-		w.settle(lost)
+		gone := histories(seeds[k/2 : k])
+		runPhase(gone)
+		w.settle(gone)
 		w.observeStore() // what the store held before the restore: it must keep it
-		w.checkIdentities(lost)
+		w.checkIdentities(gone)
 		w.restore()
+		lost = append(lost, gone...)
 		var again []*mhistory
-		for _, h := range lost {
+		for _, h := range gone {
 			again = append(again, h.redepositOf(w.nextID()))
 		}
-		rest := append(again, histories(all[restoreAt:])...)
+		rest := append(again, histories(seeds[k:])...)
 		runPhase(rest)
 		done = append(done, rest...)
-	} else {
-		hs := histories(all)
-		if *modelFor > 0 {
-			for time.Since(start) < *modelFor {
-				batch := histories(w.freshSeeds(48))
-				runPhase(batch)
-				hs = append(hs, batch...)
-			}
-		} else {
-			runPhase(hs)
-		}
-		done = hs
+	}
+	round(all)
+	for *modelFor > 0 && time.Since(start) < *modelFor {
+		round(w.freshSeeds(240))
 	}
 	stopFaults()
 	w.settle(done)
