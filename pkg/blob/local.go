@@ -324,9 +324,19 @@ func (l *Local) List(ctx context.Context, prefix string) iter.Seq2[Info, error] 
 
 // walkKeys calls key with every object's key under prefix, in no set order,
 // skipping the directories that cannot hold one, and those ("a/b/") that
-// skipDir (if not nil) says hold none that is wanted.
+// skipDir (if not nil) says hold none that is wanted. The walk starts in
+// the deepest directory the prefix names ("objects/x/v2/" or
+// "objects/x/v2/a" start at objects/x/v2): its siblings, however many
+// (every object of the archive beside one), are never read.
 func (l *Local) walkKeys(ctx context.Context, prefix string, skipDir func(dir string) bool, key func(string)) error {
-	return filepath.WalkDir(l.root, func(p string, d fs.DirEntry, err error) error {
+	start := l.root
+	if i := strings.LastIndexByte(prefix, '/'); i > 0 {
+		start = filepath.Join(l.root, filepath.FromSlash(prefix[:i]))
+		if fi, err := os.Stat(start); errors.Is(err, fs.ErrNotExist) || (err == nil && !fi.IsDir()) {
+			return nil // no key under it
+		}
+	}
+	return filepath.WalkDir(start, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
 		}

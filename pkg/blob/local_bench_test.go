@@ -3,6 +3,8 @@ package blob_test
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -41,4 +43,43 @@ func BenchmarkLocalPutObject(b *testing.B) {
 			wg.Wait()
 		}
 	})
+}
+
+// BenchmarkLocalProbeAVersion asks the local store whether a version of
+// one object holds anything (blob.ListAfter of "objects/<ark>/v<N>/",
+// limit 1: what ingest asks before it gives a version number, and the
+// minter before it gives an ARK), beside 10^3 to 10^5 other objects. Its
+// cost must not grow with them: the walk starts in the version's own
+// directory.
+//
+//	go test -run '^$' -bench LocalProbeAVersion ./pkg/blob/
+func BenchmarkLocalProbeAVersion(b *testing.B) {
+	for _, n := range []int{1_000, 10_000, 100_000} {
+		b.Run(fmt.Sprintf("objects=%d", n), func(b *testing.B) {
+			dir := b.TempDir()
+			s, err := blob.NewLocal(dir, blob.WithoutSync())
+			if err != nil {
+				b.Fatal(err)
+			}
+			ctx := context.Background()
+			if _, err := s.Put(ctx, "objects/ark:99999%2Fmine/v1/producer/a.txt", strings.NewReader("mine"), nil); err != nil {
+				b.Fatal(err)
+			}
+			for i := range n {
+				if err := os.MkdirAll(filepath.Join(dir, "objects", fmt.Sprintf("ark:99999%%2Fother%07d", i), "v1"), 0o755); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ResetTimer()
+			for b.Loop() {
+				found, err := blob.ListAfter(ctx, s, "objects/ark:99999%2Fmine/v2/", "", 1)
+				if err != nil || len(found) != 0 {
+					b.Fatalf("%v %v", found, err)
+				}
+				if found, err = blob.ListAfter(ctx, s, "objects/ark:99999%2Fmine/v1/", "", 1); err != nil || len(found) != 1 {
+					b.Fatalf("%v %v", found, err)
+				}
+			}
+		})
+	}
 }
