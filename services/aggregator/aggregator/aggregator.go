@@ -155,6 +155,9 @@ func (a *Aggregator) Ready(ctx context.Context, m *bus.Message[events.IndexCDXRe
 	var applied bool
 	var refused string
 	err := pgx.BeginFunc(ctx, a.db, func(tx pgx.Tx) error {
+		if err := lockFile(ctx, tx, m.Event.File); err != nil {
+			return err
+		}
 		var reason string
 		var at time.Time
 		err := tx.QueryRow(ctx, `SELECT reason, at FROM aggregator.tombstones WHERE file = $1`, m.Event.File).Scan(&reason, &at)
@@ -238,6 +241,17 @@ func (a *Aggregator) Ready(ctx context.Context, m *bus.Message[events.IndexCDXRe
 	return nil
 }
 
+// lockFile serializes, until tx ends, the announcements and withdrawals of
+// one archive file: an announcement that did not see a tombstone being
+// made, and a withdrawal that did not see an output being recorded, would
+// each commit, and the withdrawn file's lines be answered.
+func lockFile(ctx context.Context, tx pgx.Tx, file string) error {
+	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended('aggregator.file:' || $1, 0))`, file); err != nil {
+		return fmt.Errorf("lock %s: %w", file, err)
+	}
+	return nil
+}
+
 // mask hides a file's lines, named name, in a build.
 func mask(ctx context.Context, tx pgx.Tx, file, name string, build int64) error {
 	_, err := tx.Exec(ctx, `INSERT INTO aggregator.masks (name, build, file) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING`,
@@ -256,6 +270,9 @@ func mask(ctx context.Context, tx pgx.Tx, file, name string, build int64) error 
 // Only Reinstate lets the file back.
 func (a *Aggregator) Withdraw(ctx context.Context, file, reason string) (indexed bool, err error) {
 	err = pgx.BeginFunc(ctx, a.db, func(tx pgx.Tx) error {
+		if err := lockFile(ctx, tx, file); err != nil {
+			return err
+		}
 		if _, err := tx.Exec(ctx, `INSERT INTO aggregator.tombstones (file, reason) VALUES ($1, $2) ON CONFLICT (file) DO NOTHING`, file, reason); err != nil {
 			return fmt.Errorf("tombstone of %s: %w", file, err)
 		}

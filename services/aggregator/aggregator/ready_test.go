@@ -387,3 +387,44 @@ func TestWithdrawnDuringABuildIsMasked(t *testing.T) {
 		t.Errorf("withdrawn during its build, answered: %q", got)
 	}
 }
+
+// TestAnnouncementRacingAWithdrawal: an announcement and a withdrawal of
+// one file at the same moment, a hundred times: whichever commits first,
+// the file ends withdrawn, its output never live. (Each saw nothing of the
+// other's uncommitted row, and both committed: the withdrawn file's lines
+// were answered; the model found it.)
+func TestAnnouncementRacingAWithdrawal(t *testing.T) {
+	ctx := context.Background()
+	a, bs := storeAggregator(t)
+	at := time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)
+	for i := range 100 {
+		file := fmt.Sprintf("objects/x/v%d/producer/crawl.warc.gz", i+1)
+		out := fmt.Sprintf("cdx/%d.cdx", i)
+		if _, err := bs.Put(ctx, out, strings.NewReader("com,example)/ 20260101000000 http://example.com/ text/html 200 AAAA - - 10 0 "+events.CDXFileName(file)+"\n"), nil); err != nil {
+			t.Fatal(err)
+		}
+		var wg sync.WaitGroup
+		wg.Add(2)
+		go func() {
+			defer wg.Done()
+			ev := &events.IndexCDXReady{File: file, Output: out, Lines: 1, Complete: true}
+			if err := a.Ready(ctx, &bus.Message[events.IndexCDXReady]{Envelope: events.Envelope{ID: out, SentAt: at}, Event: ev}); err != nil {
+				t.Error(err)
+			}
+		}()
+		go func() {
+			defer wg.Done()
+			if _, err := a.Withdraw(ctx, file, "a takedown"); err != nil {
+				t.Error(err)
+			}
+		}()
+		wg.Wait()
+		var live int
+		if err := a.db.QueryRow(ctx, `SELECT count(*) FROM aggregator.outputs WHERE file = $1 AND NOT withdrawn`, file).Scan(&live); err != nil {
+			t.Fatal(err)
+		}
+		if live != 0 {
+			t.Fatalf("round %d: the withdrawn %s has a live output", i, file)
+		}
+	}
+}

@@ -93,6 +93,19 @@ func run(ctx context.Context, env *service.Env, cfg Config) error {
 			}
 		}))
 	}
+	// The register of takedowns, replayed a page a tick: a restore of the
+	// database does not undo a takedown.
+	wd := &withdraw.Withdrawer{DB: env.DB, Blob: env.Blob, Bus: env.Bus, Log: env.Log}
+	singletons = append(singletons, service.Every(cfg.Ingest.TidyInterval, func(ctx context.Context) {
+		if env.Gate.Wait(ctx) != nil {
+			return
+		}
+		if r, err := wd.Replay(ctx, 500); err != nil && ctx.Err() == nil && !env.Gate.Observe(ctx, err) {
+			env.Log.ErrorContext(ctx, "replay the takedown register", "err", err)
+		} else if r.Applied > 0 {
+			env.Log.WarnContext(ctx, "takedowns the database had lost applied again from the store's register", "applied", r.Applied)
+		}
+	}))
 	loops := []service.Loop{
 		func(ctx context.Context) error { ing.Run(ctx); return nil },
 		env.AsLeader("curator.reconcile", service.All(singletons...)),
@@ -103,7 +116,7 @@ func run(ctx context.Context, env *service.Env, cfg Config) error {
 	}
 	mux := http.NewServeMux()
 	api.New(env.Bus, p.Catalog, env.Log).Routes(mux)
-	httpapi.Routes(mux, ist, &withdraw.Withdrawer{DB: env.DB, Blob: env.Blob, Bus: env.Bus, Log: env.Log}, env.Log)
+	httpapi.Routes(mux, ist, wd, env.Log)
 	h := service.PublisherRoutes(mux, append(api.PublisherRoutes, httpapi.PublisherRoutes...)...)
 	return env.Serve(ctx, "curation API", cfg.HTTPAddr, h, loops, stoppers...)
 }

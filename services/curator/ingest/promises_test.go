@@ -220,3 +220,75 @@ func TestOneMoreColonChangesNoByte(t *testing.T) {
 		t.Error(fmt.Sprintf("mallory spelling alice's ARK without its slash was not refused as another depositor's (%d)", failed))
 	}
 }
+
+// TestTakedownsSurviveARestore: a restore of the database to before a
+// withdrawal loses it there, not in the store's register of takedowns,
+// which the leader replays: an object the restored database holds live is
+// withdrawn again; one it never knew (deposited after the backup) is kept
+// as a tombstone bound to its depositor, so that depositing into its ARK
+// again fails as withdrawn (and, for another depositor, as another's).
+func TestTakedownsSurviveARestore(t *testing.T) {
+	o := newOrigin(t)
+	r := newRig(t, map[string]string{"INGEST_TIDY_INTERVAL": "200ms"})
+	ctx := context.Background()
+	deposit := func(submitter, primary, localID, name string) int64 {
+		t.Helper()
+		b := r.submit(ingest.Submission{Submitter: submitter, Profile: "p", Type: "manifest", Primary: primary,
+			PayloadURL: o.objectManifest(name, localID, map[string]string{"page.txt": name})})
+		for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+			if st := r.state(ingest.Batch, b); st == ingest.Completed || st == ingest.Failed {
+				return b
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("batch %d did not end", b)
+			}
+		}
+	}
+	deposit("alice", "", "book-r", "r1")
+	deposit("alice", "ark:/13030/gone", "", "r2")
+	var kept string
+	r.db.QueryRow(ctx, `SELECT ark FROM curator.arks WHERE local_id = 'book-r'`).Scan(&kept)
+	for _, a := range []string{kept, "ark:13030/gone"} {
+		if code, out := r.call("POST", "/v1/objects/withdraw", map[string]any{"ark": a, "reason": "a court order"}); code != http.StatusOK {
+			t.Fatalf("withdraw %s: %d %v", a, code, out)
+		}
+	}
+	// The restore: the first object back to before its withdrawal, the
+	// second to before its deposit.
+	for _, q := range []string{
+		`UPDATE curator.inventory_versions SET withdrawn_at = NULL, withdrawn_reason = '' WHERE ark = '` + kept + `'`,
+		`UPDATE curator.inventory_objects SET withdrawn_at = NULL, withdrawn_reason = '' WHERE ark = '` + kept + `'`,
+		`DELETE FROM curator.inventory_files WHERE ark = 'ark:13030/gone'`,
+		`DELETE FROM curator.inventory_versions WHERE ark = 'ark:13030/gone'`,
+		`DELETE FROM curator.inventory_objects WHERE ark = 'ark:13030/gone'`,
+		`DELETE FROM curator.arks WHERE ark = 'ark:13030/gone'`,
+		`DELETE FROM curator.ark_versions WHERE ark = 'ark:13030/gone'`,
+		`DELETE FROM curator.jobs WHERE ark = 'ark:13030/gone'`,
+		`DELETE FROM curator.withdrawals`,
+		`UPDATE curator.takedown_replay SET after = ''`,
+	} {
+		if _, err := r.db.Exec(ctx, q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		var again, tomb bool
+		r.db.QueryRow(ctx, `SELECT withdrawn_at IS NOT NULL FROM curator.inventory_objects WHERE ark = $1`, kept).Scan(&again)
+		r.db.QueryRow(ctx, `SELECT withdrawn_at IS NOT NULL FROM curator.inventory_objects WHERE ark = 'ark:13030/gone'`).Scan(&tomb)
+		if again && tomb {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after 30 s: the live object withdrawn again %t, the forgotten one a tombstone %t", again, tomb)
+		}
+	}
+	for _, c := range []struct{ submitter, want string }{{"alice", "withdrawn"}, {"mallory", "another depositor"}} {
+		b := deposit(c.submitter, "ark:/13030/gone", "", "r3-"+c.submitter)
+		job := r.jobsOf(b)[0]
+		var msg string
+		r.db.QueryRow(ctx, `SELECT error FROM curator.jobs WHERE id = $1`, job).Scan(&msg)
+		if !strings.Contains(msg, c.want) {
+			t.Errorf("%s depositing into the forgotten, taken-down ARK: %q, want it failed: %s", c.submitter, msg, c.want)
+		}
+	}
+}

@@ -37,6 +37,9 @@ type Request struct {
 	Reason  string `json:"reason"`
 	// By is who asked (the caller).
 	By string `json:"-"`
+	// replay: the register's, applied again after a restore; its
+	// announcements are sent anew (not de-duplicated against the first's).
+	replay bool
 }
 
 // Result is what a withdrawal did.
@@ -49,6 +52,8 @@ type Result struct {
 	Deleted []string `json:"deleted"`
 	// Object says the whole object is withdrawn.
 	Object bool `json:"object"`
+	// object is what the register of takedowns keeps of it.
+	object Takedown
 }
 
 // Withdrawer withdraws and reinstates.
@@ -147,6 +152,8 @@ type tombstone struct {
 	version int
 	at      time.Time
 	reason  string
+	// files are the version's keys.
+	files []string
 }
 
 // withdraw records the withdrawal in one transaction, unless a job holds
@@ -219,8 +226,36 @@ func (w *Withdrawer) withdraw(ctx context.Context, r Request, hold time.Duration
 		if err := rows.Err(); err != nil {
 			return err
 		}
-		if err := tx.QueryRow(ctx, `SELECT withdrawn_at IS NOT NULL FROM curator.inventory_objects WHERE ark = $1`, r.ARK).Scan(&res.Object); err != nil {
+		var objectAt *time.Time
+		if err := tx.QueryRow(ctx, `SELECT o.withdrawn_at, o.profile, o.local_id, o.title, coalesce(a.submitter, '')
+			FROM curator.inventory_objects o LEFT JOIN curator.arks a ON a.ark = o.ark WHERE o.ark = $1`, r.ARK).
+			Scan(&objectAt, &res.object.Profile, &res.object.LocalID, &res.object.Title, &res.object.Submitter); err != nil {
 			return err
+		}
+		res.Object = objectAt != nil
+		if objectAt != nil {
+			res.object.ObjectAt = *objectAt
+		}
+		rows, err = tx.Query(ctx, `SELECT version, key FROM curator.inventory_files WHERE ark = $1 AND version = ANY($2) ORDER BY key`, r.ARK, res.Versions)
+		if err != nil {
+			return err
+		}
+		byVersion := map[int][]string{}
+		for rows.Next() {
+			var v int
+			var key string
+			if err := rows.Scan(&v, &key); err != nil {
+				rows.Close()
+				return err
+			}
+			byVersion[v] = append(byVersion[v], key)
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		for i := range stones {
+			stones[i].files = byVersion[stones[i].version]
 		}
 		// The withdrawn versions' files that no version still held keeps
 		// (a file carried from version to version is stored once).
@@ -263,15 +298,20 @@ func (w *Withdrawer) finish(ctx context.Context, r Request, res *Result, stones 
 		env.ID = "recorded:" + key
 		out = append(out, bus.Outgoing{Subject: events.SubjectObjectRecorded, Envelope: env})
 	}
-	for _, key := range res.Deleted {
-		env, err := events.New("curator", &events.ObjectDeleted{Object: key})
-		if err != nil {
+	// The register, outside the database: a restore of the database
+	// cannot undo the takedown (Replay).
+	for _, t := range stones {
+		entry := res.object
+		entry.ARK, entry.Version, entry.Object, entry.At, entry.Reason, entry.By, entry.Files = r.ARK, t.version, res.Object, t.at, t.reason, r.By, t.files
+		if err := w.register(ctx, entry); err != nil {
 			return err
 		}
-		env.ID = "deleted:" + key
-		out = append(out, bus.Outgoing{Subject: events.SubjectObjectDeleted, Envelope: env})
 	}
-	if err := w.Bus.PublishBatch(ctx, out); err != nil {
+	deleted, err := deletions(res.Deleted, r.replay)
+	if err != nil {
+		return err
+	}
+	if err := w.Bus.PublishBatch(ctx, append(out, deleted...)); err != nil {
 		return fmt.Errorf("announce: %w", err)
 	}
 	for _, key := range res.Deleted {
@@ -281,6 +321,25 @@ func (w *Withdrawer) finish(ctx context.Context, r Request, res *Result, stones 
 	}
 	w.Log.WarnContext(ctx, "ingest: withdrawn", "ark", r.ARK, "version", r.Version, "by", r.By, "reason", r.Reason, "files_deleted", len(res.Deleted), "object", res.Object)
 	return nil
+}
+
+// deletions are the announcements that keys are deleted, de-duplicated by
+// key (message id deleted:KEY), or, for a replay after a restore, sent
+// anew: the first announcement's id may still be in the stream's window.
+func deletions(keys []string, replay bool) ([]bus.Outgoing, error) {
+	var out []bus.Outgoing
+	for _, key := range keys {
+		env, err := events.New("curator", &events.ObjectDeleted{Object: key})
+		if err != nil {
+			return nil, err
+		}
+		env.ID = "deleted:" + key
+		if replay {
+			env.ID += ":replayed:" + env.SentAt.UTC().Format(time.RFC3339Nano)
+		}
+		out = append(out, bus.Outgoing{Subject: events.SubjectObjectDeleted, Envelope: env})
+	}
+	return out, nil
 }
 
 // TombstoneName is the path, in a withdrawn version, of the tombstone
@@ -303,6 +362,7 @@ func (w *Withdrawer) Reinstate(ctx context.Context, r Request) (*Object, error) 
 	} else if held != "" {
 		r.ARK = held
 	}
+	var at time.Time
 	err := pgx.BeginFunc(ctx, w.DB, func(tx pgx.Tx) error {
 		var withdrawn bool
 		err := tx.QueryRow(ctx, `SELECT withdrawn_at IS NOT NULL FROM curator.inventory_objects WHERE ark = $1 FOR UPDATE`, r.ARK).Scan(&withdrawn)
@@ -318,10 +378,14 @@ func (w *Withdrawer) Reinstate(ctx context.Context, r Request) (*Object, error) 
 		if _, err := tx.Exec(ctx, `UPDATE curator.inventory_objects SET withdrawn_at = NULL, withdrawn_reason = '' WHERE ark = $1`, r.ARK); err != nil {
 			return err
 		}
-		_, err = tx.Exec(ctx, `INSERT INTO curator.withdrawals (ark, version, reason, by_whom, action) VALUES ($1, 0, $2, $3, 'reinstate')`, r.ARK, r.Reason, r.By)
-		return err
+		return tx.QueryRow(ctx, `INSERT INTO curator.withdrawals (ark, version, reason, by_whom, action) VALUES ($1, 0, $2, $3, 'reinstate') RETURNING at`,
+			r.ARK, r.Reason, r.By).Scan(&at)
 	})
 	if err != nil {
+		return nil, fmt.Errorf("reinstate %s: %w", r.ARK, err)
+	}
+	// The register too: a restore of the database does not undo it.
+	if err := w.registerReinstatement(ctx, Reinstatement{ARK: r.ARK, At: at, Reason: r.Reason, By: r.By}); err != nil {
 		return nil, fmt.Errorf("reinstate %s: %w", r.ARK, err)
 	}
 	w.Log.WarnContext(ctx, "ingest: reinstated", "ark", r.ARK, "by", r.By, "reason", r.Reason)

@@ -1,4 +1,4 @@
-package e2e_test
+package promises_test
 
 import (
 	"bufio"
@@ -48,7 +48,7 @@ var (
 	modelHistories = flag.Int("model-histories", 240,
 		"how many random histories TestArchiveModel runs (each a few deposits, withdrawals and reinstatements of its own objects)")
 	modelFor = flag.Duration("model", 0,
-		"run TestArchiveModel's histories for this long instead of -model-histories (go test ./services/archivist/e2e -run ArchiveModel -model 2h)")
+		"run TestArchiveModel's histories for this long instead of -model-histories (go test ./services/archivist/promises -run ArchiveModel -model 2h)")
 	modelSeed = flag.Uint64("model-seed", 0,
 		"the seed of TestArchiveModel's first history (0: from the clock); a failing history prints its seed")
 	modelOnly = flag.String("model-only", "",
@@ -149,10 +149,12 @@ func TestArchiveModel(t *testing.T) {
 		done = append(done, first...)
 		gone := histories(seeds[k/2 : k])
 		runPhase(gone)
+		late := w.lateTakedowns(first)
 		w.settle(gone)
 		w.observeStore() // what the store held before the restore: it must keep it
 		w.checkIdentities(gone)
 		w.restore()
+		w.awaitReplay(late, gone)
 		lost = append(lost, gone...)
 		var again []*mhistory
 		for _, h := range gone {
@@ -275,7 +277,7 @@ func newModelWorld(t *testing.T) *modelWorld {
 	}
 	// A kill is a failed attempt by design, and the model kills often.
 	set("curator", "INGEST_ALLOW_PRIVATE", "true", "INGEST_INTERVAL", "100ms", "INGEST_MIN_FREE_BYTES", "1048576",
-		"INGEST_WORK_DIR", t.TempDir(), "INGEST_MAX_ATTEMPTS", "50", "INGEST_RETRY_MAX", "1s", "INGEST_CONCURRENCY", "16",
+		"INGEST_WORK_DIR", t.TempDir(), "INGEST_MAX_ATTEMPTS", "50", "INGEST_RETRY_MAX", "1s", "INGEST_CONCURRENCY", "16", "INGEST_TIDY_INTERVAL", "1s",
 		"INGEST_ARK_PREFIX", modelShoulder, "INGEST_EZID_URL", w.ezid.URL, "INGEST_EZID_USER", "archivist", "INGEST_EZID_PASSWORD", "ezid-secret")
 	set("indexer", "INDEXER_REPOSITORY_PREFIX", "objects/", "INDEXER_SCAN_INTERVAL", "500ms", "INDEXER_DISPATCH_INTERVAL", "100ms",
 		"INDEXER_RETRY_BASE", "200ms", "INDEXER_RETRY_MAX", "2s", "INDEXER_STALE_AFTER", "10s", "INDEXER_MAX_FAILURES", "50",
@@ -964,11 +966,65 @@ func (h *mhistory) runRedeposit(w *modelWorld) {
 			continue
 		}
 		h.objs = append(h.objs, o)
+		// A takedown the restore lost is applied again from the store's
+		// register: an object withdrawn whole takes no deposit.
+		o.withdrawn = lost.withdrawn
 		d := h.deposit(w, o, "add", o.owner)
 		if d.completed {
 			h.learnARK(w, o, d)
 		} else {
 			o.gone = true
+		}
+	}
+}
+
+// lateTakedowns withdraws, after the backup, up to 6 objects of histories
+// the backup holds: the restore loses these withdrawals to the database,
+// not to the store's register of takedowns, and they must stick.
+func (w *modelWorld) lateTakedowns(hs []*mhistory) []*mobj {
+	var late []*mobj
+	for _, h := range hs {
+		for _, o := range h.objs {
+			if len(late) == 6 || o.gone || o.ark == "" || o.withdrawn {
+				continue
+			}
+			h.logf("late takedown of %s", o.ark)
+			code, err := w.call(modelOperator, "POST", w.api["curator"]+"/v1/objects/withdraw", nil,
+				map[string]any{"ark": o.ark, "reason": "a late takedown"}, nil)
+			if err != nil || code != http.StatusOK {
+				h.errorf(w.t, "late takedown of %s: %d %v", o.ark, code, err)
+				continue
+			}
+			o.withdrawn = true
+			late = append(late, o)
+		}
+	}
+	return late
+}
+
+// awaitReplay waits until the curator has applied again, from the store's
+// register, the takedowns the restore lost: the late ones, and those of
+// the histories it lost.
+func (w *modelWorld) awaitReplay(late []*mobj, lost []*mhistory) {
+	var want []string
+	for _, o := range late {
+		want = append(want, o.ark)
+	}
+	for _, h := range lost {
+		for _, o := range h.objs {
+			if o.withdrawn && o.ark != "" && !o.gone {
+				want = append(want, o.ark)
+			}
+		}
+	}
+	for deadline := time.Now().Add(2 * time.Minute); ; time.Sleep(500 * time.Millisecond) {
+		rows := w.query(`SELECT count(*) FROM curator.inventory_objects WHERE ark = ANY($1) AND withdrawn_at IS NOT NULL`, want)
+		if int(rows[0][0].(int64)) == len(want) {
+			return
+		}
+		if time.Now().After(deadline) {
+			w.t.Errorf("model: %d of %d takedowns the restore lost applied again after 2 minutes", rows[0][0], len(want))
+			return
 		}
 	}
 }
@@ -1246,3 +1302,5 @@ func warcHost(w *modelWorld, key string, o *mobj) string {
 	}
 	return ""
 }
+
+func TestMain(m *testing.M) { testenv.Main(m) }
