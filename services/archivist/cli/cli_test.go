@@ -3,6 +3,10 @@ package cli
 import (
 	"bytes"
 	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -72,7 +76,7 @@ func TestGroupsListTheirCommands(t *testing.T) {
 		"dlq":        {"list", "replay"},
 		"key":        {"new", "init", "token"},
 		"profile":    {"list", "show", "set"},
-		"object":     {"show", "withdraw"},
+		"object":     {"show", "withdraw", "reinstate"},
 	} {
 		for _, args := range [][]string{{group, "--help"}, {group}} {
 			var out bytes.Buffer
@@ -136,5 +140,47 @@ func TestTransitionsAsJSON(t *testing.T) {
 	if err := Run(context.Background(), []string{"ingest", "transitions", "--json"}, &out, &out); err != nil ||
 		!strings.Contains(out.String(), `"From": "failed"`) || !strings.Contains(out.String(), `"Action": "requeue"`) {
 		t.Errorf("ingest transitions --json: %v\n%.300s", err, out.String())
+	}
+}
+
+// TestObjectWithdrawTakesTheVersionByFlag: `object withdraw` sends the ARK
+// as given, a trailing "/v2" included (an ARK may contain "/": it was
+// read as version 2 of another object), and the version only from
+// --version; reinstate sends its ARK and reason.
+func TestObjectWithdrawTakesTheVersionByFlag(t *testing.T) {
+	var got []map[string]any
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var body map[string]any
+		json.NewDecoder(r.Body).Decode(&body)
+		body["path"] = r.URL.Path
+		got = append(got, body)
+		w.Header().Set("Content-Type", "application/json")
+		if r.URL.Path == "/v1/objects/reinstate" {
+			fmt.Fprintf(w, `{"ark": %q, "versions": [{"version": 1}]}`, body["ark"])
+			return
+		}
+		fmt.Fprintf(w, `{"ark": %q, "versions": [1], "deleted": [], "object": false}`, body["ark"])
+	}))
+	defer srv.Close()
+	t.Setenv("ARCHIVIST_CURATOR_URL", srv.URL)
+	t.Setenv("ARCHIVIST_TOKEN", "test")
+	for _, args := range [][]string{
+		{"object", "withdraw", "ark:/13030/book/v2", "--reason", "a takedown"},
+		{"object", "withdraw", "ark:/13030/book", "--version", "3", "--reason", "a takedown"},
+		{"object", "reinstate", "ark:/13030/book", "--reason", "cleared"},
+	} {
+		var out bytes.Buffer
+		if err := Run(context.Background(), args, &out, &out); err != nil {
+			t.Fatalf("archivist %s: %v\n%s", strings.Join(args, " "), err, out.String())
+		}
+	}
+	if len(got) != 3 || got[0]["ark"] != "ark:/13030/book/v2" || got[0]["version"] != nil ||
+		got[1]["ark"] != "ark:/13030/book" || got[1]["version"] != float64(3) ||
+		got[2]["path"] != "/v1/objects/reinstate" || got[2]["reason"] != "cleared" {
+		t.Errorf("requests: %v", got)
+	}
+	var out bytes.Buffer
+	if err := Run(context.Background(), []string{"object", "withdraw", "ark:/13030/book", "--version", "-1", "--reason", "x"}, &out, &out); ExitCode(err) != 2 {
+		t.Errorf("--version -1: %v, want a usage error", err)
 	}
 }
