@@ -878,8 +878,19 @@ func (h *mhistory) steal(w *modelWorld, o *mobj) {
 func (h *mhistory) oneMoreColon(w *modelWorld, o *mobj) {
 	who := h.other(o.owner)
 	naan, name, _ := strings.Cut(strings.TrimPrefix(strings.TrimPrefix(o.ark, "ark:"), "/"), "/")
-	i := 1 + h.r.IntN(max(len(name)-1, 1))
-	colon := "ark:/" + naan + "/" + name[:i] + ":" + name[i:]
+	// An ARK none of the history's objects has: one more ':' somewhere.
+	var colon string
+	for range 8 {
+		i := 1 + h.r.IntN(max(len(name)-1, 1))
+		c := "ark:/" + naan + "/" + name[:i] + ":" + name[i:]
+		if !slices.ContainsFunc(h.objs, func(x *mobj) bool { return x.ark != "" && ark.Same(x.ark, c) || x.supplied != "" && ark.Same(x.supplied, c) }) {
+			colon = c
+			break
+		}
+	}
+	if colon == "" {
+		return
+	}
 	n := &mobj{owner: who, supplied: colon, title: fmt.Sprintf("History %d object %d", h.id, len(h.objs))}
 	h.objs = append(h.objs, n)
 	want := ""

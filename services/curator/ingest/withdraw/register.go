@@ -118,26 +118,32 @@ func (w *Withdrawer) reinstatedSince(ctx context.Context, a string, at time.Time
 type Replayed struct {
 	// Read is how many entries the page held.
 	Read int
-	// Applied are withdrawals the database had lost (it was restored to
-	// before them), applied again.
+	// Applied are takedowns newer than the last pass applied (or finished)
+	// again.
 	Applied int
 	// PassDone says the page ended a pass over the register.
 	PassDone bool
 }
 
 // Replay reads the next page of up to page entries of the register of
-// takedowns and applies again each withdrawal the database does not know
-// of (restored to before it): a version it holds but has not withdrawn is
+// takedowns and applies again every takedown newer than the last pass
+// that ended: a version the database holds but has not withdrawn is
 // withdrawn again (the whole object if the takedown was of the object and
-// no reinstatement followed it); a version it never knew has its files'
-// deletion announced and done again, and, for an object's takedown, the
-// object kept as a tombstone, bound to its depositor, so that a deposit
-// into it fails until an operator reinstates it. Its cost is a page's,
+// no reinstatement followed it); one it has withdrawn has its deletions
+// announced again (a replay cut short, or a restore that lost the index's
+// side); a version it never knew has its files' deletion announced and
+// done again, and, for an object's takedown, the object kept as a
+// tombstone bound to its depositor, so that a deposit into it fails until
+// an operator reinstates it. A restored database's last pass is as old as
+// its backup, so what the restore lost is applied again; each takedown
+// otherwise once more after it was made. A page's cost is its entries',
 // whatever the archive's size: the register holds takedowns, not objects.
 func (w *Withdrawer) Replay(ctx context.Context, page int) (Replayed, error) {
 	var r Replayed
 	var after string
-	if err := w.DB.QueryRow(ctx, `SELECT after FROM curator.takedown_replay`).Scan(&after); err != nil {
+	var lastAt, passMax *time.Time
+	var failed bool
+	if err := w.DB.QueryRow(ctx, `SELECT after, last_at, pass_max_at, pass_failed FROM curator.takedown_replay`).Scan(&after, &lastAt, &passMax, &failed); err != nil {
 		return r, fmt.Errorf("takedown register cursor: %w", err)
 	}
 	infos, err := blob.ListAfter(ctx, w.Blob, RegisterPrefix, after, page)
@@ -146,51 +152,67 @@ func (w *Withdrawer) Replay(ctx context.Context, page int) (Replayed, error) {
 	}
 	r.Read, r.PassDone = len(infos), len(infos) < page
 	for _, info := range infos {
-		applied, err := w.replayOne(ctx, info.Key)
+		at, applied, err := w.replayOne(ctx, info.Key, lastAt)
 		if err != nil && (ctx.Err() != nil || fault.IsOutage(err)) {
 			return r, err // a dependency away: this page again, later
 		}
 		if err != nil {
 			// One entry that cannot be applied now holds up none after
-			// it: the next pass tries it again.
+			// it; the pass does not end whole, so the next tries again.
 			w.Log.ErrorContext(ctx, "ingest: a takedown of the register could not be applied again; the next pass tries again", "key", info.Key, "err", err)
+			failed = true
 		}
 		if applied {
 			r.Applied++
 		}
+		if passMax == nil || at.After(*passMax) {
+			passMax = &at
+		}
 		after = info.Key
 	}
 	if r.PassDone {
-		after = ""
+		if !failed && passMax != nil && (lastAt == nil || passMax.After(*lastAt)) {
+			lastAt = passMax
+		}
+		after, passMax, failed = "", nil, false
 	}
-	if _, err := w.DB.Exec(ctx, `UPDATE curator.takedown_replay SET after = $1, passes = passes + CASE WHEN $2 THEN 1 ELSE 0 END`, after, r.PassDone); err != nil {
+	_, err = w.DB.Exec(ctx, `UPDATE curator.takedown_replay SET after = $1, last_at = $2, pass_max_at = $3, pass_failed = $4,
+		passes = passes + CASE WHEN $5 THEN 1 ELSE 0 END`, after, lastAt, passMax, failed, r.PassDone)
+	if err != nil {
 		return r, fmt.Errorf("takedown register cursor: %w", err)
 	}
 	return r, nil
 }
 
-// replayOne applies the register's entry at key again if the database
-// does not know of it, and reports whether it did.
-func (w *Withdrawer) replayOne(ctx context.Context, key string) (bool, error) {
+// replayOne applies again the register's entry at key if it is newer than
+// lastAt, and returns when it was made and whether it applied it.
+func (w *Withdrawer) replayOne(ctx context.Context, key string, lastAt *time.Time) (time.Time, bool, error) {
 	if !versionEntry.MatchString(key[strings.LastIndexByte(key, '/')+1:]) {
-		return false, nil // a reinstatement, read with its takedowns
+		return time.Time{}, false, nil // a reinstatement, read with its takedowns
 	}
 	rc, _, err := w.Blob.Get(ctx, key)
 	if errors.Is(err, blob.ErrNotFound) {
-		return false, nil
+		return time.Time{}, false, nil
 	}
 	if err != nil {
-		return false, fmt.Errorf("takedown %s: %w", key, err)
+		return time.Time{}, false, fmt.Errorf("takedown %s: %w", key, err)
 	}
 	b, err := io.ReadAll(io.LimitReader(rc, 16<<20))
 	rc.Close()
 	if err != nil {
-		return false, fmt.Errorf("takedown %s: %w", key, err)
+		return time.Time{}, false, fmt.Errorf("takedown %s: %w", key, err)
 	}
 	var t Takedown
 	if err := json.Unmarshal(b, &t); err != nil || ark.Check(t.ARK) != nil || t.Version <= 0 {
 		w.Log.ErrorContext(ctx, "ingest: an entry of the takedown register cannot be read; it is left alone", "key", key, "err", err)
-		return false, nil
+		return time.Time{}, false, nil
+	}
+	at := t.At
+	if t.ObjectAt.After(at) {
+		at = t.ObjectAt
+	}
+	if lastAt != nil && !at.After(*lastAt) {
+		return at, false, nil // applied by a pass that ended whole
 	}
 	// What the database knows of the version and the object; a
 	// reinstatement after the object's takedown (in the database or the
@@ -202,68 +224,61 @@ func (w *Withdrawer) replayOne(ctx context.Context, key string) (bool, error) {
 		(SELECT withdrawn_at IS NULL FROM curator.inventory_objects WHERE ark = $1),
 		EXISTS (SELECT 1 FROM curator.withdrawals WHERE ark = $1 AND action = 'reinstate' AND at > $3)`, t.ARK, t.Version, objectAt).
 		Scan(&withdrawn, &objectLive, &reinstated); err != nil {
-		return false, fmt.Errorf("takedown %s: %w", key, err)
+		return at, false, fmt.Errorf("takedown %s: %w", key, err)
 	}
 	if t.Object && !reinstated {
 		if reinstated, err = w.reinstatedSince(ctx, t.ARK, objectAt); err != nil {
-			return false, fmt.Errorf("takedown %s: %w", key, err)
+			return at, false, fmt.Errorf("takedown %s: %w", key, err)
 		}
 	}
 	whole := t.Object && !reinstated
-	why := t.Reason // the takedown's own: re-applied, it is the same one
+	by := cmp.Or(t.By, "the takedown register")
 	if withdrawn != nil {
+		// Withdrawn again, or (withdrawn already) finished again: its
+		// deletions announced anew.
 		version := t.Version
-		switch {
-		case whole && objectLive != nil && *objectLive:
+		if whole && objectLive != nil && *objectLive {
 			version = 0
-		case *withdrawn:
-			return false, nil // the database knows of it
 		}
-		_, err := w.Withdraw(ctx, Request{ARK: t.ARK, Version: version, Reason: why, By: cmp.Or(t.By, "the takedown register"), replay: true})
-		if err != nil {
-			return false, fmt.Errorf("takedown %s: %w", key, err)
+		if _, err := w.Withdraw(ctx, Request{ARK: t.ARK, Version: version, Reason: t.Reason, By: by, replay: true}); err != nil {
+			return at, false, fmt.Errorf("takedown %s: %w", key, err)
 		}
-		w.Log.WarnContext(ctx, "ingest: a takedown the database had lost applied again", "ark", t.ARK, "version", t.Version, "object", version == 0)
-		return true, nil
-	}
-	var done bool
-	if err := w.DB.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM curator.takedowns_replayed WHERE key = $1)`, key).Scan(&done); err != nil || done {
-		return false, err
+		if !*withdrawn || version == 0 {
+			w.Log.WarnContext(ctx, "ingest: a takedown the database had lost applied again", "ark", t.ARK, "version", t.Version, "object", version == 0)
+		}
+		return at, true, nil
 	}
 	// A version the database never knew: its files go (again), but any a
 	// version it holds, not withdrawn, still holds.
 	rows, err := w.DB.Query(ctx, `SELECT k FROM unnest($1::text[]) k WHERE NOT EXISTS (
 		SELECT 1 FROM curator.inventory_files f JOIN curator.inventory_versions v USING (ark, version) WHERE f.key = k AND v.withdrawn_at IS NULL)`, t.Files)
 	if err != nil {
-		return false, fmt.Errorf("takedown %s: %w", key, err)
+		return at, false, fmt.Errorf("takedown %s: %w", key, err)
 	}
 	gone, err := pgx.CollectRows(rows, pgx.RowTo[string])
 	if err != nil {
-		return false, fmt.Errorf("takedown %s: %w", key, err)
+		return at, false, fmt.Errorf("takedown %s: %w", key, err)
 	}
 	out, err := deletions(gone, true)
 	if err != nil {
-		return false, err
+		return at, false, err
 	}
 	if err := w.Bus.PublishBatch(ctx, out); err != nil {
-		return false, fmt.Errorf("takedown %s: announce: %w", key, err)
+		return at, false, fmt.Errorf("takedown %s: announce: %w", key, err)
 	}
 	for _, k := range gone {
 		if err := w.Blob.Delete(ctx, k); err != nil && !errors.Is(err, blob.ErrNotFound) {
-			return false, fmt.Errorf("takedown %s: delete %s: %w", key, k, err)
+			return at, false, fmt.Errorf("takedown %s: delete %s: %w", key, k, err)
 		}
 	}
 	if whole {
-		if err := w.keepTombstone(ctx, t, why); err != nil {
-			return false, fmt.Errorf("takedown %s: %w", key, err)
+		if err := w.keepTombstone(ctx, t, t.Reason); err != nil {
+			return at, false, fmt.Errorf("takedown %s: %w", key, err)
 		}
-	}
-	if _, err := w.DB.Exec(ctx, `INSERT INTO curator.takedowns_replayed (key) VALUES ($1) ON CONFLICT DO NOTHING`, key); err != nil {
-		return false, fmt.Errorf("takedown %s: %w", key, err)
 	}
 	w.Log.WarnContext(ctx, "ingest: a takedown of a version the database never knew applied again", "ark", t.ARK, "version", t.Version,
 		"files_deleted", len(gone), "object", whole)
-	return true, nil
+	return at, true, nil
 }
 
 // keepTombstone makes the object of t, which the database does not hold as

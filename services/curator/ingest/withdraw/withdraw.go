@@ -197,17 +197,23 @@ func (w *Withdrawer) withdraw(ctx context.Context, r Request, hold time.Duration
 		if _, err := tx.Exec(ctx, `UPDATE curator.ark_versions SET withdrawal_until = NULL WHERE ark = $1`, r.ARK); err != nil {
 			return err
 		}
-		if _, err := tx.Exec(ctx, `UPDATE curator.inventory_versions SET withdrawn_at = now(), withdrawn_reason = $3
-			WHERE ark = $1 AND ($2 = 0 OR version = $2) AND withdrawn_at IS NULL`, r.ARK, r.Version, r.Reason); err != nil {
+		versionsTag, err := tx.Exec(ctx, `UPDATE curator.inventory_versions SET withdrawn_at = now(), withdrawn_reason = $3
+			WHERE ark = $1 AND ($2 = 0 OR version = $2) AND withdrawn_at IS NULL`, r.ARK, r.Version, r.Reason)
+		if err != nil {
 			return err
 		}
-		if _, err := tx.Exec(ctx, `UPDATE curator.inventory_objects SET withdrawn_at = now(), withdrawn_reason = $2
+		objectTag, err := tx.Exec(ctx, `UPDATE curator.inventory_objects SET withdrawn_at = now(), withdrawn_reason = $2
 			WHERE ark = $1 AND withdrawn_at IS NULL AND NOT EXISTS (SELECT 1 FROM curator.inventory_versions WHERE ark = $1 AND withdrawn_at IS NULL)`,
-			r.ARK, r.Reason); err != nil {
+			r.ARK, r.Reason)
+		if err != nil {
 			return err
 		}
-		if _, err := tx.Exec(ctx, `INSERT INTO curator.withdrawals (ark, version, reason, by_whom) VALUES ($1, $2, $3, $4)`, r.ARK, r.Version, r.Reason, r.By); err != nil {
-			return err
+		// A replay that finds it all done (it finishes the announcements
+		// again) is no new withdrawal for the log.
+		if !r.replay || versionsTag.RowsAffected()+objectTag.RowsAffected() > 0 {
+			if _, err := tx.Exec(ctx, `INSERT INTO curator.withdrawals (ark, version, reason, by_whom) VALUES ($1, $2, $3, $4)`, r.ARK, r.Version, r.Reason, r.By); err != nil {
+				return err
+			}
 		}
 		rows, err := tx.Query(ctx, `SELECT version, withdrawn_at, withdrawn_reason FROM curator.inventory_versions WHERE ark = $1 AND withdrawn_at IS NOT NULL ORDER BY version`, r.ARK)
 		if err != nil {
