@@ -883,7 +883,9 @@ func (h *mhistory) oneMoreColon(w *modelWorld, o *mobj) {
 	for range 8 {
 		i := 1 + h.r.IntN(max(len(name)-1, 1))
 		c := "ark:/" + naan + "/" + name[:i] + ":" + name[i:]
-		if !slices.ContainsFunc(h.objs, func(x *mobj) bool { return x.ark != "" && ark.Same(x.ark, c) || x.supplied != "" && ark.Same(x.supplied, c) }) {
+		if !slices.ContainsFunc(h.objs, func(x *mobj) bool {
+			return x.ark != "" && ark.Same(x.ark, c) || x.supplied != "" && ark.Same(x.supplied, c)
+		}) {
 			colon = c
 			break
 		}
