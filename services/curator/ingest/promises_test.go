@@ -292,3 +292,47 @@ func TestTakedownsSurviveARestore(t *testing.T) {
 		}
 	}
 }
+
+// TestAReinstatementStands: an object withdrawn and reinstated stays
+// reinstated when its withdrawn versions are withdrawn again (by an
+// operator, or by the register's replay finishing a takedown again): the
+// object was withdrawn whenever no version of it was live, and the replay
+// took a reinstated object down anew.
+func TestAReinstatementStands(t *testing.T) {
+	o := newOrigin(t)
+	r := newRig(t, map[string]string{"INGEST_TIDY_INTERVAL": "100ms"})
+	ctx := context.Background()
+	b := r.submit(ingest.Submission{Submitter: "t", Profile: "p", Type: "manifest", PayloadURL: o.objectManifest("st1", "book-st", map[string]string{"a.txt": "a"})})
+	r.waitState(ingest.Batch, b, ingest.Completed, 30*time.Second)
+	var a string
+	r.db.QueryRow(ctx, `SELECT ark FROM curator.arks WHERE local_id = 'book-st'`).Scan(&a)
+	for _, c := range []struct {
+		path string
+		body map[string]any
+	}{
+		{"/v1/objects/withdraw", map[string]any{"ark": a, "reason": "a takedown"}},
+		{"/v1/objects/reinstate", map[string]any{"ark": a, "reason": "cleared"}},
+		{"/v1/objects/withdraw", map[string]any{"ark": a, "version": 1, "reason": "again"}},
+	} {
+		if code, out := r.call("POST", c.path, c.body); code != http.StatusOK {
+			t.Fatalf("%s: %d %v", c.path, code, out)
+		}
+	}
+	var passes int64
+	r.db.QueryRow(ctx, `SELECT passes FROM curator.takedown_replay`).Scan(&passes)
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		var now int64
+		r.db.QueryRow(ctx, `SELECT passes FROM curator.takedown_replay`).Scan(&now)
+		if now >= passes+2 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the register was not replayed")
+		}
+	}
+	var withdrawn bool
+	r.db.QueryRow(ctx, `SELECT withdrawn_at IS NOT NULL FROM curator.inventory_objects WHERE ark = $1`, a).Scan(&withdrawn)
+	if withdrawn {
+		t.Error("the reinstated object was withdrawn again")
+	}
+}

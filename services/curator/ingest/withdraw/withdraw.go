@@ -202,9 +202,13 @@ func (w *Withdrawer) withdraw(ctx context.Context, r Request, hold time.Duration
 		if err != nil {
 			return err
 		}
+		// The object is withdrawn with its last live version, or when it is
+		// named; a withdrawal of versions withdrawn already (after the
+		// object's reinstatement) does not withdraw it again.
 		objectTag, err := tx.Exec(ctx, `UPDATE curator.inventory_objects SET withdrawn_at = now(), withdrawn_reason = $2
-			WHERE ark = $1 AND withdrawn_at IS NULL AND NOT EXISTS (SELECT 1 FROM curator.inventory_versions WHERE ark = $1 AND withdrawn_at IS NULL)`,
-			r.ARK, r.Reason)
+			WHERE ark = $1 AND withdrawn_at IS NULL AND ($3 OR $4 = 0)
+			AND NOT EXISTS (SELECT 1 FROM curator.inventory_versions WHERE ark = $1 AND withdrawn_at IS NULL)`,
+			r.ARK, r.Reason, versionsTag.RowsAffected() > 0, r.Version)
 		if err != nil {
 			return err
 		}
