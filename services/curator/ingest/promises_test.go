@@ -265,7 +265,8 @@ func TestTakedownsSurviveARestore(t *testing.T) {
 		`DELETE FROM curator.ark_versions WHERE ark = 'ark:13030/gone'`,
 		`DELETE FROM curator.jobs WHERE ark = 'ark:13030/gone'`,
 		`DELETE FROM curator.withdrawals`,
-		`UPDATE curator.takedown_replay SET after = '', last_at = NULL, pass_max_at = NULL`,
+		`UPDATE curator.takedown_replay SET after = ''`,
+		`DELETE FROM curator.takedowns_applied`,
 	} {
 		if _, err := r.db.Exec(ctx, q); err != nil {
 			t.Fatal(err)

@@ -118,7 +118,7 @@ func (w *Withdrawer) reinstatedSince(ctx context.Context, a string, at time.Time
 type Replayed struct {
 	// Read is how many entries the page held.
 	Read int
-	// Applied are takedowns newer than the last pass applied (or finished)
+	// Applied are takedowns the database did not list as applied, applied
 	// again.
 	Applied int
 	// PassDone says the page ended a pass over the register.
@@ -126,24 +126,21 @@ type Replayed struct {
 }
 
 // Replay reads the next page of up to page entries of the register of
-// takedowns and applies again every takedown newer than the last pass
-// that ended: a version the database holds but has not withdrawn is
-// withdrawn again (the whole object if the takedown was of the object and
-// no reinstatement followed it); one it has withdrawn has its deletions
-// announced again (a replay cut short, or a restore that lost the index's
-// side); a version it never knew has its files' deletion announced and
-// done again, and, for an object's takedown, the object kept as a
-// tombstone bound to its depositor, so that a deposit into it fails until
-// an operator reinstates it. A restored database's last pass is as old as
-// its backup, so what the restore lost is applied again; each takedown
-// otherwise once more after it was made. A page's cost is its entries',
-// whatever the archive's size: the register holds takedowns, not objects.
+// takedowns and applies again each the database does not list as applied
+// (curator.takedowns_applied: a restored database lists none made after
+// its backup, and a replay cut short none it did not finish): a version
+// the database holds but has not withdrawn is withdrawn again (the whole
+// object if the takedown was of the object and no reinstatement followed
+// it); one it has withdrawn has its deletions announced again; a version
+// it never knew has its files' deletion announced and done again, and,
+// for an object's takedown, the object kept as a tombstone bound to its
+// depositor, so that a deposit into it fails until an operator reinstates
+// it. A page costs a listing and a query, and a read of each entry not
+// listed: it grows with the takedowns, not the archive.
 func (w *Withdrawer) Replay(ctx context.Context, page int) (Replayed, error) {
 	var r Replayed
 	var after string
-	var lastAt, passMax *time.Time
-	var failed bool
-	if err := w.DB.QueryRow(ctx, `SELECT after, last_at, pass_max_at, pass_failed FROM curator.takedown_replay`).Scan(&after, &lastAt, &passMax, &failed); err != nil {
+	if err := w.DB.QueryRow(ctx, `SELECT after FROM curator.takedown_replay`).Scan(&after); err != nil {
 		return r, fmt.Errorf("takedown register cursor: %w", err)
 	}
 	infos, err := blob.ListAfter(ctx, w.Blob, RegisterPrefix, after, page)
@@ -151,68 +148,69 @@ func (w *Withdrawer) Replay(ctx context.Context, page int) (Replayed, error) {
 		return r, fmt.Errorf("list the takedown register after %q: %w", after, err)
 	}
 	r.Read, r.PassDone = len(infos), len(infos) < page
+	var keys []string
 	for _, info := range infos {
-		at, applied, err := w.replayOne(ctx, info.Key, lastAt)
+		if versionEntry.MatchString(info.Key[strings.LastIndexByte(info.Key, '/')+1:]) {
+			keys = append(keys, info.Key)
+		}
+	}
+	rows, err := w.DB.Query(ctx, `SELECT k FROM unnest($1::text[]) k WHERE NOT EXISTS (SELECT 1 FROM curator.takedowns_applied a WHERE a.key = k)`, keys)
+	if err != nil {
+		return r, fmt.Errorf("takedowns applied: %w", err)
+	}
+	unknown, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return r, fmt.Errorf("takedowns applied: %w", err)
+	}
+	for _, key := range unknown {
+		applied, err := w.replayOne(ctx, key)
 		if err != nil && (ctx.Err() != nil || fault.IsOutage(err)) {
 			return r, err // a dependency away: this page again, later
 		}
 		if err != nil {
 			// One entry that cannot be applied now holds up none after
-			// it; the pass does not end whole, so the next tries again.
-			w.Log.ErrorContext(ctx, "ingest: a takedown of the register could not be applied again; the next pass tries again", "key", info.Key, "err", err)
-			failed = true
+			// it: not listed as applied, the next pass tries it again.
+			w.Log.ErrorContext(ctx, "ingest: a takedown of the register could not be applied again; the next pass tries again", "key", key, "err", err)
+			continue
+		}
+		if _, err := w.DB.Exec(ctx, `INSERT INTO curator.takedowns_applied (key) VALUES ($1) ON CONFLICT DO NOTHING`, key); err != nil {
+			return r, fmt.Errorf("takedown %s applied: %w", key, err)
 		}
 		if applied {
 			r.Applied++
 		}
-		if passMax == nil || at.After(*passMax) {
-			passMax = &at
-		}
-		after = info.Key
+	}
+	if len(infos) > 0 {
+		after = infos[len(infos)-1].Key
 	}
 	if r.PassDone {
-		if !failed && passMax != nil && (lastAt == nil || passMax.After(*lastAt)) {
-			lastAt = passMax
-		}
-		after, passMax, failed = "", nil, false
+		after = ""
 	}
-	_, err = w.DB.Exec(ctx, `UPDATE curator.takedown_replay SET after = $1, last_at = $2, pass_max_at = $3, pass_failed = $4,
-		passes = passes + CASE WHEN $5 THEN 1 ELSE 0 END`, after, lastAt, passMax, failed, r.PassDone)
-	if err != nil {
+	if _, err := w.DB.Exec(ctx, `UPDATE curator.takedown_replay SET after = $1, passes = passes + CASE WHEN $2 THEN 1 ELSE 0 END`, after, r.PassDone); err != nil {
 		return r, fmt.Errorf("takedown register cursor: %w", err)
 	}
 	return r, nil
 }
 
-// replayOne applies again the register's entry at key if it is newer than
-// lastAt, and returns when it was made and whether it applied it.
-func (w *Withdrawer) replayOne(ctx context.Context, key string, lastAt *time.Time) (time.Time, bool, error) {
-	if !versionEntry.MatchString(key[strings.LastIndexByte(key, '/')+1:]) {
-		return time.Time{}, false, nil // a reinstatement, read with its takedowns
-	}
+// replayOne applies again the register's entry at key, which the database
+// does not list as applied, and reports whether there was anything to do.
+func (w *Withdrawer) replayOne(ctx context.Context, key string) (bool, error) {
 	rc, _, err := w.Blob.Get(ctx, key)
 	if errors.Is(err, blob.ErrNotFound) {
-		return time.Time{}, false, nil
+		return false, nil
 	}
 	if err != nil {
-		return time.Time{}, false, fmt.Errorf("takedown %s: %w", key, err)
+		return false, fmt.Errorf("takedown %s: %w", key, err)
 	}
 	b, err := io.ReadAll(io.LimitReader(rc, 16<<20))
 	rc.Close()
 	if err != nil {
-		return time.Time{}, false, fmt.Errorf("takedown %s: %w", key, err)
+		return false, fmt.Errorf("takedown %s: %w", key, err)
 	}
 	var t Takedown
 	if err := json.Unmarshal(b, &t); err != nil || ark.Check(t.ARK) != nil || t.Version <= 0 {
 		w.Log.ErrorContext(ctx, "ingest: an entry of the takedown register cannot be read; it is left alone", "key", key, "err", err)
-		return time.Time{}, false, nil
-	}
-	at := t.At
-	if t.ObjectAt.After(at) {
-		at = t.ObjectAt
-	}
-	if lastAt != nil && !at.After(*lastAt) {
-		return at, false, nil // applied by a pass that ended whole
+		return false, nil
 	}
 	// What the database knows of the version and the object; a
 	// reinstatement after the object's takedown (in the database or the
@@ -224,11 +222,11 @@ func (w *Withdrawer) replayOne(ctx context.Context, key string, lastAt *time.Tim
 		(SELECT withdrawn_at IS NULL FROM curator.inventory_objects WHERE ark = $1),
 		EXISTS (SELECT 1 FROM curator.withdrawals WHERE ark = $1 AND action = 'reinstate' AND at > $3)`, t.ARK, t.Version, objectAt).
 		Scan(&withdrawn, &objectLive, &reinstated); err != nil {
-		return at, false, fmt.Errorf("takedown %s: %w", key, err)
+		return false, fmt.Errorf("takedown %s: %w", key, err)
 	}
 	if t.Object && !reinstated {
 		if reinstated, err = w.reinstatedSince(ctx, t.ARK, objectAt); err != nil {
-			return at, false, fmt.Errorf("takedown %s: %w", key, err)
+			return false, fmt.Errorf("takedown %s: %w", key, err)
 		}
 	}
 	whole := t.Object && !reinstated
@@ -241,44 +239,43 @@ func (w *Withdrawer) replayOne(ctx context.Context, key string, lastAt *time.Tim
 			version = 0
 		}
 		if _, err := w.Withdraw(ctx, Request{ARK: t.ARK, Version: version, Reason: t.Reason, By: by, replay: true}); err != nil {
-			return at, false, fmt.Errorf("takedown %s: %w", key, err)
+			return false, fmt.Errorf("takedown %s: %w", key, err)
 		}
-		if !*withdrawn || version == 0 {
-			w.Log.WarnContext(ctx, "ingest: a takedown the database had lost applied again", "ark", t.ARK, "version", t.Version, "object", version == 0)
-		}
-		return at, true, nil
+		w.Log.WarnContext(ctx, "ingest: a takedown the database did not list applied again", "ark", t.ARK, "version", t.Version,
+			"was_withdrawn", *withdrawn, "object", version == 0)
+		return true, nil
 	}
 	// A version the database never knew: its files go (again), but any a
 	// version it holds, not withdrawn, still holds.
 	rows, err := w.DB.Query(ctx, `SELECT k FROM unnest($1::text[]) k WHERE NOT EXISTS (
 		SELECT 1 FROM curator.inventory_files f JOIN curator.inventory_versions v USING (ark, version) WHERE f.key = k AND v.withdrawn_at IS NULL)`, t.Files)
 	if err != nil {
-		return at, false, fmt.Errorf("takedown %s: %w", key, err)
+		return false, fmt.Errorf("takedown %s: %w", key, err)
 	}
 	gone, err := pgx.CollectRows(rows, pgx.RowTo[string])
 	if err != nil {
-		return at, false, fmt.Errorf("takedown %s: %w", key, err)
+		return false, fmt.Errorf("takedown %s: %w", key, err)
 	}
 	out, err := deletions(gone, true)
 	if err != nil {
-		return at, false, err
+		return false, err
 	}
 	if err := w.Bus.PublishBatch(ctx, out); err != nil {
-		return at, false, fmt.Errorf("takedown %s: announce: %w", key, err)
+		return false, fmt.Errorf("takedown %s: announce: %w", key, err)
 	}
 	for _, k := range gone {
 		if err := w.Blob.Delete(ctx, k); err != nil && !errors.Is(err, blob.ErrNotFound) {
-			return at, false, fmt.Errorf("takedown %s: delete %s: %w", key, k, err)
+			return false, fmt.Errorf("takedown %s: delete %s: %w", key, k, err)
 		}
 	}
 	if whole {
 		if err := w.keepTombstone(ctx, t, t.Reason); err != nil {
-			return at, false, fmt.Errorf("takedown %s: %w", key, err)
+			return false, fmt.Errorf("takedown %s: %w", key, err)
 		}
 	}
 	w.Log.WarnContext(ctx, "ingest: a takedown of a version the database never knew applied again", "ark", t.ARK, "version", t.Version,
 		"files_deleted", len(gone), "object", whole)
-	return at, true, nil
+	return true, nil
 }
 
 // keepTombstone makes the object of t, which the database does not hold as

@@ -266,6 +266,14 @@ func (w *Withdrawer) withdraw(ctx context.Context, r Request, hold time.Duration
 		}
 		for i := range stones {
 			stones[i].files = byVersion[stones[i].version]
+			// This database made (or knew) each: a replay lists them once
+			// it has finished them.
+			if !r.replay {
+				if _, err := tx.Exec(ctx, `INSERT INTO curator.takedowns_applied (key) VALUES ($1) ON CONFLICT DO NOTHING`,
+					registerKey(r.ARK, stones[i].version)); err != nil {
+					return err
+				}
+			}
 		}
 		// The withdrawn versions' files that no version still held keeps
 		// (a file carried from version to version is stored once).
