@@ -1036,7 +1036,12 @@ func (w *modelWorld) awaitReplay(late []*mobj, lost []*mhistory) {
 			return
 		}
 		if time.Now().After(deadline) {
-			w.t.Errorf("model: %d of %d takedowns the restore lost applied again after 2 minutes", rows[0][0], len(want))
+			var missing []string
+			for _, r := range w.query(`SELECT a FROM unnest($1::text[]) a WHERE NOT EXISTS (
+				SELECT 1 FROM curator.inventory_objects o WHERE o.ark = a AND o.withdrawn_at IS NOT NULL)`, want) {
+				missing = append(missing, r[0].(string))
+			}
+			w.t.Errorf("model: %d of %d takedowns the restore lost applied again after 2 minutes; not: %v", rows[0][0], len(want), missing)
 			return
 		}
 	}

@@ -4,10 +4,16 @@
 -- replays it, a page at a time, applying again every entry the database
 -- does not list as applied: a restored database lists none made after its
 -- backup, and a replay cut short lists none it did not finish.
+--
+-- The store keeps the number of passes ended too (takedowns/epoch.json): a
+-- database that has ended fewer was restored, and its next pass applies
+-- every entry again, for what other services lost with it (an index that
+-- took a deletion after the backup).
 CREATE TABLE curator.takedown_replay (
     id     boolean PRIMARY KEY DEFAULT true CHECK (id),
-    after  text   NOT NULL DEFAULT '', -- the last register key read this pass
-    passes bigint NOT NULL DEFAULT 0
+    after  text    NOT NULL DEFAULT '',    -- the last register key read this pass
+    passes bigint  NOT NULL DEFAULT 0,     -- passes ended
+    full_pass boolean NOT NULL DEFAULT false -- this pass applies every entry again
 );
 INSERT INTO curator.takedown_replay DEFAULT VALUES;
 

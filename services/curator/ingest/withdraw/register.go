@@ -140,8 +140,27 @@ type Replayed struct {
 func (w *Withdrawer) Replay(ctx context.Context, page int) (Replayed, error) {
 	var r Replayed
 	var after string
-	if err := w.DB.QueryRow(ctx, `SELECT after FROM curator.takedown_replay`).Scan(&after); err != nil {
+	var passes int64
+	var full bool
+	if err := w.DB.QueryRow(ctx, `SELECT after, passes, full_pass FROM curator.takedown_replay`).Scan(&after, &passes, &full); err != nil {
 		return r, fmt.Errorf("takedown register cursor: %w", err)
+	}
+	if after == "" && !full {
+		// A new pass: a database that has ended fewer passes than the
+		// store says was restored, and other services' state with it.
+		stored, err := w.storedPasses(ctx)
+		if err != nil {
+			return r, err
+		}
+		if stored > passes {
+			full = true
+			w.Log.WarnContext(ctx, "ingest: the database has ended fewer passes over the takedown register than the store records: it was restored; every takedown is applied again",
+				"passes", passes, "stored", stored)
+			if _, err := w.DB.Exec(ctx, `UPDATE curator.takedown_replay SET full_pass = true, passes = $1`, stored); err != nil {
+				return r, fmt.Errorf("takedown register cursor: %w", err)
+			}
+			passes = stored
+		}
 	}
 	infos, err := blob.ListAfter(ctx, w.Blob, RegisterPrefix, after, page)
 	if err != nil {
@@ -154,7 +173,7 @@ func (w *Withdrawer) Replay(ctx context.Context, page int) (Replayed, error) {
 			keys = append(keys, info.Key)
 		}
 	}
-	rows, err := w.DB.Query(ctx, `SELECT k FROM unnest($1::text[]) k WHERE NOT EXISTS (SELECT 1 FROM curator.takedowns_applied a WHERE a.key = k)`, keys)
+	rows, err := w.DB.Query(ctx, `SELECT k FROM unnest($1::text[]) k WHERE $2 OR NOT EXISTS (SELECT 1 FROM curator.takedowns_applied a WHERE a.key = k)`, keys, full)
 	if err != nil {
 		return r, fmt.Errorf("takedowns applied: %w", err)
 	}
@@ -184,12 +203,44 @@ func (w *Withdrawer) Replay(ctx context.Context, page int) (Replayed, error) {
 		after = infos[len(infos)-1].Key
 	}
 	if r.PassDone {
-		after = ""
+		after, full = "", false
+		passes++
+		if err := w.storePasses(ctx, passes); err != nil {
+			return r, err
+		}
 	}
-	if _, err := w.DB.Exec(ctx, `UPDATE curator.takedown_replay SET after = $1, passes = passes + CASE WHEN $2 THEN 1 ELSE 0 END`, after, r.PassDone); err != nil {
+	if _, err := w.DB.Exec(ctx, `UPDATE curator.takedown_replay SET after = $1, passes = $2, full_pass = $3`, after, passes, full); err != nil {
 		return r, fmt.Errorf("takedown register cursor: %w", err)
 	}
 	return r, nil
+}
+
+// epochKey is where the store keeps the number of passes ended.
+const epochKey = RegisterPrefix + "epoch.json"
+
+// storedPasses is the number of passes the store says ended (0 if none).
+func (w *Withdrawer) storedPasses(ctx context.Context) (int64, error) {
+	rc, _, err := w.Blob.Get(ctx, epochKey)
+	if errors.Is(err, blob.ErrNotFound) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("takedown register epoch: %w", err)
+	}
+	defer rc.Close()
+	var e struct{ Passes int64 }
+	if err := json.NewDecoder(io.LimitReader(rc, 1<<10)).Decode(&e); err != nil {
+		return 0, nil // unreadable: written again at the pass's end
+	}
+	return e.Passes, nil
+}
+
+// storePasses records in the store that passes passes ended.
+func (w *Withdrawer) storePasses(ctx context.Context, passes int64) error {
+	if _, err := w.Blob.Put(ctx, epochKey, strings.NewReader(fmt.Sprintf(`{"passes": %d}`, passes)), nil); err != nil {
+		return fmt.Errorf("takedown register epoch: %w", err)
+	}
+	return nil
 }
 
 // replayOne applies again the register's entry at key, which the database
