@@ -69,9 +69,23 @@ func (m *httpMetrics) measure(h, routes http.Handler) http.Handler {
 		}
 		rec := &statusRecorder{ResponseWriter: w, status: http.StatusOK}
 		h.ServeHTTP(rec, r)
-		m.requests.WithLabelValues(route, r.Method, strconv.Itoa(rec.status)).Inc()
-		m.duration.WithLabelValues(route, r.Method).Observe(time.Since(start).Seconds())
+		method := methodLabel(r.Method)
+		m.requests.WithLabelValues(route, method, strconv.Itoa(rec.status)).Inc()
+		m.duration.WithLabelValues(route, method).Observe(time.Since(start).Seconds())
 	})
+}
+
+// methodLabel is the method label of a request: one of the methods HTTP
+// defines, or "OTHER". Go accepts any token as a method, and a client
+// that has not authenticated chooses it, so a label taken from it as sent
+// would let anyone grow every API's metrics without bound.
+func methodLabel(method string) string {
+	switch method {
+	case http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch,
+		http.MethodDelete, http.MethodConnect, http.MethodOptions, http.MethodTrace:
+		return method
+	}
+	return "OTHER"
 }
 
 // statusRecorder keeps the status code a handler wrote.

@@ -1,6 +1,7 @@
 package service
 
 import (
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -85,6 +86,65 @@ func TestAPIMetricsPerRoute(t *testing.T) {
 	if got := testutil.CollectAndCount(m.requests); got != 5 {
 		t.Errorf("request series: %d, want 5 (no series per id)", got)
 	}
+}
+
+// TestMadeUpMethodsMakeNoLabels (N23): a client that has not
+// authenticated sends 300 requests, each with a method of its own making;
+// the method label keeps to the methods HTTP defines and "OTHER", so the
+// series do not grow with what clients send.
+func TestMadeUpMethodsMakeNoLabels(t *testing.T) {
+	a, err := newAuthenticator(AuthConfig{Mode: "keys", KeysFile: writeKeys(t), RateLimit: 1000, RateBurst: 1000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /v1/things", func(http.ResponseWriter, *http.Request) {})
+	reg := prometheus.NewRegistry()
+	m := newHTTPMetrics(reg)
+	srv := httptest.NewServer(m.measure(a.wrap(mux), mux))
+	defer srv.Close()
+	for i := range 300 {
+		req, err := http.NewRequest(fmt.Sprintf("AAAA%dXYZ", i), srv.URL+"/v1/things", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp, err := srv.Client().Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusUnauthorized {
+			t.Fatalf("a request with method %s and no key: %d, want 401", req.Method, resp.StatusCode)
+		}
+	}
+	methods := map[string]bool{}
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range families {
+		for _, metric := range f.GetMetric() {
+			for _, l := range metric.GetLabel() {
+				if l.GetName() == "method" {
+					methods[l.GetValue()] = true
+				}
+			}
+		}
+	}
+	if len(methods) > 12 || !methods["OTHER"] {
+		t.Errorf("method label values after 300 made-up methods: %d (%v), want at most a dozen, OTHER among them", len(methods), methods)
+	}
+}
+
+// writeKeys writes a keys file with one reader key and returns its path.
+func writeKeys(t *testing.T) string {
+	t.Helper()
+	_, line := NewKey("reader", []Role{Reader}, "")
+	file := filepath.Join(t.TempDir(), "keys")
+	if err := os.WriteFile(file, []byte(line+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return file
 }
 
 // BenchmarkAPIMetrics: what measuring costs a request, beside the same
