@@ -107,12 +107,12 @@ const MaxSameAs = 100
 // too large to deliver.
 const MaxGraphMembers = 1000
 
-var sourceName = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{0,63}$`)
+var sourceName = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,63}$`)
 
 // ValidateSource checks a source name.
 func ValidateSource(field, s string) error {
 	if !sourceName.MatchString(s) {
-		return &FieldError{Field: field, Msg: "must be 1 to 64 of a-z, 0-9, '.', '_', '-', starting with a letter or digit"}
+		return &FieldError{Field: field, Msg: "must be 1 to 64 of a-z, 0-9, '_', '-', starting with a letter or digit (no '.', wildcard or space: the name scopes NATS subjects, users and inboxes)"}
 	}
 	return nil
 }

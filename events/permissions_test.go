@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/archivist/archivist/events"
 )
@@ -47,5 +48,37 @@ func TestAuthConfig(t *testing.T) {
 		if _, err := events.PermissionsOf(svc); err != nil {
 			t.Error(err)
 		}
+	}
+}
+
+// TestDottedNamesCannotEscapeTheirScope (N28): a name is a token of NATS
+// subjects, users and inboxes, so a '.' in it (or a wildcard, or a space)
+// would reach past its scope: user "radio" subscribing to _INBOX_radio.>
+// would read "radio.news"'s replies, and source "bbc.radio" would name a
+// consumer "rejected-bbc" with a filter. Every place a name is made
+// refuses them.
+func TestDottedNamesCannotEscapeTheirScope(t *testing.T) {
+	hash := "$2a$11$" + "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0"
+	if _, err := events.ParsePublishers("radio radio " + hash + "\nradio-news radio-news " + hash); err != nil {
+		t.Fatalf("two plain users: %v", err)
+	}
+	for _, line := range []string{
+		"radio.news radio-news " + hash,
+		"radio-news radio.news " + hash,
+		"radio bbc.radio " + hash,
+	} {
+		if _, err := events.ParsePublishers("radio radio " + hash + "\n" + line); err == nil {
+			t.Errorf("publishers line %q was taken", line)
+		}
+	}
+	for _, name := range []string{"bbc.radio", "a*", "a>", "a b", "a\tb", "-a", ""} {
+		if err := events.ValidateSource("source", name); err == nil {
+			t.Errorf("source %q was taken", name)
+		}
+	}
+	ep := events.EpisodeUpserted{Source: "bbc.radio", ID: "ep-1", Title: "t", DurationMS: 1000, InitialCuratedAt: time.Now(), LatestCuratedAt: time.Now(),
+		Media: events.Media{Key: "audio/a.flac", SHA256: "0000000000000000000000000000000000000000000000000000000000000000"}}
+	if err := ep.Validate(); err == nil {
+		t.Error("an episode of source bbc.radio was taken")
 	}
 }

@@ -272,6 +272,9 @@ func ParseKeys(text string) ([]Key, error) {
 		if len(f) < 3 || len(f) > 6 {
 			return nil, fmt.Errorf("keys line %d: want NAME ROLES SHA256 [source=SOURCE] [collections=C,...] [arks=A,...]", n)
 		}
+		if err := events.ValidateSource("name", f[0]); err != nil {
+			return nil, fmt.Errorf("keys line %d: %w", n, err)
+		}
 		k := Key{Identity: Identity{Name: f[0]}, Hash: strings.ToLower(f[2])}
 		for _, r := range strings.Split(f[1], ",") {
 			switch Role(r) {

@@ -302,3 +302,24 @@ func TestBrokenKeysFileIsReported(t *testing.T) {
 type writerFunc func([]byte) (int, error)
 
 func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
+
+// TestKeyNamesCannotEscapeTheirScope (N28): a keys file refuses a '.', a
+// wildcard or a space in a key's name, source or collections: each is a
+// token of the NATS subjects and users it scopes, and a depositor's name.
+func TestKeyNamesCannotEscapeTheirScope(t *testing.T) {
+	hash := strings.Repeat("ab", 32)
+	if _, err := ParseKeys("radio-news publisher " + hash + " source=radio-news collections=radio-news"); err != nil {
+		t.Fatalf("a plain key: %v", err)
+	}
+	for _, line := range []string{
+		"radio.news publisher " + hash + " source=radio",
+		"radio publisher " + hash + " source=radio.news",
+		"radio publisher " + hash + " source=radio collections=radio.news",
+		"radio publisher " + hash + " source=radio collections=radio-*",
+		"radio* reader " + hash,
+	} {
+		if _, err := ParseKeys(line); err == nil {
+			t.Errorf("keys line %q was taken", line)
+		}
+	}
+}

@@ -44,6 +44,10 @@ func newJWTVerifier(cfg JWTConfig) (*jwtVerifier, error) {
 	return &jwtVerifier{cfg: cfg, verifier: v}, nil
 }
 
+// JWTNamePrefix begins the name of every token's holder ("oidc:" and the
+// token's subject).
+const JWTNamePrefix = "oidc:"
+
 // The issuer's key set is fetched within jwksTimeout, and again, for a
 // token its keys do not verify (a rotation), at most every
 // jwksRefetchEvery.
@@ -162,7 +166,10 @@ func (v *jwtVerifier) verify(ctx context.Context, raw string) (Identity, error) 
 	if err := tok.Claims(&claims); err != nil {
 		return Identity{}, fmt.Errorf("claims: %w", err)
 	}
-	id := Identity{Name: tok.Subject}
+	// A token's holder is named in a space of its own: keys-file names
+	// cannot hold a ':', so no identity provider's subject is a key's
+	// depositor (a client that chooses its subject "radio" is not radio).
+	id := Identity{Name: JWTNamePrefix + tok.Subject}
 	var names []string
 	switch rs := claims[v.cfg.RolesClaim].(type) {
 	case string:
@@ -198,7 +205,7 @@ func (v *jwtVerifier) verify(ctx context.Context, raw string) (Identity, error) 
 			return Identity{}, err
 		}
 	}
-	if id.Name == "" {
+	if tok.Subject == "" {
 		return Identity{}, errors.New("the token has no subject")
 	}
 	return id, nil

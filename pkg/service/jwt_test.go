@@ -115,8 +115,14 @@ func TestJWTsOfAnOIDCIssuer(t *testing.T) {
 	}
 
 	publisher := iss.token(iss.signer, map[string]any{"archivist_roles": []string{"publisher"}, "archivist_source": "radio"})
-	if code, body := do("POST", "/v1/records", publisher); code != 200 || body != "radio-system radio" {
-		t.Errorf("a publisher's token on its route: %d %q", code, body)
+	// The holder is named in a space of its own (N41): a keys-file name
+	// holds no ':', so a subject chosen at the issuer is never a key's
+	// depositor.
+	if code, body := do("POST", "/v1/records", publisher); code != 200 || body != "oidc:radio-system radio" {
+		t.Errorf("a publisher's token on its route: %d %q, want its holder oidc:radio-system", code, body)
+	}
+	if _, err := ParseKeys("oidc:radio-system reader " + strings.Repeat("0", 64)); err == nil {
+		t.Error("a keys file names a key oidc:radio-system, a token's holder")
 	}
 	// The collections a publisher deposits into are a claim.
 	for _, c := range []struct {

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/archivist/archivist/events"
 	"github.com/archivist/archivist/services/curator/ingest/ark"
 	"github.com/archivist/archivist/services/curator/ingest/manifest"
 	"github.com/jackc/pgx/v5"
@@ -58,6 +59,17 @@ type InvalidError struct{ Field, Msg string }
 
 func (e *InvalidError) Error() string { return e.Field + ": " + e.Msg }
 
+// CheckName checks a collection (profile) name as events.ValidateSource
+// checks a source's: a name with a '.', a wildcard or a space would
+// escape the scope of the subjects, users and keys it is part of.
+func CheckName(field, name string) error {
+	var fe *events.FieldError
+	if err := events.ValidateSource(field, name); errors.As(err, &fe) {
+		return &InvalidError{fe.Field, fe.Msg}
+	}
+	return nil
+}
+
 // Validate checks a submission.
 func (s *Submission) Validate() error {
 	switch {
@@ -67,6 +79,9 @@ func (s *Submission) Validate() error {
 		return &InvalidError{"profile", "required"}
 	case !slices.Contains(Types, s.Type):
 		return &InvalidError{"type", "one of " + strings.Join(Types, ", ")}
+	}
+	if err := CheckName("profile", s.Profile); err != nil {
+		return err
 	}
 	if k := s.IdempotencyKey; len(k) > 200 || strings.IndexFunc(k, func(r rune) bool { return r <= ' ' || r > '~' }) >= 0 {
 		return &InvalidError{"Idempotency-Key", "at most 200 printable ASCII characters, no spaces"}

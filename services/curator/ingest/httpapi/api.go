@@ -142,6 +142,10 @@ func Routes(mux *http.ServeMux, s *ingest.Store, wd *withdraw.Withdrawer, log *s
 	mux.HandleFunc("POST /v1/jobs/{id}/{action}", act(ingest.Job))
 	mux.HandleFunc("POST /v1/collections/{profile}/{action}", func(w http.ResponseWriter, r *http.Request) {
 		p := r.PathValue("profile")
+		if err := ingest.CheckName("profile", p); err != nil {
+			writeErr(w, err)
+			return
+		}
 		switch r.PathValue("action") {
 		case "hold":
 			if err := s.HoldCollection(r.Context(), p); err != nil {

@@ -12,7 +12,6 @@ import (
 	"errors"
 	"fmt"
 	"net/mail"
-	"strings"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -44,8 +43,8 @@ func Defaults(profile string) Settings {
 // Validate checks the settings: at most 20 plain addresses, an http(s)
 // callback.
 func (s *Settings) Validate() error {
-	if strings.TrimSpace(s.Profile) == "" {
-		return &ingest.InvalidError{Field: "profile", Msg: "required"}
+	if err := ingest.CheckName("profile", s.Profile); err != nil {
+		return err
 	}
 	if len(s.Emails) > 20 {
 		return &ingest.InvalidError{Field: "emails", Msg: "at most 20"}
