@@ -18,10 +18,15 @@ CREATE TABLE curator.takedown_replay (
 INSERT INTO curator.takedown_replay DEFAULT VALUES;
 
 -- The register's entries this database made (in the withdrawal's
--- transaction) or applied again (once finished).
+-- transaction) or applied again (once finished), each with the store's
+-- checksum of the entry as the database last knew it: an entry written
+-- again since (a later withdrawal of the object, after a reinstatement)
+-- differs, and is applied again, even where the database listed the key
+-- before its backup.
 CREATE TABLE curator.takedowns_applied (
-    key text PRIMARY KEY,
-    at  timestamptz NOT NULL DEFAULT now()
+    key      text PRIMARY KEY,
+    checksum text NOT NULL DEFAULT '',
+    at       timestamptz NOT NULL DEFAULT now()
 );
 
 ---- create above / drop below ----

@@ -57,14 +57,34 @@ func registerKey(a string, version int) string {
 }
 
 // register writes t's entry (again: an entry says what the latest
-// withdrawal of the object knew).
+// withdrawal of the object knew) and lists it, as written, as applied.
 func (w *Withdrawer) register(ctx context.Context, t Takedown) error {
 	b, err := json.Marshal(t)
 	if err != nil {
 		return err
 	}
-	if _, err := w.Blob.Put(ctx, registerKey(t.ARK, t.Version), bytes.NewReader(b), map[string]string{"content-type": "application/json"}); err != nil {
+	key := registerKey(t.ARK, t.Version)
+	if _, err := w.Blob.Put(ctx, key, bytes.NewReader(b), map[string]string{"content-type": "application/json"}); err != nil {
 		return fmt.Errorf("register the takedown of %s v%d: %w", t.ARK, t.Version, err)
+	}
+	// The checksum as a listing gives it (Replay compares listings; a put
+	// may answer another algorithm's, as S3 does).
+	infos, err := blob.ListAfter(ctx, w.Blob, key, "", 1)
+	if err != nil {
+		return fmt.Errorf("register the takedown of %s v%d: %w", t.ARK, t.Version, err)
+	}
+	if len(infos) == 0 || infos[0].Key != key {
+		return nil // gone meanwhile: the next pass sees what is there
+	}
+	return w.applied(ctx, key, infos[0].Checksum.Value)
+}
+
+// applied lists the register's entry at key, with the store's checksum of
+// it, as applied by this database.
+func (w *Withdrawer) applied(ctx context.Context, key, checksum string) error {
+	if _, err := w.DB.Exec(ctx, `INSERT INTO curator.takedowns_applied (key, checksum) VALUES ($1, $2)
+		ON CONFLICT (key) DO UPDATE SET checksum = excluded.checksum, at = now()`, key, checksum); err != nil {
+		return fmt.Errorf("takedown %s applied: %w", key, err)
 	}
 	return nil
 }
@@ -167,21 +187,27 @@ func (w *Withdrawer) Replay(ctx context.Context, page int) (Replayed, error) {
 		return r, fmt.Errorf("list the takedown register after %q: %w", after, err)
 	}
 	r.Read, r.PassDone = len(infos), len(infos) < page
-	var keys []string
+	var keys, sums []string
 	for _, info := range infos {
 		if versionEntry.MatchString(info.Key[strings.LastIndexByte(info.Key, '/')+1:]) {
-			keys = append(keys, info.Key)
+			keys, sums = append(keys, info.Key), append(sums, info.Checksum.Value)
 		}
 	}
-	rows, err := w.DB.Query(ctx, `SELECT k FROM unnest($1::text[]) k WHERE $2 OR NOT EXISTS (SELECT 1 FROM curator.takedowns_applied a WHERE a.key = k)`, keys, full)
+	// An entry is applied when the database lists its key with the
+	// checksum the store has now: one written again since (a takedown
+	// after a reinstatement) is applied again.
+	rows, err := w.DB.Query(ctx, `SELECT e.k, e.c FROM unnest($1::text[], $2::text[]) AS e(k, c)
+		WHERE $3 OR NOT EXISTS (SELECT 1 FROM curator.takedowns_applied a WHERE a.key = e.k AND a.checksum = e.c)`, keys, sums, full)
 	if err != nil {
 		return r, fmt.Errorf("takedowns applied: %w", err)
 	}
-	unknown, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	type entry struct{ Key, Sum string }
+	unknown, err := pgx.CollectRows(rows, pgx.RowToStructByPos[entry])
 	if err != nil {
 		return r, fmt.Errorf("takedowns applied: %w", err)
 	}
-	for _, key := range unknown {
+	for _, e := range unknown {
+		key := e.Key
 		applied, err := w.replayOne(ctx, key)
 		if err != nil && (ctx.Err() != nil || fault.IsOutage(err)) {
 			return r, err // a dependency away: this page again, later
@@ -192,8 +218,8 @@ func (w *Withdrawer) Replay(ctx context.Context, page int) (Replayed, error) {
 			w.Log.ErrorContext(ctx, "ingest: a takedown of the register could not be applied again; the next pass tries again", "key", key, "err", err)
 			continue
 		}
-		if _, err := w.DB.Exec(ctx, `INSERT INTO curator.takedowns_applied (key) VALUES ($1) ON CONFLICT DO NOTHING`, key); err != nil {
-			return r, fmt.Errorf("takedown %s applied: %w", key, err)
+		if err := w.applied(ctx, key, e.Sum); err != nil {
+			return r, err
 		}
 		if applied {
 			r.Applied++
