@@ -132,10 +132,10 @@ func TestManifestOfContainersWithSuppliedARKs(t *testing.T) {
 		arks[l] = a
 	}
 	rows.Close()
-	if arks["vol-1"] != "ark:/13030/m5vol1" || !strings.HasPrefix(arks["vol-2"], "ark:/99999/fk4") {
+	if arks["vol-1"] != "ark:13030/m5vol1" || !strings.HasPrefix(arks["vol-2"], "ark:/99999/fk4") {
 		t.Errorf("ARKs %v", arks)
 	}
-	if files := r.version("ark:/13030/m5vol1", 1); len(files) != 2 || files["page2.tif"] == "" {
+	if files := r.version("ark:13030/m5vol1", 1); len(files) != 2 || files["page2.tif"] == "" {
 		t.Errorf("vol-1's files %v", files)
 	}
 
