@@ -126,9 +126,9 @@ func (id Identity) MayDeposit(collection string) bool {
 
 // OwnOnly reports whether the identity reads only what it deposited itself
 // (a publisher's own batches and jobs) rather than everyone's: a publisher
-// that is not also an operator. Operators and readers (staff) see all.
+// that is not also staff (a reader or operator), who see all.
 func (id Identity) OwnOnly() bool {
-	return slices.Contains(id.Roles, Publisher) && !slices.Contains(id.Roles, Operator)
+	return slices.Contains(id.Roles, Publisher) && !id.Has(Reader)
 }
 
 // ParseCollections reads a comma-separated list of collection names (as a
@@ -174,12 +174,14 @@ func ParseARKShoulders(field, list string) ([]string, error) {
 // shoulderPattern is an ARK shoulder or NAAN, either spelling of the label.
 var shoulderPattern = regexp.MustCompile(`^(?i:ark):/?[0-9a-zA-Z]{5,}(/[!-~]*)?$`)
 
-// Has reports whether the identity may act in role.
+// Has reports whether the identity may act in role. An operator is also
+// a reader; a publisher is not (it reads only its own, on the routes that
+// scope reads to the caller: Routes.Publisher).
 func (id Identity) Has(role Role) bool {
 	if slices.Contains(id.Roles, role) {
 		return true
 	}
-	return role == Reader && (slices.Contains(id.Roles, Operator) || slices.Contains(id.Roles, Publisher))
+	return role == Reader && slices.Contains(id.Roles, Operator)
 }
 
 type identityKey struct{}
@@ -199,36 +201,72 @@ func WithCaller(ctx context.Context, id Identity) context.Context {
 // anonymous is the caller when authentication is off.
 var anonymous = Identity{Name: "anonymous", Roles: []Role{Reader, Publisher, Operator}, ARKs: []string{AnyCollection}}
 
+// Routes are a ServeMux's routes with the roles each needs. By default a
+// GET or HEAD needs the reader role (staff: readers and operators) and any
+// other method the operator role; Publisher and Operator mark the
+// exceptions.
+type Routes struct {
+	mux       *http.ServeMux
+	publisher map[string]bool
+	operator  map[string]bool
+}
+
+// RoutesOf returns mux's routes with the default roles.
+func RoutesOf(mux *http.ServeMux) Routes {
+	return Routes{mux: mux, publisher: map[string]bool{}, operator: map[string]bool{}}
+}
+
 // PublisherRoutes marks the routes of mux (by pattern, as registered) that
-// a publisher may call: curation records and batch submissions. Every
+// a publisher may call: curation records and batch submissions, and the
+// reads a handler scopes to the caller's own (Identity.OwnOnly). Every
 // other route needs the reader role for GET and HEAD and the operator role
 // for any other method.
-func PublisherRoutes(mux *http.ServeMux, patterns ...string) http.Handler {
-	rt := routed{mux: mux, publisher: map[string]bool{}}
+func PublisherRoutes(mux *http.ServeMux, patterns ...string) Routes {
+	return RoutesOf(mux).Publisher(patterns...)
+}
+
+// Publisher marks routes a publisher may call. A marked GET or HEAD is
+// also staff's (reader or operator); any other marked method is the
+// publisher's only.
+func (rt Routes) Publisher(patterns ...string) Routes {
 	for _, p := range patterns {
 		rt.publisher[p] = true
 	}
 	return rt
 }
 
-type routed struct {
-	mux       *http.ServeMux
-	publisher map[string]bool
+// Operator marks routes only an operator may call, reads included: what
+// is for the archive's staff who act, not for every reader (a Wayback's
+// key reads the index, not the collections' callback tokens).
+func (rt Routes) Operator(patterns ...string) Routes {
+	for _, p := range patterns {
+		rt.operator[p] = true
+	}
+	return rt
 }
 
-func (rt routed) ServeHTTP(w http.ResponseWriter, r *http.Request) { rt.mux.ServeHTTP(w, r) }
+// ServeHTTP serves the request with the ServeMux.
+func (rt Routes) ServeHTTP(w http.ResponseWriter, r *http.Request) { rt.mux.ServeHTTP(w, r) }
 
-// requiredRole is the role a request to h needs.
-func requiredRole(h http.Handler, r *http.Request) Role {
-	if r.Method == http.MethodGet || r.Method == http.MethodHead {
-		return Reader
-	}
-	if rt, ok := h.(routed); ok {
-		if _, pattern := rt.mux.Handler(r); rt.publisher[pattern] {
-			return Publisher
+// allowed reports whether id may make request r to h, and if not, the
+// role it would need.
+func allowed(id Identity, h http.Handler, r *http.Request) (bool, Role) {
+	read := r.Method == http.MethodGet || r.Method == http.MethodHead
+	if rt, ok := h.(Routes); ok {
+		_, pattern := rt.mux.Handler(r)
+		switch {
+		case rt.operator[pattern]:
+			return id.Has(Operator), Operator
+		case rt.publisher[pattern] && read:
+			return id.Has(Reader) || id.Has(Publisher), Publisher
+		case rt.publisher[pattern]:
+			return id.Has(Publisher), Publisher
 		}
 	}
-	return Operator
+	if read {
+		return id.Has(Reader), Reader
+	}
+	return id.Has(Operator), Operator
 }
 
 // writeAuthError refuses a request, and closes its connection: a client
@@ -495,7 +533,7 @@ func (a *authenticator) keysHealth(context.Context) error {
 }
 
 // wrap authenticates every request to h: 401 without a known key, 403
-// without the role the request needs (requiredRole). A Browser handler's
+// without the role the request needs (allowed). A Browser handler's
 // login page is served without a key, and its readers may carry their key
 // in the session cookie instead of the Authorization header.
 func (a *authenticator) wrap(h http.Handler) http.Handler {
@@ -542,7 +580,7 @@ func (a *authenticator) wrap(h http.Handler) http.Handler {
 			writeTooMany(w, id.Name, wait)
 			return
 		}
-		if role := requiredRole(h, r); !id.Has(role) {
+		if ok, role := allowed(id, h, r); !ok {
 			writeAuthError(w, http.StatusForbidden, fmt.Sprintf("%s %s needs the %s role; %q has %v", r.Method, r.URL.Path, role, id.Name, id.Roles))
 			return
 		}

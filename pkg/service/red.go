@@ -44,7 +44,7 @@ func routeOf(h http.Handler, r *http.Request) string {
 	switch v := h.(type) {
 	case *http.ServeMux:
 		mux = v
-	case routed:
+	case Routes:
 		mux = v.mux
 	case browser:
 		return routeOf(v.Handler, r)

@@ -117,7 +117,7 @@ func run(ctx context.Context, env *service.Env, cfg Config) error {
 	mux := http.NewServeMux()
 	api.New(env.Bus, p.Catalog, env.Log).Routes(mux)
 	httpapi.Routes(mux, ist, wd, env.Log)
-	h := service.PublisherRoutes(mux, append(api.PublisherRoutes, httpapi.PublisherRoutes...)...)
+	h := service.PublisherRoutes(mux, append(api.PublisherRoutes, httpapi.PublisherRoutes...)...).Operator(httpapi.OperatorRoutes...)
 	return env.Serve(ctx, "curation API", cfg.HTTPAddr, h, loops, stoppers...)
 }
 

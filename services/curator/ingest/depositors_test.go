@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -136,6 +137,29 @@ func TestDepositorsReachOnlyTheirOwn(t *testing.T) {
 		}
 		if code, out := as("alice", "GET", path, nil); code != http.StatusOK {
 			t.Errorf("alice GET %s (her own): %d %v", path, code, out)
+		}
+		if code, out := as("ops", "GET", path, nil); code != http.StatusOK {
+			t.Errorf("ops GET %s: %d %v", path, code, out)
+		}
+	}
+
+	// Objects: a depositor's own; another's is as unknown (N24). A
+	// publisher key is no reader: the collections' settings (callback
+	// tokens) and the mails parked are staff's who act.
+	aliceARK, _, _ := strings.Cut(a1[0], " ")
+	objects := "/v1/objects?ark=" + url.QueryEscape(aliceARK)
+	if code, out := as("alice", "GET", objects, nil); code != http.StatusOK || out["ark"] != aliceARK {
+		t.Errorf("alice reads her object %s: %d %v", aliceARK, code, out)
+	}
+	if code, out := as("bob", "GET", objects, nil); code == http.StatusOK || !strings.Contains(fmt.Sprint(out["error"]), "no object") {
+		t.Errorf("bob reads alice's object %s: %d %v, want it unknown to him", aliceARK, code, out)
+	}
+	if code, out := as("ops", "GET", objects, nil); code != http.StatusOK {
+		t.Errorf("ops reads alice's object: %d %v", code, out)
+	}
+	for _, path := range []string{"/v1/profiles", "/v1/profiles/p", "/v1/ingest/mail/parked"} {
+		if code, out := as("alice", "GET", path, nil); code != http.StatusForbidden {
+			t.Errorf("alice GET %s: %d %v, want 403", path, code, out)
 		}
 		if code, out := as("ops", "GET", path, nil); code != http.StatusOK {
 			t.Errorf("ops GET %s: %d %v", path, code, out)

@@ -157,8 +157,13 @@ type Curation struct {
 
 // Bus is JetStream's side: dead letters and every consumer's backlog.
 type Bus struct {
+	// DeadLetters are the newest letters, shown to operators only: their
+	// subjects, event ids and reasons name every tenant's work (N24).
 	DeadLetters []bus.DeadLetter
-	Dead        uint64
+	// Dead counts the letters waiting, shown to every reader.
+	Dead uint64
+	// LettersHidden is set when the caller is no operator.
+	LettersHidden bool
 	Backlogs    []bus.Backlog
 	// Absent are the consumers not made yet: their services never ran.
 	Absent []string
@@ -259,6 +264,9 @@ func (d *Dashboard) busView(ctx context.Context) (Bus, string) {
 	var err error
 	if v.DeadLetters, v.Dead, err = d.bus.LatestDeadLetters(ctx, 12); err != nil {
 		return v, err.Error()
+	}
+	if caller, _ := service.Caller(ctx); !caller.Has(service.Operator) {
+		v.DeadLetters, v.LettersHidden = nil, true
 	}
 	for _, svc := range events.Services {
 		for _, c := range events.ConsumersOf(svc) {

@@ -169,6 +169,10 @@ func (d *Dashboard) item(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if kind == "deadletter" {
+		if caller, _ := service.Caller(r.Context()); !caller.Has(service.Operator) {
+			fail(http.StatusForbidden, "dead letters are shown to operators: their subjects and reasons name every tenant's work")
+			return
+		}
 		seq, err := strconv.ParseUint(id, 10, 64)
 		if err != nil || seq == 0 {
 			fail(http.StatusBadRequest, "a dead letter's id is its sequence number")

@@ -22,7 +22,13 @@ import (
 )
 
 // PublisherRoutes are the routes a publisher (a depositor) calls.
-var PublisherRoutes = []string{"POST /v1/batches"}
+var PublisherRoutes = []string{"POST /v1/batches", "GET /v1/batches", "GET /v1/jobs", "GET /v1/batches/{id}", "GET /v1/jobs/{id}", "GET /v1/objects", "GET /v1/ingest/history"}
+
+// OperatorRoutes are the reads for the archive's staff who act, not for
+// every reader key: the collections' settings (callback URLs, with their
+// tokens, and mail addresses) and the mails parked (recipients, others'
+// batches).
+var OperatorRoutes = []string{"GET /v1/profiles", "GET /v1/profiles/{profile}", "GET /v1/ingest/mail/parked"}
 
 // Routes adds the ingest API to mux:
 //
@@ -234,7 +240,11 @@ func Routes(mux *http.ServeMux, s *ingest.Store, wd *withdraw.Withdrawer, log *s
 //	POST /v1/objects/reinstate      JSON {"ark", "reason"} (operators): a withdrawn object takes deposits again
 func objectRoutes(mux *http.ServeMux, wd *withdraw.Withdrawer, writeErr func(http.ResponseWriter, error)) {
 	mux.HandleFunc("GET /v1/objects", func(w http.ResponseWriter, r *http.Request) {
-		o, err := withdraw.Show(r.Context(), wd.DB, r.URL.Query().Get("ark"))
+		var depositor string
+		if caller, _ := service.Caller(r.Context()); caller.OwnOnly() {
+			depositor = caller.Name
+		}
+		o, err := withdraw.Show(r.Context(), wd.DB, r.URL.Query().Get("ark"), depositor)
 		if err != nil {
 			writeErr(w, err)
 			return

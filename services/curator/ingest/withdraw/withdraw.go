@@ -407,7 +407,7 @@ func (w *Withdrawer) Reinstate(ctx context.Context, r Request) (*Object, error) 
 		return nil, fmt.Errorf("reinstate %s: %w", r.ARK, err)
 	}
 	w.Log.WarnContext(ctx, "ingest: reinstated", "ark", r.ARK, "by", r.By, "reason", r.Reason)
-	return Show(ctx, w.DB, r.ARK)
+	return Show(ctx, w.DB, r.ARK, "")
 }
 
 // Version is an object version as the inventory keeps it: a tombstone
@@ -433,15 +433,18 @@ type Object struct {
 }
 
 // Show reads an object and its versions from the inventory (the ARK in
-// any spelling).
-func Show(ctx context.Context, db *pgxpool.Pool, a string) (*Object, error) {
+// any spelling). With a depositor, only that depositor's objects are
+// shown: another's is "no object", as an unknown ARK (N24: a depositor
+// learns nothing of others' objects, not even that they exist).
+func Show(ctx context.Context, db *pgxpool.Pool, a, depositor string) (*Object, error) {
 	held, err := Canonical(ctx, db, a)
 	if err != nil {
 		return nil, err
 	}
 	canon := cmp.Or(held, a)
 	o := &Object{ARK: canon}
-	err = db.QueryRow(ctx, `SELECT profile, local_id, title, withdrawn_at, withdrawn_reason FROM curator.inventory_objects WHERE ark = $1`, canon).
+	err = db.QueryRow(ctx, `SELECT profile, local_id, title, withdrawn_at, withdrawn_reason FROM curator.inventory_objects o
+		WHERE ark = $1 AND ($2 = '' OR EXISTS (SELECT 1 FROM curator.arks k WHERE k.ark = o.ark AND k.submitter = $2))`, canon, depositor).
 		Scan(&o.Profile, &o.LocalID, &o.Title, &o.WithdrawnAt, &o.WithdrawnReason)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, &ingest.InvalidError{Field: "ark", Msg: canon + " is no object of the inventory"}
