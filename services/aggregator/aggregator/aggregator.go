@@ -50,9 +50,12 @@ type Config struct {
 	BlockLines int `env:"AGGREGATOR_BLOCK_LINES, default=3000"`
 	// Prefix is where clusters are written in the blob store.
 	Prefix string `env:"AGGREGATOR_PREFIX, default=index/"`
-	// MaxQueryLines is the most lines one CDX query reads and answers,
-	// whatever its limit (a sorted query orders at most these).
+	// MaxQueryLines is the most lines one CDX query reads, kept by its
+	// filters or not, whatever its limit (a sorted query orders at most
+	// these); an answer cut short says so (Archivist-Lines-Read-Cap).
 	MaxQueryLines int `env:"AGGREGATOR_MAX_QUERY_LINES, default=10000"`
+	// QueryTimeout is the most time one CDX query runs.
+	QueryTimeout time.Duration `env:"AGGREGATOR_QUERY_TIMEOUT, default=10s"`
 	// FanIn is how many outputs a build reads at once: more are merged a
 	// group at a time through temporary files, so a build's memory does
 	// not grow with the archive.

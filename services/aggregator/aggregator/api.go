@@ -1,15 +1,20 @@
 package aggregator
 
 import (
+	"cmp"
+	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"regexp"
+	"regexp/syntax"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/archivist/archivist/pkg/service"
 	"github.com/archivist/archivist/pkg/surt"
 	"github.com/archivist/archivist/services/aggregator/cdxindex"
 )
@@ -88,7 +93,9 @@ func (a *Aggregator) Handler() http.Handler {
 		}
 		reply(w, http.StatusOK, map[string]string{"reinstated": req.File, "next": "index it again: archivist index reset FILE"})
 	})
-	return mux
+	// The exclusions (takedown URLs, their reasons, who added them) are for
+	// the operators who keep them, not every reader of the index.
+	return service.RoutesOf(mux).Operator("GET /v1/index/exclusions")
 }
 
 // reply writes v as JSON with status code.
@@ -104,6 +111,9 @@ type request struct {
 	q       cdxindex.Query
 	match   func(key string) bool
 	filters []filter
+	// domain is the host of matchType=domain: the query seeks to its
+	// two ranges (host")" and host","), not the bare prefix.
+	domain string
 	// collapse keeps the first of each run of lines whose field collapse
 	// (its first collapseLen bytes; 0: all of it) is the same.
 	collapse    int
@@ -155,7 +165,7 @@ func parseRequest(p map[string][]string) (*request, error) {
 	case "host":
 		r.q.Prefix, r.q.Key = true, host+")"
 	case "domain":
-		r.q.Prefix, r.q.Key = true, host
+		r.q.Prefix, r.q.Key, r.domain = true, host, host
 		r.match = func(k string) bool { return strings.HasPrefix(k, host+")") || strings.HasPrefix(k, host+",") }
 	default:
 		return nil, badRequest("matchType: exact, prefix, host or domain")
@@ -193,6 +203,9 @@ func parseRequest(p map[string][]string) (*request, error) {
 			}
 			r.fields = append(r.fields, i)
 		}
+	}
+	if len(p["filter"]) > MaxFilters {
+		return nil, badRequest(fmt.Sprintf("filter: at most %d filters a query, not %d", MaxFilters, len(p["filter"])))
 	}
 	for _, f := range p["filter"] {
 		flt, err := parseFilter(f)
@@ -257,6 +270,21 @@ func parseRequest(p map[string][]string) (*request, error) {
 	return r, nil
 }
 
+// The bounds of a query's filters, checked before any is compiled or run:
+// RE2 never backtracks, but a regular expression's cost (to compile, and
+// for every line) grows with its program, and a 12 KB one took seconds
+// and a gigabyte to compile.
+const (
+	// MaxFilters is the most filter parameters one query takes.
+	MaxFilters = 8
+	// MaxFilterBytes is the longest filter.
+	MaxFilterBytes = 256
+	// MaxFilterProgram is the largest program a filter's regular
+	// expression may make (regexp/syntax instructions, repetitions
+	// counted as written out).
+	MaxFilterProgram = 2000
+)
+
 // MaxPageBlocks is the most blocks one page of an answer spans (a block
 // holds AGGREGATOR_BLOCK_LINES lines in each cluster).
 const MaxPageBlocks = 50
@@ -288,6 +316,9 @@ type filter struct {
 
 func parseFilter(s string) (filter, error) {
 	f := filter{field: -1}
+	if len(s) > MaxFilterBytes {
+		return f, badRequest(fmt.Sprintf("filter: at most %d bytes, not %d", MaxFilterBytes, len(s)))
+	}
 	if f.invert = strings.HasPrefix(s, "!"); f.invert {
 		s = s[1:]
 	}
@@ -305,6 +336,13 @@ func parseFilter(s string) (filter, error) {
 	case '=':
 		f.match = func(v string) bool { return v == s }
 	case '~':
+		parsed, err := syntax.Parse(`^(?:`+s+`)`, syntax.Perl)
+		if err != nil {
+			return f, badRequest("filter: " + strconv.Quote(s) + " is not a regular expression: " + err.Error())
+		}
+		if n := programSize(parsed); n > MaxFilterProgram {
+			return f, badRequest(fmt.Sprintf("filter: the regular expression %s is too large: about %d instructions written out, at most %d", strconv.Quote(s), n, MaxFilterProgram))
+		}
 		re, err := regexp.Compile(`^(?:` + s + `)`)
 		if err != nil {
 			return f, badRequest("filter: " + strconv.Quote(s) + " is not a regular expression: " + err.Error())
@@ -314,6 +352,31 @@ func parseFilter(s string) (filter, error) {
 		f.match = func(v string) bool { return strings.Contains(v, s) }
 	}
 	return f, nil
+}
+
+// programSize estimates the instructions re compiles to, repetitions
+// written out (x{2,5} is five x's), without compiling or simplifying it
+// (either would cost what the bound is for); it stops counting past
+// MaxFilterProgram.
+func programSize(re *syntax.Regexp) int {
+	const over = MaxFilterProgram + 1
+	size := 1
+	switch re.Op {
+	case syntax.OpLiteral:
+		size = len(re.Rune)
+	case syntax.OpRepeat:
+		n := re.Max
+		if n < 0 {
+			n = re.Min + 1
+		}
+		return min(over, max(n, 1)*programSize(re.Sub[0])+1)
+	}
+	for _, sub := range re.Sub {
+		if size += programSize(sub); size > over {
+			return over
+		}
+	}
+	return size
 }
 
 // field is field i of a CDX line ("" past its end).
@@ -433,17 +496,57 @@ func (a *Aggregator) cdx(w http.ResponseWriter, hr *http.Request) {
 	if r.sort == "" && r.limit > 0 && r.limit < limit {
 		q.Limit = r.limit
 	}
+	ctx, cancel := context.WithTimeout(hr.Context(), cmp.Or(a.cfg.QueryTimeout, 10*time.Second))
+	defer cancel()
+	hr = hr.WithContext(ctx)
 	if r.numPages || r.page >= 0 {
 		a.paged(w, hr, r, limit)
 		return
 	}
-	lines, err := a.Lookup(hr.Context(), q, r.keep())
-	if err != nil {
-		a.log.Error("cdx query", "url", r.url, "err", err)
-		http.Error(w, "the query failed", http.StatusInternalServerError)
-		return
+	// Every line read counts, kept or not.
+	read := &budget{Left: limit}
+	keep := r.keep()
+	var lines []string
+	if r.domain != "" {
+		// A domain is two ranges, the host's own keys and its
+		// subdomains': a seek to each, not a scan of every key the bare
+		// prefix begins ("c" is most of the index).
+		for _, key := range []string{r.domain + ")", r.domain + ","} {
+			dq := q
+			dq.Key, dq.Limit = key, q.Limit-len(lines)
+			got, err := a.lookupRange(ctx, dq, "", "", dq.Limit, read, keep)
+			if err != nil {
+				a.queryFailed(w, r, err)
+				return
+			}
+			if lines = append(lines, got...); len(lines) >= q.Limit || read.Spent {
+				break
+			}
+		}
+	} else {
+		var err error
+		if lines, err = a.lookupRange(ctx, q, "", "", q.Limit, read, keep); err != nil {
+			a.queryFailed(w, r, err)
+			return
+		}
+	}
+	if read.Spent {
+		// Cut short: what was kept of the lines read, and a header
+		// saying so (a client narrows the query, or pages it).
+		w.Header().Set("Archivist-Lines-Read-Cap", strconv.Itoa(limit))
 	}
 	r.write(w, r.order(lines))
+}
+
+// queryFailed answers a query that failed: past its deadline, a 400
+// naming the bound; otherwise a 500 (the cause logged).
+func (a *Aggregator) queryFailed(w http.ResponseWriter, r *request, err error) {
+	if errors.Is(err, context.DeadlineExceeded) {
+		http.Error(w, fmt.Sprintf("the query ran past its deadline of %s (AGGREGATOR_QUERY_TIMEOUT): narrow it (url, matchType, filter)", cmp.Or(a.cfg.QueryTimeout, 10*time.Second)), http.StatusBadRequest)
+		return
+	}
+	a.log.Error("cdx query", "url", r.url, "err", err)
+	http.Error(w, "the query failed", http.StatusInternalServerError)
 }
 
 // write writes lines as the request asks: CDX or JSON, its fields.
@@ -515,8 +618,7 @@ func (a *Aggregator) paged(w http.ResponseWriter, hr *http.Request, r *request, 
 	}
 	lines, err := a.Page(hr.Context(), r.q, pages, r.page, r.keep())
 	if err != nil {
-		a.log.Error("cdx page", "url", r.url, "page", r.page, "err", err)
-		http.Error(w, "the query failed", http.StatusInternalServerError)
+		a.queryFailed(w, r, err)
 		return
 	}
 	if r.limit > 0 && len(lines) > r.limit {

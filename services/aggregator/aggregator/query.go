@@ -149,20 +149,42 @@ const maskBatch = 256
 // all), at most q.Limit. A cluster whose keys are all outside the query's
 // is not read.
 func (a *Aggregator) Lookup(ctx context.Context, q cdxindex.Query, keep func(line string) bool) ([]string, error) {
-	return a.lookupRange(ctx, q, "", "", q.Limit, keep)
+	return a.lookupRange(ctx, q, "", "", q.Limit, nil, keep)
 }
 
-// lookupRange is Lookup within the lines [lo, hi) ("": unbounded).
-func (a *Aggregator) lookupRange(ctx context.Context, q cdxindex.Query, lo, hi string, limit int, keep func(string) bool) ([]string, error) {
+// budget is how many more lines a query may read, kept or not (a filter
+// that keeps none, a collapse, must not read a whole prefix for one
+// request); Spent is set once it ran out before the answer ended.
+type budget struct {
+	Left  int
+	Spent bool
+}
+
+// take counts one line read, and reports whether there was room for it.
+func (b *budget) take() bool {
+	if b == nil {
+		return true
+	}
+	if b.Left <= 0 {
+		b.Spent = true
+		return false
+	}
+	b.Left--
+	return true
+}
+
+// lookupRange is Lookup within the lines [lo, hi) ("": unbounded),
+// reading at most what read allows (nil: no bound but the limit).
+func (a *Aggregator) lookupRange(ctx context.Context, q cdxindex.Query, lo, hi string, limit int, read *budget, keep func(string) bool) ([]string, error) {
 	clusters, err := a.liveClusters(ctx)
 	if err != nil {
 		return nil, err
 	}
-	return a.readRange(ctx, clusters, q, lo, hi, limit, keep)
+	return a.readRange(ctx, clusters, q, lo, hi, limit, read, keep)
 }
 
 // readRange is lookupRange over clusters already listed.
-func (a *Aggregator) readRange(ctx context.Context, clusters []live, q cdxindex.Query, lo, hi string, limit int, keep func(string) bool) ([]string, error) {
+func (a *Aggregator) readRange(ctx context.Context, clusters []live, q cdxindex.Query, lo, hi string, limit int, read *budget, keep func(string) bool) ([]string, error) {
 	curs := make([]*cdxindex.ClusterCursor, 0, len(clusters))
 	ranges := make([][2]int64, 0, len(clusters))
 	for _, l := range clusters {
@@ -172,7 +194,7 @@ func (a *Aggregator) readRange(ctx context.Context, clusters []live, q cdxindex.
 		curs = append(curs, l.c.CursorRange(q, lo, hi))
 		ranges = append(ranges, [2]int64{l.row.Lo, l.row.Hi})
 	}
-	return a.mergeCursors(ctx, curs, ranges, limit, keep)
+	return a.mergeCursors(ctx, curs, ranges, limit, read, keep)
 }
 
 // Pages divides a query's answer into pages of size blocks of the cluster
@@ -183,10 +205,23 @@ type Pages struct {
 	// Count is how many pages there are; Blocks how many blocks of the
 	// paging cluster the answer spans.
 	Count, Blocks int
-	// bounds are the pages' first lines' keys, after the first page's.
-	bounds []string
+	// paging is the cluster that pages, first the answer's first block
+	// in it and size a page's blocks: page i begins at block first+i*size
+	// (found when read, not listed for every page: a page of one block
+	// over a broad query would list a bound per block of the index).
+	paging      *cdxindex.Cluster
+	first, size int
 	// clusters are the clusters counted, which Page reads.
 	clusters []live
+}
+
+// bound is the key at which page i begins ("" for the first page and past
+// the last).
+func (p Pages) bound(i int) string {
+	if i <= 0 || i >= p.Count {
+		return ""
+	}
+	return p.paging.Blocks()[p.first+i*p.size].Key
 }
 
 // Pages counts a query's pages of size blocks (pywb's showNumPages).
@@ -209,38 +244,37 @@ func (a *Aggregator) Pages(ctx context.Context, q cdxindex.Query, size int) (Pag
 	if best == nil || end == first {
 		return Pages{}, nil
 	}
-	p := Pages{Blocks: end - first, clusters: clusters}
+	p := Pages{Blocks: end - first, clusters: clusters, paging: best, first: first, size: size}
 	p.Count = (p.Blocks + size - 1) / size
-	blocks := best.Blocks()
-	for i := 1; i < p.Count; i++ {
-		p.bounds = append(p.bounds, blocks[first+i*size].Key)
-	}
 	return p, nil
 }
 
 // Page reads page i of a query's answer, filtered by keep.
 func (a *Aggregator) Page(ctx context.Context, q cdxindex.Query, p Pages, i int, keep func(string) bool) ([]string, error) {
-	lo, hi := "", ""
-	if i > 0 {
-		lo = p.bounds[i-1]
-	}
-	if i < len(p.bounds) {
-		hi = p.bounds[i]
-	}
-	return a.readRange(ctx, p.clusters, q, lo, hi, 0, keep)
+	lo, hi := p.bound(i), p.bound(i+1)
+	return a.readRange(ctx, p.clusters, q, lo, hi, 0, nil, keep)
 }
 
 // mergeCursors merges cursors (over clusters holding the builds in
 // ranges) in byte order, as they are read: the query stops reading once
-// it has limit lines (0: no limit).
-func (a *Aggregator) mergeCursors(ctx context.Context, curs []*cdxindex.ClusterCursor, ranges [][2]int64, limit int, keep func(string) bool) ([]string, error) {
+// it has limit lines (0: no limit) or has read what read allows, kept or
+// not, or its context ends (checked at every line: a costly filter runs
+// on one line past a deadline at most).
+func (a *Aggregator) mergeCursors(ctx context.Context, curs []*cdxindex.ClusterCursor, ranges [][2]int64, limit int, read *budget, keep func(string) bool) ([]string, error) {
 	var out []string
+	var ctxErr error
 	err := a.eachLine(ctx, curs, ranges, func(line string) bool {
+		if ctxErr = ctx.Err(); ctxErr != nil || !read.take() {
+			return false
+		}
 		if keep == nil || keep(line) {
 			out = append(out, line)
 		}
 		return limit <= 0 || len(out) < limit
 	})
+	if err == nil {
+		err = ctxErr
+	}
 	return out, err
 }
 
