@@ -164,7 +164,7 @@ type Bus struct {
 	Dead uint64
 	// LettersHidden is set when the caller is no operator.
 	LettersHidden bool
-	Backlogs    []bus.Backlog
+	Backlogs      []bus.Backlog
 	// Absent are the consumers not made yet: their services never ran.
 	Absent []string
 }
