@@ -35,6 +35,9 @@ func TestWorksShow(t *testing.T) {
 	testenv.StartService(t, curator.Definition(), map[string]string{
 		"CURATOR_HTTP_ADDR":         fmt.Sprintf("127.0.0.1:%d", port),
 		"CURATOR_SOURCE_PRECEDENCE": "station-log,feed",
+		// The station log is the archive's own catalogue: its links to
+		// the feed's records count without a link back.
+		"CURATOR_TRUSTED_LINKERS": "station-log",
 	})
 	base := fmt.Sprintf("http://127.0.0.1:%d", port)
 	post(t, base, `{"id":"ep1","source":"feed","title":"From the feed","media":{"key":"audio/feed/ep1.mp3","sha256":""},

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
@@ -36,6 +37,15 @@ type Config struct {
 	// SourcePrecedence lists curating systems, most trusted first: the
 	// merged work takes its title and media from the first that has them.
 	SourcePrecedence string `env:"CURATOR_SOURCE_PRECEDENCE"`
+	// TrustedLinkers lists the sources whose same-as links to another
+	// source's records count without a link back; any other source's
+	// count once the record it names links back.
+	TrustedLinkers string `env:"CURATOR_TRUSTED_LINKERS"`
+	// MaxPriority is the highest priority a source's records keep (a
+	// higher one is lowered to it), and SourceMaxPriority the limits of
+	// named sources (source=N,...).
+	MaxPriority       int32  `env:"CURATOR_MAX_PRIORITY, default=1000"`
+	SourceMaxPriority string `env:"CURATOR_SOURCE_MAX_PRIORITY"`
 	// ReconcileInterval is how often match results whose works were never
 	// written (lost on the bus) are published again.
 	ReconcileInterval time.Duration `env:"CURATOR_RECONCILE_INTERVAL, default=5m"`
@@ -60,8 +70,13 @@ func Definition() service.Definition {
 }
 
 func run(ctx context.Context, env *service.Env, cfg Config) error {
+	limits, err := parsePriorities(cfg.SourceMaxPriority)
+	if err != nil {
+		return err
+	}
 	p := NewPipeline(env.Bus, catalog.New(env.DB, env.Metrics, env.Log),
-		merger.New(env.DB, strings.Split(cfg.SourcePrecedence, ","), env.Metrics, env.Log))
+		merger.New(env.DB, strings.Split(cfg.SourcePrecedence, ","), env.Metrics, env.Log),
+		matcher.TrustedLinkers(strings.Split(cfg.TrustedLinkers, ",")...), matcher.MaxPriority(cfg.MaxPriority, limits))
 	ist := ingest.NewStore(env.DB)
 	env.ReadGauges(ingest.BacklogGauges, ist.Backlog)
 	ing, err := pipeline.New(cfg.Ingest, ist, env.Blob, env.Bus, env.Log)
@@ -134,9 +149,26 @@ type Pipeline struct {
 	bus *bus.Bus
 }
 
-// NewPipeline wires the stages on b.
-func NewPipeline(b *bus.Bus, cat *catalog.Catalog, m *merger.Merger) *Pipeline {
-	return &Pipeline{Catalog: cat, Matcher: matcher.New(cat, b.Producer()), Merger: m, bus: b}
+// NewPipeline wires the stages on b, the matcher with opts.
+func NewPipeline(b *bus.Bus, cat *catalog.Catalog, m *merger.Merger, opts ...matcher.Option) *Pipeline {
+	return &Pipeline{Catalog: cat, Matcher: matcher.New(cat, b.Producer(), opts...), Merger: m, bus: b}
+}
+
+// parsePriorities reads CURATOR_SOURCE_MAX_PRIORITY: source=N,...
+func parsePriorities(list string) (map[string]int32, error) {
+	out := map[string]int32{}
+	for _, f := range strings.Split(list, ",") {
+		if f = strings.TrimSpace(f); f == "" {
+			continue
+		}
+		src, n, ok := strings.Cut(f, "=")
+		p, err := strconv.ParseInt(n, 10, 32)
+		if !ok || err != nil || events.ValidateSource("source", src) != nil {
+			return nil, fmt.Errorf("CURATOR_SOURCE_MAX_PRIORITY: %q is not source=N", f)
+		}
+		out[src] = int32(p)
+	}
+	return out, nil
 }
 
 // Start consumes curation events and match results until the returned

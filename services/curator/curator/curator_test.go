@@ -35,8 +35,18 @@ type harness struct {
 // NATS account and database.
 func start(t *testing.T) *harness {
 	t.Helper()
+	return startWith(t, nil)
+}
+
+// startWith is start with more of the curator's environment.
+func startWith(t *testing.T, env map[string]string) *harness {
+	t.Helper()
 	port := testenv.FreePort(t)
-	svc := testenv.StartService(t, curator.Definition(), map[string]string{"CURATOR_HTTP_ADDR": fmt.Sprintf("127.0.0.1:%d", port)})
+	e := map[string]string{"CURATOR_HTTP_ADDR": fmt.Sprintf("127.0.0.1:%d", port)}
+	for k, v := range env {
+		e[k] = v
+	}
+	svc := testenv.StartService(t, curator.Definition(), e)
 	h := &harness{api: fmt.Sprintf("http://127.0.0.1:%d", port), bus: testenv.BusAt(t, svc.NATSURL, "test-upstream"), stop: svc.Stop}
 	// The test reads the service's own database.
 	pool, err := store.Open(context.Background(), store.Config{URL: svc.DBURL, MaxConns: 2}, "test")

@@ -16,6 +16,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -37,13 +38,73 @@ type Matcher struct {
 	db       *pgxpool.Pool
 	cat      *catalog.Catalog
 	producer string
+	// trusted are the sources whose links to others' records count
+	// without a link back.
+	trusted map[string]bool
+	// maxPriority is the highest priority a source's records keep, by
+	// source ("" for any other).
+	maxPriority map[string]int32
+}
+
+// Option configures a Matcher.
+type Option func(*Matcher)
+
+// TrustedLinkers names the sources whose same-as links to another
+// source's records count without a link back (a catalogue the archive
+// keeps, say). Any other source's link to another source's record counts
+// only once that record links back: no source takes over another's work.
+func TrustedLinkers(sources ...string) Option {
+	return func(m *Matcher) {
+		for _, s := range sources {
+			if s = strings.TrimSpace(s); s != "" {
+				m.trusted[s] = true
+			}
+		}
+	}
+}
+
+// MaxPriority clamps the priority of a source's records: limits by source,
+// and def for every other (research leases go by priority, so one source
+// asking for 2^31-1 would starve every other's).
+func MaxPriority(def int32, limits map[string]int32) Option {
+	return func(m *Matcher) {
+		m.maxPriority[""] = def
+		for s, p := range limits {
+			m.maxPriority[s] = p
+		}
+	}
 }
 
 // New returns a matcher storing records through cat; producer names it on
 // the results.
-func New(cat *catalog.Catalog, producer string) *Matcher {
-	return &Matcher{db: cat.DB(), cat: cat, producer: producer}
+func New(cat *catalog.Catalog, producer string, opts ...Option) *Matcher {
+	m := &Matcher{db: cat.DB(), cat: cat, producer: producer, trusted: map[string]bool{}, maxPriority: map[string]int32{}}
+	for _, o := range opts {
+		o(m)
+	}
+	return m
 }
+
+// clamp bounds rec's priority by its source's limit.
+func (m *Matcher) clamp(rec *catalog.Record) {
+	limit, ok := m.maxPriority[rec.Source]
+	if !ok {
+		limit, ok = m.maxPriority[""]
+	}
+	if ok && rec.Priority > limit {
+		rec.Priority = limit
+	}
+}
+
+// sourceOf is the source of a record key (source:id).
+func sourceOf(key string) string {
+	s, _, _ := strings.Cut(key, ":")
+	return s
+}
+
+// Unreciprocated is the reason kept for a link to another source's record
+// that has not linked back (and whose source is no trusted linker).
+const Unreciprocated = "a link to another source's record counts once that record links back, or its source is a trusted linker (CURATOR_TRUSTED_LINKERS)"
 
 // maxRounds bounds how often a transaction starts over because its graph grew.
 const maxRounds = 20
@@ -54,6 +115,7 @@ var errGrew = errors.New("graph grew beyond its locks")
 // recomputes even when rec is a replay or stale: a redelivered update
 // whose results were not published before a crash publishes them now.
 func (m *Matcher) Apply(ctx context.Context, rec catalog.Record) (catalog.Outcome, []Result, error) {
+	m.clamp(&rec)
 	key := rec.Key()
 	locks := map[string]bool{key: true}
 	for _, k := range rec.SameAs {
@@ -169,6 +231,20 @@ func (m *Matcher) link(ctx context.Context, tx pgx.Tx, kind catalog.Kind, key st
 	if _, err := tx.Exec(ctx, `DELETE FROM curator.match_refused WHERE kind = $1 AND from_key = $2`, string(kind), key); err != nil {
 		return fmt.Errorf("refusals of %s: %w", key, err)
 	}
+	// Links of other, untrusted sources' records to this one counted
+	// because it linked back: those it no longer links back to are
+	// refused again, until it does.
+	trusted := make([]string, 0, len(m.trusted))
+	for s := range m.trusted {
+		trusted = append(trusted, s)
+	}
+	if _, err := tx.Exec(ctx, `WITH d AS (DELETE FROM curator.match_links WHERE kind = $1 AND to_key = $2
+			AND split_part(from_key, ':', 1) <> $3 AND NOT split_part(from_key, ':', 1) = ANY($4) AND NOT from_key = ANY($5)
+			RETURNING from_key)
+		INSERT INTO curator.match_refused (kind, from_key, to_key, reason) SELECT $1, from_key, $2, $6 FROM d ON CONFLICT DO NOTHING`,
+		string(kind), key, sourceOf(key), trusted, append([]string{}, sameAs...), Unreciprocated); err != nil {
+		return fmt.Errorf("links back to %s: %w", key, err)
+	}
 	if len(sameAs) == 0 {
 		return nil
 	}
@@ -180,8 +256,26 @@ func (m *Matcher) link(ctx context.Context, tx pgx.Tx, kind catalog.Kind, key st
 	for _, k := range graph {
 		members[k] = true
 	}
-	var accepted, refusedTo, reasons []string
+	var accepted, refusedTo, reasons, promoted []string
 	for _, to := range sameAs {
+		// Another source's record: the link counts once it links back
+		// (its link waits, refused, in match_refused; or counts already,
+		// its source trusted), or when this source is trusted.
+		backLink := false
+		if sourceOf(to) != sourceOf(key) && !m.trusted[sourceOf(key)] {
+			var linked, waiting bool
+			if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM curator.match_links WHERE kind = $1 AND from_key = $2 AND to_key = $3),
+				EXISTS (SELECT 1 FROM curator.match_refused WHERE kind = $1 AND from_key = $2 AND to_key = $3 AND reason = $4)`,
+				string(kind), to, key, Unreciprocated).Scan(&linked, &waiting); err != nil {
+				return fmt.Errorf("the link back from %s to %s: %w", to, key, err)
+			}
+			if !linked && !waiting {
+				refusedTo = append(refusedTo, to)
+				reasons = append(reasons, Unreciprocated)
+				continue
+			}
+			backLink = waiting
+		}
 		if full {
 			// Others' links already make the record's graph larger than
 			// the cap (made before there was one): it links to nothing more.
@@ -212,9 +306,21 @@ func (m *Matcher) link(ctx context.Context, tx pgx.Tx, kind catalog.Kind, key st
 			members[k] = true
 		}
 		accepted = append(accepted, to)
+		if backLink {
+			promoted = append(promoted, to)
+		}
 	}
 	if err := replaceLinks(ctx, tx, kind, key, accepted); err != nil {
 		return err
+	}
+	// The links back that waited count now too.
+	for _, from := range promoted {
+		if _, err := tx.Exec(ctx, `DELETE FROM curator.match_refused WHERE kind = $1 AND from_key = $2 AND to_key = $3`, string(kind), from, key); err != nil {
+			return fmt.Errorf("the link back from %s to %s: %w", from, key, err)
+		}
+		if _, err := tx.Exec(ctx, `INSERT INTO curator.match_links (kind, from_key, to_key) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING`, string(kind), from, key); err != nil {
+			return fmt.Errorf("the link back from %s to %s: %w", from, key, err)
+		}
 	}
 	if len(refusedTo) > 0 {
 		if _, err := tx.Exec(ctx, `INSERT INTO curator.match_refused (kind, from_key, to_key, reason)
