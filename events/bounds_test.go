@@ -3,10 +3,14 @@ package events_test
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"runtime"
 	"strings"
 	"testing"
+	"time"
 	"unicode/utf8"
+
+	"github.com/vmihailenco/msgpack/v5"
 
 	"github.com/archivist/archivist/events"
 )
@@ -174,5 +178,53 @@ func TestFailureTextIsStorable(t *testing.T) {
 	}
 	if got := events.FailureText("short"); got != "short" {
 		t.Errorf("a short reason changed: %q", got)
+	}
+}
+
+// TestRecordsAreBoundedPerSource (N27): a record's free text is bounded,
+// the largest valid record fits in a CURATION message, and CURATION keeps
+// a bounded number of each source's messages (a flood pushes out only the
+// flooder's own).
+func TestRecordsAreBoundedPerSource(t *testing.T) {
+	at := time.Now()
+	big := events.EpisodeUpserted{ID: strings.Repeat("i", 200), Source: strings.Repeat("s", 64), Title: strings.Repeat("t", events.MaxTitleBytes),
+		Media: events.Media{Key: strings.Repeat("k", events.MaxMediaKeyBytes), SHA256: strings.Repeat("0", 64)}, DurationMS: 1, Priority: 1,
+		InitialCuratedAt: at, LatestCuratedAt: at}
+	for i := range events.MaxSameAs {
+		big.SameAs = append(big.SameAs, events.Ref{Source: strings.Repeat("s", 64), ID: fmt.Sprintf("%0200d", i)})
+	}
+	if err := big.Validate(); err != nil {
+		t.Fatalf("the largest valid record: %v", err)
+	}
+	env, err := events.New(big.Source, &big)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := msgpack.Marshal(env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(b) > events.MaxCurationMessage {
+		t.Errorf("the largest valid record is %d bytes, more than a CURATION message's %d", len(b), events.MaxCurationMessage)
+	}
+	for _, c := range []struct {
+		field string
+		edit  func(*events.EpisodeUpserted)
+	}{
+		{"title", func(e *events.EpisodeUpserted) { e.Title += "t" }},
+		{"media.key", func(e *events.EpisodeUpserted) { e.Media.Key += "k" }},
+		{"media.key", func(e *events.EpisodeUpserted) { e.Media.Key = "audio/a\nb.mp3" }},
+	} {
+		e := big
+		c.edit(&e)
+		var fe *events.FieldError
+		if err := e.Validate(); !errors.As(err, &fe) || fe.Field != c.field {
+			t.Errorf("a record past the %s bound: %v", c.field, err)
+		}
+	}
+	for _, s := range events.Streams(1) {
+		if s.Name == events.StreamCuration && (s.MaxMsgsPerSubject <= 0 || s.MaxMsgSize != events.MaxCurationMessage) {
+			t.Errorf("CURATION keeps %d messages a subject, each up to %d bytes: want both bounded", s.MaxMsgsPerSubject, s.MaxMsgSize)
+		}
 	}
 }

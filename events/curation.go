@@ -158,6 +158,16 @@ func ValidateID(field, id string) error {
 	return nil
 }
 
+// The bounds of a record's free-text fields (N27): with MaxSameAs links
+// of ValidateID's 200 bytes, a record's message stays within
+// MaxCurationMessage.
+const (
+	// MaxTitleBytes is the longest title.
+	MaxTitleBytes = 2000
+	// MaxMediaKeyBytes is the longest media key (S3's own bound).
+	MaxMediaKeyBytes = 1024
+)
+
 // Validate reports the first invalid field.
 func (a *CuratedAudio) Validate() error {
 	id, m, durationMS, initial, latest := a.ID, a.Media, a.DurationMS, a.InitialCuratedAt, a.LatestCuratedAt
@@ -165,8 +175,14 @@ func (a *CuratedAudio) Validate() error {
 		return err
 	}
 	switch {
+	case len(a.Title) > MaxTitleBytes:
+		return &FieldError{Field: "title", Msg: fmt.Sprintf("is %d bytes long, at most %d allowed", len(a.Title), MaxTitleBytes)}
 	case m.Key == "":
 		return &FieldError{Field: "media.key", Msg: "is required"}
+	case len(m.Key) > MaxMediaKeyBytes:
+		return &FieldError{Field: "media.key", Msg: fmt.Sprintf("is %d bytes long, at most %d allowed", len(m.Key), MaxMediaKeyBytes)}
+	case strings.IndexFunc(m.Key, func(r rune) bool { return r < ' ' || r == 0x7f }) >= 0:
+		return &FieldError{Field: "media.key", Msg: "must not contain control characters"}
 	case strings.HasPrefix(m.Key, "/") || strings.Contains("/"+m.Key+"/", "/../"):
 		return &FieldError{Field: "media.key", Msg: "must be a relative key without '..'"}
 	case m.SHA256 != "" && !sha256Hex.MatchString(m.SHA256):

@@ -103,6 +103,14 @@ const (
 	defaultConsumerMaxDeliver = 5
 )
 
+// The bounds of what one source (or one consumer's dead letters) may keep
+// in JetStream: at most MaxCurationPerSubject messages of each of its
+// subjects, each at most MaxCurationMessage bytes.
+const (
+	MaxCurationPerSubject = 100_000
+	MaxCurationMessage    = 64 << 10
+)
+
 // Streams returns every stream Archivist uses, with the given number of
 // replicas (1 for the embedded server, 3 in a production cluster).
 // Services create or update them idempotently at start.
@@ -117,9 +125,15 @@ func Streams(replicas int) []jetstream.StreamConfig {
 			Subjects:    []string{"curation.>"},
 			Retention:   jetstream.LimitsPolicy,
 			MaxAge:      curationRetention,
-			Duplicates:  defaultDuplicateWindow,
-			Storage:     jetstream.FileStorage,
-			Replicas:    replicas,
+			// Bounded per source (a subject per source and kind): one
+			// publisher's flood pushes out only its own oldest events
+			// (long since stored by the curator, unless the flood outruns
+			// it), and no event is larger than a record can be.
+			MaxMsgsPerSubject: MaxCurationPerSubject,
+			MaxMsgSize:        MaxCurationMessage,
+			Duplicates:        defaultDuplicateWindow,
+			Storage:           jetstream.FileStorage,
+			Replicas:          replicas,
 		},
 		{
 			Name:        StreamMatches,
@@ -153,9 +167,12 @@ func Streams(replicas int) []jetstream.StreamConfig {
 			Subjects:    []string{SubjectDeadLetterPrefix + ".>"},
 			Retention:   jetstream.LimitsPolicy,
 			MaxAge:      deadLetterRetention,
-			Duplicates:  defaultDuplicateWindow,
-			Storage:     jetstream.FileStorage,
-			Replicas:    replicas,
+			// Bounded per consumer: a flood of bad messages pushes out
+			// only that consumer's oldest letters.
+			MaxMsgsPerSubject: MaxCurationPerSubject,
+			Duplicates:        defaultDuplicateWindow,
+			Storage:           jetstream.FileStorage,
+			Replicas:          replicas,
 		},
 		{
 			Name:        StreamRejected,

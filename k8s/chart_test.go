@@ -236,3 +236,53 @@ func TestChartPinsDigests(t *testing.T) {
 		t.Error("a digest that is not one was taken")
 	}
 }
+
+// TestChartSecretsByReference (N26, N33): a credential reaches only the
+// pods that use it, from a Secret: the curator takes EZID's and the SMTP
+// server's passwords by reference, no other service has them, and the
+// schema refuses a secret-like name in the configuration every pod loads.
+// Egress to the world leaves out link-local addresses (cloud metadata)
+// and the CIDRs given, and the SMTP port is a value.
+func TestChartSecretsByReference(t *testing.T) {
+	objs := chartObjects(t, map[string]any{"egress": map[string]any{"smtpPorts": []any{587}, "except": []any{"10.0.0.0/8"}}})
+	for _, name := range []string{"INGEST_EZID_PASSWORD", "INGEST_SMTP_PASSWORD"} {
+		if got := envSecretOf(find[*appsv1.Deployment](objs, "curator"), name); got == "" {
+			t.Errorf("the curator's %s is not from a Secret", name)
+		}
+		for _, svc := range []string{"pwa", "cwa", "researcher", "indexer", "aggregator", "auditor", "dashboard"} {
+			if d := find[*appsv1.Deployment](objs, svc); d != nil && (envSecretOf(d, name) != "" || envOf(d, name) != "") {
+				t.Errorf("%s has %s", svc, name)
+			}
+		}
+	}
+	for _, key := range []string{"INGEST_EZID_PASSWORD", "INGEST_SMTP_PASSWORD", "MY_API_TOKEN", "S3_SECRET", "AWS_SECRET_ACCESS_KEY", "SIGNING_KEY"} {
+		if _, err := k8s.RenderChart(chartDir, k8s.DefaultRelease, map[string]any{"config": map[string]any{key: "hunter2"}}); err == nil {
+			t.Errorf("config %s (which every pod loads) was taken", key)
+		}
+	}
+	if _, err := k8s.RenderChart(chartDir, k8s.DefaultRelease, map[string]any{"config": map[string]any{"INGEST_EZID_URL": "https://ezid.cdlib.org"}}); err != nil {
+		t.Errorf("a plain setting was refused: %v", err)
+	}
+	for _, name := range []string{"archivist-egress-blob", "archivist-egress-ingest"} {
+		np := find[*networkingv1.NetworkPolicy](objs, name)
+		if np == nil {
+			t.Fatalf("no NetworkPolicy %s", name)
+		}
+		for _, rule := range np.Spec.Egress {
+			for _, to := range rule.To {
+				if to.IPBlock != nil && (!slices.Contains(to.IPBlock.Except, "169.254.0.0/16") || !slices.Contains(to.IPBlock.Except, "10.0.0.0/8")) {
+					t.Errorf("%s reaches %s except only %v", name, to.IPBlock.CIDR, to.IPBlock.Except)
+				}
+			}
+		}
+	}
+	var smtp bool
+	for _, rule := range find[*networkingv1.NetworkPolicy](objs, "archivist-egress-ingest").Spec.Egress {
+		for _, p := range rule.Ports {
+			smtp = smtp || (p.Port != nil && p.Port.IntValue() == 587)
+		}
+	}
+	if !smtp {
+		t.Error("egress.smtpPorts 587 did not open the curator's way to its SMTP server")
+	}
+}

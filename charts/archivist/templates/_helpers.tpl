@@ -147,3 +147,13 @@ capabilities: {drop: [ALL]}
 {{- define "archivist.serviceAccount" -}}
 {{ ternary "archivist-blob" "archivist-blob-reader" (eq . "writer") }}
 {{- end -}}
+
+{{/*
+The CIDRs egress to 0.0.0.0/0 leaves out: link-local (cloud metadata)
+and egress.except (the cluster's pod and service ranges).
+*/}}
+{{- define "archivist.egressExcept" -}}
+{{- $list := list "169.254.0.0/16" -}}
+{{- range .Values.egress.except }}{{ $list = append $list . }}{{ end -}}
+{{ toJson $list }}
+{{- end -}}

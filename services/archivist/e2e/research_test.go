@@ -206,6 +206,9 @@ func (w *world) start(def func() any, extra map[string]string) *testenv.Service 
 		if _, ok := vars["RESEARCHER_CACHE_DIR"]; !ok {
 			vars["RESEARCHER_CACHE_DIR"] = w.t.TempDir() // not the user's own
 		}
+		if _, ok := vars["RESEARCHER_PRINTS_KEY"]; !ok {
+			vars["RESEARCHER_PRINTS_KEY"] = "the test world's prints key" // prints shared, as a cluster's
+		}
 		return testenv.StartServiceIn(w.t, researcher.Definition(d), w.shared, vars)
 	}
 	w.t.Fatalf("unknown service")

@@ -2,6 +2,9 @@ package artifact
 
 import (
 	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -30,10 +33,12 @@ var ErrNotFound = errors.New("artifact not found")
 // Artifacts are immutable: a key names one content (it holds the sha256
 // of the audio and the version of the analysis). Safe for concurrent use.
 type Cache struct {
-	dir   string
-	max   int64
-	store blob.Store
-	log   *slog.Logger
+	dir      string
+	max      int64
+	store    blob.Store
+	key      []byte
+	fetchMax int64
+	log      *slog.Logger
 
 	mu      sync.Mutex
 	files   map[string]local // the directory's artifacts, by key
@@ -66,8 +71,20 @@ type Options struct {
 	// MaxBytes bounds the directory's artifacts; the least recently used
 	// go first. An artifact larger than it is kept in the store alone.
 	MaxBytes int64
-	// Store is where every researcher finds artifacts (nil: none).
+	// Store is where every researcher finds artifacts (nil: none). An
+	// artifact there is trusted only as far as its MAC under Key: a store
+	// is shared with every writer of the bucket, and a forged print would
+	// be replayed by every researcher for every later item of its audio.
 	Store blob.Store
+	// Key signs the artifacts put in the Store (HMAC-SHA256 of the key and
+	// the bytes, kept as the object's property archivist-mac) and checks
+	// those fetched: one without a good MAC is deleted and computed again.
+	// A Store needs a Key.
+	Key []byte
+	// MaxFetchBytes bounds an artifact fetched from the Store (checked
+	// before and while it is copied; default 4 GiB): a planted 25 GB file
+	// would fill the pod's disk.
+	MaxFetchBytes int64
 	// Log receives warnings (slog.Default if nil).
 	Log *slog.Logger
 }
@@ -78,13 +95,19 @@ func New(o Options) (*Cache, error) {
 	if o.Dir == "" || o.MaxBytes <= 0 {
 		return nil, errors.New("artifact cache: a directory and a positive size are needed")
 	}
+	if o.Store != nil && len(o.Key) < 16 {
+		return nil, errors.New("artifact cache: a shared store needs a key of at least 16 bytes to sign and check its artifacts")
+	}
+	if o.MaxFetchBytes <= 0 {
+		o.MaxFetchBytes = DefaultMaxFetchBytes
+	}
 	if o.Log == nil {
 		o.Log = slog.Default()
 	}
 	if err := os.MkdirAll(o.Dir, 0o755); err != nil {
 		return nil, fmt.Errorf("artifact cache: %w", err)
 	}
-	c := &Cache{dir: o.Dir, max: o.MaxBytes, store: o.Store, log: o.Log, files: map[string]local{}, uploads: make(chan upload, uploadQueue)}
+	c := &Cache{dir: o.Dir, max: o.MaxBytes, store: o.Store, key: o.Key, fetchMax: o.MaxFetchBytes, log: o.Log, files: map[string]local{}, uploads: make(chan upload, uploadQueue)}
 	if c.store != nil {
 		go c.uploader()
 	}
@@ -162,9 +185,14 @@ func (c *Cache) put(u upload) {
 		return
 	}
 	if err == nil {
-		ctx, cancel := context.WithTimeout(context.Background(), uploadTimeout)
-		_, err = c.store.Put(ctx, Prefix+u.key, f, nil)
-		cancel()
+		var mac string
+		if mac, err = c.sign(u.key, f); err == nil {
+			if _, err = f.Seek(0, io.SeekStart); err == nil {
+				ctx, cancel := context.WithTimeout(context.Background(), uploadTimeout)
+				_, err = c.store.Put(ctx, Prefix+u.key, f, map[string]string{macProperty: mac})
+				cancel()
+			}
+		}
 		f.Close()
 	}
 	if err != nil {
@@ -173,6 +201,24 @@ func (c *Cache) put(u upload) {
 		c.mu.Unlock()
 		c.log.Warn("artifact not put in the blob store (kept locally; other researchers compute it again)", "artifact", u.key, "err", err)
 	}
+}
+
+// macProperty is the store property that carries an artifact's MAC.
+const macProperty = "archivist-mac"
+
+// DefaultMaxFetchBytes bounds an artifact fetched from the store.
+const DefaultMaxFetchBytes = 4 << 30
+
+// sign is the MAC of the artifact at key whose bytes r reads: HMAC-SHA256
+// under the cache's key, of the artifact's key and its bytes (a print
+// signed for one audio is not one for another), in hex.
+func (c *Cache) sign(key string, r io.Reader) (string, error) {
+	m := hmac.New(sha256.New, c.key)
+	io.WriteString(m, key+"\n")
+	if _, err := io.Copy(m, r); err != nil {
+		return "", err
+	}
+	return hex.EncodeToString(m.Sum(nil)), nil
 }
 
 // uploadTimeout bounds one upload.
@@ -211,9 +257,22 @@ func (c *Cache) Open(ctx context.Context, key string) (*File, error) {
 	return c.fetch(ctx, key)
 }
 
-// fetch copies key from the store into the directory.
+// fetch copies key from the store into the directory: within the size
+// bound, and kept only if its MAC is the cache key's (one that is not was
+// written by something else with access to the bucket: deleted, and
+// computed again).
 func (c *Cache) fetch(ctx context.Context, key string) (*File, error) {
-	rc, _, err := c.store.Get(ctx, Prefix+key)
+	info, err := c.store.Stat(ctx, Prefix+key)
+	if errors.Is(err, blob.ErrNotFound) {
+		return nil, fmt.Errorf("%s: %w", key, ErrNotFound)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("artifact %s: %w", key, err)
+	}
+	if info.Size > c.fetchMax {
+		return nil, c.untrusted(ctx, key, fmt.Sprintf("%d bytes, more than an artifact may be (%d)", info.Size, c.fetchMax))
+	}
+	rc, info, err := c.store.Get(ctx, Prefix+key)
 	if errors.Is(err, blob.ErrNotFound) {
 		return nil, fmt.Errorf("%s: %w", key, ErrNotFound)
 	}
@@ -225,13 +284,23 @@ func (c *Cache) fetch(ctx context.Context, key string) (*File, error) {
 	if err != nil {
 		return nil, err
 	}
-	_, err = io.Copy(tmp, rc)
+	m := hmac.New(sha256.New, c.key)
+	io.WriteString(m, key+"\n")
+	n, err := io.Copy(io.MultiWriter(tmp, m), io.LimitReader(rc, c.fetchMax+1))
 	if cerr := tmp.Close(); err == nil {
 		err = cerr
+	}
+	if err == nil && n > c.fetchMax {
+		os.Remove(tmp.Name())
+		return nil, c.untrusted(ctx, key, fmt.Sprintf("more than an artifact may be (%d bytes)", c.fetchMax))
 	}
 	if err != nil {
 		os.Remove(tmp.Name())
 		return nil, fmt.Errorf("artifact %s: fetch: %w", key, err)
+	}
+	if got := info.Properties[macProperty]; !hmac.Equal([]byte(got), []byte(hex.EncodeToString(m.Sum(nil)))) {
+		os.Remove(tmp.Name())
+		return nil, c.untrusted(ctx, key, "its MAC is not the researchers' key's (written by something else)")
 	}
 	f, err := openFile(tmp.Name())
 	if err == nil {
@@ -252,6 +321,16 @@ func (c *Cache) fetch(ctx context.Context, key string) (*File, error) {
 	}
 	c.keep(key, tmp.Name())
 	return f, nil
+}
+
+// untrusted deletes an artifact of the store that cannot be trusted, and
+// reports it not found (computed again).
+func (c *Cache) untrusted(ctx context.Context, key, why string) error {
+	c.log.WarnContext(ctx, "an artifact in the store is not trusted; deleted, to be computed again", "artifact", key, "why", why)
+	if err := c.store.Delete(ctx, Prefix+key); err != nil {
+		c.log.WarnContext(ctx, "delete untrusted artifact", "artifact", key, "err", err)
+	}
+	return fmt.Errorf("%s: %w", key, ErrNotFound)
 }
 
 // temp creates a temporary file beside key's place.

@@ -26,7 +26,7 @@ func data(n int, seed byte) []byte {
 
 func newCache(t *testing.T, dir string, max int64, store blob.Store) *artifact.Cache {
 	t.Helper()
-	c, err := artifact.New(artifact.Options{Dir: dir, MaxBytes: max, Store: store})
+	c, err := artifact.New(artifact.Options{Dir: dir, MaxBytes: max, Store: store, Key: []byte("a test key of the researchers")})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -257,5 +257,61 @@ func TestDiscardingAMediaForgetsItEverywhere(t *testing.T) {
 	}
 	if s := c.Stats(); s.Files != 1 {
 		t.Errorf("the directory holds %d artifacts, want 1", s.Files)
+	}
+}
+
+// TestPlantedArtifactsAreNeverReplayed (N25): an artifact another writer
+// of the bucket put under derived/ (well formed, CRCs and all, as a
+// compromised pod can make one) has no MAC under the researchers' key: a
+// researcher deletes it and reports it not found (computed again), and
+// never reads it; one signed by a key of its own is refused alike; one
+// larger than the bound is refused before a byte of it is copied; and a
+// cache without a key takes no shared store.
+func TestPlantedArtifactsAreNeverReplayed(t *testing.T) {
+	ctx := context.Background()
+	store, err := blob.NewLocal(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A forger's own cache, with its own key, makes a well-formed print.
+	forger, err := artifact.New(artifact.Options{Dir: t.TempDir(), MaxBytes: 1 << 30, Store: store, Key: []byte("the forger's own key, not ours")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	put(t, forger, "locate/v1/ab/forged", data(1000, 1), []byte("forged"))
+	// And copies it in place with no MAC at all.
+	rc, _, err := store.Get(ctx, artifact.Prefix+"locate/v1/ab/forged")
+	if err != nil {
+		t.Fatal(err)
+	}
+	planted, _ := io.ReadAll(rc)
+	rc.Close()
+	if _, err := store.Put(ctx, artifact.Prefix+"locate/v1/ab/planted", bytes.NewReader(planted), nil); err != nil {
+		t.Fatal(err)
+	}
+	// A huge one.
+	if _, err := store.Put(ctx, artifact.Prefix+"locate/v1/ab/huge", bytes.NewReader(make([]byte, 2<<20)), nil); err != nil {
+		t.Fatal(err)
+	}
+	c, err := artifact.New(artifact.Options{Dir: t.TempDir(), MaxBytes: 1 << 30, Store: store, Key: []byte("a test key of the researchers"), MaxFetchBytes: 1 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, key := range []string{"locate/v1/ab/forged", "locate/v1/ab/planted", "locate/v1/ab/huge"} {
+		if _, _, err := read(t, c, key); !errors.Is(err, artifact.ErrNotFound) {
+			t.Errorf("%s: %v, want not found (not trusted)", key, err)
+		}
+		if _, err := store.Stat(ctx, artifact.Prefix+key); !errors.Is(err, blob.ErrNotFound) {
+			t.Errorf("%s is still in the store: %v", key, err)
+		}
+	}
+	// The researchers' own is trusted.
+	ours := newCache(t, t.TempDir(), 1<<30, store)
+	put(t, ours, "locate/v1/ab/ours", data(1000, 2), []byte("ours"))
+	if got, _, err := read(t, c, "locate/v1/ab/ours"); err != nil || !bytes.Equal(got, data(1000, 2)) {
+		t.Errorf("the researchers' own artifact: %v", err)
+	}
+	if _, err := artifact.New(artifact.Options{Dir: t.TempDir(), MaxBytes: 1 << 30, Store: store}); err == nil {
+		t.Error("a cache took a shared store without a key")
 	}
 }

@@ -67,7 +67,7 @@ func locateItem(t *testing.T, l *locate.Locator, ep *media, clips ...*media) loc
 
 func newArtifacts(t *testing.T, store blob.Store, dir string) *artifact.Cache {
 	t.Helper()
-	c, err := artifact.New(artifact.Options{Dir: dir, MaxBytes: 1 << 30, Store: store})
+	c, err := artifact.New(artifact.Options{Dir: dir, MaxBytes: 1 << 30, Store: store, Key: []byte("a test key of the researchers")})
 	if err != nil {
 		t.Fatal(err)
 	}

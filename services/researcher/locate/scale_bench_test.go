@@ -119,7 +119,7 @@ func BenchmarkResearchAtScale(b *testing.B) {
 		b.Fatal(err)
 	}
 	keeping := func(name string) *locate.Locator {
-		c, err := artifact.New(artifact.Options{Dir: filepath.Join(dir, name), MaxBytes: 64 << 30, Store: store})
+		c, err := artifact.New(artifact.Options{Dir: filepath.Join(dir, name), MaxBytes: 64 << 30, Store: store, Key: []byte("a test key of the researchers")})
 		if err != nil {
 			b.Fatal(err)
 		}

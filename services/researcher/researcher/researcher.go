@@ -76,6 +76,13 @@ type Config struct {
 	// CacheBytes bounds it (0: nothing is kept, locally or in the blob
 	// store; every work item analyses its audio again).
 	CacheBytes int64 `env:"RESEARCHER_CACHE_BYTES, default=8589934592"`
+	// PrintsKey, when set (at least 16 bytes, from a Secret), shares what
+	// researchers derive through the blob store (derived/), each artifact
+	// signed with it and checked before it is used; unset, each researcher
+	// keeps its own locally and its blob identity only reads.
+	PrintsKey string `env:"RESEARCHER_PRINTS_KEY"`
+	// MaxPrintBytes bounds an artifact fetched from the store.
+	MaxPrintBytes int64 `env:"RESEARCHER_MAX_PRINT_BYTES, default=4294967296"`
 }
 
 // artifacts opens the artifact cache cfg asks for (nil: none).
@@ -83,8 +90,14 @@ func (cfg Config) artifacts(store blob.Store, log *slog.Logger) (*artifact.Cache
 	if cfg.CacheBytes <= 0 {
 		return nil, nil
 	}
+	var key []byte
+	if cfg.PrintsKey == "" {
+		store = nil // prints local: nothing written to, or trusted from, the bucket
+	} else {
+		key = []byte(cfg.PrintsKey)
+	}
 	if cfg.CacheDir != "" {
-		c, err := artifact.New(artifact.Options{Dir: cfg.CacheDir, MaxBytes: cfg.CacheBytes, Store: store, Log: log})
+		c, err := artifact.New(artifact.Options{Dir: cfg.CacheDir, MaxBytes: cfg.CacheBytes, Store: store, Key: key, MaxFetchBytes: cfg.MaxPrintBytes, Log: log})
 		if err != nil {
 			return nil, fmt.Errorf("RESEARCHER_CACHE_DIR: %w", err)
 		}
@@ -100,7 +113,7 @@ func (cfg Config) artifacts(store blob.Store, log *slog.Logger) (*artifact.Cache
 			continue
 		}
 		var c *artifact.Cache
-		if c, err = artifact.New(artifact.Options{Dir: filepath.Join(dir, "archivist", "researcher"), MaxBytes: cfg.CacheBytes, Store: store, Log: log}); err == nil {
+		if c, err = artifact.New(artifact.Options{Dir: filepath.Join(dir, "archivist", "researcher"), MaxBytes: cfg.CacheBytes, Store: store, Key: key, MaxFetchBytes: cfg.MaxPrintBytes, Log: log}); err == nil {
 			return c, nil
 		}
 	}

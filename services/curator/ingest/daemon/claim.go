@@ -26,7 +26,9 @@ import (
 type Claim struct {
 	Entity ingest.Entity
 	ID     int64
-	conn   *pgxpool.Conn
+	// Submitter is the entity's depositor.
+	Submitter string
+	conn      *pgxpool.Conn
 	// job is the claimed job as its last move left it (nil when not read
 	// yet): the next state's work starts from it without reading it again.
 	job *ingest.JobRow

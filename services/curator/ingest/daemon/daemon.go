@@ -12,6 +12,7 @@ import (
 	"github.com/archivist/archivist/pkg/fault"
 	"github.com/archivist/archivist/pkg/telemetry"
 	"github.com/archivist/archivist/services/curator/ingest"
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
@@ -37,8 +38,13 @@ type daemon struct {
 	// every shared slot but never a reporting's or a notify's own.
 	reserved chan struct{}
 	shared   chan struct{}
-	sem      chan struct{}              // a slot per entity in hand
-	next     func(ingest.State) *daemon // the daemon of another state of the entity
+	sem      chan struct{} // a slot per entity in hand
+	// share is the most of sem one depositor's entities hold at once;
+	// inHand counts them by depositor (under mu).
+	share  int
+	mu     sync.Mutex
+	inHand map[string]int
+	next   func(ingest.State) *daemon // the daemon of another state of the entity
 	// held is what this process has claimed, by lock key, shared by all
 	// daemons: a listing skips it without asking PostgreSQL (a job carried
 	// from state to state is listed by each state's daemon in turn).
@@ -77,27 +83,37 @@ func (d *daemon) run(ctx context.Context) {
 			if err != nil && ctx.Err() == nil && !d.gate.Observe(ctx, err) {
 				d.log.ErrorContext(ctx, "ingest: list", "entity", d.entity, "state", d.state, "err", err)
 			}
-			for _, id := range ids {
+			for _, cand := range ids {
+				id, who := cand.ID, cand.Submitter
 				key := lockKey(d.entity, id)
 				if _, mine := d.held.Load(key); mine {
+					continue
+				}
+				// A depositor holding its share waits for one of its
+				// own to end: the rest is the others'.
+				if !d.admit(who) {
 					continue
 				}
 				select {
 				case sem <- struct{}{}:
 				case <-ctx.Done():
+					d.leave(who)
 					return
 				}
 				slot := d.takeSlot(ctx)
 				if slot == nil {
 					<-sem
+					d.leave(who)
 					return
 				}
 				c, err := tryClaim(ctx, d.claims, d.entity, id, d.state)
 				if err != nil || c == nil {
 					<-sem
+					d.leave(who)
 					<-slot
 					continue
 				}
+				c.Submitter = who
 				claimed++
 				d.held.Store(key, true)
 				wg.Add(1)
@@ -125,25 +141,67 @@ func (d *daemon) run(ctx context.Context) {
 	}
 }
 
-func (d *daemon) candidates(ctx context.Context) ([]int64, error) {
-	q := `SELECT id FROM curator.jobs WHERE state = $1 AND next_attempt_at <= now() ORDER BY priority, id LIMIT 64`
+// candidate is an entity a daemon may claim, and its depositor.
+type candidate struct {
+	ID        int64
+	Submitter string
+}
+
+// candidates lists the entities due in the daemon's state, most urgent
+// first, at most perDepositor of any one depositor: a depositor with
+// thousands waiting does not push the others off the list (each
+// depositor's are found through the (state, submitter, ...) index, one
+// seek per depositor with work in the state).
+func (d *daemon) candidates(ctx context.Context) ([]candidate, error) {
+	table, cols, order, outer := "curator.jobs", "id, priority", "priority, id", "c.priority, c.id"
 	if d.entity == ingest.Batch {
-		q = `SELECT id FROM curator.batches WHERE state = $1 AND next_attempt_at <= now() ORDER BY id LIMIT 64`
+		table, cols, order, outer = "curator.batches", "id", "id", "c.id"
 	}
-	rows, err := d.store.DB.Query(ctx, q, d.state)
+	q := `WITH RECURSIVE s AS (
+			(SELECT submitter FROM ` + table + ` WHERE state = $1 ORDER BY submitter LIMIT 1)
+			UNION ALL
+			SELECT (SELECT t.submitter FROM ` + table + ` t WHERE t.state = $1 AND t.submitter > s.submitter ORDER BY t.submitter LIMIT 1)
+			FROM s WHERE s.submitter IS NOT NULL)
+		SELECT c.id, s.submitter FROM s CROSS JOIN LATERAL (
+			SELECT ` + cols + ` FROM ` + table + ` t WHERE t.state = $1 AND t.submitter = s.submitter AND t.next_attempt_at <= now()
+			ORDER BY ` + order + ` LIMIT $2) c
+		WHERE s.submitter IS NOT NULL ORDER BY ` + outer + ` LIMIT 64`
+	rows, err := d.store.DB.Query(ctx, q, d.state, perDepositor)
 	if err != nil {
 		return nil, err
 	}
-	defer rows.Close()
-	var ids []int64
-	for rows.Next() {
-		var id int64
-		if err := rows.Scan(&id); err != nil {
-			return nil, err
-		}
-		ids = append(ids, id)
+	return pgx.CollectRows(rows, pgx.RowToStructByPos[candidate])
+}
+
+// perDepositor is the most of one depositor's entities one listing holds.
+const perDepositor = 16
+
+// admit counts an entity of depositor who in hand, unless the depositor
+// holds its share of the daemon's concurrency already.
+func (d *daemon) admit(who string) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	limit := d.share
+	if limit <= 0 {
+		limit = cap(d.sem)
 	}
-	return ids, rows.Err()
+	if d.inHand[who] >= limit {
+		return false
+	}
+	if d.inHand == nil {
+		d.inHand = map[string]int{}
+	}
+	d.inHand[who]++
+	return true
+}
+
+// leave counts an entity of depositor who out of hand.
+func (d *daemon) leave(who string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.inHand[who]--; d.inHand[who] <= 0 {
+		delete(d.inHand, who)
+	}
 }
 
 // takeSlot waits for a claim slot: a shared one if free, else the
@@ -188,6 +246,7 @@ func (d *daemon) trySlot() chan struct{} {
 // slot (nil if none) and the claim slot to release.
 func carry(ctx context.Context, c *Claim, cur *daemon, slot chan struct{}) (*daemon, chan struct{}) {
 	defer c.Release()
+	who := c.Submitter
 	for {
 		to, ok := cur.handle(ctx, c)
 		var nd *daemon
@@ -196,33 +255,41 @@ func carry(ctx context.Context, c *Claim, cur *daemon, slot chan struct{}) (*dae
 		}
 		if nd == nil {
 			<-cur.sem
+			cur.leave(who)
 			return nil, slot
 		}
-		if ctx.Err() == nil && !cur.store.PausedNow() {
+		// On under the same claim while the next state has a slot, and
+		// room in its depositor's share.
+		if ctx.Err() == nil && !cur.store.PausedNow() && nd.admit(who) {
 			select {
 			case nd.sem <- struct{}{}:
 				next := slot
 				if slot != cur.shared {
 					if next = nd.trySlot(); next == nil {
 						<-nd.sem
+						nd.leave(who)
 						break
 					}
 				}
 				<-cur.sem
+				cur.leave(who)
 				if next != slot {
 					<-slot
 					slot = next
 				}
 				if err := c.countAttempt(ctx, to); err != nil {
 					<-nd.sem
+					nd.leave(who)
 					return nd, slot // moved meanwhile, or not counted: a pass of nd takes it
 				}
 				cur = nd
 				continue
 			default:
+				nd.leave(who)
 			}
 		}
 		<-cur.sem
+		cur.leave(who)
 		return nd, slot
 	}
 }

@@ -29,6 +29,9 @@ type SetConfig struct {
 	// StepTimeout bounds one attempt's work; JobTimeout an entity's work
 	// over all its attempts and states (0: none).
 	StepTimeout, JobTimeout time.Duration
+	// DepositorShare is the most of a state's Concurrency one depositor's
+	// entities hold at once, in percent (at least one entity; 0: all).
+	DepositorShare int
 }
 
 // Set is the daemons of the states that have work, one per state, with
@@ -78,7 +81,17 @@ func (s *Set) Add(e ingest.Entity, st ingest.State, w Work) {
 		interval: cfg.Interval, log: s.log, wake: make(chan struct{}, 1), held: &s.held, reserved: make(chan struct{}, 1),
 		policy:      fault.Policy{Base: cfg.Interval, Max: max(cfg.RetryMax, cfg.Interval), Attempts: cfg.MaxAttempts, Budget: cfg.RetryBudget},
 		stepTimeout: cfg.StepTimeout, jobTimeout: cfg.JobTimeout, claims: s.claims, shared: s.shared,
-		sem: make(chan struct{}, max(cfg.Concurrency, 1)), next: func(to ingest.State) *daemon { return s.daemon(e, to) }})
+		sem: make(chan struct{}, max(cfg.Concurrency, 1)), next: func(to ingest.State) *daemon { return s.daemon(e, to) },
+		share: depositorShare(max(cfg.Concurrency, 1), cfg.DepositorShare)})
+}
+
+// depositorShare is how many of a state's slots one depositor may hold:
+// percent of them, at least one (0 or 100 and more: all).
+func depositorShare(slots, percent int) int {
+	if percent <= 0 || percent >= 100 {
+		return slots
+	}
+	return max(1, slots*percent/100)
 }
 
 // SetGate has every daemon wait while gate is closed (a dependency down)

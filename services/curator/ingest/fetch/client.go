@@ -37,6 +37,11 @@ type Config struct {
 	// IdleTimeout fails a body that stalls this long; RequestTimeout
 	// bounds a whole callback.
 	ResponseTimeout, IdleTimeout, RequestTimeout time.Duration
+	// MinThroughput fails a body that brings fewer bytes a second than
+	// this over a ThroughputWindow (0: no bound): a trickle holds a
+	// worker for a window, not for the step's six hours.
+	MinThroughput    int64
+	ThroughputWindow time.Duration
 	// Retries is how many times a download or callback is tried.
 	Retries int
 	// MaxFileBytes refuses larger files.
@@ -109,17 +114,31 @@ func (c *Client) Do(req *http.Request) (*http.Response, error) {
 		cancel()
 		return nil, err
 	}
-	resp.Body = newIdleBody(resp.Body, c.cfg.IdleTimeout, cancel)
+	body := newIdleBody(resp.Body, c.cfg.IdleTimeout, cancel)
+	if c.cfg.MinThroughput > 0 && c.cfg.ThroughputWindow > 0 {
+		body.minRate, body.window, body.winStart = c.cfg.MinThroughput, c.cfg.ThroughputWindow, time.Now()
+	}
+	resp.Body = body
 	return resp, nil
 }
 
-// idleBody cancels its request when one Read waits longer than d.
+// ErrTooSlow is a body that came slower than INGEST_MIN_THROUGHPUT.
+var ErrTooSlow = errors.New("the origin sent its body slower than INGEST_MIN_THROUGHPUT")
+
+// idleBody cancels its request when one Read waits longer than d, or
+// (minRate > 0) when a window passes with fewer than minRate bytes a
+// second.
 type idleBody struct {
 	rc     io.ReadCloser
 	d      time.Duration
 	t      *time.Timer
 	cancel context.CancelFunc
 	fired  atomic.Bool
+	// The throughput bound: the current window's start and bytes.
+	minRate  int64
+	window   time.Duration
+	winStart time.Time
+	winBytes int64
 }
 
 func newIdleBody(rc io.ReadCloser, d time.Duration, cancel context.CancelFunc) *idleBody {
@@ -132,14 +151,27 @@ func newIdleBody(rc io.ReadCloser, d time.Duration, cancel context.CancelFunc) *
 }
 
 func (b *idleBody) Read(p []byte) (int, error) {
+	var n int
+	var err error
 	if b.t == nil {
-		return b.rc.Read(p)
+		n, err = b.rc.Read(p)
+	} else {
+		b.t.Reset(b.d)
+		n, err = b.rc.Read(p)
+		b.t.Stop()
+		if err != nil && b.fired.Load() {
+			err = fmt.Errorf("no data for %s (INGEST_IDLE_TIMEOUT): %w", b.d, err)
+		}
 	}
-	b.t.Reset(b.d)
-	n, err := b.rc.Read(p)
-	b.t.Stop()
-	if err != nil && b.fired.Load() {
-		err = fmt.Errorf("no data for %s (INGEST_IDLE_TIMEOUT): %w", b.d, err)
+	if b.minRate > 0 && err == nil {
+		b.winBytes += int64(n)
+		if took := time.Since(b.winStart); took >= b.window {
+			if rate := float64(b.winBytes) / took.Seconds(); rate < float64(b.minRate) {
+				b.cancel()
+				return n, fmt.Errorf("%w: %.0f bytes a second over %s, at least %d wanted", ErrTooSlow, rate, took.Round(time.Second), b.minRate)
+			}
+			b.winStart, b.winBytes = time.Now(), 0
+		}
 	}
 	return n, err
 }

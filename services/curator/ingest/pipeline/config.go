@@ -31,6 +31,17 @@ type Config struct {
 	ResponseTimeout time.Duration `env:"INGEST_RESPONSE_TIMEOUT, default=30s"`
 	// IdleTimeout fails a download or manifest whose body stalls this long.
 	IdleTimeout time.Duration `env:"INGEST_IDLE_TIMEOUT, default=60s"`
+	// MinThroughput fails a download (or manifest) whose body brings fewer
+	// bytes a second than this over INGEST_THROUGHPUT_WINDOW (0: no
+	// bound): a trickled download ends within a window, and its job is
+	// tried again after a backoff, as after any failed attempt.
+	MinThroughput    int64         `env:"INGEST_MIN_THROUGHPUT, default=1024"`
+	ThroughputWindow time.Duration `env:"INGEST_THROUGHPUT_WINDOW, default=1m"`
+	// DepositorShare is the most of a state's INGEST_CONCURRENCY one
+	// depositor's batches or jobs hold at once, in percent (at least one):
+	// the rest is left to the others, so that no depositor shuts the
+	// others out.
+	DepositorShare int `env:"INGEST_DEPOSITOR_SHARE, default=50"`
 	// RequestTimeout bounds a whole HEAD request or callback.
 	RequestTimeout time.Duration `env:"INGEST_REQUEST_TIMEOUT, default=1m"`
 	// StepTimeout bounds one attempt at any state's work (a download

@@ -94,12 +94,14 @@ func New(cfg Config, s *ingest.Store, bs blob.Store, b *bus.Bus, log *slog.Logge
 	var err error
 	g.fetch, err = fetch.New(fetch.Config{AllowedHosts: cfg.AllowedHosts, AllowPrivate: cfg.AllowPrivate, HTTPProxy: cfg.HTTPProxy,
 		ResponseTimeout: cfg.ResponseTimeout, IdleTimeout: cfg.IdleTimeout, RequestTimeout: cfg.RequestTimeout,
-		Retries: cfg.Retries, MaxFileBytes: cfg.MaxFileBytes, WorkDir: cfg.WorkDir, MinFreeBytes: cfg.MinFreeBytes})
+		Retries: cfg.Retries, MaxFileBytes: cfg.MaxFileBytes, WorkDir: cfg.WorkDir, MinFreeBytes: cfg.MinFreeBytes,
+		MinThroughput: cfg.MinThroughput, ThroughputWindow: cfg.ThroughputWindow})
 	if err != nil {
 		return nil, err
 	}
 	d, err := daemon.NewSet(s, daemon.SetConfig{Interval: cfg.Interval, RetryMax: cfg.RetryMax, RetryBudget: cfg.RetryBudget,
-		MaxAttempts: cfg.MaxAttempts, Concurrency: cfg.Concurrency, MaxClaims: cfg.MaxClaims, StepTimeout: cfg.StepTimeout, JobTimeout: cfg.JobTimeout}, log)
+		MaxAttempts: cfg.MaxAttempts, Concurrency: cfg.Concurrency, MaxClaims: cfg.MaxClaims, StepTimeout: cfg.StepTimeout, JobTimeout: cfg.JobTimeout,
+		DepositorShare: cfg.DepositorShare}, log)
 	if err != nil {
 		return nil, err
 	}

@@ -1,0 +1,89 @@
+package ingest_test
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/archivist/archivist/services/curator/ingest"
+)
+
+// TestATrickleShutsNoDepositorOut (N5, N27): mallory deposits 16 files
+// whose origin sends a byte a second; alice then deposits 4. Each
+// depositor holds at most its share of a state's slots
+// (INGEST_DEPOSITOR_SHARE), so alice's batch completes while mallory's
+// trickles go on, and a trickle is cut once a window passes below
+// INGEST_MIN_THROUGHPUT: its attempt fails saying so, and its slot goes
+// back, long before the step's six hours.
+func TestATrickleShutsNoDepositorOut(t *testing.T) {
+	var active, most atomic.Int64
+	trickle := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Length", "100000")
+		if r.Method != http.MethodGet {
+			return
+		}
+		n := active.Add(1)
+		defer active.Add(-1)
+		for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
+		}
+		w.WriteHeader(http.StatusOK)
+		for {
+			if _, err := w.Write([]byte("x")); err != nil {
+				return
+			}
+			w.(http.Flusher).Flush()
+			select {
+			case <-r.Context().Done():
+				return
+			case <-time.After(time.Second):
+			}
+		}
+	}))
+	defer trickle.Close()
+	o := newOrigin(t)
+	r := newRig(t, map[string]string{"INGEST_THROUGHPUT_WINDOW": "4s", "INGEST_MAX_ATTEMPTS": "100"})
+	ctx := context.Background()
+
+	var m strings.Builder
+	m.WriteString(manifestHeader)
+	for i := range 16 {
+		fmt.Fprintf(&m, "%s/t/%d | | | 100000 | | slow-%02d.bin | slow-%d\n", trickle.URL, i, i, i)
+	}
+	m.WriteString("#%eof\n")
+	slow := r.submit(ingest.Submission{Submitter: "mallory", Profile: "p", Type: "batch-manifest", PayloadURL: o.put("/slow.checkm", []byte(m.String()))})
+	// Mallory's downloads hold what they may first.
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		var downloading int
+		r.db.QueryRow(ctx, `SELECT count(*) FROM curator.jobs WHERE batch_id = $1 AND state = 'downloading'`, slow).Scan(&downloading)
+		if downloading > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("mallory's downloads never began")
+		}
+	}
+	murl, _ := o.manifest("fair", 4)
+	fair := r.submit(ingest.Submission{Submitter: "alice", Profile: "p", Type: "batch-manifest", PayloadURL: murl})
+	r.waitState(ingest.Batch, fair, ingest.Completed, 2*time.Minute)
+
+	// At most its share of the 8 download slots (50%), though 16 wait.
+	if n := most.Load(); n == 0 || n > 4 {
+		t.Errorf("mallory's trickled downloads at once: at most %d, want 1 to 4 (half of INGEST_CONCURRENCY)", n)
+	}
+	// The trickles are cut by the throughput bound, each attempt in turn.
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(100 * time.Millisecond) {
+		var cut int
+		r.db.QueryRow(ctx, `SELECT count(*) FROM curator.jobs WHERE batch_id = $1 AND last_attempt_error LIKE '%INGEST_MIN_THROUGHPUT%'`, slow).Scan(&cut)
+		if cut > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no trickled download was cut by INGEST_MIN_THROUGHPUT")
+		}
+	}
+}
