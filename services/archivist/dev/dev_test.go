@@ -13,6 +13,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -374,6 +375,126 @@ func TestDevDemo(t *testing.T) {
 	demoTenancy(t, o, strings.TrimSpace(string(token)))
 	demoUpdateAndWithdrawal(t, o, strings.TrimSpace(string(token)))
 	demoPromises(t, o, strings.TrimSpace(string(token)))
+	demoTenantsRoundTwo(t, o, strings.TrimSpace(string(token)))
+}
+
+// demoTenantsRoundTwo: on the running demo (#48), a publisher whose
+// source sorts before the demo's posts an episode with a one-sided
+// same_as to the demo's, and the demo's work keeps its title and media; a
+// 12 KB filter regex is refused without the process growing by 200 MiB;
+// 300 requests with made-up methods leave at most a dozen method labels;
+// the publisher's key lists no other depositor's object and reads no
+// collection's settings.
+func demoTenantsRoundTwo(t *testing.T, o dev.Options, operatorToken string) {
+	var out strings.Builder
+	if err := keycmd.NewKey("aaa", "publisher", "aaa", "aaa", "", &out); err != nil {
+		t.Fatalf("archivist key new: %v", err)
+	}
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	aaaKey, aaaLine := strings.TrimSpace(lines[1]), strings.TrimSpace(lines[3])
+	f, err := os.OpenFile(filepath.Join(o.DataDir, "api-keys"), os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fmt.Fprintln(f, aaaLine)
+	f.Close()
+	ops, aaa := demoAPI{t: t, token: operatorToken}, demoAPI{t: t, token: aaaKey}
+	curator := "http://" + o.CuratorAddr
+	aaa.waitFor("the key of aaa", func() bool { return aaa.call("GET", curator+"/v1/batches", nil, nil) == http.StatusOK })
+
+	type work struct {
+		Work *struct {
+			Key, Title string
+			Media      struct{ Key string }
+			Members    []string
+		}
+	}
+	var before work
+	ops.call("GET", curator+"/v1/works/episodes/http:demo-episode-0", nil, &before)
+	if before.Work == nil {
+		t.Fatal("the demo's episode has no work")
+	}
+	at := time.Now().UTC().Format(time.RFC3339)
+	if code := aaa.call("POST", curator+"/v1/episodes", map[string]any{"id": "takeover", "title": "taken over",
+		"media": map[string]string{"key": "audio/aaa/takeover.mp3", "sha256": ""}, "duration_ms": 1000, "priority": 2147483647,
+		"same_as": []map[string]string{{"source": "http", "id": "demo-episode-0"}}, "initial_curated_at": at, "latest_curated_at": at}, nil); code != http.StatusAccepted {
+		t.Fatalf("aaa posts its episode: %d", code)
+	}
+	ops.waitFor("aaa:takeover matched", func() bool {
+		var w work
+		return ops.call("GET", curator+"/v1/works/episodes/aaa:takeover", nil, &w) == http.StatusOK && w.Work != nil
+	})
+	var after work
+	ops.call("GET", curator+"/v1/works/episodes/http:demo-episode-0", nil, &after)
+	if after.Work == nil || after.Work.Key != before.Work.Key || after.Work.Title != before.Work.Title || after.Work.Media.Key != before.Work.Media.Key || len(after.Work.Members) != len(before.Work.Members) {
+		t.Errorf("the demo's work after aaa's one-sided link: %+v, was %+v", after.Work, before.Work)
+	}
+
+	// A 12 KB filter regex: refused, at next to no cost.
+	huge := "!~" + strings.Repeat("(.{0,999})", 1200) + "#"
+	var ms0, ms1 runtime.MemStats
+	runtime.ReadMemStats(&ms0)
+	start := time.Now()
+	var answer string
+	code := ops.call("GET", "http://"+o.AggregatorAddr+"/cdx?url=demo.example&matchType=domain&filter="+url.QueryEscape(huge), nil, &answer)
+	took := time.Since(start)
+	runtime.ReadMemStats(&ms1)
+	if code != http.StatusBadRequest || !strings.Contains(answer, "at most 256 bytes") {
+		t.Errorf("a 12 KB filter: %d %s, want 400 naming the bound", code, answer)
+	}
+	if grew := int64(ms1.HeapInuse) - int64(ms0.HeapInuse); grew > 200<<20 {
+		t.Errorf("a 12 KB filter grew the process by %d MiB", grew>>20)
+	}
+	t.Logf("demo: a 12 KB filter regex refused in %s (the issue asks for 2 s)", took.Round(time.Millisecond))
+
+	// Made-up methods make no label values.
+	for i := range 300 {
+		req, _ := http.NewRequest(fmt.Sprintf("X%dMETHOD", i), curator+"/v1/batches", nil)
+		if resp, err := http.DefaultClient.Do(req); err == nil {
+			resp.Body.Close()
+		}
+	}
+	resp, err := http.Get("http://" + o.AdminAddr + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	metrics, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	methods := map[string]bool{}
+	for _, m := range regexp.MustCompile(`archivist_http_requests_total\{[^}]*method="([^"]*)"`).FindAllStringSubmatch(string(metrics), -1) {
+		methods[m[1]] = true
+	}
+	if len(methods) == 0 || len(methods) > 12 {
+		t.Errorf("method label values after 300 made-up methods: %d %v, want 1 to 12", len(methods), methods)
+	}
+
+	// The publisher's key reads its own, not others'.
+	var job struct {
+		Facts []struct{ Name, Value string }
+	}
+	ops.call("GET", curator+"/v1/ingest/history?job=1", nil, &job)
+	var ark string
+	for _, f := range job.Facts {
+		if f.Name == "object" {
+			ark, _, _ = strings.Cut(f.Value, " ")
+		}
+	}
+	if ark == "" {
+		t.Fatalf("no object of the demo's job 1 to look at: %+v", job)
+	}
+	objects := curator + "/v1/objects?ark=" + url.QueryEscape(ark)
+	if code := ops.call("GET", objects, nil, nil); code != http.StatusOK {
+		t.Errorf("the operator reads the demo's object %s: %d", ark, code)
+	}
+	var refused string
+	if code := aaa.call("GET", objects, nil, &refused); code == http.StatusOK {
+		t.Errorf("aaa reads the demo's object %s: %s", ark, refused)
+	}
+	for _, path := range []string{"/v1/profiles", "/v1/profiles/demo", "/v1/ingest/mail/parked"} {
+		if code := aaa.call("GET", curator+path, nil, nil); code != http.StatusForbidden {
+			t.Errorf("aaa GET %s: %d, want 403", path, code)
+		}
+	}
 }
 
 // demoAPI calls the running demo's APIs with a key.
