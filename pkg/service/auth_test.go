@@ -323,3 +323,64 @@ func TestKeyNamesCannotEscapeTheirScope(t *testing.T) {
 		}
 	}
 }
+
+// TestSignInIsThisSitesAlone (N35): a sign-in or sign-out posted from
+// another site's page (its Origin, or the browser's Sec-Fetch-Site) is
+// refused: no login CSRF; sign-in attempts are rated per client address;
+// one key signing in more times than the server keeps sessions signs
+// no one else out.
+func TestSignInIsThisSitesAlone(t *testing.T) {
+	reader, readerLine := NewKey("viewer", []Role{Reader}, "")
+	other, otherLine := NewKey("other", []Role{Reader}, "")
+	file := filepath.Join(t.TempDir(), "keys")
+	if err := os.WriteFile(file, []byte(readerLine+"\n"+otherLine+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	a, err := newAuthenticator(AuthConfig{Mode: "keys", KeysFile: file, RateLimit: 5, RateBurst: 5})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /", func(w http.ResponseWriter, r *http.Request) {})
+	h := a.wrap(Browser(mux))
+	post := func(path, key, addr string, hdr map[string]string) *httptest.ResponseRecorder {
+		req := httptest.NewRequest("POST", "http://dash.example"+path, strings.NewReader("key="+key+"&next=/"))
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		req.RemoteAddr = addr
+		for k, v := range hdr {
+			req.Header.Set(k, v)
+		}
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		return rec
+	}
+	for _, hdr := range []map[string]string{{"Origin": "https://evil.example"}, {"Origin": "null"}, {"Sec-Fetch-Site": "cross-site"}, {"Sec-Fetch-Site": "same-site"}} {
+		for _, path := range []string{"/login", "/logout"} {
+			if rec := post(path, reader, "10.0.0.1:1", hdr); rec.Code != http.StatusForbidden || len(rec.Result().Cookies()) != 0 {
+				t.Errorf("POST %s with %v: %d, want 403 and no cookie", path, hdr, rec.Code)
+			}
+		}
+	}
+	if rec := post("/login", reader, "10.0.0.2:1", map[string]string{"Origin": "http://dash.example", "Sec-Fetch-Site": "same-origin"}); rec.Code != http.StatusSeeOther {
+		t.Errorf("a sign-in from the site's own page: %d", rec.Code)
+	}
+	// The rate: attempts from one address beyond the burst wait.
+	limited := false
+	for range 20 {
+		if rec := post("/login", "ak_guess", "10.0.0.3:1", nil); rec.Code == http.StatusTooManyRequests {
+			limited = true
+			break
+		}
+	}
+	if !limited {
+		t.Error("20 sign-in attempts from one address at once were all answered")
+	}
+	// One key signing in beyond the server's sessions signs no one out.
+	otherSession := a.sessions.open(other)
+	for range maxSessions + 10 {
+		a.sessions.open(reader)
+	}
+	if _, ok := a.sessions.key(otherSession); !ok {
+		t.Error("another key's session was evicted by one key's sign-ins")
+	}
+}

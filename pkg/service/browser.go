@@ -4,8 +4,10 @@ import (
 	"crypto/rand"
 	"encoding/base64"
 	"html/template"
+	"net"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -19,8 +21,13 @@ import (
 // another site can make it do nothing.
 const SessionCookie = "archivist_session"
 
-// maxSessions bounds the sessions a server keeps (the oldest goes first).
-const maxSessions = 10000
+// maxSessions bounds the sessions a server keeps (the oldest goes first),
+// and maxSessionsPerKey those of one key (its own oldest goes first): one
+// key signing in ten thousand times signs no one else out.
+const (
+	maxSessions       = 10000
+	maxSessionsPerKey = 32
+)
 
 // sessions are a Browser handler's signed-in people: by random id, the key
 // each signed in with, until it expires. Signing out deletes one; a key
@@ -47,6 +54,18 @@ func (s *sessions) open(key string) string {
 	defer s.mu.Unlock()
 	if s.byID == nil {
 		s.byID = map[string]session{}
+	}
+	mine, oldestMine, at := 0, "", now.Add(sessionFor)
+	for sid, se := range s.byID {
+		if se.key == key {
+			mine++
+			if se.expires.Before(at) {
+				oldestMine, at = sid, se.expires
+			}
+		}
+	}
+	if mine >= maxSessionsPerKey {
+		delete(s.byID, oldestMine)
 	}
 	if len(s.byID) >= maxSessions {
 		oldest, at := "", now.Add(sessionFor)
@@ -158,6 +177,21 @@ func (a *authenticator) login(w http.ResponseWriter, r *http.Request) {
 		_ = loginPage.Execute(w, struct{ Next, Error, Nonce string }{next, msg, nonce})
 	}
 	secure := r.TLS != nil || r.Header.Get("X-Forwarded-Proto") == "https"
+	if r.Method == http.MethodPost {
+		// Sign-in and sign-out are this site's forms' alone (login CSRF:
+		// another site signing a person in with its own key), and sign-in
+		// attempts are rated per client address, as API calls per key.
+		if why := crossSite(r); why != "" {
+			writeAuthError(w, http.StatusForbidden, "sign-in and sign-out come from this site's own pages: "+why)
+			return
+		}
+		if r.URL.Path == loginPath {
+			if ok, wait := a.limits.allow("sign-in from " + clientHost(r)); !ok {
+				writeTooMany(w, "sign-in from "+clientHost(r), wait)
+				return
+			}
+		}
+	}
 	switch {
 	case r.URL.Path == logoutPath && r.Method == http.MethodPost:
 		if c, err := r.Cookie(SessionCookie); err == nil {
@@ -185,6 +219,34 @@ func (a *authenticator) login(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Allow", "GET, POST")
 		writeAuthError(w, http.StatusMethodNotAllowed, r.Method+" "+r.URL.Path+": GET or POST")
 	}
+}
+
+// crossSite says why r came from another site ("" when it did not): its
+// Origin names another host (or is "null"), or, with no Origin, the
+// browser says the request crossed sites (Sec-Fetch-Site). A request with
+// neither is not a browser's (a form post from a page always has one).
+func crossSite(r *http.Request) string {
+	if o := r.Header.Get("Origin"); o != "" {
+		u, err := url.Parse(o)
+		if o == "null" || err != nil || u.Host == "" || !strings.EqualFold(u.Host, r.Host) {
+			return "Origin " + strconv.Quote(o) + " is not " + strconv.Quote(r.Host)
+		}
+		return ""
+	}
+	switch site := r.Header.Get("Sec-Fetch-Site"); site {
+	case "", "same-origin", "none":
+		return ""
+	default:
+		return "Sec-Fetch-Site is " + strconv.Quote(site)
+	}
+}
+
+// clientHost is the address a request came from (without its port).
+func clientHost(r *http.Request) string {
+	if h, _, err := net.SplitHostPort(r.RemoteAddr); err == nil {
+		return h
+	}
+	return r.RemoteAddr
 }
 
 // localPath is next when it is a path of this site, else "/": a sign-in
