@@ -3,6 +3,7 @@ package k8s
 import (
 	"errors"
 	"fmt"
+	pathpkg "path"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -234,6 +235,14 @@ func CheckCompose(path string) error {
 	// the repository is a key everyone who cloned it holds.
 	if k := doc.Services["keys"]; k == nil || !strings.Contains(text(k["command"]), "init") {
 		fail("keys: a one-shot service running `archivist key init` is required (the system's own key, made at its first start)")
+	}
+	// And the operator's key itself lives apart from the keys file every
+	// service mounts: a service taken over by a hostile file reads hashes,
+	// not the key (N34).
+	if k := doc.Services["keys"]; k != nil {
+		if args := asList(k["command"]); len(args) < 4 || pathpkg.Clean(args[3]) == pathpkg.Clean(args[2]) {
+			fail("keys: `archivist key init KEYS_DIR TOKEN_DIR` must put the operator's key in a directory of its own, not beside the keys file every service mounts")
+		}
 	}
 	for name, s := range doc.Services {
 		for _, v := range asList(s["volumes"]) {

@@ -248,7 +248,8 @@ func TestComposeFaults(t *testing.T) {
 		{"    volumes: [nats:/data,", "    ports: [\"127.0.0.1:4222:4222\"]\n    volumes: [nats:/data,", "nats: its ports must not be published"},
 		{"    volumes: [pg:/var/lib/postgresql/data]\n", "    ports: [\"127.0.0.1:5432:5432\"]\n    volumes: [pg:/var/lib/postgresql/data]\n", "postgres: its port must not be published"},
 		{"    - keys:/etc/archivist/keys:ro\n  healthcheck:", "    - ./deploy/compose/api-keys:/etc/archivist/api-keys:ro\n  healthcheck:", "never committed"},
-		{`command: ["key", "init", "/etc/archivist/keys"]`, `command: ["key", "token", "/etc/archivist/keys"]`, "archivist key init"},
+		{`command: ["key", "init", "/etc/archivist/keys", "/etc/archivist/operator"]`, `command: ["key", "token", "/etc/archivist/keys"]`, "archivist key init"},
+		{`command: ["key", "init", "/etc/archivist/keys", "/etc/archivist/operator"]`, `command: ["key", "init", "/etc/archivist/keys"]`, "operator's key"},
 	})
 }
 

@@ -61,10 +61,16 @@ ARCHIVIST_TOKEN, or .archivist/api.token.`,
 	f.StringVar(&arks, "arks", "", "the ARK shoulders or NAANs (ark:/12345, ark:/12345/x9) under which a publisher may supply the ARKs of new objects, comma-separated; * for any NAAN but the archive's own shoulder")
 	f.BoolVar(&nats, "nats", false, "a NATS user for a curating system instead: publishes only its source's curation events, reads only its rejections")
 	initCmd := &cobra.Command{
-		Use:   "init DIR",
-		Short: "Make DIR's keys file with a key for the local operator, unless it has one",
-		Args:  exactly(1, "one DIR"),
-		RunE:  func(c *cobra.Command, args []string) error { return keycmd.Init(args[0], c.OutOrStdout()) },
+		Use:   "init DIR [TOKEN_DIR]",
+		Short: "Make DIR's keys file with a key for the local operator, unless it has one; the key goes to TOKEN_DIR (default DIR)",
+		Args:  cobra.RangeArgs(1, 2),
+		RunE: func(c *cobra.Command, args []string) error {
+			token := ""
+			if len(args) == 2 {
+				token = args[1]
+			}
+			return keycmd.Init(args[0], token, c.OutOrStdout())
+		},
 	}
 	tokenCmd := &cobra.Command{
 		Use:   "token DIR",

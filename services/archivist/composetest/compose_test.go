@@ -118,7 +118,7 @@ func (s *system) up() {
 	s.step("docker compose up, every health check green", t0)
 	// The key the keys service made at this first start: no system has
 	// another's.
-	out, err := s.composeOut("run", "--rm", "--no-deps", "keys", "key", "token", "/etc/archivist/keys")
+	out, err := s.composeOut("run", "--rm", "--no-deps", "keys", "key", "token", "/etc/archivist/operator")
 	if err != nil {
 		s.t.Fatalf("the local operator's key: %v\n%s", err, out)
 	}

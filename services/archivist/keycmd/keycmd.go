@@ -6,8 +6,10 @@ package keycmd
 import (
 	"crypto/rand"
 	"encoding/base64"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -64,15 +66,23 @@ const (
 // collection) and writes the key to dir's token file: no system starts
 // with a key anyone else has (compose used to ship a committed one). A
 // dir that has its keys keeps them.
-func Init(dir string, stdout io.Writer) error {
+//
+// The token goes to tokenDir ("": dir): where the services mount the keys
+// file, the key itself need not be (compose keeps it in a volume of its
+// own, mounted only by what runs the CLI). A token an earlier Init left in
+// dir moves there.
+func Init(dir, tokenDir string, stdout io.Writer) error {
+	if tokenDir == "" {
+		tokenDir = dir
+	}
 	keys := filepath.Join(dir, KeysFile)
 	if _, err := os.Stat(keys); err == nil {
 		fmt.Fprintf(stdout, "%s exists: its keys stay\n", keys)
-		return nil
+		return moveToken(dir, tokenDir, stdout)
 	}
 	key, line := service.NewKeyFor(service.Identity{Name: "local-operator", Roles: []service.Role{service.Operator, service.Publisher}, Source: "http",
 		Collections: []string{service.AnyCollection}, ARKs: []string{service.AnyCollection}})
-	if err := os.WriteFile(filepath.Join(dir, TokenFile), []byte(key+"\n"), 0o600); err != nil {
+	if err := os.WriteFile(filepath.Join(tokenDir, TokenFile), []byte(key+"\n"), 0o600); err != nil {
 		return fmt.Errorf("the token: %w", err)
 	}
 	text := "# API keys of this system: NAME ROLES SHA256-OF-KEY [source=SOURCE] [collections=C,...] [arks=A,...]\n" +
@@ -86,7 +96,31 @@ func Init(dir string, stdout io.Writer) error {
 	if err := os.Rename(tmp, keys); err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "made %s with the key of local-operator (archivist key token %s shows it)\n", keys, dir)
+	fmt.Fprintf(stdout, "made %s with the key of local-operator (archivist key token %s shows it)\n", keys, tokenDir)
+	return nil
+}
+
+// moveToken moves a token from dir to tokenDir (nothing when they are one
+// or dir has none).
+func moveToken(dir, tokenDir string, stdout io.Writer) error {
+	from, to := filepath.Join(dir, TokenFile), filepath.Join(tokenDir, TokenFile)
+	if filepath.Clean(dir) == filepath.Clean(tokenDir) {
+		return nil
+	}
+	b, err := os.ReadFile(from)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("the token: %w", err)
+	}
+	if err := os.WriteFile(to, b, 0o600); err != nil {
+		return fmt.Errorf("the token: %w", err)
+	}
+	if err := os.Remove(from); err != nil {
+		return fmt.Errorf("the token: %w", err)
+	}
+	fmt.Fprintf(stdout, "moved the local operator's key from %s to %s\n", dir, tokenDir)
 	return nil
 }
 

@@ -16,7 +16,7 @@ import (
 func TestInitMakesAKeyOfItsOwn(t *testing.T) {
 	a, b := t.TempDir(), t.TempDir()
 	for _, dir := range []string{a, b} {
-		if err := Init(dir, io.Discard); err != nil {
+		if err := Init(dir, "", io.Discard); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -41,7 +41,27 @@ func TestInitMakesAKeyOfItsOwn(t *testing.T) {
 		!keys[0].MayDeposit("any") || keys[0].OwnOnly() {
 		t.Errorf("the keys file: %+v %v", keys, err)
 	}
-	if err := Init(a, io.Discard); err != nil || token(a) != ka {
+	if err := Init(a, "", io.Discard); err != nil || token(a) != ka {
 		t.Errorf("a second start changed the key: %v", err)
+	}
+	// With a token directory of its own (N34: compose mounts the keys
+	// file in every service, the key in none), the key goes there, and
+	// one an earlier start left beside the keys file moves there.
+	keysDir, tokenDir := t.TempDir(), t.TempDir()
+	if err := Init(keysDir, tokenDir, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(keysDir, TokenFile)); err == nil {
+		t.Error("the key is beside the keys file every service mounts")
+	}
+	if k := token(tokenDir); !strings.HasPrefix(k, "ak_") {
+		t.Errorf("the token directory's key: %q", k)
+	}
+	moved := t.TempDir()
+	if err := Init(a, moved, io.Discard); err != nil || token(moved) != ka {
+		t.Errorf("an earlier start's key did not move: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(a, TokenFile)); err == nil {
+		t.Error("the earlier start's key is still beside the keys file")
 	}
 }
