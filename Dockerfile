@@ -29,13 +29,14 @@ RUN --mount=type=cache,target=/root/.cache/go-build cd services/${SERVICE} && \
     -o /out/service .
 # The directories a service writes, owned by the user it runs as: a named
 # volume mounted on /blobs takes this ownership when it is first made.
-RUN mkdir -p /out/blobs /out/ingest /out/keys /out/cache
+RUN mkdir -p /out/blobs /out/ingest /out/keys /out/operator /out/cache
 
 FROM gcr.io/distroless/static-debian12:nonroot
 COPY --from=build /out/service /service
 COPY --from=build --chown=65532:65532 /out/blobs /blobs
 COPY --from=build --chown=65532:65532 /out/ingest /var/lib/archivist/ingest
 COPY --from=build --chown=65532:65532 /out/keys /etc/archivist/keys
+COPY --from=build --chown=65532:65532 /out/operator /etc/archivist/operator
 COPY --from=build --chown=65532:65532 /out/cache /var/cache/archivist
 USER nonroot:nonroot
 EXPOSE 9090

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 
+	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/yaml"
 
 	"github.com/archivist/archivist/events"
@@ -59,9 +60,22 @@ type NATSValues struct {
 	Container struct {
 		Env   map[string]any   `json:"env"`
 		Patch []map[string]any `json:"patch"`
+		Merge struct {
+			SecurityContext *corev1.SecurityContext `json:"securityContext"`
+		} `json:"merge"`
 	} `json:"container"`
+	Reloader struct {
+		Merge struct {
+			SecurityContext *corev1.SecurityContext `json:"securityContext"`
+		} `json:"merge"`
+	} `json:"reloader"`
 	PodTemplate struct {
 		Patch []map[string]any `json:"patch"`
+		Merge struct {
+			Spec struct {
+				SecurityContext *corev1.PodSecurityContext `json:"securityContext"`
+			} `json:"spec"`
+		} `json:"merge"`
 	} `json:"podTemplate"`
 	PromExporter struct {
 		Enabled    bool `json:"enabled"`
@@ -142,6 +156,15 @@ func CheckNATSValues(path string) error {
 	}
 	if inc, _ := c.Merge["$include"].(string); !strings.HasSuffix(inc, "auth.conf") {
 		fail("config.merge must $include the users file auth.conf")
+	}
+	if p := v.PodTemplate.Merge.Spec.SecurityContext; p == nil || p.RunAsNonRoot == nil || !*p.RunAsNonRoot || p.SeccompProfile == nil {
+		fail("podTemplate.merge.spec.securityContext must run the servers as a user (runAsNonRoot) with the RuntimeDefault seccomp profile")
+	}
+	for name, sc := range map[string]*corev1.SecurityContext{"container": v.Container.Merge.SecurityContext, "reloader": v.Reloader.Merge.SecurityContext} {
+		if sc == nil || sc.AllowPrivilegeEscalation == nil || *sc.AllowPrivilegeEscalation || sc.ReadOnlyRootFilesystem == nil || !*sc.ReadOnlyRootFilesystem ||
+			sc.Capabilities == nil || !slices.Contains(sc.Capabilities.Drop, "ALL") {
+			fail("%s.merge.securityContext must forbid privilege escalation, drop ALL capabilities and mount the root read-only", name)
+		}
 	}
 	for _, svc := range events.Users() {
 		if _, ok := v.Container.Env["NATS_PASSWORD_"+strings.ToUpper(svc)]; !ok {

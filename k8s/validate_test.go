@@ -120,6 +120,13 @@ func TestNATSNamespace(t *testing.T) {
 			{"        verify: true", "        verify: false", "verify must be true"},
 		})
 	})
+	t.Run("the servers unhardened (L10)", func(t *testing.T) {
+		fileFaults(t, "nats/values.yaml", k8s.CheckNATSValues, []fault{
+			{"        runAsNonRoot: true\n", "        runAsNonRoot: false\n", "runAsNonRoot"},
+			{"      allowPrivilegeEscalation: false\n", "      allowPrivilegeEscalation: true\n", "privilege escalation"},
+			{"    securityContext: *hardened\n", "    securityContext: {}\n", "reloader.merge.securityContext"},
+		})
+	})
 	t.Run("the exporter off", func(t *testing.T) {
 		fileFaults(t, "nats/values.yaml", k8s.CheckNATSValues, []fault{
 			{"promExporter:\n  enabled: true", "promExporter:\n  enabled: false", "promExporter and its podMonitor must be enabled"},
