@@ -21,7 +21,7 @@ func mailRig(t *testing.T) (*rig, *origin, *smtpsink.Sink) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { sink.Close() })
-	r := newRig(t, map[string]string{"INGEST_SMTP_ADDR": sink.Addr, "INGEST_MAIL_FROM": "archive@example.org",
+	r := newRig(t, map[string]string{"INGEST_SMTP_ADDR": sink.Addr, "INGEST_SMTP_PLAIN": "true", "INGEST_MAIL_FROM": "archive@example.org",
 		"INGEST_RETRY_BUDGET": "1h"}) // a mail server refusing for a while never parks a mail here
 	if code, out := r.call("PUT", "/v1/profiles/p", map[string]any{"emails": []string{"curator@example.org", "depositor@example.org"},
 		"callback_url": r.cbURL, "confirm": true, "report": true}); code != http.StatusOK {

@@ -32,9 +32,10 @@ type Mailer interface {
 	Send(ctx context.Context, m Mail) error
 }
 
-// SMTP sends through an SMTP server (net/smtp): STARTTLS when the server
-// offers it, PLAIN authentication when User is set (over TLS, or to a
-// server on this machine). A refusal with a 5xx code is permanent; a 4xx
+// SMTP sends through an SMTP server (net/smtp): over STARTTLS, which a
+// server must offer (reports would otherwise go in clear after a
+// downgrade) unless AllowPlain is set; PLAIN authentication when User is
+// set (which net/smtp allows only over TLS or to this machine). A refusal with a 5xx code is permanent; a 4xx
 // code, or a server that cannot be reached, transient.
 type SMTP struct {
 	// Addr is the server, host:port (INGEST_SMTP_ADDR).
@@ -45,7 +46,13 @@ type SMTP struct {
 	User, Password string
 	// Timeout bounds one mail's whole conversation (default one minute).
 	Timeout time.Duration
+	// AllowPlain sends without TLS to a server that offers no STARTTLS
+	// (INGEST_SMTP_PLAIN; a relay on a trusted network).
+	AllowPlain bool
 }
+
+// ErrNoTLS is an SMTP server that offers no STARTTLS.
+var ErrNoTLS = errors.New("the SMTP server offers no STARTTLS: mails would go in clear (INGEST_SMTP_PLAIN=true sends them so)")
 
 // Send sends m.
 func (s *SMTP) Send(ctx context.Context, m Mail) error {
@@ -72,6 +79,11 @@ func (s *SMTP) Send(ctx context.Context, m Mail) error {
 		if err := c.StartTLS(&tls.Config{ServerName: host, MinVersion: tls.VersionTLS12}); err != nil {
 			return classify(err)
 		}
+	} else if !s.AllowPlain {
+		// Transient: a server that offered it before and not now is a
+		// downgrade on the way, which may pass; one that never does is
+		// configured so, and its mails park once their attempts are spent.
+		return fault.Transient(fmt.Errorf("smtp %s: %w", s.Addr, ErrNoTLS))
 	}
 	if s.User != "" {
 		if err := c.Auth(smtp.PlainAuth("", s.User, s.Password, host)); err != nil {
@@ -140,6 +152,9 @@ type Log struct{ Log *slog.Logger }
 
 // Send logs m.
 func (l *Log) Send(_ context.Context, m Mail) error {
-	l.Log.Info("ingest: mail (INGEST_SMTP_ADDR unset: logged, not sent)", "to", strings.Join(m.To, ", "), "subject", m.Subject, "body", m.Body)
+	// The body (depositors' titles, batch details) at debug only: a log
+	// is read by more people than a collection's mail.
+	l.Log.Info("ingest: mail (INGEST_SMTP_ADDR unset: logged, not sent)", "to", strings.Join(m.To, ", "), "subject", m.Subject)
+	l.Log.Debug("ingest: mail body", "to", strings.Join(m.To, ", "), "body", m.Body)
 	return nil
 }

@@ -107,7 +107,10 @@ type Config struct {
 	EZIDTarget string `env:"INGEST_EZID_TARGET"`
 	// SMTPAddr is the SMTP server (host:port) the collections' mails go
 	// through; unset, they are written to the log (development).
-	SMTPAddr     string `env:"INGEST_SMTP_ADDR"`
+	SMTPAddr string `env:"INGEST_SMTP_ADDR"`
+	// SMTPPlain sends to a server that offers no STARTTLS, in clear (a
+	// relay on a trusted network); otherwise such a server gets no mail.
+	SMTPPlain    bool   `env:"INGEST_SMTP_PLAIN, default=false"`
 	SMTPUser     string `env:"INGEST_SMTP_USER"`
 	SMTPPassword string `env:"INGEST_SMTP_PASSWORD"`
 	// MailFrom is the mails' sender.
