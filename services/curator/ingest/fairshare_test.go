@@ -2,7 +2,9 @@ package ingest_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -85,5 +87,40 @@ func TestATrickleShutsNoDepositorOut(t *testing.T) {
 		if time.Now().After(deadline) {
 			t.Fatal("no trickled download was cut by INGEST_MIN_THROUGHPUT")
 		}
+	}
+}
+
+// TestTheCollectionsCallbackHearsOfEveryBatch (N36): a batch naming a
+// callback of its own no longer keeps the collection's (an operator's)
+// from hearing of it: both are told of each job and sent the report.
+func TestTheCollectionsCallbackHearsOfEveryBatch(t *testing.T) {
+	o := newOrigin(t)
+	r := newRig(t, nil)
+	var own, ownReports atomic.Int64
+	depositors := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		var body struct{ Type string }
+		json.NewDecoder(io.LimitReader(req.Body, 1<<20)).Decode(&body)
+		if body.Type == "batch-report" {
+			ownReports.Add(1)
+		} else {
+			own.Add(1)
+		}
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	defer depositors.Close()
+	if code, out := r.call("PUT", "/v1/profiles/p", map[string]any{"emails": []string{}, "callback_url": r.cbURL}); code != http.StatusOK {
+		t.Fatalf("the collection's callback: %d %v", code, out)
+	}
+	murl, _ := o.manifest("cb", 2)
+	b := r.submit(ingest.Submission{Submitter: "t", Profile: "p", Type: "batch-manifest", PayloadURL: murl, CallbackURL: depositors.URL})
+	r.waitState(ingest.Batch, b, ingest.Completed, 30*time.Second)
+	for deadline := time.Now().Add(10 * time.Second); r.reports.Load() < 1 || ownReports.Load() < 1; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			break
+		}
+	}
+	if r.callback.Load() != 2 || own.Load() != 2 || r.reports.Load() != 1 || ownReports.Load() != 1 {
+		t.Errorf("the collection's callback heard %d jobs and %d reports, the batch's own %d and %d: want 2 and 1 each",
+			r.callback.Load(), r.reports.Load(), own.Load(), ownReports.Load())
 	}
 }

@@ -239,7 +239,11 @@ func (c *Client) PostRetrying(ctx context.Context, u string, body []byte) error 
 	var last error
 	for try := range max(c.cfg.Retries, 1) {
 		if try > 0 {
-			time.Sleep(time.Duration(try*try) * 200 * time.Millisecond)
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(time.Duration(try*try) * 200 * time.Millisecond):
+			}
 		}
 		if last = c.post(ctx, u, body); last == nil {
 			return nil

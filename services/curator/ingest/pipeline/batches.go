@@ -287,9 +287,7 @@ func (g *Ingester) batchReport(from ingest.State) daemon.Work {
 		if err != nil {
 			return daemon.Outcome{}, err
 		}
-		if callback == "" {
-			callback = st.CallbackURL // the collection's, for a batch that names none
-		}
+
 		body, _ := json.MarshalIndent(rep, "", "  ")
 		if err := daemon.Fence(ctx); err != nil {
 			return daemon.Outcome{}, err
@@ -303,12 +301,13 @@ func (g *Ingester) batchReport(from ingest.State) daemon.Work {
 		// The depositor is sent the report. A callback that does not take
 		// it does not change the batch's outcome: the move's detail says
 		// so, and update-reporting sends it again.
-		if callback != "" {
+		// To the collection's callback and the batch's own.
+		for _, cb := range callbacks(st.CallbackURL, callback) {
 			if err := daemon.Fence(ctx); err != nil {
 				return daemon.Outcome{}, err
 			}
-			if last := g.fetch.PostRetrying(ctx, callback, body); last != nil {
-				detail += "; report not delivered: " + last.Error()
+			if last := g.fetch.PostRetrying(ctx, cb, body); last != nil {
+				detail += "; report not delivered to " + ingest.RedactURL(cb) + ": " + last.Error()
 				g.log.WarnContext(ctx, "ingest: batch report not delivered", "batch", id, "err", last)
 			} else {
 				detail += "; report delivered"

@@ -257,15 +257,14 @@ func (g *Ingester) notify(ctx context.Context, j *ingest.JobRow) (daemon.Outcome
 	if err != nil {
 		return daemon.Outcome{}, err
 	}
-	cb := b.CB
-	if cb == "" {
-		st, err := g.settings.Get(ctx, b.Profile)
-		if err != nil {
-			return daemon.Outcome{}, err
-		}
-		cb = st.CallbackURL // the collection's, for a batch that names none
+	st, err := g.settings.Get(ctx, b.Profile)
+	if err != nil {
+		return daemon.Outcome{}, err
 	}
-	if cb != "" {
+	// The collection's callback (an operator's) hears of every deposit,
+	// and the batch's own (its depositor's) besides: a depositor cannot
+	// keep the collection's from hearing of its batches.
+	for _, cb := range callbacks(st.CallbackURL, b.CB) {
 		body, _ := json.Marshal(map[string]any{"batch": b.ID, "job": j.ID, "ark": j.ARK, "version": j.Version, "local_id": j.LocalID, "state": "completed"})
 		if err := daemon.Fence(ctx); err != nil {
 			return daemon.Outcome{}, err
@@ -283,4 +282,16 @@ func (g *Ingester) notify(ctx context.Context, j *ingest.JobRow) (daemon.Outcome
 		g.log.WarnContext(ctx, "ingest: clean working directory", "job", id, "err", err)
 	}
 	return daemon.Outcome{To: ingest.Completed}, nil
+}
+
+// callbacks are a deposit's callbacks: the collection's, and the batch's
+// own when it names another.
+func callbacks(collection, batch string) []string {
+	var out []string
+	for _, cb := range []string{collection, batch} {
+		if cb != "" && !slices.Contains(out, cb) {
+			out = append(out, cb)
+		}
+	}
+	return out
 }
