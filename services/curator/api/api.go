@@ -5,6 +5,10 @@ package api
 
 import (
 	"bytes"
+	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -14,9 +18,11 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/archivist/archivist/events"
 	"github.com/archivist/archivist/pkg/bus"
@@ -34,6 +40,9 @@ type Server struct {
 	bus *bus.Bus
 	cat *catalog.Catalog
 	log *slog.Logger
+
+	secretMu sync.Mutex
+	secret   []byte // curator.secrets' idempotency secret, once read
 }
 
 // New returns the API over a bus (to publish) and the catalog (to read).
@@ -173,13 +182,42 @@ func post[T any, PT interface {
 		s.problem(w, err)
 		return
 	}
-	ack, err := s.bus.Publish(r.Context(), subject, env)
+	// On the bus the event's message id is an HMAC of its id under the
+	// curator's secret: CURATION de-duplicates by message id over the
+	// whole stream, and a NATS publisher could otherwise send "radio/KEY"
+	// first and have radio's POST taken as its duplicate (N31).
+	msgID, err := s.msgID(r.Context(), env.ID)
+	if err != nil {
+		s.log.Error("read the idempotency secret", "err", err)
+		writeJSON(w, http.StatusServiceUnavailable, Problem{Error: "the curator's database did not answer; retry with the same Idempotency-Key"})
+		return
+	}
+	ack, err := s.bus.Publish(r.Context(), subject, env, jetstream.WithMsgID(msgID))
 	if err != nil {
 		s.log.Error("publish curation event", "err", err, "type", env.Type, "event", env.ID)
 		writeJSON(w, http.StatusServiceUnavailable, Problem{Error: "the event bus did not accept the event; retry with the same Idempotency-Key"})
 		return
 	}
 	writeJSON(w, http.StatusAccepted, Accepted{ID: env.ID, Type: env.Type, SentAt: env.SentAt, Stream: ack.Stream, Sequence: ack.Sequence, Duplicate: ack.Duplicate})
+}
+
+// msgID is the bus message id of an HTTP event with id: "http:" and an
+// HMAC-SHA256 of the id under the curator's idempotency secret (read once,
+// shared by every replica through the database), which no publisher
+// knows, so none can take it first.
+func (s *Server) msgID(ctx context.Context, id string) (string, error) {
+	s.secretMu.Lock()
+	defer s.secretMu.Unlock()
+	if s.secret == nil {
+		var v string
+		if err := s.cat.DB().QueryRow(ctx, `SELECT value FROM curator.secrets WHERE name = 'idempotency'`).Scan(&v); err != nil {
+			return "", err
+		}
+		s.secret = []byte(v)
+	}
+	m := hmac.New(sha256.New, s.secret)
+	m.Write([]byte(id))
+	return "http:" + hex.EncodeToString(m.Sum(nil)), nil
 }
 
 // MaxClockSkew is how far in the future an event time taken from a UUIDv7

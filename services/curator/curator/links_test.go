@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/archivist/archivist/events"
+	"github.com/archivist/archivist/services/curator/catalog"
 	"github.com/archivist/archivist/services/curator/matcher"
 )
 
@@ -81,4 +82,36 @@ func TestAOneSidedLinkTakesNoWork(t *testing.T) {
 		w := workOf("bbc:ep-1")
 		return w.State == "work" && len(w.Members) == 1 && len(workOf("aaa:x").Members) == 1
 	})
+}
+
+// TestANATSPublisherCannotTakeAnIdempotencyKeyFirst (N31): CURATION
+// de-duplicates by message id over the whole stream; a NATS publisher
+// that sends an event whose id is another's Idempotency-Key first does
+// not make the other's POST a "duplicate" stored nowhere: the API's
+// message id is an HMAC no publisher can make. A retry of the POST is
+// still its duplicate.
+func TestANATSPublisherCannotTakeAnIdempotencyKeyFirst(t *testing.T) {
+	h := start(t)
+	ctx := context.Background()
+	const key = "their-key-1"
+	squat := episode("squat", "squatting")
+	env, err := events.New("tv", squat)
+	if err != nil {
+		t.Fatal(err)
+	}
+	env.ID = key
+	if _, err := h.bus.Publish(ctx, subjectOf(env), env); err != nil {
+		t.Fatal(err)
+	}
+	body := `{"id":"ep-key","title":"Posted","media":{"key":"audio/ep-key.mp3","sha256":""},"duration_ms":60000,
+		"priority":1,"initial_curated_at":"2026-01-01T00:00:00Z","latest_curated_at":"2026-01-02T00:00:00Z"}`
+	status, out := post(t, h.api+"/v1/episodes", "application/json", []byte(body), map[string]string{"Idempotency-Key": key})
+	if status != http.StatusAccepted || out["duplicate"] == true {
+		t.Fatalf("POST with a key a NATS publisher sent first: %d %v, want a new event", status, out)
+	}
+	status, out = post(t, h.api+"/v1/episodes", "application/json", []byte(body), map[string]string{"Idempotency-Key": key})
+	if status != http.StatusAccepted || out["duplicate"] != true {
+		t.Errorf("its retry: %d %v, want a duplicate", status, out)
+	}
+	h.waitRecord(t, catalog.Episode, "http:ep-key", func(catalog.Record) bool { return true })
 }
