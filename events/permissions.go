@@ -2,6 +2,7 @@ package events
 
 import (
 	"fmt"
+	"github.com/nats-io/nats.go/jetstream"
 	"regexp"
 	"slices"
 	"strings"
@@ -40,7 +41,10 @@ var accessOf = map[string]access{
 		// Its HTTP API publishes curation events for every source, and it
 		// publishes each source's rejections.
 		publishes: []string{SubjectEpisodeUpserted, SubjectClipUpserted, SubjectGraphMatched, SubjectWorkUpserted + ".>",
-			SubjectObjectRecorded, SubjectObjectDeleted, SubjectRejectedPrefix + ".*"},
+			SubjectObjectRecorded, SubjectObjectDeleted, SubjectRejectedPrefix + ".*",
+			// It makes each source's pull consumer of its rejections
+			// (RejectedConsumer): a publisher may only read it.
+			"$JS.API.CONSUMER.CREATE." + StreamRejected + ".*." + SubjectRejectedPrefix + ".*"},
 		consumers: []Consumer{CuratorEpisodes, CuratorClips, CuratorMerger},
 		// A work is published only over an older version of it
 		// (bus.PublishNewest): the merger reads the work's last message.
@@ -282,17 +286,28 @@ var bcryptHash = regexp.MustCompile(`^\$2[abxy]?\$[0-9]{2}\$[./A-Za-z0-9]{53}$`)
 // curation events (curation.<source>.episode.upserted, ….clip.upserted)
 // and read its own rejections, live (a subscription to rejected.<source>)
 // or kept (the pull consumer rejected-<source> on REJECTED, filtered to its
-// subject); replies come to its inbox prefix _INBOX_<name>.
+// subject, which the curator makes: RejectedConsumer); replies come to its
+// inbox prefix _INBOX_<name>. It may not create or change the consumer:
+// nats-server does not check a push consumer's deliver subject against
+// its creator's permissions (nats-io/nats-server#8274), so a publisher
+// that could would have its rejections delivered onto others' subjects.
 func PublisherPermissions(name, source string) Permissions {
-	durable := "rejected-" + source
+	durable := RejectedConsumer(source).Durable
 	return Permissions{
 		Publish: []string{CurationSubject(source, TypeEpisodeUpserted), CurationSubject(source, TypeClipUpserted),
-			"$JS.API.CONSUMER.CREATE." + StreamRejected + "." + durable + "." + RejectedSubject(source),
 			"$JS.API.CONSUMER.INFO." + StreamRejected + "." + durable,
 			"$JS.API.CONSUMER.MSG.NEXT." + StreamRejected + "." + durable,
 			"$JS.ACK." + StreamRejected + "." + durable + ".>"},
 		Subscribe: []string{InboxPrefix(name) + ".>", RejectedSubject(source)},
 	}
+}
+
+// RejectedConsumer is source's pull consumer of its rejections on
+// REJECTED, which the curator makes when it first sees the source and its
+// publisher reads.
+func RejectedConsumer(source string) jetstream.ConsumerConfig {
+	return jetstream.ConsumerConfig{Durable: "rejected-" + source, FilterSubject: RejectedSubject(source), AckPolicy: jetstream.AckExplicitPolicy,
+		Description: "The rejections of source " + source + ", for its publisher to read (the curator makes it)."}
 }
 
 // AuthConfig renders the NATS server's authorization block: one user per

@@ -166,6 +166,9 @@ func (b *Bus) Conn() *nats.Conn { return b.nc }
 // JetStream is the underlying JetStream context.
 func (b *Bus) JetStream() jetstream.JetStream { return b.js }
 
+// Log is the bus's logger.
+func (b *Bus) Log() *slog.Logger { return b.log }
+
 // Producer is the name this bus publishes events as.
 func (b *Bus) Producer() string { return b.producer }
 

@@ -287,11 +287,15 @@ func TestKillingMidTaskLosesAndDuplicatesNothing(t *testing.T) {
 	const ixPkg, aggPkg = "github.com/archivist/archivist/services/indexer", "github.com/archivist/archivist/services/aggregator"
 	agg := testenv.StartProcess(t, aggPkg, r.aggShared, r.blobDir, r.aggEnv)
 	ix := testenv.StartProcess(t, ixPkg, r.ixShared, r.blobDir, r.ixEnv)
-	kills := 0
-	for round := range 8 {
+	// Rounds go on until 4 kills of each kind have landed mid-task (at
+	// most 24 rounds): on a loaded machine a restarted process may take
+	// long enough to come up that a round's work ends before a kill.
+	kills, ixKills, aggKills := 0, 0, 0
+	for round := 0; round < 24 && (ixKills < 2 || aggKills < 2 || kills < 4); round++ {
 		var indexed int
 		ixDB.QueryRow(ctx, `SELECT count(*) FROM indexer.files WHERE status = 'indexed'`).Scan(&indexed)
 		if round%2 == 0 && round > 0 {
+			// Each indexer round brings work of its own.
 			// New files each indexer round: a restarted indexer that took
 			// every file left in a burst leaves none to be killed in.
 			r.add(t)
@@ -302,18 +306,20 @@ func TestKillingMidTaskLosesAndDuplicatesNothing(t *testing.T) {
 			ix = testenv.StartProcess(t, ixPkg, r.ixShared, r.blobDir, r.ixEnv)
 			t.Logf("killed the indexer mid-file (%d of %d files indexed)", indexed, r.files)
 			kills++
+			ixKills++
 		} else if round%2 == 1 && waitFor(aggDB, unmerged) {
 			agg.Kill()
 			agg = testenv.StartProcess(t, aggPkg, r.aggShared, r.blobDir, r.aggEnv)
 			t.Logf("killed the aggregator with outputs unmerged (%d of %d files indexed)", indexed, r.files)
 			kills++
+			aggKills++
 		}
 		if lines, distinct := r.count(); lines != distinct {
 			t.Fatalf("after kill %d: %d lines answered, only %d distinct", round, lines, distinct)
 		}
 	}
-	if kills < 4 {
-		t.Errorf("only %d kills landed mid-task; the work is too small to test this", kills)
+	if kills < 4 || ixKills < 2 || aggKills < 2 {
+		t.Errorf("only %d kills landed mid-task (%d of the indexer, %d of the aggregator) in 24 rounds; the work is too small to test this", kills, ixKills, aggKills)
 	}
 	ix.Kill()
 	agg.Kill()

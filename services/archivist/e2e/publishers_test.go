@@ -166,7 +166,19 @@ func TestEachPublisherHasItsOwnNATSUser(t *testing.T) {
 	if r := rejection(msg.Data); r.EventID != future.ID || !strings.Contains(r.Reason, "future") {
 		t.Errorf("rejection %+v, want event %s refused for its time", r, future.ID)
 	}
-	cons, err := js.CreateOrUpdateConsumer(ctx, events.StreamRejected, jetstream.ConsumerConfig{Durable: "rejected-radio", FilterSubject: events.RejectedSubject("radio"), AckPolicy: jetstream.AckExplicitPolicy})
+	// The curator made radio's pull consumer; radio may read it, and not
+	// make or change it: a push consumer's deliver subject is not checked
+	// against its creator's permissions (N30), so radio could have had its
+	// rejections delivered onto another's subject.
+	refused("makes its rejections consumer push onto tv's subject", func() error {
+		ctx, cancel := context.WithTimeout(ctx, time.Second)
+		defer cancel()
+		cfg := events.RejectedConsumer("radio")
+		cfg.DeliverSubject = events.CurationSubject("tv", events.TypeEpisodeUpserted)
+		_, err := js.CreateOrUpdateConsumer(ctx, events.StreamRejected, cfg)
+		return err
+	})
+	cons, err := js.Consumer(ctx, events.StreamRejected, events.RejectedConsumer("radio").Durable)
 	if err != nil {
 		t.Fatalf("radio-sys's own rejections consumer: %v", err)
 	}

@@ -48,8 +48,10 @@ func TestAPythonClientPublishes(t *testing.T) {
 	}
 	url := securedNATSWith(t, usersConf(t, pubLine), false).url
 	key, line := service.NewKey("py-station", []service.Role{service.Publisher}, "py-station")
+	// A publisher's key is no reader (N24): the records are read as staff.
+	viewer, viewerLine := service.NewKey("viewer", []service.Role{service.Reader}, "")
 	keysFile := filepath.Join(t.TempDir(), "api-keys")
-	if err := os.WriteFile(keysFile, []byte(line+"\n"), 0o600); err != nil {
+	if err := os.WriteFile(keysFile, []byte(line+"\n"+viewerLine+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	addr := fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(t))
@@ -82,7 +84,7 @@ func TestAPythonClientPublishes(t *testing.T) {
 	for _, id := range []string{"py-station:ep-py-nats", "py-station:ep-py-http"} {
 		waitUntil(t, 15*time.Second, id+" stored", func() bool {
 			req, _ := http.NewRequest("GET", "http://"+addr+"/v1/episodes/"+id, nil)
-			req.Header.Set("Authorization", "Bearer "+key)
+			req.Header.Set("Authorization", "Bearer "+viewer)
 			resp, err := http.DefaultClient.Do(req)
 			if err != nil {
 				return false

@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/archivist/archivist/events"
@@ -147,6 +148,8 @@ type Pipeline struct {
 	Merger *merger.Merger
 
 	bus *bus.Bus
+	// rejecting are the sources whose rejections consumer is made.
+	rejecting sync.Map
 }
 
 // NewPipeline wires the stages on b, the matcher with opts.
@@ -183,6 +186,9 @@ func (p *Pipeline) Start(ctx context.Context, concurrency int) ([]*bus.Subscript
 	}
 	rejections := bus.WithRejections(func(subject string) (string, bool) {
 		source, ok := events.SourceOfSubject(subject)
+		if ok {
+			p.rejectionsOf(ctx, source)
+		}
 		return events.RejectedSubject(source), ok
 	})
 	episodes, err := bus.Consume(ctx, p.bus, events.CuratorEpisodes, p.Episode, bus.WithConcurrency(concurrency), rejections)
@@ -204,6 +210,9 @@ func (p *Pipeline) Start(ctx context.Context, concurrency int) ([]*bus.Subscript
 
 // Episode stores an EpisodeUpserted event and matches its graph.
 func (p *Pipeline) Episode(ctx context.Context, m *bus.Message[events.EpisodeUpserted]) error {
+	if source, ok := events.SourceOfSubject(m.Subject); ok {
+		p.rejectionsOf(ctx, source)
+	}
 	if err := admit(m.Subject, m.Envelope, &m.Event.Source); err != nil {
 		return err
 	}
@@ -212,10 +221,29 @@ func (p *Pipeline) Episode(ctx context.Context, m *bus.Message[events.EpisodeUps
 
 // Clip stores a ClipUpserted event and matches its graph.
 func (p *Pipeline) Clip(ctx context.Context, m *bus.Message[events.ClipUpserted]) error {
+	if source, ok := events.SourceOfSubject(m.Subject); ok {
+		p.rejectionsOf(ctx, source)
+	}
 	if err := admit(m.Subject, m.Envelope, &m.Event.Source); err != nil {
 		return err
 	}
 	return p.match(ctx, catalog.FromClip(m.Envelope, m.Event))
+}
+
+// rejectionsOf makes source's pull consumer of its rejections, once per
+// process (its publisher reads it, and may not make it: N30). A failure is
+// logged and tried again at the source's next event; it holds up nothing.
+func (p *Pipeline) rejectionsOf(ctx context.Context, source string) {
+	if _, done := p.rejecting.Load(source); done {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	if _, err := p.bus.JetStream().CreateOrUpdateConsumer(ctx, events.StreamRejected, events.RejectedConsumer(source)); err != nil {
+		p.bus.Log().Warn("the rejections consumer of a source could not be made; tried again at its next event", "source", source, "err", err)
+		return
+	}
+	p.rejecting.Store(source, true)
 }
 
 // admit checks a curation event before anything of it is stored: its time
