@@ -210,7 +210,9 @@ func deployPermissions() Permissions {
 func operatorPermissions() Permissions {
 	pub := []string{"$JS.API.INFO", "$JS.API.STREAM.MSG.GET." + StreamDeadLetter, "$JS.API.STREAM.MSG.DELETE." + StreamDeadLetter}
 	for _, s := range Streams(1) {
-		pub = append(pub, "$JS.API.STREAM.INFO."+s.Name)
+		// Every stream's messages are read to check a dead letter against
+		// the message it says it was, before it is replayed.
+		pub = append(pub, "$JS.API.STREAM.INFO."+s.Name, "$JS.API.STREAM.MSG.GET."+s.Name)
 	}
 	for _, svc := range Services {
 		pub = append(pub, accessOf[svc].publishes...)

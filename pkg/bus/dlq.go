@@ -1,6 +1,7 @@
 package bus
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -29,9 +30,12 @@ type DeadLetter struct {
 	Deliveries uint64 `json:"deliveries"`
 	// Reason says why.
 	Reason string `json:"reason"`
-	// Type and ID are the event's, when it had them.
-	Type string `json:"type,omitempty"`
-	ID   string `json:"id,omitempty"`
+	// Type and ID are the event's, when it had them, and Producer the
+	// service or publisher that sent it (what its envelope's header says:
+	// an operator weighs a replay by it).
+	Type     string `json:"type,omitempty"`
+	ID       string `json:"id,omitempty"`
+	Producer string `json:"producer,omitempty"`
 	// At is when it was dead-lettered.
 	At time.Time `json:"at"`
 	// Size is the payload's size in bytes.
@@ -74,7 +78,7 @@ func deadLetterOf(m *jetstream.RawStreamMsg) DeadLetter {
 	return DeadLetter{
 		Seq: m.Sequence, Stream: h.Get(events.HeaderDLQStream), Consumer: h.Get(events.HeaderDLQConsumer),
 		Subject: h.Get(events.HeaderDLQSubject), OriginalSeq: num(events.HeaderDLQSequence), Deliveries: num(events.HeaderDLQDeliveries),
-		Reason: h.Get(events.HeaderDLQReason), Type: h.Get(events.HeaderType),
+		Reason: h.Get(events.HeaderDLQReason), Type: h.Get(events.HeaderType), Producer: h.Get(events.HeaderProducer),
 		ID: h.Get(events.HeaderOriginalPrefix + events.HeaderMsgID), At: m.Time.UTC(), Size: len(m.Data),
 		TraceID: telemetry.TraceIDOf(h.Get("traceparent")),
 	}
@@ -154,6 +158,9 @@ func (b *Bus) Replay(ctx context.Context, seq uint64) (DeadLetter, error) {
 	if !subjectIn(dl.Subject, src.CachedInfo().Config.Subjects) {
 		return DeadLetter{}, fmt.Errorf("dead letter %d names subject %q, which is not one of stream %s's subjects %v: not replayed", seq, dl.Subject, dl.Stream, src.CachedInfo().Config.Subjects)
 	}
+	if err := sameAsOriginal(ctx, src, dl, m.Data); err != nil {
+		return DeadLetter{}, fmt.Errorf("dead letter %d: %w: not replayed", seq, err)
+	}
 	out := nats.NewMsg(dl.Subject)
 	out.Data = m.Data
 	for k, vs := range m.Header {
@@ -176,6 +183,36 @@ func (b *Bus) Replay(ctx context.Context, seq uint64) (DeadLetter, error) {
 		return DeadLetter{}, fmt.Errorf("remove replayed dead letter %d: %w", seq, err)
 	}
 	return dl, nil
+}
+
+// sameAsOriginal checks a dead letter against the message it says it was,
+// where its stream still keeps that (a limits stream: CURATION, ARCHIVE):
+// the same subject and bytes. A service writes its own consumers' dead
+// letters, headers and payload alike, so a compromised one could forge a
+// letter a replay would deliver to every consumer of the stream (N32); a
+// forged one names a message its stream holds with other bytes, or none it
+// ever held. One its stream no longer keeps (a work queue's, deleted when
+// moved; an old one aged out) cannot be compared, and is replayed as it is.
+func sameAsOriginal(ctx context.Context, src jetstream.Stream, dl DeadLetter, data []byte) error {
+	info, err := src.Info(ctx)
+	if err != nil {
+		return fmt.Errorf("stream %s: %w", dl.Stream, err)
+	}
+	if dl.OriginalSeq == 0 || dl.OriginalSeq > info.State.LastSeq {
+		return fmt.Errorf("it names message %d of %s, which that stream never held (its last is %d)", dl.OriginalSeq, dl.Stream, info.State.LastSeq)
+	}
+	orig, err := src.GetMsg(ctx, dl.OriginalSeq)
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		return nil // not kept: nothing to compare with
+	}
+	if err != nil {
+		return fmt.Errorf("message %d of %s: %w", dl.OriginalSeq, dl.Stream, err)
+	}
+	if orig.Subject != dl.Subject || !bytes.Equal(orig.Data, data) {
+		return fmt.Errorf("it differs from message %d of %s, which it says it was (subject %q, %d bytes; the letter's %q, %d bytes)",
+			dl.OriginalSeq, dl.Stream, orig.Subject, len(orig.Data), dl.Subject, len(data))
+	}
+	return nil
 }
 
 // ReplayAll replays, oldest first, up to limit dead letters of consumer

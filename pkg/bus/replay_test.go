@@ -3,6 +3,7 @@ package bus_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -78,4 +79,54 @@ func TestReplayAllAndOnlyToTheSourceStream(t *testing.T) {
 		t.Errorf("a dead letter whose headers name another stream was replayed: %v", err)
 	}
 
+}
+
+// TestAForgedDeadLetterIsNotReplayed (N32): a service writes its own
+// consumers' dead letters, payload and headers alike; a compromised one
+// could forge a letter that a replay would deliver to every consumer of a
+// stream (the indexer and aggregator dropping a WARC's captures on a
+// forged deletion). A letter is checked against the message it names
+// where its stream keeps it: other bytes, or a message the stream never
+// held, are refused; the real one is replayed.
+func TestAForgedDeadLetterIsNotReplayed(t *testing.T) {
+	b := setup(t)
+	ctx := context.Background()
+	env, err := events.New("curator", &events.ObjectDeleted{Object: "objects/a/v1/producer/a.txt"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := bus.NewMsg(events.SubjectObjectDeleted, env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ack, err := b.JetStream().PublishMsg(ctx, m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	letter := func(seq uint64, data []byte) uint64 {
+		t.Helper()
+		l := nats.NewMsg(events.DeadLetterSubject(events.StreamArchive, events.AuditorDeleted.Config.Durable))
+		l.Data = data
+		l.Header.Set(events.HeaderDLQStream, events.StreamArchive)
+		l.Header.Set(events.HeaderDLQConsumer, events.AuditorDeleted.Config.Durable)
+		l.Header.Set(events.HeaderDLQSubject, events.SubjectObjectDeleted)
+		l.Header.Set(events.HeaderDLQSequence, fmt.Sprint(seq))
+		l.Header.Set(events.HeaderDLQReason, "forged")
+		a, err := b.JetStream().PublishMsg(ctx, l)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return a.Sequence
+	}
+	victim, _ := events.New("curator", &events.ObjectDeleted{Object: "warcs/victim.warc.gz"})
+	forged, _ := victim.Marshal()
+	if _, err := b.Replay(ctx, letter(ack.Sequence, forged)); err == nil || !strings.Contains(err.Error(), "differs from message") {
+		t.Errorf("a letter with other bytes than the message it names was replayed: %v", err)
+	}
+	if _, err := b.Replay(ctx, letter(ack.Sequence+1000, forged)); err == nil || !strings.Contains(err.Error(), "never held") {
+		t.Errorf("a letter naming a message its stream never held was replayed: %v", err)
+	}
+	if dl, err := b.Replay(ctx, letter(ack.Sequence, m.Data)); err != nil || dl.Producer != "" && dl.Producer != "curator" {
+		t.Errorf("the real letter: %+v %v", dl, err)
+	}
 }

@@ -201,10 +201,10 @@ func dlqCmd() *cobra.Command {
 			return printJSON(out, dl)
 		}
 		tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "SEQ\tAT\tFROM\tSUBJECT\tEVENT\tDELIVERIES\tREASON")
+		fmt.Fprintln(tw, "SEQ\tAT\tFROM\tSUBJECT\tEVENT\tPRODUCER\tDELIVERIES\tREASON")
 		for _, d := range dl {
-			fmt.Fprintf(tw, "%d\t%s\t%s/%s#%d\t%s\t%s\t%d\t%s\n", d.Seq, d.At.Format(time.RFC3339), d.Stream, d.Consumer, d.OriginalSeq,
-				d.Subject, d.ID, d.Deliveries, d.Reason)
+			fmt.Fprintf(tw, "%d\t%s\t%s/%s#%d\t%s\t%s\t%s\t%d\t%s\n", d.Seq, d.At.Format(time.RFC3339), d.Stream, d.Consumer, d.OriginalSeq,
+				d.Subject, d.ID, d.Producer, d.Deliveries, d.Reason)
 		}
 		if len(dl) == 0 {
 			fmt.Fprintln(tw, "(no dead letters)")
@@ -250,7 +250,7 @@ func dlqCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(out, "replayed dead letter %d on %s (it had failed: %s)\n", seq, d.Subject, d.Reason)
+			fmt.Fprintf(out, "replayed dead letter %d on %s, sent by %s (it had failed: %s)\n", seq, d.Subject, d.Producer, d.Reason)
 			return nil
 		},
 	}
