@@ -368,6 +368,18 @@ func checkNetworkPolicies(policies []*networkingv1.NetworkPolicy, deployments ma
 		if d, ok := deployments[svc]; ok && !mountsAPIKeys(d) {
 			fail("Deployment %s does not mount the API keys (Secret archivist-api-keys)", svc)
 		}
+		// Keys cross the cluster's network to every API (the dashboard
+		// forwards each person's): TLS only.
+		if d, ok := deployments[svc]; ok && (envValue(d, "API_TLS_CERT_FILE") == "" || envValue(d, "API_TLS_KEY_FILE") == "") {
+			fail("Deployment %s serves its API without TLS (API_TLS_CERT_FILE, API_TLS_KEY_FILE): keys would cross the network in clear", svc)
+		}
+	}
+	if d, ok := deployments["dashboard"]; ok {
+		for _, v := range []string{"DASHBOARD_CURATOR_URL", "DASHBOARD_PWA_URL", "DASHBOARD_AUDITOR_URL", "DASHBOARD_INDEXER_URL", "DASHBOARD_AGGREGATOR_URL"} {
+			if u := envValue(d, v); !strings.HasPrefix(u, "https://") {
+				fail("Deployment dashboard: %s %q is not https: it forwards each person's key to that API", v, u)
+			}
+		}
 	}
 	// The dashboard asks every API: its pods must be API clients.
 	if d, ok := deployments["dashboard"]; ok && d.Spec.Template.Labels[APIClientLabel] != "true" {

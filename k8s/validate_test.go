@@ -50,7 +50,7 @@ func TestChart(t *testing.T) {
 			for _, obj := range objs {
 				kinds[obj.Kind]++
 			}
-			if kinds["Deployment"] != 8 || kinds["PodDisruptionBudget"] != 8 || kinds["Job"] != 1 || kinds["Cluster"] != 1 || kinds["Certificate"] != 2 || kinds["Issuer"] != 2 {
+			if kinds["Deployment"] != 8 || kinds["PodDisruptionBudget"] != 8 || kinds["Job"] != 1 || kinds["Cluster"] != 1 || kinds["Certificate"] != 4 || kinds["Issuer"] != 3 {
 				t.Errorf("objects by kind: %v", kinds)
 			}
 		})
@@ -409,6 +409,8 @@ func TestValidationCatchesFaults(t *testing.T) {
 		{"PostgreSQL without a certificate check", "name: cwa\n", "sslmode=verify-full", "sslmode=require", "without checking its certificate"},
 		{"the dashboard not an API client", "name: dashboard\n", "archivist.io/api-client: \"true\"", "archivist.io/api-client: \"false\"", "keep it from the APIs"},
 		{"an API pod without the keys", "name: pwa\n", "secretName: archivist-api-keys", "secretName: something-else", "pwa does not mount the API keys"},
+		{"an API without TLS", "name: auditor\n", "name: API_TLS_CERT_FILE", "name: API_TLS_CERT_FILEX", "auditor serves its API without TLS"},
+		{"the dashboard forwarding keys in clear", "name: dashboard\n", "value: https://curator:8080", "value: http://curator:8080", "is not https"},
 		{"the aggregator's temporary files on the read-only root", "name: aggregator\n", "        - mountPath: /tmp\n          name: tmp\n", "", "aggregator writes /tmp"},
 		{"the ingest working area on the read-only root", "name: curator\n", "        - mountPath: /var/lib/archivist/ingest\n          name: ingest\n", "", "curator writes /var/lib/archivist/ingest"},
 		{"a writable root filesystem", "name: indexer\n", "readOnlyRootFilesystem: true", "readOnlyRootFilesystem: false", "must be read-only"},

@@ -3,6 +3,7 @@ package service
 import (
 	"context"
 	"crypto/rand"
+	"crypto/tls"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -10,7 +11,9 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
 	"runtime/debug"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -42,6 +45,12 @@ type HTTPLimits struct {
 	// (further ones are closed at once): one client cannot take every slot.
 	// Behind a proxy every client is the proxy: raise it to MaxConns there.
 	MaxConnsPerClient int `env:"HTTP_MAX_CONNS_PER_CLIENT, default=64"`
+	// TLSCertFile and TLSKeyFile, when set, have the API speak TLS only,
+	// with this certificate, read again when the files change (a
+	// cert-manager renewal): keys and sessions never cross the network in
+	// clear, a dashboard's forwarded keys included.
+	TLSCertFile string `env:"API_TLS_CERT_FILE"`
+	TLSKeyFile  string `env:"API_TLS_KEY_FILE"`
 }
 
 // DefaultHTTPLimits are HTTPLimits' defaults, for servers started without
@@ -134,9 +143,19 @@ func ServeHTTP(ctx context.Context, addr string, h http.Handler, lim HTTPLimits,
 		return fmt.Errorf("listen on %s: %w", addr, err)
 	}
 	srv := NewHTTPServer(h, lim, log)
+	limited := limitListener(ln, lim.MaxConns, lim.MaxConnsPerClient)
+	if lim.TLSCertFile != "" || lim.TLSKeyFile != "" {
+		certs, err := newCertReloader(lim.TLSCertFile, lim.TLSKeyFile)
+		if err != nil {
+			ln.Close()
+			return fmt.Errorf("API_TLS_CERT_FILE, API_TLS_KEY_FILE: %w", err)
+		}
+		srv.TLSConfig = &tls.Config{MinVersion: tls.VersionTLS12, GetCertificate: certs.get}
+		limited = tls.NewListener(limited, srv.TLSConfig)
+	}
 	ready(ln.Addr().String())
 	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(limitListener(ln, lim.MaxConns, lim.MaxConnsPerClient)) }()
+	go func() { errc <- srv.Serve(limited) }()
 	select {
 	case err := <-errc:
 		if !errors.Is(err, http.ErrServerClosed) {
@@ -148,6 +167,60 @@ func ServeHTTP(ctx context.Context, addr string, h http.Handler, lim HTTPLimits,
 	sctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	return srv.Shutdown(sctx)
+}
+
+// certReloader serves a certificate from files, read again when either
+// changes (checked at most once a second).
+type certReloader struct {
+	certFile, keyFile string
+	mu                sync.Mutex
+	cert              *tls.Certificate
+	stamp             string
+	checked           time.Time
+}
+
+func newCertReloader(certFile, keyFile string) (*certReloader, error) {
+	if certFile == "" || keyFile == "" {
+		return nil, errors.New("both are needed for TLS")
+	}
+	r := &certReloader{certFile: certFile, keyFile: keyFile}
+	if _, err := r.get(nil); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+// get is a tls.Config's GetCertificate.
+func (r *certReloader) get(*tls.ClientHelloInfo) (*tls.Certificate, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.cert != nil && time.Since(r.checked) < time.Second {
+		return r.cert, nil
+	}
+	r.checked = time.Now()
+	var stamp string
+	for _, f := range []string{r.certFile, r.keyFile} {
+		st, err := os.Stat(f)
+		if err != nil {
+			if r.cert != nil {
+				return r.cert, nil // mid-rotation: the old one until the new is whole
+			}
+			return nil, err
+		}
+		stamp += st.ModTime().String() + fmt.Sprint(st.Size())
+	}
+	if stamp == r.stamp {
+		return r.cert, nil
+	}
+	c, err := tls.LoadX509KeyPair(r.certFile, r.keyFile)
+	if err != nil {
+		if r.cert != nil {
+			return r.cert, nil
+		}
+		return nil, err
+	}
+	r.cert, r.stamp = &c, stamp
+	return r.cert, nil
 }
 
 // Loop is a service's background work: it runs until its context ends.

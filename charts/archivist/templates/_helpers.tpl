@@ -12,7 +12,7 @@ researcher: {component: research, blob: reader, env: {RESEARCHER_CACHE_DIR: /var
 indexer: {component: indexing, port: 8083, database: true, blob: writer, maxConns: "4", env: {INDEXER_REPOSITORY_PREFIX: warcs/, INDEXER_WORK_DIR: /var/lib/archivist/indexer}}
 aggregator: {component: indexing, port: 8084, database: true, blob: writer, maxConns: "5"}
 auditor: {component: integrity, port: 8082, database: true, blob: writer}
-dashboard: {component: operations, port: 8090, apiClient: true, env: {DASHBOARD_CURATOR_URL: "http://curator:8080", DASHBOARD_PWA_URL: "http://pwa:8081", DASHBOARD_AUDITOR_URL: "http://auditor:8082", DASHBOARD_INDEXER_URL: "http://indexer:8083", DASHBOARD_AGGREGATOR_URL: "http://aggregator:8084"}}
+dashboard: {component: operations, port: 8090, apiClient: true, env: {DASHBOARD_CURATOR_URL: "https://curator:8080", DASHBOARD_PWA_URL: "https://pwa:8081", DASHBOARD_AUDITOR_URL: "https://auditor:8082", DASHBOARD_INDEXER_URL: "https://indexer:8083", DASHBOARD_AGGREGATOR_URL: "https://aggregator:8084", DASHBOARD_TLS_CA_FILE: /etc/archivist/api-tls/ca.crt}}
 {{- end -}}
 
 {{/* The catalog with every key of every service set (the engine is strict). */}}
@@ -156,4 +156,14 @@ and egress.except (the cluster's pod and service ranges).
 {{- $list := list "169.254.0.0/16" -}}
 {{- range .Values.egress.except }}{{ $list = append $list . }}{{ end -}}
 {{ toJson $list }}
+{{- end -}}
+
+{{/*
+The names an API is reached by in the cluster (its certificate's and
+API_ALLOWED_HOSTS), and those of api.allowedHosts (an Ingress's).
+*/}}
+{{- define "archivist.apiHosts" -}}
+{{- $ns := .root.Release.Namespace -}}
+{{- $hosts := list .name (printf "%s.%s" .name $ns) (printf "%s.%s.svc" .name $ns) (printf "%s.%s.svc.cluster.local" .name $ns) -}}
+{{ toJson $hosts }}
 {{- end -}}

@@ -11,11 +11,17 @@ package dashboard
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"embed"
 	"errors"
+	"fmt"
 	"html/template"
 	"log/slog"
+	"net"
 	"net/http"
+	"net/url"
+	"os"
 	"strconv"
 	"time"
 
@@ -42,6 +48,53 @@ type Config struct {
 	// FreshnessGoal is the index freshness the indexing panel marks as
 	// late (the spec's goal: a file answered within minutes).
 	FreshnessGoal time.Duration `env:"DASHBOARD_FRESHNESS_GOAL, default=10m"`
+	// TLSCAFile is the CA the APIs' certificates are checked against
+	// (their https URLs; default: the system's roots).
+	TLSCAFile string `env:"DASHBOARD_TLS_CA_FILE"`
+	// AllowPlainHTTP lets the dashboard ask APIs over http:// on other
+	// machines: it forwards each person's key, an operator's included, so
+	// only on a network of one machine (compose). APIs on this machine
+	// (127.0.0.1, localhost) are always allowed.
+	AllowPlainHTTP bool `env:"DASHBOARD_ALLOW_PLAIN_HTTP, default=false"`
+}
+
+// checkURLs refuses an API URL over which a key would cross a network in
+// clear (N40).
+func (cfg Config) checkURLs() error {
+	for name, u := range map[string]string{"DASHBOARD_CURATOR_URL": cfg.CuratorURL, "DASHBOARD_PWA_URL": cfg.PWAURL, "DASHBOARD_AUDITOR_URL": cfg.AuditorURL,
+		"DASHBOARD_INDEXER_URL": cfg.IndexerURL, "DASHBOARD_AGGREGATOR_URL": cfg.AggregatorURL} {
+		p, err := url.Parse(u)
+		if err != nil || (p.Scheme != "http" && p.Scheme != "https") || p.Host == "" {
+			return fmt.Errorf("%s %q is not an http(s) URL", name, u)
+		}
+		host := p.Hostname()
+		ip := net.ParseIP(host)
+		if p.Scheme == "http" && !cfg.AllowPlainHTTP && host != "localhost" && (ip == nil || !ip.IsLoopback()) {
+			return fmt.Errorf("%s %q: the dashboard forwards each person's key, so another machine's API is asked over https (DASHBOARD_TLS_CA_FILE; DASHBOARD_ALLOW_PLAIN_HTTP on a network of one machine)", name, u)
+		}
+	}
+	return nil
+}
+
+// httpClient is the client the dashboard asks the APIs with: their
+// certificates checked against DASHBOARD_TLS_CA_FILE when set.
+func (cfg Config) httpClient() (*http.Client, error) {
+	c := &http.Client{Timeout: cfg.CallTimeout}
+	if cfg.TLSCAFile == "" {
+		return c, nil
+	}
+	pem, err := os.ReadFile(cfg.TLSCAFile)
+	if err != nil {
+		return nil, fmt.Errorf("DASHBOARD_TLS_CA_FILE: %w", err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(pem) {
+		return nil, fmt.Errorf("DASHBOARD_TLS_CA_FILE %s holds no PEM certificate", cfg.TLSCAFile)
+	}
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.TLSClientConfig = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
+	c.Transport = tr
+	return c, nil
 }
 
 // Definition is the dashboard service.
@@ -56,7 +109,15 @@ func Definition() service.Definition {
 			if err := env.LoadConfig(ctx, &cfg); err != nil {
 				return err
 			}
+			if err := cfg.checkURLs(); err != nil {
+				return err
+			}
 			d := New(cfg, env.Bus, env.Log)
+			client, err := cfg.httpClient()
+			if err != nil {
+				return err
+			}
+			d.client = client
 			return env.Serve(ctx, "dashboard", cfg.HTTPAddr, service.Browser(d.Handler()), nil)
 		},
 	}
