@@ -5,12 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
 	"strings"
 	"time"
 
 	"github.com/archivist/archivist/pkg/fault"
+	"github.com/archivist/archivist/services/curator/ingest/manifest"
 )
 
 // EZIDClient speaks EZID's HTTP API (https://ezid.cdlib.org/doc/apidoc):
@@ -147,4 +149,19 @@ func answerError(code int, reason string) error {
 // but those a URL path cannot hold.
 func escapeID(id string) string {
 	return (&url.URL{Path: id}).EscapedPath()
+}
+
+// CheckEZIDURL checks EZID's base URL: http(s), and https but for a
+// stand-in on this machine, since Basic credentials go with every request.
+func CheckEZIDURL(base string) error {
+	if err := manifest.CheckURL(base); err != nil {
+		return err
+	}
+	u, _ := url.Parse(base)
+	host := u.Hostname()
+	ip := net.ParseIP(host)
+	if u.Scheme != "https" && host != "localhost" && (ip == nil || !ip.IsLoopback()) {
+		return errors.New("EZID is asked over https (its password goes with every request)")
+	}
+	return nil
 }

@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"net/mail"
+	"slices"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -102,4 +103,17 @@ func (s *Store) List(ctx context.Context) ([]Settings, error) {
 		return nil, fmt.Errorf("settings: %w", err)
 	}
 	return pgx.CollectRows(rows, pgx.RowToStructByPos[Settings])
+}
+
+// Callbacks are a deposit's callbacks: the collection's (an operator's),
+// and the batch's own when it names another. A depositor cannot keep the
+// collection's from hearing of its batches.
+func Callbacks(collection, batch string) []string {
+	var out []string
+	for _, cb := range []string{collection, batch} {
+		if cb != "" && !slices.Contains(out, cb) {
+			out = append(out, cb)
+		}
+	}
+	return out
 }

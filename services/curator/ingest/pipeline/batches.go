@@ -302,7 +302,7 @@ func (g *Ingester) batchReport(from ingest.State) daemon.Work {
 		// it does not change the batch's outcome: the move's detail says
 		// so, and update-reporting sends it again.
 		// To the collection's callback and the batch's own.
-		for _, cb := range callbacks(st.CallbackURL, callback) {
+		for _, cb := range notify.Callbacks(st.CallbackURL, callback) {
 			if err := daemon.Fence(ctx); err != nil {
 				return daemon.Outcome{}, err
 			}

@@ -10,9 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"net/http"
-	"net/url"
 	"os"
 	"path/filepath"
 	"sync"
@@ -27,7 +25,6 @@ import (
 	"github.com/archivist/archivist/services/curator/ingest/fetch"
 	"github.com/archivist/archivist/services/curator/ingest/identifier"
 	"github.com/archivist/archivist/services/curator/ingest/inventory"
-	"github.com/archivist/archivist/services/curator/ingest/manifest"
 	"github.com/archivist/archivist/services/curator/ingest/notify"
 	"github.com/archivist/archivist/services/curator/ingest/workarea"
 )
@@ -85,13 +82,8 @@ func New(cfg Config, s *ingest.Store, bs blob.Store, b *bus.Bus, log *slog.Logge
 	g.mail = &notify.Sender{DB: s.DB, Mailer: mailer, Log: log,
 		Policy: fault.Policy{Base: cfg.Interval, Max: max(cfg.RetryMax, cfg.Interval), Attempts: cfg.MaxAttempts, Budget: cfg.RetryBudget}}
 	if cfg.EZIDURL != "" {
-		if err := manifest.CheckURL(cfg.EZIDURL); err != nil {
+		if err := identifier.CheckEZIDURL(cfg.EZIDURL); err != nil {
 			return nil, fmt.Errorf("INGEST_EZID_URL %q: %w", cfg.EZIDURL, err)
-		}
-		// Basic credentials go with every request: never in clear, but to
-		// a stand-in on this machine.
-		if u, _ := url.Parse(cfg.EZIDURL); u.Scheme != "https" && !isLoopback(u.Hostname()) {
-			return nil, fmt.Errorf("INGEST_EZID_URL %q: EZID is asked over https (its password goes with every request)", cfg.EZIDURL)
 		}
 		if cfg.EZIDUser == "" || cfg.EZIDPassword == "" {
 			return nil, errors.New("INGEST_EZID_URL needs INGEST_EZID_USER and INGEST_EZID_PASSWORD")
@@ -263,13 +255,4 @@ func (g *Ingester) batch(ctx context.Context, id int64) (*batchRow, error) {
 	g.batches[id] = b
 	g.batchMu.Unlock()
 	return b, nil
-}
-
-// isLoopback reports whether host names this machine.
-func isLoopback(host string) bool {
-	if host == "localhost" {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
 }

@@ -23,6 +23,7 @@ import (
 	"github.com/archivist/archivist/services/curator/ingest/container"
 	"github.com/archivist/archivist/services/curator/ingest/daemon"
 	"github.com/archivist/archivist/services/curator/ingest/inventory"
+	"github.com/archivist/archivist/services/curator/ingest/notify"
 	"github.com/jackc/pgx/v5"
 )
 
@@ -264,7 +265,7 @@ func (g *Ingester) notify(ctx context.Context, j *ingest.JobRow) (daemon.Outcome
 	// The collection's callback (an operator's) hears of every deposit,
 	// and the batch's own (its depositor's) besides: a depositor cannot
 	// keep the collection's from hearing of its batches.
-	for _, cb := range callbacks(st.CallbackURL, b.CB) {
+	for _, cb := range notify.Callbacks(st.CallbackURL, b.CB) {
 		body, _ := json.Marshal(map[string]any{"batch": b.ID, "job": j.ID, "ark": j.ARK, "version": j.Version, "local_id": j.LocalID, "state": "completed"})
 		if err := daemon.Fence(ctx); err != nil {
 			return daemon.Outcome{}, err
@@ -282,16 +283,4 @@ func (g *Ingester) notify(ctx context.Context, j *ingest.JobRow) (daemon.Outcome
 		g.log.WarnContext(ctx, "ingest: clean working directory", "job", id, "err", err)
 	}
 	return daemon.Outcome{To: ingest.Completed}, nil
-}
-
-// callbacks are a deposit's callbacks: the collection's, and the batch's
-// own when it names another.
-func callbacks(collection, batch string) []string {
-	var out []string
-	for _, cb := range []string{collection, batch} {
-		if cb != "" && !slices.Contains(out, cb) {
-			out = append(out, cb)
-		}
-	}
-	return out
 }
