@@ -39,11 +39,15 @@ type daemon struct {
 	reserved chan struct{}
 	shared   chan struct{}
 	sem      chan struct{} // a slot per entity in hand
-	// share is the most of sem one depositor's entities hold at once;
-	// inHand counts them by depositor (under mu).
-	share  int
-	mu     sync.Mutex
-	inHand map[string]int
+	// share is the most of sem one depositor's entities hold at once
+	// while another depositor has work waiting in the state (contested,
+	// as the last listing found); inHand counts them by depositor (under
+	// mu). Alone, a depositor may use every slot: the share is a floor
+	// for each, not a ceiling when no one else waits.
+	share     int
+	mu        sync.Mutex
+	inHand    map[string]int
+	contested bool
 	next   func(ingest.State) *daemon // the daemon of another state of the entity
 	// held is what this process has claimed, by lock key, shared by all
 	// daemons: a listing skips it without asking PostgreSQL (a job carried
@@ -80,6 +84,7 @@ func (d *daemon) run(ctx context.Context) {
 		paused, err := d.store.Paused(ctx)
 		if err == nil && !paused {
 			ids, err := d.candidates(ctx)
+			d.sawWaiting(ids)
 			if err != nil && ctx.Err() == nil && !d.gate.Observe(ctx, err) {
 				d.log.ErrorContext(ctx, "ingest: list", "entity", d.entity, "state", d.state, "err", err)
 			}
@@ -176,13 +181,28 @@ func (d *daemon) candidates(ctx context.Context) ([]candidate, error) {
 // perDepositor is the most of one depositor's entities one listing holds.
 const perDepositor = 16
 
+// sawWaiting notes whether the depositors of a listing's entities, and
+// those in hand, are more than one: then each holds at most its share.
+func (d *daemon) sawWaiting(cands []candidate) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	who := map[string]bool{}
+	for _, c := range cands {
+		who[c.Submitter] = true
+	}
+	for s := range d.inHand {
+		who[s] = true
+	}
+	d.contested = len(who) > 1
+}
+
 // admit counts an entity of depositor who in hand, unless the depositor
-// holds its share of the daemon's concurrency already.
+// holds its share of the daemon's concurrency already while others wait.
 func (d *daemon) admit(who string) bool {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	limit := d.share
-	if limit <= 0 {
+	if limit <= 0 || !d.contested {
 		limit = cap(d.sem)
 	}
 	if d.inHand[who] >= limit {

@@ -38,9 +38,9 @@ type Config struct {
 	MinThroughput    int64         `env:"INGEST_MIN_THROUGHPUT, default=1024"`
 	ThroughputWindow time.Duration `env:"INGEST_THROUGHPUT_WINDOW, default=1m"`
 	// DepositorShare is the most of a state's INGEST_CONCURRENCY one
-	// depositor's batches or jobs hold at once, in percent (at least one):
-	// the rest is left to the others, so that no depositor shuts the
-	// others out.
+	// depositor's batches or jobs hold at once while another depositor's
+	// wait, in percent (at least one): no depositor shuts the others out,
+	// and one alone uses every slot.
 	DepositorShare int `env:"INGEST_DEPOSITOR_SHARE, default=50"`
 	// RequestTimeout bounds a whole HEAD request or callback.
 	RequestTimeout time.Duration `env:"INGEST_REQUEST_TIMEOUT, default=1m"`
