@@ -48,7 +48,7 @@ type daemon struct {
 	mu        sync.Mutex
 	inHand    map[string]int
 	contested bool
-	next   func(ingest.State) *daemon // the daemon of another state of the entity
+	next      func(ingest.State) *daemon // the daemon of another state of the entity
 	// held is what this process has claimed, by lock key, shared by all
 	// daemons: a listing skips it without asking PostgreSQL (a job carried
 	// from state to state is listed by each state's daemon in turn).
