@@ -8,6 +8,7 @@ import (
 	"crypto/x509"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"net"
 	"strings"
 	"testing"
@@ -294,12 +295,18 @@ func TestTheOperatorsUser(t *testing.T) {
 	if err := curatorBus.CheckStreams(ctx); err != nil {
 		t.Fatal(err)
 	}
-	// A dead letter of the curator's consumer, as its handler writes one.
+	// A message the curator's consumer could not read, and its dead
+	// letter, as its handler writes one (a replay checks the one against
+	// the other).
+	orig, err := curatorBus.JetStream().Publish(ctx, events.SubjectEpisodeUpserted, []byte("not an event"))
+	if err != nil {
+		t.Fatal(err)
+	}
 	dl := nats.NewMsg(events.DeadLetterSubject(events.StreamCuration, events.CuratorEpisodes.Config.Durable))
 	dl.Data = []byte("not an event")
 	for k, v := range map[string]string{events.HeaderDLQReason: "undecodable", events.HeaderDLQStream: events.StreamCuration,
-		events.HeaderDLQConsumer: events.CuratorEpisodes.Config.Durable, events.HeaderDLQSubject: events.CurationSubject("radio", events.TypeEpisodeUpserted),
-		events.HeaderDLQSequence: "1", events.HeaderDLQDeliveries: "1"} {
+		events.HeaderDLQConsumer: events.CuratorEpisodes.Config.Durable, events.HeaderDLQSubject: events.SubjectEpisodeUpserted,
+		events.HeaderDLQSequence: fmt.Sprint(orig.Sequence), events.HeaderDLQDeliveries: "1"} {
 		dl.Header.Set(k, v)
 	}
 	if _, err := curatorBus.JetStream().PublishMsg(ctx, dl); err != nil {
