@@ -144,6 +144,24 @@ var (
 		FilterSubject: SubjectObjectDeleted,
 		AckPolicy:     jetstream.AckExplicitPolicy, AckWait: defaultConsumerAckWait, MaxDeliver: defaultConsumerMaxDeliver, MaxAckPending: 1000,
 	}}
+	// AuditorReplicate copies every recorded object to the second copy
+	// (AUDITOR_SECONDARY_BLOB_URL), and AuditorUnreplicate deletes every
+	// deleted one there. A copy waits out an outage of either store: it is
+	// delivered again, backing off, for as long as it takes (no dead
+	// letter for a store that is down).
+	AuditorReplicate = Consumer{Stream: StreamArchive, Config: jetstream.ConsumerConfig{
+		Durable: "auditor-replicate", Description: "auditor: the second copy, written",
+		FilterSubject: SubjectObjectRecorded,
+		AckPolicy:     jetstream.AckExplicitPolicy, AckWait: 5 * time.Minute, MaxDeliver: -1, MaxAckPending: 64,
+		BackOff: []time.Duration{5 * time.Second, 30 * time.Second, 2 * time.Minute, 10 * time.Minute},
+	}}
+	// AuditorUnreplicate deletes deleted objects from the second copy.
+	AuditorUnreplicate = Consumer{Stream: StreamArchive, Config: jetstream.ConsumerConfig{
+		Durable: "auditor-unreplicate", Description: "auditor: the second copy, deleted from",
+		FilterSubject: SubjectObjectDeleted,
+		AckPolicy:     jetstream.AckExplicitPolicy, AckWait: time.Minute, MaxDeliver: -1, MaxAckPending: 256,
+		BackOff: []time.Duration{5 * time.Second, 30 * time.Second, 2 * time.Minute, 10 * time.Minute},
+	}}
 	// AuditorHigh and AuditorLow are the worker manager's task consumers. A
 	// task is tried three times (MaxDeliver); the third failure dead-letters
 	// it with its reason.

@@ -77,7 +77,7 @@ var accessOf = map[string]access{
 	"auditor": {
 		publishes:  []string{SubjectAuditTaskHigh, SubjectAuditTaskLow},
 		subscribes: []string{"audit.task.>"}, // a new task wakes the idle worker manager
-		consumers:  []Consumer{AuditorRecorded, AuditorDeleted, AuditorHigh, AuditorLow},
+		consumers:  []Consumer{AuditorRecorded, AuditorDeleted, AuditorReplicate, AuditorUnreplicate, AuditorHigh, AuditorLow},
 	},
 	"operator":  {external: true}, // operatorPermissions
 	"deploy":    {external: true}, // deployPermissions

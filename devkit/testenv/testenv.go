@@ -26,14 +26,15 @@ import (
 	"github.com/archivist/archivist/pkg/bus"
 )
 
-// Main runs the package's tests, then stops the shared NATS server and
-// PostgreSQL cluster and removes their files.
+// Main runs the package's tests, then stops the shared NATS server,
+// PostgreSQL cluster and MinIO server and removes their files.
 //
 //	func TestMain(m *testing.M) { testenv.Main(m) }
 func Main(m *testing.M) {
 	code := m.Run()
 	shutdownNATS()
 	shutdownPostgres()
+	shutdownMinIO()
 	os.Exit(code)
 }
 

@@ -11,7 +11,6 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -23,13 +22,11 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/minio/minio-go/v7"
-	"github.com/minio/minio-go/v7/pkg/credentials"
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/archivist/archivist/devkit/blobtest"
+	"github.com/archivist/archivist/devkit/minioserver"
 	"github.com/archivist/archivist/devkit/natsserver"
 	"github.com/archivist/archivist/devkit/pgcluster"
 	"github.com/archivist/archivist/devkit/testenv"
@@ -69,48 +66,42 @@ type soak struct {
 	mu    sync.Mutex
 	files *origin.Origin // the batches' files and manifests
 	sent  soakSent
-	// s3 is the S3 stand-in the services store blobs in (nil: a local
+	// s3 is the S3 server the services store blobs in (nil: a local
 	// directory, blobDir).
-	s3 *s3StandIn
+	s3 *s3Server
 }
 
-// s3StandIn is the S3 stand-in (blobtest.S3: gofakes3, in memory) on a fixed
-// port, which the soak stops and starts again with the same objects.
-type s3StandIn struct {
-	addr    string
-	handler http.Handler
-	srv     *http.Server
+// s3Server is a MinIO server of the soak's own (a real S3 server), on
+// fixed ports and a data directory, which the soak stops and starts again
+// with the same objects: a real outage of the store.
+type s3Server struct {
+	opts minioserver.Options
+	srv  *minioserver.Server
 }
 
-func newS3StandIn(t *testing.T) *s3StandIn {
+func newS3Server(t *testing.T) *s3Server {
 	t.Helper()
-	s := &s3StandIn{addr: fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(t)), handler: blobtest.NewS3Handler(blobtest.S3Options{}).Handler}
+	s := &s3Server{opts: minioserver.Options{Dir: filepath.Join(t.TempDir(), "data"), AccessKey: "soak", SecretKey: "soak-secret",
+		Addr: fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(t)), ConsoleAddr: fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(t))}}
 	s.start(t)
-	t.Cleanup(func() { s.srv.Close() })
+	t.Cleanup(func() { s.srv.Stop() })
 	return s
 }
 
-func (s *s3StandIn) start(t *testing.T) {
+func (s *s3Server) start(t *testing.T) {
 	t.Helper()
-	var ln net.Listener
 	var err error
 	for range 50 { // the port may linger a moment after a stop
-		if ln, err = net.Listen("tcp", s.addr); err == nil {
-			break
+		if s.srv, err = minioserver.Start(context.Background(), s.opts); err == nil {
+			return
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	if err != nil {
-		t.Fatalf("S3 stand-in: %v", err)
-	}
-	s.srv = &http.Server{Handler: s.handler, ReadHeaderTimeout: 10 * time.Second}
-	go s.srv.Serve(ln)
+	t.Fatalf("MinIO (the S3 soak runs on a real S3 server): %v", err)
 }
 
 // url is BLOB_URL for the bucket.
-func (s *s3StandIn) url(bucket string) string {
-	return "s3://" + bucket + "/?endpoint=" + s.addr + "&secure=false&path_style=true&region=us-east-1"
-}
+func (s *s3Server) url(bucket string) string { return s.srv.URL(bucket, "") }
 
 // soakSent counts what the load sent and the faults done.
 type soakSent struct {
@@ -132,8 +123,8 @@ type soakSent struct {
 // the test sent.
 func TestFaultSoak(t *testing.T) { runSoak(t, newSoak(t, false), *soakFor) }
 
-// TestFaultSoakOnS3 is TestFaultSoak with every service's blobs in an S3
-// bucket (the S3 stand-in): its blob store outage stops the stand-in.
+// TestFaultSoakOnS3 is TestFaultSoak with every service's blobs in a
+// bucket of a real S3 server (MinIO): its blob store outage stops MinIO.
 func TestFaultSoakOnS3(t *testing.T) { runSoak(t, newSoak(t, true), *soakS3For) }
 
 func runSoak(t *testing.T, s *soak, d time.Duration) {
@@ -184,12 +175,8 @@ func newSoak(t *testing.T, onS3 bool) *soak {
 	}
 	t.Cleanup(func() { natsserver.Stop(s.ns) })
 	if onS3 {
-		s.s3, s.blobDir = newS3StandIn(t), ""
-		mc, err := minio.New(s.s3.addr, &minio.Options{Creds: credentials.NewStaticV4("soak", "soak-secret", ""), BucketLookup: minio.BucketLookupPath, Region: "us-east-1"})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := mc.MakeBucket(ctx, "soak", minio.MakeBucketOptions{Region: "us-east-1"}); err != nil {
+		s.s3, s.blobDir = newS3Server(t), ""
+		if err := s.s3.srv.MakeBucket(ctx, "soak"); err != nil {
 			t.Fatal(err)
 		}
 		s.bs, err = blob.Open(ctx, blob.Config{URL: s.s3.url("soak"), S3AccessKeyID: "soak", S3SecretAccessKey: "soak-secret"})
@@ -291,8 +278,8 @@ func (s *soak) restartPostgres() {
 // blobs pauses meanwhile, and nothing may fail or park for it.
 func (s *soak) blobOutage() {
 	if s.s3 != nil {
-		s.t.Log("blob store outage: the S3 stand-in stopped")
-		s.s3.srv.Close()
+		s.t.Log("blob store outage: the S3 server (MinIO) stopped")
+		s.s3.srv.Stop()
 		time.Sleep(5 * time.Second)
 		s.s3.start(s.t)
 	} else {

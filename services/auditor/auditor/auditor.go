@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
 	"strconv"
 	"time"
 
@@ -28,6 +29,7 @@ import (
 	"github.com/archivist/archivist/pkg/store"
 	"github.com/archivist/archivist/services/auditor/integrity"
 	"github.com/archivist/archivist/services/auditor/migrations"
+	"github.com/archivist/archivist/services/auditor/replica"
 	"github.com/archivist/archivist/services/auditor/workman"
 )
 
@@ -62,6 +64,15 @@ type Config struct {
 	// SecondaryBlobURL is a second copy of the archive, if any: content gone
 	// sour that it still holds is internally resolvable.
 	SecondaryBlobURL string `env:"AUDITOR_SECONDARY_BLOB_URL"`
+	// SecondaryS3AccessKeyID and SecondaryS3SecretAccessKey are the second
+	// copy's S3 credentials (another provider's, say); empty, an S3 second
+	// copy uses the environment's (the primary's, or a web identity).
+	SecondaryS3AccessKeyID     string `env:"AUDITOR_SECONDARY_S3_ACCESS_KEY_ID"`
+	SecondaryS3SecretAccessKey string `env:"AUDITOR_SECONDARY_S3_SECRET_ACCESS_KEY"`
+	// Replicate has the auditor write the second copy: every recorded
+	// object copied there, every deleted one deleted there (on by default
+	// where there is a second copy).
+	Replicate bool `env:"AUDITOR_REPLICATE, default=true"`
 	// BitLogRetention is how long the bit log keeps each check; older ones
 	// are summed by day and outcome (auditor.bit_log_summary) and deleted
 	// (0: kept for ever).
@@ -89,7 +100,11 @@ func run(ctx context.Context, env *service.Env, cfg Config) error {
 	var secondary blob.Store
 	if cfg.SecondaryBlobURL != "" {
 		var err error
-		if secondary, err = blob.Open(ctx, blob.Config{URL: cfg.SecondaryBlobURL}); err != nil {
+		sc := blob.Config{URL: cfg.SecondaryBlobURL, S3AccessKeyID: cfg.SecondaryS3AccessKeyID, S3SecretAccessKey: cfg.SecondaryS3SecretAccessKey}
+		if sc.S3AccessKeyID == "" && sc.S3SecretAccessKey == "" {
+			sc.S3AccessKeyID, sc.S3SecretAccessKey = os.Getenv("S3_ACCESS_KEY_ID"), os.Getenv("S3_SECRET_ACCESS_KEY")
+		}
+		if secondary, err = blob.Open(ctx, sc); err != nil {
 			return fmt.Errorf("secondary blob store: %w", err)
 		}
 	}
@@ -127,6 +142,22 @@ func run(ctx context.Context, env *service.Env, cfg Config) error {
 	if err != nil {
 		return errors.Join(err, objects.Stop(context.Background()))
 	}
+	stoppers := []func(context.Context) error{objects.Stop, deletions.Stop}
+	if secondary != nil && cfg.Replicate {
+		// The second copy, written: a copy per recorded object, a deletion
+		// per deleted one (replica).
+		rep := replica.New(env.DB, env.Blob, secondary, env.Metrics, env.Log)
+		copies, err := bus.Consume(ctx, env.Bus, events.AuditorReplicate, rep.Recorded, bus.WithConcurrency(8))
+		if err != nil {
+			return errors.Join(err, objects.Stop(context.Background()), deletions.Stop(context.Background()))
+		}
+		uncopies, err := bus.Consume(ctx, env.Bus, events.AuditorUnreplicate, rep.Deleted, bus.WithConcurrency(4))
+		if err != nil {
+			return errors.Join(err, objects.Stop(context.Background()), deletions.Stop(context.Background()), copies.Stop(context.Background()))
+		}
+		stoppers = append(stoppers, copies.Stop, uncopies.Stop)
+		env.ReadGauges(replica.Gauges, func(ctx context.Context) (service.Readings, error) { return replica.Lag(ctx, env.Bus) })
+	}
 	m, err := workman.New(ctx, env.Bus, events.AuditorHigh, events.AuditorLow, a.Task, cfg.Workman, workman.Hooks{}, a.Failures(), env.Log)
 	if err != nil {
 		return errors.Join(err, objects.Stop(context.Background()))
@@ -149,7 +180,7 @@ func run(ctx context.Context, env *service.Env, cfg Config) error {
 	reconcile := env.AsLeader("auditor.reconcile", service.Every(cfg.ReconcileTick, a.reconcileStep))
 	trim := env.AsLeader("auditor.retention", service.Every(time.Hour, a.trimStep))
 	repair := env.AsLeader("auditor.repair", service.Every(cfg.ScheduleTick, a.autoRepair))
-	return env.Serve(ctx, "audit API", cfg.HTTPAddr, a.Handler(), []service.Loop{m.Run, schedule, reconcile, trim, repair}, objects.Stop, deletions.Stop)
+	return env.Serve(ctx, "audit API", cfg.HTTPAddr, a.Handler(), []service.Loop{m.Run, schedule, reconcile, trim, repair}, stoppers...)
 }
 
 // Auditor is the auditor's logic on its dependencies.

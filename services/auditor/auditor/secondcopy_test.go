@@ -1,0 +1,109 @@
+package auditor_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/minio/minio-go/v7"
+
+	"github.com/archivist/archivist/devkit/testenv"
+	"github.com/archivist/archivist/events"
+	"github.com/archivist/archivist/pkg/blob"
+	"github.com/archivist/archivist/pkg/bus"
+	"github.com/archivist/archivist/services/auditor/auditor"
+	"github.com/archivist/archivist/services/auditor/migrations"
+)
+
+// TestTheSecondCopyOnMinIO (#49): on a real S3 server, a primary and a
+// secondary bucket. A recorded object is copied to the second copy; its
+// bytes replaced in the primary by a plain S3 client are found by the
+// next check and repaired from the second copy (AUDITOR_AUTO_REPAIR); a
+// deleted object is deleted from the second copy, and a copy delivered
+// after its deletion does not write it back.
+func TestTheSecondCopyOnMinIO(t *testing.T) {
+	ctx := context.Background()
+	primary, primaryBucket := testenv.MinIOBucket(t, "")
+	secondary, secondaryBucket := testenv.MinIOBucket(t, "")
+	m := testenv.MinIO(t)
+	raw, err := m.Client()
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := testenv.FreePort(t)
+	sh := testenv.Shared{NATSURL: testenv.NATS(t), DBURL: testenv.DBURL(t, migrations.Schema), Blob: primary}
+	testenv.StartServiceIn(t, auditor.Definition(), sh, map[string]string{
+		"AUDITOR_HTTP_ADDR": fmt.Sprintf("127.0.0.1:%d", port), "AUDITOR_CYCLE": "1h", "AUDITOR_SCHEDULE_TICK": "100ms",
+		"AUDITOR_IDLE_BACKOFF_MIN": "50ms", "AUDITOR_IDLE_BACKOFF_MAX": "200ms", "AUDITOR_RETRY_DELAY": "100ms",
+		"AUDITOR_SECONDARY_BLOB_URL": m.URL(secondaryBucket, ""), "AUDITOR_SECONDARY_S3_ACCESS_KEY_ID": m.AccessKey,
+		"AUDITOR_SECONDARY_S3_SECRET_ACCESS_KEY": m.SecretKey, "AUDITOR_AUTO_REPAIR": "objects/",
+	})
+	b := testenv.BusAt(t, sh.NATSURL, "ingest")
+	waitFor := func(what string, cond func() bool) {
+		t.Helper()
+		for deadline := time.Now().Add(30 * time.Second); !cond(); time.Sleep(50 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("timed out waiting for %s", what)
+			}
+		}
+	}
+	read := func(s blob.Store, key string) (string, error) {
+		rc, _, err := s.Get(ctx, key)
+		if err != nil {
+			return "", err
+		}
+		defer rc.Close()
+		got, err := io.ReadAll(rc)
+		return string(got), err
+	}
+	record := func(key, content string, at time.Time) {
+		t.Helper()
+		env, _ := events.NewAt("ingest", at, &events.ObjectRecorded{Object: key, SHA256: sum(content), Size: int64(len(content))})
+		if err := b.PublishBatch(ctx, []bus.Outgoing{{Subject: events.SubjectObjectRecorded, Envelope: env}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	const key, content = "objects/ark:99999%2Ffk4kept/v1/producer/page.txt", "the page as deposited"
+	if _, err := primary.Put(ctx, key, strings.NewReader(content), nil); err != nil {
+		t.Fatal(err)
+	}
+	record(key, content, time.Now())
+	waitFor("the copy in the secondary bucket", func() bool { got, _ := read(secondary, key); return got == content })
+
+	// A plain S3 client replaces the primary's bytes.
+	if _, err := raw.PutObject(ctx, primaryBucket, key, strings.NewReader("THE PAGE, CHANGED"), 17, minio.PutObjectOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.Post(fmt.Sprintf("http://127.0.0.1:%d/v1/audit/check", port), "application/json", strings.NewReader(`{"space": "objects/"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	waitFor("the primary repaired from the second copy", func() bool { got, _ := read(primary, key); return got == content })
+
+	// A deletion reaches the second copy; a copy delivered late does not
+	// bring it back.
+	const gone, goneContent = "objects/ark:99999%2Ffk4gone/v1/producer/page.txt", "withdrawn"
+	if _, err := primary.Put(ctx, gone, bytes.NewReader([]byte(goneContent)), nil); err != nil {
+		t.Fatal(err)
+	}
+	recordedAt := time.Now()
+	record(gone, goneContent, recordedAt)
+	waitFor("the withdrawn object's copy", func() bool { got, _ := read(secondary, gone); return got == goneContent })
+	del, _ := events.New("curator", &events.ObjectDeleted{Object: gone})
+	if err := b.PublishBatch(ctx, []bus.Outgoing{{Subject: events.SubjectObjectDeleted, Envelope: del}}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor("the withdrawn object gone from the second copy", func() bool { _, err := read(secondary, gone); return errors.Is(err, blob.ErrNotFound) })
+	record(gone, goneContent, recordedAt) // the same recording, delivered again late
+	time.Sleep(time.Second)
+	if _, err := read(secondary, gone); !errors.Is(err, blob.ErrNotFound) {
+		t.Errorf("a copy delivered after the deletion wrote the withdrawn object back: %v", err)
+	}
+}
