@@ -5,6 +5,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/archivist/archivist/devkit/minioserver"
 	"github.com/archivist/archivist/pkg/config"
 	"github.com/archivist/archivist/pkg/logging"
 	"github.com/archivist/archivist/pkg/service"
@@ -56,6 +57,7 @@ a batch, WARC files) once it is ready.` + env("ARCHIVIST_* (each flag's), DATABA
 	f.StringVar(&o.AggregatorAddr, "aggregator-addr", o.AggregatorAddr, "CDX query API address (AGGREGATOR_HTTP_ADDR)")
 	f.StringVar(&o.DashboardAddr, "dashboard-addr", o.DashboardAddr, "the operator's dashboard address (DASHBOARD_HTTP_ADDR)")
 	f.BoolVar(&o.Demo, "demo", o.Demo, "seed demo data once ready: episodes and jingles, a batch, WARC files (ARCHIVIST_DEMO)")
+	f.BoolVar(&o.MinIO, "minio", o.MinIO, "keep the blobs in a MinIO server (built with "+minioserver.Install+"): the archive and its second copy, which the auditor writes and repairs from (ARCHIVIST_DEV_MINIO)")
 	return c
 }
 

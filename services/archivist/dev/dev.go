@@ -20,6 +20,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/sethvargo/go-envconfig"
 
+	"github.com/archivist/archivist/devkit/minioserver"
 	"github.com/archivist/archivist/devkit/natsserver"
 	"github.com/archivist/archivist/devkit/pgcluster"
 	"github.com/archivist/archivist/pkg/blob"
@@ -53,7 +54,20 @@ type Options struct {
 	DashboardAddr string `env:"DASHBOARD_HTTP_ADDR, default=127.0.0.1:8090"`
 	// Demo seeds a little of everything once the system is ready (--demo).
 	Demo bool `env:"ARCHIVIST_DEMO, default=false"`
+	// MinIO keeps the blobs in a MinIO server (a real S3 server, started
+	// from the machine's binary, data under DataDir/minio): the archive in
+	// bucket archive, its second copy, which the auditor writes and
+	// repairs from, in bucket archive-copy (--minio).
+	MinIO bool `env:"ARCHIVIST_DEV_MINIO, default=false"`
+	// MinIOPort is that server's S3 port (the next one its console's).
+	MinIOPort int `env:"ARCHIVIST_DEV_MINIO_PORT, default=9000"`
 }
+
+// The buckets of `archivist dev --minio`.
+const (
+	MinIOArchiveBucket = "archive"
+	MinIOCopyBucket    = "archive-copy"
+)
 
 // Run runs everything until ctx ends, printing where each part listens to out.
 func Run(ctx context.Context, o Options, defs []service.Definition, log *slog.Logger, out io.Writer) (err error) {
@@ -100,12 +114,24 @@ func Run(ctx context.Context, o Options, defs []service.Definition, log *slog.Lo
 	if err != nil {
 		return err
 	}
+	blobURL, s3 := "file://"+filepath.Join(dataDir, "blobs"), map[string]string{}
+	if o.MinIO {
+		m, err := startMinIO(ctx, dataDir, o.MinIOPort)
+		if err != nil {
+			return err
+		}
+		defer m.Stop()
+		blobURL = m.URL(MinIOArchiveBucket, "")
+		s3 = map[string]string{"S3_ACCESS_KEY_ID": m.AccessKey, "S3_SECRET_ACCESS_KEY": m.SecretKey,
+			"AUDITOR_SECONDARY_BLOB_URL": m.URL(MinIOCopyBucket, ""), "AUDITOR_AUTO_REPAIR": "objects/",
+			"AUDITOR_SECONDARY_S3_ACCESS_KEY_ID": m.AccessKey, "AUDITOR_SECONDARY_S3_SECRET_ACCESS_KEY": m.SecretKey}
+	}
 	defaults := map[string]string{
 		"API_AUTH":             "keys",
 		"API_KEYS_FILE":        keysFile,
 		"NATS_URL":             natsURL,
 		"DATABASE_URL":         dbURL,
-		"BLOB_URL":             "file://" + filepath.Join(dataDir, "blobs"),
+		"BLOB_URL":             blobURL,
 		"ADMIN_ADDR":           o.AdminAddr,
 		"CURATOR_HTTP_ADDR":    o.CuratorAddr,
 		"PWA_HTTP_ADDR":        o.PWAAddr,
@@ -134,6 +160,9 @@ func Run(ctx context.Context, o Options, defs []service.Definition, log *slog.Lo
 		// listen on): a page of another site that rebinds its name to
 		// 127.0.0.1 reaches none of them.
 		"API_ALLOWED_HOSTS": allowedHosts(o.CuratorAddr, o.PWAAddr, o.AuditorAddr, o.IndexerAddr, o.AggregatorAddr, o.DashboardAddr),
+	}
+	for k, v := range s3 {
+		defaults[k] = v
 	}
 	lookuper := envconfig.MultiLookuper(envconfig.OsLookuper(), envconfig.MapLookuper(defaults))
 	var common service.Common
@@ -172,7 +201,7 @@ Ctrl-C stops everything.
 		if err != nil {
 			return err
 		}
-		blobs, err := blob.NewLocal(filepath.Join(dataDir, "blobs"))
+		blobs, err := blob.Open(ctx, common.Blob)
 		if err != nil {
 			return err
 		}
@@ -278,4 +307,38 @@ func redacted(u string) string {
 		return v.Value
 	}
 	return u
+}
+
+// startMinIO starts the MinIO server of `archivist dev --minio`, its data
+// and credentials kept under dataDir/minio (the same across restarts), and
+// makes its two buckets.
+func startMinIO(ctx context.Context, dataDir string, port int) (*minioserver.Server, error) {
+	dir := filepath.Join(dataDir, "minio")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("minio dir: %w", err)
+	}
+	credsFile := filepath.Join(dir, "credentials")
+	var access, secret string
+	if b, err := os.ReadFile(credsFile); err == nil {
+		access, secret, _ = strings.Cut(strings.TrimSpace(string(b)), " ")
+	} else {
+		var rb [20]byte
+		_, _ = rand.Read(rb[:])
+		access, secret = "archivist-dev", hex.EncodeToString(rb[:])
+		if err := os.WriteFile(credsFile, []byte(access+" "+secret+"\n"), 0o600); err != nil {
+			return nil, fmt.Errorf("minio credentials: %w", err)
+		}
+	}
+	m, err := minioserver.Start(ctx, minioserver.Options{Dir: filepath.Join(dir, "data"), AccessKey: access, SecretKey: secret,
+		Addr: fmt.Sprintf("127.0.0.1:%d", port), ConsoleAddr: fmt.Sprintf("127.0.0.1:%d", port+1)})
+	if err != nil {
+		return nil, fmt.Errorf("--minio: %w", err)
+	}
+	for _, b := range []string{MinIOArchiveBucket, MinIOCopyBucket} {
+		if err := m.MakeBucket(ctx, b); err != nil {
+			m.Stop()
+			return nil, err
+		}
+	}
+	return m, nil
 }
