@@ -100,6 +100,14 @@ func Print(w io.Writer, st auditor.Status) error {
 	fmt.Fprintf(tw, "PARKED\t%d\t(archivist audit parked)\n", st.Parked)
 	fmt.Fprintf(tw, "NO PROVIDER CHECKSUM\t%d\t(objects the store keeps no checksum of: audited by content, index and log)\n", st.NoProviderChecksum)
 	fmt.Fprintf(tw, "DEAD LETTERS\t%d\n", st.DeadLetters)
+	if c := st.SecondCopy; c != nil {
+		end := "not yet known"
+		if !c.ProjectedEnd.IsZero() {
+			end = c.ProjectedEnd.Format("2006-01-02 15:04")
+		}
+		fmt.Fprintf(tw, "SECOND COPY\tchecked %d of %d this pass (pass %d, since %s)\tends %s\tcopied back this cycle %d\n",
+			c.Checked, c.Objects, c.Passes+1, c.PassStarted.Format("2006-01-02 15:04"), end, c.Repaired)
+	}
 	rows := make([]string, 0, len(st.FailuresByRow))
 	for r := range st.FailuresByRow {
 		rows = append(rows, r)

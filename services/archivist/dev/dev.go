@@ -124,7 +124,9 @@ func Run(ctx context.Context, o Options, defs []service.Definition, log *slog.Lo
 		blobURL = m.URL(MinIOArchiveBucket, "")
 		s3 = map[string]string{"S3_ACCESS_KEY_ID": m.AccessKey, "S3_SECRET_ACCESS_KEY": m.SecretKey,
 			"AUDITOR_SECONDARY_BLOB_URL": m.URL(MinIOCopyBucket, ""), "AUDITOR_AUTO_REPAIR": "objects/",
-			"AUDITOR_SECONDARY_S3_ACCESS_KEY_ID": m.AccessKey, "AUDITOR_SECONDARY_S3_SECRET_ACCESS_KEY": m.SecretKey}
+			"AUDITOR_SECONDARY_S3_ACCESS_KEY_ID": m.AccessKey, "AUDITOR_SECONDARY_S3_SECRET_ACCESS_KEY": m.SecretKey,
+			// The second copy's own audit goes round in minutes here.
+			"AUDITOR_SECONDARY_CYCLE": "2m"}
 	}
 	defaults := map[string]string{
 		"API_AUTH":             "keys",

@@ -21,11 +21,16 @@ import (
 
 // TestDevOnMinIO (#49): `archivist dev --minio` runs every pipeline on a
 // real S3 server with the archive's second copy: a deposited file appears
-// in both buckets, and its bytes replaced in the archive's bucket by a
-// plain S3 client are found at the next check and repaired from the copy.
+// in both buckets; its bytes replaced in the archive's bucket by a plain
+// S3 client are found at the next check and repaired from the copy; a
+// file deleted from the copy's bucket is found in the copy's own cycle and
+// copied back.
 func TestDevOnMinIO(t *testing.T) {
 	o := devOptions(t)
 	o.MinIO, o.MinIOPort = true, testenv.FreePort(t)
+	// The second copy's cycle in seconds, for the test.
+	t.Setenv("AUDITOR_SECONDARY_CYCLE", "3s")
+	t.Setenv("AUDITOR_SCHEDULE_TICK", "200ms")
 	testenv.FreePort(t) // the console's, the next one, is most likely free too
 	runDev(t, o)
 	token, err := os.ReadFile(filepath.Join(o.DataDir, dev.TokenFile))
@@ -83,4 +88,11 @@ func TestDevOnMinIO(t *testing.T) {
 		t.Fatalf("check: %d", code)
 	}
 	api.waitFor("the archive's bucket repaired from the copy", func() bool { return read(dev.MinIOArchiveBucket, key) == content })
+
+	// A file deleted from the second copy is found in its cycle and copied
+	// back.
+	if err := raw.RemoveObject(ctx, dev.MinIOCopyBucket, key, minio.RemoveObjectOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	api.waitFor("the second copy's file copied back", func() bool { return read(dev.MinIOCopyBucket, key) == content })
 }

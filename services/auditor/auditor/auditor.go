@@ -6,6 +6,7 @@
 package auditor
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -73,6 +74,13 @@ type Config struct {
 	// object copied there, every deleted one deleted there (on by default
 	// where there is a second copy).
 	Replicate bool `env:"AUDITOR_REPLICATE, default=true"`
+	// SecondaryCycle is how often the second copy's own audit checks every
+	// object of the content index there (0: AUDITOR_CYCLE).
+	SecondaryCycle time.Duration `env:"AUDITOR_SECONDARY_CYCLE"`
+	// SecondaryCheck is how it checks a file the copy holds: "checksum"
+	// (the store's stored SHA-256, no bytes read, where it keeps one) or
+	// "read" (every byte).
+	SecondaryCheck string `env:"AUDITOR_SECONDARY_CHECK, default=checksum"`
 	// BitLogRetention is how long the bit log keeps each check; older ones
 	// are summed by day and outcome (auditor.bit_log_summary) and deleted
 	// (0: kept for ever).
@@ -143,6 +151,7 @@ func run(ctx context.Context, env *service.Env, cfg Config) error {
 		return errors.Join(err, objects.Stop(context.Background()))
 	}
 	stoppers := []func(context.Context) error{objects.Stop, deletions.Stop}
+	var loops []service.Loop
 	if secondary != nil && cfg.Replicate {
 		// The second copy, written: a copy per recorded object, a deletion
 		// per deleted one (replica).
@@ -157,6 +166,18 @@ func run(ctx context.Context, env *service.Env, cfg Config) error {
 		}
 		stoppers = append(stoppers, copies.Stop, uncopies.Stop)
 		env.ReadGauges(replica.Gauges, func(ctx context.Context) (service.Readings, error) { return replica.Lag(ctx, env.Bus) })
+		// The second copy, audited: a cycle of its own (the leader's).
+		mode := replica.CheckMode(cfg.SecondaryCheck)
+		if mode != replica.ReadCheck && mode != replica.ChecksumCheck {
+			return fmt.Errorf("AUDITOR_SECONDARY_CHECK %q: read or checksum", cfg.SecondaryCheck)
+		}
+		copyAudit := &replica.Auditor{Replicator: rep, Cycle: cmp.Or(cfg.SecondaryCycle, cfg.Cycle), Mode: mode}
+		a.copyAudit = copyAudit
+		loops = append(loops, env.AsLeader("auditor.second-copy", service.Every(cfg.ScheduleTick, func(ctx context.Context) {
+			if _, err := copyAudit.Step(ctx, cfg.ScheduleTick); err != nil && ctx.Err() == nil {
+				env.Log.WarnContext(ctx, "second copy: its audit waits (a store away?)", "err", err)
+			}
+		})))
 	}
 	m, err := workman.New(ctx, env.Bus, events.AuditorHigh, events.AuditorLow, a.Task, cfg.Workman, workman.Hooks{}, a.Failures(), env.Log)
 	if err != nil {
@@ -180,7 +201,8 @@ func run(ctx context.Context, env *service.Env, cfg Config) error {
 	reconcile := env.AsLeader("auditor.reconcile", service.Every(cfg.ReconcileTick, a.reconcileStep))
 	trim := env.AsLeader("auditor.retention", service.Every(time.Hour, a.trimStep))
 	repair := env.AsLeader("auditor.repair", service.Every(cfg.ScheduleTick, a.autoRepair))
-	return env.Serve(ctx, "audit API", cfg.HTTPAddr, a.Handler(), []service.Loop{m.Run, schedule, reconcile, trim, repair}, stoppers...)
+	loops = append(loops, m.Run, schedule, reconcile, trim, repair)
+	return env.Serve(ctx, "audit API", cfg.HTTPAddr, a.Handler(), loops, stoppers...)
 }
 
 // Auditor is the auditor's logic on its dependencies.
@@ -198,6 +220,8 @@ type Auditor struct {
 	reconciled *prometheus.CounterVec
 	// checks counts the completed checks by outcome row (nil: none).
 	checks *prometheus.CounterVec
+	// copyAudit is the second copy's own audit (nil: no second copy).
+	copyAudit *replica.Auditor
 }
 
 // SetGate has the auditor's loops pause while gate is closed, and tell an

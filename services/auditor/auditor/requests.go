@@ -18,6 +18,7 @@ import (
 	"github.com/archivist/archivist/pkg/fault"
 	"github.com/archivist/archivist/pkg/service"
 	"github.com/archivist/archivist/services/auditor/integrity"
+	"github.com/archivist/archivist/services/auditor/replica"
 )
 
 // QueueDue queues a low-priority check of every object due by now and moves
@@ -393,10 +394,12 @@ type Status struct {
 	// NoProviderChecksum counts objects the store could give no checksum
 	// of its own (an S3 object stored without one, beyond 5 GiB): their
 	// audits compare content, index and log alone.
-	NoProviderChecksum int64  `json:"no_provider_checksum"`
-	DeadLetters        int    `json:"dead_letters"`
-	QueuedHigh         uint64 `json:"queued_high"`
-	QueuedLow          uint64 `json:"queued_low"`
+	NoProviderChecksum int64 `json:"no_provider_checksum"`
+	// SecondCopy is the second copy's own audit pass, where there is one.
+	SecondCopy  *replica.Progress `json:"second_copy,omitempty"`
+	DeadLetters int               `json:"dead_letters"`
+	QueuedHigh  uint64            `json:"queued_high"`
+	QueuedLow   uint64            `json:"queued_low"`
 }
 
 // Status reads the status: this cycle's checks and failures, open
@@ -415,6 +418,11 @@ func (a *Auditor) Status(ctx context.Context) (Status, error) {
 		Scan(&st.Objects, &st.CheckedThisCycle, &st.BitErrors, &st.AuditQueue, &st.AuditQueueParked, &st.Parked, &st.NoProviderChecksum, &st.RepairsParked)
 	if err != nil {
 		return st, fmt.Errorf("audit status: %w", err)
+	}
+	if a.copyAudit != nil {
+		if st.SecondCopy, err = replica.ReadProgress(ctx, a.db, a.copyAudit.Cycle); err != nil {
+			return st, fmt.Errorf("audit status: %w", err)
+		}
 	}
 	rows, err := a.db.Query(ctx, `SELECT row_no::text, count(*) FROM auditor.bit_log WHERE at >= $1 AND NOT success GROUP BY row_no`, since)
 	if err != nil {

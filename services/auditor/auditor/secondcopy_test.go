@@ -3,6 +3,7 @@ package auditor_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -43,6 +44,7 @@ func TestTheSecondCopyOnMinIO(t *testing.T) {
 		"AUDITOR_IDLE_BACKOFF_MIN": "50ms", "AUDITOR_IDLE_BACKOFF_MAX": "200ms", "AUDITOR_RETRY_DELAY": "100ms",
 		"AUDITOR_SECONDARY_BLOB_URL": m.URL(secondaryBucket, ""), "AUDITOR_SECONDARY_S3_ACCESS_KEY_ID": m.AccessKey,
 		"AUDITOR_SECONDARY_S3_SECRET_ACCESS_KEY": m.SecretKey, "AUDITOR_AUTO_REPAIR": "objects/",
+		"AUDITOR_SECONDARY_CYCLE": "2s", "AUDITOR_SECONDARY_CHECK": "read",
 	})
 	b := testenv.BusAt(t, sh.NATSURL, "ingest")
 	waitFor := func(what string, cond func() bool) {
@@ -86,6 +88,31 @@ func TestTheSecondCopyOnMinIO(t *testing.T) {
 	}
 	resp.Body.Close()
 	waitFor("the primary repaired from the second copy", func() bool { got, _ := read(primary, key); return got == content })
+
+	// The second copy's own cycle: a file deleted from it, and one
+	// replaced there, are found and copied back from the primary.
+	if err := raw.RemoveObject(ctx, secondaryBucket, key, minio.RemoveObjectOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor("the file deleted from the second copy copied back", func() bool { got, _ := read(secondary, key); return got == content })
+	if _, err := raw.PutObject(ctx, secondaryBucket, key, strings.NewReader("sour in the copy"), -1, minio.PutObjectOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor("the file gone sour in the second copy copied back", func() bool { got, _ := read(secondary, key); return got == content })
+	var status struct {
+		SecondCopy *struct {
+			Objects, Passes, Repaired int64
+		} `json:"second_copy"`
+	}
+	resp, err = http.Get(fmt.Sprintf("http://127.0.0.1:%d/v1/audit/status", port))
+	if err != nil {
+		t.Fatal(err)
+	}
+	json.NewDecoder(resp.Body).Decode(&status)
+	resp.Body.Close()
+	if status.SecondCopy == nil || status.SecondCopy.Objects != 1 || status.SecondCopy.Passes == 0 || status.SecondCopy.Repaired < 2 {
+		t.Errorf("audit status of the second copy: %+v, want its passes and two files copied back", status.SecondCopy)
+	}
 
 	// A deletion reaches the second copy; a copy delivered late does not
 	// bring it back.
