@@ -247,11 +247,26 @@ func checkProviderChecksums(t *testing.T, s blob.Store, raw *minio.Client, bucke
 // one by a copy onto itself, its content and metadata unchanged: the
 // migration of objects stored before Archivist asked for checksums.
 func TestS3AddChecksum(t *testing.T) {
-	ctx := context.Background()
 	s3 := blobtest.NewS3(t, blobtest.S3Options{})
-	s := s3.Bucket(t, "migrate", "")
+	checkAddChecksum(t, s3.Bucket(t, "migrate", ""), s3.Client(t, ""), "migrate")
+}
+
+// TestS3AddChecksumOnMinIO is TestS3AddChecksum on a real S3 server.
+func TestS3AddChecksumOnMinIO(t *testing.T) {
+	s, bucket := testenv.MinIOBucket(t, "")
+	raw, err := testenv.MinIO(t).Client()
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkAddChecksum(t, s, raw, bucket)
+}
+
+// checkAddChecksum: see TestS3AddChecksum.
+func checkAddChecksum(t *testing.T, s blob.Store, raw *minio.Client, bucket string) {
+	t.Helper()
+	ctx := context.Background()
 	data := bytes.Repeat([]byte("old object "), 2<<20) // 22 MiB, multipart
-	if _, err := s3.Client(t, "").PutObject(ctx, "migrate", "old", io.MultiReader(bytes.NewReader(data)), -1,
+	if _, err := raw.PutObject(ctx, bucket, "old", io.MultiReader(bytes.NewReader(data)), -1,
 		minio.PutObjectOptions{PartSize: 16 << 20, ContentType: "text/plain", UserMetadata: map[string]string{"note": "kept"}}); err != nil {
 		t.Fatal(err)
 	}
