@@ -98,7 +98,7 @@ const (
 // leaderSessions is how many loops each service leads (service.AsLeader):
 // each holds its lock in a session of its own, beyond the pool
 // (TestLeaderSessionsMatchTheCode counts them in the services' code).
-var leaderSessions = map[string]int{"curator": 1, "indexer": 1, "aggregator": 1, "auditor": 4}
+var leaderSessions = map[string]int{"curator": 1, "indexer": 1, "aggregator": 1, "auditor": 5}
 
 // checkConnectionBudget: at their most replicas (KEDA's maximum for a
 // scaled Deployment), every pool of every service (DATABASE_MAX_CONNS, and
