@@ -16,6 +16,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/minio/minio-go/v7"
@@ -119,6 +120,9 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 	cmd.Env = append(os.Environ(), "MINIO_ROOT_USER="+o.AccessKey, "MINIO_ROOT_PASSWORD="+o.SecretKey,
 		"MINIO_BROWSER=off", "MINIO_UPDATE=off", "MINIO_CI_CD=on")
 	cmd.Stdout, cmd.Stderr = logf, logf
+	// It dies with the process that started it (a test killed mid-run
+	// leaves no server behind), as the tests' PostgreSQL does.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
 		logf.Close()
 		return nil, fmt.Errorf("start minio: %w", err)
