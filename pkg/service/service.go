@@ -271,9 +271,27 @@ func registerBacklogs(env *Env, b *bus.Bus, consumers []events.Consumer) {
 		{Name: "archivist_consumer_redelivered", Help: "Messages delivered more than once and not yet acknowledged.", Labels: labels},
 		{Name: "archivist_dead_letters", Help: "Messages in the dead-letter stream, waiting for an operator (archivist dlq list)."},
 	}, func(ctx context.Context) (Readings, error) {
-		backlogs, dead, err := b.Backlogs(ctx, consumers)
-		if err != nil {
-			return nil, err
+		// A consumer not made (one the service makes only where it is
+		// configured: the auditor's second copy) is left out, not an error
+		// that would take every other consumer's gauges with it.
+		var backlogs []bus.Backlog
+		var dead uint64
+		for _, c := range consumers {
+			bl, d, err := b.Backlogs(ctx, []events.Consumer{c})
+			if errors.Is(err, jetstream.ErrConsumerNotFound) {
+				continue
+			}
+			if err != nil {
+				return nil, err
+			}
+			backlogs, dead = append(backlogs, bl...), d
+		}
+		if len(consumers) == 0 || len(backlogs) == 0 {
+			_, d, err := b.Backlogs(ctx, nil)
+			if err != nil {
+				return nil, err
+			}
+			dead = d
 		}
 		r := Readings{"archivist_dead_letters": {{Value: float64(dead)}}}
 		for _, bl := range backlogs {

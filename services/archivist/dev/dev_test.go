@@ -145,7 +145,10 @@ func TestDevRunsTheSystemAndKeepsItsData(t *testing.T) {
 	mresp.Body.Close()
 	for _, family := range []string{`archivist_research_episodes{service="pwa",state="waiting"}`, `archivist_research_researchers{service="pwa"}`,
 		`archivist_ingest_items`, `archivist_index_oldest_unindexed_seconds{service="indexer"}`, `archivist_audit_objects{service="auditor"}`,
-		`archivist_consumer_pending{consumer="researchers",service="researcher",stream="RESEARCH_WORK"}`, `archivist_dead_letters{service="cwa"}`} {
+		`archivist_consumer_pending{consumer="researchers",service="researcher",stream="RESEARCH_WORK"}`, `archivist_dead_letters{service="cwa"}`,
+		// The auditor's, though its second copy's consumers are not made
+		// here (no second copy).
+		`archivist_consumer_pending{consumer="auditor-recorded",service="auditor",stream="ARCHIVE"}`} {
 		if !strings.Contains(string(metrics), family) {
 			t.Errorf("/metrics lacks %s", family)
 		}
