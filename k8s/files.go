@@ -241,18 +241,26 @@ func CheckCompose(path string) error {
 		}
 		deps, _ := s["depends_on"].(map[string]any)
 		for dep, cond := range map[string]string{"nats": "service_healthy", "postgres": "service_healthy", "migrate": "service_completed_successfully",
-			"keys": "service_completed_successfully"} {
+			"keys": "service_completed_successfully", "buckets": "service_completed_successfully"} {
 			d, _ := deps[dep].(map[string]any)
 			if d == nil || d["condition"] != cond {
 				fail("service %s must depend on %s with condition %s", svc, dep, cond)
 			}
 		}
-		if !slices.ContainsFunc(asList(s["volumes"]), func(v string) bool { return strings.HasPrefix(v, "blobs:") }) {
-			fail("service %s must mount the blobs volume", svc)
+		env, _ := s["environment"].(map[string]any)
+		if u := fmt.Sprint(env["BLOB_URL"]); !strings.HasPrefix(u, "s3://archive/") || !strings.Contains(u, "endpoint=minio:9000") {
+			fail("service %s: BLOB_URL %q, want the archive's bucket on the minio service (s3://archive/?endpoint=minio:9000...)", svc, u)
 		}
 	}
-	if _, ok := doc.Volumes["blobs"]; !ok {
-		fail("no blobs volume")
+	// The archive in MinIO, a real S3 server, on a volume, with a health
+	// check; its buckets made at the first start.
+	if m := doc.Services["minio"]; m == nil || !strings.Contains(text(m["healthcheck"]), "/minio/health/ready") || m["volumes"] == nil {
+		fail("minio: the archive's S3 server, on a volume, with a /minio/health/ready health check, is required")
+	} else if m["ports"] != nil {
+		fail("minio: its ports must not be published (only the services reach it)")
+	}
+	if k := doc.Services["buckets"]; k == nil || !strings.Contains(text(k["command"]), "bucket") {
+		fail("buckets: a one-shot service running `archivist blob bucket` for the archive's buckets is required")
 	}
 	// The API keys are made at the first start, into a volume: a key in
 	// the repository is a key everyone who cloned it holds.

@@ -257,20 +257,23 @@ func TestComposeFaults(t *testing.T) {
 		{"    - keys:/etc/archivist/keys:ro\n  healthcheck:", "    - ./deploy/compose/api-keys:/etc/archivist/api-keys:ro\n  healthcheck:", "never committed"},
 		{`command: ["key", "init", "/etc/archivist/keys", "/etc/archivist/operator"]`, `command: ["key", "token", "/etc/archivist/keys"]`, "archivist key init"},
 		{`command: ["key", "init", "/etc/archivist/keys", "/etc/archivist/operator"]`, `command: ["key", "init", "/etc/archivist/keys"]`, "operator's key"},
+		{"    volumes: [minio:/data]\n", "    ports: [\"127.0.0.1:9000:9000\"]\n    volumes: [minio:/data]\n", "minio: its ports must not be published"},
+		{`command: ["blob", "bucket",`, `command: ["blob", "put",`, "archivist blob bucket"},
+		{"    BLOB_URL: s3://archive/?endpoint=minio:9000", "    BLOB_URL: file:///blobs\n    X: s3://archive/?endpoint=minio:9000", "want the archive's bucket on the minio service"},
 	})
 }
 
-// TestDockerfile: the image makes /blobs, where compose mounts the blobs
-// volume, owned by the user it runs as; without it every service fails to
-// write there and restarts for ever.
+// TestDockerfile: the image makes every directory compose mounts a named
+// volume on (the keys), owned by the user it runs as; without it every
+// service fails to write there and restarts for ever.
 func TestDockerfile(t *testing.T) {
 	if err := k8s.CheckDockerfile("../Dockerfile", "../compose.yaml"); err != nil {
 		t.Fatal(err)
 	}
 	check := func(p string) error { return k8s.CheckDockerfile(p, "../compose.yaml") }
 	fileFaults(t, "../Dockerfile", check, []fault{
-		{"COPY --from=build --chown=65532:65532 /out/blobs /blobs\n", "", "/blobs, where compose mounts volume blobs"},
-		{"--chown=65532:65532 /out/blobs", "/out/blobs", "/blobs, where compose mounts volume blobs"},
+		{"COPY --from=build --chown=65532:65532 /out/keys /etc/archivist/keys\n", "", "/etc/archivist/keys, where compose mounts volume keys"},
+		{"--chown=65532:65532 /out/keys", "/out/keys", "/etc/archivist/keys, where compose mounts volume keys"},
 		{"USER nonroot:nonroot", "USER root", "non-root"},
 		{"COPY services/cwa/go.mod services/cwa/go.sum services/cwa/\n", "", "services/cwa/go.mod is not copied before COPY . ."},
 		{"RUN cd services/${SERVICE} && go mod download\n", "", "no `go mod download`"},

@@ -11,6 +11,7 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
+	"github.com/minio/minio-go/v7"
 	"hash"
 	"io"
 	"iter"
@@ -234,22 +235,58 @@ func Open(ctx context.Context, cfg Config) (Store, error) {
 		}
 		return NewLocal(dir)
 	case "s3":
-		q := u.Query()
-		secure := q.Get("secure") != "false"
-		return NewS3(ctx, S3Options{
-			Endpoint:    q.Get("endpoint"),
-			Bucket:      u.Host,
-			Prefix:      strings.TrimPrefix(u.Path, "/"),
-			Region:      q.Get("region"),
-			AccessKey:   cfg.S3AccessKeyID,
-			SecretKey:   cfg.S3SecretAccessKey,
-			Secure:      secure,
-			PathStyle:   q.Get("path_style") == "true",
-			STSEndpoint: q.Get("sts_endpoint"),
-		})
+		return NewS3(ctx, s3OptionsOf(u, cfg))
 	default:
 		return nil, fmt.Errorf("BLOB_URL scheme %q: want file or s3", u.Scheme)
 	}
+}
+
+// s3OptionsOf reads an s3:// BLOB_URL and cfg's credentials.
+func s3OptionsOf(u *url.URL, cfg Config) S3Options {
+	q := u.Query()
+	return S3Options{
+		Endpoint:    q.Get("endpoint"),
+		Bucket:      u.Host,
+		Prefix:      strings.TrimPrefix(u.Path, "/"),
+		Region:      q.Get("region"),
+		AccessKey:   cfg.S3AccessKeyID,
+		SecretKey:   cfg.S3SecretAccessKey,
+		Secure:      q.Get("secure") != "false",
+		PathStyle:   q.Get("path_style") == "true",
+		STSEndpoint: q.Get("sts_endpoint"),
+	}
+}
+
+// MakeBucket makes the bucket an s3:// URL names, unless it exists (a
+// directory, for a file:// one): what a first start of a system on an S3
+// server of its own needs (compose on MinIO).
+func MakeBucket(ctx context.Context, cfg Config) error {
+	u, err := url.Parse(cfg.URL)
+	if err != nil {
+		return fmt.Errorf("parse BLOB_URL: %w", err)
+	}
+	if u.Scheme != "s3" {
+		_, err := Open(ctx, cfg)
+		return err
+	}
+	o := s3OptionsOf(u, cfg)
+	lookup := minio.BucketLookupAuto
+	if o.PathStyle {
+		lookup = minio.BucketLookupPath
+	}
+	c, err := minio.New(o.Endpoint, &minio.Options{Creds: s3Credentials(o), Secure: o.Secure, Region: o.Region, BucketLookup: lookup})
+	if err != nil {
+		return fmt.Errorf("s3 client for %s: %w", o.Endpoint, err)
+	}
+	if ok, err := c.BucketExists(ctx, o.Bucket); err != nil {
+		return fmt.Errorf("s3 bucket %s at %s: %w", o.Bucket, o.Endpoint, err)
+	} else if ok {
+		return nil
+	}
+	if err := c.MakeBucket(ctx, o.Bucket, minio.MakeBucketOptions{Region: o.Region}); err != nil {
+		return fmt.Errorf("make s3 bucket %s at %s: %w", o.Bucket, o.Endpoint, err)
+	}
+	return nil
 }
 
 // ValidateKey checks that key is a safe relative key.

@@ -331,3 +331,22 @@ func TestS3StandInWritesAreAtomic(t *testing.T) {
 		}
 	}
 }
+
+// TestMakeBucketOnMinIO: the bucket an s3:// URL names is made, once
+// (again: nothing), and a store opens on it (compose's first start).
+func TestMakeBucketOnMinIO(t *testing.T) {
+	ctx := context.Background()
+	m := testenv.MinIO(t)
+	cfg := blob.Config{URL: m.URL("made-by-makebucket", ""), S3AccessKeyID: m.AccessKey, S3SecretAccessKey: m.SecretKey}
+	if _, err := blob.Open(ctx, cfg); err == nil {
+		t.Fatal("a store opened on a bucket not made yet")
+	}
+	for range 2 {
+		if err := blob.MakeBucket(ctx, cfg); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := blob.Open(ctx, cfg); err != nil {
+		t.Errorf("the bucket made: %v", err)
+	}
+}

@@ -113,6 +113,28 @@ record's media.` + env("BLOB_URL and the other BLOB_* variables (README)"),
 			return blobPut(c.Context(), args, c.InOrStdin(), c.OutOrStdout())
 		},
 	})
+	c.AddCommand(&cobra.Command{
+		Use:   "bucket URL...",
+		Short: "Make each s3:// URL's bucket unless it exists (compose on MinIO at its first start)",
+		Long: `Make the bucket of each s3:// URL (BLOB_URL's form) unless it exists, with the
+credentials of S3_ACCESS_KEY_ID and S3_SECRET_ACCESS_KEY.` + env("S3_ACCESS_KEY_ID, S3_SECRET_ACCESS_KEY"),
+		Args: func(_ *cobra.Command, args []string) error {
+			if len(args) == 0 {
+				return usagef("takes one or more s3:// URLs")
+			}
+			return nil
+		},
+		RunE: func(c *cobra.Command, args []string) error {
+			for _, u := range args {
+				cfg := blob.Config{URL: u, S3AccessKeyID: os.Getenv("S3_ACCESS_KEY_ID"), S3SecretAccessKey: os.Getenv("S3_SECRET_ACCESS_KEY")}
+				if err := blob.MakeBucket(c.Context(), cfg); err != nil {
+					return err
+				}
+				fmt.Fprintf(c.OutOrStdout(), "bucket of %s: there\n", u)
+			}
+			return nil
+		},
+	})
 	return c
 }
 

@@ -215,9 +215,10 @@ func newSystem(t *testing.T, name string, files ...string) *system {
 	// node delayed is found "added at the provider, not yet captured" (row
 	// 9) and checked again after AUDITOR_RETRY_DELAY (5 min by default),
 	// longer than the test waits.
-	// The stand-ins scripts/images builds for the official NATS and
-	// PostgreSQL images, which no registry here serves.
+	// The stand-ins scripts/images builds for the official NATS,
+	// PostgreSQL and MinIO images, which no registry here serves.
 	s.env = append(os.Environ(), "ARCHIVIST_TAG=composetest", "NATS_IMAGE=archivist-ci/nats:2", "POSTGRES_IMAGE=archivist-ci/postgres:15",
+		"MINIO_IMAGE=archivist-ci/minio:pinned",
 		"INGEST_ALLOW_PRIVATE=true", "INDEXER_SCAN_INTERVAL=2s",
 		"AUDITOR_RETRY_DELAY=10s", "RESEARCH_RETRY_BASE=5s", "INDEXER_RETRY_BASE=5s")
 	for _, svc := range []string{"curator", "pwa", "auditor", "indexer", "aggregator", "dashboard"} {
@@ -295,7 +296,7 @@ func (s *system) waitHealthy(timeout time.Duration) {
 		for _, l := range lines {
 			svc, status, _ := strings.Cut(l, " ")
 			switch {
-			case (svc == "migrate" || svc == "keys") && strings.HasPrefix(status, "Exited (0)"):
+			case (svc == "migrate" || svc == "keys" || svc == "buckets") && strings.HasPrefix(status, "Exited (0)"):
 			case strings.Contains(status, "(healthy)"):
 			default:
 				waiting = append(waiting, svc+": "+status)
@@ -317,12 +318,14 @@ func (s *system) containers() int {
 	return len(strings.Fields(out))
 }
 
-// putBlobs stores files in the blobs volume as an operator would: `archivist
-// blob put` in the CLI's image, on the volume.
+// putBlobs stores files in the archive's bucket (MinIO) as an operator
+// would: `archivist blob put` in the CLI's image, on compose's network.
 func (s *system) putBlobs(files map[string][]byte) {
 	s.t.Helper()
 	for key, body := range files {
-		cmd := exec.Command("docker", "run", "--rm", "-i", "-v", s.project+"_blobs:/blobs", "-e", "BLOB_URL=file:///blobs",
+		cmd := exec.Command("docker", "run", "--rm", "-i", "--network", s.project+"_default",
+			"-e", "BLOB_URL=s3://archive/?endpoint=minio:9000&secure=false&path_style=true&region=us-east-1",
+			"-e", "S3_ACCESS_KEY_ID=archivist", "-e", "S3_SECRET_ACCESS_KEY=archivist-minio-secret",
 			"archivist/archivist:composetest", "blob", "put", key)
 		cmd.Stdin = bytes.NewReader(body)
 		s.run(cmd)
