@@ -92,6 +92,9 @@ func PrintResolutions(w io.Writer, res []auditor.Resolution) error {
 func Print(w io.Writer, st auditor.Status) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintf(tw, "OBJECTS\t%d scheduled\tchecked this cycle (%s) %d\n", st.Objects, st.Cycle, st.CheckedThisCycle)
+	if st.CycleEnds != nil {
+		fmt.Fprintf(tw, "CYCLE\tthe last object of this cycle is due %s\n", st.CycleEnds.Format("2006-01-02 15:04"))
+	}
 	fmt.Fprintf(tw, "QUEUES\thigh %d\tlow %d\n", st.QueuedHigh, st.QueuedLow)
 	fmt.Fprintf(tw, "BIT ERRORS\t%d\n", st.BitErrors)
 	fmt.Fprintf(tw, "RESOLUTION TASKS\tinternal %d\texternal %d\n", st.OpenResolutions["internal"], st.OpenResolutions["external"])

@@ -395,6 +395,9 @@ type Status struct {
 	// of its own (an S3 object stored without one, beyond 5 GiB): their
 	// audits compare content, index and log alone.
 	NoProviderChecksum int64 `json:"no_provider_checksum"`
+	// CycleEnds is when the primary copy's cycle ends: the last object of
+	// it is due then (the schedule spreads every object over the cycle).
+	CycleEnds *time.Time `json:"cycle_ends,omitempty"`
 	// SecondCopy is the second copy's own audit pass, where there is one.
 	SecondCopy  *replica.Progress `json:"second_copy,omitempty"`
 	DeadLetters int               `json:"dead_letters"`
@@ -417,6 +420,9 @@ func (a *Auditor) Status(ctx context.Context) (Status, error) {
 		(SELECT count(*) FROM auditor.resolution_tasks WHERE state = 'open' AND repair_parked_at IS NOT NULL)`, since).
 		Scan(&st.Objects, &st.CheckedThisCycle, &st.BitErrors, &st.AuditQueue, &st.AuditQueueParked, &st.Parked, &st.NoProviderChecksum, &st.RepairsParked)
 	if err != nil {
+		return st, fmt.Errorf("audit status: %w", err)
+	}
+	if err := a.db.QueryRow(ctx, `SELECT max(next_due) FROM auditor.schedule`).Scan(&st.CycleEnds); err != nil {
 		return st, fmt.Errorf("audit status: %w", err)
 	}
 	if a.copyAudit != nil {

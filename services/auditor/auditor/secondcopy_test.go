@@ -100,6 +100,7 @@ func TestTheSecondCopyOnMinIO(t *testing.T) {
 	}
 	waitFor("the file gone sour in the second copy copied back", func() bool { got, _ := read(secondary, key); return got == content })
 	var status struct {
+		CycleEnds  *time.Time `json:"cycle_ends"`
 		SecondCopy *struct {
 			Objects, Passes, Repaired int64
 		} `json:"second_copy"`
@@ -110,6 +111,9 @@ func TestTheSecondCopyOnMinIO(t *testing.T) {
 	}
 	json.NewDecoder(resp.Body).Decode(&status)
 	resp.Body.Close()
+	if status.CycleEnds == nil || status.CycleEnds.Before(time.Now().Add(-time.Minute)) {
+		t.Errorf("audit status: the primary's cycle ends %v, want the time its last object is due", status.CycleEnds)
+	}
 	if status.SecondCopy == nil || status.SecondCopy.Objects != 1 || status.SecondCopy.Passes == 0 || status.SecondCopy.Repaired < 2 {
 		t.Errorf("audit status of the second copy: %+v, want its passes and two files copied back", status.SecondCopy)
 	}
