@@ -274,24 +274,22 @@ func registerBacklogs(env *Env, b *bus.Bus, consumers []events.Consumer) {
 		// A consumer not made (one the service makes only where it is
 		// configured: the auditor's second copy) is left out, not an error
 		// that would take every other consumer's gauges with it.
-		var backlogs []bus.Backlog
-		var dead uint64
-		for _, c := range consumers {
-			bl, d, err := b.Backlogs(ctx, []events.Consumer{c})
-			if errors.Is(err, jetstream.ErrConsumerNotFound) {
-				continue
+		backlogs, dead, err := b.Backlogs(ctx, consumers)
+		if errors.Is(err, jetstream.ErrConsumerNotFound) {
+			// One at a time, only then: the usual scrape stays one call.
+			backlogs = nil
+			for _, c := range consumers {
+				bl, _, err := b.Backlogs(ctx, []events.Consumer{c})
+				if errors.Is(err, jetstream.ErrConsumerNotFound) {
+					continue
+				}
+				if err != nil {
+					return nil, err
+				}
+				backlogs = append(backlogs, bl...)
 			}
-			if err != nil {
-				return nil, err
-			}
-			backlogs, dead = append(backlogs, bl...), d
-		}
-		if len(consumers) == 0 || len(backlogs) == 0 {
-			_, d, err := b.Backlogs(ctx, nil)
-			if err != nil {
-				return nil, err
-			}
-			dead = d
+		} else if err != nil {
+			return nil, err
 		}
 		r := Readings{"archivist_dead_letters": {{Value: float64(dead)}}}
 		for _, bl := range backlogs {

@@ -55,7 +55,12 @@ func (a *Auditor) Step(ctx context.Context, tick time.Duration) (int, error) {
 	if _, err := a.db.Exec(ctx, `INSERT INTO auditor.copy_audit (copy) VALUES ($1) ON CONFLICT DO NOTHING`, CopyName); err != nil {
 		return 0, err
 	}
-	if err := a.db.QueryRow(ctx, `SELECT (SELECT count(*) FROM auditor.schedule), after FROM auditor.copy_audit WHERE copy = $1`, CopyName).Scan(&total, &after); err != nil {
+	// The archive's size from the planner's estimate, which costs nothing
+	// whatever the archive holds; counted only while it is small (or not
+	// yet estimated), where a count is cheap.
+	if err := a.db.QueryRow(ctx, `SELECT CASE WHEN e.n >= 10000 THEN e.n ELSE (SELECT count(*) FROM auditor.schedule) END, a.after
+		FROM auditor.copy_audit a, (SELECT reltuples::bigint AS n FROM pg_class WHERE oid = 'auditor.schedule'::regclass) e
+		WHERE a.copy = $1`, CopyName).Scan(&total, &after); err != nil {
 		return 0, err
 	}
 	page := int(math.Ceil(float64(total) * tick.Seconds() / math.Max(a.Cycle.Seconds(), 1)))
