@@ -951,7 +951,7 @@ func (h *mhistory) reinstate(w *modelWorld, o *mobj) {
 	if code == http.StatusConflict {
 		// An answer lost to a kill: reinstated by the first call.
 		if rows := w.query(`SELECT withdrawn_at IS NULL FROM curator.inventory_objects WHERE ark = $1`, o.ark); len(rows) == 1 && rows[0][0].(bool) {
-			code = http.StatusOK
+			code, err = http.StatusOK, nil // the call's error was the 409 itself
 		}
 	}
 	if err != nil || code != http.StatusOK {
