@@ -108,7 +108,7 @@ func DBURL(t testing.TB, schemas ...store.Schema) string {
 func template(ctx context.Context, admin string, schemas []store.Schema) (string, error) {
 	names := make([]string, len(schemas))
 	for i, s := range schemas {
-		names[i] = s.Name
+		names[i] = s.ID()
 	}
 	key := strings.Join(names, ",")
 	if tmpl, ok := pgTemplates[key]; ok {

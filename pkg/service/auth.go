@@ -209,11 +209,12 @@ type Routes struct {
 	mux       *http.ServeMux
 	publisher map[string]bool
 	operator  map[string]bool
+	depositor map[string]bool
 }
 
 // RoutesOf returns mux's routes with the default roles.
 func RoutesOf(mux *http.ServeMux) Routes {
-	return Routes{mux: mux, publisher: map[string]bool{}, operator: map[string]bool{}}
+	return Routes{mux: mux, publisher: map[string]bool{}, operator: map[string]bool{}, depositor: map[string]bool{}}
 }
 
 // PublisherRoutes marks the routes of mux (by pattern, as registered) that
@@ -245,8 +246,23 @@ func (rt Routes) Operator(patterns ...string) Routes {
 	return rt
 }
 
+// Depositor marks routes an operator may call on anyone's work and a
+// publisher on its own (the handler scopes it): acting on work (pkg/work).
+// A marked GET or HEAD is also a reader's.
+func (rt Routes) Depositor(patterns ...string) Routes {
+	for _, p := range patterns {
+		rt.depositor[p] = true
+	}
+	return rt
+}
+
 // ServeHTTP serves the request with the ServeMux.
 func (rt Routes) ServeHTTP(w http.ResponseWriter, r *http.Request) { rt.mux.ServeHTTP(w, r) }
+
+// Allowed reports whether id may make request r to h (Routes, or another
+// handler with the default roles), and if not, the role it would need: what
+// the API's authentication checks before h serves r.
+func Allowed(id Identity, h http.Handler, r *http.Request) (bool, Role) { return allowed(id, h, r) }
 
 // allowed reports whether id may make request r to h, and if not, the
 // role it would need.
@@ -257,6 +273,8 @@ func allowed(id Identity, h http.Handler, r *http.Request) (bool, Role) {
 		switch {
 		case rt.operator[pattern]:
 			return id.Has(Operator), Operator
+		case rt.depositor[pattern]:
+			return id.Has(Operator) || id.Has(Publisher) || (read && id.Has(Reader)), Operator
 		case rt.publisher[pattern] && read:
 			return id.Has(Reader) || id.Has(Publisher), Publisher
 		case rt.publisher[pattern]:

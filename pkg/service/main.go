@@ -194,13 +194,13 @@ func migrateOnce(ctx context.Context, defs []Definition, common Common, log *slo
 	done := map[string]bool{}
 	for _, d := range defs {
 		for _, s := range d.Schemas {
-			if !done[s.Name] {
+			if !done[s.ID()] {
 				if err := store.Migrate(ctx, pool, s); err != nil {
 					return err
 				}
-				v, _ := store.Version(ctx, pool, s.Name)
-				log.InfoContext(ctx, "schema migrated", "schema", s.Name, "version", v)
-				done[s.Name] = true
+				v, _ := store.Version(ctx, pool, s)
+				log.InfoContext(ctx, "schema migrated", "schema", s.ID(), "version", v)
+				done[s.ID()] = true
 			}
 			granted, err := store.GrantRuntime(ctx, pool, s, d.Name)
 			if err != nil {

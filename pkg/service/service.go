@@ -206,8 +206,8 @@ func Start(ctx context.Context, def Definition, common Common, deps Deps) (_ *Ru
 				if err := store.Migrate(ctx, pool, s); err != nil {
 					return nil, fmt.Errorf("%s: %w", def.Name, err)
 				}
-				v, _ := store.Version(ctx, pool, s.Name)
-				log.InfoContext(ctx, "schema migrated", "schema", s.Name, "version", v)
+				v, _ := store.Version(ctx, pool, s)
+				log.InfoContext(ctx, "schema migrated", "schema", s.ID(), "version", v)
 			}
 		} else if err := awaitSchemas(ctx, pool, def.Schemas, deps.Admin, def.Name, log); err != nil {
 			return nil, fmt.Errorf("%s: %w", def.Name, err)
@@ -317,16 +317,16 @@ func awaitSchemas(ctx context.Context, pool *pgxpool.Pool, schemas []store.Schem
 			if err != nil {
 				return "", err
 			}
-			have, err := store.Version(ctx, pool, s.Name)
+			have, err := store.Version(ctx, pool, s)
 			if err != nil {
 				// Not migrated at all yet, or not granted to this role.
-				return fmt.Sprintf("schema %s: %v; this build needs version %d: waiting for archivist migrate", s.Name, err, want), nil
+				return fmt.Sprintf("schema %s: %v; this build needs version %d: waiting for archivist migrate", s.ID(), err, want), nil
 			}
 			if have < want {
-				return fmt.Sprintf("schema %s is at version %d, this build needs %d: waiting for archivist migrate", s.Name, have, want), nil
+				return fmt.Sprintf("schema %s is at version %d, this build needs %d: waiting for archivist migrate", s.ID(), have, want), nil
 			}
 			if have > want {
-				log.WarnContext(ctx, "schema newer than this build (a rolled-back release?)", "schema", s.Name, "version", have, "build", want)
+				log.WarnContext(ctx, "schema newer than this build (a rolled-back release?)", "schema", s.ID(), "version", have, "build", want)
 			}
 		}
 		return "", nil

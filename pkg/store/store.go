@@ -106,8 +106,32 @@ func Ping(ctx context.Context, pool *pgxpool.Pool) error {
 type Schema struct {
 	// Name of the schema, e.g. "curator".
 	Name string
-	// Migrations holds the *.sql files.
+	// Migrations holds the *.sql files. They are text/template templates
+	// with {{.schema}}, the schema's quoted name: a part shared by many
+	// schemas (the work kit's) names its tables with it.
 	Migrations fs.FS
+	// Part, when set, names a second set of migrations in the same schema
+	// (its tables beside the schema's own), versioned apart in
+	// <schema>.<part>_schema_version: what a shared package (pkg/work)
+	// adds to every schema that uses it.
+	Part string
+}
+
+// ID names s among a service's schemas: its name, and its part if it has
+// one (curator, curator/work).
+func (s Schema) ID() string {
+	if s.Part == "" {
+		return s.Name
+	}
+	return s.Name + "/" + s.Part
+}
+
+// versionTable is the table that holds s's version.
+func (s Schema) versionTable() string {
+	if s.Part == "" {
+		return pgx.Identifier{s.Name, "schema_version"}.Sanitize()
+	}
+	return pgx.Identifier{s.Name, s.Part + "_schema_version"}.Sanitize()
 }
 
 // Migrate brings schema s up to its newest migration. It holds an advisory
@@ -120,7 +144,7 @@ func Migrate(ctx context.Context, pool *pgxpool.Pool, s Schema) error {
 	}
 	defer conn.Release()
 	pc := conn.Conn()
-	lock := "archivist.migrate." + s.Name
+	lock := "archivist.migrate." + s.ID()
 	if _, err := pc.Exec(ctx, "SELECT pg_advisory_lock(hashtext($1))", lock); err != nil {
 		return fmt.Errorf("migrate %s: take advisory lock: %w", s.Name, err)
 	}
@@ -136,25 +160,26 @@ func Migrate(ctx context.Context, pool *pgxpool.Pool, s Schema) error {
 	if _, err := pc.Exec(ctx, "CREATE SCHEMA IF NOT EXISTS "+pgx.Identifier{s.Name}.Sanitize()); err != nil {
 		return fmt.Errorf("migrate %s: create schema: %w", s.Name, err)
 	}
-	m, err := migrate.NewMigrator(ctx, pc, pgx.Identifier{s.Name, "schema_version"}.Sanitize())
+	m, err := migrate.NewMigrator(ctx, pc, s.versionTable())
 	if err != nil {
-		return fmt.Errorf("migrate %s: %w", s.Name, err)
+		return fmt.Errorf("migrate %s: %w", s.ID(), err)
 	}
+	m.Data["schema"] = pgx.Identifier{s.Name}.Sanitize()
 	if err := m.LoadMigrations(s.Migrations); err != nil {
-		return fmt.Errorf("migrate %s: load migrations: %w", s.Name, err)
+		return fmt.Errorf("migrate %s: load migrations: %w", s.ID(), err)
 	}
 	if err := m.Migrate(ctx); err != nil {
-		return fmt.Errorf("migrate %s: %w", s.Name, err)
+		return fmt.Errorf("migrate %s: %w", s.ID(), err)
 	}
 	return nil
 }
 
 // Version returns the schema's current migration version.
-func Version(ctx context.Context, pool *pgxpool.Pool, schema string) (int32, error) {
+func Version(ctx context.Context, pool *pgxpool.Pool, s Schema) (int32, error) {
 	var v int32
-	err := pool.QueryRow(ctx, "SELECT version FROM "+pgx.Identifier{schema, "schema_version"}.Sanitize()).Scan(&v)
+	err := pool.QueryRow(ctx, "SELECT version FROM "+s.versionTable()).Scan(&v)
 	if err != nil {
-		return 0, fmt.Errorf("read %s schema version: %w", schema, err)
+		return 0, fmt.Errorf("read %s schema version: %w", s.ID(), err)
 	}
 	return v, nil
 }

@@ -42,7 +42,7 @@ func TestMigrateConcurrentlyFromManyReplicas(t *testing.T) {
 			t.Fatalf("concurrent migrate: %v", err)
 		}
 	}
-	v, err := store.Version(ctx, pool, "widgets")
+	v, err := store.Version(ctx, pool, store.Schema{Name: "widgets"})
 	if err != nil || v != 2 {
 		t.Fatalf("version %d (%v), want 2", v, err)
 	}

@@ -18,12 +18,14 @@ import (
 	"github.com/archivist/archivist/pkg/bus"
 	"github.com/archivist/archivist/pkg/service"
 	"github.com/archivist/archivist/pkg/store"
+	"github.com/archivist/archivist/pkg/work"
 	"github.com/archivist/archivist/services/curator/api"
 	"github.com/archivist/archivist/services/curator/catalog"
 	"github.com/archivist/archivist/services/curator/ingest"
 	"github.com/archivist/archivist/services/curator/ingest/httpapi"
 	"github.com/archivist/archivist/services/curator/ingest/pipeline"
 	"github.com/archivist/archivist/services/curator/ingest/withdraw"
+	"github.com/archivist/archivist/services/curator/ingest/workitems"
 	"github.com/archivist/archivist/services/curator/matcher"
 	"github.com/archivist/archivist/services/curator/merger"
 	"github.com/archivist/archivist/services/curator/migrations"
@@ -62,7 +64,7 @@ func Definition() service.Definition {
 	return service.Definition{
 		Name:      "curator",
 		Summary:   "stores curated episodes and clips (NATS and HTTP), newest version wins; matches same-as records into graphs and merges each into one work; ingests batches into storage and inventory",
-		Schemas:   []store.Schema{migrations.Schema},
+		Schemas:   []store.Schema{migrations.Schema, work.Schema(migrations.Schema.Name)},
 		NeedsDB:   true,
 		NeedsBus:  true,
 		NeedsBlob: true,
@@ -133,7 +135,10 @@ func run(ctx context.Context, env *service.Env, cfg Config) error {
 	mux := http.NewServeMux()
 	api.New(env.Bus, p.Catalog, env.Log).Routes(mux)
 	httpapi.Routes(mux, ist, wd, env.Log)
-	h := service.PublisherRoutes(mux, append(api.PublisherRoutes, httpapi.PublisherRoutes...)...).Operator(httpapi.OperatorRoutes...)
+	// The operator's work across ingest and the collections' mails.
+	ws := &work.Store{DB: env.DB, Schema: migrations.Schema.Name, Sources: workitems.Sources(ist)}
+	ws.Handle(mux, env.Log)
+	h := work.MarkRoutes(service.PublisherRoutes(mux, append(api.PublisherRoutes, httpapi.PublisherRoutes...)...).Operator(httpapi.OperatorRoutes...))
 	return env.Serve(ctx, "curation API", cfg.HTTPAddr, h, loops, stoppers...)
 }
 

@@ -116,6 +116,31 @@ func (s *Store) ReleaseCollection(ctx context.Context, profile string) (int, err
 func (s *Store) Act(ctx context.Context, e Entity, id int64, action string, confirmed bool) (State, error) {
 	var to State
 	err := store.InTx(ctx, s.DB, func(tx pgx.Tx) error {
+		var err error
+		to, err = s.ActIn(ctx, tx, e, id, action, confirmed, "")
+		return err
+	})
+	if err != nil {
+		return to, err
+	}
+	return to, s.Acted(ctx, e, id, to)
+}
+
+// Acted wakes what an action's move implies, once it committed; a job's end
+// may end its batch's processing.
+func (s *Store) Acted(ctx context.Context, e Entity, id int64, to State) error {
+	s.moved(e, to)
+	if endsJob(e, to) {
+		return s.jobEnded(ctx, s.DB, id, to, 0)
+	}
+	return nil
+}
+
+// ActIn is Act in tx, without what follows the commit (Acted); detail goes
+// into the item's history (the work kit's action, say).
+func (s *Store) ActIn(ctx context.Context, tx pgx.Tx, e Entity, id int64, action string, confirmed bool, detail string) (State, error) {
+	var to State
+	err := func() error {
 		var from, last State
 		q := `SELECT state, '' FROM curator.batches WHERE id = $1 FOR UPDATE`
 		if e == Job {
@@ -170,7 +195,7 @@ func (s *Store) Act(ctx context.Context, e Entity, id int64, action string, conf
 			// downloading, say) is not pulled from under it.
 			var busy []string
 			rows, err := tx.Query(ctx, `SELECT id::text || ' is ' || state FROM curator.jobs
-				WHERE batch_id = $1 AND state <> ALL($2) ORDER BY id LIMIT 5`, id, deletableJobStates)
+				WHERE batch_id = $1 AND state <> ALL($2) ORDER BY id LIMIT 5`, id, DeletableJobStates)
 			if err != nil {
 				return err
 			}
@@ -185,21 +210,14 @@ func (s *Store) Act(ctx context.Context, e Entity, id int64, action string, conf
 				return err
 			}
 		}
-		return s.move(ctx, tx, e, id, from, to, Admin, "", "")
-	})
-	if err != nil {
-		return to, err
-	}
-	s.moved(e, to)
-	if endsJob(e, to) {
-		return to, s.jobEnded(ctx, s.DB, id, to, 0)
-	}
-	return to, nil
+		return s.move(ctx, tx, e, id, from, to, Admin, "", detail)
+	}()
+	return to, err
 }
 
-// deletableJobStates are the job states the table lets a job be deleted
+// DeletableJobStates are the job states the table lets a job be deleted
 // from (by an operator, or by cleanup), and deleted.
-var deletableJobStates = func() []State {
+var DeletableJobStates = func() []State {
 	out := []State{Deleted}
 	for _, t := range Transitions {
 		if t.Entity == Job && t.To == Deleted {

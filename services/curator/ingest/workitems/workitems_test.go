@@ -1,0 +1,113 @@
+package workitems_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/archivist/archivist/devkit/testenv"
+	"github.com/archivist/archivist/pkg/work"
+	"github.com/archivist/archivist/services/curator/ingest"
+	"github.com/archivist/archivist/services/curator/ingest/workitems"
+	"github.com/archivist/archivist/services/curator/migrations"
+)
+
+func TestMain(m *testing.M) { testenv.Main(m) }
+
+// rig is the curator's schema with batches and jobs in it, and the work
+// kit over ingest's sources.
+func rig(t *testing.T) (*work.Store, *pgxpool.Pool) {
+	t.Helper()
+	db, err := pgxpool.New(context.Background(), testenv.DBURL(t, migrations.Schema, work.Schema(migrations.Schema.Name)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(db.Close)
+	return &work.Store{DB: db, Schema: "curator", Sources: workitems.Sources(ingest.NewStore(db))}, db
+}
+
+// batch adds a processing batch of submitter in collection with jobs: n
+// failed after provisioning ("origin timed out"), one failed before any
+// step succeeded, and two completed.
+func batch(t *testing.T, db *pgxpool.Pool, submitter, collection string, n int) int64 {
+	t.Helper()
+	ctx := context.Background()
+	var id int64
+	if err := db.QueryRow(ctx, `INSERT INTO curator.batches (submitter, profile, payload_url, type, state)
+		VALUES ($1, $2, 'https://depositor.example/' || $2, 'manifest', 'processing') RETURNING id`, submitter, collection).Scan(&id); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Exec(ctx, `INSERT INTO curator.jobs (batch_id, submitter, profile, kind, payload_url, state, last_successful, error, ark, local_id)
+		SELECT $1::bigint, $2, $3, 'file', 'https://depositor.example/' || $3 || '/' || g, 'failed', 'provisioning',
+			'download: origin timed out after 3 attempts', 'ark:/99999/fk4' || $3 || g, $3 || '-' || g
+		FROM generate_series(1, $4::int) g
+		UNION ALL SELECT $1::bigint, $2::text, $3::text, 'file', 'https://depositor.example/bad', 'failed', '', 'the job cannot be read', '', ''
+		UNION ALL SELECT $1::bigint, $2::text, $3::text, 'file', 'https://depositor.example/ok' || g, 'completed', 'notify', '', '', '' FROM generate_series(1, 2) g`,
+		id, submitter, collection, n); err != nil {
+		t.Fatal(err)
+	}
+	return id
+}
+
+// TestFailedJobsOfACollectionAreFoundAndRetried: failed jobs in two
+// collections; a collection and a state find exactly that collection's;
+// the dry run counts those a retry moves (not the one with no step to
+// restart at); the retry moves them to the step after their last
+// successful one, each with the action in its history.
+func TestFailedJobsOfACollectionAreFoundAndRetried(t *testing.T) {
+	ctx := context.Background()
+	s, db := rig(t)
+	batch(t, db, "alice", "maps", 5)
+	batch(t, db, "bob", "films", 3)
+
+	f := work.Filter{Pipeline: "ingest", Kind: "job", Collection: "maps", States: []string{"failed"}}
+	p, err := s.Find(ctx, f, "", 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(p.Items) != 6 {
+		t.Fatalf("found %d failed jobs of maps, want 6", len(p.Items))
+	}
+	for _, it := range p.Items {
+		if it.Collection != "maps" || it.State != "failed" || it.Submitter != "alice" || it.Reason == "" {
+			t.Fatalf("item %+v", it)
+		}
+	}
+	// By words of the error, by ARK, by local id.
+	for q, want := range map[string]int{"timed out": 8, "ark:/99999/fk4films2": 1, "maps-4": 1, "cannot": 2} {
+		if p, err := s.Find(ctx, work.Filter{Query: q}, "", 100); err != nil || len(p.Items) != want {
+			t.Errorf("query %q: %d items, want %d (%v)", q, len(p.Items), want, err)
+		}
+	}
+
+	c, err := s.DryRun(ctx, work.Retry, f)
+	if err != nil || c.N != 5 || c.ByKind["ingest/job"] != 5 {
+		t.Fatalf("dry run: %+v, %v", c, err)
+	}
+	a, err := s.Act(ctx, work.Retry, f, c.N, "ops")
+	if err != nil || a.Moved != 5 {
+		t.Fatalf("retry: %+v, %v", a, err)
+	}
+	var downloading, histories, films int
+	db.QueryRow(ctx, `SELECT count(*) FROM curator.jobs WHERE profile = 'maps' AND state = 'downloading' AND retry_count = 1`).Scan(&downloading)
+	db.QueryRow(ctx, `SELECT count(*) FROM curator.ingest_history WHERE entity = 'job' AND to_state = 'downloading' AND detail = $1`,
+		fmt.Sprintf("work action %d by ops", a.ID)).Scan(&histories)
+	db.QueryRow(ctx, `SELECT count(*) FROM curator.jobs WHERE profile = 'films' AND state = 'failed'`).Scan(&films)
+	if downloading != 5 || histories != 5 || films != 4 {
+		t.Fatalf("after the retry: %d maps jobs downloading, %d histories, %d films jobs failed (want 5, 5, 4)", downloading, histories, films)
+	}
+	// Delete: the failed job that cannot be retried.
+	del := work.Filter{Kind: "job", Query: "cannot", Collection: "maps"}
+	if c, err := s.DryRun(ctx, work.Delete, del); err != nil || c.N != 1 {
+		t.Fatalf("dry-run delete: %+v, %v", c, err)
+	}
+	if _, err := s.Act(ctx, work.Delete, del, 1, "ops"); err != nil {
+		t.Fatal(err)
+	}
+	// A batch with jobs at work is not deleted; its held sibling is.
+	if c, err := s.DryRun(ctx, work.Delete, work.Filter{Kind: "batch"}); err != nil || c.N != 0 {
+		t.Fatalf("batches with jobs at work, to delete: %+v, %v", c, err)
+	}
+}
