@@ -12,6 +12,7 @@ import (
 
 	"github.com/archivist/archivist/pkg/service"
 	"github.com/archivist/archivist/pkg/telemetry"
+	"github.com/archivist/archivist/pkg/work"
 )
 
 // ErrNoEpisode is History's answer for a key the pwa does not know.
@@ -77,7 +78,13 @@ func (s *Store) History(ctx context.Context, key string) (service.History, error
 		if err != nil {
 			return err
 		}
-		return service.ScanEvents(&h, rows)
+		if err := service.ScanEvents(&h, rows); err != nil {
+			return err
+		}
+		// The operators' actions on it (pkg/work).
+		acts, err := work.History(ctx, tx, "research", "research/episode/"+key)
+		h.Events = append(h.Events, acts...)
+		return err
 	})
 	if err != nil {
 		if errors.Is(err, ErrNoEpisode) {

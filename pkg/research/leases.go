@@ -373,7 +373,7 @@ func (s *Store) reopen(ctx context.Context, sql string, args ...any) (int, error
 // the reason: it is not leased again until its media changes or an
 // operator releases it. It reports whether the episode is known.
 func (s *Store) ParkEpisode(ctx context.Context, key, reason string) (bool, error) {
-	tag, err := s.db.Exec(ctx, `UPDATE research.episodes SET parked_reason = $2, parked_at = now() WHERE key = $1`, key, reason)
+	tag, err := s.db.Exec(ctx, parkSQL, key, reason)
 	if err != nil {
 		return false, fmt.Errorf("park episode %s: %w", key, err)
 	}
@@ -383,8 +383,7 @@ func (s *Store) ParkEpisode(ctx context.Context, key, reason string) (bool, erro
 // ReleaseEpisode releases a parked episode (an operator's action, once its
 // audio is fixed): it is leased again. It reports whether it was parked.
 func (s *Store) ReleaseEpisode(ctx context.Context, key string) (bool, error) {
-	tag, err := s.db.Exec(ctx, `UPDATE research.episodes SET parked_reason = NULL, parked_at = NULL, parked_missing = false,
-		failures = 0, first_failed_at = NULL, next_attempt_at = '-infinity' WHERE key = $1 AND parked_reason IS NOT NULL`, key)
+	tag, err := s.db.Exec(ctx, releaseSQL, key)
 	if err != nil {
 		return false, fmt.Errorf("release episode %s: %w", key, err)
 	}
@@ -400,30 +399,43 @@ func (s *Store) Redo(ctx context.Context, key string, failedOnly bool) (int, boo
 	var forgot int
 	var known bool
 	err := pgx.BeginFunc(ctx, s.db, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(`+worksLock+`)`); err != nil {
-			return fmt.Errorf("lock works changes: %w", err)
-		}
-		var id int64
-		err := tx.QueryRow(ctx, `UPDATE research.episodes SET parked_reason = NULL, parked_at = NULL, parked_missing = false,
-			failures = 0, first_failed_at = NULL, next_attempt_at = '-infinity' WHERE key = $1 RETURNING id`, key).Scan(&id)
-		if errors.Is(err, pgx.ErrNoRows) {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-		known = true
-		if err := tx.QueryRow(ctx, `WITH d AS (DELETE FROM research.results WHERE episode_id = $1 AND ($2 = false OR failure IS NOT NULL) RETURNING clip_id),
-			p AS (DELETE FROM research.pairs WHERE episode_id = $1 AND state <> 'leased' AND (clip_id IN (SELECT clip_id FROM d) OR state = 'waiting'))
-			SELECT count(*) FROM d`, id, failedOnly).Scan(&forgot); err != nil {
-			return err
-		}
-		return recountEpisode(ctx, tx, id)
+		var err error
+		forgot, known, err = redo(ctx, tx, key, failedOnly)
+		return err
 	})
 	if err != nil {
 		return 0, false, fmt.Errorf("redo episode %s: %w", key, err)
 	}
 	return forgot, known, nil
+}
+
+// The statements that park and release an episode ($1 its key).
+const (
+	parkSQL    = `UPDATE research.episodes SET parked_reason = $2, parked_at = now() WHERE key = $1`
+	releaseSQL = `UPDATE research.episodes SET parked_reason = NULL, parked_at = NULL, parked_missing = false,
+		failures = 0, first_failed_at = NULL, next_attempt_at = '-infinity' WHERE key = $1 AND parked_reason IS NOT NULL`
+)
+
+// redo is Redo in tx.
+func redo(ctx context.Context, tx pgx.Tx, key string, failedOnly bool) (forgot int, known bool, err error) {
+	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(`+worksLock+`)`); err != nil {
+		return 0, false, fmt.Errorf("lock works changes: %w", err)
+	}
+	var id int64
+	err = tx.QueryRow(ctx, `UPDATE research.episodes SET parked_reason = NULL, parked_at = NULL, parked_missing = false,
+		failures = 0, first_failed_at = NULL, next_attempt_at = '-infinity' WHERE key = $1 RETURNING id`, key).Scan(&id)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return 0, false, nil
+	}
+	if err != nil {
+		return 0, false, err
+	}
+	if err := tx.QueryRow(ctx, `WITH d AS (DELETE FROM research.results WHERE episode_id = $1 AND ($2 = false OR failure IS NOT NULL) RETURNING clip_id),
+		p AS (DELETE FROM research.pairs WHERE episode_id = $1 AND state <> 'leased' AND (clip_id IN (SELECT clip_id FROM d) OR state = 'waiting'))
+		SELECT count(*) FROM d`, id, failedOnly).Scan(&forgot); err != nil {
+		return 0, true, err
+	}
+	return forgot, true, recountEpisode(ctx, tx, id)
 }
 
 // ErrUnknownPair is returned for a result whose episode or clip is unknown.

@@ -17,6 +17,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/archivist/archivist/pkg/service"
 	"github.com/archivist/archivist/pkg/store"
 )
 
@@ -327,6 +328,14 @@ func (s *Store) Act(ctx context.Context, v Verb, f Filter, confirm int, actor st
 			if after != nil {
 				afters = append(afters, after)
 			}
+			refs := make([]string, len(ids))
+			for i, id := range ids {
+				refs[i] = prefix(src.Pipeline(), src.Kind()) + "/" + id
+			}
+			if _, err := tx.Exec(ctx, `INSERT INTO `+pgx.Identifier{s.Schema, "work_action_items"}.Sanitize()+
+				` (ref, action) SELECT unnest($1::text[]), $2`, refs, a.ID); err != nil {
+				return fmt.Errorf("record the items moved: %w", err)
+			}
 			a.Moved += len(ids)
 			for _, id := range ids {
 				if len(a.Items) < maxLoggedItems {
@@ -397,4 +406,22 @@ func (s *Store) Actions(ctx context.Context, actor string, before int64, limit i
 		out = []Action{}
 	}
 	return out, nil
+}
+
+// History is what actions did to the item ref (pipeline/kind/id) in the
+// action log of schema: events for the item's history, oldest first.
+func History(ctx context.Context, q Querier, schema, ref string) ([]service.HistoryEvent, error) {
+	rows, err := q.Query(ctx, `SELECT a.at, a.verb, a.id, a.actor FROM `+pgx.Identifier{schema, "work_action_items"}.Sanitize()+` i
+		JOIN `+pgx.Identifier{schema, "work_actions"}.Sanitize()+` a ON a.id = i.action WHERE i.ref = $1 ORDER BY a.id LIMIT $2`, ref, service.MaxHistoryEvents)
+	if err != nil {
+		return nil, fmt.Errorf("actions on %s: %w", ref, err)
+	}
+	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (service.HistoryEvent, error) {
+		var e service.HistoryEvent
+		var verb string
+		var n Note
+		err := row.Scan(&e.At, &verb, &n.Action, &n.Actor)
+		e.What, e.Detail = verb, n.String()
+		return e, err
+	})
 }

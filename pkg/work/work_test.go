@@ -157,6 +157,9 @@ func TestAnActionMovesWhatItsDryRunCounted(t *testing.T) {
 	if histories != 10 {
 		t.Fatalf("%d histories name the action, want 10", histories)
 	}
+	if h, err := work.History(ctx, db, "widgets", a.Items[3]); err != nil || len(h) != 1 || h[0].What != "retry" || h[0].Detail != fmt.Sprintf("work action %d by ops", a.ID) {
+		t.Fatalf("the history of %s: %+v, %v", a.Items[3], h, err)
+	}
 	if c, err := s.DryRun(ctx, work.Retry, f); err != nil || c.N != 0 {
 		t.Fatalf("after the action the dry run counts %d, %v", c.N, err)
 	}

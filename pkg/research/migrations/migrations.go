@@ -6,6 +6,7 @@ import (
 	"embed"
 
 	"github.com/archivist/archivist/pkg/store"
+	"github.com/archivist/archivist/pkg/work"
 )
 
 //go:embed *.sql
@@ -13,3 +14,7 @@ var files embed.FS
 
 // Schema is the research context's PostgreSQL schema.
 var Schema = store.Schema{Name: "research", Migrations: files}
+
+// Schemas are the schema and the work kit's part of it (its action log):
+// what a service owning the schema migrates.
+var Schemas = []store.Schema{Schema, work.Schema(Schema.Name)}

@@ -19,7 +19,6 @@ import (
 	"github.com/archivist/archivist/pkg/research"
 	"github.com/archivist/archivist/pkg/research/migrations"
 	"github.com/archivist/archivist/pkg/service"
-	"github.com/archivist/archivist/pkg/store"
 )
 
 // Config is the cwa's configuration.
@@ -35,7 +34,7 @@ func Definition() service.Definition {
 	return service.Definition{
 		Name:     "cwa",
 		Summary:  "stores research results, extends leases, and revokes them on the final item",
-		Schemas:  []store.Schema{migrations.Schema},
+		Schemas:  migrations.Schemas,
 		NeedsDB:  true,
 		NeedsBus: true,
 		Run:      service.Configured(run),

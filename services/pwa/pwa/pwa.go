@@ -25,7 +25,7 @@ import (
 	"github.com/archivist/archivist/pkg/research"
 	"github.com/archivist/archivist/pkg/research/migrations"
 	"github.com/archivist/archivist/pkg/service"
-	"github.com/archivist/archivist/pkg/store"
+	"github.com/archivist/archivist/pkg/work"
 	"github.com/archivist/archivist/pkg/telemetry"
 )
 
@@ -46,7 +46,7 @@ func Definition() service.Definition {
 	return service.Definition{
 		Name:     "pwa",
 		Summary:  "leases an episode and up to N clips to researchers through a pending-work queue whose items expire before their lease",
-		Schemas:  []store.Schema{migrations.Schema},
+		Schemas:  migrations.Schemas,
 		NeedsDB:  true,
 		NeedsBus: true,
 		Buckets:  research.Buckets,
@@ -489,5 +489,8 @@ func (p *PWA) Handler() http.Handler {
 			json.NewEncoder(w).Encode(map[string]any{"episode": key, "action": action, "results_forgotten": forgot})
 		})
 	}
-	return mux
+	// The operator's work: episodes found and acted on with the work kit.
+	ws := &work.Store{DB: p.store.DB(), Schema: migrations.Schema.Name, Sources: p.store.WorkSources(p.Wake)}
+	ws.Handle(mux, p.log)
+	return work.MarkRoutes(service.RoutesOf(mux))
 }
