@@ -25,8 +25,8 @@ import (
 	"github.com/archivist/archivist/pkg/research"
 	"github.com/archivist/archivist/pkg/research/migrations"
 	"github.com/archivist/archivist/pkg/service"
-	"github.com/archivist/archivist/pkg/work"
 	"github.com/archivist/archivist/pkg/telemetry"
+	"github.com/archivist/archivist/pkg/work"
 )
 
 // Config is the pwa's own configuration.
