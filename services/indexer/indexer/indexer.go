@@ -25,7 +25,7 @@ import (
 	"github.com/archivist/archivist/pkg/bus"
 	"github.com/archivist/archivist/pkg/fault"
 	"github.com/archivist/archivist/pkg/service"
-	"github.com/archivist/archivist/pkg/store"
+	"github.com/archivist/archivist/pkg/work"
 	"github.com/archivist/archivist/services/indexer/cdx"
 	"github.com/archivist/archivist/services/indexer/migrations"
 	"github.com/archivist/archivist/services/indexer/registry"
@@ -87,7 +87,7 @@ func Definition() service.Definition {
 	return service.Definition{
 		Name:      "indexer",
 		Summary:   "indexes every ARC/WARC file into CDX, one file per task",
-		Schemas:   []store.Schema{migrations.Schema},
+		Schemas:   migrations.Schemas,
 		NeedsDB:   true,
 		NeedsBus:  true,
 		NeedsBlob: true,
@@ -516,5 +516,7 @@ func (ix *Indexer) Handler() http.Handler {
 		ix.wakeUp()
 		reply(w, http.StatusOK, map[string]string{"reset": req.File})
 	})
-	return mux
+	// The operator's work: files found and acted on with the work kit.
+	ix.reg.Work(ix.wakeUp).Handle(mux, ix.log)
+	return work.MarkRoutes(service.RoutesOf(mux))
 }

@@ -5,6 +5,7 @@ import (
 	"embed"
 
 	"github.com/archivist/archivist/pkg/store"
+	"github.com/archivist/archivist/pkg/work"
 )
 
 //go:embed *.sql
@@ -12,3 +13,7 @@ var files embed.FS
 
 // Schema is the indexer's PostgreSQL schema.
 var Schema = store.Schema{Name: "indexer", Migrations: files}
+
+// Schemas are the schema and the work kit's part of it (its action log):
+// what the indexer migrates.
+var Schemas = []store.Schema{Schema, work.Schema(Schema.Name)}

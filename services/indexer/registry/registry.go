@@ -15,6 +15,7 @@ import (
 
 	"github.com/archivist/archivist/pkg/fault"
 	"github.com/archivist/archivist/pkg/service"
+	"github.com/archivist/archivist/pkg/work"
 )
 
 // Registry is the registry on PostgreSQL.
@@ -311,8 +312,7 @@ var ErrUnknown = errors.New("no such archive file")
 // Reset makes a file new again (an operator's decision after fixing a
 // parked file): failures forgotten, due at once.
 func (r *Registry) Reset(ctx context.Context, name string) error {
-	tag, err := r.db.Exec(ctx, `UPDATE indexer.files SET status = 'new', failures = 0, last_error = '', status_at = now(),
-		first_failed_at = NULL, next_attempt_at = '-infinity' WHERE name = $1`, name)
+	tag, err := r.db.Exec(ctx, resetSQL+` WHERE name = $1`, name)
 	if err != nil {
 		return fmt.Errorf("reset %s: %w", name, err)
 	}
@@ -321,6 +321,10 @@ func (r *Registry) Reset(ctx context.Context, name string) error {
 	}
 	return nil
 }
+
+// resetSQL has files (its WHERE names them) indexed again from the start.
+const resetSQL = `UPDATE indexer.files SET status = 'new', failures = 0, last_error = '', status_at = now(),
+	first_failed_at = NULL, next_attempt_at = '-infinity'`
 
 // File is a registry row.
 type File struct {
@@ -429,6 +433,12 @@ func (r *Registry) History(ctx context.Context, name string) (service.History, e
 		}
 		h.Events = append(h.Events, e)
 	}
+	// The operators' actions on it (pkg/work).
+	acts, err := work.History(ctx, r.db, "indexer", "index/file/"+name)
+	if err != nil {
+		return h, err
+	}
+	h.Events = append(h.Events, acts...)
 	service.SortHistory(&h)
 	return h, nil
 }
