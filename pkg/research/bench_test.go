@@ -65,7 +65,7 @@ func loadEpisodes(b *testing.B, url string, episodes, clips int) {
 // on the same pool: p50, p99, throughput and round trips per lease.
 // docs/PERFORMANCE.md has figures and plans.
 func BenchmarkSelectAndLease(b *testing.B) {
-	url := testenv.DBURL(b, migrations.Schemas...)
+	url := testenv.DBURL(b, migrations.Schema)
 	loadScale(b, url)
 	ctx := context.Background()
 	trips := &roundTrips{}
@@ -154,7 +154,7 @@ func BenchmarkCurveLease(b *testing.B) {
 	ctx := context.Background()
 	for _, n := range testenv.CurveSizes(1_000_000) {
 		b.Run(testenv.CurveName(n), func(b *testing.B) {
-			url := testenv.DBURL(b, migrations.Schemas...)
+			url := testenv.DBURL(b, migrations.Schema)
 			loadEpisodes(b, url, n, 100)
 			pool, err := pgxpool.New(ctx, url)
 			if err != nil {

@@ -15,7 +15,7 @@ import (
 func storeWith(t *testing.T, edit func(*research.Config)) *research.Store {
 	cfg := research.DefaultConfig()
 	edit(&cfg)
-	return research.New(testenv.DB(t, migrations.Schemas...), research.WithConfig(cfg))
+	return research.New(testenv.DB(t, migrations.Schema), research.WithConfig(cfg))
 }
 
 // expire has a researcher take lease l (Hold), then lets it run out.

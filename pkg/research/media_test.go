@@ -18,7 +18,7 @@ import (
 // from the same audio. Its results now stand; a change of the bytes (a
 // new sha256) still forgets them.
 func TestMovedMediaKeepsItsResearch(t *testing.T) {
-	db := testenv.DB(t, migrations.Schemas...)
+	db := testenv.DB(t, migrations.Schema)
 	s := research.New(db)
 	ctx := context.Background()
 	ep, clip := work("episode", "e", 1, 1), work("clip", "c", 1, 1)
@@ -61,7 +61,7 @@ func TestMovedMediaKeepsItsResearch(t *testing.T) {
 // escaped the change's forgetting (uncommitted when the change deleted
 // pairs). A lease now waits for the change and hands out the new media.
 func TestLeaseDuringAMediaChangeGetsTheNewMedia(t *testing.T) {
-	db := testenv.DB(t, migrations.Schemas...)
+	db := testenv.DB(t, migrations.Schema)
 	s := research.New(db)
 	ctx := context.Background()
 	add(t, s, work("episode", "e", 1, 1), work("clip", "c", 1, 1))
@@ -106,7 +106,7 @@ func TestLeaseDuringAMediaChangeGetsTheNewMedia(t *testing.T) {
 // not for a replay, and not for a work merged into another (its research
 // carries over).
 func TestRetiredMedia(t *testing.T) {
-	db := testenv.DB(t, migrations.Schemas...)
+	db := testenv.DB(t, migrations.Schema)
 	s := research.New(db)
 	ctx := context.Background()
 	at := 0

@@ -52,7 +52,7 @@ func lease(t *testing.T, s *research.Store, max int) *research.Lease {
 }
 
 func TestSelectionOrder(t *testing.T) {
-	s := research.New(testenv.DB(t, migrations.Schemas...))
+	s := research.New(testenv.DB(t, migrations.Schema))
 	// Episodes: priority first, then newest initial curation; ties on both
 	// fall back to arrival order.
 	add(t, s,
@@ -81,7 +81,7 @@ func TestSelectionOrder(t *testing.T) {
 }
 
 func TestMaxClipsAndSkippingLeasedAndResearched(t *testing.T) {
-	s := research.New(testenv.DB(t, migrations.Schemas...))
+	s := research.New(testenv.DB(t, migrations.Schema))
 	ctx := context.Background()
 	add(t, s, work("episode", "ep", 1, 1))
 	for i := range 10 {
@@ -125,7 +125,7 @@ func retryNow() research.Option {
 }
 
 func TestExpiredLeaseFreesOnlyUnfinishedClips(t *testing.T) {
-	s := research.New(testenv.DB(t, migrations.Schemas...), retryNow())
+	s := research.New(testenv.DB(t, migrations.Schema), retryNow())
 	ctx := context.Background()
 	add(t, s, work("episode", "ep", 1, 1), work("clip", "a", 3, 1), work("clip", "b", 2, 1), work("clip", "c", 1, 1))
 	l, err := s.Lease(ctx, 3, 50*time.Millisecond)
@@ -161,7 +161,7 @@ func TestExpiredLeaseFreesOnlyUnfinishedClips(t *testing.T) {
 }
 
 func TestUnknownPairIsAnError(t *testing.T) {
-	s := research.New(testenv.DB(t, migrations.Schemas...))
+	s := research.New(testenv.DB(t, migrations.Schema))
 	_, err := s.StoreResult(context.Background(), &events.ResearchCompleted{LeaseID: "00000000-0000-0000-0000-000000000001", Episode: "nope", Clip: "nada", Researcher: "r"})
 	if err == nil {
 		t.Error("result for an unknown pair stored")
@@ -171,7 +171,7 @@ func TestUnknownPairIsAnError(t *testing.T) {
 // TestConcurrentLeasesNeverOverlap: eight leasers race over 10 episodes × 20
 // clips; no (episode, clip) is leased twice and all are leased.
 func TestConcurrentLeasesNeverOverlap(t *testing.T) {
-	s := research.New(testenv.DB(t, migrations.Schemas...))
+	s := research.New(testenv.DB(t, migrations.Schema))
 	for i := range 10 {
 		add(t, s, work("episode", fmt.Sprintf("e%02d", i), int32(i%3), i))
 	}
@@ -214,7 +214,7 @@ func TestConcurrentLeasesNeverOverlap(t *testing.T) {
 }
 
 func TestClipActivityAdjustsEpisodes(t *testing.T) {
-	s := research.New(testenv.DB(t, migrations.Schemas...))
+	s := research.New(testenv.DB(t, migrations.Schema))
 	ctx := context.Background()
 	add(t, s, work("episode", "ep", 1, 1), work("clip", "a", 1, 1))
 	gone := work("clip", "a", 1, 1)
@@ -238,7 +238,7 @@ func TestClipActivityAdjustsEpisodes(t *testing.T) {
 // TestConcurrentWorksKeepCountersRight: episodes and clips arriving at once
 // from several handlers: every episode ends up counting every clip open.
 func TestConcurrentWorksKeepCountersRight(t *testing.T) {
-	s := research.New(testenv.DB(t, migrations.Schemas...))
+	s := research.New(testenv.DB(t, migrations.Schema))
 	var works []*events.WorkUpserted
 	for i := range 40 {
 		works = append(works, work("episode", fmt.Sprintf("e%02d", i), 1, i), work("clip", fmt.Sprintf("c%02d", i), 1, i))
@@ -274,7 +274,7 @@ func TestConcurrentWorksKeepCountersRight(t *testing.T) {
 // that arrives inactive (a redirect or gone key from the merger) changes no
 // episode's count of open clips (it took one off every active episode).
 func TestNewInactiveClipLeavesCountersAlone(t *testing.T) {
-	db := testenv.DB(t, migrations.Schemas...)
+	db := testenv.DB(t, migrations.Schema)
 	s := research.New(db)
 	add(t, s, work("episode", "ep", 1, 1), work("clip", "a", 1, 1))
 	gone := work("clip", "never-seen", 1, 1)
@@ -293,7 +293,7 @@ func TestNewInactiveClipLeavesCountersAlone(t *testing.T) {
 // left out of leasing; a new version with the same media keeps it parked,
 // one with other media releases it.
 func TestParkedEpisodeIsNotLeasedUntilItsMediaChanges(t *testing.T) {
-	s := research.New(testenv.DB(t, migrations.Schemas...))
+	s := research.New(testenv.DB(t, migrations.Schema))
 	ctx := context.Background()
 	add(t, s, work("episode", "ep", 1, 1), work("clip", "a", 1, 1))
 	if ok, err := s.ParkEpisode(ctx, "ep", "audio of ep: blob not found"); !ok || err != nil {
@@ -326,7 +326,7 @@ func TestParkedEpisodeIsNotLeasedUntilItsMediaChanges(t *testing.T) {
 // leased again, and a result of a lease made before the change is refused
 // as stale while one of a newer lease is stored.
 func TestMediaChangeInvalidatesResults(t *testing.T) {
-	db := testenv.DB(t, migrations.Schemas...)
+	db := testenv.DB(t, migrations.Schema)
 	s := research.New(db)
 	ctx := context.Background()
 	add(t, s, work("episode", "e1", 2, 1), work("episode", "e2", 1, 1), work("clip", "a", 1, 1), work("clip", "b", 1, 1))
@@ -408,7 +408,7 @@ func TestMediaChangeInvalidatesResults(t *testing.T) {
 // the work it is merged into when both have the same media, whichever of
 // the redirect and the work arrives last; not when the media differs.
 func TestResearchCarriesOverWhenWorksMerge(t *testing.T) {
-	db := testenv.DB(t, migrations.Schemas...)
+	db := testenv.DB(t, migrations.Schema)
 	s := research.New(db)
 	ctx := context.Background()
 	count := func(q string, args ...any) int {
@@ -480,7 +480,7 @@ func TestResearchCarriesOverWhenWorksMerge(t *testing.T) {
 // failed clips (and unparks it), a redo all of them; the clips are leased
 // again; an unknown episode is reported.
 func TestRedoForgetsFailedOrAllClips(t *testing.T) {
-	s := research.New(testenv.DB(t, migrations.Schemas...))
+	s := research.New(testenv.DB(t, migrations.Schema))
 	ctx := context.Background()
 	add(t, s, work("episode", "ep", 1, 1), work("clip", "a", 1, 1), work("clip", "b", 1, 1))
 	l := lease(t, s, 5)

@@ -18,7 +18,7 @@ import (
 // everywhere.
 func TestParkedEpisodesAreFoundAndReleased(t *testing.T) {
 	ctx := context.Background()
-	db := testenv.DB(t, migrations.Schemas...)
+	db := testenv.DB(t, migrations.Schema)
 	s := research.New(db)
 	add(t, s, work("clip", "c1", 0, 1), work("clip", "c2", 0, 1))
 	for i := range 5 {

@@ -311,8 +311,12 @@ const schemaPoll = 2 * time.Second
 // not ready meanwhile; /readyz says what it waits for. A schema
 // newer than the build (a rollback of the code) is logged, and served.
 func awaitSchemas(ctx context.Context, pool *pgxpool.Pool, schemas []store.Schema, admin *Admin, name string, log *slog.Logger) error {
+	var all []store.Schema
+	for _, s := range schemas {
+		all = append(all, s.WithParts()...)
+	}
 	behind := func() (string, error) {
-		for _, s := range schemas {
+		for _, s := range all {
 			want, err := store.Latest(s)
 			if err != nil {
 				return "", err

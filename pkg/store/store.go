@@ -115,7 +115,13 @@ type Schema struct {
 	// <schema>.<part>_schema_version: what a shared package (pkg/work)
 	// adds to every schema that uses it.
 	Part string
+	// Parts are the other sets of migrations of the schema (each with its
+	// Part), migrated after the schema's own: a shared package's tables.
+	Parts []Schema
 }
+
+// WithParts is s and its parts, each to be at its newest version.
+func (s Schema) WithParts() []Schema { return append([]Schema{s}, s.Parts...) }
 
 // ID names s among a service's schemas: its name, and its part if it has
 // one (curator, curator/work).
@@ -134,10 +140,24 @@ func (s Schema) versionTable() string {
 	return pgx.Identifier{s.Name, s.Part + "_schema_version"}.Sanitize()
 }
 
-// Migrate brings schema s up to its newest migration. It holds an advisory
-// lock for the schema meanwhile, so replicas that start together migrate
-// once. The version is kept in <schema>.schema_version.
+// Migrate brings schema s up to its newest migration, then each of its
+// Parts. It holds an advisory lock for the schema meanwhile, so replicas
+// that start together migrate once. The version is kept in
+// <schema>.schema_version (a part's in <schema>.<part>_schema_version).
 func Migrate(ctx context.Context, pool *pgxpool.Pool, s Schema) error {
+	if err := migrate1(ctx, pool, s); err != nil {
+		return err
+	}
+	for _, p := range s.Parts {
+		if err := migrate1(ctx, pool, p); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// migrate1 migrates s's own migrations.
+func migrate1(ctx context.Context, pool *pgxpool.Pool, s Schema) error {
 	conn, err := pool.Acquire(ctx)
 	if err != nil {
 		return fmt.Errorf("migrate %s: acquire connection: %w", s.Name, err)

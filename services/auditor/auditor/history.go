@@ -78,7 +78,13 @@ func (a *Auditor) History(ctx context.Context, object string) (service.History, 
 		if err != nil {
 			return err
 		}
-		return service.ScanEvents(&h, rows)
+		if err := service.ScanEvents(&h, rows); err != nil {
+			return err
+		}
+		// The operators' actions on its requests and repairs (pkg/work).
+		acts, err := a.workHistory(ctx, tx, object)
+		h.Events = append(h.Events, acts...)
+		return err
 	})
 	if errors.Is(err, ErrNoObject) {
 		return h, err

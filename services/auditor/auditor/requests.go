@@ -17,6 +17,7 @@ import (
 	"github.com/archivist/archivist/pkg/bus"
 	"github.com/archivist/archivist/pkg/fault"
 	"github.com/archivist/archivist/pkg/service"
+	"github.com/archivist/archivist/pkg/work"
 	"github.com/archivist/archivist/services/auditor/integrity"
 	"github.com/archivist/archivist/services/auditor/replica"
 )
@@ -603,5 +604,8 @@ func (a *Auditor) Handler() http.Handler {
 		}
 		reply(w, http.StatusAccepted, map[string]int{"queued": n})
 	})
-	return mux
+	// The operator's work: requests and repairs found and acted on with
+	// the work kit.
+	a.Work().Handle(mux, a.log)
+	return work.MarkRoutes(service.RoutesOf(mux))
 }

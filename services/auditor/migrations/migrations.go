@@ -5,10 +5,11 @@ import (
 	"embed"
 
 	"github.com/archivist/archivist/pkg/store"
+	"github.com/archivist/archivist/pkg/work"
 )
 
 //go:embed *.sql
 var files embed.FS
 
-// Schema is the auditor's PostgreSQL schema.
-var Schema = store.Schema{Name: "auditor", Migrations: files}
+// Schema is the auditor's PostgreSQL schema, with the work kit's part (its action log).
+var Schema = store.Schema{Name: "auditor", Migrations: files, Parts: []store.Schema{work.Schema("auditor")}}

@@ -17,6 +17,7 @@ import (
 	"github.com/archivist/archivist/events"
 	"github.com/archivist/archivist/pkg/bus"
 	"github.com/archivist/archivist/pkg/service"
+	"github.com/archivist/archivist/pkg/store"
 	"github.com/archivist/archivist/pkg/work"
 	"github.com/archivist/archivist/services/curator/api"
 	"github.com/archivist/archivist/services/curator/catalog"
@@ -63,7 +64,7 @@ func Definition() service.Definition {
 	return service.Definition{
 		Name:      "curator",
 		Summary:   "stores curated episodes and clips (NATS and HTTP), newest version wins; matches same-as records into graphs and merges each into one work; ingests batches into storage and inventory",
-		Schemas:   migrations.Schemas,
+		Schemas:   []store.Schema{migrations.Schema},
 		NeedsDB:   true,
 		NeedsBus:  true,
 		NeedsBlob: true,

@@ -11,9 +11,5 @@ import (
 //go:embed *.sql
 var files embed.FS
 
-// Schema is the curator's PostgreSQL schema.
-var Schema = store.Schema{Name: "curator", Migrations: files}
-
-// Schemas are the schema and the work kit's part of it (its action log):
-// what a service owning the schema migrates.
-var Schemas = []store.Schema{Schema, work.Schema(Schema.Name)}
+// Schema is the curator's PostgreSQL schema, with the work kit's part (its action log).
+var Schema = store.Schema{Name: "curator", Migrations: files, Parts: []store.Schema{work.Schema("curator")}}

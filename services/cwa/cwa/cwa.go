@@ -19,6 +19,7 @@ import (
 	"github.com/archivist/archivist/pkg/research"
 	"github.com/archivist/archivist/pkg/research/migrations"
 	"github.com/archivist/archivist/pkg/service"
+	"github.com/archivist/archivist/pkg/store"
 )
 
 // Config is the cwa's configuration.
@@ -34,7 +35,7 @@ func Definition() service.Definition {
 	return service.Definition{
 		Name:     "cwa",
 		Summary:  "stores research results, extends leases, and revokes them on the final item",
-		Schemas:  migrations.Schemas,
+		Schemas:  []store.Schema{migrations.Schema},
 		NeedsDB:  true,
 		NeedsBus: true,
 		Run:      service.Configured(run),

@@ -25,6 +25,7 @@ import (
 	"github.com/archivist/archivist/pkg/bus"
 	"github.com/archivist/archivist/pkg/fault"
 	"github.com/archivist/archivist/pkg/service"
+	"github.com/archivist/archivist/pkg/store"
 	"github.com/archivist/archivist/pkg/work"
 	"github.com/archivist/archivist/services/indexer/cdx"
 	"github.com/archivist/archivist/services/indexer/migrations"
@@ -87,7 +88,7 @@ func Definition() service.Definition {
 	return service.Definition{
 		Name:      "indexer",
 		Summary:   "indexes every ARC/WARC file into CDX, one file per task",
-		Schemas:   migrations.Schemas,
+		Schemas:   []store.Schema{migrations.Schema},
 		NeedsDB:   true,
 		NeedsBus:  true,
 		NeedsBlob: true,

@@ -19,7 +19,7 @@ func TestMain(m *testing.M) { testenv.Main(m) }
 // start, with the action in each file's history; a skip parks a new file.
 func TestFailedFilesAreFoundAndIndexedAgain(t *testing.T) {
 	ctx := context.Background()
-	db := testenv.DB(t, migrations.Schemas...)
+	db := testenv.DB(t, migrations.Schema)
 	for i, st := range []string{"failed", "parked", "parked", "indexed", "new", "failed"} {
 		if _, err := db.Exec(ctx, `INSERT INTO indexer.files (name, kind, status, failures, last_error)
 			VALUES ($1, 'warc', $2, $3, $4)`, fmt.Sprintf("warcs/f%d.warc.gz", i), st, i,

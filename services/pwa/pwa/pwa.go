@@ -25,6 +25,7 @@ import (
 	"github.com/archivist/archivist/pkg/research"
 	"github.com/archivist/archivist/pkg/research/migrations"
 	"github.com/archivist/archivist/pkg/service"
+	"github.com/archivist/archivist/pkg/store"
 	"github.com/archivist/archivist/pkg/telemetry"
 	"github.com/archivist/archivist/pkg/work"
 )
@@ -46,7 +47,7 @@ func Definition() service.Definition {
 	return service.Definition{
 		Name:     "pwa",
 		Summary:  "leases an episode and up to N clips to researchers through a pending-work queue whose items expire before their lease",
-		Schemas:  migrations.Schemas,
+		Schemas:  []store.Schema{migrations.Schema},
 		NeedsDB:  true,
 		NeedsBus: true,
 		Buckets:  research.Buckets,

@@ -97,7 +97,7 @@ func TestItemTTLMustBeShorterThanTheLease(t *testing.T) {
 func TestReplicasActivateOneAtATime(t *testing.T) {
 	ctx := context.Background()
 	b := testenv.Bus(t, "pwa")
-	db := testenv.DB(t, migrations.Schemas...)
+	db := testenv.DB(t, migrations.Schema)
 	s := research.New(db)
 	seed(t, s, 20)
 	kv, err := research.Researchers(ctx, b, cfg.Research)
@@ -195,7 +195,7 @@ func newPWA(t *testing.T, works int) (*bus.Bus, *pwa.PWA, jetstream.KeyValue) {
 	t.Helper()
 	ctx := context.Background()
 	b := testenv.Bus(t, "pwa")
-	s := research.New(testenv.DB(t, migrations.Schemas...))
+	s := research.New(testenv.DB(t, migrations.Schema))
 	seed(t, s, works)
 	p, err := pwa.New(ctx, b, s, cfg, nil, testenv.Logger(t))
 	if err != nil {
@@ -226,7 +226,7 @@ func queueItem(t *testing.T, b *bus.Bus, lease string) {
 func TestOpenResearchIsWhatResearchersScaleOn(t *testing.T) {
 	ctx := context.Background()
 	b := testenv.Bus(t, "pwa")
-	s := research.New(testenv.DB(t, migrations.Schemas...))
+	s := research.New(testenv.DB(t, migrations.Schema))
 	seed(t, s, 7)
 	reg := prometheus.NewRegistry()
 	p, err := pwa.New(ctx, b, s, cfg, reg, testenv.Logger(t))

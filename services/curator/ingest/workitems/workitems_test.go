@@ -20,7 +20,7 @@ func TestMain(m *testing.M) { testenv.Main(m) }
 // kit over ingest's sources.
 func rig(t *testing.T) (*work.Store, *pgxpool.Pool) {
 	t.Helper()
-	db, err := pgxpool.New(context.Background(), testenv.DBURL(t, migrations.Schemas...))
+	db, err := pgxpool.New(context.Background(), testenv.DBURL(t, migrations.Schema))
 	if err != nil {
 		t.Fatal(err)
 	}
