@@ -69,7 +69,44 @@ func Sources(s *ingest.Store) []work.Source {
 		},
 	}
 	batches.Do = workDo(s, ingest.Batch)
-	return []work.Source{jobs, batches}
+	return []work.Source{jobs, batches, mails()}
+}
+
+// mails are the collections' mails in the outbox: found by state
+// (queued, retrying, parked), collection, depositor (their batch's),
+// recipient, subject words or error; a parked one is sent again (resend)
+// or dropped (delete).
+func mails() work.Source {
+	src := &work.SQLSource{PipelineName: "mail", KindName: "mail",
+		Table: work.Table{
+			From: "curator.mail_outbox m LEFT JOIN curator.batches b ON b.id = m.batch_id", Lock: "m", ID: "m.id", IDType: "bigint",
+			State: "m.work_state", MovedAt: "m.state_at", CreatedAt: "m.created_at",
+			Attempts:      "m.attempts",
+			NextAttemptAt: "CASE WHEN m.parked_at IS NULL AND m.next_attempt_at > now() THEN m.next_attempt_at END",
+			Reason:        "nullif(m.last_error, '')",
+			Submitter:     "b.submitter", Collection: "b.profile",
+			Keys: []string{"m.batch_id::text", "m.message_id"},
+			Text: "m.subject || ' ' || m.last_error",
+		},
+		From: map[work.Verb][]string{work.Resend: {"parked"}, work.Delete: {"parked"}},
+	}
+	src.Do = func(ctx context.Context, tx pgx.Tx, v work.Verb, ids []string, note work.Note) (func(context.Context), error) {
+		nums, err := work.Int64s(ids)
+		if err != nil {
+			return nil, err
+		}
+		switch v {
+		case work.Resend:
+			_, err = tx.Exec(ctx, `UPDATE curator.mail_outbox SET parked_at = NULL, first_failed_at = NULL, attempts = 0,
+				last_error = '', next_attempt_at = now() WHERE id = ANY($1)`, nums)
+		case work.Delete:
+			_, err = tx.Exec(ctx, `DELETE FROM curator.mail_outbox WHERE id = ANY($1)`, nums)
+		default:
+			err = fmt.Errorf("a mail takes no %s", v)
+		}
+		return nil, err
+	}
+	return src
 }
 
 // requeuable is true of a job whose last successful state has a next step

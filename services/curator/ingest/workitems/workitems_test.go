@@ -111,3 +111,34 @@ func TestFailedJobsOfACollectionAreFoundAndRetried(t *testing.T) {
 		t.Fatalf("batches with jobs at work, to delete: %+v, %v", c, err)
 	}
 }
+
+// TestParkedMailsAreSentAgain: mails the sender parked are found by
+// collection; a resend of what a dry run counted has the sender try them
+// again now; a publisher's filter reaches only its own batches' mails.
+func TestParkedMailsAreSentAgain(t *testing.T) {
+	ctx := context.Background()
+	s, db := rig(t)
+	maps := batch(t, db, "alice", "maps", 1)
+	films := batch(t, db, "bob", "films", 1)
+	for _, b := range []int64{maps, maps, films} {
+		if _, err := db.Exec(ctx, `INSERT INTO curator.mail_outbox (batch_id, kind, recipients, subject, body, message_id, attempts, last_error, parked_at, first_failed_at)
+			VALUES ($1, 'report', '{curator@example.org}', 'Batch report', 'body', gen_random_uuid()::text, 5, 'smtp: 550 mailbox unavailable', now(), now())`, b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f := work.Filter{Pipeline: "mail", Collection: "maps", States: []string{"parked"}}
+	if p, err := s.Find(ctx, f, "", 10); err != nil || len(p.Items) != 2 || p.Items[0].Verbs[0] != work.Delete || p.Items[0].Verbs[1] != work.Resend {
+		t.Fatalf("parked mails of maps: %+v, %v", p.Items, err)
+	}
+	if c, err := s.DryRun(ctx, work.Resend, work.Filter{Pipeline: "mail", Submitter: "bob"}); err != nil || c.N != 1 {
+		t.Fatalf("bob's parked mails: %+v, %v", c, err)
+	}
+	if _, err := s.Act(ctx, work.Resend, f, 2, "ops"); err != nil {
+		t.Fatal(err)
+	}
+	var due int
+	db.QueryRow(ctx, `SELECT count(*) FROM curator.mail_outbox WHERE parked_at IS NULL AND attempts = 0 AND next_attempt_at <= now()`).Scan(&due)
+	if due != 2 {
+		t.Fatalf("%d mails due after the resend, want 2", due)
+	}
+}
