@@ -105,7 +105,7 @@ Exit status: 0 done (and for --help), 1 an error, 2 a wrong usage.`,
 		c.GroupID = "run"
 		root.AddCommand(c)
 	}
-	for _, c := range []*cobra.Command{batchCmd(), jobCmd(), collectionCmd(), ingestCmd(), profileCmd(), objectCmd(), researchCmd(), worksCmd(), auditCmd(), indexCmd()} {
+	for _, c := range []*cobra.Command{batchCmd(), jobCmd(), collectionCmd(), ingestCmd(), profileCmd(), objectCmd(), researchCmd(), worksCmd(), auditCmd(), indexCmd(), workCmd()} {
 		c.GroupID = "work"
 		root.AddCommand(c)
 	}

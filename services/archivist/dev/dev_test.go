@@ -379,6 +379,7 @@ func TestDevDemo(t *testing.T) {
 	demoUpdateAndWithdrawal(t, o, strings.TrimSpace(string(token)))
 	demoPromises(t, o, strings.TrimSpace(string(token)))
 	demoTenantsRoundTwo(t, o, strings.TrimSpace(string(token)))
+	demoWork(t, o, strings.TrimSpace(string(token)))
 }
 
 // demoTenantsRoundTwo: on the running demo (#48), a publisher whose
