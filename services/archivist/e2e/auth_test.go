@@ -19,6 +19,7 @@ import (
 	"github.com/archivist/archivist/devkit/testenv"
 	"github.com/archivist/archivist/pkg/research/migrations"
 	"github.com/archivist/archivist/pkg/service"
+	"github.com/archivist/archivist/pkg/work"
 	"github.com/archivist/archivist/services/aggregator/aggregator"
 	aggmigrations "github.com/archivist/archivist/services/aggregator/migrations"
 	"github.com/archivist/archivist/services/auditor/auditor"
@@ -143,6 +144,18 @@ func TestEveryAPIAuthenticates(t *testing.T) {
 		{"aggregator", "DELETE", "/v1/index/exclusions/999999", "", service.Operator},
 		{"aggregator", "POST", "/v1/index/withdraw", `{"file":"warcs/none.warc.gz","reason":"test"}`, service.Operator},
 		{"aggregator", "POST", "/v1/index/reinstate", `{"file":"warcs/none.warc.gz"}`, service.Operator},
+		{"curator", "GET", "/v1/work?state=failed", "", own},
+		{"curator", "GET", "/v1/work/actions", "", own},
+		{"curator", "POST", "/v1/work/retry?dry_run=true&state=failed", "", depositor},
+		{"pwa", "GET", "/v1/work?state=failed", "", own},
+		{"pwa", "GET", "/v1/work/actions", "", own},
+		{"pwa", "POST", "/v1/work/retry?dry_run=true&state=failed", "", depositor},
+		{"auditor", "GET", "/v1/work?state=failed", "", own},
+		{"auditor", "GET", "/v1/work/actions", "", own},
+		{"auditor", "POST", "/v1/work/retry?dry_run=true&state=failed", "", depositor},
+		{"indexer", "GET", "/v1/work?state=failed", "", own},
+		{"indexer", "GET", "/v1/work/actions", "", own},
+		{"indexer", "POST", "/v1/work/retry?dry_run=true&state=failed", "", depositor},
 		{"dashboard", "GET", "/", "", service.Reader},
 		{"dashboard", "GET", "/panels", "", service.Reader},
 		{"dashboard", "GET", "/item?kind=batch&id=1", "", service.Reader},
@@ -158,7 +171,8 @@ func TestEveryAPIAuthenticates(t *testing.T) {
 				t.Errorf("%s with key %q: %d, want 401", what, who, code)
 			}
 		}
-		allowed := map[service.Role][]string{own: {"viewer", "radio", "ops"}, service.Reader: {"viewer", "ops"}, service.Publisher: {"radio"}, service.Operator: {"ops"}}[r.role]
+		allowed := map[service.Role][]string{own: {"viewer", "radio", "ops"}, service.Reader: {"viewer", "ops"}, service.Publisher: {"radio"},
+			service.Operator: {"ops"}, depositor: {"radio", "ops"}}[r.role]
 		for _, who := range []string{"viewer", "radio", "ops"} {
 			code, body := call(who, r.method, url, r.body)
 			may := false
@@ -262,6 +276,11 @@ func TestEveryAPIAuthenticates(t *testing.T) {
 // imply the reader role (N24).
 const own service.Role = "own"
 
+// depositor marks, in TestEveryAPIAuthenticates's table, an action a
+// publisher may take on its own work and an operator on anyone's (a
+// reader none): the work kit's verbs.
+const depositor service.Role = "depositor"
+
 // route is a call in TestEveryAPIAuthenticates's table, and the role it
 // needs.
 type route struct {
@@ -299,6 +318,16 @@ func checkEveryRouteListed(t *testing.T, routes []route) {
 			t.Fatal(err)
 		}
 		api := strings.Split(filepath.ToSlash(f), "/")[2]
+		// The work kit's routes (pkg/work), where a service serves them.
+		if strings.Contains(string(b), "work.MarkRoutes(") {
+			for _, p := range []string{work.FindRoute, work.ActRoute, work.ActionsRoute} {
+				if muxes[api] == nil {
+					muxes[api] = http.NewServeMux()
+				}
+				muxes[api].HandleFunc(p, func(http.ResponseWriter, *http.Request) {})
+				all = append(all, api+" "+p)
+			}
+		}
 		for _, m := range pattern.FindAllStringSubmatch(string(b), -1) {
 			if muxes[api] == nil {
 				muxes[api] = http.NewServeMux()
