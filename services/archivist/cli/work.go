@@ -170,7 +170,7 @@ func quote(s string) string {
 // workFilter holds the filter flags of a work command.
 type workFilter struct {
 	pipeline, kind, collection, submitter, olderThan, query string
-	states                                                []string
+	states                                                  []string
 }
 
 func filterFlags(c *cobra.Command) *workFilter {

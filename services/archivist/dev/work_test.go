@@ -134,7 +134,9 @@ func demoWork(t *testing.T, o dev.Options, operatorToken string) {
 		t.Fatalf("the action log: %+v", log)
 	}
 	for _, it := range maps {
-		var h struct{ Events []struct{ What, Detail string } }
+		var h struct {
+			Events []struct{ What, Detail string }
+		}
 		ops.call("GET", curator+"/v1/ingest/history?job="+it.ID, nil, &h)
 		found := false
 		for _, e := range h.Events {
