@@ -267,6 +267,9 @@ func Allowed(id Identity, h http.Handler, r *http.Request) (bool, Role) { return
 // allowed reports whether id may make request r to h, and if not, the
 // role it would need.
 func allowed(id Identity, h http.Handler, r *http.Request) (bool, Role) {
+	if b, ok := h.(browser); ok {
+		h = b.Handler
+	}
 	read := r.Method == http.MethodGet || r.Method == http.MethodHead
 	if rt, ok := h.(Routes); ok {
 		_, pattern := rt.mux.Handler(r)
@@ -575,7 +578,7 @@ func (a *authenticator) wrap(h http.Handler) http.Handler {
 			return
 		}
 		key, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-		if (!ok || key == "") && isBrowser && safeMethod(r) {
+		if (!ok || key == "") && isBrowser && (safeMethod(r) || sameSiteForm(r)) {
 			if c, err := r.Cookie(SessionCookie); err == nil && c.Value != "" {
 				key, ok = a.sessions.key(c.Value)
 			}
@@ -605,6 +608,14 @@ func (a *authenticator) wrap(h http.Handler) http.Handler {
 		ctx := context.WithValue(WithCaller(r.Context(), id), credentialKey{}, key)
 		h.ServeHTTP(w, r.WithContext(ctx))
 	})
+}
+
+// sameSiteForm reports whether an unsafe request comes from this site's own
+// page, as a browser says (its Origin, or Sec-Fetch-Site: same-origin): a
+// page's form acts with the person's session (the console's actions), a
+// request another site makes, or one that says nothing, does not.
+func sameSiteForm(r *http.Request) bool {
+	return (r.Header.Get("Origin") != "" || r.Header.Get("Sec-Fetch-Site") == "same-origin") && crossSite(r) == ""
 }
 
 // hostAllowed reports whether a request's Host names one of

@@ -221,6 +221,11 @@ func (a *authenticator) login(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
+// CrossSite says why r came from another site ("" when it did not): what
+// a page's own form checks before it acts (beside the session cookie's
+// SameSite=Strict).
+func CrossSite(r *http.Request) string { return crossSite(r) }
+
 // crossSite says why r came from another site ("" when it did not): its
 // Origin names another host (or is "null"), or, with no Origin, the
 // browser says the request crossed sites (Sec-Fetch-Site). A request with

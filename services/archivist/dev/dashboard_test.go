@@ -3,6 +3,8 @@ package dev_test
 import (
 	"context"
 	"flag"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -161,6 +163,60 @@ func TestDashboardInABrowser(t *testing.T) {
 	if !strings.Contains(url, "kind=batch") || state != "completed" || !strings.Contains(events, "pending → processing") || !strings.Contains(events, "by daemon") {
 		t.Errorf("batch history at %s: state %q, events %q", url, state, events)
 	}
+	// The console (#50): a batch whose payload is gone fails (its job,
+	// then the batch); the work page finds both by state and collection,
+	// counts a retry of both, and the confirmed retry is in the action
+	// log. A screenshot of the console is written beside the page's.
+	gone := httptest.NewServer(http.NotFoundHandler())
+	defer gone.Close()
+	ops := demoAPI{t: t, token: strings.TrimSpace(string(token))}
+	if code := ops.call("POST", "http://"+o.CuratorAddr+"/v1/batches", map[string]string{"submitter": "demo", "profile": "maps", "type": "file",
+		"payload_url": gone.URL + "/gone.tif"}, nil); code != http.StatusCreated {
+		t.Fatalf("a batch to fail: %d", code)
+	}
+	var items, counted, acted, logged string
+	ops.waitFor("the job failed", func() bool {
+		var p struct{ Items []any }
+		return ops.call("GET", "http://"+o.CuratorAddr+"/v1/work?kind=job&state=failed&collection=maps", nil, &p) == http.StatusOK && len(p.Items) == 1
+	})
+	if err := chromedp.Run(ctx,
+		chromedp.Navigate(base+"/"),
+		chromedp.WaitVisible("#research", chromedp.ByID),
+		chromedp.Click("#work-link", chromedp.ByID),
+		chromedp.WaitVisible("#work-filter", chromedp.ByID),
+		chromedp.SendKeys(`input[name="state"]`, "failed", chromedp.ByQuery),
+		chromedp.SendKeys(`input[name="collection"]`, "maps", chromedp.ByQuery),
+		chromedp.Click("#find", chromedp.ByID),
+		chromedp.WaitVisible("#work-bulk", chromedp.ByID),
+		chromedp.Text("#work-items", &items, chromedp.ByID),
+		chromedp.SetValue("#work-verb", "retry", chromedp.ByID),
+		chromedp.Click("#work-dry-run", chromedp.ByID),
+		chromedp.WaitVisible("#work-count-n", chromedp.ByID),
+		chromedp.Text("#work-count-n", &counted, chromedp.ByID),
+	); err != nil {
+		t.Fatalf("the console's search and dry run: %v", err)
+	}
+	var console []byte
+	if err := chromedp.Run(ctx, chromedp.FullScreenshot(&console, 100),
+		chromedp.Click("#work-confirm", chromedp.ByID),
+		chromedp.WaitVisible("#work-acted", chromedp.ByID),
+		chromedp.Text("#work-acted", &acted, chromedp.ByID),
+		chromedp.Navigate(base+"/work/actions"),
+		chromedp.WaitVisible("#action-log", chromedp.ByID),
+		chromedp.Text("#action-log", &logged, chromedp.ByID),
+	); err != nil {
+		t.Fatalf("the console's action: %v", err)
+	}
+	if !strings.Contains(items, "ingest/job/") || !strings.Contains(items, "404") || counted != "2" ||
+		!strings.Contains(acted, "moved") || !strings.Contains(logged, "retry") || !strings.Contains(logged, "done") {
+		t.Errorf("console: items %q, counted %q, acted %q, log %q", items, counted, acted, logged)
+	}
+	consoleFile := filepath.Join(filepath.Dir(file), "dashboard-work.png")
+	if err := os.WriteFile(consoleFile, console, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("console: counted %s, %s; screenshot %s", counted, acted, consoleFile)
+
 	// Signing out forgets the session: the page asks for a key again.
 	if err := chromedp.Run(ctx,
 		chromedp.Navigate(base+"/"),

@@ -150,6 +150,9 @@ var pages = template.Must(template.New("").Funcs(template.FuncMap{
 	"since": func(t time.Time) string { return ago(time.Since(t)) },
 	"secs":  func(s float64) string { return ago(time.Duration(s * float64(time.Second))) },
 	"when":  func(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05Z") },
+	"hkind": historyKind,
+	"list":  func(s ...string) []string { return s },
+	"hid":   historyID,
 	"pct": func(n, of int64) int64 {
 		if of <= 0 {
 			return 0
@@ -165,6 +168,9 @@ var pages = template.Must(template.New("").Funcs(template.FuncMap{
 //	GET /                      the page (its panels refresh every DASHBOARD_REFRESH)
 //	GET /panels                the panels alone (what the page refreshes with)
 //	GET /item?kind=K&id=ID     an item's history: episode, batch, job, file, object, deadletter
+//	GET /work?<filter>         the work a filter matches, across the pipelines
+//	POST /work/act             a verb on what a filter matches: its dry run, then the action
+//	GET /work/actions          the action log
 //	GET /login, POST /login, POST /logout   (service.Browser)
 func (d *Dashboard) Handler() http.Handler {
 	mux := http.NewServeMux()
@@ -176,7 +182,11 @@ func (d *Dashboard) Handler() http.Handler {
 		d.render(w, "panels", d.Snapshot(r.Context()))
 	})
 	mux.HandleFunc("GET /item", d.item)
-	return mux
+	// The console: find work, act on what a filter matches, the log.
+	mux.HandleFunc("GET /work", d.workPage)
+	mux.HandleFunc("POST /work/act", d.workAct)
+	mux.HandleFunc("GET /work/actions", d.workActions)
+	return service.RoutesOf(mux).Depositor("POST /work/act")
 }
 
 // render executes a template; a failure half-way is logged (the status is

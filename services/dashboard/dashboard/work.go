@@ -1,0 +1,177 @@
+package dashboard
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"net/url"
+	"strconv"
+
+	"github.com/archivist/archivist/pkg/apiclient"
+	"github.com/archivist/archivist/pkg/service"
+	"github.com/archivist/archivist/pkg/work"
+)
+
+// workClient asks every service that holds work on the caller's behalf
+// (its key passed on: each API scopes and refuses as it would the caller).
+func (d *Dashboard) workClient(ctx context.Context) *work.Client {
+	return &work.Client{HTTP: d.client, Token: service.Credential(ctx), Endpoints: []work.Endpoint{
+		{Service: "curator", Base: d.cfg.CuratorURL, Pipelines: work.Curator.Pipelines},
+		{Service: "pwa", Base: d.cfg.PWAURL, Pipelines: work.PWA.Pipelines},
+		{Service: "auditor", Base: d.cfg.AuditorURL, Pipelines: work.Auditor.Pipelines},
+		{Service: "indexer", Base: d.cfg.IndexerURL, Pipelines: work.Indexer.Pipelines},
+	}}
+}
+
+// workView is the work page: the filter, a page of what it matches, and
+// an action's dry run or outcome.
+type workView struct {
+	Filter  work.Filter
+	Form    map[string]string
+	Query   string
+	Page    work.Page
+	Err     string
+	Verbs   []work.Verb
+	Count   *work.Count
+	Verb    work.Verb
+	Acted   []work.Action
+	Moved   int
+	Actions []work.Action
+}
+
+// historyKind is the /item kind that tells an item's history, "" when none.
+func historyKind(it work.Item) string {
+	switch it.Kind {
+	case "job", "batch", "episode", "file":
+		return it.Kind
+	case "request", "repair", "check":
+		return "object"
+	}
+	return ""
+}
+
+// historyID is the id /item names the item by.
+func historyID(it work.Item) string {
+	if historyKind(it) == "object" && len(it.Keys) > 0 {
+		return it.Keys[0]
+	}
+	if it.Kind == "check" {
+		return it.ID
+	}
+	return it.ID
+}
+
+// filterOf reads the work page's filter from a form (or the query).
+func filterOf(form url.Values) (work.Filter, map[string]string, error) {
+	f, err := work.ParseFilter(form)
+	fields := map[string]string{}
+	for _, k := range []string{"pipeline", "kind", "state", "collection", "submitter", "older_than", "query"} {
+		fields[k] = form.Get(k)
+	}
+	return f, fields, err
+}
+
+// workPage serves GET /work: the search.
+func (d *Dashboard) workPage(w http.ResponseWriter, r *http.Request) {
+	v := d.findWork(r, r.URL.Query())
+	d.render(w, "work", v)
+}
+
+func (d *Dashboard) findWork(r *http.Request, form url.Values) *workView {
+	v := &workView{Verbs: actVerbs}
+	f, fields, err := filterOf(form)
+	v.Filter, v.Form, v.Query = f, fields, f.Values().Encode()
+	if err != nil {
+		v.Err = err.Error()
+		return v
+	}
+	limit, _ := strconv.Atoi(form.Get("limit"))
+	if limit <= 0 || limit > work.MaxPage {
+		limit = 50
+	}
+	p, err := d.workClient(r.Context()).Find(r.Context(), f, form.Get("after"), limit)
+	if err != nil {
+		v.Err = err.Error()
+	}
+	v.Page = p
+	return v
+}
+
+// actVerbs are the verbs the page offers (dead letters are replayed from
+// their own view).
+var actVerbs = []work.Verb{work.Retry, work.Release, work.Hold, work.Skip, work.Park, work.Requeue, work.Delete, work.Resend}
+
+// workAct serves POST /work/act: with step=count, a dry run of the verb
+// on the filter, shown with a button that confirms its count; with
+// step=act and confirm=N, the action, refused when N no longer moves.
+func (d *Dashboard) workAct(w http.ResponseWriter, r *http.Request) {
+	if why := service.CrossSite(r); why != "" {
+		http.Error(w, "actions come from this site's own pages: "+why, http.StatusForbidden)
+		return
+	}
+	r.Body = http.MaxBytesReader(w, r.Body, 64<<10)
+	if err := r.ParseForm(); err != nil {
+		http.Error(w, "the form could not be read", http.StatusBadRequest)
+		return
+	}
+	v := d.findWork(r, r.PostForm)
+	if v.Err != "" {
+		w.WriteHeader(http.StatusBadRequest)
+		d.render(w, "work", v)
+		return
+	}
+	verb, err := work.ParseVerb(r.PostForm.Get("verb"))
+	if err == nil && v.Query == "" {
+		err = errors.New("an action needs a filter: name a pipeline, a state, a collection or a query first")
+	}
+	if err != nil {
+		v.Err = err.Error()
+		w.WriteHeader(http.StatusBadRequest)
+		d.render(w, "work", v)
+		return
+	}
+	v.Verb = verb
+	cl := d.workClient(r.Context())
+	switch r.PostForm.Get("step") {
+	case "act":
+		n, err := strconv.Atoi(r.PostForm.Get("confirm"))
+		if err != nil || n < 0 {
+			v.Err = "confirm is the dry run's count"
+			break
+		}
+		v.Acted, err = cl.Act(r.Context(), verb, v.Filter, n)
+		for _, a := range v.Acted {
+			v.Moved += a.Moved
+		}
+		if err != nil {
+			v.Err = err.Error()
+		}
+		// The page shows the work as the action left it.
+		v.Page, _ = cl.Find(r.Context(), v.Filter, "", 50)
+	default:
+		c, _, err := cl.DryRun(r.Context(), verb, v.Filter)
+		if err != nil {
+			v.Err = err.Error()
+		} else {
+			v.Count = &c
+		}
+	}
+	code := http.StatusOK
+	var se *apiclient.StatusError
+	if v.Err != "" && errors.As(err, &se) {
+		code = se.Code
+	}
+	w.WriteHeader(code)
+	d.render(w, "work", v)
+}
+
+// workActions serves GET /work/actions: the action log of every service.
+func (d *Dashboard) workActions(w http.ResponseWriter, r *http.Request) {
+	v := &workView{}
+	as, err := d.workClient(r.Context()).Actions(r.Context(), r.URL.Query().Get("actor"), 100)
+	if err != nil {
+		v.Err = err.Error()
+	}
+	v.Actions = as
+	d.render(w, "actions", v)
+}
