@@ -18,7 +18,7 @@ func TestMain(m *testing.M) { testenv.Main(m) }
 
 // rig is the curator's schema with batches and jobs in it, and the work
 // kit over ingest's sources.
-func rig(t *testing.T) (*work.Store, *pgxpool.Pool) {
+func rig(t testing.TB) (*work.Store, *pgxpool.Pool) {
 	t.Helper()
 	db, err := pgxpool.New(context.Background(), testenv.DBURL(t, migrations.Schema))
 	if err != nil {
@@ -31,7 +31,7 @@ func rig(t *testing.T) (*work.Store, *pgxpool.Pool) {
 // batch adds a processing batch of submitter in collection with jobs: n
 // failed after provisioning ("origin timed out"), one failed before any
 // step succeeded, and two completed.
-func batch(t *testing.T, db *pgxpool.Pool, submitter, collection string, n int) int64 {
+func batch(t testing.TB, db *pgxpool.Pool, submitter, collection string, n int) int64 {
 	t.Helper()
 	ctx := context.Background()
 	var id int64
