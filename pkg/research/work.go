@@ -26,6 +26,7 @@ func (s *Store) WorkSources(wake func()) []work.Source {
 			Holder:        "(SELECT 'lease ' || l.id::text FROM research.leases l WHERE l.episode_id = e.id AND l.state = 'active' LIMIT 1)",
 			Keys:          []string{"e.media_key"},
 			Text:          "coalesce(e.parked_reason, '') || ' ' || e.last_error",
+			Open:          []string{"open", "retrying"}, Done: []string{"done"},
 		},
 		From: map[work.Verb][]string{
 			work.Release: {"parked"},

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/archivist/archivist/pkg/apiclient"
 )
@@ -181,6 +182,23 @@ func (c *Client) Act(ctx context.Context, v Verb, f Filter, confirm int) ([]Acti
 		}
 		a.Service = p.Endpoint.Service
 		out = append(out, a)
+	}
+	return out, nil
+}
+
+// Rates reads every service's queues' flow over window (10m when 0).
+func (c *Client) Rates(ctx context.Context, window time.Duration) ([]Rates, error) {
+	q := url.Values{}
+	if window > 0 {
+		q.Set("window", window.String())
+	}
+	var out []Rates
+	for _, e := range c.Endpoints {
+		var rs []Rates
+		if err := c.do(ctx, e, http.MethodGet, "/v1/work/rates", q, &rs); err != nil {
+			return nil, err
+		}
+		out = append(out, rs...)
 	}
 	return out, nil
 }

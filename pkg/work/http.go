@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strconv"
+	"time"
 
 	"github.com/archivist/archivist/pkg/service"
 )
@@ -25,6 +26,7 @@ const (
 //	POST /v1/work/{verb}?<filter>&dry_run=true   what the verb would move
 //	POST /v1/work/{verb}?<filter>&confirm=N      the action, if N would move
 //	GET  /v1/work/actions?actor=&before=&limit=  the action log
+//	GET  /v1/work/rates?window=10m               each queue's flow (staff)
 //
 // A filter is pipeline, kind, id, state, collection, submitter, older_than
 // and query (ParseFilter). A publisher finds and acts on its own work only
@@ -86,6 +88,23 @@ func (s *Store) Handle(mux *http.ServeMux, log *slog.Logger) {
 		}
 		log.InfoContext(r.Context(), "work action", "action", a.ID, "actor", a.Actor, "verb", a.Verb, "moved", a.Moved, "filter", f.Values().Encode())
 		writeJSON(w, http.StatusOK, a)
+	})
+	mux.HandleFunc(RatesRoute, func(w http.ResponseWriter, r *http.Request) {
+		var window time.Duration
+		if v := r.URL.Query().Get("window"); v != "" {
+			d, err := ParseAge(v)
+			if err != nil || d <= 0 || d > 7*24*time.Hour {
+				writeErr(w, log, &InvalidError{Field: "window", Msg: "an age up to 7d (10m, 1h)"})
+				return
+			}
+			window = d
+		}
+		rates, err := s.Rates(r.Context(), window)
+		if err != nil {
+			writeErr(w, log, err)
+			return
+		}
+		writeJSON(w, http.StatusOK, rates)
 	})
 	mux.HandleFunc(ActionsRoute, func(w http.ResponseWriter, r *http.Request) {
 		limit, err := intParam(r, "limit")

@@ -71,6 +71,10 @@ func OpenAPI() ([]byte, error) {
 						map[string]any{"$ref": "#/components/schemas/Count"}, map[string]any{"$ref": "#/components/schemas/Action"}}}}}},
 					"400": errResp("a bad filter or verb, no count confirmed, or more than 100,000 items"), "401": errResp("no known key"), "403": errResp("the caller's role may not"),
 					"409": errResp("the count moved since the dry run"), "422": errResp("no item the filter names takes the verb")}}},
+			"/v1/work/rates": map[string]any{"get": map[string]any{"operationId": "workRates", "summary": "Each queue's flow: arrived and left over the window, the backlog, and when it would drain (staff: it counts every tenant's work)",
+				"parameters": []any{map[string]any{"name": "window", "in": "query", "description": "the window: an age up to 7d, 10m when absent", "schema": map[string]any{"type": "string"}}},
+				"responses": map[string]any{"200": map[string]any{"description": "the queues", "content": map[string]any{"application/json": map[string]any{"schema": map[string]any{
+					"type": "array", "items": map[string]any{"$ref": "#/components/schemas/Rates"}}}}}, "400": errResp("a bad window"), "401": errResp("no known key"), "403": errResp("the caller's role may not")}}},
 			"/v1/work/actions": map[string]any{"get": map[string]any{"operationId": "workActions", "summary": "The action log, newest first",
 				"parameters": []any{map[string]any{"name": "actor", "in": "query", "description": "only this actor's (a publisher: its own)", "schema": map[string]any{"type": "string"}},
 					intParam("before", "entries before this action number"), intParam("limit", "entries: 1 to 500, 50 when absent")},
@@ -81,7 +85,7 @@ func OpenAPI() ([]byte, error) {
 			"securitySchemes": map[string]any{"bearer": map[string]any{"type": "http", "scheme": "bearer"}},
 			"schemas": map[string]any{
 				"Item": schemaOf(reflect.TypeFor[Item]()), "Page": schemaOf(reflect.TypeFor[Page]()), "Filter": schemaOf(reflect.TypeFor[Filter]()),
-				"Count": schemaOf(reflect.TypeFor[Count]()), "Action": schemaOf(reflect.TypeFor[Action]()),
+				"Count": schemaOf(reflect.TypeFor[Count]()), "Action": schemaOf(reflect.TypeFor[Action]()), "Rates": schemaOf(reflect.TypeFor[Rates]()),
 				"Verb":  map[string]any{"type": "string", "enum": verbs},
 				"Error": map[string]any{"type": "object", "properties": map[string]any{"error": map[string]any{"type": "string"}, "count": map[string]any{"type": "integer"}}, "required": []any{"error"}},
 			},
@@ -112,6 +116,8 @@ func schemaOf(t reflect.Type) map[string]any {
 		return map[string]any{"type": "string"}
 	case reflect.Int, reflect.Int64, reflect.Int32:
 		return map[string]any{"type": "integer"}
+	case reflect.Float64:
+		return map[string]any{"type": "number"}
 	case reflect.Bool:
 		return map[string]any{"type": "boolean"}
 	case reflect.Slice:

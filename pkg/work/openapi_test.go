@@ -48,7 +48,7 @@ func TestOpenAPI(t *testing.T) {
 	}
 	mux := http.NewServeMux()
 	(&work.Store{}).Handle(mux, nil)
-	for _, route := range []string{work.FindRoute, work.ActRoute, work.ActionsRoute} {
+	for _, route := range []string{work.FindRoute, work.ActRoute, work.ActionsRoute, work.RatesRoute} {
 		method, path, _ := strings.Cut(route, " ")
 		op, ok := doc.Paths[path][strings.ToLower(method)]
 		if !ok {
@@ -58,7 +58,7 @@ func TestOpenAPI(t *testing.T) {
 		if _, pattern := mux.Handler(&http.Request{Method: method, URL: mustURL(strings.ReplaceAll(path, "{verb}", "retry"))}); pattern != route {
 			t.Errorf("%s is not served as %q (%q)", path, route, pattern)
 		}
-		if route == work.ActionsRoute {
+		if route == work.ActionsRoute || route == work.RatesRoute {
 			continue
 		}
 		params := map[string]bool{}

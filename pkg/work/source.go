@@ -104,6 +104,11 @@ type Table struct {
 	Text string
 	// Where, if set, is always true of the table's items.
 	Where string
+	// Open are the states of work waiting or at work (the backlog), Done
+	// those it leaves the queue by; Arrived, if set, is an indexed column
+	// of when an item arrived. Rates reads them (none Open: no rates).
+	Open, Done []string
+	Arrived    string
 }
 
 // SQLSource is a Source over a Table: the kit writes the queries, the
@@ -176,7 +181,7 @@ func (s *SQLSource) where(f Filter, args []any) (string, []any, bool) {
 		conds = append(conds, c.col+" = "+arg(c.v))
 	}
 	if f.OlderThan > 0 {
-		conds = append(conds, t.MovedAt+" <= now() - "+arg(f.OlderThan))
+		conds = append(conds, t.MovedAt+" <= now() - "+arg(f.OlderThan)+"::interval")
 	}
 	if f.Query != "" {
 		var any []string

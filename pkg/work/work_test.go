@@ -12,6 +12,7 @@ import (
 	"strings"
 	"testing"
 	"testing/fstest"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -114,6 +115,9 @@ func TestPagesListEveryItemOnceInOrder(t *testing.T) {
 	// A filter: one kind, one depositor, a query.
 	if p, err := s.Find(ctx, work.Filter{Kind: "gear", Submitter: "o1"}, "", 500); err != nil || len(p.Items) != 36 {
 		t.Fatalf("o1's gears: %d, %v", len(p.Items), err)
+	}
+	if p, err := s.Find(ctx, work.Filter{Kind: "gear", OlderThan: 24 * time.Hour}, "", 500); err != nil || len(p.Items) != 69 {
+		t.Fatalf("gears older than a day: %d, %v", len(p.Items), err)
 	}
 	if p, err := s.Find(ctx, work.Filter{Kind: "cog", Submitter: "o1"}, "", 500); err != nil || len(p.Items) != 0 {
 		t.Fatalf("cogs have no depositor, so none is o1's: %d, %v", len(p.Items), err)

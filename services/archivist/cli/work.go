@@ -77,6 +77,18 @@ An item is pipeline/kind/id, as find lists it (ingest/job/12). A filter:
 		return show(safeOut(c), as, err, *ajson, workcmd.PrintActions)
 	}
 	c.AddCommand(actions)
+	rates := &cobra.Command{Use: "rates [--window 10m] [--json]", Short: "Each queue's flow: in and out a minute, the backlog, when it would drain", Args: cobra.NoArgs}
+	window := rates.Flags().String("window", "10m", "the window the rates are counted over (up to 7d)")
+	rjson := jsonFlag(rates)
+	rates.RunE = func(c *cobra.Command, _ []string) error {
+		d, err := work.ParseAge(*window)
+		if err != nil {
+			return usagef("--window: %v", err)
+		}
+		rs, err := workcmd.Client().Rates(c.Context(), d)
+		return show(safeOut(c), rs, err, *rjson, workcmd.PrintRates)
+	}
+	c.AddCommand(rates)
 	return c
 }
 

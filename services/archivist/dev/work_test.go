@@ -156,6 +156,12 @@ func demoWork(t *testing.T, o dev.Options, operatorToken string) {
 		t.Errorf("a stale count: %v %s", err, stderr.String())
 	}
 
+	// The queues' flow: ingest's jobs came in and left in the last ten
+	// minutes.
+	if rates := run("work", "rates"); !strings.Contains(rates, "ingest/job") || !strings.Contains(rates, "DRAINS IN") {
+		t.Errorf("work rates:\n%s", rates)
+	}
+
 	// The films publisher retries "everything failed": only its own jobs.
 	t.Setenv("ARCHIVIST_TOKEN", keys["films"])
 	out := run("work", "retry", "--state", "failed", "--kind", "job", "--yes")

@@ -146,15 +146,19 @@ func TestEveryAPIAuthenticates(t *testing.T) {
 		{"aggregator", "POST", "/v1/index/reinstate", `{"file":"warcs/none.warc.gz"}`, service.Operator},
 		{"curator", "GET", "/v1/work?state=failed", "", own},
 		{"curator", "GET", "/v1/work/actions", "", own},
+		{"curator", "GET", "/v1/work/rates", "", service.Reader},
 		{"curator", "POST", "/v1/work/retry?dry_run=true&state=failed", "", depositor},
 		{"pwa", "GET", "/v1/work?state=failed", "", own},
 		{"pwa", "GET", "/v1/work/actions", "", own},
+		{"pwa", "GET", "/v1/work/rates", "", service.Reader},
 		{"pwa", "POST", "/v1/work/retry?dry_run=true&state=failed", "", depositor},
 		{"auditor", "GET", "/v1/work?state=failed", "", own},
 		{"auditor", "GET", "/v1/work/actions", "", own},
+		{"auditor", "GET", "/v1/work/rates", "", service.Reader},
 		{"auditor", "POST", "/v1/work/retry?dry_run=true&state=failed", "", depositor},
 		{"indexer", "GET", "/v1/work?state=failed", "", own},
 		{"indexer", "GET", "/v1/work/actions", "", own},
+		{"indexer", "GET", "/v1/work/rates", "", service.Reader},
 		{"indexer", "POST", "/v1/work/retry?dry_run=true&state=failed", "", depositor},
 		{"dashboard", "GET", "/", "", service.Reader},
 		{"dashboard", "GET", "/panels", "", service.Reader},
@@ -320,7 +324,7 @@ func checkEveryRouteListed(t *testing.T, routes []route) {
 		api := strings.Split(filepath.ToSlash(f), "/")[2]
 		// The work kit's routes (pkg/work), where a service serves them.
 		if strings.Contains(string(b), "work.MarkRoutes(") {
-			for _, p := range []string{work.FindRoute, work.ActRoute, work.ActionsRoute} {
+			for _, p := range []string{work.FindRoute, work.ActRoute, work.ActionsRoute, work.RatesRoute} {
 				if muxes[api] == nil {
 					muxes[api] = http.NewServeMux()
 				}

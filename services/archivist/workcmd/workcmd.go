@@ -102,6 +102,20 @@ func PrintCount(w io.Writer, c work.Count, again string) error {
 	return nil
 }
 
+// PrintRates writes the queues' flow for a person.
+func PrintRates(w io.Writer, rs []work.Rates) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "QUEUE\tIN/MIN\tOUT/MIN\tBACKLOG\tDRAINS IN")
+	for _, r := range rs {
+		in := "-"
+		if r.In != nil {
+			in = fmt.Sprintf("%.1f", r.InPerMinute())
+		}
+		fmt.Fprintf(tw, "%s/%s\t%s\t%.1f\t%d\t%s\n", r.Pipeline, r.Kind, in, r.OutPerMinute(), r.Backlog, r.Drain())
+	}
+	return tw.Flush()
+}
+
 // PrintActions writes what actions did, for a person.
 func PrintActions(w io.Writer, as []work.Action) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)

@@ -28,6 +28,7 @@ func (a *Auditor) Work() *work.Store {
 			Reason:        "coalesce(nullif(q.last_error, ''), q.reason)",
 			Keys:          []string{"q.object"},
 			Text:          "q.last_error",
+			Open:          []string{"queued", "retrying"}, Done: []string{"done"}, Arrived: "q.created_at",
 		},
 		From: map[work.Verb][]string{work.Retry: {"retrying", "parked"}, work.Release: {"parked"}},
 	}
@@ -56,6 +57,7 @@ func (a *Auditor) Work() *work.Store {
 			Reason:        "coalesce(nullif(r.repair_error, ''), r.reason)",
 			Keys:          []string{"r.object"},
 			Text:          "r.reason || ' ' || r.repair_error",
+			Open:          []string{"open", "retrying"}, Done: []string{"closed"}, Arrived: "r.created_at",
 		},
 		From: map[work.Verb][]string{work.Retry: {"retrying", "parked"}, work.Release: {"parked"}},
 	}

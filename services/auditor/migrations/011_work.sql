@@ -9,6 +9,7 @@ ALTER TABLE auditor.audit_queue
 CREATE INDEX audit_queue_moved ON auditor.audit_queue (state_at, id);
 CREATE INDEX audit_queue_state_moved ON auditor.audit_queue (work_state, state_at, id);
 CREATE INDEX audit_queue_object ON auditor.audit_queue (object);
+CREATE INDEX audit_queue_created ON auditor.audit_queue (created_at);
 CREATE INDEX audit_queue_error_words ON auditor.audit_queue USING gin (to_tsvector('simple', last_error));
 
 ALTER TABLE auditor.resolution_tasks
@@ -19,6 +20,7 @@ ALTER TABLE auditor.resolution_tasks
 CREATE INDEX resolution_tasks_moved ON auditor.resolution_tasks (state_at, id) WHERE kind = 'internal';
 CREATE INDEX resolution_tasks_state_moved ON auditor.resolution_tasks (work_state, state_at, id) WHERE kind = 'internal';
 CREATE INDEX resolution_tasks_object ON auditor.resolution_tasks (object);
+CREATE INDEX resolution_tasks_created ON auditor.resolution_tasks (created_at) WHERE kind = 'internal';
 CREATE INDEX resolution_tasks_error_words ON auditor.resolution_tasks USING gin (to_tsvector('simple', reason || ' ' || repair_error));
 
 -- Objects whose checks kept failing are parked in the schedule.
@@ -28,11 +30,13 @@ CREATE INDEX schedule_parked ON auditor.schedule (parked_at, object) WHERE parke
 
 DROP INDEX auditor.schedule_parked;
 DROP INDEX auditor.resolution_tasks_error_words;
+DROP INDEX auditor.resolution_tasks_created;
 DROP INDEX auditor.resolution_tasks_object;
 DROP INDEX auditor.resolution_tasks_state_moved;
 DROP INDEX auditor.resolution_tasks_moved;
 ALTER TABLE auditor.resolution_tasks DROP COLUMN state_at, DROP COLUMN work_state;
 DROP INDEX auditor.audit_queue_error_words;
+DROP INDEX auditor.audit_queue_created;
 DROP INDEX auditor.audit_queue_object;
 DROP INDEX auditor.audit_queue_state_moved;
 DROP INDEX auditor.audit_queue_moved;

@@ -37,6 +37,7 @@ type workView struct {
 	Acted   []work.Action
 	Moved   int
 	Actions []work.Action
+	Rates   []work.Rates
 }
 
 // historyKind is the /item kind that tells an item's history, "" when none.
@@ -89,11 +90,17 @@ func (d *Dashboard) findWork(r *http.Request, form url.Values) *workView {
 	if limit <= 0 || limit > work.MaxPage {
 		limit = 50
 	}
-	p, err := d.workClient(r.Context()).Find(r.Context(), f, form.Get("after"), limit)
+	cl := d.workClient(r.Context())
+	p, err := cl.Find(r.Context(), f, form.Get("after"), limit)
 	if err != nil {
 		v.Err = err.Error()
 	}
 	v.Page = p
+	// The queues' flow, for staff (a publisher's key is refused it: the
+	// counts are every tenant's).
+	if caller, _ := service.Caller(r.Context()); caller.Has(service.Reader) || caller.Has(service.Operator) {
+		v.Rates, _ = cl.Rates(r.Context(), 0)
+	}
 	return v
 }
 

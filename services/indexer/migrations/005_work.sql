@@ -4,6 +4,7 @@
 -- words of the last error.
 CREATE INDEX files_moved ON indexer.files (status_at, name);
 CREATE INDEX files_status_moved ON indexer.files (status, status_at, name);
+CREATE INDEX files_discovered ON indexer.files (discovered_at);
 CREATE INDEX files_output ON indexer.files USING hash (output);
 CREATE INDEX files_error_words ON indexer.files USING gin (to_tsvector('simple', last_error));
 
@@ -11,5 +12,6 @@ CREATE INDEX files_error_words ON indexer.files USING gin (to_tsvector('simple',
 
 DROP INDEX indexer.files_error_words;
 DROP INDEX indexer.files_output;
+DROP INDEX indexer.files_discovered;
 DROP INDEX indexer.files_status_moved;
 DROP INDEX indexer.files_moved;

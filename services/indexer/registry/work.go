@@ -25,6 +25,7 @@ func (r *Registry) WorkSources(wake func()) []work.Source {
 			Reason:        "nullif(f.last_error, '')",
 			Keys:          []string{"f.output"},
 			Text:          "f.last_error",
+			Open:          []string{"new", "queued", "indexing"}, Done: []string{"indexed"}, Arrived: "f.discovered_at",
 		},
 		From: map[work.Verb][]string{
 			work.Retry:   {"failed", "parked"},

@@ -5,6 +5,7 @@ package workitems
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/jackc/pgx/v5"
@@ -29,6 +30,8 @@ func Sources(s *ingest.Store) []work.Source {
 			Submitter:     "j.submitter", Collection: "j.profile",
 			Keys: []string{"j.ark", "j.local_id", "j.payload_url"},
 			Text: "j.error || ' ' || j.last_attempt_error",
+			Open: statesExcept(ingest.Job, ingest.Held, ingest.Completed, ingest.Failed, ingest.Deleted),
+			Done: []string{string(ingest.Completed), string(ingest.Failed), string(ingest.Deleted)}, Arrived: "j.created_at",
 		},
 		From: map[work.Verb][]string{
 			work.Retry:   statesOf(ingest.Job, "requeue"),
@@ -55,6 +58,8 @@ func Sources(s *ingest.Store) []work.Source {
 			Submitter:     "b.submitter", Collection: "b.profile",
 			Keys: []string{"b.payload_url"},
 			Text: "b.error || ' ' || b.last_attempt_error",
+			Open: statesExcept(ingest.Batch, ingest.Held, ingest.Completed, ingest.Failed, ingest.Deleted),
+			Done: []string{string(ingest.Completed), string(ingest.Failed), string(ingest.Deleted)}, Arrived: "b.created_at",
 		},
 		From: map[work.Verb][]string{
 			work.Release: statesOf(ingest.Batch, "release"),
@@ -122,6 +127,19 @@ var requeuable = func() string {
 	}
 	return fmt.Sprintf("j.last_successful = ANY('{%s}')", joinStates(lasts))
 }()
+
+// statesExcept are the states of e's transitions but those given.
+func statesExcept(e ingest.Entity, not ...ingest.State) []string {
+	var out []string
+	for _, t := range ingest.Transitions {
+		for _, st := range []ingest.State{t.From, t.To} {
+			if t.Entity == e && !slices.Contains(not, st) && !slices.Contains(out, string(st)) {
+				out = append(out, string(st))
+			}
+		}
+	}
+	return out
+}
 
 // statesOf are the states an admin action moves e from.
 func statesOf(e ingest.Entity, action string) []string {

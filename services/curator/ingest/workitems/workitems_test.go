@@ -98,6 +98,17 @@ func TestFailedJobsOfACollectionAreFoundAndRetried(t *testing.T) {
 	if downloading != 5 || histories != 5 || films != 4 {
 		t.Fatalf("after the retry: %d maps jobs downloading, %d histories, %d films jobs failed (want 5, 5, 4)", downloading, histories, films)
 	}
+	// The queues' flow: 14 jobs came in (all in this test), 9 left (the
+	// completed and the failed), 5 wait (the retried).
+	rates, err := s.Rates(ctx, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range rates {
+		if r.Kind == "job" && (r.In == nil || *r.In != 14 || r.Out != 9 || r.Backlog != 5 || r.DrainSeconds == nil) {
+			t.Errorf("jobs' rates %+v", r)
+		}
+	}
 	// Delete: the failed job that cannot be retried.
 	del := work.Filter{Kind: "job", Query: "cannot", Collection: "maps"}
 	if c, err := s.DryRun(ctx, work.Delete, del); err != nil || c.N != 1 {
