@@ -162,6 +162,13 @@ func demoWork(t *testing.T, o dev.Options, operatorToken string) {
 		t.Errorf("work rates:\n%s", rates)
 	}
 
+	// A depositor's own page: its batches, none of another's.
+	var mine string
+	if code := (demoAPI{t: t, token: keys["films"]}).call("GET", "http://"+o.DashboardAddr+"/mine", nil, &mine); code != http.StatusOK ||
+		!strings.Contains(mine, "the batches of films") || strings.Count(mine, "<td>films</td>") != 2 || strings.Contains(mine, "<td>maps</td>") {
+		t.Errorf("films' page: %d\n%s", code, mine)
+	}
+
 	// The films publisher retries "everything failed": only its own jobs.
 	t.Setenv("ARCHIVIST_TOKEN", keys["films"])
 	out := run("work", "retry", "--state", "failed", "--kind", "job", "--yes")

@@ -171,6 +171,7 @@ var pages = template.Must(template.New("").Funcs(template.FuncMap{
 //	GET /work?<filter>         the work a filter matches, across the pipelines
 //	POST /work/act             a verb on what a filter matches: its dry run, then the action
 //	GET /work/actions          the action log
+//	GET /mine                  a depositor's own batches: their place in the queue, their estimated end
 //	GET /login, POST /login, POST /logout   (service.Browser)
 func (d *Dashboard) Handler() http.Handler {
 	mux := http.NewServeMux()
@@ -186,7 +187,9 @@ func (d *Dashboard) Handler() http.Handler {
 	mux.HandleFunc("GET /work", d.workPage)
 	mux.HandleFunc("POST /work/act", d.workAct)
 	mux.HandleFunc("GET /work/actions", d.workActions)
-	return service.RoutesOf(mux).Depositor("POST /work/act")
+	// A depositor's own batches, where they stand in the queue.
+	mux.HandleFunc("GET /mine", d.mine)
+	return service.RoutesOf(mux).Depositor("POST /work/act").Publisher("GET /mine")
 }
 
 // render executes a template; a failure half-way is logged (the status is

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"time"
 
 	"github.com/archivist/archivist/pkg/apiclient"
 	"github.com/archivist/archivist/pkg/service"
@@ -181,4 +182,49 @@ func (d *Dashboard) workActions(w http.ResponseWriter, r *http.Request) {
 	}
 	v.Actions = as
 	d.render(w, "actions", v)
+}
+
+// MineBatch is a batch on the depositor's page, with its place in the
+// queue.
+type MineBatch struct {
+	Listed
+	Jobs  map[string]int `json:"jobs"`
+	Queue *struct {
+		JobsLeft      int        `json:"jobs_left"`
+		JobsAhead     int        `json:"jobs_ahead"`
+		JobsPerMinute float64    `json:"jobs_per_minute"`
+		EstimatedEnd  *time.Time `json:"estimated_end"`
+	} `json:"queue"`
+}
+
+// mine serves GET /mine: a depositor's own batches (a publisher's key
+// lists only its own; staff see the newest of all), each open one with
+// its jobs left, the jobs ahead of it in the queue, the queue's pace and
+// the estimated end.
+func (d *Dashboard) mine(w http.ResponseWriter, r *http.Request) {
+	caller, _ := service.Caller(r.Context())
+	data := map[string]any{"Name": caller.Name}
+	var list []Listed
+	q := "/v1/batches?limit=20"
+	if caller.OwnOnly() {
+		q += "&submitter=" + url.QueryEscape(caller.Name)
+	}
+	if err := d.get(r.Context(), "curator", d.cfg.CuratorURL, q, &list); err != nil {
+		data["Error"] = err.Error()
+		d.render(w, "mine", data)
+		return
+	}
+	batches := make([]MineBatch, 0, len(list))
+	for _, b := range list {
+		mb := MineBatch{Listed: b}
+		if b.State != "completed" && b.State != "failed" && b.State != "deleted" {
+			if err := d.get(r.Context(), "curator", d.cfg.CuratorURL, "/v1/batches/"+strconv.FormatInt(b.ID, 10), &mb); err != nil {
+				data["Error"] = err.Error()
+			}
+			mb.Listed = b
+		}
+		batches = append(batches, mb)
+	}
+	data["Batches"] = batches
+	d.render(w, "mine", data)
 }

@@ -90,6 +90,51 @@ type Status struct {
 	Job      *ingest.JobRow       `json:"job,omitempty"`
 	Profile  string               `json:"profile"`
 	Priority int                  `json:"priority,omitempty"`
+	// Queue, for a batch with jobs left, is where they stand in the queue
+	// and when the batch may end.
+	Queue *Queue `json:"queue,omitempty"`
+}
+
+// Queue is a batch's place in the ingest queue, as its depositor follows
+// it.
+type Queue struct {
+	// JobsLeft are its jobs not yet completed, failed or deleted.
+	JobsLeft int `json:"jobs_left"`
+	// JobsAhead are the pending jobs (anyone's) the queue takes before the
+	// batch's first pending one: by priority, then age (the fair share
+	// between depositors may take a depositor's own sooner).
+	JobsAhead int `json:"jobs_ahead"`
+	// JobsPerMinute are the jobs that ended in the last 10 minutes, a
+	// minute: the queue's pace.
+	JobsPerMinute float64 `json:"jobs_per_minute"`
+	// EstimatedEnd is when the batch's jobs would be done at that pace
+	// (absent when nothing ended in the window).
+	EstimatedEnd *time.Time `json:"estimated_end,omitempty"`
+}
+
+// queueOf reads batch id's place in the queue: counts of index ranges (its
+// jobs, the pending jobs ahead of its first, the jobs ended in the last
+// 10 minutes), so its cost grows with the queue ahead, not the archive.
+func queueOf(ctx context.Context, s *ingest.Store, id int64) (*Queue, error) {
+	q := &Queue{}
+	var ended int
+	err := s.DB.QueryRow(ctx, `WITH mine AS (SELECT priority, id FROM curator.jobs WHERE batch_id = $1 AND state = 'pending' ORDER BY priority, id LIMIT 1)
+		SELECT (SELECT count(*) FROM curator.jobs WHERE batch_id = $1 AND state <> ALL('{completed,failed,deleted}'))::int,
+			coalesce((SELECT count(*) FROM curator.jobs j, mine WHERE j.state = 'pending' AND (j.priority, j.id) < (mine.priority, mine.id)), 0)::int,
+			(SELECT count(*) FROM curator.jobs WHERE state = ANY('{completed,failed}') AND state_at > now() - interval '10 minutes')::int`, id).
+		Scan(&q.JobsLeft, &q.JobsAhead, &ended)
+	if err != nil {
+		return nil, fmt.Errorf("batch %d's place in the queue: %w", id, err)
+	}
+	if q.JobsLeft == 0 {
+		return nil, nil
+	}
+	q.JobsPerMinute = float64(ended) / 10
+	if ended > 0 {
+		end := time.Now().Add(time.Duration(float64(q.JobsAhead+q.JobsLeft) / q.JobsPerMinute * float64(time.Minute))).UTC().Truncate(time.Second)
+		q.EstimatedEnd = &end
+	}
+	return q, nil
 }
 
 // HistoryEntry is one transition.
@@ -126,6 +171,9 @@ func StatusOf(ctx context.Context, s *ingest.Store, e ingest.Entity, id int64) (
 			st.Jobs[k] = n
 		}
 		rows.Close()
+		if st.Queue, err = queueOf(ctx, s, id); err != nil {
+			return nil, err
+		}
 	} else {
 		j, err := s.Job(ctx, id)
 		if err != nil {
