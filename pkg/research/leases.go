@@ -380,16 +380,6 @@ func (s *Store) ParkEpisode(ctx context.Context, key, reason string) (bool, erro
 	return tag.RowsAffected() == 1, nil
 }
 
-// ReleaseEpisode releases a parked episode (an operator's action, once its
-// audio is fixed): it is leased again. It reports whether it was parked.
-func (s *Store) ReleaseEpisode(ctx context.Context, key string) (bool, error) {
-	tag, err := s.db.Exec(ctx, releaseSQL, key)
-	if err != nil {
-		return false, fmt.Errorf("release episode %s: %w", key, err)
-	}
-	return tag.RowsAffected() == 1, nil
-}
-
 // Redo has an episode researched again, as an operator asks: with
 // failedOnly its failed clips (their audio fixed, say), else all its clips
 // (the locator improved, say). Their results and pairs are forgotten, the

@@ -186,6 +186,32 @@ func (c *Client) Act(ctx context.Context, v Verb, f Filter, confirm int) ([]Acti
 	return out, nil
 }
 
+// NotMovedError is an action on one item that the verb does not move: the
+// item is unknown, or not in a state the verb moves from.
+type NotMovedError struct {
+	Verb Verb
+	Ref  string
+}
+
+func (e *NotMovedError) Error() string {
+	return fmt.Sprintf("%s: no %s here, or not in a state %s moves", e.Verb, e.Ref, e.Verb)
+}
+
+// ActOn moves one item (or what a narrow filter names) by v: its dry run's
+// count, then the action confirmed by it. Nothing to move is a
+// NotMovedError.
+func (c *Client) ActOn(ctx context.Context, v Verb, f Filter) ([]Action, error) {
+	n, _, err := c.DryRun(ctx, v, f)
+	var nv *NoVerbError
+	if errors.As(err, &nv) || (err == nil && n.N == 0) {
+		return nil, &NotMovedError{Verb: v, Ref: f.Pipeline + "/" + f.Kind + "/" + f.ID}
+	}
+	if err != nil {
+		return nil, err
+	}
+	return c.Act(ctx, v, f, n.N)
+}
+
 // Rates reads every service's queues' flow over window (10m when 0).
 func (c *Client) Rates(ctx context.Context, window time.Duration) ([]Rates, error) {
 	q := url.Values{}

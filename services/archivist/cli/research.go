@@ -7,6 +7,8 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/archivist/archivist/pkg/work"
+
 	"github.com/archivist/archivist/services/archivist/locatecmd"
 	"github.com/archivist/archivist/services/archivist/researchcmd"
 	"github.com/archivist/archivist/services/archivist/works"
@@ -41,15 +43,27 @@ func researchCmd() *cobra.Command {
 		Short: "Lease a parked episode again",
 		Args:  exactly(1, "one EPISODE"),
 		RunE: func(c *cobra.Command, args []string) error {
-			if err := researchcmd.Release(c.Context(), base, args[0]); err != nil {
+			if err := researchcmd.Release(c.Context(), base, args[0], work.Release); err != nil {
 				return err
 			}
 			_, err := fmt.Fprintf(safeOut(c), "released %s: it is leased again\n", args[0])
 			return err
 		},
 	}
-	c.AddCommand(status, release)
-	for verb, short := range map[string]string{"retry": "Research an episode's failed clips again", "redo": "Research all an episode's clips again"} {
+	retry := &cobra.Command{
+		Use:   "retry EPISODE",
+		Short: "Research an episode's failed clips again (archivist work retry research/episode/EPISODE)",
+		Args:  exactly(1, "one EPISODE"),
+		RunE: func(c *cobra.Command, args []string) error {
+			if err := researchcmd.Release(c.Context(), base, args[0], work.Retry); err != nil {
+				return err
+			}
+			_, err := fmt.Fprintf(safeOut(c), "%s: its failed clips are leased again\n", args[0])
+			return err
+		},
+	}
+	c.AddCommand(status, release, retry)
+	for verb, short := range map[string]string{"redo": "Research all an episode's clips again"} {
 		c.AddCommand(&cobra.Command{
 			Use:   verb + " EPISODE",
 			Short: short,

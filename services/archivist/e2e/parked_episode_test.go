@@ -10,6 +10,7 @@ import (
 
 	"github.com/archivist/archivist/devkit/testenv"
 	"github.com/archivist/archivist/events"
+	"github.com/archivist/archivist/pkg/work"
 	"github.com/archivist/archivist/services/archivist/researchcmd"
 	"github.com/archivist/archivist/services/researcher/locate"
 	"github.com/archivist/archivist/services/researcher/locate/locatetest"
@@ -92,18 +93,18 @@ func TestEpisodeWhoseMediaArrivesLate(t *testing.T) {
 	if _, err := w.shared.Blob.Put(ctx, "audio/ep:000", bytes.NewReader(locatetest.WAV(ep, rate)), nil); err != nil {
 		t.Fatal(err)
 	}
-	if err := researchcmd.Release(ctx, base, "ep:000"); err != nil {
+	if err := researchcmd.Release(ctx, base, "ep:000", work.Release); err != nil {
 		t.Fatal(err)
 	}
-	if err := researchcmd.Release(ctx, base, "ep:000"); err == nil || !strings.Contains(err.Error(), "no parked episode") {
+	if err := researchcmd.Release(ctx, base, "ep:000", work.Release); err == nil || !strings.Contains(err.Error(), "not in a state release moves") {
 		t.Errorf("second release: %v", err)
 	}
 	w.waitStored(30 * time.Second)
 
 	// An operator has an episode researched again: retry (its failed clips:
-	// none here); an unknown episode is a 404.
-	if n, err := researchcmd.Redo(ctx, base, "ep:000", "retry"); err != nil || n != 0 {
-		t.Errorf("retry of an episode without failed clips: %d %v, want 0 forgotten", n, err)
+	// none here, so nothing to move); an unknown episode is a 404.
+	if err := researchcmd.Release(ctx, base, "ep:000", work.Retry); err == nil || !strings.Contains(err.Error(), "not in a state retry moves") {
+		t.Errorf("retry of an episode without failed clips: %v", err)
 	}
 	if _, err := researchcmd.Redo(ctx, base, "ep:nope", "redo"); err == nil || !strings.Contains(err.Error(), "404") {
 		t.Errorf("redo of an unknown episode: %v", err)

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/archivist/archivist/pkg/apiclient"
+	"github.com/archivist/archivist/pkg/work"
 	"github.com/archivist/archivist/services/aggregator/aggregator"
 	"github.com/archivist/archivist/services/indexer/registry"
 )
@@ -32,10 +33,14 @@ func Generations(ctx context.Context, base string) ([]aggregator.Generation, err
 	return gens, err
 }
 
-// Reset makes a (parked) file due again.
+// Reset makes a failed, parked or indexed file due again (indexed from
+// the start): the work kit's requeue of index/file/FILE at the indexer at
+// base.
 func Reset(ctx context.Context, base, file string) error {
-	var out map[string]string
-	return apiclient.Post(ctx, "indexer", strings.TrimRight(base, "/")+"/v1/index/reset", map[string]string{"file": file}, &out)
+	e := work.Indexer
+	e.Base = base
+	_, err := (&work.Client{Endpoints: []work.Endpoint{e}}).ActOn(ctx, work.Requeue, work.Filter{Pipeline: "index", Kind: "file", ID: file})
+	return err
 }
 
 // Print writes the status for a person: files by status, freshness, the

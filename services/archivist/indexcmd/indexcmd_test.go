@@ -67,7 +67,7 @@ func TestIndexStatusAndReset(t *testing.T) {
 	if err := indexcmd.Reset(ctx, base, "warcs/junk.warc"); err != nil {
 		t.Fatal(err)
 	}
-	if err := indexcmd.Reset(ctx, base, "warcs/nope.warc"); err == nil || !strings.Contains(err.Error(), "404") {
+	if err := indexcmd.Reset(ctx, base, "warcs/nope.warc"); err == nil || !strings.Contains(err.Error(), "no index/file/warcs/nope.warc here") {
 		t.Errorf("reset of an unknown file: %v", err)
 	}
 	// The reset file is tried again (and, still junk, parked again).

@@ -13,6 +13,7 @@ import (
 
 	"github.com/archivist/archivist/pkg/apiclient"
 	"github.com/archivist/archivist/pkg/research"
+	"github.com/archivist/archivist/pkg/work"
 )
 
 // Fetch reads the status from the pwa at base.
@@ -61,14 +62,18 @@ func Print(w io.Writer, st research.Status, now time.Time) error {
 	return tw.Flush()
 }
 
-// Release releases a parked episode at the pwa at base.
-func Release(ctx context.Context, base, episode string) error {
-	return apiclient.Post(ctx, "pwa", strings.TrimRight(base, "/")+"/v1/research/episodes/"+url.PathEscape(episode)+"/release", nil, nil)
+// Release releases a parked episode at the pwa at base (release), or has
+// its failed clips researched again (retry): the work kit's verb on
+// research/episode/EPISODE.
+func Release(ctx context.Context, base, episode string, v work.Verb) error {
+	e := work.PWA
+	e.Base = base
+	_, err := (&work.Client{Endpoints: []work.Endpoint{e}}).ActOn(ctx, v, work.Filter{Pipeline: "research", Kind: "episode", ID: episode})
+	return err
 }
 
-// Redo has an episode researched again at the pwa at base: its failed
-// clips (action "retry") or all its clips ("redo"). It returns how many
-// results were forgotten.
+// Redo has an episode researched again at the pwa at base: all its clips
+// (action "redo"). It returns how many results were forgotten.
 func Redo(ctx context.Context, base, episode, action string) (int, error) {
 	var out struct {
 		Forgot int `json:"results_forgotten"`

@@ -474,7 +474,9 @@ func isFileFault(err error) bool {
 	return errors.As(err, &fe) && !errors.Is(err, errTaskDeadline)
 }
 
-// Handler serves GET /v1/index/status, GET /v1/index/history?file=KEY and POST /v1/index/reset {"file": KEY}.
+// Handler serves GET /v1/index/status, GET /v1/index/history?file=KEY and
+// the work kit's routes (a file retried, released, requeued or skipped:
+// pkg/work).
 func (ix *Indexer) Handler() http.Handler {
 	mux := http.NewServeMux()
 	reply := func(w http.ResponseWriter, code int, v any) {
@@ -493,30 +495,6 @@ func (ix *Indexer) Handler() http.Handler {
 	})
 	// A file's story as an operator follows it (the dashboard).
 	mux.HandleFunc("GET /v1/index/history", service.HistoryHandler(ix.log, "file", registry.ErrUnknown, ix.reg.History))
-	mux.HandleFunc("POST /v1/index/reset", func(w http.ResponseWriter, r *http.Request) {
-		var req struct {
-			File string `json:"file"`
-		}
-		dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, 1<<16))
-		dec.DisallowUnknownFields()
-		if err := dec.Decode(&req); err != nil || req.File == "" {
-			reply(w, http.StatusBadRequest, map[string]string{"error": "send {\"file\": KEY}", "field": "file"})
-			return
-		}
-		err := ix.reg.Reset(r.Context(), req.File)
-		if errors.Is(err, registry.ErrUnknown) {
-			reply(w, http.StatusNotFound, map[string]string{"error": err.Error()})
-			return
-		}
-		if err != nil {
-			ix.log.Error("reset", "file", req.File, "err", err)
-			reply(w, http.StatusInternalServerError, map[string]string{"error": "reset failed"})
-			return
-		}
-		ix.log.Info("file reset by an operator", "file", req.File)
-		ix.wakeUp()
-		reply(w, http.StatusOK, map[string]string{"reset": req.File})
-	})
 	// The operator's work: files found and acted on with the work kit.
 	ix.reg.Work(ix.wakeUp).Handle(mux, ix.log)
 	return work.MarkRoutes(service.RoutesOf(mux))

@@ -17,6 +17,7 @@ import (
 	"github.com/archivist/archivist/events"
 	"github.com/archivist/archivist/pkg/blob"
 	"github.com/archivist/archivist/pkg/store"
+	"github.com/archivist/archivist/pkg/work"
 	"github.com/archivist/archivist/services/indexer/cdx"
 	"github.com/archivist/archivist/services/indexer/indexer"
 	"github.com/archivist/archivist/services/indexer/migrations"
@@ -136,7 +137,8 @@ func TestIndexerEndToEnd(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	// The operator resets the parked file: it is tried again.
-	if err := reg.Reset(ctx, "warcs/broken.warc.gz"); err != nil {
+	ws := reg.Work(func() {})
+	if _, err := ws.Act(ctx, work.Retry, work.Filter{Pipeline: "index", Kind: "file", ID: "warcs/broken.warc.gz"}, 1, "ops"); err != nil {
 		t.Fatal(err)
 	}
 	if f, _ := reg.Get(ctx, "warcs/broken.warc.gz"); f.Failures != 0 && f.Status != "queued" && f.Status != "indexing" {

@@ -309,19 +309,6 @@ func (r *Registry) Deleted(ctx context.Context, name, why string) error {
 // ErrUnknown is returned by Reset for a file the registry does not hold.
 var ErrUnknown = errors.New("no such archive file")
 
-// Reset makes a file new again (an operator's decision after fixing a
-// parked file): failures forgotten, due at once.
-func (r *Registry) Reset(ctx context.Context, name string) error {
-	tag, err := r.db.Exec(ctx, resetSQL+` WHERE name = $1`, name)
-	if err != nil {
-		return fmt.Errorf("reset %s: %w", name, err)
-	}
-	if tag.RowsAffected() == 0 {
-		return fmt.Errorf("%s: %w", name, ErrUnknown)
-	}
-	return nil
-}
-
 // resetSQL has files (its WHERE names them) indexed again from the start.
 const resetSQL = `UPDATE indexer.files SET status = 'new', failures = 0, last_error = '', status_at = now(),
 	first_failed_at = NULL, next_attempt_at = '-infinity'`

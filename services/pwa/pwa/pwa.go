@@ -447,29 +447,9 @@ func (p *PWA) Handler() http.Handler {
 	})
 	// An episode's research as an operator follows it (the dashboard).
 	mux.HandleFunc("GET /v1/research/history", service.HistoryHandler(p.log, "episode", research.ErrNoEpisode, p.store.History))
-	// An operator releases a parked episode once its audio is fixed.
-	mux.HandleFunc("POST /v1/research/episodes/{key}/release", func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "application/json")
-		key := r.PathValue("key")
-		released, err := p.store.ReleaseEpisode(r.Context(), key)
-		if err != nil {
-			p.log.Error("release episode", "episode", key, "err", err)
-			w.WriteHeader(http.StatusInternalServerError)
-			json.NewEncoder(w).Encode(map[string]string{"error": "releasing the episode failed"})
-			return
-		}
-		if !released {
-			w.WriteHeader(http.StatusNotFound)
-			json.NewEncoder(w).Encode(map[string]string{"error": "no parked episode " + key})
-			return
-		}
-		p.log.Info("parked episode released by an operator", "episode", key)
-		p.Wake()
-		json.NewEncoder(w).Encode(map[string]string{"released": key})
-	})
-	// An operator has an episode researched again: its failed clips
-	// (retry) or all of them (redo).
-	for action, failedOnly := range map[string]bool{"retry": true, "redo": false} {
+	// An operator has all an episode's clips researched again (the locator
+	// improved, say); release and retry are the work kit's verbs.
+	for action, failedOnly := range map[string]bool{"redo": false} {
 		mux.HandleFunc("POST /v1/research/episodes/{key}/"+action, func(w http.ResponseWriter, r *http.Request) {
 			w.Header().Set("Content-Type", "application/json")
 			key := r.PathValue("key")
