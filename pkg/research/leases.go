@@ -12,6 +12,7 @@ import (
 
 	"github.com/archivist/archivist/events"
 	"github.com/archivist/archivist/pkg/fault"
+	"github.com/archivist/archivist/pkg/work"
 )
 
 // Lease is leased work: an episode and its clips, until ExpiresAt.
@@ -241,24 +242,20 @@ func (s *Store) leaseFailed(ctx context.Context, leaseID string, p fault.Policy,
 // transaction) under policy p: it backs off (next_attempt_at), or is parked
 // with the reason. It reports whether it parked.
 func episodeFailed(ctx context.Context, tx pgx.Tx, id int64, p fault.Policy, cause error, missing bool) (bool, error) {
-	var failures int
-	var first *time.Time
-	var now time.Time
-	if err := tx.QueryRow(ctx, `SELECT failures, first_failed_at, now() FROM research.episodes WHERE id = $1 FOR UPDATE`, id).
-		Scan(&failures, &first, &now); err != nil {
+	d, err := episodeFailures.Fail(ctx, tx, id, p, cause)
+	if err != nil || !d.Park {
+		return d.Park, err
+	}
+	if _, err := tx.Exec(ctx, `UPDATE research.episodes SET parked_missing = $2 WHERE id = $1`, id, missing); err != nil {
 		return false, fmt.Errorf("failure of episode %d: %w", id, err)
 	}
-	d := p.Decide(cause, failures+1, deref(first), now)
-	reason := events.FailureText(d.Reason)
-	if _, err := tx.Exec(ctx, `UPDATE research.episodes SET failures = failures + 1, first_failed_at = coalesce(first_failed_at, now()),
-		next_attempt_at = $2, last_error = $3,
-		parked_reason = CASE WHEN $4 THEN $3 ELSE parked_reason END, parked_at = CASE WHEN $4 THEN now() ELSE parked_at END,
-		parked_missing = CASE WHEN $4 THEN $5 ELSE parked_missing END
-		WHERE id = $1`, id, d.RetryAt, reason, d.Park, missing && d.Park); err != nil {
-		return false, fmt.Errorf("failure of episode %d: %w", id, err)
-	}
-	return d.Park, nil
+	return true, nil
 }
+
+// episodeFailures are the episodes' failure-model columns.
+var episodeFailures = work.Failures{Table: "research.episodes", Key: "id",
+	Count: "failures", FirstFailedAt: "first_failed_at", NextAt: "next_attempt_at", Error: "last_error", ParkedAt: "parked_at",
+	ParkedReason: "parked_reason", Text: events.FailureText}
 
 func deref(t *time.Time) time.Time {
 	if t == nil {

@@ -18,6 +18,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/archivist/archivist/devkit/testenv"
+	"github.com/archivist/archivist/pkg/fault"
 	"github.com/archivist/archivist/pkg/service"
 	"github.com/archivist/archivist/pkg/store"
 	"github.com/archivist/archivist/pkg/work"
@@ -32,6 +33,8 @@ CREATE TABLE widgets.gears (id bigserial PRIMARY KEY, state text NOT NULL, state
 	owner text NOT NULL DEFAULT '', label text NOT NULL DEFAULT '', error text NOT NULL DEFAULT '');
 CREATE TABLE widgets.cogs (id text PRIMARY KEY, state text NOT NULL, state_at timestamptz NOT NULL DEFAULT now(), error text NOT NULL DEFAULT '');
 CREATE TABLE widgets.history (kind text, id text, from_state text, to_state text, detail text);
+CREATE TABLE widgets.springs (id bigint PRIMARY KEY, failures int NOT NULL DEFAULT 0, first_failed_at timestamptz, next_at timestamptz,
+	err text NOT NULL DEFAULT '', parked_at timestamptz, why text);
 `)}}}
 
 func sources() []work.Source {
@@ -231,5 +234,53 @@ func TestAPublisherFindsAndActsOnItsOwn(t *testing.T) {
 	}
 	if code, _ := call(reader, "GET", "/v1/work", url.Values{"older_than": {"yesterday"}}); code != http.StatusBadRequest {
 		t.Fatalf("a bad age: %d", code)
+	}
+}
+
+// TestAFailureIsRecordedOneWay: the failure model's bookkeeping, written
+// once: each failure counts, the first one's time is kept, a transient
+// cause backs off, and the third parks the unit with its reason (a
+// permanent cause at once).
+func TestAFailureIsRecordedOneWay(t *testing.T) {
+	ctx := context.Background()
+	_, db := newStore(t)
+	if _, err := db.Exec(ctx, `INSERT INTO widgets.springs (id) VALUES (1), (2)`); err != nil {
+		t.Fatal(err)
+	}
+	f := work.Failures{Table: "widgets.springs", Key: "id", Count: "failures", FirstFailedAt: "first_failed_at", NextAt: "next_at",
+		Error: "err", ParkedAt: "parked_at", ParkedReason: "why", Text: strings.ToUpper}
+	p := fault.Policy{Base: time.Minute, Max: time.Hour, Attempts: 3}
+	fail := func(id int, cause error) fault.Decision {
+		t.Helper()
+		var d fault.Decision
+		err := pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error {
+			var err error
+			d, err = f.Fail(ctx, tx, id, p, cause)
+			return err
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return d
+	}
+	var firsts []time.Time
+	for i := range 3 {
+		d := fail(1, fault.Transient(errors.New("connection reset")))
+		var n int
+		var first time.Time
+		var why *string
+		db.QueryRow(ctx, `SELECT failures, first_failed_at, why FROM widgets.springs WHERE id = 1`).Scan(&n, &first, &why)
+		firsts = append(firsts, first)
+		if n != i+1 || d.Park != (i == 2) || (why != nil) != d.Park || !firsts[0].Equal(first) {
+			t.Fatalf("failure %d: %+v, count %d, reason %v, first %v", i+1, d, n, why, firsts)
+		}
+	}
+	if d := fail(2, fault.Permanent(errors.New("not audio"))); !d.Park {
+		t.Fatalf("a permanent cause: %+v", d)
+	}
+	var why, stored string
+	db.QueryRow(ctx, `SELECT why, err FROM widgets.springs WHERE id = 2`).Scan(&why, &stored)
+	if !strings.Contains(why, "NOT AUDIO") || why != stored {
+		t.Fatalf("parked with %q, error %q", why, stored)
 	}
 }

@@ -26,6 +26,7 @@ import (
 	"github.com/archivist/archivist/pkg/blob"
 	"github.com/archivist/archivist/pkg/bus"
 	"github.com/archivist/archivist/pkg/fault"
+	"github.com/archivist/archivist/pkg/work"
 	"github.com/archivist/archivist/pkg/service"
 	"github.com/archivist/archivist/pkg/store"
 	"github.com/archivist/archivist/services/auditor/integrity"
@@ -380,30 +381,19 @@ var auditQueuePolicy = fault.Policy{Base: time.Minute, Max: time.Hour, Attempts:
 // or is parked with its reason (`archivist audit status` counts it).
 func (a *Auditor) queueEntryFailed(ctx context.Context, id int64, cause error) error {
 	return pgx.BeginFunc(ctx, a.db, func(tx pgx.Tx) error {
-		var failures int
-		var first *time.Time
-		var now time.Time
-		if err := tx.QueryRow(ctx, `SELECT failures, first_failed_at, now() FROM auditor.audit_queue WHERE id = $1 FOR UPDATE`, id).
-			Scan(&failures, &first, &now); err != nil {
-			return fmt.Errorf("audit queue entry %d: %w", id, err)
-		}
-		var firstAt time.Time
-		if first != nil {
-			firstAt = *first
-		}
-		d := auditQueuePolicy.Decide(cause, failures+1, firstAt, now)
-		var parked *time.Time
-		if d.Park {
-			parked = &now
-		}
-		_, err := tx.Exec(ctx, `UPDATE auditor.audit_queue SET failures = failures + 1, first_failed_at = coalesce(first_failed_at, now()),
-			next_attempt_at = $2, last_error = $3, parked_at = $4 WHERE id = $1`, id, d.RetryAt, d.Reason, parked)
-		if err != nil {
-			return fmt.Errorf("audit queue entry %d: %w", id, err)
-		}
-		return nil
+		_, err := queueFailures.Fail(ctx, tx, id, auditQueuePolicy, cause)
+		return err
 	})
 }
+
+// queueFailures and repairFailures are the failure-model columns of the
+// audit queue and of the internal repairs.
+var (
+	queueFailures = work.Failures{Table: "auditor.audit_queue", Key: "id",
+		Count: "failures", FirstFailedAt: "first_failed_at", NextAt: "next_attempt_at", Error: "last_error", ParkedAt: "parked_at"}
+	repairFailures = work.Failures{Table: "auditor.resolution_tasks", Key: "id",
+		Count: "repair_failures", FirstFailedAt: "repair_first_failed_at", NextAt: "repair_next_at", Error: "repair_error", ParkedAt: "repair_parked_at"}
+)
 
 // capture records the provider's object for audit queue entry id and
 // queues a check of it; "gone" if the provider no longer has it. Only what

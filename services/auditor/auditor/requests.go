@@ -341,25 +341,8 @@ var repairPolicy = fault.Policy{Base: 5 * time.Minute, Max: 6 * time.Hour, Attem
 // parked with its reason (at once for a permanent cause).
 func (a *Auditor) repairFailed(ctx context.Context, task int64, cause error) (parked bool, err error) {
 	err = pgx.BeginFunc(ctx, a.db, func(tx pgx.Tx) error {
-		var failures int
-		var first *time.Time
-		var now time.Time
-		if err := tx.QueryRow(ctx, `SELECT repair_failures, repair_first_failed_at, now() FROM auditor.resolution_tasks WHERE id = $1 FOR UPDATE`, task).
-			Scan(&failures, &first, &now); err != nil {
-			return err
-		}
-		var firstAt time.Time
-		if first != nil {
-			firstAt = *first
-		}
-		d := repairPolicy.Decide(cause, failures+1, firstAt, now)
-		var parkedAt *time.Time
-		if d.Park {
-			parkedAt, parked = &now, true
-		}
-		_, err := tx.Exec(ctx, `UPDATE auditor.resolution_tasks SET repair_failures = repair_failures + 1,
-			repair_first_failed_at = coalesce(repair_first_failed_at, now()), repair_next_at = $2, repair_error = $3, repair_parked_at = $4
-			WHERE id = $1`, task, d.RetryAt, d.Reason, parkedAt)
+		d, err := repairFailures.Fail(ctx, tx, task, repairPolicy, cause)
+		parked = d.Park
 		return err
 	})
 	if err != nil {
