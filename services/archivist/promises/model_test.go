@@ -178,8 +178,8 @@ func TestArchiveModel(t *testing.T) {
 	for _, h := range done {
 		ops += len(h.log)
 	}
-	t.Logf("model: %d histories (%d operations; %d lost to the restore and deposited again) in %s; %d kills, %d announcements replayed late, %d restores",
-		len(done), ops, len(lost), time.Since(start).Round(time.Second), w.kills.Load(), w.replayed.Load(), w.restores)
+	t.Logf("model: %d histories (%d operations; %d lost to the restore and deposited again) in %s; %d kills, %d announcements replayed late, %d restores, %d files indexed again by an operator (%d of withdrawn objects)",
+		len(done), ops, len(lost), time.Since(start).Round(time.Second), w.kills.Load(), w.replayed.Load(), w.restores, w.reindexed.Load(), w.reindexedWithdrawn.Load())
 	if t.Failed() {
 		var failed []string
 		for _, h := range append(done, lost...) {
@@ -217,7 +217,10 @@ type modelWorld struct {
 	ids      atomic.Int64
 	kills    atomic.Int64
 	replayed atomic.Int64
-	restores int
+	// reindexed counts the archive files an operator had indexed again
+	// through the work kit, and how many of them a withdrawn object's.
+	reindexed, reindexedWithdrawn atomic.Int64
+	restores                      int
 	// seen is every key ever seen under objects/ and its sha256: a stored
 	// version's bytes never change.
 	seen map[string]string
@@ -659,8 +662,13 @@ func (h *mhistory) run(w *modelWorld) {
 			h.oneMoreColon(w, live[h.r.IntN(len(live))])
 		case n < 71:
 			h.ownShoulder(w, owners[h.r.IntN(2)])
-		case n < 88:
+		case n < 84:
 			h.withdraw(w, live[h.r.IntN(len(live))])
+		case n < 88:
+			// An operator has an object's archive files indexed again
+			// through the work kit (#50): a live object's are answered once,
+			// a withdrawn one's stay unanswered.
+			h.reindex(w, h.objs[h.r.IntN(len(h.objs))])
 		default:
 			var withdrawn []*mobj
 			for _, o := range h.objs {
@@ -940,6 +948,43 @@ func (h *mhistory) withdraw(w *modelWorld, o *mobj) {
 	left := w.query(`SELECT count(*) FROM curator.inventory_versions WHERE ark = $1 AND withdrawn_at IS NULL`, o.ark)
 	if left[0][0].(int64) == 0 {
 		o.withdrawn = true
+	}
+}
+
+// reindex requeues, through the work kit's dry run and confirmed action
+// on the indexer, every indexed archive file of o: each is indexed again
+// from the start, its new output merged in place of the old (or refused,
+// o withdrawn).
+func (h *mhistory) reindex(w *modelWorld, o *mobj) {
+	if o.ark == "" {
+		return
+	}
+	prefix, err := ark.StoragePrefix(o.ark)
+	if err != nil {
+		h.errorf(w.t, "reindex %s: %v", o.ark, err)
+		return
+	}
+	for _, row := range w.query(`SELECT name FROM indexer.files WHERE starts_with(name, $1) AND status = 'indexed'`, prefix) {
+		q := url.Values{"pipeline": {"index"}, "kind": {"file"}, "id": {row[0].(string)}}
+		var dry struct{ Count int }
+		q.Set("dry_run", "true")
+		if code, err := w.call(modelOperator, "POST", w.api["indexer"]+"/v1/work/requeue?"+q.Encode(), nil, nil, &dry); err != nil || code != http.StatusOK {
+			h.errorf(w.t, "dry-run requeue of %s: %d %v", row[0], code, err)
+			return
+		}
+		q.Del("dry_run")
+		q.Set("confirm", strconv.Itoa(dry.Count))
+		h.logf("reindex %s (%s, withdrawn %v): %d to move", row[0], o.ark, o.withdrawn, dry.Count)
+		// 409: the file moved meanwhile, or a kill lost the answer to an
+		// action that was taken; the promise checked is the same.
+		if code, err := w.call(modelOperator, "POST", w.api["indexer"]+"/v1/work/requeue?"+q.Encode(), nil, nil, nil); err != nil && code != http.StatusConflict {
+			h.errorf(w.t, "requeue %s: %d %v", row[0], code, err)
+			continue
+		}
+		w.reindexed.Add(1)
+		if o.withdrawn {
+			w.reindexedWithdrawn.Add(1)
+		}
 	}
 }
 
@@ -1289,10 +1334,18 @@ func (h *mhistory) checkCDX(w *modelWorld, o *mobj) []string {
 		}
 		name := events.CDXFileName(key)
 		answered := false
+		seen := map[string]bool{}
 		for _, line := range strings.Split(body, "\n") {
 			f := strings.Fields(line)
 			if len(f) > 0 && f[len(f)-1] == name {
 				answered = true
+				// Each capture of the model's WARCs is of its own URL: a
+				// line answered twice is an output merged twice (a file
+				// indexed again whose old output was not replaced).
+				if seen[line] {
+					problems = append(problems, fmt.Sprintf("%s (of %s) is answered twice: %s", key, o.ark, line))
+				}
+				seen[line] = true
 			}
 		}
 		switch {
