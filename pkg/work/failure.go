@@ -2,6 +2,7 @@ package work
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -18,8 +19,12 @@ import (
 type Failures struct {
 	// Table and Key are the table and the column a unit is found by.
 	Table, Key string
-	// Count, FirstFailedAt, NextAt, Error and ParkedAt are the columns.
+	// Count, FirstFailedAt, NextAt and Error are the columns; ParkedAt,
+	// if set, takes the time the unit parked.
 	Count, FirstFailedAt, NextAt, Error, ParkedAt string
+	// State and StateAt, if set, are a state column and its time: a failed
+	// unit moves to FailedState, a parked one to ParkedState.
+	State, StateAt, FailedState, ParkedState string
 	// ParkedReason, if set, is a column that takes the reason when the
 	// unit parks (and keeps its value otherwise).
 	ParkedReason string
@@ -33,29 +38,52 @@ type Failures struct {
 // failure, its first failure's time kept, the next attempt, the reason,
 // and parked (now) when the decision parks. It returns the decision.
 func (f Failures) Fail(ctx context.Context, tx pgx.Tx, key any, p fault.Policy, cause error) (fault.Decision, error) {
+	d, found, err := f.FailWhere(ctx, tx, p, cause, f.Key+" = $1", key)
+	if err == nil && !found {
+		err = fmt.Errorf("failure of %s %v: %w", f.Table, key, pgx.ErrNoRows)
+	}
+	return d, err
+}
+
+// FailWhere is Fail for the row where names (its arguments args, $1 on):
+// a unit whose claim is fenced (its attempt, its state). found is false,
+// and nothing is recorded, when no row matches (another attempt took it).
+func (f Failures) FailWhere(ctx context.Context, tx pgx.Tx, p fault.Policy, cause error, where string, args ...any) (d fault.Decision, found bool, err error) {
 	var failures int
 	var first *time.Time
 	var now time.Time
-	if err := tx.QueryRow(ctx, fmt.Sprintf(`SELECT %s, %s, now() FROM %s WHERE %s = $1 FOR UPDATE`, f.Count, f.FirstFailedAt, f.Table, f.Key), key).
-		Scan(&failures, &first, &now); err != nil {
-		return fault.Decision{}, fmt.Errorf("failure of %s %v: %w", f.Table, key, err)
+	err = tx.QueryRow(ctx, fmt.Sprintf(`SELECT %s, %s, now() FROM %s WHERE %s FOR UPDATE`, f.Count, f.FirstFailedAt, f.Table, where), args...).
+		Scan(&failures, &first, &now)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return d, false, nil
+	}
+	if err != nil {
+		return d, false, fmt.Errorf("failure of %s %v: %w", f.Table, args, err)
 	}
 	var firstAt time.Time
 	if first != nil {
 		firstAt = *first
 	}
-	d := p.Decide(cause, failures+1, firstAt, now)
+	d = p.Decide(cause, failures+1, firstAt, now)
 	reason := d.Reason
 	if f.Text != nil {
 		reason = f.Text(reason)
 	}
-	set := fmt.Sprintf(`%[1]s = %[1]s + 1, %[2]s = coalesce(%[2]s, now()), %[3]s = $2, %[4]s = $3, %[5]s = CASE WHEN $4 THEN now() ELSE %[5]s END`,
-		f.Count, f.FirstFailedAt, f.NextAt, f.Error, f.ParkedAt)
+	n := len(args)
+	retryAt, why, park := fmt.Sprintf("$%d", n+1), fmt.Sprintf("$%d", n+2), fmt.Sprintf("$%d", n+3)
+	set := fmt.Sprintf(`%[1]s = %[1]s + 1, %[2]s = coalesce(%[2]s, now()), %[3]s = %[4]s, %[5]s = %[6]s`,
+		f.Count, f.FirstFailedAt, f.NextAt, retryAt, f.Error, why)
+	if f.ParkedAt != "" {
+		set += fmt.Sprintf(`, %[1]s = CASE WHEN %[2]s THEN now() ELSE %[1]s END`, f.ParkedAt, park)
+	}
 	if f.ParkedReason != "" {
-		set += fmt.Sprintf(`, %[1]s = CASE WHEN $4 THEN $3 ELSE %[1]s END`, f.ParkedReason)
+		set += fmt.Sprintf(`, %[1]s = CASE WHEN %[2]s THEN %[3]s ELSE %[1]s END`, f.ParkedReason, park, why)
 	}
-	if _, err := tx.Exec(ctx, `UPDATE `+f.Table+` SET `+set+` WHERE `+f.Key+` = $1`, key, d.RetryAt, reason, d.Park); err != nil {
-		return d, fmt.Errorf("failure of %s %v: %w", f.Table, key, err)
+	if f.State != "" {
+		set += fmt.Sprintf(`, %s = CASE WHEN %s THEN '%s' ELSE '%s' END, %s = now()`, f.State, park, f.ParkedState, f.FailedState, f.StateAt)
 	}
-	return d, nil
+	if _, err := tx.Exec(ctx, `UPDATE `+f.Table+` SET `+set+` WHERE `+where, append(args, d.RetryAt, reason, d.Park)...); err != nil {
+		return d, true, fmt.Errorf("failure of %s %v: %w", f.Table, args, err)
+	}
+	return d, true, nil
 }

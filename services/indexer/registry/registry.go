@@ -176,37 +176,21 @@ func (r *Registry) fail(ctx context.Context, d Due, p fault.Policy, cause error,
 				return err
 			}
 		}
-		var failures int
-		var first *time.Time
-		var now time.Time
-		q := `SELECT failures, first_failed_at, now() FROM indexer.files WHERE name = $1 AND attempts = $2`
+		where := "name = $1 AND attempts = $2"
 		if cond != "" {
-			q += ` AND ` + cond
+			where += " AND " + cond
 		}
-		err := tx.QueryRow(ctx, q+` FOR UPDATE`, append([]any{d.Name, d.Attempt}, args...)...).Scan(&failures, &first, &now)
-		if errors.Is(err, pgx.ErrNoRows) {
-			return nil
-		}
-		if err != nil {
-			return fmt.Errorf("record failure of %s: %w", d.Name, err)
-		}
-		var firstAt time.Time
-		if first != nil {
-			firstAt = *first
-		}
-		dec := p.Decide(cause, failures+1, firstAt, now)
-		status := "failed"
-		if dec.Park {
-			status = "parked"
-		}
-		if _, err := tx.Exec(ctx, `UPDATE indexer.files SET failures = failures + 1, status = $3, status_at = now(), last_error = $4,
-			first_failed_at = coalesce(first_failed_at, now()), next_attempt_at = $5
-			WHERE name = $1 AND attempts = $2`, d.Name, d.Attempt, status, dec.Reason, dec.RetryAt); err != nil {
+		if _, _, err := fileFailures.FailWhere(ctx, tx, p, cause, where, append([]any{d.Name, d.Attempt}, args...)...); err != nil {
 			return fmt.Errorf("record failure of %s: %w", d.Name, err)
 		}
 		return nil
 	})
 }
+
+// fileFailures are the files' failure-model columns: a failed file backs
+// off (failed), a parked one waits for an operator (parked).
+var fileFailures = work.Failures{Table: "indexer.files", Count: "failures", FirstFailedAt: "first_failed_at",
+	NextAt: "next_attempt_at", Error: "last_error", State: "status", StateAt: "status_at", FailedState: "failed", ParkedState: "parked"}
 
 // Claim marks a queued file as being indexed by attempt. It reports false
 // when the task is stale (another attempt took the file since).
