@@ -30,6 +30,10 @@ type Failures struct {
 	ParkedReason string
 	// Text, if set, bounds or cleans the reason before it is stored.
 	Text func(string) string
+	// Counted says the claim already counted this attempt in Count (a
+	// unit that counts its attempts when it is taken): the policy decides
+	// on Count as it is, and Count is left alone.
+	Counted bool
 }
 
 // Fail records a failure of the unit key in tx under policy p: its row is
@@ -64,15 +68,20 @@ func (f Failures) FailWhere(ctx context.Context, tx pgx.Tx, p fault.Policy, caus
 	if first != nil {
 		firstAt = *first
 	}
-	d = p.Decide(cause, failures+1, firstAt, now)
+	if !f.Counted {
+		failures++
+	}
+	d = p.Decide(cause, failures, firstAt, now)
 	reason := d.Reason
 	if f.Text != nil {
 		reason = f.Text(reason)
 	}
 	n := len(args)
 	retryAt, why, park := fmt.Sprintf("$%d", n+1), fmt.Sprintf("$%d", n+2), fmt.Sprintf("$%d", n+3)
-	set := fmt.Sprintf(`%[1]s = %[1]s + 1, %[2]s = coalesce(%[2]s, now()), %[3]s = %[4]s, %[5]s = %[6]s`,
-		f.Count, f.FirstFailedAt, f.NextAt, retryAt, f.Error, why)
+	set := fmt.Sprintf(`%[1]s = coalesce(%[1]s, now()), %[2]s = %[3]s, %[4]s = %[5]s`, f.FirstFailedAt, f.NextAt, retryAt, f.Error, why)
+	if !f.Counted {
+		set += fmt.Sprintf(`, %[1]s = %[1]s + 1`, f.Count)
+	}
 	if f.ParkedAt != "" {
 		set += fmt.Sprintf(`, %[1]s = CASE WHEN %[2]s THEN now() ELSE %[1]s END`, f.ParkedAt, park)
 	}

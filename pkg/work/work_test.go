@@ -283,4 +283,18 @@ func TestAFailureIsRecordedOneWay(t *testing.T) {
 	if !strings.Contains(why, "NOT AUDIO") || why != stored {
 		t.Fatalf("parked with %q, error %q", why, stored)
 	}
+	// A unit counted when taken: its third attempt (counted by the
+	// claim) parks it, and the count stays the claim's.
+	f.Counted = true
+	if _, err := db.Exec(ctx, `INSERT INTO widgets.springs (id, failures) VALUES (3, 3)`); err != nil {
+		t.Fatal(err)
+	}
+	if d := fail(3, fault.Transient(errors.New("smtp: 451"))); !d.Park {
+		t.Fatalf("the third counted attempt: %+v", d)
+	}
+	var n int
+	db.QueryRow(ctx, `SELECT failures FROM widgets.springs WHERE id = 3`).Scan(&n)
+	if n != 3 {
+		t.Fatalf("a counted unit's count moved to %d", n)
+	}
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/archivist/archivist/pkg/fault"
+	"github.com/archivist/archivist/pkg/work"
 	"github.com/archivist/archivist/services/curator/ingest"
 )
 
@@ -82,26 +83,30 @@ func (s *Sender) Pass(ctx context.Context) (int, error) {
 			sent++
 			continue
 		}
-		first := time.Now()
-		if d.firstFailed != nil {
-			first = *d.firstFailed
-		}
-		dec := s.Policy.Decide(err, d.attempts, first, time.Now())
-		reason := ingest.ScrubText(dec.Reason, 2000)
-		if dec.Park {
-			log.ErrorContext(ctx, "ingest: mail not sent; parked", "err", err)
-			_, err = s.DB.Exec(ctx, `UPDATE curator.mail_outbox SET parked_at = now(), last_error = $2, first_failed_at = coalesce(first_failed_at, now()) WHERE id = $1`, d.id, reason)
-		} else {
-			log.WarnContext(ctx, "ingest: mail not sent; tried again later", "err", err, "at", dec.RetryAt)
-			_, err = s.DB.Exec(ctx, `UPDATE curator.mail_outbox SET next_attempt_at = $2, last_error = $3, first_failed_at = coalesce(first_failed_at, now())
-				WHERE id = $1`, d.id, dec.RetryAt, reason)
-		}
+		cause := err
+		var dec fault.Decision
+		err = pgx.BeginFunc(ctx, s.DB, func(tx pgx.Tx) error {
+			var err error
+			dec, err = mailFailures.Fail(ctx, tx, d.id, s.Policy, cause)
+			return err
+		})
 		if err != nil {
 			return sent, fmt.Errorf("mail %d failed: %w", d.id, err)
+		}
+		if dec.Park {
+			log.ErrorContext(ctx, "ingest: mail not sent; parked", "err", cause)
+		} else {
+			log.WarnContext(ctx, "ingest: mail not sent; tried again later", "err", cause, "at", dec.RetryAt)
 		}
 	}
 	return sent, nil
 }
+
+// mailFailures are the outbox's failure-model columns; a mail's attempt is
+// counted when the sender takes it.
+var mailFailures = work.Failures{Table: "curator.mail_outbox", Key: "id", Count: "attempts", Counted: true,
+	FirstFailedAt: "first_failed_at", NextAt: "next_attempt_at", Error: "last_error", ParkedAt: "parked_at",
+	Text: func(s string) string { return ingest.ScrubText(s, 2000) }}
 
 // Parked is a mail the sender gave up on.
 type Parked struct {
