@@ -34,6 +34,19 @@ var (
 	Auditor = Endpoint{Service: "auditor", Pipelines: []string{"audit"}}
 )
 
+// Endpoints are the four services that hold work at their API's base
+// URLs.
+func Endpoints(curator, pwa, auditor, indexer string) []Endpoint {
+	at := func(e Endpoint, base string) Endpoint { e.Base = base; return e }
+	return []Endpoint{at(Curator, curator), at(PWA, pwa), at(Auditor, auditor), at(Indexer, indexer)}
+}
+
+// At is a client of the one service e at base.
+func At(e Endpoint, base string) *Client {
+	e.Base = base
+	return &Client{Endpoints: []Endpoint{e}}
+}
+
 // Client asks every service that holds work, as one: the CLI's and the
 // dashboard's way to find and act across the pipelines.
 type Client struct {
@@ -169,6 +182,21 @@ func (c *Client) Act(ctx context.Context, v Verb, f Filter, confirm int) ([]Acti
 	if total.N != confirm {
 		return nil, &MovedError{Confirmed: confirm, Now: total.N}
 	}
+	return c.act(ctx, v, f, parts)
+}
+
+// ActNow counts what v moves of what f matches and moves it at once, each
+// service confirmed by its own count (for a caller that has looked).
+func (c *Client) ActNow(ctx context.Context, v Verb, f Filter) ([]Action, error) {
+	_, parts, err := c.DryRun(ctx, v, f)
+	if err != nil {
+		return nil, err
+	}
+	return c.act(ctx, v, f, parts)
+}
+
+// act moves, on each service, its part of a dry run.
+func (c *Client) act(ctx context.Context, v Verb, f Filter, parts []ServiceCount) ([]Action, error) {
 	var out []Action
 	for _, p := range parts {
 		if p.Count.N == 0 {
@@ -201,7 +229,7 @@ func (e *NotMovedError) Error() string {
 // count, then the action confirmed by it. Nothing to move is a
 // NotMovedError.
 func (c *Client) ActOn(ctx context.Context, v Verb, f Filter) ([]Action, error) {
-	n, _, err := c.DryRun(ctx, v, f)
+	n, parts, err := c.DryRun(ctx, v, f)
 	var nv *NoVerbError
 	if errors.As(err, &nv) || (err == nil && n.N == 0) {
 		return nil, &NotMovedError{Verb: v, Ref: f.Pipeline + "/" + f.Kind + "/" + f.ID}
@@ -209,7 +237,7 @@ func (c *Client) ActOn(ctx context.Context, v Verb, f Filter) ([]Action, error) 
 	if err != nil {
 		return nil, err
 	}
-	return c.Act(ctx, v, f, n.N)
+	return c.act(ctx, v, f, parts)
 }
 
 // Rates reads every service's queues' flow over window (10m when 0).

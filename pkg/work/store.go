@@ -278,6 +278,16 @@ func (s *Store) DryRun(ctx context.Context, v Verb, f Filter) (Count, error) {
 	return c, nil
 }
 
+// refused reports whether err refuses a request (a bad filter, too many
+// items, a count that moved, a verb nothing takes) rather than failing it.
+func refused(err error) bool {
+	var moved *MovedError
+	var inv *InvalidError
+	var many *TooManyError
+	var nv *NoVerbError
+	return errors.As(err, &moved) || errors.As(err, &inv) || errors.As(err, &many) || errors.As(err, &nv)
+}
+
 // Action is one entry of the action log.
 type Action struct {
 	ID      int64     `json:"id"`
@@ -353,11 +363,7 @@ func (s *Store) Act(ctx context.Context, v Verb, f Filter, confirm int, actor st
 		// action asked for.
 		a.ID, a.Moved, a.Items = 0, 0, []string{}
 		a.Outcome = "refused: " + err.Error()
-		var moved *MovedError
-		var inv *InvalidError
-		var many *TooManyError
-		var nv *NoVerbError
-		if !errors.As(err, &moved) && !errors.As(err, &inv) && !errors.As(err, &many) && !errors.As(err, &nv) {
+		if !refused(err) {
 			a.Outcome = "failed: " + err.Error()
 		}
 		if lerr := s.DB.QueryRow(ctx, `INSERT INTO `+pgx.Identifier{s.Schema, "work_actions"}.Sanitize()+

@@ -63,21 +63,19 @@ func researchCmd() *cobra.Command {
 		},
 	}
 	c.AddCommand(status, release, retry)
-	for verb, short := range map[string]string{"redo": "Research all an episode's clips again"} {
-		c.AddCommand(&cobra.Command{
-			Use:   verb + " EPISODE",
-			Short: short,
-			Args:  exactly(1, "one EPISODE"),
-			RunE: func(c *cobra.Command, args []string) error {
-				n, err := researchcmd.Redo(c.Context(), base, args[0], verb)
-				if err != nil {
-					return err
-				}
-				_, err = fmt.Fprintf(safeOut(c), "%s: %d results forgotten; its clips are leased again\n", args[0], n)
+	c.AddCommand(&cobra.Command{
+		Use:   "redo EPISODE",
+		Short: "Research all an episode's clips again",
+		Args:  exactly(1, "one EPISODE"),
+		RunE: func(c *cobra.Command, args []string) error {
+			n, err := researchcmd.Redo(c.Context(), base, args[0], "redo")
+			if err != nil {
 				return err
-			},
-		})
-	}
+			}
+			_, err = fmt.Fprintf(safeOut(c), "%s: %d results forgotten; its clips are leased again\n", args[0], n)
+			return err
+		},
+	})
 	return c
 }
 

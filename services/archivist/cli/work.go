@@ -128,15 +128,12 @@ and acts at once (for scripts that have looked). A filter that names nothing
 			again := "archivist work " + strings.Join(append([]string{string(v)}, c.Flags().Args()...), " ") + flagsOf(c)
 			return show(out, n, err, *asJSON, func(w io.Writer, n work.Count) error { return workcmd.PrintCount(w, n, again) })
 		}
-		n := *confirm
+		var as []work.Action
 		if *yes {
-			counted, _, err := cl.DryRun(c.Context(), v, f)
-			if err != nil {
-				return err
-			}
-			n = counted.N
+			as, err = cl.ActNow(c.Context(), v, f)
+		} else {
+			as, err = cl.Act(c.Context(), v, f, *confirm)
 		}
-		as, err := cl.Act(c.Context(), v, f, n)
 		return show(out, as, err, *asJSON, func(w io.Writer, as []work.Action) error {
 			moved := 0
 			for _, a := range as {

@@ -37,9 +37,7 @@ func Generations(ctx context.Context, base string) ([]aggregator.Generation, err
 // the start): the work kit's requeue of index/file/FILE at the indexer at
 // base.
 func Reset(ctx context.Context, base, file string) error {
-	e := work.Indexer
-	e.Base = base
-	_, err := (&work.Client{Endpoints: []work.Endpoint{e}}).ActOn(ctx, work.Requeue, work.Filter{Pipeline: "index", Kind: "file", ID: file})
+	_, err := work.At(work.Indexer, base).ActOn(ctx, work.Requeue, work.Filter{Pipeline: "index", Kind: "file", ID: file})
 	return err
 }
 

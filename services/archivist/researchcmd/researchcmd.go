@@ -66,9 +66,7 @@ func Print(w io.Writer, st research.Status, now time.Time) error {
 // its failed clips researched again (retry): the work kit's verb on
 // research/episode/EPISODE.
 func Release(ctx context.Context, base, episode string, v work.Verb) error {
-	e := work.PWA
-	e.Base = base
-	_, err := (&work.Client{Endpoints: []work.Endpoint{e}}).ActOn(ctx, v, work.Filter{Pipeline: "research", Kind: "episode", ID: episode})
+	_, err := work.At(work.PWA, base).ActOn(ctx, v, work.Filter{Pipeline: "research", Kind: "episode", ID: episode})
 	return err
 }
 

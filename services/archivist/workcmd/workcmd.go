@@ -21,19 +21,14 @@ import (
 // environment names (ARCHIVIST_CURATOR_URL, ARCHIVIST_PWA_URL,
 // ARCHIVIST_INDEXER_URL, ARCHIVIST_AUDITOR_URL) or their defaults.
 func Client() *work.Client {
-	at := func(e work.Endpoint, name, def string) work.Endpoint {
-		e.Base = def
+	env := func(name, def string) string {
 		if v := os.Getenv(name); v != "" {
-			e.Base = v
+			return v
 		}
-		return e
+		return def
 	}
-	return &work.Client{Endpoints: []work.Endpoint{
-		at(work.Curator, "ARCHIVIST_CURATOR_URL", "http://127.0.0.1:8080"),
-		at(work.PWA, "ARCHIVIST_PWA_URL", "http://127.0.0.1:8081"),
-		at(work.Auditor, "ARCHIVIST_AUDITOR_URL", "http://127.0.0.1:8082"),
-		at(work.Indexer, "ARCHIVIST_INDEXER_URL", "http://127.0.0.1:8083"),
-	}}
+	return &work.Client{Endpoints: work.Endpoints(env("ARCHIVIST_CURATOR_URL", "http://127.0.0.1:8080"), env("ARCHIVIST_PWA_URL", "http://127.0.0.1:8081"),
+		env("ARCHIVIST_AUDITOR_URL", "http://127.0.0.1:8082"), env("ARCHIVIST_INDEXER_URL", "http://127.0.0.1:8083"))}
 }
 
 // ParseRef reads one item's reference, pipeline/kind/id (ingest/job/12,

@@ -16,12 +16,8 @@ import (
 // workClient asks every service that holds work on the caller's behalf
 // (its key passed on: each API scopes and refuses as it would the caller).
 func (d *Dashboard) workClient(ctx context.Context) *work.Client {
-	return &work.Client{HTTP: d.client, Token: service.Credential(ctx), Endpoints: []work.Endpoint{
-		{Service: "curator", Base: d.cfg.CuratorURL, Pipelines: work.Curator.Pipelines},
-		{Service: "pwa", Base: d.cfg.PWAURL, Pipelines: work.PWA.Pipelines},
-		{Service: "auditor", Base: d.cfg.AuditorURL, Pipelines: work.Auditor.Pipelines},
-		{Service: "indexer", Base: d.cfg.IndexerURL, Pipelines: work.Indexer.Pipelines},
-	}}
+	return &work.Client{HTTP: d.client, Token: service.Credential(ctx),
+		Endpoints: work.Endpoints(d.cfg.CuratorURL, d.cfg.PWAURL, d.cfg.AuditorURL, d.cfg.IndexerURL)}
 }
 
 // workView is the work page: the filter, a page of what it matches, and
@@ -55,10 +51,7 @@ func historyKind(it work.Item) string {
 // historyID is the id /item names the item by.
 func historyID(it work.Item) string {
 	if historyKind(it) == "object" && len(it.Keys) > 0 {
-		return it.Keys[0]
-	}
-	if it.Kind == "check" {
-		return it.ID
+		return it.Keys[0] // a request's or repair's object; a check's id is its object
 	}
 	return it.ID
 }

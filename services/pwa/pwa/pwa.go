@@ -449,27 +449,25 @@ func (p *PWA) Handler() http.Handler {
 	mux.HandleFunc("GET /v1/research/history", service.HistoryHandler(p.log, "episode", research.ErrNoEpisode, p.store.History))
 	// An operator has all an episode's clips researched again (the locator
 	// improved, say); release and retry are the work kit's verbs.
-	for action, failedOnly := range map[string]bool{"redo": false} {
-		mux.HandleFunc("POST /v1/research/episodes/{key}/"+action, func(w http.ResponseWriter, r *http.Request) {
-			w.Header().Set("Content-Type", "application/json")
-			key := r.PathValue("key")
-			forgot, known, err := p.store.Redo(r.Context(), key, failedOnly)
-			if err != nil {
-				p.log.Error(action+" episode", "episode", key, "err", err)
-				w.WriteHeader(http.StatusInternalServerError)
-				json.NewEncoder(w).Encode(map[string]string{"error": action + " of the episode failed"})
-				return
-			}
-			if !known {
-				w.WriteHeader(http.StatusNotFound)
-				json.NewEncoder(w).Encode(map[string]string{"error": "no episode " + key})
-				return
-			}
-			p.log.Info("episode researched again by an operator", "episode", key, "action", action, "results_forgotten", forgot)
-			p.Wake()
-			json.NewEncoder(w).Encode(map[string]any{"episode": key, "action": action, "results_forgotten": forgot})
-		})
-	}
+	mux.HandleFunc("POST /v1/research/episodes/{key}/redo", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		key := r.PathValue("key")
+		forgot, known, err := p.store.Redo(r.Context(), key, false)
+		if err != nil {
+			p.log.Error("redo episode", "episode", key, "err", err)
+			w.WriteHeader(http.StatusInternalServerError)
+			json.NewEncoder(w).Encode(map[string]string{"error": "redo of the episode failed"})
+			return
+		}
+		if !known {
+			w.WriteHeader(http.StatusNotFound)
+			json.NewEncoder(w).Encode(map[string]string{"error": "no episode " + key})
+			return
+		}
+		p.log.Info("episode researched again by an operator", "episode", key, "action", "redo", "results_forgotten", forgot)
+		p.Wake()
+		json.NewEncoder(w).Encode(map[string]any{"episode": key, "action": "redo", "results_forgotten": forgot})
+	})
 	// The operator's work: episodes found and acted on with the work kit.
 	ws := &work.Store{DB: p.store.DB(), Schema: migrations.Schema.Name, Sources: p.store.WorkSources(p.Wake)}
 	ws.Handle(mux, p.log)

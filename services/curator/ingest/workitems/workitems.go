@@ -33,13 +33,7 @@ func Sources(s *ingest.Store) []work.Source {
 			Open: statesExcept(ingest.Job, ingest.Held, ingest.Completed, ingest.Failed, ingest.Deleted),
 			Done: []string{string(ingest.Completed), string(ingest.Failed), string(ingest.Deleted)}, Arrived: "j.created_at",
 		},
-		From: map[work.Verb][]string{
-			work.Retry:   statesOf(ingest.Job, "requeue"),
-			work.Requeue: statesOf(ingest.Job, "requeue"),
-			work.Release: statesOf(ingest.Job, "release"),
-			work.Hold:    statesOf(ingest.Job, "hold"),
-			work.Delete:  statesOf(ingest.Job, "delete"),
-		},
+		From: fromStates(ingest.Job),
 		Only: map[work.Verb]string{
 			// A failed job restarts after its last successful step, which
 			// the table must name.
@@ -61,13 +55,7 @@ func Sources(s *ingest.Store) []work.Source {
 			Open: statesExcept(ingest.Batch, ingest.Held, ingest.Completed, ingest.Failed, ingest.Deleted),
 			Done: []string{string(ingest.Completed), string(ingest.Failed), string(ingest.Deleted)}, Arrived: "b.created_at",
 		},
-		From: map[work.Verb][]string{
-			work.Release: statesOf(ingest.Batch, "release"),
-			work.Delete:  statesOf(ingest.Batch, "delete"),
-			// A failed batch is reported again (after its failed jobs were
-			// requeued or deleted).
-			work.Retry: statesOf(ingest.Batch, "update-reporting"),
-		},
+		From: fromStates(ingest.Batch),
 		Only: map[work.Verb]string{
 			// A batch is deleted only when none of its jobs is at work.
 			work.Delete: fmt.Sprintf(`NOT EXISTS (SELECT FROM curator.jobs x WHERE x.batch_id = b.id AND x.state <> ALL('{%s}'))`, joinStates(ingest.DeletableJobStates)),
@@ -141,6 +129,16 @@ func statesExcept(e ingest.Entity, not ...ingest.State) []string {
 	return out
 }
 
+// fromStates are the states each verb moves e from: those its admin
+// action (verbActions) moves from in the transition table.
+func fromStates(e ingest.Entity) map[work.Verb][]string {
+	out := map[work.Verb][]string{}
+	for v, action := range verbActions[e] {
+		out[v] = statesOf(e, action)
+	}
+	return out
+}
+
 // statesOf are the states an admin action moves e from.
 func statesOf(e ingest.Entity, action string) []string {
 	var out []string
@@ -158,7 +156,9 @@ func joinStates(states []ingest.State) string {
 	return strings.Join(s, ",")
 }
 
-// verbActions are the admin actions the work verbs name.
+// verbActions are the admin actions the work verbs name (a batch's retry
+// reports a failed batch again, after its failed jobs were requeued or
+// deleted).
 var verbActions = map[ingest.Entity]map[work.Verb]string{
 	ingest.Job:   {work.Retry: "requeue", work.Requeue: "requeue", work.Release: "release", work.Hold: "hold", work.Delete: "delete"},
 	ingest.Batch: {work.Release: "release", work.Delete: "delete", work.Retry: "update-reporting"},
