@@ -91,7 +91,12 @@ func (f Failures) FailWhere(ctx context.Context, tx pgx.Tx, p fault.Policy, caus
 	if f.State != "" {
 		set += fmt.Sprintf(`, %s = CASE WHEN %s THEN '%s' ELSE '%s' END, %s = now()`, f.State, park, f.ParkedState, f.FailedState, f.StateAt)
 	}
-	if _, err := tx.Exec(ctx, `UPDATE `+f.Table+` SET `+set+` WHERE `+where, append(args, d.RetryAt, reason, d.Park)...); err != nil {
+	vals := append(args, d.RetryAt, reason)
+	if f.ParkedAt != "" || f.ParkedReason != "" || f.State != "" {
+		// A parameter no expression uses has no type PostgreSQL can tell.
+		vals = append(vals, d.Park)
+	}
+	if _, err := tx.Exec(ctx, `UPDATE `+f.Table+` SET `+set+` WHERE `+where, vals...); err != nil {
 		return d, true, fmt.Errorf("failure of %s %v: %w", f.Table, args, err)
 	}
 	return d, true, nil

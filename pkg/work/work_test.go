@@ -297,4 +297,19 @@ func TestAFailureIsRecordedOneWay(t *testing.T) {
 	if n != 3 {
 		t.Fatalf("a counted unit's count moved to %d", n)
 	}
+	// Bare columns (a pipeline that parks by a transition of its own, as
+	// ingest does): the failure is recorded, and the unit backs off.
+	bare := work.Failures{Table: "widgets.springs", Key: "id", Count: "failures", FirstFailedAt: "first_failed_at", NextAt: "next_at", Error: "err"}
+	var d fault.Decision
+	if err := pgx.BeginFunc(ctx, db, func(tx pgx.Tx) (err error) {
+		d, err = bare.Fail(ctx, tx, 3, fault.Policy{Base: time.Minute, Max: time.Hour}, errors.New("smtp: 452"))
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	var next time.Time
+	db.QueryRow(ctx, `SELECT failures, err, next_at FROM widgets.springs WHERE id = 3`).Scan(&n, &stored, &next)
+	if d.Park || n != 4 || stored != "smtp: 452" || time.Until(next) < 30*time.Second {
+		t.Fatalf("bare columns: %+v, count %d, error %q, next %v", d, n, stored, next)
+	}
 }

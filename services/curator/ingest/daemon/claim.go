@@ -16,6 +16,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/archivist/archivist/pkg/fault"
+	"github.com/archivist/archivist/pkg/work"
 	"github.com/archivist/archivist/services/curator/ingest"
 )
 
@@ -189,14 +190,25 @@ func (c *Claim) wait(ctx context.Context, state ingest.State, d time.Duration) e
 	return err
 }
 
-// backOff records a failed attempt under policy p: its error, when the
-// failures began, and the time before the next attempt.
+// backOff records a failed attempt under policy p through the kit's
+// failure model (work.Failures): its error, when the failures began, and
+// the time before the next attempt, counted as the claim counted it.
+// Giving up is decided at the next claim (poisoned), where the attempts
+// of workers that crashed or hung count too: here the policy only backs
+// off.
 func (c *Claim) backOff(ctx context.Context, state ingest.State, p fault.Policy, reason string, worked time.Duration) error {
-	d := p.Delay(max(c.Attempts, 1))
-	_, err := c.conn.Exec(ctx, `UPDATE `+ingest.Table(c.Entity)+` SET next_attempt_at = now() + $3::interval, last_attempt_error = $4,
-		first_failed_at = coalesce(first_failed_at, now()), worked = worked + $5::interval
-		WHERE id = $1 AND state = $2`, c.ID, state, d, ingest.ScrubText(reason, 2000), worked)
-	return err
+	f := work.Failures{Table: ingest.Table(c.Entity), Count: "attempts", Counted: true, FirstFailedAt: "first_failed_at",
+		NextAt: "next_attempt_at", Error: "last_attempt_error", Text: func(s string) string { return ingest.ScrubText(s, 2000) }}
+	p.Attempts, p.Budget = 0, 0 // never parks here
+	return pgx.BeginFunc(ctx, c.conn, func(tx pgx.Tx) error {
+		// The reason alone: its kind was decided (an outage waits, a
+		// permanent fault fails the entity where it may) before it came here.
+		if _, _, err := f.FailWhere(ctx, tx, p, errors.New(reason), "id = $1 AND state = $2", c.ID, state); err != nil {
+			return err
+		}
+		_, err := tx.Exec(ctx, `UPDATE `+ingest.Table(c.Entity)+` SET worked = worked + $3::interval WHERE id = $1 AND state = $2`, c.ID, state, worked)
+		return err
+	})
 }
 
 // Release drops the claim.
