@@ -87,13 +87,16 @@ func RejectedSubject(source string) string { return SubjectRejectedPrefix + "." 
 // are kept; its Nats-* headers are renamed with HeaderOriginalPrefix so that
 // they do not act on the dead-letter stream.
 const (
-	HeaderDLQReason           = "Archivist-DLQ-Reason"
-	HeaderDLQStream           = "Archivist-DLQ-Stream"
-	HeaderDLQConsumer         = "Archivist-DLQ-Consumer"
-	HeaderDLQSubject          = "Archivist-DLQ-Subject"
-	HeaderDLQSequence         = "Archivist-DLQ-Sequence"
-	HeaderDLQDeliveries       = "Archivist-DLQ-Deliveries"
-	HeaderDLQTime             = "Archivist-DLQ-Time"
+	HeaderDLQReason     = "Archivist-DLQ-Reason"
+	HeaderDLQStream     = "Archivist-DLQ-Stream"
+	HeaderDLQConsumer   = "Archivist-DLQ-Consumer"
+	HeaderDLQSubject    = "Archivist-DLQ-Subject"
+	HeaderDLQSequence   = "Archivist-DLQ-Sequence"
+	HeaderDLQDeliveries = "Archivist-DLQ-Deliveries"
+	HeaderDLQTime       = "Archivist-DLQ-Time"
+	// HeaderReplayedBy names who replayed a dead letter, on the message
+	// it sent again (archivist work replay).
+	HeaderReplayedBy          = "Archivist-Replayed-By"
 	HeaderOriginalPrefix      = "Archivist-Original-"
 	defaultDuplicateWindow    = 2 * time.Minute
 	deadLetterRetention       = 30 * 24 * time.Hour

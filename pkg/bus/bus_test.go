@@ -423,10 +423,12 @@ func TestDeadLettersListAndReplay(t *testing.T) {
 	var broken atomic.Bool
 	broken.Store(true)
 	var handled atomic.Int32
-	sub, err := bus.Consume(ctx, b, c, func(context.Context, *bus.Message[events.EpisodeUpserted]) error {
+	var replayedBy atomic.Value
+	sub, err := bus.Consume(ctx, b, c, func(_ context.Context, m *bus.Message[events.EpisodeUpserted]) error {
 		if broken.Load() {
 			return bus.Permanent(errors.New("media store unreachable for this key"))
 		}
+		replayedBy.Store(m.Header.Get(events.HeaderReplayedBy))
 		handled.Add(1)
 		return nil
 	})
@@ -446,10 +448,13 @@ func TestDeadLettersListAndReplay(t *testing.T) {
 		t.Errorf("dead letter %+v", dl)
 	}
 	broken.Store(false) // the operator fixed the cause
-	if _, err := b.Replay(ctx, dl.Seq); err != nil {
+	if _, err := b.Replay(ctx, dl.Seq, "ops@example.org"); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, 5*time.Second, "the replayed message handled", func() bool { return handled.Load() == 1 })
+	if by := replayedBy.Load(); by != "ops@example.org" {
+		t.Errorf("the replayed message says it was replayed by %q", by)
+	}
 	if list, _ := b.DeadLetters(ctx, 0, 10); len(list) != 0 {
 		t.Errorf("replayed dead letter still listed: %+v", list)
 	}

@@ -113,11 +113,12 @@ func (b *Bus) LatestDeadLetters(ctx context.Context, limit int) ([]DeadLetter, u
 }
 
 // Replay publishes dead letter seq again on its original subject, with its
-// original headers (the Archivist-DLQ-* ones dropped), then removes it from
-// the dead-letter stream. Handlers are idempotent, so consumers that had
+// original headers (the Archivist-DLQ-* ones dropped) and who replayed it
+// (actor, in Archivist-Replayed-By), then removes it from the dead-letter
+// stream. Handlers are idempotent, so consumers that had
 // already processed it are not harmed. The replay gets a message id of its
 // own, so it is not mistaken for a duplicate of the original.
-func (b *Bus) Replay(ctx context.Context, seq uint64) (DeadLetter, error) {
+func (b *Bus) Replay(ctx context.Context, seq uint64, actor string) (DeadLetter, error) {
 	st, err := b.js.Stream(ctx, events.StreamDeadLetter)
 	if err != nil {
 		return DeadLetter{}, fmt.Errorf("dead-letter stream: %w", err)
@@ -176,6 +177,9 @@ func (b *Bus) Replay(ctx context.Context, seq uint64) (DeadLetter, error) {
 		}
 	}
 	out.Header.Set(events.HeaderMsgID, fmt.Sprintf("%s%s:%d", replayPrefix, out.Header.Get(events.HeaderMsgID), seq))
+	if actor != "" {
+		out.Header.Set(events.HeaderReplayedBy, actor)
+	}
 	if _, err := b.js.PublishMsg(ctx, out); err != nil {
 		return DeadLetter{}, fmt.Errorf("replay dead letter %d on %s: %w", seq, dl.Subject, err)
 	}
@@ -215,32 +219,21 @@ func sameAsOriginal(ctx context.Context, src jetstream.Stream, dl DeadLetter, da
 	return nil
 }
 
-// ReplayAll replays, oldest first, up to limit dead letters of consumer
-// (every consumer's when empty), and returns those it replayed. It stops
-// at the first that cannot be replayed, with its error.
-func (b *Bus) ReplayAll(ctx context.Context, consumer string, limit int) ([]DeadLetter, error) {
-	var done []DeadLetter
-	from := uint64(0)
-	for len(done) < limit {
-		page, err := b.DeadLetters(ctx, from, 100)
-		if err != nil || len(page) == 0 {
-			return done, err
-		}
-		for _, d := range page {
-			from = d.Seq + 1
-			if consumer != "" && d.Consumer != consumer {
-				continue
-			}
-			if _, err := b.Replay(ctx, d.Seq); err != nil {
-				return done, err
-			}
-			done = append(done, d)
-			if len(done) == limit {
-				break
-			}
-		}
+// DeleteDeadLetter removes dead letter seq, unreplayed (an operator
+// looked at it and discards it), and returns what it was.
+func (b *Bus) DeleteDeadLetter(ctx context.Context, seq uint64) (DeadLetter, error) {
+	st, err := b.js.Stream(ctx, events.StreamDeadLetter)
+	if err != nil {
+		return DeadLetter{}, fmt.Errorf("dead-letter stream: %w", err)
 	}
-	return done, nil
+	m, err := st.GetMsg(ctx, seq)
+	if err != nil {
+		return DeadLetter{}, fmt.Errorf("dead letter %d: %w", seq, err)
+	}
+	if err := st.DeleteMsg(ctx, seq); err != nil {
+		return DeadLetter{}, fmt.Errorf("delete dead letter %d: %w", seq, err)
+	}
+	return deadLetterOf(m), nil
 }
 
 // subjectIn reports whether subject matches one of the patterns ('*' one
@@ -274,6 +267,6 @@ func subjectIn(subject string, patterns []string) bool {
 const replayPrefix = "replay:"
 
 // IsReplay reports whether a message is a dead letter an operator sent
-// back (archivist dlq replay): a handler that drops stale work (an expired
+// back (archivist work replay): a handler that drops stale work (an expired
 // item) handles a replay anyway, as the operator asked.
 func IsReplay(h nats.Header) bool { return strings.HasPrefix(h.Get(events.HeaderMsgID), replayPrefix) }

@@ -42,9 +42,14 @@ func TestReplayAllAndOnlyToTheSourceStream(t *testing.T) {
 	}
 	deadLetters(t, b, 25)
 	broken.Store(false)
-	done, err := b.ReplayAll(ctx, "many", 1000)
-	if err != nil || len(done) != 25 {
-		t.Fatalf("replayed %d: %v", len(done), err)
+	letters, err := b.DeadLetters(ctx, 0, 1000)
+	if err != nil || len(letters) != 25 {
+		t.Fatalf("%d dead letters: %v", len(letters), err)
+	}
+	for _, d := range letters {
+		if _, err := b.Replay(ctx, d.Seq, "ops@example.org"); err != nil {
+			t.Fatal(err)
+		}
 	}
 	waitFor(t, 10*time.Second, "every replayed message handled", func() bool { return handled.Load() == 25 })
 
@@ -58,7 +63,7 @@ func TestReplayAllAndOnlyToTheSourceStream(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := b.Replay(ctx, ack.Sequence); err == nil || !strings.Contains(err.Error(), "not one of stream") {
+	if _, err := b.Replay(ctx, ack.Sequence, ""); err == nil || !strings.Contains(err.Error(), "not one of stream") {
 		t.Errorf("forged dead letter replayed: %v", err)
 	}
 
@@ -75,7 +80,7 @@ func TestReplayAllAndOnlyToTheSourceStream(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := b.Replay(ctx, ack.Sequence); err == nil || !strings.Contains(err.Error(), "dead-lettered on deadletter.TESTWQ.many") {
+	if _, err := b.Replay(ctx, ack.Sequence, ""); err == nil || !strings.Contains(err.Error(), "dead-lettered on deadletter.TESTWQ.many") {
 		t.Errorf("a dead letter whose headers name another stream was replayed: %v", err)
 	}
 
@@ -120,13 +125,13 @@ func TestAForgedDeadLetterIsNotReplayed(t *testing.T) {
 	}
 	victim, _ := events.New("curator", &events.ObjectDeleted{Object: "warcs/victim.warc.gz"})
 	forged, _ := victim.Marshal()
-	if _, err := b.Replay(ctx, letter(ack.Sequence, forged)); err == nil || !strings.Contains(err.Error(), "differs from message") {
+	if _, err := b.Replay(ctx, letter(ack.Sequence, forged), ""); err == nil || !strings.Contains(err.Error(), "differs from message") {
 		t.Errorf("a letter with other bytes than the message it names was replayed: %v", err)
 	}
-	if _, err := b.Replay(ctx, letter(ack.Sequence+1000, forged)); err == nil || !strings.Contains(err.Error(), "never held") {
+	if _, err := b.Replay(ctx, letter(ack.Sequence+1000, forged), ""); err == nil || !strings.Contains(err.Error(), "never held") {
 		t.Errorf("a letter naming a message its stream never held was replayed: %v", err)
 	}
-	if dl, err := b.Replay(ctx, letter(ack.Sequence, m.Data)); err != nil || dl.Producer != "" && dl.Producer != "curator" {
+	if dl, err := b.Replay(ctx, letter(ack.Sequence, m.Data), ""); err != nil || dl.Producer != "" && dl.Producer != "curator" {
 		t.Errorf("the real letter: %+v %v", dl, err)
 	}
 }

@@ -269,7 +269,7 @@ func registerBacklogs(env *Env, b *bus.Bus, consumers []events.Consumer) {
 		{Name: "archivist_consumer_pending", Help: "Messages of the consumer's stream not yet delivered to it.", Labels: labels},
 		{Name: "archivist_consumer_ack_pending", Help: "Messages delivered to the consumer and not yet acknowledged.", Labels: labels},
 		{Name: "archivist_consumer_redelivered", Help: "Messages delivered more than once and not yet acknowledged.", Labels: labels},
-		{Name: "archivist_dead_letters", Help: "Messages in the dead-letter stream, waiting for an operator (archivist dlq list)."},
+		{Name: "archivist_dead_letters", Help: "Messages in the dead-letter stream, waiting for an operator (archivist work find --pipeline bus)."},
 	}, func(ctx context.Context) (Readings, error) {
 		// A consumer not made (one the service makes only where it is
 		// configured: the auditor's second copy) is left out, not an error

@@ -7,9 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"strconv"
-	"text/tabwriter"
-	"time"
+	"os/user"
 
 	"github.com/spf13/cobra"
 
@@ -181,104 +179,28 @@ func blobPut(ctx context.Context, args []string, in io.Reader, stdout io.Writer)
 
 // connect opens the bus as the CLI.
 func connect(c *cobra.Command) (*bus.Bus, error) {
+	b, _, err := connectAs(c)
+	return b, err
+}
+
+// connectAs opens the bus as the CLI and says who it acts as: the NATS
+// user, else the machine's user (a credentials file names no one here).
+func connectAs(c *cobra.Command) (*bus.Bus, string, error) {
 	var cfg bus.Config
 	if err := config.Load(c.Context(), &cfg, nil); err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	log, err := logging.FromEnv(c.Context(), c.ErrOrStderr())
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
-	return bus.Connect(c.Context(), cfg, "archivist-cli", bus.WithLogger(log))
-}
-
-func dlqCmd() *cobra.Command {
-	c := &cobra.Command{
-		Use:   "dlq",
-		Short: "Dead-lettered messages: list them, publish them again",
-		Long:  "Dead-lettered messages: where they came from and why; replay them once their cause is fixed." + env("NATS_URL and the other NATS_* variables (README)"),
+	actor := "nats:" + cfg.User
+	if cfg.User == "" {
+		actor = "cli"
+		if u, err := user.Current(); err == nil {
+			actor = "cli:" + u.Username
+		}
 	}
-	var from uint64
-	var limit int
-	list := &cobra.Command{
-		Use:   "list [--from SEQ] [--limit N] [--json]",
-		Short: "List dead letters: where they came from and why",
-		Args:  cobra.NoArgs,
-	}
-	list.Flags().Uint64Var(&from, "from", 0, "first sequence to show")
-	list.Flags().IntVar(&limit, "limit", 50, "most dead letters to show")
-	asJSON := jsonFlag(list)
-	list.RunE = func(c *cobra.Command, _ []string) error {
-		b, err := connect(c)
-		if err != nil {
-			return err
-		}
-		defer b.Close(context.WithoutCancel(c.Context()))
-		dl, err := b.DeadLetters(c.Context(), from, limit)
-		if err != nil {
-			return err
-		}
-		out := safeOut(c)
-		if *asJSON {
-			return printJSON(out, dl)
-		}
-		tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "SEQ\tAT\tFROM\tSUBJECT\tEVENT\tPRODUCER\tDELIVERIES\tREASON")
-		for _, d := range dl {
-			fmt.Fprintf(tw, "%d\t%s\t%s/%s#%d\t%s\t%s\t%s\t%d\t%s\n", d.Seq, d.At.Format(time.RFC3339), d.Stream, d.Consumer, d.OriginalSeq,
-				d.Subject, d.ID, d.Producer, d.Deliveries, d.Reason)
-		}
-		if len(dl) == 0 {
-			fmt.Fprintln(tw, "(no dead letters)")
-		}
-		return tw.Flush()
-	}
-	var all bool
-	var consumer string
-	var most int
-	replay := &cobra.Command{
-		Use:   "replay (SEQ | --all [--consumer NAME] [--limit N])",
-		Short: "Publish dead letters again on their subjects, and remove them",
-		Long:  "Publish dead letter SEQ (or every one, of --consumer if given) again on its subject, after fixing the cause, and remove it from the dead-letter stream.",
-		Args: func(_ *cobra.Command, args []string) error {
-			if all {
-				if len(args) != 0 {
-					return usagef("takes SEQ or --all, not both")
-				}
-				return nil
-			}
-			if len(args) != 1 {
-				return usagef("takes one dead letter's SEQ, or --all")
-			}
-			if _, err := strconv.ParseUint(args[0], 10, 64); err != nil {
-				return usagef("dead letter sequence %q is not a number", args[0])
-			}
-			return nil
-		},
-		RunE: func(c *cobra.Command, args []string) error {
-			b, err := connect(c)
-			if err != nil {
-				return err
-			}
-			defer b.Close(context.WithoutCancel(c.Context()))
-			out := safeOut(c)
-			if all {
-				done, err := b.ReplayAll(c.Context(), consumer, most)
-				fmt.Fprintf(out, "replayed %d dead letters\n", len(done))
-				return err
-			}
-			seq, _ := strconv.ParseUint(args[0], 10, 64)
-			d, err := b.Replay(c.Context(), seq)
-			if err != nil {
-				return err
-			}
-			fmt.Fprintf(out, "replayed dead letter %d on %s, sent by %s (it had failed: %s)\n", seq, d.Subject, d.Producer, d.Reason)
-			return nil
-		},
-	}
-	replay.Flags().BoolVar(&all, "all", false, "replay every dead letter (of --consumer, if given)")
-	replay.Flags().StringVar(&consumer, "consumer", "", "only this consumer's dead letters")
-	replay.Flags().IntVar(&most, "limit", 1000, "most dead letters to replay")
-	c.AddCommand(list, replay)
-	return c
+	b, err := bus.Connect(c.Context(), cfg, "archivist-cli", bus.WithLogger(log))
+	return b, actor, err
 }

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"strings"
@@ -9,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/archivist/archivist/pkg/logging"
 	"github.com/archivist/archivist/pkg/work"
 	"github.com/archivist/archivist/services/archivist/workcmd"
 )
@@ -18,7 +20,8 @@ var workEnv = env("ARCHIVIST_CURATOR_URL  the curator's API: ingest and mail (de
 	"ARCHIVIST_PWA_URL      the pwa's API: research (default http://127.0.0.1:8081)",
 	"ARCHIVIST_AUDITOR_URL  the auditor's API: audit (default http://127.0.0.1:8082)",
 	"ARCHIVIST_INDEXER_URL  the indexer's API: index (default http://127.0.0.1:8083)",
-	"ARCHIVIST_TOKEN        the API key presented (else .archivist/api.token)")
+	"ARCHIVIST_TOKEN        the API key presented (else .archivist/api.token)",
+	"NATS_URL and the other NATS_* variables (README): the dead letters (--pipeline bus), as NATS user operator")
 
 // verbDocs say what each verb does, for help.
 var verbDocs = map[work.Verb]string{
@@ -28,8 +31,9 @@ var verbDocs = map[work.Verb]string{
 	work.Skip:    "Give up on work without deleting it (files: parked until released)",
 	work.Park:    "Set work aside until it is released (research episodes)",
 	work.Requeue: "Start work again from its last successful step (ingest jobs; indexed files indexed again)",
-	work.Delete:  "Delete work (its history stays)",
+	work.Delete:  "Delete work (its history stays; a dead letter is discarded)",
 	work.Resend:  "Send parked mails again",
+	work.Replay:  "Publish dead letters again on their subjects once their cause is fixed, and remove them",
 }
 
 func workCmd() *cobra.Command {
@@ -38,10 +42,15 @@ func workCmd() *cobra.Command {
 		Short: "Find work across the pipelines and act on what a filter matches",
 		Long: `Find any work of the archive with one filter (ingest jobs and batches, research
 episodes, archive files being indexed, audit requests, repairs and checks, the
-collections' mails), and act on one item or on every item a filter matches:
+collections' mails, and the bus's dead letters), and act on one item or on
+every item a filter matches:
 first a dry run counts what would move, then the action confirmed with that
 count (refused when the count moved). Every action is in the action log
 ('archivist work actions') and in each item's history.
+
+Dead letters (bus/dead-letter/SEQ) are messages on the bus, reached with the
+CLI's NATS credentials: find lists them with --pipeline bus; replay and
+delete move them; the replayed message names its actor.
 
 An item is pipeline/kind/id, as find lists it (ingest/job/12). A filter:
 --pipeline, --kind, --state, --collection, --submitter, --older-than, --query
@@ -57,16 +66,20 @@ An item is pipeline/kind/id, as find lists it (ingest/job/12). A filter:
 		if err != nil {
 			return err
 		}
-		p, err := workcmd.Client().Find(c.Context(), f, *after, *limit)
+		var p work.Page
+		if workcmd.ForDeadLetters("", f) {
+			err = withDeadLetters(c, func(dl *workcmd.DeadLetters, _ string) (err error) {
+				p, err = dl.Find(c.Context(), f, *after, *limit)
+				return err
+			})
+		} else {
+			p, err = workcmd.Client().Find(c.Context(), f, *after, *limit)
+		}
 		return show(safeOut(c), p, err, *asJSON, func(w io.Writer, p work.Page) error { return workcmd.PrintPage(w, p, time.Now()) })
 	}
 	c.AddCommand(find)
 	for _, v := range work.Verbs {
-		// Dead letters are replayed by `archivist dlq replay` (they are
-		// messages on the bus, not rows of a pipeline).
-		if v != work.Replay {
-			c.AddCommand(verbCmd(v))
-		}
+		c.AddCommand(verbCmd(v))
 	}
 	actions := &cobra.Command{Use: "actions [--actor A] [--limit N] [--json]", Short: "The action log: who did what to which work, newest first", Args: cobra.NoArgs}
 	actor := actions.Flags().String("actor", "", "only this actor's actions")
@@ -121,8 +134,36 @@ and acts at once (for scripts that have looked). A filter that names nothing
 		if *dry && (*confirm >= 0 || *yes) || (*confirm >= 0 && *yes) {
 			return usagef("one of --dry-run, --confirm N and --yes")
 		}
-		cl := workcmd.Client()
 		out := safeOut(c)
+		if workcmd.ForDeadLetters(v, f) {
+			return withDeadLetters(c, func(dl *workcmd.DeadLetters, actor string) error {
+				if *confirm < 0 && !*yes {
+					n, err := dl.DryRun(c.Context(), v, f)
+					again := "archivist work " + strings.Join(append([]string{string(v)}, c.Flags().Args()...), " ") + flagsOf(c)
+					return show(out, n, err, *asJSON, func(w io.Writer, n work.Count) error { return workcmd.PrintCount(w, n, again) })
+				}
+				n := *confirm
+				if *yes {
+					count, err := dl.DryRun(c.Context(), v, f)
+					if err != nil {
+						return err
+					}
+					n = count.N
+				}
+				a, err := dl.Act(c.Context(), v, f, n, actor)
+				if err != nil && a.Moved == 0 {
+					return err
+				}
+				if perr := show(out, []work.Action{a}, nil, *asJSON, func(w io.Writer, as []work.Action) error {
+					fmt.Fprintf(w, "%s moved %d item(s)\n", v, a.Moved)
+					return workcmd.PrintActions(w, as)
+				}); perr != nil {
+					return perr
+				}
+				return err
+			})
+		}
+		cl := workcmd.Client()
 		if *confirm < 0 && !*yes {
 			n, _, err := cl.DryRun(c.Context(), v, f)
 			again := "archivist work " + strings.Join(append([]string{string(v)}, c.Flags().Args()...), " ") + flagsOf(c)
@@ -219,4 +260,19 @@ func (ff *workFilter) filter(args []string) (work.Filter, error) {
 		return f, &UsageError{err}
 	}
 	return f, nil
+}
+
+// withDeadLetters runs do on the bus's dead letters, as the CLI's NATS
+// user (the actor a replay names).
+func withDeadLetters(c *cobra.Command, do func(dl *workcmd.DeadLetters, actor string) error) error {
+	b, actor, err := connectAs(c)
+	if err != nil {
+		return err
+	}
+	defer b.Close(context.WithoutCancel(c.Context()))
+	log, err := logging.FromEnv(c.Context(), c.ErrOrStderr())
+	if err != nil {
+		return err
+	}
+	return do(&workcmd.DeadLetters{Bus: b, Log: log}, actor)
 }

@@ -321,7 +321,7 @@ func TestTheOperatorsUser(t *testing.T) {
 	if err != nil || len(list) != 1 {
 		t.Fatalf("dead letters as the operator: %+v %v", list, err)
 	}
-	if _, err := op.Replay(ctx, list[0].Seq); err != nil {
+	if _, err := op.Replay(ctx, list[0].Seq, "operator"); err != nil {
 		t.Fatalf("replay as the operator: %v", err)
 	}
 	if list, err := op.DeadLetters(ctx, 0, 10); err != nil || len(list) != 0 {

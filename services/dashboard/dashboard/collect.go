@@ -298,7 +298,7 @@ func (d *Dashboard) deadLetterHistory(ctx context.Context, seq uint64) (service.
 		return service.History{}, errNoLetter
 	}
 	l := letters[0]
-	return service.History{Kind: "deadletter", ID: fmt.Sprint(seq), State: "waiting for an operator (archivist dlq replay)",
+	return service.History{Kind: "deadletter", ID: fmt.Sprint(seq), State: "waiting for an operator (archivist work replay)",
 		Facts: []service.Fact{{Name: "stream", Value: l.Stream}, {Name: "consumer", Value: l.Consumer}, {Name: "subject", Value: l.Subject},
 			{Name: "event", Value: strings.TrimSpace(l.Type + " " + l.ID)}, {Name: "deliveries", Value: fmt.Sprint(l.Deliveries)},
 			{Name: "size", Value: fmt.Sprintf("%d bytes", l.Size)}},
