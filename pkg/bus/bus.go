@@ -71,7 +71,6 @@ type Option func(*connectOptions)
 type connectOptions struct {
 	logger   *slog.Logger
 	reg      prometheus.Registerer
-	natsOpts []nats.Option
 	depCheck func(context.Context) error
 }
 
@@ -91,11 +90,6 @@ func WithLogger(l *slog.Logger) Option { return func(o *connectOptions) { o.logg
 
 // WithRegisterer registers the bus metrics with r.
 func WithRegisterer(r prometheus.Registerer) Option { return func(o *connectOptions) { o.reg = r } }
-
-// WithNATSOptions adds raw nats.go connect options.
-func WithNATSOptions(opts ...nats.Option) Option {
-	return func(o *connectOptions) { o.natsOpts = append(o.natsOpts, opts...) }
-}
 
 // Connect connects to NATS as producer (the service's name, which is also
 // the connection name and the producer of every event it publishes). It
@@ -141,7 +135,6 @@ func Connect(ctx context.Context, cfg Config, producer string, opts ...Option) (
 	if cfg.TLSCertFile != "" || cfg.TLSKeyFile != "" {
 		nopts = append(nopts, nats.ClientCert(cfg.TLSCertFile, cfg.TLSKeyFile))
 	}
-	nopts = append(nopts, o.natsOpts...)
 
 	nc, err := nats.Connect(cfg.URL, nopts...)
 	if err != nil {

@@ -366,17 +366,6 @@ func (s *Store) reopen(ctx context.Context, sql string, args ...any) (int, error
 	return n, nil
 }
 
-// ParkEpisode parks an episode whose own audio cannot be researched, with
-// the reason: it is not leased again until its media changes or an
-// operator releases it. It reports whether the episode is known.
-func (s *Store) ParkEpisode(ctx context.Context, key, reason string) (bool, error) {
-	tag, err := s.db.Exec(ctx, parkSQL, key, reason)
-	if err != nil {
-		return false, fmt.Errorf("park episode %s: %w", key, err)
-	}
-	return tag.RowsAffected() == 1, nil
-}
-
 // Redo has an episode researched again, as an operator asks: with
 // failedOnly its failed clips (their audio fixed, say), else all its clips
 // (the locator improved, say). Their results and pairs are forgotten, the

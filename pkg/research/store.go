@@ -58,18 +58,13 @@ const (
 	Stale   Outcome = "stale"
 )
 
-// UpsertWork stores a merged work (an episode or a clip) from the curator:
+// ApplyWork stores a merged work (an episode or a clip) from the curator:
 // newer version wins, equal is a replay, older is skipped. Only works in
 // state "work" are researched; a redirect or gone key is kept inactive.
-func (s *Store) UpsertWork(ctx context.Context, w *events.WorkUpserted) (Outcome, error) {
-	out, _, err := s.ApplyWork(ctx, w)
-	return out, err
-}
-
-// ApplyWork is UpsertWork, and says which media the change retired:
-// the sha256 the work named before, when its media changed to other
-// bytes or the work is gone, and no active work names it any more
-// (what researchers derived from it can be discarded).
+// It says which media the change retired: the sha256 the work named
+// before, when its media changed to other bytes or the work is gone, and
+// no active work names it any more (what researchers derived from it can
+// be discarded).
 func (s *Store) ApplyWork(ctx context.Context, w *events.WorkUpserted) (Outcome, *events.MediaRetired, error) {
 	var retired *events.MediaRetired
 	// A work whose media changes is researched again (a parked episode

@@ -28,7 +28,7 @@ func work(kind, key string, priority int32, initialDay int) *events.WorkUpserted
 func add(t *testing.T, s *research.Store, works ...*events.WorkUpserted) {
 	t.Helper()
 	for _, w := range works {
-		if _, err := s.UpsertWork(context.Background(), w); err != nil {
+		if _, _, err := s.ApplyWork(context.Background(), w); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -227,7 +227,7 @@ func TestClipActivityAdjustsEpisodes(t *testing.T) {
 	back.Version = day.Add(2 * time.Hour)
 	add(t, s, back)
 	stale := work("clip", "a", 1, 1)
-	if out, _ := s.UpsertWork(ctx, stale); out != research.Stale {
+	if out, _, _ := s.ApplyWork(ctx, stale); out != research.Stale {
 		t.Errorf("older version: %s", out)
 	}
 	if l := lease(t, s, 5); l == nil || !slices.Equal(keys(l.Clips), []string{"a"}) {
@@ -250,7 +250,7 @@ func TestConcurrentWorksKeepCountersRight(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for w := range ch {
-				if _, err := s.UpsertWork(context.Background(), w); err != nil {
+				if _, _, err := s.ApplyWork(context.Background(), w); err != nil {
 					t.Error(err)
 				}
 			}
@@ -296,7 +296,7 @@ func TestParkedEpisodeIsNotLeasedUntilItsMediaChanges(t *testing.T) {
 	s := research.New(testenv.DB(t, migrations.Schema))
 	ctx := context.Background()
 	add(t, s, work("episode", "ep", 1, 1), work("clip", "a", 1, 1))
-	if ok, err := s.ParkEpisode(ctx, "ep", "audio of ep: blob not found"); !ok || err != nil {
+	if _, ok, err := s.EpisodeFailure(ctx, "", "ep", "audio of ep: blob not found", ""); !ok || err != nil {
 		t.Fatalf("park: %v %v", ok, err)
 	}
 	if l := lease(t, s, 5); l != nil {
@@ -314,7 +314,7 @@ func TestParkedEpisodeIsNotLeasedUntilItsMediaChanges(t *testing.T) {
 	if l := lease(t, s, 5); l == nil || l.Episode.Media.Key != "audio/ep-fixed" {
 		t.Fatalf("new media did not release the episode: %+v", l)
 	}
-	if ok, _ := s.ParkEpisode(ctx, "nope", "x"); ok {
+	if known, _, _ := s.EpisodeFailure(ctx, "", "nope", "x", ""); known {
 		t.Error("parked an unknown episode")
 	}
 }

@@ -3,6 +3,7 @@ package research_test
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/archivist/archivist/devkit/testenv"
@@ -25,7 +26,7 @@ func TestParkedEpisodesAreFoundAndReleased(t *testing.T) {
 		add(t, s, work("episode", fmt.Sprintf("e%d", i), 0, i))
 	}
 	for _, key := range []string{"e1", "e3"} {
-		if ok, err := s.ParkEpisode(ctx, key, "audio: not a FLAC stream"); err != nil || !ok {
+		if _, ok, err := s.EpisodeFailure(ctx, "", key, "audio: not a FLAC stream", ""); err != nil || !ok {
 			t.Fatal(ok, err)
 		}
 	}
@@ -36,7 +37,7 @@ func TestParkedEpisodesAreFoundAndReleased(t *testing.T) {
 	if err != nil || len(p.Items) != 2 {
 		t.Fatalf("parked: %+v, %v", p.Items, err)
 	}
-	if it := p.Items[0]; it.Kind != "episode" || it.Reason != "audio: not a FLAC stream" || it.Keys[0] != "audio/"+it.ID {
+	if it := p.Items[0]; it.Kind != "episode" || !strings.HasSuffix(it.Reason, "audio: not a FLAC stream") || it.Keys[0] != "audio/"+it.ID {
 		t.Fatalf("item %+v", it)
 	}
 	if p, err := ws.Find(ctx, kit.Filter{Query: "flac"}, "", 50); err != nil || len(p.Items) != 2 {

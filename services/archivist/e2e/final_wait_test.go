@@ -32,7 +32,7 @@ func TestFinalResultWaitingForItsSiblings(t *testing.T) {
 	rs := research.New(db)
 	at := time.Date(2026, 2, 1, 0, 0, 0, 0, time.UTC)
 	for _, w := range []struct{ kind, key string }{{events.KindClip, "clip:a"}, {events.KindClip, "clip:b"}, {events.KindEpisode, "ep:0"}} {
-		if _, err := rs.UpsertWork(ctx, &events.WorkUpserted{Kind: w.kind, Key: w.key, Version: at, State: events.WorkMerged,
+		if _, _, err := rs.ApplyWork(ctx, &events.WorkUpserted{Kind: w.kind, Key: w.key, Version: at, State: events.WorkMerged,
 			Media: events.Media{Key: "audio/" + w.key}, InitialCuratedAt: at, LatestCuratedAt: at}); err != nil {
 			t.Fatal(err)
 		}

@@ -39,7 +39,7 @@ func TestPostgresRestartLosesNoResults(t *testing.T) {
 		if i == clips {
 			kind, key = events.KindEpisode, "ep:0"
 		}
-		if _, err := rs.UpsertWork(ctx, &events.WorkUpserted{Kind: kind, Key: key, Version: at, State: events.WorkMerged,
+		if _, _, err := rs.ApplyWork(ctx, &events.WorkUpserted{Kind: kind, Key: key, Version: at, State: events.WorkMerged,
 			Media: events.Media{Key: "audio/" + key}, InitialCuratedAt: at, LatestCuratedAt: at}); err != nil {
 			t.Fatal(err)
 		}

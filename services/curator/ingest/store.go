@@ -278,17 +278,6 @@ func (s *Store) batchOf(ctx context.Context, q querier, job int64) (int64, error
 	return batch, nil
 }
 
-// Move makes one transition in its own transaction.
-func (s *Store) Move(ctx context.Context, e Entity, id int64, from, to State, by By, detail string) error {
-	return s.MoveWith(ctx, e, id, from, to, by, detail, nil)
-}
-
-// MoveWith makes one transition and apply's writes in one transaction: a
-// crash cannot half-do them.
-func (s *Store) MoveWith(ctx context.Context, e Entity, id int64, from, to State, by By, detail string, apply func(context.Context, pgx.Tx) error) error {
-	return s.moveOn(ctx, s.DB, e, id, from, to, by, detail, apply)
-}
-
 // Beginner is a pool or a connection: what a move begins its
 // transaction on.
 type Beginner interface {
@@ -296,16 +285,10 @@ type Beginner interface {
 	querier
 }
 
-func (s *Store) moveOn(ctx context.Context, db Beginner, e Entity, id int64, from, to State, by By, detail string, apply func(context.Context, pgx.Tx) error) error {
-	err := s.MoveOnRow(ctx, db, e, id, from, to, by, detail, nil, apply, nil)
-	if err == nil {
-		s.moved(e, to)
-	}
-	return err
-}
-
-// MoveOnRow is moveOn also setting the columns in set and filling row (if
-// not nil) with the job as the move left it, and waking no daemon but the
+// MoveOnRow makes one transition on db, from to to, by by, with detail in
+// the history: apply's writes in its transaction (a crash cannot half-do
+// them), the columns in set written by the move's own statement, and row
+// (if not nil) filled with the job as the move left it. It wakes no daemon but the
 // reporting of a batch the move ended. A move with nothing to apply is one
 // statement, sent without a transaction around it; a job's end then checks
 // whether its batch is done.

@@ -181,7 +181,7 @@ func seed(t *testing.T, s *research.Store, n int) {
 	at := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	for i := range n {
 		for _, kind := range []string{events.KindEpisode, events.KindClip} {
-			if _, err := s.UpsertWork(context.Background(), &events.WorkUpserted{Kind: kind, Key: fmt.Sprintf("%s%d", kind, i), Version: at,
+			if _, _, err := s.ApplyWork(context.Background(), &events.WorkUpserted{Kind: kind, Key: fmt.Sprintf("%s%d", kind, i), Version: at,
 				State: events.WorkMerged, InitialCuratedAt: at, LatestCuratedAt: at}); err != nil {
 				t.Fatal(err)
 			}
@@ -250,7 +250,7 @@ func TestOpenResearchIsWhatResearchersScaleOn(t *testing.T) {
 	if _, err := s.Lease(ctx, 2, time.Minute); err != nil {
 		t.Fatal(err)
 	}
-	if ok, err := s.ParkEpisode(ctx, "episode3", "test"); err != nil || !ok {
+	if _, ok, err := s.EpisodeFailure(ctx, "", "episode3", "test", ""); err != nil || !ok {
 		t.Fatalf("park: %v %v", ok, err)
 	}
 	if n := p.OpenResearch(); n != 7 {

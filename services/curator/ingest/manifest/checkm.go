@@ -48,21 +48,8 @@ type Limits struct {
 	Object bool
 }
 
-// DefaultLimits are the bounds ParseCheckm applies.
+// DefaultLimits are a manifest's bounds where none are configured.
 var DefaultLimits = Limits{MaxBytes: 16 << 20, MaxRows: 100_000, MaxLine: 64 << 10}
-
-// ParseCheckm reads a whole checkm manifest of one object's files within
-// DefaultLimits (see ScanCheckm).
-func ParseCheckm(r io.Reader) ([]Row, error) {
-	var rows []Row
-	lim := DefaultLimits
-	lim.Object = true
-	err := ScanCheckm(r, lim, func(row Row) error {
-		rows = append(rows, row)
-		return nil
-	})
-	return rows, err
-}
 
 // ScanCheckm reads a checkm manifest (#%checkm_0.7) row by row, handing
 // each to fn, within lim: the #%fields line names the columns

@@ -1,6 +1,7 @@
 package manifest_test
 
 import (
+	"io"
 	"strings"
 	"testing"
 
@@ -10,7 +11,7 @@ import (
 // TestParseCheckm reads fields by the #%fields line and names the line of
 // a bad row.
 func TestParseCheckm(t *testing.T) {
-	rows, err := manifest.ParseCheckm(strings.NewReader("#%checkm_0.7\n#%fields | nfo:fileUrl | nfo:hashAlgorithm | nfo:hashValue | nfo:fileSize | nfo:fileName | mrt:localIdentifier\n" +
+	rows, err := parseCheckm(strings.NewReader("#%checkm_0.7\n#%fields | nfo:fileUrl | nfo:hashAlgorithm | nfo:hashValue | nfo:fileSize | nfo:fileName | mrt:localIdentifier\n" +
 		"http://h/a | MD5 | ABC | 3 | dir/a.txt | loc1\nhttp://h/b.wav\n#%eof\nhttp://ignored/after/eof\n"))
 	if err != nil {
 		t.Fatal(err)
@@ -25,7 +26,7 @@ func TestParseCheckm(t *testing.T) {
 		"#%checkm_0.7\n#%fields | nfo:fileUrl | nfo:hashAlgorithm | nfo:hashValue\nhttp://h/a | crc7 | 1\n": "unknown hash algorithm",
 		"just words\n": "line 1",
 	} {
-		if _, err := manifest.ParseCheckm(strings.NewReader(in)); err == nil || !strings.Contains(err.Error(), want) {
+		if _, err := parseCheckm(strings.NewReader(in)); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("%q: %v, want an error with %q", in, err, want)
 		}
 	}
@@ -40,7 +41,7 @@ func FuzzCheckm(f *testing.F) {
 	f.Add("#%checkm_0.7\n#%fields | nfo:fileUrl | nfo:fileName\nhttp://h/a | x.txt\nhttp://h/b | x.txt\n")
 	f.Add("just words\n")
 	f.Fuzz(func(t *testing.T, in string) {
-		rows, err := manifest.ParseCheckm(strings.NewReader(in))
+		rows, err := parseCheckm(strings.NewReader(in))
 		if err != nil {
 			return
 		}
@@ -55,4 +56,17 @@ func FuzzCheckm(f *testing.F) {
 			names[r.Name] = true
 		}
 	})
+}
+
+// parseCheckm reads a whole checkm manifest of one object's files within
+// DefaultLimits.
+func parseCheckm(r io.Reader) ([]manifest.Row, error) {
+	var rows []manifest.Row
+	lim := manifest.DefaultLimits
+	lim.Object = true
+	err := manifest.ScanCheckm(r, lim, func(row manifest.Row) error {
+		rows = append(rows, row)
+		return nil
+	})
+	return rows, err
 }
