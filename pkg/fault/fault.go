@@ -1,4 +1,4 @@
-// Package fault is Archivist's one failure model (SYSTEM-MAP decision 7),
+// Package fault is Archivist's one failure model (docs/adr/0007-failure-is-a-state.md),
 // used by every pipeline: an error is permanent (retrying cannot cure it:
 // the unit of work is parked at once, with its reason), transient (retried
 // with a backoff that survives redeliveries, leases and claims, bounded by

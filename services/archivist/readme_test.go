@@ -57,7 +57,7 @@ func TestEveryCommandHasHelp(t *testing.T) {
 	for _, args := range [][]string{
 		{"dev"}, {"migrate"}, {"research"}, {"research", "status"}, {"audit"}, {"audit", "check"}, {"key", "new"},
 		{"index"}, {"index", "status"}, {"cdx"}, {"batch"}, {"batch", "submit"}, {"batch", "status"}, {"job", "status"},
-		{"collection"}, {"ingest"}, {"locate"}, {"dlq"}, {"dlq", "list"}, {"dlq", "replay"}, {"works", "show"}, {"blob", "put"}, {"nats-auth"},
+		{"collection"}, {"ingest"}, {"locate"}, {"work"}, {"work", "find"}, {"work", "replay"}, {"work", "delete"}, {"works", "show"}, {"blob", "put"}, {"nats-auth"},
 	} {
 		for _, h := range []string{"-h", "--help"} {
 			var out, errs bytes.Buffer
