@@ -1,4 +1,4 @@
-// Command aggregator runs the aggregator service: sorts and merges CDX outputs into the index a Wayback replays from, and serves CDX queries. See docs/aggregator.md.
+// Command aggregator runs the aggregator service: sorts and merges CDX outputs into the index a Wayback replays from, and serves CDX queries. See docs/indexing.md ("The aggregator service").
 package main
 
 import (

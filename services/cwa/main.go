@@ -1,4 +1,4 @@
-// Command cwa runs the cwa service: stores research results, extends leases, and revokes them on the final item. See docs/cwa.md.
+// Command cwa runs the cwa service: stores research results, extends leases, and revokes them on the final item. See docs/research.md ("cwa").
 package main
 
 import (

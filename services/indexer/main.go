@@ -1,4 +1,4 @@
-// Command indexer runs the indexer service: indexes every ARC/WARC file into CDX, one file per task. See docs/indexer.md.
+// Command indexer runs the indexer service: indexes every ARC/WARC file into CDX, one file per task. See docs/indexing.md ("indexer service").
 package main
 
 import (

@@ -1,4 +1,4 @@
-// Command pwa runs the pwa service: leases an episode and up to N clips to researchers through a pending-work queue whose items expire before their lease. See docs/pwa.md.
+// Command pwa runs the pwa service: leases an episode and up to N clips to researchers through a pending-work queue whose items expire before their lease. See docs/research.md ("pwa").
 package main
 
 import (

@@ -23,7 +23,7 @@ import (
 // each) dropped into `archivist dev`'s store at once: the time until the
 // CDX API answers every capture, the index's clusters (ZipNum: their
 // summaries are .idx files), and the whole process's peak resident memory
-// (VmHWM; the benchmark and dev share the process). FACTS.md measured 2.2
+// (VmHWM; the benchmark and dev share the process). The dev kit peaked at 2.2
 // GiB before the aggregator's bounded merge; the issue asks under 1 GiB.
 //
 //	go test -run '^$' -bench Dev2000WARCs -benchtime 1x -timeout 30m ./services/archivist/dev/

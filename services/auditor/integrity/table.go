@@ -46,7 +46,7 @@ type Row struct {
 	Cause                         string
 }
 
-// Table is the spec's 11-row outcome table (TABLES.md), with our reading of
+// Table is the spec's 11-row outcome table (docs/auditor.md, docs/designs.md), with our reading of
 // rows 4 and 8-10: "retry later" means, on all but the last attempt, put
 // the task back with a delay; on the last, the row's final effect applies.
 //
