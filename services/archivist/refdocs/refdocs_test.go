@@ -1,0 +1,41 @@
+package refdocs_test
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/archivist/archivist/services/archivist/refdocs"
+)
+
+// TestReferenceTablesAreCurrent: every generated table of the README and
+// the docs is what the code says now.
+func TestReferenceTablesAreCurrent(t *testing.T) {
+	stale, err := refdocs.Update("../../..", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(stale) > 0 {
+		t.Fatalf("generated tables are stale in %s: run go generate ./services/archivist/refdocs", strings.Join(stale, ", "))
+	}
+}
+
+// TestTablesSayWhatTheCodeDefines: each table has a row for every item
+// its source defines (a stream, a consumer, a transition, an outcome row).
+func TestTablesSayWhatTheCodeDefines(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		text string
+		want []string
+	}{
+		{"streams", refdocs.Streams(), []string{"`REJECTED`", "`RESEARCH_RETIRED`", "`DEADLETTER`", "`INDEX_READY`"}},
+		{"consumers", refdocs.Consumers(), []string{"| curator |", "| auditor |", "| indexer |"}},
+		{"transitions", refdocs.Transitions(), []string{"| job | failed | notify | admin | `requeue` |", "| batch | processing | reporting | auto |"}},
+		{"outcomes", refdocs.Outcomes(), []string{"| 1 |", "| 11 |"}},
+	} {
+		for _, w := range c.want {
+			if !strings.Contains(c.text, w) {
+				t.Errorf("%s table lacks %q:\n%s", c.name, w, c.text)
+			}
+		}
+	}
+}
