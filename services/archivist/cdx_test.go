@@ -10,20 +10,16 @@ import (
 	"testing"
 
 	"github.com/archivist/archivist/services/archivist/cli"
+
+	"github.com/archivist/archivist/devkit/testenv"
 )
 
 // TestCDXCommandMatchesPywb: `archivist cdx --sort` and `--cdxj --sort`
 // write what pywb's cdx-indexer -s (-j) writes.
 func TestCDXCommandMatchesPywb(t *testing.T) {
-	td := os.Getenv("ARCHIVIST_TESTDATA")
-	if td == "" {
-		td = "../../../shared/testdata"
-	}
-	warcs := filepath.Join(td, "warc", "pywb", "sample_archive", "warcs")
-	ref := filepath.Join(td, "warc", "reference", "pywb", "sample_archive", "warcs")
-	if _, err := os.Stat(warcs); err != nil {
-		t.Skipf("shared test data absent (set ARCHIVIST_TESTDATA): %v", err)
-	}
+	td := testenv.SharedData(t, "warc", "archivist cdx --sort writes what pywb's cdx-indexer -s writes")
+	warcs := filepath.Join(td, "pywb", "sample_archive", "warcs")
+	ref := filepath.Join(td, "reference", "pywb", "sample_archive", "warcs")
 	for _, c := range []struct{ file, flag, ext string }{
 		{"iana.warc.gz", "", ".pywb.cdx"}, {"iana.warc.gz", "--cdxj", ".pywb.cdxj"},
 		{"example.arc", "", ".pywb.cdx"}, {"dupes.warc.gz", "--cdxj", ".pywb.cdxj"},
@@ -46,7 +42,7 @@ func TestCDXCommandMatchesPywb(t *testing.T) {
 	}
 	// A broken file: its lines up to the fault, the reason, a failure.
 	var out, errs bytes.Buffer
-	err := run(context.Background(), []string{"cdx", filepath.Join(td, "warc", "warcio", "test", "data", "example-wrong-chunks.warc.gz")}, &out, &errs)
+	err := run(context.Background(), []string{"cdx", filepath.Join(td, "warcio", "test", "data", "example-wrong-chunks.warc.gz")}, &out, &errs)
 	if err == nil || !strings.Contains(errs.String(), "truncated record") || strings.Count(out.String(), "\n") != 2 {
 		t.Errorf("broken file: err %v, stderr %q, stdout %q", err, errs.String(), out.String())
 	}

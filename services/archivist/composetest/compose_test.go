@@ -54,7 +54,7 @@ type system struct {
 // is set.
 func skipUnlessAsked(t *testing.T) {
 	if os.Getenv("ARCHIVIST_COMPOSE_TEST") == "" {
-		t.Skip("SKIPPED: the compose end-to-end tests run with ARCHIVIST_COMPOSE_TEST=1 (a Docker engine, docker-compose, /bin/busybox)")
+		testenv.Skip(t, "the compose end-to-end tests run with ARCHIVIST_COMPOSE_TEST=1 (a Docker engine, docker-compose, /bin/busybox)")
 	}
 	// The images are built from the whole tree by programs go test does not
 	// watch, so a cached pass is valid only for the same source: .ci/run

@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
+
+	"github.com/archivist/archivist/devkit/testenv"
 )
 
 // screenshotTo, set, is where TestDashboardInABrowser writes its
@@ -33,7 +35,7 @@ func chromium(t *testing.T) string {
 			return p
 		}
 	}
-	t.Skip("SKIPPED, NOT PASSED: no Chromium on this machine (apt-get install chromium; .ci/run installs it where Debian's packages are reached), so the dashboard's browser test cannot run")
+	testenv.Skip(t, "no Chromium on this machine (apt-get install chromium; .ci/run installs it where Debian's packages are reached), so the dashboard's browser test cannot run")
 	return ""
 }
 

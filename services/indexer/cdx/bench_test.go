@@ -24,10 +24,10 @@ import (
 // The file is pywb's iana.warc.gz (171 records, many revisits) repeated 64
 // times (~50 MB). docs/PERFORMANCE.md has figures.
 func BenchmarkIndexVsGunzip(b *testing.B) {
-	src := filepath.Join(testdata(), "warc", "pywb", "sample_archive", "warcs", "iana.warc.gz")
+	src := filepath.Join(warcs(b, "indexing pywb's iana.warc.gz against gunzip"), "pywb", "sample_archive", "warcs", "iana.warc.gz")
 	one, err := os.ReadFile(src)
 	if err != nil {
-		b.Skipf("shared test data absent (set ARCHIVIST_TESTDATA): %v", err)
+		b.Fatal(err)
 	}
 	data := bytes.Repeat(one, 64)
 	path := filepath.Join(b.TempDir(), "big.warc.gz")

@@ -12,6 +12,8 @@ import (
 
 	"github.com/archivist/archivist/pkg/surt"
 	"github.com/archivist/archivist/services/indexer/cdx"
+
+	"github.com/archivist/archivist/devkit/testenv"
 )
 
 func TestSURT(t *testing.T) {
@@ -55,25 +57,16 @@ func index(t *testing.T, data []byte, filename string) (string, string, error) {
 	return b.String(), j.String(), fault
 }
 
-func testdata() string {
-	if d := os.Getenv("ARCHIVIST_TESTDATA"); d != "" {
-		return d
-	}
-	dir, _ := os.Getwd()
-	for ; dir != filepath.Dir(dir); dir = filepath.Dir(dir) {
-		if _, err := os.Stat(filepath.Join(dir, "go.work")); err == nil {
-			return filepath.Join(dir, "..", "shared", "testdata")
-		}
-	}
-	return "../shared/testdata"
-}
+// warcs is the shared archives (pywb's, warcio's, and their reference
+// CDX), or a skip saying what the test would have shown.
+func warcs(tb testing.TB, what string) string { return testenv.SharedData(tb, "warc", what) }
 
 func TestMatchesPywb(t *testing.T) {
-	root := filepath.Join(testdata(), "warc")
+	root := warcs(t, "CDX identical to pywb's cdx-indexer on its and warcio's sample archives")
 	ref := filepath.Join(root, "reference")
 	runlog, err := os.ReadFile(filepath.Join(ref, "RUNLOG.txt"))
 	if err != nil {
-		t.Skipf("shared test data absent (set ARCHIVIST_TESTDATA): %v", err)
+		t.Fatal(err)
 	}
 	sc := bufio.NewScanner(bytes.NewReader(runlog))
 	same, total := 0, 0
@@ -127,10 +120,7 @@ var negative = regexp.MustCompile(` -[0-9]+ `)
 // TestMalformedFiles: for every malformed archive in the shared test data,
 // what is indexed and the reason the file fails.
 func TestMalformedFiles(t *testing.T) {
-	root := filepath.Join(testdata(), "warc")
-	if _, err := os.Stat(root); err != nil {
-		t.Skipf("shared test data absent (set ARCHIVIST_TESTDATA): %v", err)
-	}
+	root := warcs(t, "what is indexed of each malformed archive of the shared data, and why it fails")
 	const multi = "several records in one gzip member"
 	for _, c := range []struct {
 		file    string

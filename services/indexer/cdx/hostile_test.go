@@ -155,7 +155,9 @@ func FuzzIndex(f *testing.F) {
 	f.Add(gzipped(strings.NewReader(record("", "HTTP/1.1 200 OK\r\n\r\nhi"))))
 	f.Add([]byte("filedesc://x.arc 0.0.0.0 20260101000000 text/plain 3\nabc\nhttp://a.example/ 1.2.3.4 20260101000000 text/html 21\nHTTP/1.1 200 OK\r\n\r\nhi\n"))
 	f.Add([]byte("WARC/1.0\r\nContent-Length: 5\r\n X\r\n\r\nhello"))
-	root := filepath.Join(testdata(), "warc")
+	// (A fuzz target's seeds from other projects are optional: without
+	// ARCHIVIST_TESTDATA it seeds with the synthetic records alone.)
+	root := filepath.Join(os.Getenv(testenv.SharedDataVar), "warc")
 	for _, name := range []string{"pywb/sample_archive/warcs/example.arc", "pywb/sample_archive/warcs/example.warc.gz", "pywb/sample_archive/warcs/example-extra.warc", "warcio/test/data/example-space-in-url.arc"} {
 		if b, err := os.ReadFile(filepath.Join(root, name)); err == nil {
 			f.Add(b)

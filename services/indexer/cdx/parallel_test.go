@@ -111,11 +111,12 @@ func fakeMembers(t *testing.T, n int) []byte {
 // data indexes the same in parallel as sequentially (they are small: the
 // sequential path, checked all the same).
 func TestParallelIndexOnTheSharedWARCs(t *testing.T) {
-	files, _ := filepath.Glob(filepath.Join(testdata(), "warc", "*", "*", "*.warc.gz"))
-	more, _ := filepath.Glob(filepath.Join(testdata(), "warc", "*", "*", "*", "*.warc.gz"))
+	root := warcs(t, "the shared gzipped WARCs index the same in parallel as sequentially")
+	files, _ := filepath.Glob(filepath.Join(root, "*", "*", "*.warc.gz"))
+	more, _ := filepath.Glob(filepath.Join(root, "*", "*", "*", "*.warc.gz"))
 	files = append(files, more...)
 	if len(files) == 0 {
-		t.Skip("shared test data absent (set ARCHIVIST_TESTDATA)")
+		t.Fatalf("no gzipped WARC under %s", root)
 	}
 	for _, f := range files {
 		data, err := os.ReadFile(f)

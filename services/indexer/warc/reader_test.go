@@ -14,6 +14,8 @@ import (
 	"testing"
 
 	"github.com/archivist/archivist/services/indexer/warc"
+
+	"github.com/archivist/archivist/devkit/testenv"
 )
 
 func warcRecord(typ, uri, body string) string {
@@ -145,30 +147,12 @@ func TestARC(t *testing.T) {
 	}
 }
 
-// testdata is the shared test material (ARCHIVIST_TESTDATA, default
-// ../shared/testdata beside the repository).
-func testdata(t *testing.T) string {
-	if d := os.Getenv("ARCHIVIST_TESTDATA"); d != "" {
-		return d
-	}
-	dir, _ := os.Getwd()
-	for ; dir != filepath.Dir(dir); dir = filepath.Dir(dir) {
-		if _, err := os.Stat(filepath.Join(dir, "go.work")); err == nil {
-			return filepath.Join(dir, "..", "shared", "testdata")
-		}
-	}
-	return "../shared/testdata"
-}
-
 // TestOffsetsMatchPywb reads every archive that pywb indexed without error
 // and checks that each record pywb's CDX points at (offset V, length S) is
 // a record this reader returns at the same place.
 func TestOffsetsMatchPywb(t *testing.T) {
-	root := filepath.Join(testdata(t), "warc")
+	root := testenv.SharedData(t, "warc", "every record pywb's CDX points at is one this reader returns at the same place")
 	ref := filepath.Join(root, "reference")
-	if _, err := os.Stat(ref); err != nil {
-		t.Skipf("shared test data absent (set ARCHIVIST_TESTDATA): %v", err)
-	}
 	runlog, err := os.ReadFile(filepath.Join(ref, "RUNLOG.txt"))
 	if err != nil {
 		t.Fatal(err)

@@ -9,19 +9,9 @@ import (
 	"testing"
 
 	"github.com/archivist/archivist/services/researcher/audio"
-)
 
-// testdata is the shared test material (ARCHIVIST_TESTDATA).
-func testdata(t testing.TB) string {
-	dir := os.Getenv("ARCHIVIST_TESTDATA")
-	if dir == "" {
-		dir = "../../../../shared/testdata"
-	}
-	if _, err := os.Stat(filepath.Join(dir, "audio", "mini")); err != nil {
-		t.Skipf("shared audio test data absent (set ARCHIVIST_TESTDATA): %v", err)
-	}
-	return dir
-}
+	"github.com/archivist/archivist/devkit/testenv"
+)
 
 func sine(rate int, freq float64, n int) []float32 {
 	out := make([]float32, n)
@@ -181,7 +171,7 @@ func decodeFile(t *testing.T, path string) []float32 {
 // FLAC within a millisecond: the MP3's encoder delay and padding are
 // removed (without that it is 2257 samples, 51 ms, late).
 func TestDecodersAreAligned(t *testing.T) {
-	dir := filepath.Join(testdata(t), "audio", "mini", "episodes", "ep01")
+	dir := filepath.Join(testenv.SharedData(t, "audio/mini", "recorded FLAC, 22 kHz and MP3 renderings of one episode line up when decoded"), "episodes", "ep01")
 	clean := decodeFile(t, filepath.Join(dir, "clean.flac"))
 	for _, name := range []string{"sr22k.flac", "lp4k_mp3_64k.mp3", "gain-12.flac"} {
 		other := decodeFile(t, filepath.Join(dir, name))

@@ -20,6 +20,8 @@ import (
 
 	"github.com/archivist/archivist/services/researcher/audio"
 	"github.com/archivist/archivist/services/researcher/locate"
+
+	"github.com/archivist/archivist/devkit/testenv"
 )
 
 // corpus is one build of make_corpus.sh (or testdata/audio/mini).
@@ -478,22 +480,15 @@ func (c *corpus) score(s *score, ep, cond string, seconds float64, found []locat
 	}
 }
 
-func testdata(t testing.TB) string {
-	dir := os.Getenv("ARCHIVIST_TESTDATA")
-	if dir == "" {
-		dir = "../../../../shared/testdata"
-	}
-	if _, err := os.Stat(filepath.Join(dir, "audio", "mini")); err != nil {
-		t.Skipf("shared audio test data absent (set ARCHIVIST_TESTDATA): %v", err)
-	}
-	return dir
-}
+// audioCorpus is the shared recorded-audio material, or a skip saying what
+// the test would have shown.
+func audioCorpus(tb testing.TB, what string) string { return testenv.SharedData(tb, "audio", what) }
 
 // TestMiniCorpus: in the clean, gain, 10 dB, resampled and MP3 conditions
 // of testdata/audio/mini every target occurrence is found within 0.1 s and
 // nothing else is reported (no decoy, no false alarm).
 func TestMiniCorpus(t *testing.T) {
-	c := loadCorpus(t, filepath.Join(testdata(t), "audio", "mini"))
+	c := loadCorpus(t, filepath.Join(audioCorpus(t, "the locator's accuracy on the recorded mini corpus, condition by condition"), "mini"))
 	x, err := locate.NewIndex(locate.DefaultParams, c.clips)
 	if err != nil {
 		t.Fatal(err)
@@ -546,7 +541,7 @@ func accuracyCorpora(b *testing.B) []string {
 	if cache == "" {
 		cache = b.TempDir()
 	}
-	script := filepath.Join(testdata(b), "audio", "make_corpus.sh")
+	script := filepath.Join(audioCorpus(b, "the locator's accuracy and speed on corpora made by the shared generator"), "make_corpus.sh")
 	var dirs []string
 	for _, seed := range seeds {
 		if len(dirs) == 3 {

@@ -70,7 +70,7 @@ func replay(t testing.TB, x *locate.Index, rec *recording, minConf float64) []lo
 // recorded through one index, through another index, finds what
 // streaming the episode through that index finds, to the last field.
 func TestReplayingAPrintIsStreamingTheEpisode(t *testing.T) {
-	c := loadCorpus(t, filepath.Join(testdata(t), "audio", "mini"))
+	c := loadCorpus(t, filepath.Join(audioCorpus(t, "replaying a recorded print finds what streaming the recorded episode finds"), "mini"))
 	var prints []*locate.ClipPrint // each clip fingerprinted once, as kept prints are
 	for _, clip := range c.clips {
 		cp, err := locate.PrintClip(locate.DefaultParams, clip)
