@@ -7,7 +7,6 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -294,13 +293,11 @@ func allowed(id Identity, h http.Handler, r *http.Request) (bool, Role) {
 // that is not (or not yet) allowed holds no keep-alive connection open, so
 // idle connections cannot shut others out of the API.
 func writeAuthError(w http.ResponseWriter, code int, msg string) {
-	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Connection", "close")
 	if code == http.StatusUnauthorized {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="archivist"`)
 	}
-	w.WriteHeader(code)
-	_ = json.NewEncoder(w).Encode(map[string]string{"error": msg})
+	WriteError(w, code, msg)
 }
 
 // Key is one line of the keys file.

@@ -2,7 +2,6 @@ package service
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"log/slog"
 	"net/http"
@@ -78,12 +77,8 @@ func ScanEvents(h *History, rows pgx.Rows) error {
 // an id that is in the log for any other error.
 func HistoryHandler(log *slog.Logger, param string, notFound error, get func(ctx context.Context, id string) (History, error)) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "application/json")
 		id := r.URL.Query().Get(param)
-		answer := func(code int, v any) {
-			w.WriteHeader(code)
-			_ = json.NewEncoder(w).Encode(v)
-		}
+		answer := func(code int, v any) { WriteJSON(w, code, v) }
 		if id == "" || len(id) > 1024 {
 			answer(http.StatusBadRequest, map[string]string{"error": "the query parameter " + param + " names the item (at most 1,024 bytes)"})
 			return

@@ -5,7 +5,6 @@ import (
 	"crypto/rand"
 	"crypto/tls"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -116,9 +115,7 @@ func Recover(h http.Handler, log *slog.Logger) http.Handler {
 			}
 			id := ErrorID()
 			log.Error("http handler panicked", "panic", v, "error_id", id, "method", r.Method, "path", r.URL.Path, "stack", string(debug.Stack()))
-			w.Header().Set("Content-Type", "application/json")
-			w.WriteHeader(http.StatusInternalServerError)
-			_ = json.NewEncoder(w).Encode(map[string]string{"error": "internal error", "error_id": id})
+			WriteJSON(w, http.StatusInternalServerError, map[string]string{"error": "internal error", "error_id": id})
 		}()
 		h.ServeHTTP(w, r)
 	})

@@ -1,7 +1,6 @@
 package work
 
 import (
-	"encoding/json"
 	"errors"
 	"log/slog"
 	"net/http"
@@ -48,7 +47,7 @@ func (s *Store) Handle(mux *http.ServeMux, log *slog.Logger) {
 			writeErr(w, log, err)
 			return
 		}
-		writeJSON(w, http.StatusOK, page)
+		service.WriteJSON(w, http.StatusOK, page)
 	})
 	mux.HandleFunc(ActRoute, func(w http.ResponseWriter, r *http.Request) {
 		v, err := ParseVerb(r.PathValue("verb"))
@@ -68,7 +67,7 @@ func (s *Store) Handle(mux *http.ServeMux, log *slog.Logger) {
 				writeErr(w, log, err)
 				return
 			}
-			writeJSON(w, http.StatusOK, c)
+			service.WriteJSON(w, http.StatusOK, c)
 			return
 		}
 		if q.Get("confirm") == "" {
@@ -87,7 +86,7 @@ func (s *Store) Handle(mux *http.ServeMux, log *slog.Logger) {
 			return
 		}
 		log.InfoContext(r.Context(), "work action", "action", a.ID, "actor", a.Actor, "verb", a.Verb, "moved", a.Moved, "filter", f.Values().Encode())
-		writeJSON(w, http.StatusOK, a)
+		service.WriteJSON(w, http.StatusOK, a)
 	})
 	mux.HandleFunc(RatesRoute, func(w http.ResponseWriter, r *http.Request) {
 		var window time.Duration
@@ -104,7 +103,7 @@ func (s *Store) Handle(mux *http.ServeMux, log *slog.Logger) {
 			writeErr(w, log, err)
 			return
 		}
-		writeJSON(w, http.StatusOK, rates)
+		service.WriteJSON(w, http.StatusOK, rates)
 	})
 	mux.HandleFunc(ActionsRoute, func(w http.ResponseWriter, r *http.Request) {
 		limit, err := intParam(r, "limit")
@@ -126,7 +125,7 @@ func (s *Store) Handle(mux *http.ServeMux, log *slog.Logger) {
 			writeErr(w, log, err)
 			return
 		}
-		writeJSON(w, http.StatusOK, out)
+		service.WriteJSON(w, http.StatusOK, out)
 	})
 }
 
@@ -164,12 +163,6 @@ func intParam(r *http.Request, name string) (int, error) {
 	return n, nil
 }
 
-func writeJSON(w http.ResponseWriter, code int, v any) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(code)
-	json.NewEncoder(w).Encode(v)
-}
-
 // writeErr answers an error: 400 for a bad filter or verb, 409 for a
 // count that moved, 422 for a verb the work does not take, 500 otherwise
 // (logged, not shown).
@@ -180,13 +173,13 @@ func writeErr(w http.ResponseWriter, log *slog.Logger, err error) {
 	var nv *NoVerbError
 	switch {
 	case errors.As(err, &inv), errors.As(err, &many):
-		writeJSON(w, http.StatusBadRequest, map[string]string{"error": err.Error()})
+		service.WriteJSON(w, http.StatusBadRequest, map[string]string{"error": err.Error()})
 	case errors.As(err, &moved):
-		writeJSON(w, http.StatusConflict, map[string]any{"error": err.Error(), "count": moved.Now})
+		service.WriteJSON(w, http.StatusConflict, map[string]any{"error": err.Error(), "count": moved.Now})
 	case errors.As(err, &nv):
-		writeJSON(w, http.StatusUnprocessableEntity, map[string]string{"error": err.Error()})
+		service.WriteJSON(w, http.StatusUnprocessableEntity, map[string]string{"error": err.Error()})
 	default:
 		log.Error("work", "err", err)
-		writeJSON(w, http.StatusInternalServerError, map[string]string{"error": "the work request failed; the service's log says why"})
+		service.WriteJSON(w, http.StatusInternalServerError, map[string]string{"error": "the work request failed; the service's log says why"})
 	}
 }

@@ -40,7 +40,7 @@ func (a *Aggregator) Handler() http.Handler {
 			http.Error(w, "reading the generations failed", http.StatusInternalServerError)
 			return
 		}
-		reply(w, http.StatusOK, gens)
+		service.WriteJSON(w, http.StatusOK, gens)
 	})
 	a.exclusionRoutes(mux)
 	a.pathRoutes(mux)
@@ -60,16 +60,16 @@ func (a *Aggregator) Handler() http.Handler {
 		dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, 1<<16))
 		dec.DisallowUnknownFields()
 		if err := dec.Decode(&req); err != nil || req.File == "" || req.Reason == "" {
-			reply(w, http.StatusBadRequest, map[string]string{"error": `send {"file": KEY, "reason": TEXT}: the archive file as the indexer names it, and why it leaves the index`})
+			service.WriteJSON(w, http.StatusBadRequest, map[string]string{"error": `send {"file": KEY, "reason": TEXT}: the archive file as the indexer names it, and why it leaves the index`})
 			return
 		}
 		indexed, err := a.Withdraw(r.Context(), req.File, req.Reason)
 		if err != nil {
 			a.log.Error("withdraw", "file", req.File, "err", err)
-			reply(w, http.StatusInternalServerError, map[string]string{"error": "withdrawing failed"})
+			service.WriteJSON(w, http.StatusInternalServerError, map[string]string{"error": "withdrawing failed"})
 			return
 		}
-		reply(w, http.StatusOK, map[string]any{"withdrawn": req.File, "indexed": indexed})
+		service.WriteJSON(w, http.StatusOK, map[string]any{"withdrawn": req.File, "indexed": indexed})
 	})
 	mux.HandleFunc("POST /v1/index/reinstate", func(w http.ResponseWriter, r *http.Request) {
 		var req struct {
@@ -78,31 +78,24 @@ func (a *Aggregator) Handler() http.Handler {
 		dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, 1<<16))
 		dec.DisallowUnknownFields()
 		if err := dec.Decode(&req); err != nil || req.File == "" {
-			reply(w, http.StatusBadRequest, map[string]string{"error": `send {"file": KEY}: the archive file whose withdrawal was made in error`})
+			service.WriteJSON(w, http.StatusBadRequest, map[string]string{"error": `send {"file": KEY}: the archive file whose withdrawal was made in error`})
 			return
 		}
 		had, err := a.Reinstate(r.Context(), req.File)
 		if err != nil {
 			a.log.Error("reinstate", "file", req.File, "err", err)
-			reply(w, http.StatusInternalServerError, map[string]string{"error": "reinstating failed"})
+			service.WriteJSON(w, http.StatusInternalServerError, map[string]string{"error": "reinstating failed"})
 			return
 		}
 		if !had {
-			reply(w, http.StatusNotFound, map[string]string{"error": "that file is not withdrawn from the index", "file": req.File})
+			service.WriteJSON(w, http.StatusNotFound, map[string]string{"error": "that file is not withdrawn from the index", "file": req.File})
 			return
 		}
-		reply(w, http.StatusOK, map[string]string{"reinstated": req.File, "next": "index it again: archivist index reset FILE"})
+		service.WriteJSON(w, http.StatusOK, map[string]string{"reinstated": req.File, "next": "index it again: archivist index reset FILE"})
 	})
 	// The exclusions (takedown URLs, their reasons, who added them) are for
 	// the operators who keep them, not every reader of the index.
 	return service.RoutesOf(mux).Operator("GET /v1/index/exclusions")
-}
-
-// reply writes v as JSON with status code.
-func reply(w http.ResponseWriter, code int, v any) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(code)
-	json.NewEncoder(w).Encode(v)
 }
 
 // request is a parsed /cdx query.
@@ -609,7 +602,7 @@ func (a *Aggregator) paged(w http.ResponseWriter, hr *http.Request, r *request, 
 		return
 	}
 	if r.numPages {
-		reply(w, http.StatusOK, map[string]int{"pages": pages.Count, "pageSize": size, "blocks": pages.Blocks})
+		service.WriteJSON(w, http.StatusOK, map[string]int{"pages": pages.Count, "pageSize": size, "blocks": pages.Blocks})
 		return
 	}
 	if r.page >= pages.Count {

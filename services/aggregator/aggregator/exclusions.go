@@ -199,7 +199,7 @@ func (a *Aggregator) exclusionRoutes(mux *http.ServeMux) {
 		list, err := a.Exclusions(r.Context())
 		if err != nil {
 			a.log.Error("list exclusions", "err", err)
-			reply(w, http.StatusInternalServerError, map[string]string{"error": "listing the exclusions failed"})
+			service.WriteJSON(w, http.StatusInternalServerError, map[string]string{"error": "listing the exclusions failed"})
 			return
 		}
 		switch r.URL.Query().Get("format") {
@@ -207,12 +207,12 @@ func (a *Aggregator) exclusionRoutes(mux *http.ServeMux) {
 			if list == nil {
 				list = []Exclusion{}
 			}
-			reply(w, http.StatusOK, list)
+			service.WriteJSON(w, http.StatusOK, list)
 		case "aclj":
 			w.Header().Set("Content-Type", "text/plain")
 			w.Write([]byte(ACL(list)))
 		default:
-			reply(w, http.StatusBadRequest, map[string]string{"error": "format: json or aclj (pywb's access-control rules)"})
+			service.WriteJSON(w, http.StatusBadRequest, map[string]string{"error": "format: json or aclj (pywb's access-control rules)"})
 		}
 	})
 	mux.HandleFunc("POST /v1/index/exclusions", func(w http.ResponseWriter, r *http.Request) {
@@ -226,12 +226,12 @@ func (a *Aggregator) exclusionRoutes(mux *http.ServeMux) {
 		dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, 1<<16))
 		dec.DisallowUnknownFields()
 		if err := dec.Decode(&req); err != nil {
-			reply(w, http.StatusBadRequest, map[string]string{"error": `send {"url" or "surt", "from", "to", "reason"}: ` + err.Error()})
+			service.WriteJSON(w, http.StatusBadRequest, map[string]string{"error": `send {"url" or "surt", "from", "to", "reason"}: ` + err.Error()})
 			return
 		}
 		e := Exclusion{URL: req.URL, SURT: req.SURT, From: req.From, To: req.To, Reason: strings.TrimSpace(req.Reason)}
 		if msg := e.fill(); msg != "" {
-			reply(w, http.StatusBadRequest, map[string]string{"error": msg})
+			service.WriteJSON(w, http.StatusBadRequest, map[string]string{"error": msg})
 			return
 		}
 		if id, ok := service.Caller(r.Context()); ok {
@@ -240,15 +240,15 @@ func (a *Aggregator) exclusionRoutes(mux *http.ServeMux) {
 		e, err := a.AddExclusion(r.Context(), e)
 		if err != nil {
 			a.log.Error("add exclusion", "surt", e.SURT, "err", err)
-			reply(w, http.StatusInternalServerError, map[string]string{"error": "adding the exclusion failed"})
+			service.WriteJSON(w, http.StatusInternalServerError, map[string]string{"error": "adding the exclusion failed"})
 			return
 		}
-		reply(w, http.StatusCreated, e)
+		service.WriteJSON(w, http.StatusCreated, e)
 	})
 	mux.HandleFunc("DELETE /v1/index/exclusions/{id}", func(w http.ResponseWriter, r *http.Request) {
 		id, err := strconv.ParseInt(r.PathValue("id"), 10, 64)
 		if err != nil {
-			reply(w, http.StatusBadRequest, map[string]string{"error": "an exclusion's id is a number"})
+			service.WriteJSON(w, http.StatusBadRequest, map[string]string{"error": "an exclusion's id is a number"})
 			return
 		}
 		by := ""
@@ -257,12 +257,12 @@ func (a *Aggregator) exclusionRoutes(mux *http.ServeMux) {
 		}
 		switch err := a.RemoveExclusion(r.Context(), id, by); {
 		case errors.Is(err, errNoExclusion):
-			reply(w, http.StatusNotFound, map[string]string{"error": err.Error()})
+			service.WriteJSON(w, http.StatusNotFound, map[string]string{"error": err.Error()})
 		case err != nil:
 			a.log.Error("remove exclusion", "exclusion", id, "err", err)
-			reply(w, http.StatusInternalServerError, map[string]string{"error": "lifting the exclusion failed"})
+			service.WriteJSON(w, http.StatusInternalServerError, map[string]string{"error": "lifting the exclusion failed"})
 		default:
-			reply(w, http.StatusOK, map[string]int64{"lifted": id})
+			service.WriteJSON(w, http.StatusOK, map[string]int64{"lifted": id})
 		}
 	})
 }

@@ -211,10 +211,10 @@ func (a *Auditor) CheckNow(ctx context.Context, object, space string, light bool
 func (a *Auditor) replyRead(w http.ResponseWriter, what string, v any, err error) {
 	if err != nil {
 		a.log.Error("read "+what, "err", err)
-		reply(w, http.StatusInternalServerError, map[string]string{"error": "reading the " + what + " failed"})
+		service.WriteJSON(w, http.StatusInternalServerError, map[string]string{"error": "reading the " + what + " failed"})
 		return
 	}
-	reply(w, http.StatusOK, v)
+	service.WriteJSON(w, http.StatusOK, v)
 }
 
 // ParkedObject is an object whose check failed three times.
@@ -464,13 +464,6 @@ func (a *Auditor) Status(ctx context.Context) (Status, error) {
 	return st, nil
 }
 
-// reply writes v as JSON with code.
-func reply(w http.ResponseWriter, code int, v any) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(code)
-	json.NewEncoder(w).Encode(v)
-}
-
 // Handler serves GET /v1/audit/status, GET /v1/audit/history?object=KEY, POST /v1/audit/check ({"object":
 // KEY} or {"space": PREFIX}, optional "light"), GET /v1/audit/parked, GET
 // /v1/audit/resolutions and POST /v1/audit/resolutions/{id}/close.
@@ -495,7 +488,7 @@ func (a *Auditor) Handler() http.Handler {
 	mux.HandleFunc("GET /v1/audit/parked", func(w http.ResponseWriter, r *http.Request) {
 		n, ok := limit(r)
 		if !ok {
-			reply(w, http.StatusBadRequest, map[string]string{"error": "limit must be 1 to 10000", "field": "limit"})
+			service.WriteJSON(w, http.StatusBadRequest, map[string]string{"error": "limit must be 1 to 10000", "field": "limit"})
 			return
 		}
 		p, err := a.Parked(r.Context(), n)
@@ -511,7 +504,7 @@ func (a *Auditor) Handler() http.Handler {
 			state = ""
 		}
 		if !ok || (state != "" && state != "open" && state != "closed") {
-			reply(w, http.StatusBadRequest, map[string]string{"error": "state is open, closed or all; limit 1 to 10000"})
+			service.WriteJSON(w, http.StatusBadRequest, map[string]string{"error": "state is open, closed or all; limit 1 to 10000"})
 			return
 		}
 		res, err := a.Resolutions(r.Context(), state, n)
@@ -520,36 +513,36 @@ func (a *Auditor) Handler() http.Handler {
 	mux.HandleFunc("POST /v1/audit/resolutions/{id}/close", func(w http.ResponseWriter, r *http.Request) {
 		id, err := strconv.ParseInt(r.PathValue("id"), 10, 64)
 		if err != nil {
-			reply(w, http.StatusBadRequest, map[string]string{"error": "the id is a number", "field": "id"})
+			service.WriteJSON(w, http.StatusBadRequest, map[string]string{"error": "the id is a number", "field": "id"})
 			return
 		}
 		closed, err := a.CloseResolution(r.Context(), id)
 		if err != nil {
 			a.log.Error("close resolution task", "id", id, "err", err)
-			reply(w, http.StatusServiceUnavailable, map[string]string{"error": "closing the resolution task failed; retry"})
+			service.WriteJSON(w, http.StatusServiceUnavailable, map[string]string{"error": "closing the resolution task failed; retry"})
 			return
 		}
 		if !closed {
-			reply(w, http.StatusNotFound, map[string]string{"error": fmt.Sprintf("no open resolution task %d", id)})
+			service.WriteJSON(w, http.StatusNotFound, map[string]string{"error": fmt.Sprintf("no open resolution task %d", id)})
 			return
 		}
-		reply(w, http.StatusOK, map[string]any{"closed": id, "check_queued": true})
+		service.WriteJSON(w, http.StatusOK, map[string]any{"closed": id, "check_queued": true})
 	})
 	mux.HandleFunc("POST /v1/audit/resolutions/{id}/repair", func(w http.ResponseWriter, r *http.Request) {
 		id, err := strconv.ParseInt(r.PathValue("id"), 10, 64)
 		if err != nil {
-			reply(w, http.StatusBadRequest, map[string]string{"error": "the id is a number", "field": "id"})
+			service.WriteJSON(w, http.StatusBadRequest, map[string]string{"error": "the id is a number", "field": "id"})
 			return
 		}
 		res, err := a.Repair(r.Context(), id)
 		switch {
 		case errors.Is(err, integrity.ErrNotRepairable):
-			reply(w, http.StatusConflict, map[string]string{"error": err.Error()})
+			service.WriteJSON(w, http.StatusConflict, map[string]string{"error": err.Error()})
 		case err != nil:
 			a.log.Error("repair", "task", id, "err", err)
-			reply(w, http.StatusServiceUnavailable, map[string]string{"error": "the repair failed; retry (the log has why)"})
+			service.WriteJSON(w, http.StatusServiceUnavailable, map[string]string{"error": "the repair failed; retry (the log has why)"})
 		default:
-			reply(w, http.StatusOK, res)
+			service.WriteJSON(w, http.StatusOK, res)
 		}
 	})
 	mux.HandleFunc("POST /v1/audit/check", func(w http.ResponseWriter, r *http.Request) {
@@ -561,31 +554,31 @@ func (a *Auditor) Handler() http.Handler {
 		dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, 1<<16))
 		dec.DisallowUnknownFields()
 		if err := dec.Decode(&req); err != nil {
-			reply(w, http.StatusBadRequest, map[string]string{"error": "invalid JSON: " + err.Error()})
+			service.WriteJSON(w, http.StatusBadRequest, map[string]string{"error": "invalid JSON: " + err.Error()})
 			return
 		}
 		if (req.Object == "") == (req.Space == "") {
-			reply(w, http.StatusBadRequest, map[string]string{"error": "give exactly one of object and space", "field": "object"})
+			service.WriteJSON(w, http.StatusBadRequest, map[string]string{"error": "give exactly one of object and space", "field": "object"})
 			return
 		}
 		if req.Object != "" {
 			if err := blob.ValidateKey(req.Object); err != nil {
-				reply(w, http.StatusBadRequest, map[string]string{"error": err.Error(), "field": "object"})
+				service.WriteJSON(w, http.StatusBadRequest, map[string]string{"error": err.Error(), "field": "object"})
 				return
 			}
 		}
 		n, err := a.CheckNow(r.Context(), req.Object, req.Space, req.Light)
 		var broad *TooBroadError
 		if errors.As(err, &broad) {
-			reply(w, http.StatusBadRequest, map[string]string{"error": broad.Error(), "field": "space"})
+			service.WriteJSON(w, http.StatusBadRequest, map[string]string{"error": broad.Error(), "field": "space"})
 			return
 		}
 		if err != nil {
 			a.log.Error("on-demand check", "err", err)
-			reply(w, http.StatusServiceUnavailable, map[string]string{"error": "queuing the checks failed; retry"})
+			service.WriteJSON(w, http.StatusServiceUnavailable, map[string]string{"error": "queuing the checks failed; retry"})
 			return
 		}
-		reply(w, http.StatusAccepted, map[string]int{"queued": n})
+		service.WriteJSON(w, http.StatusAccepted, map[string]int{"queued": n})
 	})
 	// The operator's work: requests and repairs found and acted on with
 	// the work kit.

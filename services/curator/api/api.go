@@ -90,10 +90,10 @@ func (s *Server) Routes(mux *http.ServeMux) {
 		if err != nil {
 			id := service.ErrorID()
 			s.log.Error("curation status", "err", err, "error_id", id)
-			writeJSON(w, http.StatusInternalServerError, Problem{Error: "internal error", ErrorID: id})
+			service.WriteJSON(w, http.StatusInternalServerError, Problem{Error: "internal error", ErrorID: id})
 			return
 		}
-		writeJSON(w, http.StatusOK, st)
+		service.WriteJSON(w, http.StatusOK, st)
 	})
 }
 
@@ -189,16 +189,16 @@ func post[T any, PT interface {
 	msgID, err := s.msgID(r.Context(), env.ID)
 	if err != nil {
 		s.log.Error("read the idempotency secret", "err", err)
-		writeJSON(w, http.StatusServiceUnavailable, Problem{Error: "the curator's database did not answer; retry with the same Idempotency-Key"})
+		service.WriteJSON(w, http.StatusServiceUnavailable, Problem{Error: "the curator's database did not answer; retry with the same Idempotency-Key"})
 		return
 	}
 	ack, err := s.bus.Publish(r.Context(), subject, env, jetstream.WithMsgID(msgID))
 	if err != nil {
 		s.log.Error("publish curation event", "err", err, "type", env.Type, "event", env.ID)
-		writeJSON(w, http.StatusServiceUnavailable, Problem{Error: "the event bus did not accept the event; retry with the same Idempotency-Key"})
+		service.WriteJSON(w, http.StatusServiceUnavailable, Problem{Error: "the event bus did not accept the event; retry with the same Idempotency-Key"})
 		return
 	}
-	writeJSON(w, http.StatusAccepted, Accepted{ID: env.ID, Type: env.Type, SentAt: env.SentAt, Stream: ack.Stream, Sequence: ack.Sequence, Duplicate: ack.Duplicate})
+	service.WriteJSON(w, http.StatusAccepted, Accepted{ID: env.ID, Type: env.Type, SentAt: env.SentAt, Stream: ack.Stream, Sequence: ack.Sequence, Duplicate: ack.Duplicate})
 }
 
 // msgID is the bus message id of an HTTP event with id: "http:" and an
@@ -317,36 +317,36 @@ func jsonProblem(err error) error {
 func (s *Server) problem(w http.ResponseWriter, err error) {
 	var br *badRequest
 	if errors.As(err, &br) {
-		writeJSON(w, br.status, Problem{Error: br.msg, Field: br.field})
+		service.WriteJSON(w, br.status, Problem{Error: br.msg, Field: br.field})
 		return
 	}
 	if fe, ok := events.AsFieldError(err); ok {
-		writeJSON(w, http.StatusBadRequest, Problem{Error: fe.Error(), Field: fe.Field})
+		service.WriteJSON(w, http.StatusBadRequest, Problem{Error: fe.Error(), Field: fe.Field})
 		return
 	}
 	id := service.ErrorID()
 	s.log.Error("curation API: internal error", "err", err, "error_id", id)
-	writeJSON(w, http.StatusInternalServerError, Problem{Error: "internal error", ErrorID: id})
+	service.WriteJSON(w, http.StatusInternalServerError, Problem{Error: "internal error", ErrorID: id})
 }
 
 func (s *Server) get(w http.ResponseWriter, r *http.Request, k catalog.Kind) {
 	rec, err := s.cat.Get(r.Context(), k, r.PathValue("id"))
 	if errors.Is(err, catalog.ErrNotFound) {
-		writeJSON(w, http.StatusNotFound, Problem{Error: err.Error()})
+		service.WriteJSON(w, http.StatusNotFound, Problem{Error: err.Error()})
 		return
 	}
 	if err != nil {
 		s.log.Error("read record", "err", err, "kind", k, "id", r.PathValue("id"))
-		writeJSON(w, http.StatusInternalServerError, Problem{Error: "reading the record failed"})
+		service.WriteJSON(w, http.StatusInternalServerError, Problem{Error: "reading the record failed"})
 		return
 	}
 	refused, err := matcher.RefusedLinks(r.Context(), s.cat.DB(), k, rec.Key())
 	if err != nil {
 		s.log.Error("read refused links", "err", err, "kind", k, "id", r.PathValue("id"))
-		writeJSON(w, http.StatusInternalServerError, Problem{Error: "reading the record failed"})
+		service.WriteJSON(w, http.StatusInternalServerError, Problem{Error: "reading the record failed"})
 		return
 	}
-	writeJSON(w, http.StatusOK, recordView{Record: rec, RefusedSameAs: refused})
+	service.WriteJSON(w, http.StatusOK, recordView{Record: rec, RefusedSameAs: refused})
 }
 
 // recordView is a record as GET shows it: with the same-as links the
@@ -359,19 +359,13 @@ type recordView struct {
 func (s *Server) work(w http.ResponseWriter, r *http.Request, k catalog.Kind) {
 	v, err := merger.Show(r.Context(), s.cat.DB(), k, r.PathValue("key"))
 	if errors.Is(err, merger.ErrNotFound) {
-		writeJSON(w, http.StatusNotFound, Problem{Error: err.Error()})
+		service.WriteJSON(w, http.StatusNotFound, Problem{Error: err.Error()})
 		return
 	}
 	if err != nil {
 		s.log.Error("read work", "err", err, "kind", k, "key", r.PathValue("key"))
-		writeJSON(w, http.StatusInternalServerError, Problem{Error: "reading the work failed"})
+		service.WriteJSON(w, http.StatusInternalServerError, Problem{Error: "reading the work failed"})
 		return
 	}
-	writeJSON(w, http.StatusOK, v)
-}
-
-func writeJSON(w http.ResponseWriter, status int, v any) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(v)
+	service.WriteJSON(w, http.StatusOK, v)
 }

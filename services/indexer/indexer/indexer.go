@@ -10,7 +10,6 @@ package indexer
 import (
 	"bufio"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -479,19 +478,14 @@ func isFileFault(err error) bool {
 // pkg/work).
 func (ix *Indexer) Handler() http.Handler {
 	mux := http.NewServeMux()
-	reply := func(w http.ResponseWriter, code int, v any) {
-		w.Header().Set("Content-Type", "application/json")
-		w.WriteHeader(code)
-		json.NewEncoder(w).Encode(v)
-	}
 	mux.HandleFunc("GET /v1/index/status", func(w http.ResponseWriter, r *http.Request) {
 		st, err := ix.reg.Status(r.Context())
 		if err != nil {
 			ix.log.Error("index status", "err", err)
-			reply(w, http.StatusInternalServerError, map[string]string{"error": "reading the index status failed"})
+			service.WriteJSON(w, http.StatusInternalServerError, map[string]string{"error": "reading the index status failed"})
 			return
 		}
-		reply(w, http.StatusOK, st)
+		service.WriteJSON(w, http.StatusOK, st)
 	})
 	// A file's story as an operator follows it (the dashboard).
 	mux.HandleFunc("GET /v1/index/history", service.HistoryHandler(ix.log, "file", registry.ErrUnknown, ix.reg.History))

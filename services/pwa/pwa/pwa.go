@@ -7,7 +7,6 @@ package pwa
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -436,37 +435,30 @@ func (p *PWA) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /v1/research/status", func(w http.ResponseWriter, r *http.Request) {
 		st, err := p.Status(r.Context())
-		w.Header().Set("Content-Type", "application/json")
 		if err != nil {
-			p.log.Error("research status", "err", err)
-			w.WriteHeader(http.StatusInternalServerError)
-			json.NewEncoder(w).Encode(map[string]string{"error": "reading the research status failed"})
+			service.WriteInternal(w, p.log, err, "research status")
 			return
 		}
-		json.NewEncoder(w).Encode(st)
+		service.WriteJSON(w, http.StatusOK, st)
 	})
 	// An episode's research as an operator follows it (the dashboard).
 	mux.HandleFunc("GET /v1/research/history", service.HistoryHandler(p.log, "episode", research.ErrNoEpisode, p.store.History))
 	// An operator has all an episode's clips researched again (the locator
 	// improved, say); release and retry are the work kit's verbs.
 	mux.HandleFunc("POST /v1/research/episodes/{key}/redo", func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "application/json")
 		key := r.PathValue("key")
 		forgot, known, err := p.store.Redo(r.Context(), key, false)
 		if err != nil {
-			p.log.Error("redo episode", "episode", key, "err", err)
-			w.WriteHeader(http.StatusInternalServerError)
-			json.NewEncoder(w).Encode(map[string]string{"error": "redo of the episode failed"})
+			service.WriteInternal(w, p.log, err, "redo episode", "episode", key)
 			return
 		}
 		if !known {
-			w.WriteHeader(http.StatusNotFound)
-			json.NewEncoder(w).Encode(map[string]string{"error": "no episode " + key})
+			service.WriteError(w, http.StatusNotFound, "no episode "+key)
 			return
 		}
 		p.log.Info("episode researched again by an operator", "episode", key, "action", "redo", "results_forgotten", forgot)
 		p.Wake()
-		json.NewEncoder(w).Encode(map[string]any{"episode": key, "action": "redo", "results_forgotten": forgot})
+		service.WriteJSON(w, http.StatusOK, map[string]any{"episode": key, "action": "redo", "results_forgotten": forgot})
 	})
 	// The operator's work: episodes found and acted on with the work kit.
 	ws := &work.Store{DB: p.store.DB(), Schema: migrations.Schema.Name, Sources: p.store.WorkSources(p.Wake)}

@@ -72,7 +72,7 @@ func Routes(mux *http.ServeMux, s *ingest.Store, wd *withdraw.Withdrawer, log *s
 		if !created {
 			code = http.StatusOK // a retry of the same submission
 		}
-		writeJSON(w, code, map[string]int64{"batch": id})
+		service.WriteJSON(w, code, map[string]int64{"batch": id})
 	})
 	status := func(e ingest.Entity) http.HandlerFunc {
 		return func(w http.ResponseWriter, r *http.Request) {
@@ -90,7 +90,7 @@ func Routes(mux *http.ServeMux, s *ingest.Store, wd *withdraw.Withdrawer, log *s
 				writeErr(w, err)
 				return
 			}
-			writeJSON(w, http.StatusOK, st)
+			service.WriteJSON(w, http.StatusOK, st)
 		}
 	}
 	act := func(e ingest.Entity) http.HandlerFunc {
@@ -105,7 +105,7 @@ func Routes(mux *http.ServeMux, s *ingest.Store, wd *withdraw.Withdrawer, log *s
 				writeErr(w, err)
 				return
 			}
-			writeJSON(w, http.StatusOK, map[string]any{string(e): id, "state": to})
+			service.WriteJSON(w, http.StatusOK, map[string]any{string(e): id, "state": to})
 		}
 	}
 	list := func(e ingest.Entity) http.HandlerFunc {
@@ -137,7 +137,7 @@ func Routes(mux *http.ServeMux, s *ingest.Store, wd *withdraw.Withdrawer, log *s
 				writeErr(w, err)
 				return
 			}
-			writeJSON(w, http.StatusOK, out)
+			service.WriteJSON(w, http.StatusOK, out)
 		}
 	}
 	mux.HandleFunc("GET /v1/batches", list(ingest.Batch))
@@ -158,14 +158,14 @@ func Routes(mux *http.ServeMux, s *ingest.Store, wd *withdraw.Withdrawer, log *s
 				writeErr(w, err)
 				return
 			}
-			writeJSON(w, http.StatusOK, map[string]any{"profile": p, "held": true})
+			service.WriteJSON(w, http.StatusOK, map[string]any{"profile": p, "held": true})
 		case "release":
 			n, err := s.ReleaseCollection(r.Context(), p)
 			if err != nil {
 				writeErr(w, err)
 				return
 			}
-			writeJSON(w, http.StatusOK, map[string]any{"profile": p, "held": false, "released": n})
+			service.WriteJSON(w, http.StatusOK, map[string]any{"profile": p, "held": false, "released": n})
 		default:
 			writeErr(w, &ingest.InvalidError{Field: "action", Msg: "hold or release"})
 		}
@@ -177,7 +177,7 @@ func Routes(mux *http.ServeMux, s *ingest.Store, wd *withdraw.Withdrawer, log *s
 				writeErr(w, err)
 				return
 			}
-			writeJSON(w, http.StatusOK, map[string]bool{"paused": a == "pause"})
+			service.WriteJSON(w, http.StatusOK, map[string]bool{"paused": a == "pause"})
 		case "cleanup":
 			older := 24 * time.Hour
 			if v := r.URL.Query().Get("older_than"); v != "" {
@@ -193,7 +193,7 @@ func Routes(mux *http.ServeMux, s *ingest.Store, wd *withdraw.Withdrawer, log *s
 				writeErr(w, err)
 				return
 			}
-			writeJSON(w, http.StatusOK, map[string]int{"deleted_batches": n})
+			service.WriteJSON(w, http.StatusOK, map[string]int{"deleted_batches": n})
 		default:
 			writeErr(w, &ingest.InvalidError{Field: "action", Msg: "pause, resume or cleanup"})
 		}
@@ -217,7 +217,7 @@ func Routes(mux *http.ServeMux, s *ingest.Store, wd *withdraw.Withdrawer, log *s
 			writeErr(w, err)
 			return
 		}
-		writeJSON(w, http.StatusOK, map[string]any{"batches": c[ingest.Batch], "jobs": c[ingest.Job]})
+		service.WriteJSON(w, http.StatusOK, map[string]any{"batches": c[ingest.Batch], "jobs": c[ingest.Job]})
 	})
 	mux.HandleFunc("GET /v1/ingest/history", func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Query().Has("job") {
@@ -227,7 +227,7 @@ func Routes(mux *http.ServeMux, s *ingest.Store, wd *withdraw.Withdrawer, log *s
 		batchHistory(w, r)
 	})
 	mux.HandleFunc("GET /v1/ingest/transitions", func(w http.ResponseWriter, r *http.Request) {
-		writeJSON(w, http.StatusOK, ingest.Transitions)
+		service.WriteJSON(w, http.StatusOK, ingest.Transitions)
 	})
 	profileRoutes(mux, s, writeErr)
 	objectRoutes(mux, wd, writeErr)
@@ -249,7 +249,7 @@ func objectRoutes(mux *http.ServeMux, wd *withdraw.Withdrawer, writeErr func(htt
 			writeErr(w, err)
 			return
 		}
-		writeJSON(w, http.StatusOK, o)
+		service.WriteJSON(w, http.StatusOK, o)
 	})
 	mux.HandleFunc("POST /v1/objects/withdraw", func(w http.ResponseWriter, r *http.Request) {
 		var req withdraw.Request
@@ -266,7 +266,7 @@ func objectRoutes(mux *http.ServeMux, wd *withdraw.Withdrawer, writeErr func(htt
 			writeErr(w, err)
 			return
 		}
-		writeJSON(w, http.StatusOK, res)
+		service.WriteJSON(w, http.StatusOK, res)
 	})
 	mux.HandleFunc("POST /v1/objects/reinstate", func(w http.ResponseWriter, r *http.Request) {
 		var req withdraw.Request
@@ -283,7 +283,7 @@ func objectRoutes(mux *http.ServeMux, wd *withdraw.Withdrawer, writeErr func(htt
 			writeErr(w, err)
 			return
 		}
-		writeJSON(w, http.StatusOK, o)
+		service.WriteJSON(w, http.StatusOK, o)
 	})
 }
 
@@ -301,7 +301,7 @@ func profileRoutes(mux *http.ServeMux, s *ingest.Store, writeErr func(http.Respo
 			writeErr(w, err)
 			return
 		}
-		writeJSON(w, http.StatusOK, list)
+		service.WriteJSON(w, http.StatusOK, list)
 	})
 	mux.HandleFunc("GET /v1/profiles/{profile}", func(w http.ResponseWriter, r *http.Request) {
 		st, err := settings.Get(r.Context(), r.PathValue("profile"))
@@ -309,7 +309,7 @@ func profileRoutes(mux *http.ServeMux, s *ingest.Store, writeErr func(http.Respo
 			writeErr(w, err)
 			return
 		}
-		writeJSON(w, http.StatusOK, st)
+		service.WriteJSON(w, http.StatusOK, st)
 	})
 	mux.HandleFunc("PUT /v1/profiles/{profile}", func(w http.ResponseWriter, r *http.Request) {
 		st := notify.Defaults(r.PathValue("profile"))
@@ -324,7 +324,7 @@ func profileRoutes(mux *http.ServeMux, s *ingest.Store, writeErr func(http.Respo
 			writeErr(w, err)
 			return
 		}
-		writeJSON(w, http.StatusOK, st)
+		service.WriteJSON(w, http.StatusOK, st)
 	})
 	mux.HandleFunc("GET /v1/ingest/mail/parked", func(w http.ResponseWriter, r *http.Request) {
 		list, err := notify.ParkedMails(r.Context(), s.DB, 1000)
@@ -332,7 +332,7 @@ func profileRoutes(mux *http.ServeMux, s *ingest.Store, writeErr func(http.Respo
 			writeErr(w, err)
 			return
 		}
-		writeJSON(w, http.StatusOK, list)
+		service.WriteJSON(w, http.StatusOK, list)
 	})
 }
 
@@ -367,12 +367,6 @@ func depositAs(ctx context.Context, sub *ingest.Submission) error {
 	return nil
 }
 
-func writeJSON(w http.ResponseWriter, status int, v any) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	json.NewEncoder(w).Encode(v)
-}
-
 // errorWriter answers a request that failed: 4xx saying what is wrong with
 // it, or, for an internal error, 500 "internal error" with an id that is in
 // the log with the error (its text, which may name hosts, tables or
@@ -390,19 +384,17 @@ func writeErrLog(w http.ResponseWriter, log *slog.Logger, err error) {
 	var held *withdraw.HeldError
 	switch {
 	case errors.As(err, &forbidden):
-		writeJSON(w, http.StatusForbidden, map[string]string{"error": err.Error()})
+		service.WriteJSON(w, http.StatusForbidden, map[string]string{"error": err.Error()})
 	case errors.As(err, &inv):
-		writeJSON(w, http.StatusBadRequest, map[string]string{"error": err.Error(), "field": inv.Field})
+		service.WriteJSON(w, http.StatusBadRequest, map[string]string{"error": err.Error(), "field": inv.Field})
 	case errors.As(err, &nf):
-		writeJSON(w, http.StatusNotFound, map[string]string{"error": err.Error()})
+		service.WriteJSON(w, http.StatusNotFound, map[string]string{"error": err.Error()})
 	case errors.As(err, &ref), errors.As(err, &conflict):
-		writeJSON(w, http.StatusConflict, map[string]string{"error": err.Error()})
+		service.WriteJSON(w, http.StatusConflict, map[string]string{"error": err.Error()})
 	case errors.As(err, &held):
 		w.Header().Set("Retry-After", "5")
-		writeJSON(w, http.StatusConflict, map[string]any{"error": err.Error(), "job": held.Job})
+		service.WriteJSON(w, http.StatusConflict, map[string]any{"error": err.Error(), "job": held.Job})
 	default:
-		id := service.ErrorID()
-		log.Error("ingest API: internal error", "err", err, "error_id", id)
-		writeJSON(w, http.StatusInternalServerError, map[string]string{"error": "internal error", "error_id": id})
+		service.WriteInternal(w, log, err, "ingest API: internal error")
 	}
 }
