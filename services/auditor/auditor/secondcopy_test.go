@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/minio/minio-go/v7"
 
 	"github.com/archivist/archivist/devkit/testenv"
@@ -105,17 +106,34 @@ func TestTheSecondCopyOnMinIO(t *testing.T) {
 			Objects, Passes, Repaired int64
 		} `json:"second_copy"`
 	}
-	resp, err = http.Get(fmt.Sprintf("http://127.0.0.1:%d/v1/audit/status", port))
-	if err != nil {
-		t.Fatal(err)
-	}
-	json.NewDecoder(resp.Body).Decode(&status)
-	resp.Body.Close()
+	// The bytes are back a moment before the repair's record commits, and
+	// the status counts the repairs of the last cycle (2 s here): the
+	// status is read until it shows the second repair, and the record of
+	// both is the copy log's.
+	waitFor("the second copy's audit in the status", func() bool {
+		resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/v1/audit/status", port))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		json.NewDecoder(resp.Body).Decode(&status)
+		return status.SecondCopy != nil && status.SecondCopy.Passes > 0 && status.SecondCopy.Repaired >= 1
+	})
 	if status.CycleEnds == nil || status.CycleEnds.Before(time.Now().Add(-time.Minute)) {
 		t.Errorf("audit status: the primary's cycle ends %v, want the time its last object is due", status.CycleEnds)
 	}
-	if status.SecondCopy == nil || status.SecondCopy.Objects != 1 || status.SecondCopy.Passes == 0 || status.SecondCopy.Repaired < 2 {
-		t.Errorf("audit status of the second copy: %+v, want its passes and two files copied back", status.SecondCopy)
+	if status.SecondCopy.Objects != 1 {
+		t.Errorf("audit status of the second copy: %+v, want its one object", status.SecondCopy)
+	}
+	db, err := pgx.Connect(ctx, sh.DBURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close(ctx)
+	var missing, sour int
+	if err := db.QueryRow(ctx, `SELECT count(*) FILTER (WHERE outcome LIKE 'missing%copied back%'), count(*) FILTER (WHERE outcome NOT LIKE 'missing%' AND outcome LIKE '%copied back%')
+		FROM auditor.copy_log WHERE object = $1`, key).Scan(&missing, &sour); err != nil || missing < 1 || sour < 1 {
+		t.Errorf("the copy log: %d missing and %d sour files copied back (%v), want both", missing, sour, err)
 	}
 
 	// A deletion reaches the second copy; a copy delivered late does not
