@@ -34,9 +34,10 @@ func TestWrongUsageExitsTwoBeforeConnecting(t *testing.T) {
 		{[]string{"job", "requeue", "abc"}, `"abc" is not a job id`},
 		{[]string{"batch", "submit", "--profile", "p"}, `required flag(s) "payload", "type" not set`},
 		{[]string{"batch", "list", "--limit", "many"}, `invalid argument "many"`},
-		{[]string{"dlq", "replay"}, "takes one dead letter's SEQ, or --all"},
-		{[]string{"dlq", "replay", "x1"}, `dead letter sequence "x1" is not a number`},
-		{[]string{"dlq", "list", "extra"}, `unknown command "extra"`},
+		{[]string{"work", "replay"}, "name an item or a filter"},
+		{[]string{"work", "replay", "x1"}, `"x1" is not an item`},
+		{[]string{"work", "replay", "--pipeline", "bus", "--confirm", "1", "--yes"}, "one of --dry-run, --confirm N and --yes"},
+		{[]string{"work", "find", "a", "b"}, "accepts at most 1 arg"},
 		{[]string{"audit", "check"}, "takes one OBJECT or --space PREFIX"},
 		{[]string{"audit", "close", "0"}, "is not a resolution task id"},
 		{[]string{"key", "new", "x"}, "needs --role"},
@@ -73,7 +74,7 @@ func TestGroupsListTheirCommands(t *testing.T) {
 		"research":   {"status", "release", "retry", "redo"},
 		"audit":      {"status", "check", "parked", "resolutions", "close", "repair"},
 		"index":      {"status", "reset", "retry"},
-		"dlq":        {"list", "replay"},
+		"work":       {"find", "retry", "release", "hold", "skip", "park", "requeue", "replay", "delete", "resend", "actions", "rates"},
 		"key":        {"new", "init", "token"},
 		"profile":    {"list", "show", "set"},
 		"object":     {"show", "withdraw", "reinstate"},
@@ -121,7 +122,7 @@ func TestEveryReadCommandPrintsJSON(t *testing.T) {
 	for _, path := range [][]string{
 		{"batch", "status"}, {"batch", "list"}, {"job", "status"}, {"job", "list"}, {"ingest", "transitions"},
 		{"research", "status"}, {"works", "show"}, {"audit", "status"}, {"audit", "parked"}, {"audit", "resolutions"},
-		{"index", "status"}, {"dlq", "list"}, {"locate"}, {"profile", "list"}, {"profile", "show"}, {"object", "show"},
+		{"index", "status"}, {"work", "find"}, {"work", "actions"}, {"work", "rates"}, {"locate"}, {"profile", "list"}, {"profile", "show"}, {"object", "show"},
 	} {
 		c, _, err := root.Find(path)
 		if err != nil || c.Name() != path[len(path)-1] {
