@@ -13,7 +13,7 @@ import (
 var Services = []string{"curator", "pwa", "cwa", "researcher", "indexer", "aggregator", "auditor"}
 
 // ExternalUsers are the NATS users of people and tools outside the
-// services: the operator's CLI (`archivist dlq`) connects as "operator";
+// services: the operator's CLI (`archivist work --pipeline bus`, dead letters) connects as "operator";
 // `archivist migrate` manages the streams as "deploy"; the dashboard looks
 // as "dashboard". Each curating system has a user of its own (Publisher).
 var ExternalUsers = []string{"operator", "deploy", "dashboard"}
