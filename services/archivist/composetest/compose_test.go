@@ -71,6 +71,7 @@ var imagesOnce sync.Once
 // TestCompose: compose.yaml end to end (see the package comment).
 func TestCompose(t *testing.T) {
 	skipUnlessAsked(t)
+	t.Parallel() // a compose project and ports of its own
 	s := newSystem(t, "single")
 	s.up()
 	s.researchAndKill("researcher")
@@ -85,6 +86,7 @@ func TestCompose(t *testing.T) {
 // ingested, and the system goes on.
 func TestComposeCluster(t *testing.T) {
 	skipUnlessAsked(t)
+	t.Parallel()
 	s := newSystem(t, "cluster", "deploy/compose/cluster.yaml")
 	s.up()
 	// Every stream and the researchers' bucket at 3 replicas.
