@@ -10,15 +10,19 @@ package refdocs
 
 import (
 	"bytes"
+	"cmp"
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/archivist/archivist/events"
+	"github.com/archivist/archivist/pkg/work"
 	"github.com/archivist/archivist/services/auditor/integrity"
 	"github.com/archivist/archivist/services/curator/ingest"
 )
@@ -27,16 +31,17 @@ import (
 // whose marked block it fills, the block's name, and its content.
 type Block struct {
 	File, Name string
-	Render     func() string
+	Render     func(root string) string
 }
 
 // Blocks are the generated tables.
 var Blocks = []Block{
-	{"README.md", "streams", Streams},
-	{"docs/ARCHITECTURE.md", "streams", Streams},
-	{"docs/ARCHITECTURE.md", "consumers", Consumers},
-	{"docs/ingest.md", "transitions", Transitions},
-	{"docs/auditor.md", "outcomes", Outcomes},
+	{"README.md", "streams", fromCode(Streams)},
+	{"docs/ARCHITECTURE.md", "streams", fromCode(Streams)},
+	{"docs/ARCHITECTURE.md", "consumers", fromCode(Consumers)},
+	{"docs/ARCHITECTURE.md", "routes", Routes},
+	{"docs/ingest.md", "transitions", fromCode(Transitions)},
+	{"docs/auditor.md", "outcomes", fromCode(Outcomes)},
 }
 
 // Update fills every block under root; with write false it only reports
@@ -65,7 +70,7 @@ func Update(root string, write bool) (stale []string, err error) {
 			if i < 0 || j < i {
 				return nil, fmt.Errorf("%s: no block %q (put %q and %q around it)", f, b.Name, begin, end)
 			}
-			text = text[:i+len(begin)] + "\n" + b.Render() + text[j:]
+			text = text[:i+len(begin)] + "\n" + b.Render(root) + text[j:]
 		}
 		if text == string(old) {
 			continue
@@ -78,6 +83,63 @@ func Update(root string, write bool) (stale []string, err error) {
 		}
 	}
 	return stale, nil
+}
+
+// fromCode is a table that needs no file of the repository.
+func fromCode(f func() string) func(string) string { return func(string) string { return f() } }
+
+// routePattern is a route as a service registers it.
+var routePattern = regexp.MustCompile(`HandleFunc\("([A-Z]+) (/[^"]*)"`)
+
+// Routes is every HTTP route of every service's API, read from the
+// services' sources (each HandleFunc pattern; the work kit's routes where
+// a service serves them), as the end-to-end authentication test reads
+// them.
+func Routes(root string) string {
+	byService := map[string][]string{}
+	var services []string
+	dirs, _ := os.ReadDir(filepath.Join(root, "services"))
+	for _, d := range dirs {
+		if !d.IsDir() || d.Name() == "archivist" {
+			continue // the CLI and the dev runner serve no API of their own
+		}
+		svc := d.Name()
+		_ = filepath.WalkDir(filepath.Join(root, "services", svc), func(p string, e os.DirEntry, err error) error {
+			if err != nil || e.IsDir() || !strings.HasSuffix(p, ".go") || strings.HasSuffix(p, "_test.go") {
+				return err
+			}
+			b, err := os.ReadFile(p)
+			if err != nil {
+				return err
+			}
+			if strings.Contains(string(b), "work.MarkRoutes(") {
+				for _, r := range []string{work.FindRoute, work.ActRoute, work.ActionsRoute, work.RatesRoute} {
+					byService[svc] = append(byService[svc], r)
+				}
+			}
+			for _, m := range routePattern.FindAllStringSubmatch(string(b), -1) {
+				byService[svc] = append(byService[svc], m[1]+" "+m[2])
+			}
+			return nil
+		})
+		if len(byService[svc]) > 0 {
+			services = append(services, svc)
+		}
+	}
+	var rows [][]string
+	for _, svc := range services {
+		rs := byService[svc]
+		slices.SortFunc(rs, func(a, b string) int {
+			_, pa, _ := strings.Cut(a, " ")
+			_, pb, _ := strings.Cut(b, " ")
+			return cmp.Or(strings.Compare(pa, pb), strings.Compare(a, b))
+		})
+		for _, r := range slices.Compact(rs) {
+			method, path, _ := strings.Cut(r, " ")
+			rows = append(rows, []string{svc, method, code(path)})
+		}
+	}
+	return table([]string{"service", "method", "route"}, rows)
 }
 
 func marker(name string) string {

@@ -31,6 +31,7 @@ func TestTablesSayWhatTheCodeDefines(t *testing.T) {
 		{"consumers", refdocs.Consumers(), []string{"| curator |", "| auditor |", "| indexer |"}},
 		{"transitions", refdocs.Transitions(), []string{"| job | failed | notify | admin | `requeue` |", "| batch | processing | reporting | auto |"}},
 		{"outcomes", refdocs.Outcomes(), []string{"| 1 |", "| 11 |"}},
+		{"routes", refdocs.Routes("../../.."), []string{"| curator | POST | `/v1/batches` |", "| pwa | GET | `/v1/work` |", "| aggregator | GET | `/cdx` |"}},
 	} {
 		for _, w := range c.want {
 			if !strings.Contains(c.text, w) {
