@@ -1,10 +1,12 @@
 package testenv_test
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/archivist/archivist/devkit/testenv"
 )
@@ -31,4 +33,35 @@ func TestSharedDataSkipsSayingWhatAndRecordIt(t *testing.T) {
 	if got := testenv.SharedData(t, "audio", "x"); got != filepath.Join(dir, "audio") {
 		t.Fatalf("got %s", got)
 	}
+}
+
+// TestEventuallyWaitsForTheCondition: it returns once the condition holds
+// and fails, naming what it waited for, when it never does.
+func TestEventuallyWaitsForTheCondition(t *testing.T) {
+	n := 0
+	testenv.Eventually(t, 5*time.Second, "three checks", func() bool { n++; return n == 3 })
+	if n != 3 {
+		t.Fatalf("checked %d times", n)
+	}
+	ft := &fatalT{TB: t}
+	func() {
+		defer func() { recover() }()
+		testenv.Eventually(ft, 20*time.Millisecond, "never", func() bool { return false })
+	}()
+	if !strings.Contains(ft.msg, "timed out after 20ms waiting for never") {
+		t.Fatalf("failed with %q", ft.msg)
+	}
+}
+
+// fatalT records a Fatalf instead of ending the test.
+type fatalT struct {
+	testing.TB
+	msg string
+}
+
+func (f *fatalT) Helper() {}
+
+func (f *fatalT) Fatalf(format string, args ...any) {
+	f.msg = fmt.Sprintf(format, args...)
+	panic("fatal")
 }

@@ -59,11 +59,7 @@ func TestRepairs(t *testing.T) {
 	count := func(q string, args ...any) (n int) { db.QueryRow(ctx, q, args...).Scan(&n); return }
 	waitFor := func(what string, cond func() bool) {
 		t.Helper()
-		for deadline := time.Now().Add(30 * time.Second); !cond(); time.Sleep(50 * time.Millisecond) {
-			if time.Now().After(deadline) {
-				t.Fatalf("timed out waiting for %s", what)
-			}
-		}
+		testenv.Eventually(t, 30*time.Second, what, cond)
 	}
 	waitFor("both recorded", func() bool { return count(`SELECT count(*) FROM auditor.content_index`) == 2 })
 	for _, key := range []string{"objects/auto/a", "objects/manual/b"} {

@@ -50,11 +50,7 @@ func TestTheSecondCopyOnMinIO(t *testing.T) {
 	b := testenv.BusAt(t, sh.NATSURL, "ingest")
 	waitFor := func(what string, cond func() bool) {
 		t.Helper()
-		for deadline := time.Now().Add(30 * time.Second); !cond(); time.Sleep(50 * time.Millisecond) {
-			if time.Now().After(deadline) {
-				t.Fatalf("timed out waiting for %s", what)
-			}
-		}
+		testenv.Eventually(t, 30*time.Second, what, cond)
 	}
 	read := func(s blob.Store, key string) (string, error) {
 		rc, _, err := s.Get(ctx, key)

@@ -81,13 +81,7 @@ func start(t *testing.T, b *bus.Bus, cfg workman.Config, hooks workman.Hooks, hi
 
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	testenv.Eventually(t, 15*time.Second, what, cond)
 }
 
 func TestHighBeforeLowInBatchesOfTen(t *testing.T) {

@@ -71,13 +71,7 @@ func subjectOf(env events.Envelope) string {
 
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	testenv.Eventually(t, 15*time.Second, what, cond)
 }
 
 func episode(id, title string) *events.EpisodeUpserted {

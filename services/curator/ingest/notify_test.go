@@ -10,6 +10,8 @@ import (
 
 	"github.com/archivist/archivist/devkit/smtpsink"
 	"github.com/archivist/archivist/services/curator/ingest"
+
+	"github.com/archivist/archivist/devkit/testenv"
 )
 
 // mailRig is a curator whose mail goes to a real SMTP server in the test,
@@ -33,11 +35,7 @@ func mailRig(t *testing.T) (*rig, *origin, *smtpsink.Sink) {
 // waitFor polls cond for up to 30 s.
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	for deadline := time.Now().Add(30 * time.Second); !cond(); time.Sleep(20 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-	}
+	testenv.Eventually(t, 30*time.Second, what, cond)
 }
 
 // TestCollectionsAreToldByMail: a collection's settings have a batch that
