@@ -98,8 +98,9 @@ func (d *Dashboard) findWork(r *http.Request, form url.Values) *workView {
 	return v
 }
 
-// actVerbs are the verbs the page offers (dead letters are replayed from
-// their own view).
+// actVerbs are the verbs the page offers: the services' (dead letters are
+// the operator's CLI's, `archivist work replay`: the dashboard's NATS user
+// only reads them).
 var actVerbs = []work.Verb{work.Retry, work.Release, work.Hold, work.Skip, work.Park, work.Requeue, work.Delete, work.Resend}
 
 // workAct serves POST /work/act: with step=count, a dry run of the verb
