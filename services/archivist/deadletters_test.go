@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"strings"
 	"testing"
 	"time"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/archivist/archivist/devkit/testenv"
 	"github.com/archivist/archivist/events"
+	"github.com/archivist/archivist/pkg/work"
 	"github.com/archivist/archivist/services/curator/curator"
 )
 
@@ -70,10 +72,33 @@ func TestDeadLettersAreWork(t *testing.T) {
 			t.Errorf("work find lacks %q:\n%s", want, out)
 		}
 	}
-	// One found by its event id, by its consumer, by words of the reason.
+	// The two were dead-lettered concurrently, in either order: each
+	// one's sequence by its event id.
+	o, err := cli("work", "find", "--pipeline", "bus", "--json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var page work.Page
+	if err := json.Unmarshal([]byte(o), &page); err != nil {
+		t.Fatal(err)
+	}
+	seq := map[string]string{}
+	for _, it := range page.Items {
+		for _, k := range it.Keys {
+			if strings.HasPrefix(k, "garbage-") {
+				seq[k] = it.ID
+			}
+		}
+	}
+	g1, g2 := seq["garbage-1"], seq["garbage-2"]
+	if g1 == "" || g2 == "" {
+		t.Fatalf("the dead letters by event id: %v\n%s", seq, o)
+	}
+	// One found by its event id, by its consumer and original sequence, by
+	// words of the reason.
 	for _, q := range []string{"garbage-1", "CURATION/curator-clips#1", "undecodable"} {
 		o, err := cli("work", "find", "--pipeline", "bus", "--query", q, "--json")
-		if err != nil || !strings.Contains(o, `"id": "1"`) {
+		if err != nil || !strings.Contains(o, `"id": "`+g1+`"`) {
 			t.Errorf("--query %q: %v\n%s", q, err, o)
 		}
 	}
@@ -83,14 +108,14 @@ func TestDeadLettersAreWork(t *testing.T) {
 	if _, err := cli("work", "replay", "--query", "garbage-1", "--confirm", "2"); err == nil || !strings.Contains(err.Error(), "counted 2, now 1") {
 		t.Fatalf("a confirmed count that moved: %v", err)
 	}
-	o, err := cli("work", "replay", "--query", "garbage-1", "--confirm", "1")
-	if err != nil || !strings.Contains(o, "replay moved 1 item(s)") || !strings.Contains(o, "bus/dead-letter/1") {
+	o, err = cli("work", "replay", "--query", "garbage-1", "--confirm", "1")
+	if err != nil || !strings.Contains(o, "replay moved 1 item(s)") || !strings.Contains(o, "bus/dead-letter/"+g1) {
 		t.Fatalf("replay: %v\n%s", err, o)
 	}
 	if _, err := cli("work", "retry", "--pipeline", "bus", "--yes"); err == nil {
 		t.Error("a dead letter was retried: dead letters take replay and delete only")
 	}
-	if o, err := cli("work", "delete", "bus/dead-letter/2", "--yes"); err != nil || !strings.Contains(o, "delete moved 1 item(s)") {
+	if o, err := cli("work", "delete", "bus/dead-letter/"+g2, "--yes"); err != nil || !strings.Contains(o, "delete moved 1 item(s)") {
 		t.Fatalf("delete: %v\n%s", err, o)
 	}
 	deadline = time.Now().Add(10 * time.Second)
@@ -101,7 +126,7 @@ func TestDeadLettersAreWork(t *testing.T) {
 		}
 		// The replayed garbage is dead-lettered again (a new sequence); the
 		// deleted one is gone.
-		if strings.Contains(o, `"id": "3"`) && !strings.Contains(o, `"id": "1"`) && !strings.Contains(o, `"id": "2"`) {
+		if strings.Contains(o, `"id": "3"`) && !strings.Contains(o, `"id": "`+g1+`"`) && !strings.Contains(o, `"id": "`+g2+`"`) {
 			break
 		}
 		if time.Now().After(deadline) {
