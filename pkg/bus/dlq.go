@@ -119,13 +119,9 @@ func (b *Bus) LatestDeadLetters(ctx context.Context, limit int) ([]DeadLetter, u
 // already processed it are not harmed. The replay gets a message id of its
 // own, so it is not mistaken for a duplicate of the original.
 func (b *Bus) Replay(ctx context.Context, seq uint64, actor string) (DeadLetter, error) {
-	st, err := b.js.Stream(ctx, events.StreamDeadLetter)
+	st, m, err := b.readDeadLetter(ctx, seq)
 	if err != nil {
-		return DeadLetter{}, fmt.Errorf("dead-letter stream: %w", err)
-	}
-	m, err := st.GetMsg(ctx, seq)
-	if err != nil {
-		return DeadLetter{}, fmt.Errorf("dead letter %d: %w", seq, err)
+		return DeadLetter{}, err
 	}
 	dl := deadLetterOf(m)
 	if dl.Subject == "" {
@@ -222,18 +218,27 @@ func sameAsOriginal(ctx context.Context, src jetstream.Stream, dl DeadLetter, da
 // DeleteDeadLetter removes dead letter seq, unreplayed (an operator
 // looked at it and discards it), and returns what it was.
 func (b *Bus) DeleteDeadLetter(ctx context.Context, seq uint64) (DeadLetter, error) {
-	st, err := b.js.Stream(ctx, events.StreamDeadLetter)
+	st, m, err := b.readDeadLetter(ctx, seq)
 	if err != nil {
-		return DeadLetter{}, fmt.Errorf("dead-letter stream: %w", err)
-	}
-	m, err := st.GetMsg(ctx, seq)
-	if err != nil {
-		return DeadLetter{}, fmt.Errorf("dead letter %d: %w", seq, err)
+		return DeadLetter{}, err
 	}
 	if err := st.DeleteMsg(ctx, seq); err != nil {
 		return DeadLetter{}, fmt.Errorf("delete dead letter %d: %w", seq, err)
 	}
 	return deadLetterOf(m), nil
+}
+
+// readDeadLetter reads dead letter seq, with the stream that holds it.
+func (b *Bus) readDeadLetter(ctx context.Context, seq uint64) (jetstream.Stream, *jetstream.RawStreamMsg, error) {
+	st, err := b.js.Stream(ctx, events.StreamDeadLetter)
+	if err != nil {
+		return nil, nil, fmt.Errorf("dead-letter stream: %w", err)
+	}
+	m, err := st.GetMsg(ctx, seq)
+	if err != nil {
+		return nil, nil, fmt.Errorf("dead letter %d: %w", seq, err)
+	}
+	return st, m, nil
 }
 
 // subjectIn reports whether subject matches one of the patterns ('*' one
