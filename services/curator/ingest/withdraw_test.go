@@ -100,6 +100,20 @@ func TestWithdrawals(t *testing.T) {
 	if code, out := r.call("POST", "/v1/objects/reinstate", map[string]any{"ark": ark, "reason": "again"}); code != http.StatusConflict {
 		t.Errorf("reinstate of an object not withdrawn: %d %v", code, out)
 	}
+	// A reinstatement whose register entry was lost (the curator killed
+	// between its commit and the entry): asked again, the answer is 409
+	// (the object is live) and the register holds it again, so that a
+	// restore of the database does not undo it.
+	entry := withdraw.RegisterPrefix + strings.TrimPrefix(inventory.Prefix(ark), "objects/") + "reinstated.json"
+	if !exists(entry) {
+		t.Fatalf("no reinstatement in the register at %s", entry)
+	}
+	if err := r.bs.Delete(ctx, entry); err != nil {
+		t.Fatal(err)
+	}
+	if code, out := r.call("POST", "/v1/objects/reinstate", map[string]any{"ark": ark, "reason": "again"}); code != http.StatusConflict || !exists(entry) {
+		t.Errorf("reinstate asked again after its register entry was lost: %d %v, entry there: %v", code, out, exists(entry))
+	}
 	for _, c := range []map[string]any{{"ark": ark}, {"ark": "ark:/99999/fk4nothere", "reason": "x"}, {"ark": "nonsense", "reason": "x"}} {
 		if code, out := r.call("POST", "/v1/objects/withdraw", c); code != http.StatusBadRequest {
 			t.Errorf("%v: %d %v, want 400", c, code, out)

@@ -381,6 +381,7 @@ func (w *Withdrawer) Reinstate(ctx context.Context, r Request) (*Object, error) 
 		r.ARK = held
 	}
 	var at time.Time
+	var last *Reinstatement // the reinstatement that made it live, when it is
 	err := pgx.BeginFunc(ctx, w.DB, func(tx pgx.Tx) error {
 		var withdrawn bool
 		err := tx.QueryRow(ctx, `SELECT withdrawn_at IS NOT NULL FROM curator.inventory_objects WHERE ark = $1 FOR UPDATE`, r.ARK).Scan(&withdrawn)
@@ -391,6 +392,15 @@ func (w *Withdrawer) Reinstate(ctx context.Context, r Request) (*Object, error) 
 			return err
 		}
 		if !withdrawn {
+			// Live by a reinstatement (the ARK's latest record), whose
+			// register entry the answer may have lost.
+			var re Reinstatement
+			var action string
+			if err := tx.QueryRow(ctx, `SELECT at, reason, by_whom, action FROM curator.withdrawals WHERE ark = $1 ORDER BY id DESC LIMIT 1`,
+				r.ARK).Scan(&re.At, &re.Reason, &re.By, &action); err == nil && action == "reinstate" {
+				re.ARK = r.ARK
+				last = &re
+			}
 			return &ingest.ConflictError{Msg: r.ARK + " is not withdrawn"}
 		}
 		if _, err := tx.Exec(ctx, `UPDATE curator.inventory_objects SET withdrawn_at = NULL, withdrawn_reason = '' WHERE ark = $1`, r.ARK); err != nil {
@@ -399,6 +409,15 @@ func (w *Withdrawer) Reinstate(ctx context.Context, r Request) (*Object, error) 
 		return tx.QueryRow(ctx, `INSERT INTO curator.withdrawals (ark, version, reason, by_whom, action) VALUES ($1, 0, $2, $3, 'reinstate') RETURNING at`,
 			r.ARK, r.Reason, r.By).Scan(&at)
 	})
+	if last != nil {
+		// Live by a reinstatement whose answer was lost (a kill between
+		// its commit and its register entry, say): the caller asks again,
+		// and the register gets it now, so that a restore of the database
+		// does not undo it either.
+		if rerr := w.registerReinstatement(ctx, *last); rerr != nil {
+			return nil, fmt.Errorf("reinstate %s: %w", r.ARK, rerr)
+		}
+	}
 	if err != nil {
 		return nil, fmt.Errorf("reinstate %s: %w", r.ARK, err)
 	}
