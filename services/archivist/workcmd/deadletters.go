@@ -81,35 +81,57 @@ func matches(f work.Filter, it work.Item, now time.Time) bool {
 	return true
 }
 
-// all lists every dead letter f matches, newest first. The stream is
-// bounded per consumer (events.MaxCurationPerSubject) and by age, so a
-// listing costs what has gone wrong, not the archive's size.
-func (dl *DeadLetters) all(ctx context.Context, f work.Filter) ([]work.Item, error) {
+// scan hands fn each dead letter f matches with a sequence below below
+// (0: every one), oldest first, reading the stream a page at a time: what
+// it holds is fn's. The stream is bounded per consumer
+// (events.MaxCurationPerSubject) and by age, so a scan costs what has gone
+// wrong, not the archive's size.
+func (dl *DeadLetters) scan(ctx context.Context, f work.Filter, below uint64, fn func(work.Item)) error {
 	if err := f.Validate(); err != nil {
-		return nil, err
+		return err
 	}
 	now := time.Now()
 	if dl.Now != nil {
 		now = dl.Now()
 	}
-	var out []work.Item
 	for from := uint64(0); ; {
 		page, err := dl.Bus.DeadLetters(ctx, from, 500)
-		if err != nil {
-			return nil, err
-		}
-		if len(page) == 0 {
-			break
+		if err != nil || len(page) == 0 {
+			return err
 		}
 		for _, d := range page {
+			if below > 0 && d.Seq >= below {
+				return nil
+			}
 			from = d.Seq + 1
 			if it := Item(d); matches(f, it, now) {
-				out = append(out, it)
+				fn(it)
 			}
 		}
 	}
+}
+
+// newest keeps the last n items it is given (a ring), newest first when
+// read: memory is n items whatever the scan's length.
+type newest struct {
+	n     int
+	items []work.Item
+	next  int // where the next item goes once the ring is full
+}
+
+func (k *newest) add(it work.Item) {
+	if len(k.items) < k.n {
+		k.items = append(k.items, it)
+		return
+	}
+	k.items[k.next] = it
+	k.next = (k.next + 1) % k.n
+}
+
+func (k *newest) list() []work.Item {
+	out := append(slices.Clone(k.items[k.next:]), k.items[:k.next]...) // oldest first
 	slices.Reverse(out)
-	return out, nil
+	return out
 }
 
 // Find is a page of the dead letters f matches, newest first, after the
@@ -126,19 +148,13 @@ func (dl *DeadLetters) Find(ctx context.Context, f work.Filter, after string, li
 		}
 		below = n
 	}
-	items, err := dl.all(ctx, f)
-	if err != nil {
+	keep := &newest{n: limit + 1}
+	if err := dl.scan(ctx, f, below, keep.add); err != nil {
 		return work.Page{}, err
 	}
-	if below > 0 {
-		items = slices.DeleteFunc(items, func(it work.Item) bool { n, _ := strconv.ParseUint(it.ID, 10, 64); return n >= below })
-	}
-	p := work.Page{Items: items}
-	if len(items) > limit {
-		p.Items, p.Next = items[:limit], items[limit-1].ID
-	}
-	if p.Items == nil {
-		p.Items = []work.Item{}
+	p := work.Page{Items: keep.list()}
+	if len(p.Items) > limit {
+		p.Items, p.Next = p.Items[:limit], p.Items[limit-1].ID
 	}
 	return p, nil
 }
@@ -148,15 +164,15 @@ func (dl *DeadLetters) DryRun(ctx context.Context, v work.Verb, f work.Filter) (
 	if !slices.Contains(deadLetterVerbs, v) {
 		return work.Count{}, &work.NoVerbError{Verb: v, Takes: []string{BusPipeline + "/" + DeadLetterKind}}
 	}
-	items, err := dl.all(ctx, f)
-	if err != nil {
+	c := work.Count{Verb: v, Filter: f, ByKind: map[string]int{}, Sample: []string{}}
+	sample := &newest{n: 20}
+	if err := dl.scan(ctx, f, 0, func(it work.Item) { c.N++; sample.add(it) }); err != nil {
 		return work.Count{}, err
 	}
-	c := work.Count{Verb: v, Filter: f, N: len(items), ByKind: map[string]int{}, Sample: []string{}}
-	if len(items) > 0 {
-		c.ByKind[BusPipeline+"/"+DeadLetterKind] = len(items)
+	if c.N > 0 {
+		c.ByKind[BusPipeline+"/"+DeadLetterKind] = c.N
 	}
-	for _, it := range items[:min(len(items), 20)] {
+	for _, it := range sample.list() {
 		c.Sample = append(c.Sample, it.Ref())
 	}
 	return c, nil
@@ -165,25 +181,30 @@ func (dl *DeadLetters) DryRun(ctx context.Context, v work.Verb, f work.Filter) (
 // Act moves by v every dead letter f matches, if that is still confirm of
 // them, oldest first; actor is who acts. It stops at the first that cannot
 // be moved (a replay refused as forged, say), with what it moved so far.
+// One scan counts them and keeps their sequences (at most work.MaxAction).
 func (dl *DeadLetters) Act(ctx context.Context, v work.Verb, f work.Filter, confirm int, actor string) (work.Action, error) {
-	c, err := dl.DryRun(ctx, v, f)
-	if err != nil {
+	if !slices.Contains(deadLetterVerbs, v) {
+		return work.Action{}, &work.NoVerbError{Verb: v, Takes: []string{BusPipeline + "/" + DeadLetterKind}}
+	}
+	var items []work.Item // oldest first, as they failed
+	n := 0
+	if err := dl.scan(ctx, f, 0, func(it work.Item) {
+		if n++; n <= work.MaxAction {
+			items = append(items, it)
+		}
+	}); err != nil {
 		return work.Action{}, err
 	}
-	if c.N > work.MaxAction {
-		return work.Action{}, &work.TooManyError{N: c.N}
+	if n > work.MaxAction {
+		return work.Action{}, &work.TooManyError{N: n}
 	}
-	a := work.Action{At: time.Now().UTC(), Actor: actor, Verb: v, Filter: f, Counted: c.N, Items: []string{}, Service: BusPipeline}
-	if c.N != confirm {
-		a.Outcome = (&work.MovedError{Confirmed: confirm, Now: c.N}).Error()
+	a := work.Action{At: time.Now().UTC(), Actor: actor, Verb: v, Filter: f, Counted: n, Items: []string{}, Service: BusPipeline}
+	if n != confirm {
+		a.Outcome = (&work.MovedError{Confirmed: confirm, Now: n}).Error()
 		dl.log(ctx, a)
-		return a, &work.MovedError{Confirmed: confirm, Now: c.N}
+		return a, &work.MovedError{Confirmed: confirm, Now: n}
 	}
-	items, err := dl.all(ctx, f)
-	if err != nil {
-		return a, err
-	}
-	slices.Reverse(items) // oldest first, as they failed
+	var err error
 	for _, it := range items {
 		seq, _ := strconv.ParseUint(it.ID, 10, 64)
 		if v == work.Replay {

@@ -62,3 +62,25 @@ func TestADeadLetterMatchesAsAServicesItemWould(t *testing.T) {
 		}
 	}
 }
+
+// TestNewestKeepsTheLastItems: the ring keeps the last n items given,
+// newest first, whether it filled or not.
+func TestNewestKeepsTheLastItems(t *testing.T) {
+	for _, c := range []struct{ n, given int }{{3, 0}, {3, 2}, {3, 3}, {3, 7}, {1, 5}} {
+		k := &newest{n: c.n}
+		for i := range c.given {
+			k.add(work.Item{ID: string(rune('a' + i))})
+		}
+		var got string
+		for _, it := range k.list() {
+			got += it.ID
+		}
+		want := ""
+		for i := c.given - 1; i >= max(0, c.given-c.n); i-- {
+			want += string(rune('a' + i))
+		}
+		if got != want {
+			t.Errorf("n %d, given %d: %q, want %q", c.n, c.given, got, want)
+		}
+	}
+}
