@@ -4,12 +4,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"io/fs"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"path/filepath"
-	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -19,9 +16,9 @@ import (
 	"github.com/archivist/archivist/devkit/testenv"
 	"github.com/archivist/archivist/pkg/research/migrations"
 	"github.com/archivist/archivist/pkg/service"
-	"github.com/archivist/archivist/pkg/work"
 	"github.com/archivist/archivist/services/aggregator/aggregator"
 	aggmigrations "github.com/archivist/archivist/services/aggregator/migrations"
+	"github.com/archivist/archivist/services/archivist/refdocs"
 	"github.com/archivist/archivist/services/auditor/auditor"
 	auditormigrations "github.com/archivist/archivist/services/auditor/migrations"
 	"github.com/archivist/archivist/services/curator/curator"
@@ -294,51 +291,21 @@ type route struct {
 }
 
 // checkEveryRouteListed fails unless every route the services register
-// (read from their sources: each HandleFunc pattern) is called in routes,
+// (read from their sources: refdocs.ServiceRoutes) is called in routes,
 // so that a route added later without its row is caught here.
 func checkEveryRouteListed(t *testing.T, routes []route) {
 	t.Helper()
-	var files []string
-	err := filepath.WalkDir("../..", func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if d.IsDir() && (d.Name() == "archivist" || d.Name() == "testdata") && path != "../.." {
-			return filepath.SkipDir // the CLI and the dev runner serve no API of their own
-		}
-		if !d.IsDir() && strings.HasSuffix(path, ".go") && !strings.HasSuffix(path, "_test.go") {
-			files = append(files, path)
-		}
-		return nil
-	})
+	byService, err := refdocs.ServiceRoutes("../../..")
 	if err != nil {
 		t.Fatal(err)
 	}
-	pattern := regexp.MustCompile(`HandleFunc\("([A-Z]+ /[^"]*)"`)
 	muxes := map[string]*http.ServeMux{}
 	var all []string
-	for _, f := range files {
-		b, err := os.ReadFile(f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		api := strings.Split(filepath.ToSlash(f), "/")[2]
-		// The work kit's routes (pkg/work), where a service serves them.
-		if strings.Contains(string(b), "work.MarkRoutes(") {
-			for _, p := range []string{work.FindRoute, work.ActRoute, work.ActionsRoute, work.RatesRoute} {
-				if muxes[api] == nil {
-					muxes[api] = http.NewServeMux()
-				}
-				muxes[api].HandleFunc(p, func(http.ResponseWriter, *http.Request) {})
-				all = append(all, api+" "+p)
-			}
-		}
-		for _, m := range pattern.FindAllStringSubmatch(string(b), -1) {
-			if muxes[api] == nil {
-				muxes[api] = http.NewServeMux()
-			}
-			muxes[api].HandleFunc(m[1], func(http.ResponseWriter, *http.Request) {})
-			all = append(all, api+" "+m[1])
+	for api, rs := range byService {
+		muxes[api] = http.NewServeMux()
+		for _, p := range slices.Compact(slices.Sorted(slices.Values(rs))) {
+			muxes[api].HandleFunc(p, func(http.ResponseWriter, *http.Request) {})
+			all = append(all, api+" "+p)
 		}
 	}
 	if len(all) < 40 {

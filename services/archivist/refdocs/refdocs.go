@@ -12,6 +12,7 @@ import (
 	"bytes"
 	"cmp"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -91,43 +92,59 @@ func fromCode(f func() string) func(string) string { return func(string) string 
 // routePattern is a route as a service registers it.
 var routePattern = regexp.MustCompile(`HandleFunc\("([A-Z]+) (/[^"]*)"`)
 
-// Routes is every HTTP route of every service's API, read from the
-// services' sources (each HandleFunc pattern; the work kit's routes where
-// a service serves them), as the end-to-end authentication test reads
-// them.
-func Routes(root string) string {
-	byService := map[string][]string{}
-	var services []string
-	dirs, _ := os.ReadDir(filepath.Join(root, "services"))
+// ServiceRoutes reads every HTTP route each service's API registers from
+// the services' sources under root (each HandleFunc pattern, "GET /path";
+// the work kit's routes where a service serves them), by service: what the
+// routes table shows and the end-to-end authentication test checks.
+func ServiceRoutes(root string) (map[string][]string, error) {
+	out := map[string][]string{}
+	dirs, err := os.ReadDir(filepath.Join(root, "services"))
+	if err != nil {
+		return nil, err
+	}
 	for _, d := range dirs {
 		if !d.IsDir() || d.Name() == "archivist" {
 			continue // the CLI and the dev runner serve no API of their own
 		}
 		svc := d.Name()
-		_ = filepath.WalkDir(filepath.Join(root, "services", svc), func(p string, e os.DirEntry, err error) error {
-			if err != nil || e.IsDir() || !strings.HasSuffix(p, ".go") || strings.HasSuffix(p, "_test.go") {
+		err := filepath.WalkDir(filepath.Join(root, "services", svc), func(p string, e os.DirEntry, err error) error {
+			if err != nil {
 				return err
+			}
+			if e.IsDir() && e.Name() == "testdata" {
+				return filepath.SkipDir
+			}
+			if e.IsDir() || !strings.HasSuffix(p, ".go") || strings.HasSuffix(p, "_test.go") {
+				return nil
 			}
 			b, err := os.ReadFile(p)
 			if err != nil {
 				return err
 			}
 			if strings.Contains(string(b), "work.MarkRoutes(") {
-				for _, r := range []string{work.FindRoute, work.ActRoute, work.ActionsRoute, work.RatesRoute} {
-					byService[svc] = append(byService[svc], r)
-				}
+				out[svc] = append(out[svc], work.FindRoute, work.ActRoute, work.ActionsRoute, work.RatesRoute)
 			}
 			for _, m := range routePattern.FindAllStringSubmatch(string(b), -1) {
-				byService[svc] = append(byService[svc], m[1]+" "+m[2])
+				out[svc] = append(out[svc], m[1]+" "+m[2])
 			}
 			return nil
 		})
-		if len(byService[svc]) > 0 {
-			services = append(services, svc)
+		if err != nil {
+			return nil, err
 		}
 	}
+	return out, nil
+}
+
+// Routes is every HTTP route of every service's API (ServiceRoutes), a
+// row each.
+func Routes(root string) string {
+	byService, err := ServiceRoutes(root)
+	if err != nil {
+		return "(the services' sources could not be read: " + err.Error() + ")\n"
+	}
 	var rows [][]string
-	for _, svc := range services {
+	for _, svc := range slices.Sorted(maps.Keys(byService)) {
 		rs := byService[svc]
 		slices.SortFunc(rs, func(a, b string) int {
 			_, pa, _ := strings.Cut(a, " ")
