@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
 	"slices"
 	"sync/atomic"
 	"time"
@@ -128,7 +127,7 @@ func Table(e Entity) string {
 // end (completed, failed, deleted) may end its batch's processing: the
 // caller runs reportIfDone once the move has committed.
 func (s *Store) move(ctx context.Context, tx pgx.Tx, e Entity, id int64, from, to State, by By, action, detail string) error {
-	return s.moveRow(ctx, tx, e, id, from, to, by, action, detail, nil, nil)
+	return s.moveRow(ctx, tx, e, id, from, to, by, action, detail, Columns{}, nil)
 }
 
 // querier is a transaction, a connection or a pool.
@@ -143,11 +142,60 @@ func endsJob(e Entity, to State) bool {
 	return e == Job && (to == Completed || to == Failed || to == Deleted)
 }
 
+// Columns are what a move writes into its row besides the state: each
+// field that is set (not nil; Worked not zero) is written by the move's
+// own statement, the others are left as they are.
+type Columns struct {
+	// Priority is a job's priority (estimating raises a very large job's).
+	Priority *int
+	// SpaceNeeded is a job's bytes, as estimated and then as downloaded.
+	SpaceNeeded *int64
+	// Files are a job's files (nil leaves them; a pointer to an empty
+	// list empties them).
+	Files *[]File
+	// Version is the version of its object a job stores.
+	Version *int
+	// Report is a batch's report (JSON).
+	Report []byte
+	// Worked is added to the row's time worked.
+	Worked time.Duration
+}
+
+// assignments appends the SET items of the columns c sets to u, their
+// values to args, always in the same order (so that the statement's text,
+// and its prepared plan, is the same each time for the same columns).
+func (c Columns) assignments(u string, args []any) (string, []any) {
+	add := func(col, cast string, v any) {
+		args = append(args, v)
+		u += fmt.Sprintf(", %s = $%d%s", col, len(args), cast)
+	}
+	if c.Priority != nil {
+		add("priority", "", *c.Priority)
+	}
+	if c.SpaceNeeded != nil {
+		add("space_needed", "", *c.SpaceNeeded)
+	}
+	if c.Files != nil {
+		add("files", "", *c.Files)
+	}
+	if c.Version != nil {
+		add("version", "", *c.Version)
+	}
+	if c.Report != nil {
+		add("report", "", c.Report)
+	}
+	if c.Worked != 0 {
+		args = append(args, c.Worked)
+		u += fmt.Sprintf(", worked = worked + $%d::interval", len(args))
+	}
+	return u, args
+}
+
 // moveRow is move on q (a transaction, or a connection when the move is
-// all there is: one statement needs none), also setting the columns in
+// all there is: one statement needs none), also writing the columns in
 // set, and filling row with the job as the move left it when row is not
 // nil.
-func (s *Store) moveRow(ctx context.Context, q querier, e Entity, id int64, from, to State, by By, action, detail string, set map[string]any, row *JobRow, fence ...int64) error {
+func (s *Store) moveRow(ctx context.Context, q querier, e Entity, id int64, from, to State, by By, action, detail string, set Columns, row *JobRow, fence ...int64) error {
 	t, ok := AllowedBy(e, from, to, by)
 	if !ok {
 		return fmt.Errorf("ingest: %s %d: %s -> %s by %s is not in the transition table", e, id, from, to, by)
@@ -163,18 +211,7 @@ func (s *Store) moveRow(ctx context.Context, q querier, e Entity, id int64, from
 	if e == Job && by == Daemon && to != Failed && to != Held {
 		u += `, last_successful = $2`
 	}
-	args := []any{id, from, to, detail, e, by, t.Action}
-	// Sorted, so that the statement's text, and its prepared plan, is the
-	// same each time.
-	for _, col := range slices.Sorted(maps.Keys(set)) {
-		if d, ok := set[col].(AddInterval); ok {
-			args = append(args, time.Duration(d))
-			u += fmt.Sprintf(", %s = %[1]s + $%d::interval", pgx.Identifier{col}.Sanitize(), len(args))
-			continue
-		}
-		args = append(args, set[col])
-		u += fmt.Sprintf(", %s = $%d", pgx.Identifier{col}.Sanitize(), len(args))
-	}
+	u, args := set.assignments(u, []any{id, from, to, detail, e, by, t.Action})
 	where := ` WHERE id = $1 AND state = $2`
 	if len(fence) > 0 && fence[0] > 0 {
 		// A claim's move: only while the claim holds (its epoch).
@@ -232,7 +269,7 @@ func (s *Store) reportIfDone(ctx context.Context, q querier, batch int64) (bool,
 	if open {
 		return false, nil
 	}
-	err := s.moveRow(ctx, q, Batch, batch, Processing, Reporting, Auto, "jobs-done", "", nil, nil)
+	err := s.moveRow(ctx, q, Batch, batch, Processing, Reporting, Auto, "jobs-done", "", Columns{}, nil)
 	if errors.Is(err, ErrMoved) {
 		return false, nil // another job's end, or the sweep, moved it
 	}
@@ -292,7 +329,7 @@ type Beginner interface {
 // reporting of a batch the move ended. A move with nothing to apply is one
 // statement, sent without a transaction around it; a job's end then checks
 // whether its batch is done.
-func (s *Store) MoveOnRow(ctx context.Context, db Beginner, e Entity, id int64, from, to State, by By, detail string, set map[string]any, apply func(context.Context, pgx.Tx) error, row *JobRow, fence ...int64) error {
+func (s *Store) MoveOnRow(ctx context.Context, db Beginner, e Entity, id int64, from, to State, by By, detail string, set Columns, apply func(context.Context, pgx.Tx) error, row *JobRow, fence ...int64) error {
 	var err error
 	if apply == nil {
 		err = s.moveRow(ctx, db, e, id, from, to, by, "", detail, set, row, fence...)
@@ -341,6 +378,3 @@ func (s *Store) Job(ctx context.Context, id int64) (*JobRow, error) {
 // wake the daemon of the state reached).
 func (s *Store) OnMove(f func(e Entity, to State)) { s.wake = f }
 
-// AddInterval, as a value of Outcome.Set, adds to the column (an
-// interval) rather than setting it.
-type AddInterval time.Duration

@@ -230,9 +230,9 @@ func (c *Claim) Release() {
 type Outcome struct {
 	To     ingest.State
 	Detail string
-	// Set is column -> value, written by the statement that moves the
-	// row: a move with nothing to Apply is a single statement.
-	Set   map[string]any
+	// Set are the columns written by the statement that moves the row:
+	// a move with nothing to Apply is a single statement.
+	Set   ingest.Columns
 	Apply func(ctx context.Context, tx pgx.Tx) error
 }
 

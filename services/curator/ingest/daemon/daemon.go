@@ -388,10 +388,7 @@ func (d *daemon) handle(ctx context.Context, c *Claim) (ingest.State, bool) {
 	to, detail := out.To, out.Detail
 	if worked > 0 {
 		// The move keeps the work's time too (one statement still).
-		if out.Set == nil {
-			out.Set = map[string]any{}
-		}
-		out.Set["worked"] = ingest.AddInterval(worked)
+		out.Set.Worked += worked
 	}
 	// The transition runs on the claim's own connection: a worker never
 	// needs a second connection to finish what it holds.

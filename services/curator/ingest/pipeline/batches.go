@@ -313,7 +313,7 @@ func (g *Ingester) batchReport(from ingest.State) daemon.Work {
 				detail += "; report delivered"
 			}
 		}
-		out := daemon.Outcome{To: to, Detail: detail, Set: map[string]any{"report": body}}
+		out := daemon.Outcome{To: to, Detail: detail, Set: ingest.Columns{Report: body}}
 		if st.Report && len(st.Emails) > 0 {
 			m := notify.ReportMail(st.Emails, b.mailed(), rep.Sequence, string(to), detail, fmt.Sprintf("reports/batch-%d-%d.json", id, rep.Sequence), body)
 			out.Apply = func(ctx context.Context, tx pgx.Tx) error { return notify.Enqueue(ctx, tx, id, "report", m) }

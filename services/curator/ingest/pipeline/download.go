@@ -128,9 +128,9 @@ func (g *Ingester) estimate(ctx context.Context, j *ingest.JobRow) (daemon.Outco
 		prio = 10
 		detail += ", very large: priority 10"
 	}
-	set := map[string]any{"space_needed": total, "priority": prio}
+	set := ingest.Columns{SpaceNeeded: &total, Priority: &prio}
 	if j.Kind != "container" && len(probes) > 0 {
-		set["files"] = files
+		set.Files = &files
 	}
 	return daemon.Outcome{To: ingest.Provisioning, Detail: detail, Set: set}, nil
 }
@@ -197,9 +197,9 @@ func (g *Ingester) download(ctx context.Context, j *ingest.JobRow) (daemon.Outco
 	for _, f := range files {
 		total += f.Size
 	}
-	set := map[string]any{"space_needed": total}
+	set := ingest.Columns{SpaceNeeded: &total}
 	if j.Kind != "container" {
-		set["files"] = files
+		set.Files = &files
 	}
 	return daemon.Outcome{To: ingest.Processing, Detail: fmt.Sprintf("%d files, %d bytes", len(files), total), Set: set}, nil
 }

@@ -72,7 +72,7 @@ func (g *Ingester) process(ctx context.Context, j *ingest.JobRow) (daemon.Outcom
 	}
 	out := daemon.Outcome{To: ingest.Storing, Detail: ark}
 	if j.Kind == "container" {
-		out.Set = map[string]any{"files": files}
+		out.Set = ingest.Columns{Files: &files}
 	}
 	return out, nil
 }
@@ -98,7 +98,7 @@ func (g *Ingester) storeFiles(ctx context.Context, j *ingest.JobRow) (daemon.Out
 	// chosen again.
 	own := slices.DeleteFunc(slices.Clone(j.Files), func(f ingest.File) bool { return f.Key != "" })
 	j.Files = own
-	set := map[string]any{"version": version, "files": j.Files}
+	set := ingest.Columns{Version: &version, Files: &j.Files}
 	if j.Mode != "update" && version > 1 {
 		// Add: the previous version's files come along, but those the
 		// submission replaces.
@@ -107,7 +107,7 @@ func (g *Ingester) storeFiles(ctx context.Context, j *ingest.JobRow) (daemon.Out
 			return daemon.Outcome{}, err
 		}
 		j.Files = append(slices.Clip(j.Files), carried...)
-		set["files"] = j.Files
+		set.Files = &j.Files
 	}
 	type item struct {
 		path, local string
