@@ -377,4 +377,3 @@ func (s *Store) Job(ctx context.Context, id int64) (*JobRow, error) {
 // OnMove has f told of every committed transition, after the commit (to
 // wake the daemon of the state reached).
 func (s *Store) OnMove(f func(e Entity, to State)) { s.wake = f }
-
