@@ -98,19 +98,19 @@ func run(ctx context.Context, env *service.Env, cfg Config) error {
 
 // refusedCounter registers the counter of refused announcements.
 func refusedCounter(reg prometheus.Registerer) prometheus.Counter {
-	return counter(reg, "archivist_aggregator_announcements_refused_total",
-		"CDX announcements of archive files withdrawn (a tombstone), refused: their captures are never answered.")
+	return counter(reg, prometheus.CounterOpts{Name: "archivist_aggregator_announcements_refused_total",
+		Help: "CDX announcements of archive files withdrawn (a tombstone), refused: their captures are never answered."})
 }
 
 // skippedCounter registers the counter of skipped announcements.
 func skippedCounter(reg prometheus.Registerer) prometheus.Counter {
-	return counter(reg, "archivist_aggregator_announcements_skipped_total",
-		"CDX announcements not newer than the output recorded for their file (late or replayed).")
+	return counter(reg, prometheus.CounterOpts{Name: "archivist_aggregator_announcements_skipped_total",
+		Help: "CDX announcements not newer than the output recorded for their file (late or replayed)."})
 }
 
 // counter makes a counter, registered with reg unless nil.
-func counter(reg prometheus.Registerer, name, help string) prometheus.Counter {
-	c := prometheus.NewCounter(prometheus.CounterOpts{Name: name, Help: help})
+func counter(reg prometheus.Registerer, opts prometheus.CounterOpts) prometheus.Counter {
+	c := prometheus.NewCounter(opts)
 	if reg != nil {
 		reg.MustRegister(c)
 	}

@@ -1,6 +1,7 @@
 // Package refdocs writes the reference tables of the README and the docs
 // from the code that defines them (the streams, the services' consumers,
-// the ingest transitions, the audit outcomes), into blocks marked in the
+// the ingest transitions, the audit outcomes, the HTTP routes, the
+// metrics), into blocks marked in the
 // Markdown, so that a table cannot go stale without a test saying so
 // (TestReferenceTablesAreCurrent). Run `go generate ./services/archivist/refdocs`
 // after changing what a table shows.
@@ -43,6 +44,7 @@ var Blocks = []Block{
 	{"docs/ARCHITECTURE.md", "routes", Routes},
 	{"docs/ingest.md", "transitions", fromCode(Transitions)},
 	{"docs/auditor.md", "outcomes", fromCode(Outcomes)},
+	{"docs/DEPLOY.md", "metrics", Metrics},
 }
 
 // Update fills every block under root; with write false it only reports
