@@ -32,10 +32,10 @@ func TestTablesSayWhatTheCodeDefines(t *testing.T) {
 		{"transitions", refdocs.Transitions(), []string{"| job | failed | notify | admin | `requeue` |", "| batch | processing | reporting | auto |"}},
 		{"outcomes", refdocs.Outcomes(), []string{"| 1 |", "| 11 |"}},
 		{"metrics", refdocs.Metrics("../../.."), []string{
-			"| `archivist_research_open_episodes` | gauge |",                      // a name from a constant of events
+			"| `archivist_research_open_episodes` | gauge |",                       // a name from a constant of events
 			"| `archivist_bus_messages_total` | counter | `consumer`, `outcome` |", // a Vec's labels
-			"| `archivist_consumer_pending` | gauge | `stream`, `consumer` |",     // a service.Gauge, labels by variable
-			"| `archivist_db_pool_connections` | gauge | `state` |",              // a collector's Desc
+			"| `archivist_consumer_pending` | gauge | `stream`, `consumer` |",      // a service.Gauge, labels by variable
+			"| `archivist_db_pool_connections` | gauge | `state` |",                // a collector's Desc
 			"| `archivist_aggregator_announcements_refused_total` | counter |",
 			"| `archivist_http_request_duration_seconds` | histogram |"}},
 		{"routes", refdocs.Routes("../../.."), []string{"| curator | POST | `/v1/batches` |", "| pwa | GET | `/v1/work` |", "| aggregator | GET | `/cdx` |"}},
