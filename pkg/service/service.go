@@ -52,6 +52,10 @@ type Definition struct {
 	// Run runs the service until ctx ends, then stops its work cleanly
 	// (draining consumers) and returns. It calls env.Ready once it serves.
 	Run func(ctx context.Context, env *Env) error
+	// Config points to a zero value of the configuration Run reads
+	// besides Common (Configured's C): its variables are the service's
+	// own in the reference (the README's variables by service).
+	Config any
 }
 
 // Common is the configuration every service reads.

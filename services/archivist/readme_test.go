@@ -11,15 +11,9 @@ import (
 	"github.com/archivist/archivist/pkg/config"
 	"github.com/archivist/archivist/pkg/logging"
 	"github.com/archivist/archivist/pkg/service"
-	"github.com/archivist/archivist/services/aggregator/aggregator"
+	"github.com/archivist/archivist/services/archivist/all"
 	"github.com/archivist/archivist/services/archivist/cli"
 	"github.com/archivist/archivist/services/archivist/dev"
-	"github.com/archivist/archivist/services/auditor/auditor"
-	"github.com/archivist/archivist/services/curator/curator"
-	"github.com/archivist/archivist/services/cwa/cwa"
-	"github.com/archivist/archivist/services/indexer/indexer"
-	"github.com/archivist/archivist/services/pwa/pwa"
-	"github.com/archivist/archivist/services/researcher/researcher"
 )
 
 // TestREADMEDocumentsEveryVariable keeps the README's configuration table
@@ -31,8 +25,15 @@ func TestREADMEDocumentsEveryVariable(t *testing.T) {
 		t.Fatal(err)
 	}
 	table := string(readme)
-	for _, cfg := range []any{&service.Common{}, &logging.Config{}, &curator.Config{}, &dev.Options{},
-		&pwa.Config{}, &cwa.Config{}, &researcher.Config{}, &auditor.Config{}, &indexer.Config{}, &aggregator.Config{}} {
+	cfgs := []any{&service.Common{}, &logging.Config{}, &dev.Options{}}
+	for _, d := range all.Services() {
+		if d.Config == nil {
+			t.Errorf("service %s's definition names no Config: its variables are in no reference", d.Name)
+			continue
+		}
+		cfgs = append(cfgs, d.Config)
+	}
+	for _, cfg := range cfgs {
 		for _, v := range config.Vars(cfg) {
 			row := "| `" + v.Name + "` | "
 			i := strings.Index(table, row)

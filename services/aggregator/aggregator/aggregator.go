@@ -72,6 +72,7 @@ func Definition() service.Definition {
 		NeedsBus:  true,
 		NeedsBlob: true,
 		Run:       service.Configured(run),
+		Config:    new(Config),
 	}
 }
 

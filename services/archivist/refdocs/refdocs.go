@@ -38,6 +38,7 @@ type Block struct {
 
 // Blocks are the generated tables.
 var Blocks = []Block{
+	{"README.md", "variables", Variables},
 	{"README.md", "streams", fromCode(Streams)},
 	{"docs/ARCHITECTURE.md", "streams", fromCode(Streams)},
 	{"docs/ARCHITECTURE.md", "consumers", fromCode(Consumers)},

@@ -38,6 +38,7 @@ func TestTablesSayWhatTheCodeDefines(t *testing.T) {
 			"| `archivist_db_pool_connections` | gauge | `state` |",                // a collector's Desc
 			"| `archivist_aggregator_announcements_refused_total` | counter |",
 			"| `archivist_http_request_duration_seconds` | histogram |"}},
+		{"variables", refdocs.Variables("../../.."), []string{"| cwa | NATS, PostgreSQL | `RESEARCH_LEASE_DURATION`", "`DASHBOARD_CURATOR_URL`", "| every service | `ADMIN_ADDR`"}},
 		{"routes", refdocs.Routes("../../.."), []string{"| curator | POST | `/v1/batches` |", "| pwa | GET | `/v1/work` |", "| aggregator | GET | `/cdx` |"}},
 	} {
 		for _, w := range c.want {

@@ -102,6 +102,7 @@ func Definition() service.Definition {
 		NeedsBus:  true,
 		NeedsBlob: true,
 		Run:       service.Configured(run),
+		Config:    new(Config),
 	}
 }
 

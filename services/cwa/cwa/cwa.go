@@ -39,6 +39,7 @@ func Definition() service.Definition {
 		NeedsDB:  true,
 		NeedsBus: true,
 		Run:      service.Configured(run),
+		Config:   new(Config),
 	}
 }
 

@@ -104,6 +104,7 @@ func Definition() service.Definition {
 		Summary:     "serves the operator's dashboard: the five pipelines on one page, live, each item's history",
 		NeedsBus:    true,
 		ObservesBus: true,
+		Config:      new(Config),
 		Run: func(ctx context.Context, env *service.Env) error {
 			var cfg Config
 			if err := env.LoadConfig(ctx, &cfg); err != nil {

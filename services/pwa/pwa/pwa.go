@@ -51,6 +51,7 @@ func Definition() service.Definition {
 		NeedsBus: true,
 		Buckets:  research.Buckets,
 		Run:      service.Configured(run),
+		Config:   new(Config),
 	}
 }
 

@@ -130,6 +130,7 @@ func Definition(loc ClipLocator) service.Definition {
 		NeedsBus:  loc != nil,
 		NeedsBlob: loc != nil,
 		Buckets:   research.Buckets,
+		Config:    new(Config),
 		Run: func(ctx context.Context, env *service.Env) error {
 			if loc == nil {
 				env.Log.WarnContext(ctx, "no clip locator is built into this researcher (the clip-locator issue); it takes no work")
