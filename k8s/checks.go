@@ -95,7 +95,7 @@ const (
 	pgHeadroom = 10
 )
 
-// leaderSessions is how many loops each service leads (service.AsLeader):
+// leaderSessions is how many loops each service leads (service.Env.AsLeader, pkg/leader):
 // each holds its lock in a session of its own, beyond the pool
 // (TestLeaderSessionsMatchTheCode counts them in the services' code).
 var leaderSessions = map[string]int{"curator": 1, "indexer": 1, "aggregator": 1, "auditor": 5}

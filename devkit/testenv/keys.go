@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/archivist/archivist/pkg/service"
+	"github.com/archivist/archivist/pkg/apiauth"
 )
 
 // APIKey is a key of a test's keys file: its holder, roles, and for a
@@ -14,7 +14,7 @@ import (
 // shoulders under which it may supply new objects' ARKs.
 type APIKey struct {
 	Name        string
-	Roles       []service.Role
+	Roles       []apiauth.Role
 	Source      string
 	Collections []string
 	ARKs        []string
@@ -28,7 +28,7 @@ func KeysFile(t testing.TB, keys ...APIKey) (file string, tokens map[string]stri
 	tokens = map[string]string{}
 	var lines []string
 	for _, k := range keys {
-		key, line := service.NewKeyFor(service.Identity{Name: k.Name, Roles: k.Roles, Source: k.Source, Collections: k.Collections, ARKs: k.ARKs})
+		key, line := apiauth.NewKeyFor(apiauth.Identity{Name: k.Name, Roles: k.Roles, Source: k.Source, Collections: k.Collections, ARKs: k.ARKs})
 		tokens[k.Name] = key
 		lines = append(lines, line)
 	}

@@ -16,6 +16,7 @@ import (
 	jose "github.com/go-jose/go-jose/v4"
 
 	"github.com/archivist/archivist/events"
+	"github.com/archivist/archivist/pkg/apiauth"
 )
 
 // jwtVerifier checks bearer JWTs against an OIDC issuer's published keys
@@ -157,19 +158,19 @@ func looksLikeJWT(s string) bool { return strings.Count(s, ".") == 2 && !strings
 
 // verify checks raw and returns its holder: the subject as name, the roles
 // of the roles claim, and a publisher's source from the source claim.
-func (v *jwtVerifier) verify(ctx context.Context, raw string) (Identity, error) {
+func (v *jwtVerifier) verify(ctx context.Context, raw string) (apiauth.Identity, error) {
 	tok, err := v.verifier.Verify(ctx, raw)
 	if err != nil {
-		return Identity{}, err
+		return apiauth.Identity{}, err
 	}
 	var claims map[string]any
 	if err := tok.Claims(&claims); err != nil {
-		return Identity{}, fmt.Errorf("claims: %w", err)
+		return apiauth.Identity{}, fmt.Errorf("claims: %w", err)
 	}
 	// A token's holder is named in a space of its own: keys-file names
 	// cannot hold a ':', so no identity provider's subject is a key's
 	// depositor (a client that chooses its subject "radio" is not radio).
-	id := Identity{Name: JWTNamePrefix + tok.Subject}
+	id := apiauth.Identity{Name: JWTNamePrefix + tok.Subject}
 	var names []string
 	switch rs := claims[v.cfg.RolesClaim].(type) {
 	case string:
@@ -182,31 +183,31 @@ func (v *jwtVerifier) verify(ctx context.Context, raw string) (Identity, error) 
 		}
 	}
 	for _, n := range names {
-		switch r := Role(n); r {
-		case Reader, Publisher, Operator:
+		switch r := apiauth.Role(n); r {
+		case apiauth.Reader, apiauth.Publisher, apiauth.Operator:
 			id.Roles = append(id.Roles, r)
 		}
 	}
 	if src, ok := claims[v.cfg.SourceClaim].(string); ok && src != "" {
 		if err := events.ValidateSource(v.cfg.SourceClaim, src); err != nil {
-			return Identity{}, err
+			return apiauth.Identity{}, err
 		}
 		id.Source = src
 	}
-	if id.Has(Publisher) && id.Source == "" {
-		return Identity{}, fmt.Errorf("a publisher's token must name its source (claim %s)", v.cfg.SourceClaim)
+	if id.Has(apiauth.Publisher) && id.Source == "" {
+		return apiauth.Identity{}, fmt.Errorf("a publisher's token must name its source (claim %s)", v.cfg.SourceClaim)
 	}
 	cs := claimList(claims[v.cfg.CollectionsClaim])
-	if slices.Contains(id.Roles, Publisher) {
-		if id.Collections, err = ParseCollections(v.cfg.CollectionsClaim, strings.Join(cs, ",")); err != nil {
-			return Identity{}, err
+	if slices.Contains(id.Roles, apiauth.Publisher) {
+		if id.Collections, err = apiauth.ParseCollections(v.cfg.CollectionsClaim, strings.Join(cs, ",")); err != nil {
+			return apiauth.Identity{}, err
 		}
-		if id.ARKs, err = ParseARKShoulders(v.cfg.ARKsClaim, strings.Join(claimList(claims[v.cfg.ARKsClaim]), ",")); err != nil {
-			return Identity{}, err
+		if id.ARKs, err = apiauth.ParseARKShoulders(v.cfg.ARKsClaim, strings.Join(claimList(claims[v.cfg.ARKsClaim]), ",")); err != nil {
+			return apiauth.Identity{}, err
 		}
 	}
 	if tok.Subject == "" {
-		return Identity{}, errors.New("the token has no subject")
+		return apiauth.Identity{}, errors.New("the token has no subject")
 	}
 	return id, nil
 }

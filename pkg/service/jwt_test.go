@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/archivist/archivist/pkg/apiauth"
 	"github.com/go-jose/go-jose/v4"
 	"github.com/go-jose/go-jose/v4/jwt"
 )
@@ -94,7 +95,7 @@ func (iss *testIssuer) token(signer jose.Signer, extra map[string]any) string {
 // roles and a publisher's source come from their claims.
 func TestJWTsOfAnOIDCIssuer(t *testing.T) {
 	iss := newTestIssuer(t)
-	ops, opsLine := NewKey("ops", []Role{Operator}, "")
+	ops, opsLine := apiauth.NewKey("ops", []apiauth.Role{apiauth.Operator}, "")
 	file := filepath.Join(t.TempDir(), "keys")
 	if err := os.WriteFile(file, []byte(opsLine+"\n"), 0o600); err != nil {
 		t.Fatal(err)
@@ -121,7 +122,7 @@ func TestJWTsOfAnOIDCIssuer(t *testing.T) {
 	if code, body := do("POST", "/v1/records", publisher); code != 200 || body != "oidc:radio-system radio" {
 		t.Errorf("a publisher's token on its route: %d %q, want its holder oidc:radio-system", code, body)
 	}
-	if _, err := ParseKeys("oidc:radio-system reader " + strings.Repeat("0", 64)); err == nil {
+	if _, err := apiauth.ParseKeys("oidc:radio-system reader " + strings.Repeat("0", 64)); err == nil {
 		t.Error("a keys file names a key oidc:radio-system, a token's holder")
 	}
 	// The collections a publisher deposits into are a claim.

@@ -14,13 +14,15 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/archivist/archivist/pkg/apiauth"
 )
 
 // TestEachKeyHasARateLimit: a caller over API_RATE_LIMIT (its burst spent)
 // gets 429 with Retry-After, and other callers are served meanwhile.
 func TestEachKeyHasARateLimit(t *testing.T) {
-	busy, busyLine := NewKey("busy", []Role{Reader}, "")
-	calm, calmLine := NewKey("calm", []Role{Reader}, "")
+	busy, busyLine := apiauth.NewKey("busy", []apiauth.Role{apiauth.Reader}, "")
+	calm, calmLine := apiauth.NewKey("calm", []apiauth.Role{apiauth.Reader}, "")
 	file := filepath.Join(t.TempDir(), "keys")
 	if err := os.WriteFile(file, []byte(busyLine+"\n"+calmLine+"\n"), 0o600); err != nil {
 		t.Fatal(err)
@@ -59,7 +61,7 @@ func TestEachKeyHasARateLimit(t *testing.T) {
 // once, and a connection whose request is refused (401) is closed after
 // the answer, never kept alive idle.
 func TestConnectionsAreBoundedPerClient(t *testing.T) {
-	ks, line := NewKey("viewer", []Role{Reader}, "")
+	ks, line := apiauth.NewKey("viewer", []apiauth.Role{apiauth.Reader}, "")
 	file := filepath.Join(t.TempDir(), "keys")
 	if err := os.WriteFile(file, []byte(line+"\n"), 0o600); err != nil {
 		t.Fatal(err)
@@ -146,7 +148,7 @@ func TestConnectionsAreBoundedPerClient(t *testing.T) {
 // DNS rebinding) is refused before its key is looked at, with or without
 // authentication.
 func TestOnlyAllowedHostsAreServed(t *testing.T) {
-	key, line := NewKey("viewer", []Role{Reader}, "")
+	key, line := apiauth.NewKey("viewer", []apiauth.Role{apiauth.Reader}, "")
 	file := filepath.Join(t.TempDir(), "keys")
 	if err := os.WriteFile(file, []byte(line+"\n"), 0o600); err != nil {
 		t.Fatal(err)
@@ -176,7 +178,7 @@ func TestOnlyAllowedHostsAreServed(t *testing.T) {
 //
 //	go test -run '^$' -bench AuthenticatedRequest ./pkg/service/
 func BenchmarkAuthenticatedRequest(b *testing.B) {
-	key, line := NewKey("viewer", []Role{Reader}, "")
+	key, line := apiauth.NewKey("viewer", []apiauth.Role{apiauth.Reader}, "")
 	file := filepath.Join(b.TempDir(), "keys")
 	if err := os.WriteFile(file, []byte(line+"\n"), 0o600); err != nil {
 		b.Fatal(err)

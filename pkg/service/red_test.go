@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/archivist/archivist/pkg/apiauth"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 )
@@ -17,8 +18,8 @@ import (
 // method and status, refused ones included, and timed; a publisher's route
 // still needs only the publisher role behind the measuring.
 func TestAPIMetricsPerRoute(t *testing.T) {
-	reader, readerLine := NewKey("reader", []Role{Reader}, "")
-	pub, pubLine := NewKey("pub", []Role{Publisher}, "src")
+	reader, readerLine := apiauth.NewKey("reader", []apiauth.Role{apiauth.Reader}, "")
+	pub, pubLine := apiauth.NewKey("pub", []apiauth.Role{apiauth.Publisher}, "src")
 	file := filepath.Join(t.TempDir(), "keys")
 	if err := os.WriteFile(file, []byte(readerLine+"\n"+pubLine+"\n"), 0o600); err != nil {
 		t.Fatal(err)
@@ -139,7 +140,7 @@ func TestMadeUpMethodsMakeNoLabels(t *testing.T) {
 // writeKeys writes a keys file with one reader key and returns its path.
 func writeKeys(t *testing.T) string {
 	t.Helper()
-	_, line := NewKey("reader", []Role{Reader}, "")
+	_, line := apiauth.NewKey("reader", []apiauth.Role{apiauth.Reader}, "")
 	file := filepath.Join(t.TempDir(), "keys")
 	if err := os.WriteFile(file, []byte(line+"\n"), 0o600); err != nil {
 		t.Fatal(err)

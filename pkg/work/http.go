@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/archivist/archivist/pkg/apiauth"
 	"github.com/archivist/archivist/pkg/service"
 )
 
@@ -79,7 +80,7 @@ func (s *Store) Handle(mux *http.ServeMux, log *slog.Logger) {
 			writeErr(w, log, err)
 			return
 		}
-		caller, _ := service.Caller(r.Context())
+		caller, _ := apiauth.Caller(r.Context())
 		a, err := s.Act(r.Context(), v, f, n, caller.Name)
 		if err != nil {
 			writeErr(w, log, err)
@@ -117,7 +118,7 @@ func (s *Store) Handle(mux *http.ServeMux, log *slog.Logger) {
 			return
 		}
 		actor := r.URL.Query().Get("actor")
-		if caller, _ := service.Caller(r.Context()); !caller.Has(service.Reader) && !caller.Has(service.Operator) {
+		if caller, _ := apiauth.Caller(r.Context()); !caller.Has(apiauth.Reader) && !caller.Has(apiauth.Operator) {
 			actor = caller.Name
 		}
 		out, err := s.Actions(r.Context(), actor, int64(before), limit)
@@ -144,8 +145,8 @@ func callerFilter(r *http.Request, acting bool) (Filter, error) {
 	if err != nil {
 		return f, err
 	}
-	caller, _ := service.Caller(r.Context())
-	if caller.OwnOnly() || (acting && !caller.Has(service.Operator)) {
+	caller, _ := apiauth.Caller(r.Context())
+	if caller.OwnOnly() || (acting && !caller.Has(apiauth.Operator)) {
 		f.Submitter = caller.Name
 	}
 	return f, nil

@@ -18,6 +18,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/archivist/archivist/devkit/testenv"
+	"github.com/archivist/archivist/pkg/apiauth"
 	"github.com/archivist/archivist/pkg/fault"
 	"github.com/archivist/archivist/pkg/service"
 	"github.com/archivist/archivist/pkg/store"
@@ -193,8 +194,8 @@ func TestAPublisherFindsAndActsOnItsOwn(t *testing.T) {
 	mux := http.NewServeMux()
 	s.Handle(mux, slog.New(slog.DiscardHandler))
 	h := work.MarkRoutes(service.RoutesOf(mux))
-	call := func(id service.Identity, method, path string, q url.Values) (int, map[string]any) {
-		r := httptest.NewRequest(method, path+"?"+q.Encode(), nil).WithContext(service.WithCaller(ctx, id))
+	call := func(id apiauth.Identity, method, path string, q url.Values) (int, map[string]any) {
+		r := httptest.NewRequest(method, path+"?"+q.Encode(), nil).WithContext(apiauth.WithCaller(ctx, id))
 		w := httptest.NewRecorder()
 		if ok, _ := service.Allowed(id, h, r); !ok {
 			return http.StatusForbidden, nil
@@ -204,8 +205,8 @@ func TestAPublisherFindsAndActsOnItsOwn(t *testing.T) {
 		json.Unmarshal(w.Body.Bytes(), &out)
 		return w.Code, out
 	}
-	alice := service.Identity{Name: "alice", Roles: []service.Role{service.Publisher}}
-	reader := service.Identity{Name: "r", Roles: []service.Role{service.Reader}}
+	alice := apiauth.Identity{Name: "alice", Roles: []apiauth.Role{apiauth.Publisher}}
+	reader := apiauth.Identity{Name: "r", Roles: []apiauth.Role{apiauth.Reader}}
 	if code, out := call(alice, "GET", "/v1/work", url.Values{"submitter": {"mallory"}}); code != 200 || len(out["items"].([]any)) != 4 {
 		t.Fatalf("alice asking for mallory's: %d %v", code, out)
 	}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/archivist/archivist/pkg/apiauth"
 	"github.com/archivist/archivist/pkg/service"
 	"github.com/archivist/archivist/pkg/surt"
 )
@@ -234,7 +235,7 @@ func (a *Aggregator) exclusionRoutes(mux *http.ServeMux) {
 			service.WriteJSON(w, http.StatusBadRequest, map[string]string{"error": msg})
 			return
 		}
-		if id, ok := service.Caller(r.Context()); ok {
+		if id, ok := apiauth.Caller(r.Context()); ok {
 			e.AddedBy = id.Name
 		}
 		e, err := a.AddExclusion(r.Context(), e)
@@ -252,7 +253,7 @@ func (a *Aggregator) exclusionRoutes(mux *http.ServeMux) {
 			return
 		}
 		by := ""
-		if c, ok := service.Caller(r.Context()); ok {
+		if c, ok := apiauth.Caller(r.Context()); ok {
 			by = c.Name
 		}
 		switch err := a.RemoveExclusion(r.Context(), id, by); {

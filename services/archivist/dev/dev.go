@@ -23,6 +23,7 @@ import (
 	"github.com/archivist/archivist/devkit/minioserver"
 	"github.com/archivist/archivist/devkit/natsserver"
 	"github.com/archivist/archivist/devkit/pgcluster"
+	"github.com/archivist/archivist/pkg/apiauth"
 	"github.com/archivist/archivist/pkg/blob"
 	"github.com/archivist/archivist/pkg/config"
 	"github.com/archivist/archivist/pkg/service"
@@ -232,8 +233,8 @@ func devKeys(dataDir string) (keysFile, tokenFile string, err error) {
 			return keysFile, tokenFile, nil
 		}
 	}
-	key, line := service.NewKeyFor(service.Identity{Name: "local-operator", Roles: []service.Role{service.Operator, service.Publisher}, Source: "http",
-		ARKs: []string{service.AnyCollection}})
+	key, line := apiauth.NewKeyFor(apiauth.Identity{Name: "local-operator", Roles: []apiauth.Role{apiauth.Operator, apiauth.Publisher}, Source: "http",
+		ARKs: []string{apiauth.AnyCollection}})
 	if err := os.WriteFile(tokenFile, []byte(key+"\n"), 0o600); err != nil {
 		return "", "", fmt.Errorf("API token: %w", err)
 	}

@@ -14,8 +14,8 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/archivist/archivist/devkit/testenv"
+	"github.com/archivist/archivist/pkg/apiauth"
 	"github.com/archivist/archivist/pkg/research/migrations"
-	"github.com/archivist/archivist/pkg/service"
 	"github.com/archivist/archivist/services/aggregator/aggregator"
 	aggmigrations "github.com/archivist/archivist/services/aggregator/migrations"
 	"github.com/archivist/archivist/services/archivist/refdocs"
@@ -38,10 +38,10 @@ import (
 func TestEveryAPIAuthenticates(t *testing.T) {
 	// A publisher deposits into the collection of its own name.
 	keysFile, keys := testenv.KeysFile(t,
-		testenv.APIKey{Name: "viewer", Roles: []service.Role{service.Reader}},
-		testenv.APIKey{Name: "radio", Roles: []service.Role{service.Publisher}, Source: "radio", Collections: []string{"radio"}},
-		testenv.APIKey{Name: "tv", Roles: []service.Role{service.Publisher}, Source: "tv", Collections: []string{"tv"}},
-		testenv.APIKey{Name: "ops", Roles: []service.Role{service.Operator}})
+		testenv.APIKey{Name: "viewer", Roles: []apiauth.Role{apiauth.Reader}},
+		testenv.APIKey{Name: "radio", Roles: []apiauth.Role{apiauth.Publisher}, Source: "radio", Collections: []string{"radio"}},
+		testenv.APIKey{Name: "tv", Roles: []apiauth.Role{apiauth.Publisher}, Source: "tv", Collections: []string{"tv"}},
+		testenv.APIKey{Name: "ops", Roles: []apiauth.Role{apiauth.Operator}})
 	natsURL := testenv.NATS(t)
 	addr := func() string { return fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(t)) }
 	auth := func(name, a string) map[string]string {
@@ -89,80 +89,80 @@ func TestEveryAPIAuthenticates(t *testing.T) {
 	// Every route of every API (the admin port's /healthz, /readyz and
 	// /metrics are not an API: no data, and a port of their own).
 	routes := []route{
-		{"curator", "GET", "/v1/episodes/radio:none", "", service.Reader},
-		{"curator", "GET", "/v1/clips/radio:none", "", service.Reader},
-		{"curator", "GET", "/v1/works/episodes/none", "", service.Reader},
-		{"curator", "GET", "/v1/works/clips/none", "", service.Reader},
-		{"curator", "GET", "/v1/curation/status", "", service.Reader},
-		{"curator", "POST", "/v1/episodes", episode, service.Publisher},
-		{"curator", "POST", "/v1/clips", `{}`, service.Publisher},
-		{"curator", "POST", "/v1/batches", batch, service.Publisher},
+		{"curator", "GET", "/v1/episodes/radio:none", "", apiauth.Reader},
+		{"curator", "GET", "/v1/clips/radio:none", "", apiauth.Reader},
+		{"curator", "GET", "/v1/works/episodes/none", "", apiauth.Reader},
+		{"curator", "GET", "/v1/works/clips/none", "", apiauth.Reader},
+		{"curator", "GET", "/v1/curation/status", "", apiauth.Reader},
+		{"curator", "POST", "/v1/episodes", episode, apiauth.Publisher},
+		{"curator", "POST", "/v1/clips", `{}`, apiauth.Publisher},
+		{"curator", "POST", "/v1/batches", batch, apiauth.Publisher},
 		{"curator", "GET", "/v1/batches", "", own},
 		{"curator", "GET", "/v1/jobs?state=failed", "", own},
 		{"curator", "GET", "/v1/batches/999", "", own},
 		{"curator", "GET", "/v1/jobs/999", "", own},
-		{"curator", "POST", "/v1/batches/999/release", "", service.Operator},
-		{"curator", "POST", "/v1/jobs/999/hold", "", service.Operator},
-		{"curator", "POST", "/v1/collections/none/hold", "", service.Operator},
-		{"curator", "POST", "/v1/ingest/pause", "", service.Operator},
-		{"curator", "POST", "/v1/ingest/resume", "", service.Operator},
-		{"curator", "GET", "/v1/ingest/status", "", service.Reader},
+		{"curator", "POST", "/v1/batches/999/release", "", apiauth.Operator},
+		{"curator", "POST", "/v1/jobs/999/hold", "", apiauth.Operator},
+		{"curator", "POST", "/v1/collections/none/hold", "", apiauth.Operator},
+		{"curator", "POST", "/v1/ingest/pause", "", apiauth.Operator},
+		{"curator", "POST", "/v1/ingest/resume", "", apiauth.Operator},
+		{"curator", "GET", "/v1/ingest/status", "", apiauth.Reader},
 		{"curator", "GET", "/v1/ingest/history?batch=999", "", own},
-		{"curator", "GET", "/v1/ingest/transitions", "", service.Reader},
+		{"curator", "GET", "/v1/ingest/transitions", "", apiauth.Reader},
 		{"curator", "GET", "/v1/objects?ark=ark:/99999/none", "", own},
-		{"curator", "POST", "/v1/objects/withdraw", `{"ark":"ark:/99999/none","reason":"test"}`, service.Operator},
-		{"curator", "POST", "/v1/objects/reinstate", `{"ark":"ark:/99999/none","reason":"test"}`, service.Operator},
-		{"curator", "GET", "/v1/profiles", "", service.Operator},
-		{"curator", "GET", "/v1/profiles/none", "", service.Operator},
-		{"curator", "PUT", "/v1/profiles/none", `{"emails":[]}`, service.Operator},
-		{"curator", "GET", "/v1/ingest/mail/parked", "", service.Operator},
-		{"pwa", "GET", "/v1/research/status", "", service.Reader},
-		{"pwa", "GET", "/v1/research/history?episode=none", "", service.Reader},
-		{"pwa", "POST", "/v1/research/episodes/none/redo", "", service.Operator},
-		{"auditor", "GET", "/v1/audit/status", "", service.Reader},
-		{"auditor", "GET", "/v1/audit/history?object=objects/x", "", service.Reader},
-		{"auditor", "GET", "/v1/audit/parked", "", service.Reader},
-		{"auditor", "GET", "/v1/audit/resolutions", "", service.Reader},
-		{"auditor", "POST", "/v1/audit/resolutions/999/close", `{"note":"x"}`, service.Operator},
-		{"auditor", "POST", "/v1/audit/check", `{"object":"objects/x"}`, service.Operator},
-		{"auditor", "POST", "/v1/audit/resolutions/999/repair", `{"note":"x"}`, service.Operator},
-		{"indexer", "GET", "/v1/index/status", "", service.Reader},
-		{"indexer", "GET", "/v1/index/history?file=warcs/none.warc.gz", "", service.Reader},
-		{"aggregator", "GET", "/cdx?url=example.com", "", service.Reader},
-		{"aggregator", "GET", "/v1/index/generations", "", service.Reader},
-		{"aggregator", "GET", "/v1/index/exclusions", "", service.Operator},
-		{"aggregator", "GET", "/v1/index/paths", "", service.Reader},
-		{"aggregator", "GET", "/v1/index/cdx", "", service.Reader},
-		{"aggregator", "GET", "/v1/index/paths/none.warc.gz", "", service.Reader},
-		{"aggregator", "POST", "/v1/index/exclusions", `{"surt":"com,none)/","reason":"test"}`, service.Operator},
-		{"aggregator", "DELETE", "/v1/index/exclusions/999999", "", service.Operator},
-		{"aggregator", "POST", "/v1/index/withdraw", `{"file":"warcs/none.warc.gz","reason":"test"}`, service.Operator},
-		{"aggregator", "POST", "/v1/index/reinstate", `{"file":"warcs/none.warc.gz"}`, service.Operator},
+		{"curator", "POST", "/v1/objects/withdraw", `{"ark":"ark:/99999/none","reason":"test"}`, apiauth.Operator},
+		{"curator", "POST", "/v1/objects/reinstate", `{"ark":"ark:/99999/none","reason":"test"}`, apiauth.Operator},
+		{"curator", "GET", "/v1/profiles", "", apiauth.Operator},
+		{"curator", "GET", "/v1/profiles/none", "", apiauth.Operator},
+		{"curator", "PUT", "/v1/profiles/none", `{"emails":[]}`, apiauth.Operator},
+		{"curator", "GET", "/v1/ingest/mail/parked", "", apiauth.Operator},
+		{"pwa", "GET", "/v1/research/status", "", apiauth.Reader},
+		{"pwa", "GET", "/v1/research/history?episode=none", "", apiauth.Reader},
+		{"pwa", "POST", "/v1/research/episodes/none/redo", "", apiauth.Operator},
+		{"auditor", "GET", "/v1/audit/status", "", apiauth.Reader},
+		{"auditor", "GET", "/v1/audit/history?object=objects/x", "", apiauth.Reader},
+		{"auditor", "GET", "/v1/audit/parked", "", apiauth.Reader},
+		{"auditor", "GET", "/v1/audit/resolutions", "", apiauth.Reader},
+		{"auditor", "POST", "/v1/audit/resolutions/999/close", `{"note":"x"}`, apiauth.Operator},
+		{"auditor", "POST", "/v1/audit/check", `{"object":"objects/x"}`, apiauth.Operator},
+		{"auditor", "POST", "/v1/audit/resolutions/999/repair", `{"note":"x"}`, apiauth.Operator},
+		{"indexer", "GET", "/v1/index/status", "", apiauth.Reader},
+		{"indexer", "GET", "/v1/index/history?file=warcs/none.warc.gz", "", apiauth.Reader},
+		{"aggregator", "GET", "/cdx?url=example.com", "", apiauth.Reader},
+		{"aggregator", "GET", "/v1/index/generations", "", apiauth.Reader},
+		{"aggregator", "GET", "/v1/index/exclusions", "", apiauth.Operator},
+		{"aggregator", "GET", "/v1/index/paths", "", apiauth.Reader},
+		{"aggregator", "GET", "/v1/index/cdx", "", apiauth.Reader},
+		{"aggregator", "GET", "/v1/index/paths/none.warc.gz", "", apiauth.Reader},
+		{"aggregator", "POST", "/v1/index/exclusions", `{"surt":"com,none)/","reason":"test"}`, apiauth.Operator},
+		{"aggregator", "DELETE", "/v1/index/exclusions/999999", "", apiauth.Operator},
+		{"aggregator", "POST", "/v1/index/withdraw", `{"file":"warcs/none.warc.gz","reason":"test"}`, apiauth.Operator},
+		{"aggregator", "POST", "/v1/index/reinstate", `{"file":"warcs/none.warc.gz"}`, apiauth.Operator},
 		{"curator", "GET", "/v1/work?state=failed", "", own},
 		{"curator", "GET", "/v1/work/actions", "", own},
-		{"curator", "GET", "/v1/work/rates", "", service.Reader},
+		{"curator", "GET", "/v1/work/rates", "", apiauth.Reader},
 		{"curator", "POST", "/v1/work/retry?dry_run=true&state=failed", "", depositor},
 		{"pwa", "GET", "/v1/work?state=failed", "", own},
 		{"pwa", "GET", "/v1/work/actions", "", own},
-		{"pwa", "GET", "/v1/work/rates", "", service.Reader},
+		{"pwa", "GET", "/v1/work/rates", "", apiauth.Reader},
 		{"pwa", "POST", "/v1/work/retry?dry_run=true&state=failed", "", depositor},
 		{"auditor", "GET", "/v1/work?state=failed", "", own},
 		{"auditor", "GET", "/v1/work/actions", "", own},
-		{"auditor", "GET", "/v1/work/rates", "", service.Reader},
+		{"auditor", "GET", "/v1/work/rates", "", apiauth.Reader},
 		{"auditor", "POST", "/v1/work/retry?dry_run=true&state=failed", "", depositor},
 		{"indexer", "GET", "/v1/work?state=failed", "", own},
 		{"indexer", "GET", "/v1/work/actions", "", own},
-		{"indexer", "GET", "/v1/work/rates", "", service.Reader},
+		{"indexer", "GET", "/v1/work/rates", "", apiauth.Reader},
 		{"indexer", "POST", "/v1/work/retry?dry_run=true&state=failed", "", depositor},
-		{"dashboard", "GET", "/", "", service.Reader},
-		{"dashboard", "GET", "/panels", "", service.Reader},
+		{"dashboard", "GET", "/", "", apiauth.Reader},
+		{"dashboard", "GET", "/panels", "", apiauth.Reader},
 		{"dashboard", "GET", "/mine", "", own},
-		{"dashboard", "GET", "/work?state=failed", "", service.Reader},
-		{"dashboard", "GET", "/work/actions", "", service.Reader},
+		{"dashboard", "GET", "/work?state=failed", "", apiauth.Reader},
+		{"dashboard", "GET", "/work/actions", "", apiauth.Reader},
 		{"dashboard", "POST", "/work/act", "", depositor},
-		{"dashboard", "GET", "/item?kind=batch&id=1", "", service.Reader},
-		{"dashboard", "GET", "/item?kind=deadletter&id=1", "", service.Operator},
-		{"dashboard", "POST", "/panels", "", service.Operator},
+		{"dashboard", "GET", "/item?kind=batch&id=1", "", apiauth.Reader},
+		{"dashboard", "GET", "/item?kind=deadletter&id=1", "", apiauth.Operator},
+		{"dashboard", "POST", "/panels", "", apiauth.Operator},
 	}
 	checkEveryRouteListed(t, routes)
 	for _, r := range routes {
@@ -173,8 +173,8 @@ func TestEveryAPIAuthenticates(t *testing.T) {
 				t.Errorf("%s with key %q: %d, want 401", what, who, code)
 			}
 		}
-		allowed := map[service.Role][]string{own: {"viewer", "radio", "ops"}, service.Reader: {"viewer", "ops"}, service.Publisher: {"radio"},
-			service.Operator: {"ops"}, depositor: {"radio", "ops"}}[r.role]
+		allowed := map[apiauth.Role][]string{own: {"viewer", "radio", "ops"}, apiauth.Reader: {"viewer", "ops"}, apiauth.Publisher: {"radio"},
+			apiauth.Operator: {"ops"}, depositor: {"radio", "ops"}}[r.role]
 		for _, who := range []string{"viewer", "radio", "ops"} {
 			code, body := call(who, r.method, url, r.body)
 			may := false
@@ -276,18 +276,18 @@ func TestEveryAPIAuthenticates(t *testing.T) {
 // own marks, in TestEveryAPIAuthenticates's table, a read a publisher
 // may make of its own (and staff of everyone's): a publisher key does not
 // imply the reader role (N24).
-const own service.Role = "own"
+const own apiauth.Role = "own"
 
 // depositor marks, in TestEveryAPIAuthenticates's table, an action a
 // publisher may take on its own work and an operator on anyone's (a
 // reader none): the work kit's verbs.
-const depositor service.Role = "depositor"
+const depositor apiauth.Role = "depositor"
 
 // route is a call in TestEveryAPIAuthenticates's table, and the role it
 // needs.
 type route struct {
 	api, method, path, body string
-	role                    service.Role
+	role                    apiauth.Role
 }
 
 // checkEveryRouteListed fails unless every route the services register

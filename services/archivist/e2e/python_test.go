@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/archivist/archivist/devkit/testenv"
-	"github.com/archivist/archivist/pkg/service"
+	"github.com/archivist/archivist/pkg/apiauth"
 	"github.com/archivist/archivist/services/archivist/keycmd"
 	"github.com/archivist/archivist/services/curator/curator"
 	curatormigrations "github.com/archivist/archivist/services/curator/migrations"
@@ -47,9 +47,9 @@ func TestAPythonClientPublishes(t *testing.T) {
 		t.Fatal(err)
 	}
 	url := securedNATSWith(t, usersConf(t, pubLine), false).url
-	key, line := service.NewKey("py-station", []service.Role{service.Publisher}, "py-station")
+	key, line := apiauth.NewKey("py-station", []apiauth.Role{apiauth.Publisher}, "py-station")
 	// A publisher's key is no reader (N24): the records are read as staff.
-	viewer, viewerLine := service.NewKey("viewer", []service.Role{service.Reader}, "")
+	viewer, viewerLine := apiauth.NewKey("viewer", []apiauth.Role{apiauth.Reader}, "")
 	keysFile := filepath.Join(t.TempDir(), "api-keys")
 	if err := os.WriteFile(keysFile, []byte(line+"\n"+viewerLine+"\n"), 0o600); err != nil {
 		t.Fatal(err)

@@ -17,26 +17,26 @@ import (
 	"golang.org/x/crypto/bcrypt"
 
 	"github.com/archivist/archivist/events"
-	"github.com/archivist/archivist/pkg/service"
+	"github.com/archivist/archivist/pkg/apiauth"
 )
 
 // NewKey is `archivist key new NAME --role ROLES`: an API key and its
 // keys-file line, printed once (the file keeps only its hash).
 func NewKey(name, roles, source, collections, arks string, stdout io.Writer) error {
-	cs, err := service.ParseCollections("--collections", collections)
+	cs, err := apiauth.ParseCollections("--collections", collections)
 	if err != nil {
 		return err
 	}
-	as, err := service.ParseARKShoulders("--arks", arks)
+	as, err := apiauth.ParseARKShoulders("--arks", arks)
 	if err != nil {
 		return err
 	}
-	var rs []service.Role
+	var rs []apiauth.Role
 	for _, r := range strings.Split(roles, ",") {
-		rs = append(rs, service.Role(strings.TrimSpace(r)))
+		rs = append(rs, apiauth.Role(strings.TrimSpace(r)))
 	}
-	key, line := service.NewKeyFor(service.Identity{Name: name, Roles: rs, Source: source, Collections: cs, ARKs: as})
-	if _, err := service.ParseKeys(line); err != nil {
+	key, line := apiauth.NewKeyFor(apiauth.Identity{Name: name, Roles: rs, Source: source, Collections: cs, ARKs: as})
+	if _, err := apiauth.ParseKeys(line); err != nil {
 		return err
 	}
 	fmt.Fprintf(stdout, "key (give it to %s; it is not kept):\n  %s\nline for API_KEYS_FILE:\n  %s\n", name, key, line)
@@ -80,8 +80,8 @@ func Init(dir, tokenDir string, stdout io.Writer) error {
 		fmt.Fprintf(stdout, "%s exists: its keys stay\n", keys)
 		return moveToken(dir, tokenDir, stdout)
 	}
-	key, line := service.NewKeyFor(service.Identity{Name: "local-operator", Roles: []service.Role{service.Operator, service.Publisher}, Source: "http",
-		Collections: []string{service.AnyCollection}, ARKs: []string{service.AnyCollection}})
+	key, line := apiauth.NewKeyFor(apiauth.Identity{Name: "local-operator", Roles: []apiauth.Role{apiauth.Operator, apiauth.Publisher}, Source: "http",
+		Collections: []string{apiauth.AnyCollection}, ARKs: []string{apiauth.AnyCollection}})
 	if err := os.WriteFile(filepath.Join(tokenDir, TokenFile), []byte(key+"\n"), 0o600); err != nil {
 		return fmt.Errorf("the token: %w", err)
 	}

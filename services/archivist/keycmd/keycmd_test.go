@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/archivist/archivist/pkg/service"
+	"github.com/archivist/archivist/pkg/apiauth"
 )
 
 // TestInitMakesAKeyOfItsOwn: a system's first start makes a key no other
@@ -36,8 +36,8 @@ func TestInitMakesAKeyOfItsOwn(t *testing.T) {
 		t.Errorf("the token file: %v %v, want 0600", st.Mode(), err)
 	}
 	text, _ := os.ReadFile(filepath.Join(a, KeysFile))
-	keys, err := service.ParseKeys(string(text))
-	if err != nil || len(keys) != 1 || keys[0].Hash != service.HashKey(ka) || strings.Contains(string(text), ka) ||
+	keys, err := apiauth.ParseKeys(string(text))
+	if err != nil || len(keys) != 1 || keys[0].Hash != apiauth.HashKey(ka) || strings.Contains(string(text), ka) ||
 		!keys[0].MayDeposit("any") || keys[0].OwnOnly() {
 		t.Errorf("the keys file: %+v %v", keys, err)
 	}

@@ -37,8 +37,8 @@ import (
 	"github.com/archivist/archivist/devkit/pgcluster"
 	"github.com/archivist/archivist/devkit/testenv"
 	"github.com/archivist/archivist/events"
+	"github.com/archivist/archivist/pkg/apiauth"
 	"github.com/archivist/archivist/pkg/blob"
-	"github.com/archivist/archivist/pkg/service"
 	"github.com/archivist/archivist/services/curator/ingest/ark"
 	"github.com/archivist/archivist/services/curator/ingest/origin"
 	"github.com/archivist/archivist/services/indexer/warc/warctest"
@@ -260,9 +260,9 @@ func newModelWorld(t *testing.T) *modelWorld {
 	t.Cleanup(w.org.Close)
 	w.ezid = ezid.Start("archivist", "ezid-secret")
 	t.Cleanup(w.ezid.Close)
-	keys := []testenv.APIKey{{Name: modelOperator, Roles: []service.Role{service.Operator}}}
+	keys := []testenv.APIKey{{Name: modelOperator, Roles: []apiauth.Role{apiauth.Operator}}}
 	for name, naan := range modelDepositors {
-		keys = append(keys, testenv.APIKey{Name: name, Roles: []service.Role{service.Publisher}, Source: name,
+		keys = append(keys, testenv.APIKey{Name: name, Roles: []apiauth.Role{apiauth.Publisher}, Source: name,
 			Collections: []string{modelCollection}, ARKs: []string{naan, modelShared}})
 	}
 	keysFile, tokens := testenv.KeysFile(t, keys...)

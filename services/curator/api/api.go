@@ -25,6 +25,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/archivist/archivist/events"
+	"github.com/archivist/archivist/pkg/apiauth"
 	"github.com/archivist/archivist/pkg/bus"
 	"github.com/archivist/archivist/pkg/service"
 	"github.com/archivist/archivist/services/curator/catalog"
@@ -136,12 +137,12 @@ func post[T any, PT interface {
 	if producer == "" {
 		producer = "http"
 	}
-	caller, _ := service.Caller(r.Context())
+	caller, _ := apiauth.Caller(r.Context())
 	if caller.Source != "" {
 		producer = caller.Name
 		// An operator may also publish for another source (to correct a
 		// record, say); a publisher only as its own.
-		if err := bindSource(ev, caller.Source, slices.Contains(caller.Roles, service.Operator)); err != nil {
+		if err := bindSource(ev, caller.Source, slices.Contains(caller.Roles, apiauth.Operator)); err != nil {
 			s.problem(w, err)
 			return
 		}

@@ -13,8 +13,8 @@ import (
 	"time"
 
 	"github.com/archivist/archivist/devkit/testenv"
+	"github.com/archivist/archivist/pkg/apiauth"
 	"github.com/archivist/archivist/pkg/bus"
-	"github.com/archivist/archivist/pkg/service"
 	"github.com/archivist/archivist/services/curator/api"
 	"github.com/archivist/archivist/services/curator/catalog"
 	"github.com/archivist/archivist/services/curator/migrations"
@@ -24,7 +24,7 @@ import (
 
 // serve is the API over a fresh database and bus; caller, when set, is
 // the identity every request comes from.
-func serve(t *testing.T, caller *service.Identity) *httptest.Server {
+func serve(t *testing.T, caller *apiauth.Identity) *httptest.Server {
 	t.Helper()
 	ctx := context.Background()
 	b, err := bus.Connect(ctx, bus.Config{URL: testenv.NATS(t), Replicas: 1, EnsureStreams: true}, "curator")
@@ -41,7 +41,7 @@ func serve(t *testing.T, caller *service.Identity) *httptest.Server {
 	if caller != nil {
 		inner := h
 		h = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			inner.ServeHTTP(w, r.WithContext(service.WithCaller(r.Context(), *caller)))
+			inner.ServeHTTP(w, r.WithContext(apiauth.WithCaller(r.Context(), *caller)))
 		})
 	}
 	srv := httptest.NewServer(h)
@@ -149,7 +149,7 @@ func TestAPostIsPublishedOnce(t *testing.T) {
 // own source; naming another's is forbidden; an operator may.
 func TestAPublisherPublishesAsItsSource(t *testing.T) {
 	t.Parallel()
-	pub := serve(t, &service.Identity{Name: "radio-feed", Roles: []service.Role{service.Publisher}, Source: "radio"})
+	pub := serve(t, &apiauth.Identity{Name: "radio-feed", Roles: []apiauth.Role{apiauth.Publisher}, Source: "radio"})
 	var p api.Problem
 	if s := post(t, pub.URL+"/v1/clips", "", episode("c1", "tv"), nil, &p); s != 403 || p.Field != "source" {
 		t.Errorf("a publisher naming another source: %d %+v; want 403 on source", s, p)
@@ -158,7 +158,7 @@ func TestAPublisherPublishesAsItsSource(t *testing.T) {
 	if s := post(t, pub.URL+"/v1/clips", "", episode("c1", ""), nil, &a); s != 202 {
 		t.Errorf("a publisher's own record: %d", s)
 	}
-	op := serve(t, &service.Identity{Name: "ops", Roles: []service.Role{service.Operator, service.Publisher}, Source: "radio"})
+	op := serve(t, &apiauth.Identity{Name: "ops", Roles: []apiauth.Role{apiauth.Operator, apiauth.Publisher}, Source: "radio"})
 	if s := post(t, op.URL+"/v1/clips", "", episode("c1", "tv"), nil, &a); s != 202 {
 		t.Errorf("an operator correcting another source's record: %d", s)
 	}

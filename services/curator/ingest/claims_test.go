@@ -33,7 +33,7 @@ func TestClaimsAreBoundedOverAllStates(t *testing.T) {
 	claims := func() int {
 		var n int
 		// The claims' locks, not the leader's of the curator's singleton
-		// loops (service.AsLeader).
+		// loops (service.Env.AsLeader, pkg/leader).
 		r.db.QueryRow(ctx, `SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND granted
 			AND objid::bigint <> (hashtext('archivist.leader.curator.reconcile')::bigint & 4294967295)`).Scan(&n)
 		return n

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/archivist/archivist/devkit/testenv"
-	"github.com/archivist/archivist/pkg/service"
+	"github.com/archivist/archivist/pkg/apiauth"
 	"github.com/archivist/archivist/services/curator/ingest"
 )
 
@@ -24,10 +24,10 @@ import (
 // 404, as an unknown one), and an operator sees all.
 func TestDepositorsReachOnlyTheirOwn(t *testing.T) {
 	file, keys := testenv.KeysFile(t,
-		testenv.APIKey{Name: "alice", Roles: []service.Role{service.Publisher}, Source: "alice", Collections: []string{"p"}},
-		testenv.APIKey{Name: "bob", Roles: []service.Role{service.Publisher}, Source: "bob", Collections: []string{"p", "q"}},
-		testenv.APIKey{Name: "nobody", Roles: []service.Role{service.Publisher}, Source: "nobody"},
-		testenv.APIKey{Name: "ops", Roles: []service.Role{service.Operator}})
+		testenv.APIKey{Name: "alice", Roles: []apiauth.Role{apiauth.Publisher}, Source: "alice", Collections: []string{"p"}},
+		testenv.APIKey{Name: "bob", Roles: []apiauth.Role{apiauth.Publisher}, Source: "bob", Collections: []string{"p", "q"}},
+		testenv.APIKey{Name: "nobody", Roles: []apiauth.Role{apiauth.Publisher}, Source: "nobody"},
+		testenv.APIKey{Name: "ops", Roles: []apiauth.Role{apiauth.Operator}})
 	o := newOrigin(t)
 	r := newRig(t, map[string]string{"API_AUTH": "keys", "API_KEYS_FILE": file})
 	as := func(who, method, path string, body any) (int, map[string]any) {

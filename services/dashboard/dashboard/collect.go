@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/archivist/archivist/events"
+	"github.com/archivist/archivist/pkg/apiauth"
 	"github.com/archivist/archivist/pkg/apiclient"
 	"github.com/archivist/archivist/pkg/bus"
 	"github.com/archivist/archivist/pkg/service"
@@ -191,7 +192,7 @@ func (d *Dashboard) Snapshot(ctx context.Context) *Snapshot {
 
 // get asks an API as the caller of ctx.
 func (d *Dashboard) get(ctx context.Context, api, base, path string, out any) error {
-	return apiclient.DoAs(ctx, d.client, service.Credential(ctx), api, http.MethodGet, strings.TrimSuffix(base, "/")+path, nil, out)
+	return apiclient.DoAs(ctx, d.client, apiauth.Credential(ctx), api, http.MethodGet, strings.TrimSuffix(base, "/")+path, nil, out)
 }
 
 func (d *Dashboard) ingest(ctx context.Context) (Ingest, string) {
@@ -265,7 +266,7 @@ func (d *Dashboard) busView(ctx context.Context) (Bus, string) {
 	if v.DeadLetters, v.Dead, err = d.bus.LatestDeadLetters(ctx, 12); err != nil {
 		return v, err.Error()
 	}
-	if caller, _ := service.Caller(ctx); !caller.Has(service.Operator) {
+	if caller, _ := apiauth.Caller(ctx); !caller.Has(apiauth.Operator) {
 		v.DeadLetters, v.LettersHidden = nil, true
 	}
 	for _, svc := range events.Services {

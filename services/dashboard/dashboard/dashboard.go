@@ -25,6 +25,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/archivist/archivist/pkg/apiauth"
 	"github.com/archivist/archivist/pkg/bus"
 	"github.com/archivist/archivist/pkg/service"
 )
@@ -244,7 +245,7 @@ func (d *Dashboard) item(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if kind == "deadletter" {
-		if caller, _ := service.Caller(r.Context()); !caller.Has(service.Operator) {
+		if caller, _ := apiauth.Caller(r.Context()); !caller.Has(apiauth.Operator) {
 			fail(http.StatusForbidden, "dead letters are shown to operators: their subjects and reasons name every tenant's work")
 			return
 		}

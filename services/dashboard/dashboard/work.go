@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/archivist/archivist/pkg/apiauth"
 	"github.com/archivist/archivist/pkg/apiclient"
 	"github.com/archivist/archivist/pkg/service"
 	"github.com/archivist/archivist/pkg/work"
@@ -16,7 +17,7 @@ import (
 // workClient asks every service that holds work on the caller's behalf
 // (its key passed on: each API scopes and refuses as it would the caller).
 func (d *Dashboard) workClient(ctx context.Context) *work.Client {
-	return &work.Client{HTTP: d.client, Token: service.Credential(ctx),
+	return &work.Client{HTTP: d.client, Token: apiauth.Credential(ctx),
 		Endpoints: work.Endpoints(d.cfg.CuratorURL, d.cfg.PWAURL, d.cfg.AuditorURL, d.cfg.IndexerURL)}
 }
 
@@ -92,7 +93,7 @@ func (d *Dashboard) findWork(r *http.Request, form url.Values) *workView {
 	v.Page = p
 	// The queues' flow, for staff (a publisher's key is refused it: the
 	// counts are every tenant's).
-	if caller, _ := service.Caller(r.Context()); caller.Has(service.Reader) || caller.Has(service.Operator) {
+	if caller, _ := apiauth.Caller(r.Context()); caller.Has(apiauth.Reader) || caller.Has(apiauth.Operator) {
 		v.Rates, _ = cl.Rates(r.Context(), 0)
 	}
 	return v
@@ -196,7 +197,7 @@ type MineBatch struct {
 // its jobs left, the jobs ahead of it in the queue, the queue's pace and
 // the estimated end.
 func (d *Dashboard) mine(w http.ResponseWriter, r *http.Request) {
-	caller, _ := service.Caller(r.Context())
+	caller, _ := apiauth.Caller(r.Context())
 	data := map[string]any{"Name": caller.Name}
 	var list []Listed
 	q := "/v1/batches?limit=20"

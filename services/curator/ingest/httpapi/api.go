@@ -15,6 +15,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/archivist/archivist/pkg/apiauth"
 	"github.com/archivist/archivist/pkg/service"
 	"github.com/archivist/archivist/services/curator/ingest"
 	"github.com/archivist/archivist/services/curator/ingest/notify"
@@ -112,7 +113,7 @@ func Routes(mux *http.ServeMux, s *ingest.Store, wd *withdraw.Withdrawer, log *s
 		return func(w http.ResponseWriter, r *http.Request) {
 			q := r.URL.Query()
 			f := Filter{State: ingest.State(q.Get("state")), Limit: 100, Submitter: q.Get("submitter")}
-			if caller, _ := service.Caller(r.Context()); caller.OwnOnly() {
+			if caller, _ := apiauth.Caller(r.Context()); caller.OwnOnly() {
 				// A depositor lists its own.
 				f.Submitter = caller.Name
 			}
@@ -241,7 +242,7 @@ func Routes(mux *http.ServeMux, s *ingest.Store, wd *withdraw.Withdrawer, log *s
 func objectRoutes(mux *http.ServeMux, wd *withdraw.Withdrawer, writeErr func(http.ResponseWriter, error)) {
 	mux.HandleFunc("GET /v1/objects", func(w http.ResponseWriter, r *http.Request) {
 		var depositor string
-		if caller, _ := service.Caller(r.Context()); caller.OwnOnly() {
+		if caller, _ := apiauth.Caller(r.Context()); caller.OwnOnly() {
 			depositor = caller.Name
 		}
 		o, err := withdraw.Show(r.Context(), wd.DB, r.URL.Query().Get("ark"), depositor)
@@ -259,7 +260,7 @@ func objectRoutes(mux *http.ServeMux, wd *withdraw.Withdrawer, writeErr func(htt
 			writeErr(w, &ingest.InvalidError{Field: "body", Msg: "JSON {\"ark\", \"version\", \"reason\"}: " + err.Error()})
 			return
 		}
-		caller, _ := service.Caller(r.Context())
+		caller, _ := apiauth.Caller(r.Context())
 		req.By = caller.Name
 		res, err := wd.Withdraw(r.Context(), req)
 		if err != nil {
@@ -276,7 +277,7 @@ func objectRoutes(mux *http.ServeMux, wd *withdraw.Withdrawer, writeErr func(htt
 			writeErr(w, &ingest.InvalidError{Field: "body", Msg: "JSON {\"ark\", \"reason\"}: a whole object is reinstated"})
 			return
 		}
-		caller, _ := service.Caller(r.Context())
+		caller, _ := apiauth.Caller(r.Context())
 		req.By = caller.Name
 		o, err := wd.Reinstate(r.Context(), req)
 		if err != nil {
@@ -346,11 +347,11 @@ func (e *ForbiddenError) Error() string { return e.Msg }
 // name (an operator may name another, acting for a depositor), and the
 // collection must be one the key deposits into (an operator's: any).
 func depositAs(ctx context.Context, sub *ingest.Submission) error {
-	caller, ok := service.Caller(ctx)
+	caller, ok := apiauth.Caller(ctx)
 	if !ok {
 		return &ForbiddenError{"no caller"}
 	}
-	operator := slices.Contains(caller.Roles, service.Operator)
+	operator := slices.Contains(caller.Roles, apiauth.Operator)
 	sub.ARKShoulders = strings.Join(caller.ARKs, ",")
 	switch {
 	case sub.Submitter == "":

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/archivist/archivist/pkg/apiauth"
 	"github.com/archivist/archivist/pkg/service"
 	"github.com/archivist/archivist/pkg/telemetry"
 	"github.com/archivist/archivist/services/curator/ingest"
@@ -210,7 +211,7 @@ func StatusOf(ctx context.Context, s *ingest.Store, e ingest.Entity, id int64) (
 // reader any, a depositor its own. Another's is "not found", as an unknown
 // id: a depositor learns nothing of others' work, not even that it exists.
 func visible(ctx context.Context, s *ingest.Store, e ingest.Entity, id int64) error {
-	caller, _ := service.Caller(ctx)
+	caller, _ := apiauth.Caller(ctx)
 	if !caller.OwnOnly() {
 		return nil
 	}

@@ -1,4 +1,4 @@
-package service_test
+package leader_test
 
 import (
 	"context"
@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/archivist/archivist/devkit/testenv"
-	"github.com/archivist/archivist/pkg/service"
+	"github.com/archivist/archivist/pkg/leader"
 	"github.com/archivist/archivist/pkg/store"
 )
 
@@ -29,7 +29,7 @@ func TestOneReplicaLeadsALoop(t *testing.T) {
 		t.Cleanup(pool.Close)
 		rctx, cancel := context.WithCancel(ctx)
 		done := make(chan struct{})
-		loop := service.AsLeader(pool, "test-loop", 50*time.Millisecond, testenv.Logger(t), func(ctx context.Context) error {
+		loop := leader.Elect(pool, "test-loop", 50*time.Millisecond, testenv.Logger(t), func(ctx context.Context) error {
 			if n := running.Add(1); n > 1 {
 				t.Errorf("%s leads while another does", name)
 			}
@@ -122,7 +122,7 @@ func TestLeadersLeaveThePoolToTheWork(t *testing.T) {
 	var wg sync.WaitGroup
 	defer func() { cancel(); wg.Wait() }()
 	for _, name := range []string{"one", "two", "three"} {
-		loop := service.AsLeader(pool, "pool-test-"+name, 50*time.Millisecond, testenv.Logger(t), func(ctx context.Context) error {
+		loop := leader.Elect(pool, "pool-test-"+name, 50*time.Millisecond, testenv.Logger(t), func(ctx context.Context) error {
 			var one int
 			if err := pool.QueryRow(ctx, `SELECT 1`).Scan(&one); err != nil {
 				return err

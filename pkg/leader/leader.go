@@ -1,4 +1,7 @@
-package service
+// Package leader runs a loop in one replica at a time across every
+// replica of a service: the replica holding a PostgreSQL session advisory
+// lock (leader election). Services reach it through service.Env.AsLeader.
+package leader
 
 import (
 	"context"
@@ -11,29 +14,30 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
-// DefaultLeaderRetry is how often a replica that does not lead a loop asks
+// DefaultRetry is how often a replica that does not lead a loop asks
 // again, and how often the leader checks that its session is alive.
-const DefaultLeaderRetry = 5 * time.Second
+const DefaultRetry = 5 * time.Second
 
-// AsLeader runs loop in one replica at a time across every replica of a
-// service: the one holding the PostgreSQL session advisory lock named by
-// name (leader election; the lock goes with its session, so a replica
-// that dies or loses the database hands the loop to another within a few
-// retries). The others wait, asking again every retry. Loops that must run once for
-// the whole deployment (a daily resync, the aggregator's merges, the
-// audit schedule) are wrapped in it; their work must still be safe to
-// redo, since a new leader may repeat what a dead one was doing.
+// Loop is work that runs until ctx ends.
+type Loop = func(ctx context.Context) error
+
+// Elect returns loop run as leader: in one replica at a time across
+// every replica of a service, the one holding the PostgreSQL session
+// advisory lock named by name (the lock goes with its session, so a
+// replica that dies or loses the database hands the loop to another
+// within a few retries). The others wait, asking again every retry. Loops
+// that must run once for the whole deployment (a daily resync, the
+// aggregator's merges, the audit schedule) are wrapped in it; their work
+// must still be safe to redo, since a new leader may repeat what a dead
+// one was doing.
 //
 // The lock's session is a connection of its own, made with db's settings
 // but outside its pool, kept while the replica asks and leads and made
 // again when lost: each led loop costs a service one connection beyond
-// DATABASE_MAX_CONNS, and the pool stays whole for the work. (A pooled
-// session left the auditor's pool of five with one connection for every
-// consumer, request and dependency probe, after its four leaders took
-// theirs.)
-func AsLeader(db *pgxpool.Pool, name string, retry time.Duration, log *slog.Logger, loop Loop) Loop {
+// its pool, and the pool stays whole for the work.
+func Elect(db *pgxpool.Pool, name string, retry time.Duration, log *slog.Logger, loop Loop) Loop {
 	if retry <= 0 {
-		retry = DefaultLeaderRetry
+		retry = DefaultRetry
 	}
 	log = log.With("leader_of", name)
 	return func(ctx context.Context) error {
@@ -147,26 +151,4 @@ func closeSession(conn *pgx.Conn) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	_ = conn.Close(ctx)
-}
-
-// AsLeader runs loop in one replica of the service at a time (AsLeader on
-// the service's database, paced by LEADER_RETRY).
-func (e *Env) AsLeader(name string, loop Loop) Loop {
-	return AsLeader(e.DB, name, e.LeaderRetry, e.Log, loop)
-}
-
-// All is a Loop running loops side by side until ctx ends; it returns
-// their errors, joined, once all have returned.
-func All(loops ...Loop) Loop {
-	return func(ctx context.Context) error {
-		errs := make(chan error, len(loops))
-		for _, l := range loops {
-			go func() { errs <- l(ctx) }()
-		}
-		var all []error
-		for range loops {
-			all = append(all, <-errs)
-		}
-		return errors.Join(all...)
-	}
 }
