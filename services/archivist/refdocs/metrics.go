@@ -169,16 +169,7 @@ func optsMetric(lit *ast.CompositeLit, consts map[string]string) (Metric, bool) 
 		return Metric{}, false
 	}
 	m := Metric{Type: typ}
-	for _, el := range lit.Elts {
-		if kv, ok := el.(*ast.KeyValueExpr); ok {
-			switch key(kv) {
-			case "Name":
-				m.Name = stringLit(kv.Value, consts)
-			case "Help":
-				m.Help = stringLit(kv.Value, consts)
-			}
-		}
-	}
+	m.fill(lit, nil, consts)
 	return m, m.Name != ""
 }
 
@@ -198,6 +189,13 @@ func isGaugeType(t ast.Expr) bool {
 // gaugeMetric is the metric of a service.Gauge literal.
 func gaugeMetric(lit *ast.CompositeLit, lists map[string][]string, consts map[string]string) Metric {
 	m := Metric{Type: "gauge"}
+	m.fill(lit, lists, consts)
+	return m
+}
+
+// fill sets m's Name, Help and Labels from a literal's fields of those
+// names.
+func (m *Metric) fill(lit *ast.CompositeLit, lists map[string][]string, consts map[string]string) {
 	for _, el := range lit.Elts {
 		if kv, ok := el.(*ast.KeyValueExpr); ok {
 			switch key(kv) {
@@ -210,7 +208,6 @@ func gaugeMetric(lit *ast.CompositeLit, lists map[string][]string, consts map[st
 			}
 		}
 	}
-	return m
 }
 
 func key(kv *ast.KeyValueExpr) string {
