@@ -20,7 +20,6 @@ import (
 
 	"github.com/archivist/archivist/events"
 	"github.com/archivist/archivist/pkg/config"
-	"github.com/archivist/archivist/pkg/fault"
 )
 
 // Config says how to reach NATS. Its fields are read from the environment by
@@ -296,7 +295,7 @@ func (b *Bus) Close(ctx context.Context) error {
 
 // CheckDependencies runs the dependency check given to Connect
 // (WithDependencyCheck), nil when there is none. A handler that turns its
-// failures into a retry schedule of its own (bus.RetryAfter, or Permanent
+// failures into a retry schedule of its own (bus.RetryAfter, or fault.Permanent
 // after N) asks it first: while a dependency is down it returns the failure
 // as it is, so that the subscription pauses and handles the message again
 // when the dependency is back, spending no delivery.
@@ -316,12 +315,3 @@ func (b *Bus) Healthy() error {
 	}
 	return nil
 }
-
-// ErrPermanent marks an error that retrying cannot cure: the message is
-// dead-lettered with the error as reason instead of being redelivered. It
-// is the failure model's own (fault.ErrPermanent).
-var ErrPermanent = fault.ErrPermanent
-
-// Permanent wraps err so that the consume loop dead-letters the message
-// instead of redelivering it (fault.Permanent).
-func Permanent(err error) error { return fault.Permanent(err) }

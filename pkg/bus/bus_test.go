@@ -16,6 +16,7 @@ import (
 	"github.com/archivist/archivist/devkit/testenv"
 	"github.com/archivist/archivist/events"
 	"github.com/archivist/archivist/pkg/bus"
+	"github.com/archivist/archivist/pkg/fault"
 )
 
 func TestMain(m *testing.M) { testenv.Main(m) }
@@ -232,7 +233,7 @@ func TestPermanentHandlerErrorIsDeadLettered(t *testing.T) {
 	var calls atomic.Int32
 	sub, err := bus.Consume(context.Background(), b, c, func(context.Context, *bus.Message[events.EpisodeUpserted]) error {
 		calls.Add(1)
-		return bus.Permanent(errors.New("media key names no object"))
+		return fault.Permanent(errors.New("media key names no object"))
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -420,7 +421,7 @@ func TestDeadLettersListAndReplay(t *testing.T) {
 	var replayedBy atomic.Value
 	sub, err := bus.Consume(ctx, b, c, func(_ context.Context, m *bus.Message[events.EpisodeUpserted]) error {
 		if broken.Load() {
-			return bus.Permanent(errors.New("media store unreachable for this key"))
+			return fault.Permanent(errors.New("media store unreachable for this key"))
 		}
 		replayedBy.Store(m.Header.Get(events.HeaderReplayedBy))
 		handled.Add(1)

@@ -37,7 +37,7 @@ type Message[T any] struct {
 // Handler handles one message. Returning nil acks it. Returning an error
 // naks it with a delay that grows with each delivery, until the consumer's
 // MaxDeliver moves it to the dead-letter stream; an error wrapped with
-// Permanent dead-letters it at once. Handlers must be idempotent: JetStream
+// fault.Permanent dead-letters it at once. Handlers must be idempotent: JetStream
 // delivers at least once.
 type Handler[T any] func(ctx context.Context, m *Message[T]) error
 

@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/archivist/archivist/events"
+	"github.com/archivist/archivist/pkg/fault"
 )
 
 // Paused reports whether the subscription is paused for a dependency that
@@ -25,7 +26,7 @@ func (s *Subscription) Paused() bool {
 // outage reports whether a handler's error came with a dependency down,
 // and if so pauses the subscription.
 func (s *Subscription) outage(err error) bool {
-	if s.b.depCheck == nil || errors.Is(err, ErrPermanent) || IsRetryAfter(err) || s.hctx.Err() != nil {
+	if s.b.depCheck == nil || errors.Is(err, fault.ErrPermanent) || IsRetryAfter(err) || s.hctx.Err() != nil {
 		return false
 	}
 	var de decodeError
@@ -299,9 +300,9 @@ func (s *Subscription) handleQueued(msg jetstream.Msg, e *inflightEntry) {
 	}
 	var de decodeError
 	lastDelivery := s.maxDeliver > 0 && delivered >= uint64(s.maxDeliver)
-	if errors.As(err, &de) || errors.Is(err, ErrPermanent) || lastDelivery {
+	if errors.As(err, &de) || errors.Is(err, fault.ErrPermanent) || lastDelivery {
 		reason := err.Error()
-		if lastDelivery && !errors.As(err, &de) && !errors.Is(err, ErrPermanent) {
+		if lastDelivery && !errors.As(err, &de) && !errors.Is(err, fault.ErrPermanent) {
 			// The dead letter names the error that spent the last delivery,
 			// not only that the deliveries ran out.
 			reason = fmt.Sprintf("gave up after %d deliveries: %v", delivered, err)
@@ -360,7 +361,7 @@ func (s *Subscription) safeHandle(ctx context.Context, msg jetstream.Msg) (err e
 		if r := recover(); r != nil {
 			s.log.ErrorContext(ctx, "handler panicked", "panic", r, "subject", msg.Subject(),
 				"id", msg.Headers().Get(events.HeaderMsgID), "stack", string(debug.Stack()))
-			err = Permanent(fmt.Errorf("handler panicked: %v", r))
+			err = fault.Permanent(fmt.Errorf("handler panicked: %v", r))
 		}
 	}()
 	return s.handle(ctx, msg)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/archivist/archivist/events"
 	"github.com/archivist/archivist/pkg/bus"
+	"github.com/archivist/archivist/pkg/fault"
 )
 
 // TestReplayAllAndOnlyToTheSourceStream: an operator replays every dead
@@ -28,7 +29,7 @@ func TestReplayAllAndOnlyToTheSourceStream(t *testing.T) {
 	var handled atomic.Int32
 	sub, err := bus.Consume(ctx, b, c, func(context.Context, *bus.Message[events.EpisodeUpserted]) error {
 		if broken.Load() {
-			return bus.Permanent(errors.New("not yet"))
+			return fault.Permanent(errors.New("not yet"))
 		}
 		handled.Add(1)
 		return nil

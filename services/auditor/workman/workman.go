@@ -24,6 +24,7 @@ import (
 
 	"github.com/archivist/archivist/events"
 	"github.com/archivist/archivist/pkg/bus"
+	"github.com/archivist/archivist/pkg/fault"
 )
 
 // Config tunes the manager.
@@ -130,7 +131,7 @@ func New(ctx context.Context, b *bus.Bus, high, low events.Consumer, h bus.Handl
 			time.AfterFunc(d, m.Wake)
 		}
 		switch {
-		case err == nil, errors.Is(err, bus.ErrPermanent), bus.IsRetryAfter(err):
+		case err == nil, errors.Is(err, fault.ErrPermanent), bus.IsRetryAfter(err):
 			if failures != nil && failed > 0 && !bus.IsRetryAfter(err) {
 				if derr := failures.Done(ctx, msg.Envelope.ID); derr != nil {
 					log.WarnContext(ctx, "forget a task's failures", "task", msg.Envelope.ID, "err", derr)
@@ -156,7 +157,7 @@ func New(ctx context.Context, b *bus.Bus, high, low events.Consumer, h bus.Handl
 					return errors.Join(err, perr)
 				}
 			}
-			return bus.Permanent(fmt.Errorf("failed %d times, last: %w", n, err))
+			return fault.Permanent(fmt.Errorf("failed %d times, last: %w", n, err))
 		}
 		log.WarnContext(ctx, "task failed; back of its queue", "object", msg.Event.Object, "failures", n, "delivery", delivered, "err", err)
 		time.AfterFunc(cfg.FailureDelay, m.Wake)

@@ -16,6 +16,7 @@ import (
 
 	"github.com/archivist/archivist/events"
 	"github.com/archivist/archivist/pkg/bus"
+	"github.com/archivist/archivist/pkg/fault"
 	"github.com/archivist/archivist/pkg/service"
 	"github.com/archivist/archivist/pkg/store"
 	"github.com/archivist/archivist/pkg/work"
@@ -267,7 +268,7 @@ func admit(subject string, env events.Envelope, source *string) error {
 		return nil
 	}
 	if *source != "" && *source != on {
-		return bus.Permanent(fmt.Errorf("the record names source %q but was published on %s, source %q's subject: refused, nothing stored", *source, subject, on))
+		return fault.Permanent(fmt.Errorf("the record names source %q but was published on %s, source %q's subject: refused, nothing stored", *source, subject, on))
 	}
 	*source = on
 	return nil
@@ -280,7 +281,7 @@ func admit(subject string, env events.Envelope, source *string) error {
 // the same bound applies here.
 func notFromTheFuture(env events.Envelope) error {
 	if limit := events.Now().Add(events.MaxClockSkew); env.SentAt.After(limit) {
-		return bus.Permanent(fmt.Errorf("sent_at %s is more than %s in the future (events.MaxClockSkew): refused, nothing stored",
+		return fault.Permanent(fmt.Errorf("sent_at %s is more than %s in the future (events.MaxClockSkew): refused, nothing stored",
 			env.SentAt.Format(time.RFC3339), events.MaxClockSkew))
 	}
 	return nil

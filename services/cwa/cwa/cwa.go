@@ -16,6 +16,7 @@ import (
 
 	"github.com/archivist/archivist/events"
 	"github.com/archivist/archivist/pkg/bus"
+	"github.com/archivist/archivist/pkg/fault"
 	"github.com/archivist/archivist/pkg/research"
 	"github.com/archivist/archivist/pkg/research/migrations"
 	"github.com/archivist/archivist/pkg/service"
@@ -98,7 +99,7 @@ func (c *CWA) Result(ctx context.Context, m *bus.Message[events.ResearchComplete
 	}
 	stored, err := c.store.StoreResult(ctx, r)
 	if errors.Is(err, research.ErrUnknownPair) {
-		return bus.Permanent(err)
+		return fault.Permanent(err)
 	}
 	if errors.Is(err, research.ErrStaleResult) {
 		// Computed from audio since replaced: dropped, and the work is
@@ -183,7 +184,7 @@ func (c *CWA) episodeFailed(ctx context.Context, m *bus.Message[events.ResearchC
 		return err
 	}
 	if !known {
-		return bus.Permanent(fmt.Errorf("episode failure for %s: %w", r.Episode, research.ErrUnknownPair))
+		return fault.Permanent(fmt.Errorf("episode failure for %s: %w", r.Episode, research.ErrUnknownPair))
 	}
 	if _, err := c.store.Revoke(ctx, r.LeaseID); err != nil {
 		return err
