@@ -175,14 +175,23 @@ func parseRequest(p map[string][]string) (*request, error) {
 		}
 		r.limit = n
 	}
-	switch r.sort = get("sort"); r.sort {
+	r.sort = get("sort")
+	exact := matchType == "" || matchType == "exact"
+	if r.sort == "" && get("closest") != "" && exact {
+		// closest alone sorts by it, as pywb's CDX server does for an
+		// exact URL (its replay asks so).
+		r.sort = "closest"
+	}
+	switch r.sort {
 	case "", "reverse":
 	case "closest":
-		if matchType != "" && matchType != "exact" {
+		if !exact {
 			return nil, badRequest("sort=closest needs matchType=exact")
 		}
 		if get("closest") == "" {
-			return nil, badRequest("sort=closest needs closest=TIMESTAMP")
+			// closest= empty (pywb's calendar query): the index order.
+			r.sort = ""
+			break
 		}
 		r.closest = timestampTime(get("closest"))
 	default:
@@ -443,27 +452,7 @@ func (r *request) order(lines []string) []string {
 	case "reverse":
 		slices.Reverse(lines)
 	case "closest":
-		dist := func(l string) time.Duration {
-			f := strings.Fields(l)
-			if len(f) < 2 {
-				return 1<<63 - 1
-			}
-			d := timestampTime(f[1]).Sub(r.closest)
-			if d < 0 {
-				d = -d
-			}
-			return d
-		}
-		slices.SortStableFunc(lines, func(a, b string) int {
-			da, db := dist(a), dist(b)
-			switch {
-			case da < db:
-				return -1
-			case da > db:
-				return 1
-			}
-			return 0
-		})
+		slices.SortStableFunc(lines, func(a, b string) int { return cmp.Compare(r.distance(a), r.distance(b)) })
 	}
 	if r.limit > 0 && len(lines) > r.limit {
 		lines = lines[:r.limit]
@@ -499,6 +488,29 @@ func (a *Aggregator) cdx(w http.ResponseWriter, hr *http.Request) {
 	// Every line read counts, kept or not.
 	read := &budget{Left: limit}
 	keep := r.keep()
+	if (r.sort == "closest" || r.sort == "reverse") && r.collapse < 0 {
+		// Read outward from where the answer begins (ordered.go); a
+		// collapse keeps the first of each run in index order, so it
+		// reads in index order below.
+		want := limit
+		if r.limit > 0 && r.limit < want {
+			want = r.limit
+		}
+		seek := a.reverse
+		if r.sort == "closest" {
+			seek = a.closest
+		}
+		lines, err := seek(ctx, r, want, read, keep)
+		if err != nil {
+			a.queryFailed(w, r, err)
+			return
+		}
+		if read.Spent {
+			w.Header().Set("Archivist-Lines-Read-Cap", strconv.Itoa(limit))
+		}
+		r.write(w, lines)
+		return
+	}
 	var lines []string
 	if r.domain != "" {
 		// A domain is two ranges, the host's own keys and its

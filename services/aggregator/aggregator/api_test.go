@@ -53,7 +53,6 @@ func TestBadRequestsSayWhatIsWrong(t *testing.T) {
 		"url=a.com&matchType=bogus":        "matchType",
 		"url=a.com&limit=-1":               "limit",
 		"url=a.com&sort=sideways":          "sort: reverse or closest",
-		"url=a.com&sort=closest":           "needs closest=TIMESTAMP",
 		"url=a.com&sort=closest&closest=x": "closest: a timestamp",
 		"url=a.com&matchType=prefix&sort=closest&closest=2020": "needs matchType=exact",
 		"url=a.com&from=2020-01":                               "from: a timestamp",

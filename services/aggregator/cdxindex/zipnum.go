@@ -333,6 +333,9 @@ func OpenCluster(summary, loc io.Reader, open func(location string) (io.ReaderAt
 // Blocks is the cluster's summary.
 func (c *Cluster) Blocks() []Block { return c.blocks }
 
+// Bounds are a query's key range: lines >= lo and < hi (hi "" is open).
+func (q Query) Bounds() (lo, hi string) { return q.bounds() }
+
 // bounds are a query's key range: lines >= lo and < hi (hi "" is open).
 func (q Query) bounds() (lo, hi string) {
 	lo = q.Key

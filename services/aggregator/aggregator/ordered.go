@@ -1,0 +1,149 @@
+package aggregator
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/archivist/archivist/services/aggregator/cdxindex"
+)
+
+// The sorted answers (sort=closest, sort=reverse) read outward from where
+// the answer begins instead of sorting the first lines of the index
+// order: closest reads forward from the key and time and backward from
+// them, reverse backward from the end. A URL with a million captures costs
+// what its answer needs, and the capture replayed is the closest of all,
+// not of the oldest ten thousand.
+
+// readBackward reads the query's lines in [lo, hi) ("": the query's own
+// bounds) from the end back, newest first, until want lines are kept (0:
+// until lo) or read allows no more. It reads windows of the blocks of the
+// cluster holding the most of the range, one block, then two, four...,
+// each window every cluster's lines in its key range, merged as a forward
+// query merges them.
+func (a *Aggregator) readBackward(ctx context.Context, clusters []live, q cdxindex.Query, lo, hi string, want int, read *budget, keep func(string) bool) ([]string, error) {
+	qlo, qhi := q.Bounds()
+	if lo > qlo {
+		qlo = lo
+	}
+	if hi != "" && (qhi == "" || hi < qhi) {
+		qhi = hi
+	}
+	// The cluster whose blocks mark the windows.
+	var blocks []cdxindex.Block
+	first, end := 0, 0
+	for _, l := range clusters {
+		if l.row.Lines == 0 || !q.Overlaps(l.row.FirstKey, l.row.LastKey) {
+			continue
+		}
+		f, e := l.c.BlockRange(qlo, qhi)
+		if blocks == nil || e-f > end-first {
+			blocks, first, end = l.c.Blocks(), f, e
+		}
+	}
+	if blocks == nil {
+		return nil, nil
+	}
+	var out []string
+	upper := qhi
+	next := end // the window ends before block next's key (or at qhi)
+	for span := 1; ; span *= 2 {
+		if err := ctx.Err(); err != nil {
+			return out, err
+		}
+		lower := qlo
+		if i := next - span; i > first && blocks[i].Key > qlo {
+			lower = blocks[i].Key
+			next = i
+		}
+		got, err := a.readRange(ctx, clusters, q, lower, upper, 0, read, keep)
+		if err != nil {
+			return out, err
+		}
+		if read != nil && read.Spent {
+			// Cut by the read cap, the window's lines are its oldest, not
+			// its newest: left out, the answer is what came before it,
+			// the newest lines without a gap (and says it was cut).
+			break
+		}
+		slices.Reverse(got)
+		out = append(out, got...)
+		if (want > 0 && len(out) >= want) || lower == qlo {
+			break
+		}
+		upper = lower
+	}
+	if want > 0 && len(out) > want {
+		out = out[:want]
+	}
+	return out, nil
+}
+
+// reverse answers sort=reverse: the query's last lines first, at most
+// want, reading from the end back (a domain's subdomains' range, which
+// sorts after the host's own, first).
+func (a *Aggregator) reverse(ctx context.Context, r *request, want int, read *budget, keep func(string) bool) ([]string, error) {
+	clusters, err := a.liveClusters(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if r.domain == "" {
+		return a.readBackward(ctx, clusters, r.q, "", "", want, read, keep)
+	}
+	var out []string
+	for _, key := range []string{r.domain + ",", r.domain + ")"} {
+		dq := r.q
+		dq.Key = key
+		got, err := a.readBackward(ctx, clusters, dq, "", "", want-len(out), read, keep)
+		if err != nil {
+			return out, err
+		}
+		if out = append(out, got...); len(out) >= want || read.Spent {
+			break
+		}
+	}
+	return out, nil
+}
+
+// closest answers sort=closest (an exact URL): its captures by distance
+// from the closest time, the earlier first on a tie, at most want: up to
+// want read forward from the key and time, up to want backward from them,
+// the two merged.
+func (a *Aggregator) closest(ctx context.Context, r *request, want int, read *budget, keep func(string) bool) ([]string, error) {
+	clusters, err := a.liveClusters(ctx)
+	if err != nil {
+		return nil, err
+	}
+	pivot := r.q.Key + " " + r.closest.Format("20060102150405")
+	after, err := a.readRange(ctx, clusters, r.q, pivot, "", want, read, keep)
+	if err != nil {
+		return nil, err
+	}
+	before, err := a.readBackward(ctx, clusters, r.q, "", pivot, want, read, keep)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]string, 0, min(want, len(before)+len(after)))
+	for len(out) < want && (len(before) > 0 || len(after) > 0) {
+		if len(after) == 0 || len(before) > 0 && r.distance(before[0]) <= r.distance(after[0]) {
+			out, before = append(out, before[0]), before[1:]
+		} else {
+			out, after = append(out, after[0]), after[1:]
+		}
+	}
+	return out, nil
+}
+
+// distance is how far a line's capture is from the closest time.
+func (r *request) distance(line string) time.Duration {
+	f := strings.Fields(line)
+	if len(f) < 2 {
+		return 1<<63 - 1
+	}
+	d := timestampTime(f[1]).Sub(r.closest)
+	if d < 0 {
+		d = -d
+	}
+	return d
+}
