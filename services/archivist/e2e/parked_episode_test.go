@@ -10,6 +10,7 @@ import (
 
 	"github.com/archivist/archivist/devkit/testenv"
 	"github.com/archivist/archivist/events"
+	"github.com/archivist/archivist/pkg/research"
 	"github.com/archivist/archivist/pkg/work"
 	"github.com/archivist/archivist/services/archivist/researchcmd"
 	"github.com/archivist/archivist/services/researcher/locate"
@@ -40,18 +41,23 @@ func TestEpisodeWhoseMediaArrivesLate(t *testing.T) {
 		t.Fatal(err)
 	}
 	pwaAddr := fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(t))
-	w.start(named("cwa"), nil)
-	w.start(locator(locate.NewLocator()), nil)
 	// Its wait is long: only the media's arrival can release it in time.
+	// The cwa records the failure and its next attempt, so it reads the
+	// same policy as the pwa (as every research service does in a
+	// deployment).
+	wait := map[string]string{"RESEARCH_RETRY_BASE": "1h", "RESEARCH_RETRY_MAX": "1h"}
+	w.start(named("cwa"), wait)
+	w.start(locator(locate.NewLocator()), nil)
 	w.start(named("pwa"), map[string]string{"PWA_HTTP_ADDR": pwaAddr, "RESEARCH_LEASE_DURATION": "10m", "RESEARCH_ITEM_TTL": "5m",
-		"RESEARCH_RETRY_BASE": "1h", "RESEARCH_RETRY_MAX": "1h"})
+		"RESEARCH_RETRY_BASE": wait["RESEARCH_RETRY_BASE"], "RESEARCH_RETRY_MAX": wait["RESEARCH_RETRY_MAX"]})
 
 	base := "http://" + pwaAddr
+	var st research.Status
 	waitUntil(t, 30*time.Second, "the episode waiting for its media and the other researched", func() bool {
-		st, err := researchcmd.Fetch(ctx, base)
+		var err error
+		st, err = researchcmd.Fetch(ctx, base)
 		return err == nil && len(st.Retrying) == 1 && st.Episodes.Complete == 1 && len(st.Leases) == 0
 	})
-	st, _ := researchcmd.Fetch(ctx, base)
 	if r := st.Retrying[0]; r.Episode != "ep:001" || r.Clip != "" || !strings.Contains(r.Reason, "not found") || st.Episodes.Parked != 0 {
 		t.Fatalf("retrying %+v, parked %d: want ep:001 waiting with \"not found\", nothing parked", st.Retrying, st.Episodes.Parked)
 	}
@@ -83,10 +89,10 @@ func TestEpisodeWhoseMediaArrivesLate(t *testing.T) {
 		t.Fatalf("redo: %d %v, want 1 result forgotten", n, err)
 	}
 	waitUntil(t, 30*time.Second, "the episode parked", func() bool {
-		st, err := researchcmd.Fetch(ctx, base)
+		var err error
+		st, err = researchcmd.Fetch(ctx, base)
 		return err == nil && st.Episodes.Parked == 1 && len(st.Leases) == 0
 	})
-	st, _ = researchcmd.Fetch(ctx, base)
 	if len(st.Parked) != 1 || st.Parked[0].Episode != "ep:000" || !strings.Contains(st.Parked[0].Reason, "sha256") {
 		t.Fatalf("parked %+v, want ep:000 with its sha256 mismatch", st.Parked)
 	}
