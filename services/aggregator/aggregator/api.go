@@ -140,13 +140,24 @@ func parseRequest(p map[string][]string) (*request, error) {
 		return nil, badRequest("url is required")
 	}
 	url := r.url
+	matchType := get("matchType")
+	if matchType == "" {
+		// pywb's wildcards (its CDXQuery and query_index, when no
+		// matchType is given): *.example.com is the domain,
+		// example.com/* a prefix.
+		switch {
+		case strings.HasPrefix(url, "*."):
+			url, matchType = url[2:], "domain"
+		case strings.HasSuffix(url, "*"):
+			url, matchType = url[:len(url)-1], "prefix"
+		}
+	}
 	if !strings.Contains(url, "://") && !strings.HasPrefix(url, "urn:") && !strings.HasPrefix(url, "dns:") {
 		url = "http://" + url // as the CDX servers read a URL without a scheme
 	}
 	key := surt.Key(url)
 	r.q = cdxindex.Query{Key: key, From: get("from"), To: get("to")}
 	host, _, _ := strings.Cut(key, ")")
-	matchType := get("matchType")
 	switch matchType {
 	case "", "exact":
 	case "prefix":

@@ -111,3 +111,34 @@ func FuzzParseRequest(f *testing.F) {
 		_ = r.order([]string{"a 20200101000000 x", "a 20210101000000 y", "b"})
 	})
 }
+
+// TestWildcardsAreMatchTypes: pywb's URL wildcards, as its CDXQuery reads
+// them when no matchType is given: "*.example.com" is matchType=domain of
+// example.com, "example.com/*" matchType=prefix of example.com/; with a
+// matchType the URL is taken as it is.
+func TestWildcardsAreMatchTypes(t *testing.T) {
+	for wild, plain := range map[string]string{
+		"url=*.example.com":             "url=example.com&matchType=domain",
+		"url=example.com/*":             "url=example.com/&matchType=prefix",
+		"url=http://example.com/a/*":    "url=http://example.com/a/&matchType=prefix",
+		"url=example.com/page*&limit=3": "url=example.com/page&matchType=prefix&limit=3",
+	} {
+		wv, _ := url.ParseQuery(wild)
+		pv, _ := url.ParseQuery(plain)
+		w, err := parseRequest(wv)
+		if err != nil {
+			t.Fatalf("%s: %v", wild, err)
+		}
+		p, err := parseRequest(pv)
+		if err != nil {
+			t.Fatalf("%s: %v", plain, err)
+		}
+		if w.q != p.q || w.domain != p.domain || w.limit != p.limit {
+			t.Errorf("%s reads as %+v (domain %q), %s as %+v (domain %q)", wild, w.q, w.domain, plain, p.q, p.domain)
+		}
+	}
+	v, _ := url.ParseQuery("url=example.com/*&matchType=exact")
+	if r, err := parseRequest(v); err != nil || r.q.Prefix || r.q.Key != "com,example)/*" {
+		t.Errorf("a * with matchType=exact: %+v, %v; want the URL as it is", r, err)
+	}
+}
