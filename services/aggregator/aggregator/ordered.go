@@ -23,28 +23,13 @@ import (
 // each window every cluster's lines in its key range, merged as a forward
 // query merges them.
 func (a *Aggregator) readBackward(ctx context.Context, clusters []live, q cdxindex.Query, lo, hi string, want int, read *budget, keep func(string) bool) ([]string, error) {
-	qlo, qhi := q.Bounds()
-	if lo > qlo {
-		qlo = lo
-	}
-	if hi != "" && (qhi == "" || hi < qhi) {
-		qhi = hi
-	}
+	qlo, qhi := q.Within(lo, hi)
 	// The cluster whose blocks mark the windows.
-	var blocks []cdxindex.Block
-	first, end := 0, 0
-	for _, l := range clusters {
-		if l.row.Lines == 0 || !q.Overlaps(l.row.FirstKey, l.row.LastKey) {
-			continue
-		}
-		f, e := l.c.BlockRange(qlo, qhi)
-		if blocks == nil || e-f > end-first {
-			blocks, first, end = l.c.Blocks(), f, e
-		}
-	}
-	if blocks == nil {
+	c, first, end := widest(clusters, q, lo, hi)
+	if c == nil {
 		return nil, nil
 	}
+	blocks := c.Blocks()
 	var out []string
 	upper := qhi
 	next := end // the window ends before block next's key (or at qhi)

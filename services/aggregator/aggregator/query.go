@@ -230,23 +230,31 @@ func (a *Aggregator) Pages(ctx context.Context, q cdxindex.Query, size int) (Pag
 	if err != nil {
 		return Pages{}, err
 	}
-	var best *cdxindex.Cluster
-	first, end := 0, 0
-	for _, l := range clusters {
-		if l.row.Lines == 0 || !q.Overlaps(l.row.FirstKey, l.row.LastKey) {
-			continue
-		}
-		f, e := l.c.QueryBlocks(q)
-		if best == nil || e-f > end-first {
-			best, first, end = l.c, f, e
-		}
-	}
+	best, first, end := widest(clusters, q, "", "")
 	if best == nil || end == first {
 		return Pages{}, nil
 	}
 	p := Pages{Blocks: end - first, clusters: clusters, paging: best, first: first, size: size}
 	p.Count = (p.Blocks + size - 1) / size
 	return p, nil
+}
+
+// widest is the cluster holding the most blocks of the query's lines in
+// [lo, hi) ("": the query's own bounds), and those blocks [first, end):
+// its block keys cut pages and backward windows (nil if no cluster holds
+// any).
+func widest(clusters []live, q cdxindex.Query, lo, hi string) (best *cdxindex.Cluster, first, end int) {
+	qlo, qhi := q.Within(lo, hi)
+	for _, l := range clusters {
+		if l.row.Lines == 0 || !q.Overlaps(l.row.FirstKey, l.row.LastKey) {
+			continue
+		}
+		f, e := l.c.BlockRange(qlo, qhi)
+		if best == nil || e-f > end-first {
+			best, first, end = l.c, f, e
+		}
+	}
+	return best, first, end
 }
 
 // Page reads page i of a query's answer, filtered by keep.

@@ -333,8 +333,18 @@ func OpenCluster(summary, loc io.Reader, open func(location string) (io.ReaderAt
 // Blocks is the cluster's summary.
 func (c *Cluster) Blocks() []Block { return c.blocks }
 
-// Bounds are a query's key range: lines >= lo and < hi (hi "" is open).
-func (q Query) Bounds() (lo, hi string) { return q.bounds() }
+// Within is the query's key range narrowed to [lo, hi) ("": that side
+// left as the query has it): a page of an answer, or a window of it.
+func (q Query) Within(lo, hi string) (string, string) {
+	qlo, qhi := q.bounds()
+	if lo > qlo {
+		qlo = lo
+	}
+	if hi != "" && (qhi == "" || hi < qhi) {
+		qhi = hi
+	}
+	return qlo, qhi
+}
 
 // bounds are a query's key range: lines >= lo and < hi (hi "" is open).
 func (q Query) bounds() (lo, hi string) {
@@ -429,20 +439,9 @@ func (c *Cluster) Cursor(q Query) *ClusterCursor { return c.CursorRange(q, "", "
 // CursorRange is a cursor over the query's lines within [lo, hi) ("":
 // unbounded), a page of an answer.
 func (c *Cluster) CursorRange(q Query, lo, hi string) *ClusterCursor {
-	qlo, qhi := q.bounds()
-	if lo > qlo {
-		qlo = lo
-	}
-	if hi != "" && (qhi == "" || hi < qhi) {
-		qhi = hi
-	}
+	qlo, qhi := q.Within(lo, hi)
 	first, end := c.BlockRange(qlo, qhi)
 	return &ClusterCursor{c: c, q: q, lo: qlo, hi: qhi, loB: []byte(qlo), hiB: []byte(qhi), next: first, end: end}
-}
-
-// QueryBlocks is the blocks [first, end) a query's lines may be in.
-func (c *Cluster) QueryBlocks(q Query) (first, end int) {
-	return c.BlockRange(q.bounds())
 }
 
 // Next returns the next selected line; false at the end (see Err).
