@@ -23,7 +23,7 @@ func TestACallAndTheServicesAnswers(t *testing.T) {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case "/ok":
-			b, _ := io.ReadAll(r.Body)
+			b, _ := io.ReadAll(io.LimitReader(r.Body, 1<<20))
 			service.WriteJSON(w, http.StatusOK, map[string]string{"auth": r.Header.Get("Authorization"), "type": r.Header.Get("Content-Type"), "body": string(b)})
 		case "/bad":
 			service.WriteError(w, http.StatusBadRequest, "state: \"x\" is no state")

@@ -499,6 +499,7 @@ func (a *Aggregator) cdx(w http.ResponseWriter, hr *http.Request) {
 	// Every line read counts, kept or not.
 	read := &budget{Left: limit}
 	keep := r.keep()
+	var lines []string
 	if (r.sort == "closest" || r.sort == "reverse") && r.collapse < 0 {
 		// Read outward from where the answer begins (ordered.go); a
 		// collapse keeps the first of each run in index order, so it
@@ -507,51 +508,44 @@ func (a *Aggregator) cdx(w http.ResponseWriter, hr *http.Request) {
 		if r.limit > 0 && r.limit < want {
 			want = r.limit
 		}
-		seek := a.reverse
 		if r.sort == "closest" {
-			seek = a.closest
+			lines, err = a.closest(ctx, r, want, read, keep)
+		} else {
+			lines, err = a.reverse(ctx, r, want, read, keep)
 		}
-		lines, err := seek(ctx, r, want, read, keep)
-		if err != nil {
-			a.queryFailed(w, r, err)
-			return
-		}
-		if read.Spent {
-			w.Header().Set("Archivist-Lines-Read-Cap", strconv.Itoa(limit))
-		}
-		r.write(w, lines)
-		return
-	}
-	var lines []string
-	if r.domain != "" {
-		// A domain is two ranges, the host's own keys and its
-		// subdomains': a seek to each, not a scan of every key the bare
-		// prefix begins ("c" is most of the index).
-		for _, key := range []string{r.domain + ")", r.domain + ","} {
-			dq := q
-			dq.Key, dq.Limit = key, q.Limit-len(lines)
-			got, err := a.lookupRange(ctx, dq, "", "", dq.Limit, read, keep)
-			if err != nil {
-				a.queryFailed(w, r, err)
-				return
-			}
-			if lines = append(lines, got...); len(lines) >= q.Limit || read.Spent {
+	} else {
+		for _, rq := range r.ranges() {
+			var got []string
+			got, err = a.lookupRange(ctx, rq, "", "", q.Limit-len(lines), read, keep)
+			if lines = append(lines, got...); err != nil || len(lines) >= q.Limit || read.Spent {
 				break
 			}
 		}
-	} else {
-		var err error
-		if lines, err = a.lookupRange(ctx, q, "", "", q.Limit, read, keep); err != nil {
-			a.queryFailed(w, r, err)
-			return
-		}
+		lines = r.order(lines)
+	}
+	if err != nil {
+		a.queryFailed(w, r, err)
+		return
 	}
 	if read.Spent {
 		// Cut short: what was kept of the lines read, and a header
 		// saying so (a client narrows the query, or pages it).
 		w.Header().Set("Archivist-Lines-Read-Cap", strconv.Itoa(limit))
 	}
-	r.write(w, r.order(lines))
+	r.write(w, lines)
+}
+
+// ranges are the key ranges of the query's answer, in index order: one,
+// or a domain's two, the host's own keys and its subdomains' (a seek to
+// each, not a scan of every key the bare prefix begins: "c" is most of
+// the index).
+func (r *request) ranges() []cdxindex.Query {
+	if r.domain == "" {
+		return []cdxindex.Query{r.q}
+	}
+	own, subs := r.q, r.q
+	own.Key, subs.Key = r.domain+")", r.domain+","
+	return []cdxindex.Query{own, subs}
 }
 
 // queryFailed answers a query that failed: past its deadline, a 400

@@ -66,25 +66,20 @@ func (a *Aggregator) readBackward(ctx context.Context, clusters []live, q cdxind
 }
 
 // reverse answers sort=reverse: the query's last lines first, at most
-// want, reading from the end back (a domain's subdomains' range, which
-// sorts after the host's own, first).
+// want, reading the query's ranges from the end back.
 func (a *Aggregator) reverse(ctx context.Context, r *request, want int, read *budget, keep func(string) bool) ([]string, error) {
 	clusters, err := a.liveClusters(ctx)
 	if err != nil {
 		return nil, err
 	}
-	if r.domain == "" {
-		return a.readBackward(ctx, clusters, r.q, "", "", want, read, keep)
-	}
+	ranges := r.ranges()
 	var out []string
-	for _, key := range []string{r.domain + ",", r.domain + ")"} {
-		dq := r.q
-		dq.Key = key
-		got, err := a.readBackward(ctx, clusters, dq, "", "", want-len(out), read, keep)
-		if err != nil {
+	for i := len(ranges) - 1; i >= 0; i-- {
+		got, err := a.readBackward(ctx, clusters, ranges[i], "", "", want-len(out), read, keep)
+		if out = append(out, got...); err != nil {
 			return out, err
 		}
-		if out = append(out, got...); len(out) >= want || read.Spent {
+		if len(out) >= want || read.Spent {
 			break
 		}
 	}

@@ -49,7 +49,7 @@ func TestTheRightCaptureAmongTwentyThousand(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer resp.Body.Close()
-		b, err := io.ReadAll(resp.Body)
+		b, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
 		if err != nil {
 			t.Fatal(err)
 		}

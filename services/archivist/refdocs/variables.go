@@ -45,26 +45,6 @@ func VariableGroups() []VariableGroup {
 	}
 }
 
-// ServiceVariables is every variable each service reads: its shared
-// groups' and its own (Definition.Config), by service name.
-func ServiceVariables(root string) (map[string][]string, error) {
-	routes, err := ServiceRoutes(root)
-	if err != nil {
-		return nil, err
-	}
-	out := map[string][]string{}
-	for _, d := range all.Services() {
-		var vs []string
-		for _, g := range VariableGroups() {
-			if g.Reads(d, routes[d.Name]) {
-				vs = append(vs, g.Vars...)
-			}
-		}
-		out[d.Name] = append(vs, names(d.Config)...)
-	}
-	return out, nil
-}
-
 // Variables is the variables by service: the shared groups, then each
 // service's groups and its own variables.
 func Variables(root string) string {
@@ -72,14 +52,15 @@ func Variables(root string) string {
 	if err != nil {
 		return "(the services' sources could not be read: " + err.Error() + ")\n"
 	}
+	vgroups := VariableGroups()
 	var groups [][]string
-	for _, g := range VariableGroups() {
+	for _, g := range vgroups {
 		groups = append(groups, []string{g.Name, codes(g.Vars)})
 	}
 	var rows [][]string
 	for _, d := range all.Services() {
 		var reads []string
-		for _, g := range VariableGroups()[1:] {
+		for _, g := range vgroups[1:] {
 			if g.Reads(d, routes[d.Name]) {
 				reads = append(reads, g.Name)
 			}

@@ -69,7 +69,7 @@ func (b *bundle) secondHolds(t *testing.T, key string) []byte {
 		t.Fatal(err)
 	}
 	defer rc.Close()
-	body, err := io.ReadAll(rc)
+	body, err := io.ReadAll(io.LimitReader(rc, 1<<20))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -42,7 +42,7 @@ func TestTheOriginServesWhatItsManifestsName(t *testing.T) {
 		if resp.StatusCode != http.StatusOK {
 			t.Fatalf("GET %s: %s", url, resp.Status)
 		}
-		b, err := io.ReadAll(resp.Body)
+		b, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 		if err != nil {
 			t.Fatal(err)
 		}
