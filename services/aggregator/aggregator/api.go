@@ -23,10 +23,12 @@ import (
 // OpenWayback CDX servers name them in fl= and in JSON output.
 var Fields = []string{"urlkey", "timestamp", "url", "mime", "status", "digest", "redirect", "robotflags", "length", "offset", "filename"}
 
-// Handler serves GET /cdx, pywb's CDX server API (url, matchType
-// exact|prefix|host|domain, from, to, limit, sort reverse|closest with
-// closest, fl, output cdx|json, filter, collapse and collapseTime, page,
-// pageSize and showNumPages over the ZipNum blocks),
+// Handler serves GET /cdx, pywb's CDX server API (url and its wildcards,
+// matchType exact|prefix|host|domain, from, to, limit, sort
+// reverse|closest with closest, fl and the field aliases, output
+// cdx|cdxj|json|link, filter, collapse and collapseTime, page, pageSize,
+// showNumPages and showPagedIndex over the ZipNum blocks, and the Internet
+// Archive's resumeKey and showResumeKey),
 // GET /v1/index/generations, GET /v1/index/cdx (the whole index as one
 // plain CDX file, streamed), POST /v1/index/withdraw {"file", "reason"}
 // (an operator's: a tombstone, whether or not the file is indexed yet),
@@ -100,27 +102,41 @@ func (a *Aggregator) Handler() http.Handler {
 
 // request is a parsed /cdx query.
 type request struct {
-	url     string
-	q       cdxindex.Query
-	match   func(key string) bool
-	filters []filter
+	url string
+	// original is the URL asked for, without a wildcard, with a scheme:
+	// the original resource of a TimeMap.
+	original string
+	q        cdxindex.Query
+	match    func(key string) bool
+	filters  []filter
 	// domain is the host of matchType=domain: the query seeks to its
 	// two ranges (host")" and host","), not the bare prefix.
 	domain string
 	// collapse keeps the first of each run of lines whose field collapse
-	// (its first collapseLen bytes; 0: all of it) is the same.
-	collapse    int
-	collapseLen int
+	// (its first collapseLen bytes; 0: all of it) is the same, and the
+	// same status too when collapseStatus is set (pywb's collapseTime).
+	collapse       int
+	collapseLen    int
+	collapseStatus bool
 	// page is the page asked for (-1: the whole answer), pageSize its
 	// blocks; numPages asks how many pages there are.
 	page     int
 	pageSize int
 	numPages bool
-	limit    int
-	sort     string // "", "reverse" or "closest"
-	closest  time.Time
-	fields   []int // indexes into Fields
-	json     bool
+	// pagedIndex asks for the summary lines of a page's blocks instead of
+	// its lines (showPagedIndex).
+	pagedIndex bool
+	limit      int
+	sort       string // "", "reverse" or "closest"
+	closest    time.Time
+	fields     []int    // indexes into Fields
+	names      []string // the fields as fl names them (an alias kept)
+	output     string   // "cdx", "cdxj", "json" or "link"
+	// after resumes an answer in index order after this line (resumeKey);
+	// showResume asks for the key that resumes this one, when it is cut
+	// (showResumeKey).
+	after      string
+	showResume bool
 }
 
 // badRequest is a query the API refuses, with what is wrong.
@@ -129,9 +145,11 @@ type badRequest string
 func (b badRequest) Error() string { return string(b) }
 
 func parseRequest(p map[string][]string) (*request, error) {
-	get := func(k string) string {
-		if v := p[k]; len(v) > 0 {
-			return v[0]
+	get := func(keys ...string) string {
+		for _, k := range keys {
+			if v := p[k]; len(v) > 0 && v[0] != "" {
+				return v[0]
+			}
 		}
 		return ""
 	}
@@ -155,8 +173,9 @@ func parseRequest(p map[string][]string) (*request, error) {
 	if !strings.Contains(url, "://") && !strings.HasPrefix(url, "urn:") && !strings.HasPrefix(url, "dns:") {
 		url = "http://" + url // as the CDX servers read a URL without a scheme
 	}
+	r.original = url
 	key := surt.Key(url)
-	r.q = cdxindex.Query{Key: key, From: get("from"), To: get("to")}
+	r.q = cdxindex.Query{Key: key, From: get("from", "from_ts"), To: get("to")}
 	host, _, _ := strings.Cut(key, ")")
 	switch matchType {
 	case "", "exact":
@@ -174,7 +193,7 @@ func parseRequest(p map[string][]string) (*request, error) {
 	default:
 		return nil, badRequest("matchType: exact, prefix, host or domain")
 	}
-	for _, t := range []string{"from", "to", "closest"} {
+	for _, t := range []string{"from", "from_ts", "to", "closest"} {
 		if v := get(t); v != "" && (len(v) > 14 || strings.Trim(v, "0123456789") != "") {
 			return nil, badRequest(t + ": a timestamp of up to 14 digits (YYYYMMDDhhmmss or a prefix of it)")
 		}
@@ -182,23 +201,28 @@ func parseRequest(p map[string][]string) (*request, error) {
 	if l := get("limit"); l != "" {
 		n, err := strconv.Atoi(l)
 		if err != nil || n < 0 {
-			return nil, badRequest("limit: a whole number")
+			return nil, badRequest("limit: a whole number of lines (the last N are sort=reverse&limit=N)")
 		}
 		r.limit = n
 	}
 	r.sort = get("sort")
-	exact := matchType == "" || matchType == "exact"
-	if r.sort == "" && get("closest") != "" && exact {
-		// closest alone sorts by it, as pywb's CDX server does for an
-		// exact URL (its replay asks so).
-		r.sort = "closest"
+	if r.sort == "" {
+		// pywb's forms: closest alone sorts by it (its replay asks so),
+		// reverse=true is sort=reverse.
+		rev, err := boolParam(p, "reverse")
+		if err != nil {
+			return nil, err
+		}
+		switch {
+		case get("closest") != "":
+			r.sort = "closest"
+		case rev:
+			r.sort = "reverse"
+		}
 	}
 	switch r.sort {
 	case "", "reverse":
 	case "closest":
-		if !exact {
-			return nil, badRequest("sort=closest needs matchType=exact")
-		}
 		if get("closest") == "" {
 			// closest= empty (pywb's calendar query): the index order.
 			r.sort = ""
@@ -208,13 +232,14 @@ func parseRequest(p map[string][]string) (*request, error) {
 	default:
 		return nil, badRequest("sort: reverse or closest")
 	}
-	if fl := get("fl"); fl != "" {
+	if fl := get("fl", "fields"); fl != "" {
 		for _, f := range strings.Split(fl, ",") {
-			i := fieldIndex(strings.TrimSpace(f))
+			f = strings.TrimSpace(f)
+			i := fieldIndex(f)
 			if i < 0 {
-				return nil, badRequest("fl: unknown field " + strconv.Quote(f) + "; fields are " + strings.Join(Fields, ","))
+				return nil, badRequest("fl: unknown field " + strconv.Quote(f) + "; fields are " + strings.Join(Fields, ",") + ", or an alias of one")
 			}
-			r.fields = append(r.fields, i)
+			r.fields, r.names = append(r.fields, i), append(r.names, f)
 		}
 	}
 	if len(p["filter"]) > MaxFilters {
@@ -240,13 +265,17 @@ func parseRequest(p map[string][]string) (*request, error) {
 		}
 	}
 	if c := get("collapseTime"); c != "" {
-		// pywb's collapseTime=N: the first capture of each timestamp
-		// prefix of N digits.
+		// pywb's collapseTime=N (cdx_collapse_time_status): the first
+		// capture of each run with the same timestamp prefix of N digits
+		// and the same status.
 		n, err := strconv.Atoi(c)
 		if err != nil || n <= 0 || n > 14 {
 			return nil, badRequest("collapseTime: a number of timestamp digits, 1 to 14")
 		}
-		r.collapse, r.collapseLen = 1, n
+		if r.collapse >= 0 {
+			return nil, badRequest("collapse and collapseTime: one of them")
+		}
+		r.collapse, r.collapseLen, r.collapseStatus = 1, n, true
 	}
 	r.page = -1
 	if pg := get("page"); pg != "" {
@@ -263,24 +292,51 @@ func parseRequest(p map[string][]string) (*request, error) {
 		}
 		r.pageSize = n
 	}
-	switch get("showNumPages") {
-	case "", "false":
-	case "true":
-		r.numPages = true
-	default:
-		return nil, badRequest("showNumPages: true or false")
+	var err error
+	if r.numPages, err = boolParam(p, "showNumPages"); err != nil {
+		return nil, err
 	}
-	if (r.page >= 0 || r.numPages) && r.sort != "" {
-		return nil, badRequest("page and showNumPages answer in index order: no sort")
+	if r.pagedIndex, err = boolParam(p, "showPagedIndex"); err != nil {
+		return nil, err
 	}
-	switch get("output") {
+	if r.pagedIndex && r.page < 0 {
+		r.page = 0 // pywb's default page
+	}
+	if r.showResume, err = boolParam(p, "showResumeKey"); err != nil {
+		return nil, err
+	}
+	if k := get("resumeKey"); k != "" {
+		if r.after, err = parseResumeKey(k); err != nil {
+			return nil, err
+		}
+	}
+	if (r.showResume || r.after != "") && (r.sort != "" || r.page >= 0 || r.numPages) {
+		return nil, badRequest("resumeKey and showResumeKey resume an answer in index order: no sort, no page")
+	}
+	switch r.output = get("output"); r.output {
 	case "", "cdx", "text":
-	case "json":
-		r.json = true
+		r.output = "cdx"
+	case "cdxj", "json", "link":
 	default:
-		return nil, badRequest("output: cdx or json")
+		return nil, badRequest("output: cdx (or text), cdxj, json or link")
 	}
 	return r, nil
+}
+
+// boolParam reads a true-or-false parameter as pywb's to_bool does (true,
+// 1, yes or on; false, 0, no, off or absent).
+func boolParam(p map[string][]string, name string) (bool, error) {
+	v := ""
+	if vs := p[name]; len(vs) > 0 {
+		v = strings.ToLower(vs[0])
+	}
+	switch v {
+	case "", "false", "0", "no", "off":
+		return false, nil
+	case "true", "1", "yes", "on":
+		return true, nil
+	}
+	return false, badRequest(name + ": true or false")
 }
 
 // The bounds of a query's filters, checked before any is compiled or run:
@@ -306,8 +362,14 @@ const MaxPageBlocks = 50
 // (pywb's default).
 const DefaultPageBlocks = 10
 
-// aliases are the other names pywb and the Wayback CDX servers give fields.
-var aliases = map[string]string{"original": "url", "mimetype": "mime", "statuscode": "status", "robotflag": "robotflags"}
+// aliases are the other names pywb (CDXObject.CDX_ALT_FIELDS) and the
+// Wayback CDX servers give fields, the one-letter ones too. (pywb's table
+// names "s" twice, status then length, and keeps the second; "s" is the
+// status here, as its first entry means: docs/indexing.md.)
+var aliases = map[string]string{
+	"original": "url", "u": "url", "mimetype": "mime", "m": "mime", "statuscode": "status", "s": "status",
+	"robotflag": "robotflags", "l": "length", "o": "offset", "d": "digest", "t": "timestamp", "k": "urlkey", "f": "filename",
+}
 
 // fieldIndex is a field's place in a CDX11 line, by name or alias; -1 for
 // none.
@@ -430,6 +492,9 @@ func (r *request) keep() func(line string) bool {
 			if r.collapseLen > 0 && len(v) > r.collapseLen {
 				v = v[:r.collapseLen]
 			}
+			if r.collapseStatus {
+				v += " " + field(line, 4)
+			}
 			if seen && v == last {
 				return false
 			}
@@ -477,62 +542,73 @@ func (a *Aggregator) cdx(w http.ResponseWriter, hr *http.Request) {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
 	}
-	// The limit is applied while the generations are read: index order
-	// stops at the limit; a sorted query reads at most the hard cap, then
-	// orders and cuts. No query reads more than the cap.
-	q := r.q
+	// No query reads more than the cap of lines, kept or not. Index order
+	// stops at the limit (one line past it, to know whether the answer
+	// goes on); a sorted query reads at most the cap, then orders and
+	// cuts.
 	limit := a.cfg.MaxQueryLines
 	if limit <= 0 {
 		limit = 10000
-	}
-	q.Limit = limit
-	if r.sort == "" && r.limit > 0 && r.limit < limit {
-		q.Limit = r.limit
 	}
 	ctx, cancel := context.WithTimeout(hr.Context(), cmp.Or(a.cfg.QueryTimeout, 10*time.Second))
 	defer cancel()
 	hr = hr.WithContext(ctx)
 	if r.numPages || r.page >= 0 {
-		a.paged(w, hr, r, limit)
+		a.paged(w, hr, r)
 		return
 	}
-	// Every line read counts, kept or not.
 	read := &budget{Left: limit}
 	keep := r.keep()
-	var lines []string
-	if (r.sort == "closest" || r.sort == "reverse") && r.collapse < 0 {
+	ans := answer{}
+	if r.collapse < 0 && (r.sort == "reverse" || r.sort == "closest" && !r.q.Prefix) {
 		// Read outward from where the answer begins (ordered.go); a
-		// collapse keeps the first of each run in index order, so it
-		// reads in index order below.
+		// collapse keeps the first of each run in index order, and
+		// closest over a prefix sorts every URL's captures, so those
+		// read in index order below.
 		want := limit
 		if r.limit > 0 && r.limit < want {
 			want = r.limit
 		}
 		if r.sort == "closest" {
-			lines, err = a.closest(ctx, r, want, read, keep)
+			ans.lines, err = a.closest(ctx, r, want, read, keep)
 		} else {
-			lines, err = a.reverse(ctx, r, want, read, keep)
+			ans.lines, err = a.reverse(ctx, r, want, read, keep)
 		}
 	} else {
+		stop := limit + 1 // the cap's next line is refused: the answer is marked cut
+		if r.sort == "" && r.limit > 0 && r.limit < limit {
+			stop = r.limit + 1
+		}
+		lo := ""
+		if r.after != "" {
+			lo = r.after + "\x00" // the first line after it
+		}
 		for _, rq := range r.ranges() {
 			var got []string
-			got, err = a.lookupRange(ctx, rq, "", "", q.Limit-len(lines), read, keep)
-			if lines = append(lines, got...); err != nil || len(lines) >= q.Limit || read.Spent {
+			got, err = a.lookupRange(ctx, rq, lo, "", stop-len(ans.lines), read, keep)
+			if ans.lines = append(ans.lines, got...); err != nil || len(ans.lines) >= stop || read.Spent {
 				break
 			}
 		}
-		lines = r.order(lines)
+		if r.sort == "" {
+			switch {
+			case r.limit > 0 && len(ans.lines) > r.limit:
+				ans.lines = ans.lines[:r.limit]
+				ans.resume = ans.lines[r.limit-1]
+			case read.Spent:
+				ans.resume = read.Last
+			}
+		}
+		ans.lines = r.order(ans.lines)
 	}
 	if err != nil {
 		a.queryFailed(w, r, err)
 		return
 	}
 	if read.Spent {
-		// Cut short: what was kept of the lines read, and a header
-		// saying so (a client narrows the query, or pages it).
-		w.Header().Set("Archivist-Lines-Read-Cap", strconv.Itoa(limit))
+		ans.cap = limit
 	}
-	r.write(w, lines)
+	r.write(w, hr, ans)
 }
 
 // ranges are the key ranges of the query's answer, in index order: one,
@@ -559,55 +635,11 @@ func (a *Aggregator) queryFailed(w http.ResponseWriter, r *request, err error) {
 	http.Error(w, "the query failed", http.StatusInternalServerError)
 }
 
-// write writes lines as the request asks: CDX or JSON, its fields.
-func (r *request) write(w http.ResponseWriter, lines []string) {
-	fields := r.fields
-	if fields == nil {
-		for i := range Fields {
-			fields = append(fields, i)
-		}
-	}
-	if r.json {
-		w.Header().Set("Content-Type", "text/x-ndjson")
-		enc := json.NewEncoder(w)
-		for _, l := range lines {
-			f := strings.Fields(l)
-			obj := map[string]string{}
-			for _, i := range fields {
-				if i < len(f) && f[i] != "-" {
-					obj[Fields[i]] = f[i]
-				}
-			}
-			enc.Encode(obj)
-		}
-		return
-	}
-	w.Header().Set("Content-Type", "text/plain")
-	if r.fields == nil {
-		for _, l := range lines {
-			fmt.Fprintln(w, l)
-		}
-		return
-	}
-	out := make([]string, 0, len(fields))
-	for _, l := range lines {
-		f := strings.Fields(l)
-		out = out[:0]
-		for _, i := range fields {
-			if i < len(f) {
-				out = append(out, f[i])
-			} else {
-				out = append(out, "-")
-			}
-		}
-		fmt.Fprintln(w, strings.Join(out, " "))
-	}
-}
-
 // paged answers showNumPages (how many pages of pageSize blocks the query
-// spans, as pywb's ZipNum source counts them) and page=N (that page's
-// lines, in index order, filters applied; the cap does not cut a page).
-func (a *Aggregator) paged(w http.ResponseWriter, hr *http.Request, r *request, limit int) {
+// spans, as pywb's ZipNum source counts them), page=N (that page's lines,
+// filters applied, in index order or sorted as asked; the cap does not
+// cut a page) and showPagedIndex (the summary lines of page N's blocks).
+func (a *Aggregator) paged(w http.ResponseWriter, hr *http.Request, r *request) {
 	size := r.pageSize
 	if size == 0 {
 		size = DefaultPageBlocks
@@ -623,7 +655,15 @@ func (a *Aggregator) paged(w http.ResponseWriter, hr *http.Request, r *request, 
 		return
 	}
 	if r.page >= pages.Count {
+		if r.pagedIndex && pages.Count == 0 {
+			r.writeBlocks(w, nil) // pywb: no blocks, an empty summary
+			return
+		}
 		http.Error(w, fmt.Sprintf("page %d: the pages are 0 to %d", r.page, pages.Count-1), http.StatusBadRequest)
+		return
+	}
+	if r.pagedIndex {
+		r.writeBlocks(w, pages.PageBlocks(r.page))
 		return
 	}
 	lines, err := a.Page(hr.Context(), r.q, pages, r.page, r.keep())
@@ -631,8 +671,6 @@ func (a *Aggregator) paged(w http.ResponseWriter, hr *http.Request, r *request, 
 		a.queryFailed(w, r, err)
 		return
 	}
-	if r.limit > 0 && len(lines) > r.limit {
-		lines = lines[:r.limit]
-	}
-	r.write(w, lines)
+	// A page's lines sorted as asked, as pywb sorts each page it reads.
+	r.write(w, hr, answer{lines: r.order(lines)})
 }

@@ -154,14 +154,16 @@ func (a *Aggregator) Lookup(ctx context.Context, q cdxindex.Query, keep func(lin
 
 // budget is how many more lines a query may read, kept or not (a filter
 // that keeps none, a collapse, must not read a whole prefix for one
-// request); Spent is set once it ran out before the answer ended.
+// request); Spent is set once it ran out before the answer ended, and
+// Last is the last line it let be read (where a resumed answer goes on).
 type budget struct {
 	Left  int
 	Spent bool
+	Last  string
 }
 
-// take counts one line read, and reports whether there was room for it.
-func (b *budget) take() bool {
+// take counts line read, and reports whether there was room for it.
+func (b *budget) take(line string) bool {
 	if b == nil {
 		return true
 	}
@@ -170,6 +172,7 @@ func (b *budget) take() bool {
 		return false
 	}
 	b.Left--
+	b.Last = line
 	return true
 }
 
@@ -224,6 +227,16 @@ func (p Pages) bound(i int) string {
 	return p.paging.Blocks()[p.first+i*p.size].Key
 }
 
+// PageBlocks are the paging cluster's blocks that page i spans (pywb's
+// showPagedIndex answers their summary lines).
+func (p Pages) PageBlocks(i int) []cdxindex.Block {
+	if i < 0 || i >= p.Count {
+		return nil
+	}
+	lo := p.first + i*p.size
+	return p.paging.Blocks()[lo:min(lo+p.size, p.first+p.Blocks)]
+}
+
 // Pages counts a query's pages of size blocks (pywb's showNumPages).
 func (a *Aggregator) Pages(ctx context.Context, q cdxindex.Query, size int) (Pages, error) {
 	clusters, err := a.liveClusters(ctx)
@@ -272,7 +285,7 @@ func (a *Aggregator) mergeCursors(ctx context.Context, curs []*cdxindex.ClusterC
 	var out []string
 	var ctxErr error
 	err := a.eachLine(ctx, curs, ranges, func(line string) bool {
-		if ctxErr = ctx.Err(); ctxErr != nil || !read.take() {
+		if ctxErr = ctx.Err(); ctxErr != nil || !read.take(line) {
 			return false
 		}
 		if keep == nil || keep(line) {
