@@ -82,6 +82,8 @@ func run(ctx context.Context, env *service.Env, cfg Config) error {
 	}
 	a := New(env.DB, env.Blob, cfg, env.Log)
 	a.skipped, a.refused, a.gate = skippedCounter(env.Metrics), refusedCounter(env.Metrics), env.Gate
+	a.readFailures = readFailuresCounter(env.Metrics)
+	a.registerUnreadable(env.Metrics)
 	sub, err := bus.Consume(ctx, env.Bus, events.AggregatorReady, a.Ready)
 	if err != nil {
 		return err
@@ -121,7 +123,7 @@ func counter(reg prometheus.Registerer, opts prometheus.CounterOpts) prometheus.
 // New is an aggregator over a database holding its schema and a blob store.
 func New(db *pgxpool.Pool, bs blob.Store, cfg Config, log *slog.Logger) *Aggregator {
 	return &Aggregator{db: db, blob: bs, cfg: cfg, log: log, wake: make(chan struct{}, 1), skipped: skippedCounter(nil), refused: refusedCounter(nil),
-		clusters: map[string]*cdxindex.Cluster{}}
+		readFailures: readFailuresCounter(nil), clusters: map[string]*cdxindex.Cluster{}, failedAt: map[string]time.Time{}}
 }
 
 // Aggregator merges outputs and answers queries.
@@ -143,6 +145,11 @@ type Aggregator struct {
 	skipped, refused prometheus.Counter
 	// gate pauses the merges while a dependency is down (nil: never).
 	gate *fault.Gate
+	// readFailures counts the cluster reads that failed; failedAt is when
+	// each cluster last failed (degraded.go).
+	readFailures prometheus.Counter
+	failedMu     sync.Mutex
+	failedAt     map[string]time.Time
 }
 
 // Ready records a file's new output. The announcement's send time is the

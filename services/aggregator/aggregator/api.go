@@ -552,9 +552,10 @@ func (a *Aggregator) cdx(w http.ResponseWriter, hr *http.Request) {
 	}
 	ctx, cancel := context.WithTimeout(hr.Context(), cmp.Or(a.cfg.QueryTimeout, 10*time.Second))
 	defer cancel()
+	ctx, inc := answerIncomplete(ctx)
 	hr = hr.WithContext(ctx)
 	if r.numPages || r.page >= 0 {
-		a.paged(w, hr, r)
+		a.paged(w, hr, r, inc)
 		return
 	}
 	read := &budget{Left: limit}
@@ -608,6 +609,7 @@ func (a *Aggregator) cdx(w http.ResponseWriter, hr *http.Request) {
 	if read.Spent {
 		ans.cap = limit
 	}
+	ans.unread = inc.names()
 	r.write(w, hr, ans)
 }
 
@@ -639,7 +641,7 @@ func (a *Aggregator) queryFailed(w http.ResponseWriter, r *request, err error) {
 // spans, as pywb's ZipNum source counts them), page=N (that page's lines,
 // filters applied, in index order or sorted as asked; the cap does not
 // cut a page) and showPagedIndex (the summary lines of page N's blocks).
-func (a *Aggregator) paged(w http.ResponseWriter, hr *http.Request, r *request) {
+func (a *Aggregator) paged(w http.ResponseWriter, hr *http.Request, r *request, inc *incomplete) {
 	size := r.pageSize
 	if size == 0 {
 		size = DefaultPageBlocks
@@ -651,7 +653,12 @@ func (a *Aggregator) paged(w http.ResponseWriter, hr *http.Request, r *request) 
 		return
 	}
 	if r.numPages {
-		service.WriteJSON(w, http.StatusOK, map[string]int{"pages": pages.Count, "pageSize": size, "blocks": pages.Blocks})
+		n := map[string]any{"pages": pages.Count, "pageSize": size, "blocks": pages.Blocks}
+		if unread := inc.names(); len(unread) > 0 {
+			n["incomplete"] = unreadMessage(unread)
+			w.Header().Set("Archivist-Incomplete", unreadMessage(unread))
+		}
+		service.WriteJSON(w, http.StatusOK, n)
 		return
 	}
 	if r.page >= pages.Count {
@@ -672,5 +679,5 @@ func (a *Aggregator) paged(w http.ResponseWriter, hr *http.Request, r *request) 
 		return
 	}
 	// A page's lines sorted as asked, as pywb sorts each page it reads.
-	r.write(w, hr, answer{lines: r.order(lines)})
+	r.write(w, hr, answer{lines: r.order(lines), unread: inc.names()})
 }

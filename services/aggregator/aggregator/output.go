@@ -28,6 +28,13 @@ type answer struct {
 	// resume is the line after which the answer goes on, in index order
 	// ("": it does not): its resume key.
 	resume string
+	// unread are the clusters that could not be read, left out.
+	unread []string
+}
+
+// unreadMessage says which clusters an answer was made without.
+func unreadMessage(clusters []string) string {
+	return fmt.Sprintf("the index cluster(s) %s could not be read: this answer lacks their captures (ArchivistIndexClusterUnreadable)", strings.Join(clusters, ", "))
 }
 
 // MaxResumeKey is the longest resumeKey a query takes (a CDX line).
@@ -51,11 +58,13 @@ func parseResumeKey(k string) (string, error) {
 
 // write writes an answer in the request's format, saying how it was cut:
 // the header Archivist-Lines-Read-Cap when the read cap cut it, the header
-// Archivist-Resume-Key when it goes on in index order; and in the body,
+// Archivist-Resume-Key when it goes on in index order, the header
+// Archivist-Incomplete when a cluster could not be read; and in the body,
 // where the format has room for it: after a blank line, the resume key
 // (cdx and cdxj, with showResumeKey, as the Internet Archive's server
 // prints it); a last object (json: {"resumeKey"} with showResumeKey, and
-// {"incomplete"} whenever the cap cut the answer); a rel="next" link to
+// {"incomplete"} whenever the cap cut the answer or a cluster was left
+// out); a rel="next" link to
 // the rest (link).
 func (r *request) write(w http.ResponseWriter, hr *http.Request, ans answer) {
 	h := w.Header()
@@ -64,6 +73,9 @@ func (r *request) write(w http.ResponseWriter, hr *http.Request, ans answer) {
 	}
 	if ans.resume != "" {
 		h.Set("Archivist-Resume-Key", resumeKey(ans.resume))
+	}
+	if len(ans.unread) > 0 {
+		h.Set("Archivist-Incomplete", unreadMessage(ans.unread))
 	}
 	bw := bufio.NewWriterSize(w, 64<<10)
 	defer bw.Flush()
@@ -74,10 +86,15 @@ func (r *request) write(w http.ResponseWriter, hr *http.Request, ans answer) {
 			r.writeObject(bw, l, 0)
 			bw.WriteByte('\n')
 		}
-		var keys, vals []string
+		var keys, vals, why []string
 		if ans.cap > 0 {
-			keys = append(keys, "incomplete")
-			vals = append(vals, fmt.Sprintf("the answer was cut after %d lines read (AGGREGATOR_MAX_QUERY_LINES): narrow the query, page it, or resume it", ans.cap))
+			why = append(why, fmt.Sprintf("the answer was cut after %d lines read (AGGREGATOR_MAX_QUERY_LINES): narrow the query, page it, or resume it", ans.cap))
+		}
+		if len(ans.unread) > 0 {
+			why = append(why, unreadMessage(ans.unread))
+		}
+		if len(why) > 0 {
+			keys, vals = append(keys, "incomplete"), append(vals, strings.Join(why, "; "))
 		}
 		if ans.resume != "" && (r.showResume || ans.cap > 0) {
 			keys, vals = append(keys, "resumeKey"), append(vals, resumeKey(ans.resume))

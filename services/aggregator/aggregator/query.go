@@ -69,6 +69,9 @@ func (a *Aggregator) liveClusters(ctx context.Context) ([]live, error) {
 	for _, r := range list {
 		c, err := a.openCluster(ctx, r)
 		if err != nil {
+			if a.unreadable(ctx, r.Name, err) {
+				continue // a query answers without it, marked incomplete
+			}
 			return nil, err
 		}
 		out = append(out, live{r, c})
@@ -188,16 +191,14 @@ func (a *Aggregator) lookupRange(ctx context.Context, q cdxindex.Query, lo, hi s
 
 // readRange is lookupRange over clusters already listed.
 func (a *Aggregator) readRange(ctx context.Context, clusters []live, q cdxindex.Query, lo, hi string, limit int, read *budget, keep func(string) bool) ([]string, error) {
-	curs := make([]*cdxindex.ClusterCursor, 0, len(clusters))
-	ranges := make([][2]int64, 0, len(clusters))
+	srcs := make([]source, 0, len(clusters))
 	for _, l := range clusters {
 		if l.row.Lines == 0 || !q.Overlaps(l.row.FirstKey, l.row.LastKey) {
 			continue
 		}
-		curs = append(curs, l.c.CursorRange(q, lo, hi))
-		ranges = append(ranges, [2]int64{l.row.Lo, l.row.Hi})
+		srcs = append(srcs, l.source(l.c.CursorRange(q, lo, hi)))
 	}
-	return a.mergeCursors(ctx, curs, ranges, limit, read, keep)
+	return a.mergeCursors(ctx, srcs, limit, read, keep)
 }
 
 // Pages divides a query's answer into pages of size blocks of the cluster
@@ -276,15 +277,14 @@ func (a *Aggregator) Page(ctx context.Context, q cdxindex.Query, p Pages, i int,
 	return a.readRange(ctx, p.clusters, q, lo, hi, 0, nil, keep)
 }
 
-// mergeCursors merges cursors (over clusters holding the builds in
-// ranges) in byte order, as they are read: the query stops reading once
+// mergeCursors merges the sources' cursors in byte order, as they are read: the query stops reading once
 // it has limit lines (0: no limit) or has read what read allows, kept or
 // not, or its context ends (checked at every line: a costly filter runs
 // on one line past a deadline at most).
-func (a *Aggregator) mergeCursors(ctx context.Context, curs []*cdxindex.ClusterCursor, ranges [][2]int64, limit int, read *budget, keep func(string) bool) ([]string, error) {
+func (a *Aggregator) mergeCursors(ctx context.Context, srcs []source, limit int, read *budget, keep func(string) bool) ([]string, error) {
 	var out []string
 	var ctxErr error
-	err := a.eachLine(ctx, curs, ranges, func(line string) bool {
+	err := a.eachLine(ctx, srcs, func(line string) bool {
 		if ctxErr = ctx.Err(); ctxErr != nil || !read.take(line) {
 			return false
 		}
@@ -299,25 +299,43 @@ func (a *Aggregator) mergeCursors(ctx context.Context, curs []*cdxindex.ClusterC
 	return out, err
 }
 
-// eachLine merges cursors (over clusters holding the builds in ranges) in
-// byte order, as they are read, identical lines once, masked and excluded
-// lines left out, and gives each line to emit until it returns false: a
-// query stops reading once it has its lines.
-func (a *Aggregator) eachLine(ctx context.Context, curs []*cdxindex.ClusterCursor, ranges [][2]int64, emit func(string) bool) error {
+// source is a cursor over a cluster, with the cluster's name and the
+// builds it holds (lo to hi).
+type source struct {
+	c      *cdxindex.ClusterCursor
+	name   string
+	lo, hi int64
+}
+
+func (l live) source(c *cdxindex.ClusterCursor) source {
+	return source{c: c, name: l.row.Name, lo: l.row.Lo, hi: l.row.Hi}
+}
+
+// eachLine merges the sources' cursors in byte order, as they are read,
+// identical lines once, masked and excluded lines left out, and gives each
+// line to emit until it returns false: a query stops reading once it has
+// its lines. A cluster that fails to read is left out of a query that
+// answers incomplete (unreadable); otherwise its error ends the read.
+func (a *Aggregator) eachLine(ctx context.Context, srcs []source, emit func(string) bool) error {
 	excl, err := a.currentExclusions(ctx)
 	if err != nil {
 		return err
 	}
 	type head struct {
-		c      *cdxindex.ClusterCursor
-		line   string
-		lo, hi int64
+		source
+		line string
 	}
 	var heads []*head
-	for i, c := range curs {
-		if l, ok := c.Next(); ok {
-			heads = append(heads, &head{c, l, ranges[i][0], ranges[i][1]})
-		} else if err := c.Err(); err != nil {
+	failed := func(s source) error {
+		if err := s.c.Err(); err != nil && (ctx.Err() != nil || !a.unreadable(ctx, s.name, err)) {
+			return err
+		}
+		return nil
+	}
+	for _, s := range srcs {
+		if l, ok := s.c.Next(); ok {
+			heads = append(heads, &head{s, l})
+		} else if err := failed(s); err != nil {
 			return err
 		}
 	}
@@ -348,7 +366,7 @@ func (a *Aggregator) eachLine(ctx context.Context, curs []*cdxindex.ClusterCurso
 			if next, ok := h.c.Next(); ok {
 				h.line = next
 			} else {
-				if err := h.c.Err(); err != nil {
+				if err := failed(h.source); err != nil {
 					return err
 				}
 				heads = append(heads[:best], heads[best+1:]...)
@@ -414,19 +432,17 @@ func (a *Aggregator) Export(ctx context.Context, w io.Writer) (int64, error) {
 		return 0, err
 	}
 	all := cdxindex.Query{Prefix: true}
-	var curs []*cdxindex.ClusterCursor
-	var ranges [][2]int64
+	var srcs []source
 	for _, l := range clusters {
 		if l.row.Lines > 0 {
-			curs = append(curs, l.c.Cursor(all))
-			ranges = append(ranges, [2]int64{l.row.Lo, l.row.Hi})
+			srcs = append(srcs, l.source(l.c.Cursor(all)))
 		}
 	}
 	bw := bufio.NewWriterSize(w, 64<<10)
 	bw.WriteString(cdxindex.Header + "\n")
 	var n int64
 	var werr error
-	err = a.eachLine(ctx, curs, ranges, func(line string) bool {
+	err = a.eachLine(ctx, srcs, func(line string) bool {
 		bw.WriteString(line)
 		werr = bw.WriteByte('\n')
 		n++
