@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
@@ -154,5 +155,64 @@ func TestPathIndexNamesEachFile(t *testing.T) {
 	}
 	if code, _ := send(t, "GET", srv.URL+"/v1/index/paths/warcs/crawl-03.warc.gz", ""); code != 404 {
 		t.Errorf("a withdrawn file announced again is back in the path index: %d", code)
+	}
+}
+
+// TestExclusionLookUpIsEveryExclusionTested: the look-up by prefix length
+// and prefix answers what testing every exclusion answers, for random
+// prefixes of several lengths, with and without time ranges.
+func TestExclusionLookUpIsEveryExclusionTested(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 5))
+	hosts := []string{"com,example", "com,example,www", "org,iana", "net,site"}
+	key := func() string {
+		return fmt.Sprintf("%s)/p%d/q%d", hosts[r.IntN(len(hosts))], r.IntN(20), r.IntN(5))
+	}
+	var list []Exclusion
+	for range 300 {
+		k := key()
+		e := Exclusion{SURT: k[:r.IntN(len(k))+1]}
+		if r.IntN(3) == 0 {
+			e.From, e.To = "2024", "2025"
+		}
+		list = append(list, e)
+	}
+	x := &exclusions{}
+	x.set(list)
+	for range 5000 {
+		k, ts := key(), fmt.Sprintf("%d0101000000", 2022+r.IntN(5))
+		want := slices.ContainsFunc(list, func(e Exclusion) bool { return e.excludes(k, ts) })
+		if got := x.excluded(k + " " + ts + " http://x/ text/html 200 D - - 1 0 f"); got != want {
+			t.Fatalf("%s %s: excluded %v, testing every exclusion %v", k, ts, got, want)
+		}
+	}
+}
+
+// BenchmarkExcluded: a line's look-up against 10^2 to 10^6 exclusions of
+// one prefix length costs the same (a map look-up per length); beside it,
+// testing every exclusion, as the list was checked before.
+func BenchmarkExcluded(b *testing.B) {
+	for _, n := range []int{100, 10_000, 1_000_000} {
+		list := make([]Exclusion, n)
+		for i := range list {
+			list[i] = Exclusion{SURT: fmt.Sprintf("com,example)/taken/%07d", i)}
+		}
+		x := &exclusions{}
+		x.set(list)
+		const key, ts = "com,example)/kept/0000001", "20260101000000"
+		line := key + " " + ts + " http://example.com/kept/0000001 text/html 200 D - - 1 0 f"
+		b.Run(fmt.Sprintf("lookup/exclusions=%d", n), func(b *testing.B) {
+			for b.Loop() {
+				if x.excluded(line) {
+					b.Fatal("excluded")
+				}
+			}
+		})
+		b.Run(fmt.Sprintf("every/exclusions=%d", n), func(b *testing.B) {
+			for b.Loop() {
+				if slices.ContainsFunc(list, func(e Exclusion) bool { return e.excludes(key, ts) }) {
+					b.Fatal("excluded")
+				}
+			}
+		})
 	}
 }
