@@ -141,6 +141,10 @@ func WithCaller(ctx context.Context, id Identity) context.Context {
 	return context.WithValue(ctx, identityKey{}, id)
 }
 
+// Public is the caller without a key of an open route (a Wayback front
+// end's public access point): no role.
+var Public = Identity{Name: "public"}
+
 // Anonymous is the caller when authentication is off.
 var Anonymous = Identity{Name: "anonymous", Roles: []Role{Reader, Publisher, Operator}, ARKs: []string{AnyCollection}}
 

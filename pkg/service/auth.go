@@ -78,11 +78,12 @@ type Routes struct {
 	publisher map[string]bool
 	operator  map[string]bool
 	depositor map[string]bool
+	open      map[string]bool
 }
 
 // RoutesOf returns mux's routes with the default roles.
 func RoutesOf(mux *http.ServeMux) Routes {
-	return Routes{mux: mux, publisher: map[string]bool{}, operator: map[string]bool{}, depositor: map[string]bool{}}
+	return Routes{mux: mux, publisher: map[string]bool{}, operator: map[string]bool{}, depositor: map[string]bool{}, open: map[string]bool{}}
 }
 
 // PublisherRoutes marks the routes of mux (by pattern, as registered) that
@@ -124,6 +125,26 @@ func (rt Routes) Depositor(patterns ...string) Routes {
 	return rt
 }
 
+// Open marks routes anyone may call, with a key or without one (a
+// Wayback front end's public access point): the handler applies its own
+// rules (apiauth.Public is the caller without a key).
+func (rt Routes) Open(patterns ...string) Routes {
+	for _, p := range patterns {
+		rt.open[p] = true
+	}
+	return rt
+}
+
+// isOpen reports whether r is to an Open route of h.
+func isOpen(h http.Handler, r *http.Request) bool {
+	rt, ok := h.(Routes)
+	if !ok {
+		return false
+	}
+	_, pattern := rt.mux.Handler(r)
+	return rt.open[pattern]
+}
+
 // ServeHTTP serves the request with the ServeMux.
 func (rt Routes) ServeHTTP(w http.ResponseWriter, r *http.Request) { rt.mux.ServeHTTP(w, r) }
 
@@ -144,6 +165,8 @@ func allowed(id apiauth.Identity, h http.Handler, r *http.Request) (bool, apiaut
 	if rt, ok := h.(Routes); ok {
 		_, pattern := rt.mux.Handler(r)
 		switch {
+		case rt.open[pattern]:
+			return true, ""
 		case rt.operator[pattern]:
 			return id.Has(apiauth.Operator), apiauth.Operator
 		case rt.depositor[pattern]:
@@ -191,7 +214,7 @@ type authenticator struct {
 	// sessions are the signed-in people of a Browser handler.
 	sessions sessions
 	// limits bound each caller's request rate.
-	limits *rateLimits
+	limits *RateLimits
 }
 
 func newAuthenticator(cfg AuthConfig) (*authenticator, error) {
@@ -199,7 +222,7 @@ func newAuthenticator(cfg AuthConfig) (*authenticator, error) {
 	case "off":
 		return &authenticator{cfg: cfg}, nil
 	case "keys", "":
-		a := &authenticator{cfg: cfg, limits: &rateLimits{perSecond: cfg.RateLimit, burst: cfg.RateBurst}}
+		a := &authenticator{cfg: cfg, limits: NewRateLimits(cfg.RateLimit, cfg.RateBurst)}
 		if cfg.JWT.Issuer != "" {
 			v, err := newJWTVerifier(cfg.JWT)
 			if err != nil {
@@ -337,6 +360,10 @@ func (a *authenticator) wrap(h http.Handler) http.Handler {
 				key, ok = a.sessions.key(c.Value)
 			}
 		}
+		if (!ok || key == "") && isOpen(h, r) {
+			h.ServeHTTP(w, r.WithContext(apiauth.WithCaller(r.Context(), apiauth.Public)))
+			return
+		}
 		if !ok || key == "" {
 			if isBrowser && safeMethod(r) && strings.Contains(r.Header.Get("Accept"), "text/html") {
 				http.Redirect(w, r, loginPath+"?next="+url.QueryEscape(r.URL.RequestURI()), http.StatusSeeOther)
@@ -351,7 +378,7 @@ func (a *authenticator) wrap(h http.Handler) http.Handler {
 			writeAuthError(w, http.StatusUnauthorized, err.Error())
 			return
 		}
-		if ok, wait := a.limits.allow(id.Name); !ok {
+		if ok, wait := a.limits.Allow(id.Name); !ok {
 			writeTooMany(w, id.Name, wait)
 			return
 		}

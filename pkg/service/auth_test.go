@@ -365,3 +365,50 @@ func TestSignInIsThisSitesAlone(t *testing.T) {
 		t.Error("another key's session was evicted by one key's sign-ins")
 	}
 }
+
+// TestOpenRoutesNeedNoKey: a route marked Open is served without a key,
+// to the caller apiauth.Public (no role), and with a key to its holder,
+// whatever the roles; a wrong key is still refused; every other route
+// still needs its key.
+func TestOpenRoutesNeedNoKey(t *testing.T) {
+	pub, pubLine := apiauth.NewKey("radio", []apiauth.Role{apiauth.Publisher}, "radio")
+	file := filepath.Join(t.TempDir(), "keys")
+	if err := os.WriteFile(file, []byte(pubLine+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	a, err := newAuthenticator(AuthConfig{Mode: "keys", KeysFile: file})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /{point}/cdx", func(w http.ResponseWriter, r *http.Request) {
+		id, _ := apiauth.Caller(r.Context())
+		w.Write([]byte(id.Name))
+	})
+	mux.HandleFunc("GET /cdx", func(w http.ResponseWriter, r *http.Request) {})
+	h := a.wrap(RoutesOf(mux).Open("GET /{point}/cdx"))
+	for _, c := range []struct {
+		key, path string
+		code      int
+		body      string
+	}{
+		{"", "/public/cdx", 200, "public"},
+		{pub, "/public/cdx", 200, "radio"},
+		{"not-a-key", "/public/cdx", 401, ""},
+		{"", "/cdx", 401, ""},
+		{pub, "/cdx", 403, ""},
+	} {
+		req := httptest.NewRequest("GET", c.path, nil)
+		if c.key != "" {
+			req.Header.Set("Authorization", "Bearer "+c.key)
+		}
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		if rec.Code != c.code || (c.body != "" && rec.Body.String() != c.body) {
+			t.Errorf("%s with key %q: %d %q, want %d %q", c.path, c.key, rec.Code, rec.Body.String(), c.code, c.body)
+		}
+	}
+	if apiauth.Public.Has(apiauth.Reader) || apiauth.Public.Has(apiauth.Publisher) || apiauth.Public.Has(apiauth.Operator) {
+		t.Error("the public caller has a role")
+	}
+}

@@ -4,7 +4,6 @@ import (
 	"crypto/rand"
 	"encoding/base64"
 	"html/template"
-	"net"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -186,8 +185,8 @@ func (a *authenticator) login(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		if r.URL.Path == loginPath {
-			if ok, wait := a.limits.allow("sign-in from " + clientHost(r)); !ok {
-				writeTooMany(w, "sign-in from "+clientHost(r), wait)
+			if ok, wait := a.limits.Allow("sign-in from " + ClientHost(r)); !ok {
+				writeTooMany(w, "sign-in from "+ClientHost(r), wait)
 				return
 			}
 		}
@@ -244,14 +243,6 @@ func crossSite(r *http.Request) string {
 	default:
 		return "Sec-Fetch-Site is " + strconv.Quote(site)
 	}
-}
-
-// clientHost is the address a request came from (without its port).
-func clientHost(r *http.Request) string {
-	if h, _, err := net.SplitHostPort(r.RemoteAddr); err == nil {
-		return h
-	}
-	return r.RemoteAddr
 }
 
 // localPath is next when it is a path of this site, else "/": a sign-in
