@@ -60,6 +60,9 @@ type Config struct {
 	// group at a time through temporary files, so a build's memory does
 	// not grow with the archive.
 	FanIn int `env:"AGGREGATOR_MERGE_FAN_IN, default=64"`
+	// AccessPoints are the open views of the index for Wayback front ends
+	// (GET /NAME/cdx without a key): "public:embargo=365:rate=10" (access.go).
+	AccessPoints AccessPoints `env:"AGGREGATOR_ACCESS_POINTS"`
 }
 
 // Definition is the aggregator service.
@@ -123,7 +126,8 @@ func counter(reg prometheus.Registerer, opts prometheus.CounterOpts) prometheus.
 // New is an aggregator over a database holding its schema and a blob store.
 func New(db *pgxpool.Pool, bs blob.Store, cfg Config, log *slog.Logger) *Aggregator {
 	return &Aggregator{db: db, blob: bs, cfg: cfg, log: log, wake: make(chan struct{}, 1), skipped: skippedCounter(nil), refused: refusedCounter(nil),
-		readFailures: readFailuresCounter(nil), clusters: map[string]*cdxindex.Cluster{}, failedAt: map[string]time.Time{}}
+		readFailures: readFailuresCounter(nil), clusters: map[string]*cdxindex.Cluster{}, failedAt: map[string]time.Time{},
+		points: points(cfg.AccessPoints)}
 }
 
 // Aggregator merges outputs and answers queries.
@@ -150,6 +154,8 @@ type Aggregator struct {
 	readFailures prometheus.Counter
 	failedMu     sync.Mutex
 	failedAt     map[string]time.Time
+	// points are the access points, by name.
+	points map[string]*point
 }
 
 // Ready records a file's new output. The announcement's send time is the

@@ -35,7 +35,8 @@ var Fields = []string{"urlkey", "timestamp", "url", "mime", "status", "digest", 
 // POST /v1/index/reinstate {"file"}, the path index and the exclusions.
 func (a *Aggregator) Handler() http.Handler {
 	mux := http.NewServeMux()
-	mux.HandleFunc("GET /cdx", a.cdx)
+	mux.HandleFunc("GET /cdx", func(w http.ResponseWriter, r *http.Request) { a.query(w, r, nil) })
+	mux.HandleFunc("GET /{point}/cdx", a.pointCDX)
 	mux.HandleFunc("GET /v1/index/generations", func(w http.ResponseWriter, r *http.Request) {
 		gens, err := a.Generations(r.Context())
 		if err != nil {
@@ -97,7 +98,7 @@ func (a *Aggregator) Handler() http.Handler {
 	})
 	// The exclusions (takedown URLs, their reasons, who added them) are for
 	// the operators who keep them, not every reader of the index.
-	return service.RoutesOf(mux).Operator("GET /v1/index/exclusions")
+	return service.RoutesOf(mux).Operator("GET /v1/index/exclusions").Open("GET /{point}/cdx")
 }
 
 // request is a parsed /cdx query.
@@ -536,11 +537,19 @@ func (r *request) order(lines []string) []string {
 	return lines
 }
 
-func (a *Aggregator) cdx(w http.ResponseWriter, hr *http.Request) {
+// query answers a /cdx query for access point p (nil: staff's view).
+func (a *Aggregator) query(w http.ResponseWriter, hr *http.Request, p *point) {
 	r, err := parseRequest(hr.URL.Query())
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
+	}
+	if p != nil {
+		if r.pagedIndex {
+			http.Error(w, "showPagedIndex is staff's (/cdx with a key): the summary names the URLs this access point hides", http.StatusForbidden)
+			return
+		}
+		r.q.To = p.embargoTo(r.q.To, time.Now())
 	}
 	// No query reads more than the cap of lines, kept or not. Index order
 	// stops at the limit (one line past it, to know whether the answer
@@ -552,7 +561,7 @@ func (a *Aggregator) cdx(w http.ResponseWriter, hr *http.Request) {
 	}
 	ctx, cancel := context.WithTimeout(hr.Context(), cmp.Or(a.cfg.QueryTimeout, 10*time.Second))
 	defer cancel()
-	ctx, inc := answerIncomplete(ctx)
+	ctx, inc := withView(ctx, p)
 	hr = hr.WithContext(ctx)
 	if r.numPages || r.page >= 0 {
 		a.paged(w, hr, r, inc)
@@ -641,7 +650,7 @@ func (a *Aggregator) queryFailed(w http.ResponseWriter, r *request, err error) {
 // spans, as pywb's ZipNum source counts them), page=N (that page's lines,
 // filters applied, in index order or sorted as asked; the cap does not
 // cut a page) and showPagedIndex (the summary lines of page N's blocks).
-func (a *Aggregator) paged(w http.ResponseWriter, hr *http.Request, r *request, inc *incomplete) {
+func (a *Aggregator) paged(w http.ResponseWriter, hr *http.Request, r *request, inc *view) {
 	size := r.pageSize
 	if size == 0 {
 		size = DefaultPageBlocks

@@ -17,23 +17,41 @@ import (
 // longer fails every query with a 500. A merge or an export still stops
 // at the error: they must not write a partial index.
 
-// incomplete names the clusters a query answered without.
-type incomplete struct {
+// view is how a query reads the index: for which access point (nil:
+// staff's view), and the clusters it answered without.
+type view struct {
+	point    *point
 	mu       sync.Mutex
 	clusters []string
 }
 
-type incompleteKey struct{}
+type viewKey struct{}
 
-// answerIncomplete returns a context under which a cluster that cannot be
-// read is left out and named in the returned incomplete, not an error.
-func answerIncomplete(ctx context.Context) (context.Context, *incomplete) {
-	inc := &incomplete{}
-	return context.WithValue(ctx, incompleteKey{}, inc), inc
+// withView returns a context under which the index is read for access
+// point p (nil: staff), and a cluster that cannot be read is left out and
+// named in the returned view, not an error.
+func withView(ctx context.Context, p *point) (context.Context, *view) {
+	v := &view{point: p}
+	return context.WithValue(ctx, viewKey{}, v), v
+}
+
+// viewOf is the view a context reads for (nil: none, an export or a
+// merge: staff's view, and every error stands).
+func viewOf(ctx context.Context) *view {
+	v, _ := ctx.Value(viewKey{}).(*view)
+	return v
+}
+
+// pointName is the view's access point ("": staff's, or none).
+func (v *view) pointName() string {
+	if v == nil || v.point == nil {
+		return ""
+	}
+	return v.point.Name
 }
 
 // names are the clusters left out, sorted.
-func (i *incomplete) names() []string {
+func (i *view) names() []string {
 	i.mu.Lock()
 	defer i.mu.Unlock()
 	return slices.Sorted(slices.Values(i.clusters))
@@ -44,12 +62,12 @@ func (i *incomplete) names() []string {
 const unreadableWindow = 10 * time.Minute
 
 // unreadable notes that cluster name failed to read with err, and reports
-// whether the caller may go on without it: under a query that answers
-// incomplete (answerIncomplete), and whose own context is live, it may
+// whether the caller may go on without it: under a query's view
+// (withView), and while its own context is live, it may
 // (the cluster is named in the answer); otherwise the error stands. Each
 // cluster's failure is logged at most once a minute, and counted.
 func (a *Aggregator) unreadable(ctx context.Context, name string, err error) bool {
-	inc, _ := ctx.Value(incompleteKey{}).(*incomplete)
+	inc := viewOf(ctx)
 	if inc == nil || ctx.Err() != nil {
 		return false
 	}

@@ -19,8 +19,9 @@ import (
 	"github.com/archivist/archivist/pkg/surt"
 )
 
-// Exclusion takes captures out of every answer: those whose URL key starts
-// with SURT and, when From or To is set, whose timestamp is within them.
+// Exclusion takes captures out of every answer (a takedown), or out of
+// one access point's: those whose URL key starts with SURT and, when From
+// or To is set, whose timestamp is within them.
 type Exclusion struct {
 	ID int64 `json:"id"`
 	// SURT is the URL key prefix excluded ("com,example)/private").
@@ -35,6 +36,9 @@ type Exclusion struct {
 	// AddedBy is the operator's key name; AddedAt when.
 	AddedBy string    `json:"added_by"`
 	AddedAt time.Time `json:"added_at"`
+	// AccessPoint is the access point whose view it hides the captures
+	// from; "" is every view, staff's too: a takedown.
+	AccessPoint string `json:"access_point,omitempty"`
 }
 
 // excludes reports whether the exclusion takes a capture of key at ts.
@@ -96,11 +100,12 @@ func (x *exclusions) set(list []Exclusion) {
 	slices.Sort(x.lens)
 }
 
-// excluded reports whether a CDX line is excluded: one map look-up per
+// excluded reports whether a CDX line is excluded from the view of access
+// point ("": staff's, where only the takedowns apply): one map look-up per
 // distinct prefix length (its key's prefix of that length), not a test of
 // every exclusion: a takedown list of a million URLs costs a line what a
 // list of one does, times the lengths in it.
-func (x *exclusions) excluded(line string) bool {
+func (x *exclusions) excluded(line, point string) bool {
 	if len(x.lens) == 0 {
 		return false
 	}
@@ -111,7 +116,7 @@ func (x *exclusions) excluded(line string) bool {
 			break
 		}
 		for _, e := range x.byLen[n][key[:n]] {
-			if e.excludes(key, ts) {
+			if (e.AccessPoint == "" || e.AccessPoint == point) && e.excludes(key, ts) {
 				return true
 			}
 		}
@@ -121,7 +126,7 @@ func (x *exclusions) excluded(line string) bool {
 
 // Exclusions lists the exclusions, by prefix.
 func (a *Aggregator) Exclusions(ctx context.Context) ([]Exclusion, error) {
-	rows, err := a.db.Query(ctx, `SELECT id, surt, url, from_ts, to_ts, reason, added_by, added_at FROM aggregator.exclusions ORDER BY surt, id`)
+	rows, err := a.db.Query(ctx, `SELECT id, surt, url, from_ts, to_ts, reason, added_by, added_at, access_point FROM aggregator.exclusions ORDER BY surt, id`)
 	if err != nil {
 		return nil, fmt.Errorf("list exclusions: %w", err)
 	}
@@ -132,8 +137,8 @@ func (a *Aggregator) Exclusions(ctx context.Context) ([]Exclusion, error) {
 // it from the moment it returns.
 func (a *Aggregator) AddExclusion(ctx context.Context, e Exclusion) (Exclusion, error) {
 	err := pgx.BeginFunc(ctx, a.db, func(tx pgx.Tx) error {
-		if err := tx.QueryRow(ctx, `INSERT INTO aggregator.exclusions (surt, url, from_ts, to_ts, reason, added_by)
-			VALUES ($1, $2, $3, $4, $5, $6) RETURNING id, added_at`, e.SURT, e.URL, e.From, e.To, e.Reason, e.AddedBy).Scan(&e.ID, &e.AddedAt); err != nil {
+		if err := tx.QueryRow(ctx, `INSERT INTO aggregator.exclusions (surt, url, from_ts, to_ts, reason, added_by, access_point)
+			VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING id, added_at`, e.SURT, e.URL, e.From, e.To, e.Reason, e.AddedBy, e.AccessPoint).Scan(&e.ID, &e.AddedAt); err != nil {
 			return err
 		}
 		_, err := tx.Exec(ctx, `UPDATE aggregator.exclusions_version SET v = v + 1`)
@@ -142,7 +147,7 @@ func (a *Aggregator) AddExclusion(ctx context.Context, e Exclusion) (Exclusion, 
 	if err != nil {
 		return e, fmt.Errorf("add exclusion %s: %w", e.SURT, err)
 	}
-	a.log.InfoContext(ctx, "exclusion added", "exclusion", e.ID, "surt", e.SURT, "from", e.From, "to", e.To, "reason", e.Reason, "by", e.AddedBy)
+	a.log.InfoContext(ctx, "exclusion added", "exclusion", e.ID, "surt", e.SURT, "from", e.From, "to", e.To, "access_point", e.AccessPoint, "reason", e.Reason, "by", e.AddedBy)
 	return e, nil
 }
 
@@ -166,13 +171,17 @@ func (a *Aggregator) RemoveExclusion(ctx context.Context, id int64, by string) e
 	})
 }
 
-// ACL writes the exclusions as pywb access-control rules (.aclj): a line
+// ACL writes the exclusions that apply to access point's view ("":
+// staff's, the takedowns alone) as pywb access-control rules (.aclj): a line
 // per exclusion, "SURT - JSON", access "exclude", a time range as pywb's
 // "after" and "before" (14-digit timestamps), lines in reverse order as
 // pywb reads them.
-func ACL(list []Exclusion) string {
+func ACL(list []Exclusion, point string) string {
 	lines := make([]string, 0, len(list))
 	for _, e := range list {
+		if e.AccessPoint != "" && e.AccessPoint != point {
+			continue
+		}
 		rule := map[string]string{"access": "exclude"}
 		if e.URL != "" {
 			rule["url"] = e.URL
@@ -204,8 +213,9 @@ func pad14(ts string, c byte) string {
 }
 
 // exclusionRoutes serves GET /v1/index/exclusions (the list, or
-// ?format=aclj for pywb), POST /v1/index/exclusions {"url" or "surt",
-// "from", "to", "reason"} and DELETE /v1/index/exclusions/{id}.
+// ?format=aclj[&access_point=NAME] for pywb), POST /v1/index/exclusions
+// {"url" or "surt", "from", "to", "reason", "access_point"} and DELETE
+// /v1/index/exclusions/{id}.
 func (a *Aggregator) exclusionRoutes(mux *http.ServeMux) {
 	mux.HandleFunc("GET /v1/index/exclusions", func(w http.ResponseWriter, r *http.Request) {
 		list, err := a.Exclusions(r.Context())
@@ -221,8 +231,13 @@ func (a *Aggregator) exclusionRoutes(mux *http.ServeMux) {
 			}
 			service.WriteJSON(w, http.StatusOK, list)
 		case "aclj":
+			point := r.URL.Query().Get("access_point")
+			if _, ok := a.points[point]; point != "" && !ok {
+				service.WriteJSON(w, http.StatusBadRequest, map[string]string{"error": "access_point: " + a.pointNames()})
+				return
+			}
 			w.Header().Set("Content-Type", "text/plain")
-			w.Write([]byte(ACL(list)))
+			w.Write([]byte(ACL(list, point)))
 		default:
 			service.WriteJSON(w, http.StatusBadRequest, map[string]string{"error": "format: json or aclj (pywb's access-control rules)"})
 		}
@@ -234,16 +249,21 @@ func (a *Aggregator) exclusionRoutes(mux *http.ServeMux) {
 			From   string `json:"from"`
 			To     string `json:"to"`
 			Reason string `json:"reason"`
+			Point  string `json:"access_point"`
 		}
 		dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, 1<<16))
 		dec.DisallowUnknownFields()
 		if err := dec.Decode(&req); err != nil {
-			service.WriteJSON(w, http.StatusBadRequest, map[string]string{"error": `send {"url" or "surt", "from", "to", "reason"}: ` + err.Error()})
+			service.WriteJSON(w, http.StatusBadRequest, map[string]string{"error": `send {"url" or "surt", "from", "to", "reason", "access_point"}: ` + err.Error()})
 			return
 		}
-		e := Exclusion{URL: req.URL, SURT: req.SURT, From: req.From, To: req.To, Reason: strings.TrimSpace(req.Reason)}
+		e := Exclusion{URL: req.URL, SURT: req.SURT, From: req.From, To: req.To, Reason: strings.TrimSpace(req.Reason), AccessPoint: req.Point}
 		if msg := e.fill(); msg != "" {
 			service.WriteJSON(w, http.StatusBadRequest, map[string]string{"error": msg})
+			return
+		}
+		if _, ok := a.points[e.AccessPoint]; e.AccessPoint != "" && !ok {
+			service.WriteJSON(w, http.StatusBadRequest, map[string]string{"error": "access_point: " + a.pointNames() + ", or none for a takedown (every view)"})
 			return
 		}
 		if id, ok := apiauth.Caller(r.Context()); ok {

@@ -181,7 +181,7 @@ func TestExclusionLookUpIsEveryExclusionTested(t *testing.T) {
 	for range 5000 {
 		k, ts := key(), fmt.Sprintf("%d0101000000", 2022+r.IntN(5))
 		want := slices.ContainsFunc(list, func(e Exclusion) bool { return e.excludes(k, ts) })
-		if got := x.excluded(k + " " + ts + " http://x/ text/html 200 D - - 1 0 f"); got != want {
+		if got := x.excluded(k+" "+ts+" http://x/ text/html 200 D - - 1 0 f", ""); got != want {
 			t.Fatalf("%s %s: excluded %v, testing every exclusion %v", k, ts, got, want)
 		}
 	}
@@ -202,7 +202,7 @@ func BenchmarkExcluded(b *testing.B) {
 		line := key + " " + ts + " http://example.com/kept/0000001 text/html 200 D - - 1 0 f"
 		b.Run(fmt.Sprintf("lookup/exclusions=%d", n), func(b *testing.B) {
 			for b.Loop() {
-				if x.excluded(line) {
+				if x.excluded(line, "") {
 					b.Fatal("excluded")
 				}
 			}

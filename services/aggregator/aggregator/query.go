@@ -321,6 +321,7 @@ func (a *Aggregator) eachLine(ctx context.Context, srcs []source, emit func(stri
 	if err != nil {
 		return err
 	}
+	point := viewOf(ctx).pointName()
 	type head struct {
 		source
 		line string
@@ -388,7 +389,7 @@ func (a *Aggregator) eachLine(ctx context.Context, srcs []source, emit func(stri
 				continue // the same line in two clusters
 			}
 			last, emitted = c.line, true
-			if excl.excluded(c.line) {
+			if excl.excluded(c.line, point) {
 				continue
 			}
 			if more = emit(c.line); !more {

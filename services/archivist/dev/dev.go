@@ -148,6 +148,9 @@ func Run(ctx context.Context, o Options, defs []service.Definition, log *slog.Lo
 		"DASHBOARD_AUDITOR_URL":    "http://" + hostPort(o.AuditorAddr),
 		"DASHBOARD_INDEXER_URL":    "http://" + hostPort(o.IndexerAddr),
 		"DASHBOARD_AGGREGATOR_URL": "http://" + hostPort(o.AggregatorAddr),
+		// A Wayback front end's open view of the index: no key, captures
+		// of the last 90 days hidden, 20 queries a second a client.
+		"AGGREGATOR_ACCESS_POINTS": "public:embargo=90:rate=20:burst=40",
 		// Archive files dropped under warcs/ in the blob store are indexed,
 		// found within seconds.
 		"INDEXER_REPOSITORY_PREFIX": "warcs/",
@@ -190,13 +193,14 @@ func Run(ctx context.Context, o Options, defs []service.Definition, log *slog.Lo
   research status   http://%s/v1/research/status
   audit             http://%s/v1/audit/status, /v1/audit/check
   index             http://%s/v1/index/status (ARC/WARC files under the blob store's warcs/)
-  CDX API           http://%s/cdx?url=...
+  CDX API           http://%s/cdx?url=...  (staff's, with the key)
+                    http://%s/public/cdx?url=...  (a Wayback's: no key; the last 90 days hidden)
   dashboard         http://%s/ (sign in with the API key below)
   admin             http://%s/healthz  /readyz  /metrics
   API key           %s (operator and publisher as source "http"; the CLI reads it;
                     curl -H "Authorization: Bearer $(cat %s)" ...)
 Ctrl-C stops everything.
-`, dataDir, natsURL, monitor, redacted(dbURL), common.Blob.URL, hostPort(o.CuratorAddr), hostPort(o.PWAAddr), hostPort(o.AuditorAddr), hostPort(o.IndexerAddr), hostPort(o.AggregatorAddr), hostPort(o.DashboardAddr), admin.Addr(),
+`, dataDir, natsURL, monitor, redacted(dbURL), common.Blob.URL, hostPort(o.CuratorAddr), hostPort(o.PWAAddr), hostPort(o.AuditorAddr), hostPort(o.IndexerAddr), hostPort(o.AggregatorAddr), hostPort(o.AggregatorAddr), hostPort(o.DashboardAddr), admin.Addr(),
 		tokenFile, tokenFile)
 
 	if o.Demo {

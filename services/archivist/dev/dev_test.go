@@ -378,6 +378,7 @@ func TestDevDemo(t *testing.T) {
 	demoTenancy(t, o, strings.TrimSpace(string(token)))
 	demoUpdateAndWithdrawal(t, o, strings.TrimSpace(string(token)))
 	demoPromises(t, o, strings.TrimSpace(string(token)))
+	demoPublic(t, o, strings.TrimSpace(string(token)))
 	demoTenantsRoundTwo(t, o, strings.TrimSpace(string(token)))
 	demoWork(t, o, strings.TrimSpace(string(token)))
 }
@@ -540,6 +541,70 @@ func (a demoAPI) waitFor(what string, cond func() bool) {
 		if time.Now().After(deadline) {
 			a.t.Fatalf("timed out waiting for %s", what)
 		}
+	}
+}
+
+// demoPublic: the public access point (a Wayback front end's view,
+// AGGREGATOR_ACCESS_POINTS) answers without a key, hides a capture younger
+// than its embargo and a takedown at once, and refuses a client over its
+// rate (429, Retry-After); staff's /cdx sees the young capture.
+func demoPublic(t *testing.T, o dev.Options, token string) {
+	api := demoAPI{t: t, token: token}
+	warcs := map[string][]byte{
+		"old.public.example":  warctest.Gzipped("old.public.example", 2),
+		"new.public.example":  warctest.Dated("new.public.example", 2, time.Now().Add(-time.Hour)),
+		"gone.public.example": warctest.Gzipped("gone.public.example", 2),
+	}
+	for host, body := range warcs {
+		path := filepath.Join(o.DataDir, "blobs", "warcs", host+".warc.gz")
+		if err := os.WriteFile(path, body, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	captures := func(answer string) int { return strings.Count(answer, " http://") } // a line's URL field
+	public := func(host string) string {
+		t.Helper()
+		resp, err := http.Get("http://" + o.AggregatorAddr + "/public/cdx?matchType=domain&url=" + host)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("the public view of %s, without a key: %d %s", host, resp.StatusCode, b)
+		}
+		return string(b)
+	}
+	for host := range warcs {
+		api.waitFor(host+" in staff's view", func() bool {
+			var s string
+			return api.call("GET", "http://"+o.AggregatorAddr+"/cdx?matchType=domain&url="+host, nil, &s) == 200 && captures(s) == 2
+		})
+	}
+	if captures(public("old.public.example")) != 2 || captures(public("new.public.example")) != 0 {
+		t.Errorf("the public view: old %q, new %q; want the old captures, the embargoed new ones hidden", public("old.public.example"), public("new.public.example"))
+	}
+	if code := api.call("POST", "http://"+o.AggregatorAddr+"/v1/index/exclusions", map[string]string{"url": "http://gone.public.example/", "reason": "a takedown"}, nil); code != http.StatusCreated {
+		t.Fatalf("takedown: %d", code)
+	}
+	var staff string
+	api.call("GET", "http://"+o.AggregatorAddr+"/cdx?matchType=domain&url=gone.public.example", nil, &staff)
+	if captures(public("gone.public.example")) != 0 || captures(staff) != 0 {
+		t.Errorf("a takedown still answered: public %q, staff %q", public("gone.public.example"), staff)
+	}
+	refused := 0
+	for range 60 {
+		resp, err := http.Get("http://" + o.AggregatorAddr + "/public/cdx?url=old.public.example/p/0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode == http.StatusTooManyRequests && resp.Header.Get("Retry-After") != "" {
+			refused++
+		}
+	}
+	if refused == 0 {
+		t.Error("60 public queries at once, over the access point's bursts of 40: none refused")
 	}
 }
 

@@ -53,7 +53,9 @@ func TestEveryAPIAuthenticates(t *testing.T) {
 	testenv.StartServiceIn(t, pwa.Definition(), testenv.Shared{NATSURL: natsURL, DBURL: testenv.DBURL(t, migrations.Schema)}, auth("PWA_HTTP_ADDR", apis["pwa"]))
 	testenv.StartServiceIn(t, auditor.Definition(), testenv.Shared{NATSURL: natsURL, DBURL: testenv.DBURL(t, auditormigrations.Schema)}, auth("AUDITOR_HTTP_ADDR", apis["auditor"]))
 	testenv.StartServiceIn(t, indexer.Definition(), testenv.Shared{NATSURL: natsURL, DBURL: testenv.DBURL(t, indexermigrations.Schema)}, auth("INDEXER_HTTP_ADDR", apis["indexer"]))
-	testenv.StartServiceIn(t, aggregator.Definition(), testenv.Shared{NATSURL: natsURL, DBURL: testenv.DBURL(t, aggmigrations.Schema)}, auth("AGGREGATOR_HTTP_ADDR", apis["aggregator"]))
+	agg := auth("AGGREGATOR_HTTP_ADDR", apis["aggregator"])
+	agg["AGGREGATOR_ACCESS_POINTS"] = "public"
+	testenv.StartServiceIn(t, aggregator.Definition(), testenv.Shared{NATSURL: natsURL, DBURL: testenv.DBURL(t, aggmigrations.Schema)}, agg)
 	// The dashboard asks the others on its caller's behalf.
 	dash := auth("DASHBOARD_HTTP_ADDR", apis["dashboard"])
 	for _, api := range []string{"curator", "pwa", "auditor", "indexer", "aggregator"} {
@@ -129,6 +131,7 @@ func TestEveryAPIAuthenticates(t *testing.T) {
 		{"indexer", "GET", "/v1/index/status", "", apiauth.Reader},
 		{"indexer", "GET", "/v1/index/history?file=warcs/none.warc.gz", "", apiauth.Reader},
 		{"aggregator", "GET", "/cdx?url=example.com", "", apiauth.Reader},
+		{"aggregator", "GET", "/public/cdx?url=example.com", "", open},
 		{"aggregator", "GET", "/v1/index/generations", "", apiauth.Reader},
 		{"aggregator", "GET", "/v1/index/exclusions", "", apiauth.Operator},
 		{"aggregator", "GET", "/v1/index/paths", "", apiauth.Reader},
@@ -169,12 +172,12 @@ func TestEveryAPIAuthenticates(t *testing.T) {
 		url := "http://" + apis[r.api] + r.path
 		what := r.api + " " + r.method + " " + r.path
 		for _, who := range []string{"", "forged"} {
-			if code, _ := call(who, r.method, url, r.body); code != http.StatusUnauthorized {
-				t.Errorf("%s with key %q: %d, want 401", what, who, code)
+			if code, body := call(who, r.method, url, r.body); code != http.StatusUnauthorized && !(r.role == open && who == "" && code == http.StatusOK) {
+				t.Errorf("%s with key %q: %d %s, want 401 (200 without a key on an open route)", what, who, code, body)
 			}
 		}
 		allowed := map[apiauth.Role][]string{own: {"viewer", "radio", "ops"}, apiauth.Reader: {"viewer", "ops"}, apiauth.Publisher: {"radio"},
-			apiauth.Operator: {"ops"}, depositor: {"radio", "ops"}}[r.role]
+			apiauth.Operator: {"ops"}, depositor: {"radio", "ops"}, open: {"viewer", "radio", "ops"}}[r.role]
 		for _, who := range []string{"viewer", "radio", "ops"} {
 			code, body := call(who, r.method, url, r.body)
 			may := false
@@ -282,6 +285,11 @@ const own apiauth.Role = "own"
 // publisher may take on its own work and an operator on anyone's (a
 // reader none): the work kit's verbs.
 const depositor apiauth.Role = "depositor"
+
+// open marks, in TestEveryAPIAuthenticates's table, a route anyone may
+// call without a key (an access point of the index); a wrong key is still
+// refused.
+const open apiauth.Role = "open"
 
 // route is a call in TestEveryAPIAuthenticates's table, and the role it
 // needs.

@@ -285,7 +285,7 @@ func newModelWorld(t *testing.T) *modelWorld {
 	set("indexer", "INDEXER_REPOSITORY_PREFIX", "objects/", "INDEXER_SCAN_INTERVAL", "500ms", "INDEXER_DISPATCH_INTERVAL", "100ms",
 		"INDEXER_RETRY_BASE", "200ms", "INDEXER_RETRY_MAX", "2s", "INDEXER_STALE_AFTER", "10s", "INDEXER_MAX_FAILURES", "50",
 		"INDEXER_WORK_DIR", t.TempDir())
-	set("aggregator", "AGGREGATOR_MERGE_INTERVAL", "250ms", "AGGREGATOR_RETIRE_AFTER", "1h")
+	set("aggregator", "AGGREGATOR_MERGE_INTERVAL", "250ms", "AGGREGATOR_RETIRE_AFTER", "1h", "AGGREGATOR_ACCESS_POINTS", "public")
 	set("auditor", "AUDITOR_SCHEDULE_TICK", "1s", "AUDITOR_IDLE_BACKOFF_MIN", "500ms", "AUDITOR_IDLE_BACKOFF_MAX", "2s",
 		"AUDITOR_RECONCILE_PREFIX", "objects/", "AUDITOR_RECONCILE_TICK", "1s")
 	for _, name := range modelServices {
@@ -1310,7 +1310,9 @@ func mapsEqual(a, b map[string]string) bool {
 
 // checkCDX: every WARC of o that a version not withdrawn holds is answered
 // by the CDX API under its name (events.CDXFileName of its key); none that
-// only withdrawn versions held is.
+// only withdrawn versions held is: in staff's view (/cdx, a key) and at
+// the public access point (/public/cdx, no key) alike, a withdrawal
+// sticks in every view of the index.
 func (h *mhistory) checkCDX(w *modelWorld, o *mobj) []string {
 	live := map[string]bool{} // key → held by a version not withdrawn
 	for _, v := range w.versions(o.ark) {
@@ -1326,34 +1328,42 @@ func (h *mhistory) checkCDX(w *modelWorld, o *mobj) []string {
 		if host == "" {
 			continue
 		}
-		var body string
-		code, err := w.call(modelOperator, "GET", w.api["aggregator"]+"/cdx?matchType=domain&url="+url.QueryEscape(host), nil, nil, &body)
-		if err != nil || code != http.StatusOK {
-			problems = append(problems, fmt.Sprintf("CDX query of %s: %d %v", host, code, err))
-			continue
+		for _, view := range []struct{ who, path string }{{modelOperator, "/cdx"}, {"", "/public/cdx"}} {
+			problems = append(problems, checkCDXView(w, o, key, host, isLive, view.who, view.path)...)
 		}
-		name := events.CDXFileName(key)
-		answered := false
-		seen := map[string]bool{}
-		for _, line := range strings.Split(body, "\n") {
-			f := strings.Fields(line)
-			if len(f) > 0 && f[len(f)-1] == name {
-				answered = true
-				// Each capture of the model's WARCs is of its own URL: a
-				// line answered twice is an output merged twice (a file
-				// indexed again whose old output was not replaced).
-				if seen[line] {
-					problems = append(problems, fmt.Sprintf("%s (of %s) is answered twice: %s", key, o.ark, line))
-				}
-				seen[line] = true
+	}
+	return problems
+}
+
+// checkCDXView is checkCDX's look at one WARC in one view of the index.
+func checkCDXView(w *modelWorld, o *mobj, key, host string, isLive bool, who, path string) []string {
+	var problems []string
+	var body string
+	code, err := w.call(who, "GET", w.api["aggregator"]+path+"?matchType=domain&url="+url.QueryEscape(host), nil, nil, &body)
+	if err != nil || code != http.StatusOK {
+		return append(problems, fmt.Sprintf("CDX query of %s at %s: %d %v", host, path, code, err))
+	}
+	name := events.CDXFileName(key)
+	answered := false
+	seen := map[string]bool{}
+	for _, line := range strings.Split(body, "\n") {
+		f := strings.Fields(line)
+		if len(f) > 0 && f[len(f)-1] == name {
+			answered = true
+			// Each capture of the model's WARCs is of its own URL: a
+			// line answered twice is an output merged twice (a file
+			// indexed again whose old output was not replaced).
+			if seen[line] {
+				problems = append(problems, fmt.Sprintf("%s (of %s) is answered twice: %s", key, o.ark, line))
 			}
+			seen[line] = true
 		}
-		switch {
-		case isLive && !answered:
-			problems = append(problems, fmt.Sprintf("%s (of %s, stored, not withdrawn) is not answered by the CDX API", key, o.ark))
-		case !isLive && answered:
-			problems = append(problems, fmt.Sprintf("%s (of %s, withdrawn) is answered by the CDX API", key, o.ark))
-		}
+	}
+	switch {
+	case isLive && !answered:
+		problems = append(problems, fmt.Sprintf("%s (of %s, stored, not withdrawn) is not answered by the CDX API at %s", key, o.ark, path))
+	case !isLive && answered:
+		problems = append(problems, fmt.Sprintf("%s (of %s, withdrawn) is answered by the CDX API at %s", key, o.ark, path))
 	}
 	return problems
 }

@@ -10,17 +10,27 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"time"
 )
 
 // Gzipped is a WARC file of pages response records of host (URLs
 // http://HOST/p/0, /p/1, ...; dates in March 2026), each record a gzip
 // member of its own.
 func Gzipped(host string, pages int) []byte {
+	return dated(host, pages, func(i int) time.Time { return time.Date(2026, 3, 1+i%9, 0, 0, 0, 0, time.UTC) })
+}
+
+// Dated is Gzipped with every capture made at at (to the second).
+func Dated(host string, pages int, at time.Time) []byte {
+	return dated(host, pages, func(int) time.Time { return at })
+}
+
+func dated(host string, pages int, at func(i int) time.Time) []byte {
 	var out bytes.Buffer
 	for i := range pages {
 		body := fmt.Sprintf("HTTP/1.1 200 OK\r\nContent-Type: text/html\r\n\r\n<p>%d</p>", i)
-		rec := fmt.Sprintf("WARC/1.0\r\nWARC-Type: response\r\nWARC-Target-URI: http://%s/p/%d\r\nWARC-Date: 2026-03-0%dT00:00:00Z\r\nContent-Length: %d\r\n\r\n%s\r\n\r\n",
-			host, i, 1+i%9, len(body), body)
+		rec := fmt.Sprintf("WARC/1.0\r\nWARC-Type: response\r\nWARC-Target-URI: http://%s/p/%d\r\nWARC-Date: %s\r\nContent-Length: %d\r\n\r\n%s\r\n\r\n",
+			host, i, at(i).UTC().Format(time.RFC3339), len(body), body)
 		w := gzip.NewWriter(&out)
 		w.Write([]byte(rec))
 		w.Close()
