@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -38,6 +39,30 @@ func TestCDXCommandMatchesPywb(t *testing.T) {
 		}
 		if out.String() != string(want) {
 			t.Errorf("%s %s differs from pywb", c.file, c.flag)
+		}
+	}
+	// --dialect cdxj-indexer: what webrecorder's cdxj-indexer wrote (in
+	// file order; --sort sorts it).
+	for _, c := range []struct{ file, flag, ext string }{
+		{"iana.warc.gz", "--cdxj", ".cdxj-indexer.cdxj"}, {"example.arc", "", ".cdxj-indexer.cdx"}, {"dupes.warc.gz", "--cdxj", ".cdxj-indexer.cdxj"},
+	} {
+		args := []string{"cdx", "--sort", "--dialect", "cdxj-indexer"}
+		if c.flag != "" {
+			args = append(args, c.flag)
+		}
+		var out, errs bytes.Buffer
+		if err := run(context.Background(), append(args, filepath.Join(warcs, c.file)), &out, &errs); err != nil {
+			t.Fatalf("%s: %v %s", c.file, err, errs.String())
+		}
+		raw, err := os.ReadFile(filepath.Join(ref, c.file+c.ext))
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := strings.Split(strings.TrimRight(string(raw), "\n"), "\n")
+		slices.Sort(want)
+		got := strings.Split(strings.TrimRight(out.String(), "\n"), "\n")
+		if !slices.Equal(got, want) || len(want) < 2 {
+			t.Errorf("%s %s --dialect cdxj-indexer differs from cdxj-indexer: %d lines, want %d", c.file, c.flag, len(got), len(want))
 		}
 	}
 	// A broken file: its lines up to the fault, the reason, a failure.

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/archivist/archivist/pkg/pyjson"
 	"github.com/archivist/archivist/services/aggregator/cdxindex"
 )
 
@@ -100,7 +101,7 @@ func (r *request) write(w http.ResponseWriter, hr *http.Request, ans answer) {
 			keys, vals = append(keys, "resumeKey"), append(vals, resumeKey(ans.resume))
 		}
 		if len(keys) > 0 {
-			writePyObject(bw, keys, vals)
+			bw.WriteString(pyjson.Object(keys, vals))
 			bw.WriteByte('\n')
 		}
 	case "link":
@@ -162,65 +163,7 @@ func (r *request) writeObject(bw *bufio.Writer, line string, from int) {
 			}
 		}
 	}
-	writePyObject(bw, keys, vals)
-}
-
-// writePyObject writes a JSON object of string values as Python's
-// json.dumps does by default: {"k": "v", "k2": "v2"}, non-ASCII escaped.
-func writePyObject(bw *bufio.Writer, keys, vals []string) {
-	bw.WriteByte('{')
-	for i, k := range keys {
-		if i > 0 {
-			bw.WriteString(", ")
-		}
-		writePyString(bw, k)
-		bw.WriteString(": ")
-		writePyString(bw, vals[i])
-	}
-	bw.WriteByte('}')
-}
-
-// writePyString writes s as a JSON string as Python's json.dumps does with
-// ensure_ascii (its default): \" \\ \b \f \n \r \t, every other character
-// outside printable ASCII as \uXXXX in lower-case hex (a pair of
-// surrogates past U+FFFF; a byte that is not UTF-8 as U+FFFD).
-func writePyString(bw *bufio.Writer, s string) {
-	const hex = "0123456789abcdef"
-	u := func(c rune) {
-		bw.WriteString(`\u`)
-		bw.WriteByte(hex[c>>12&15])
-		bw.WriteByte(hex[c>>8&15])
-		bw.WriteByte(hex[c>>4&15])
-		bw.WriteByte(hex[c&15])
-	}
-	bw.WriteByte('"')
-	for _, c := range s {
-		switch {
-		case c == '"':
-			bw.WriteString(`\"`)
-		case c == '\\':
-			bw.WriteString(`\\`)
-		case c == '\b':
-			bw.WriteString(`\b`)
-		case c == '\f':
-			bw.WriteString(`\f`)
-		case c == '\n':
-			bw.WriteString(`\n`)
-		case c == '\r':
-			bw.WriteString(`\r`)
-		case c == '\t':
-			bw.WriteString(`\t`)
-		case c >= ' ' && c <= '~':
-			bw.WriteByte(byte(c))
-		case c > 0xffff:
-			c -= 0x10000
-			u(0xd800 | c>>10)
-			u(0xdc00 | c&0x3ff)
-		default:
-			u(c) // utf8.RuneError for a byte that is not UTF-8
-		}
-	}
-	bw.WriteByte('"')
+	bw.WriteString(pyjson.Object(keys, vals))
 }
 
 // writeTimeMap writes the answer as an RFC 7089 TimeMap in link format:
@@ -266,9 +209,9 @@ func (r *request) writeBlocks(w http.ResponseWriter, blocks []cdxindex.Block) {
 		w.Header().Set("Content-Type", "text/x-ndjson")
 		for _, b := range blocks {
 			bw.WriteString(`{"urlkey": `)
-			writePyString(bw, b.Key)
+			bw.WriteString(pyjson.Quote(b.Key))
 			bw.WriteString(`, "part": `)
-			writePyString(bw, b.Part)
+			bw.WriteString(pyjson.Quote(b.Part))
 			fmt.Fprintf(bw, ", \"offset\": %d, \"length\": %d, \"lineno\": %d}\n", b.Offset, b.Length, b.Number)
 		}
 		return

@@ -43,6 +43,7 @@ func TestWrongUsageExitsTwoBeforeConnecting(t *testing.T) {
 		{[]string{"key", "new", "x"}, "needs --role"},
 		{[]string{"key", "new", "x", "--nats"}, "--nats needs --source"},
 		{[]string{"cdx"}, "takes one FILE or more"},
+		{[]string{"cdx", "--dialect", "warcio", "f.warc"}, "--dialect: pywb or cdxj-indexer"},
 		{[]string{"locate", "--episode", "e.wav"}, `required flag(s) "clips" not set`},
 		{[]string{"works", "show", "a:b", "--kind", "song"}, `--kind is episode or clip`},
 		{[]string{"--nosuchflag"}, "unknown flag: --nosuchflag"},

@@ -64,13 +64,16 @@ func indexCmd() *cobra.Command {
 
 func cdxCmd() *cobra.Command {
 	var cdxj, sorted bool
+	var dialect string
 	c := &cobra.Command{
-		Use:   "cdx [--cdxj] [--sort] FILE...",
+		Use:   "cdx [--cdxj] [--sort] [--dialect pywb|cdxj-indexer] FILE...",
 		Short: "Write the CDX index lines of ARC/WARC files",
 		Long: `Write the CDX index lines of ARC/WARC files to stdout, as pywb's cdx-indexer
-does (byte-identical on the shared test archives). Every file's lines up to
-a fault are written; the faults are reported on stderr and make the command
-fail.`,
+does (byte-identical on the shared test archives), or with --dialect
+cdxj-indexer as webrecorder's cdxj-indexer does (its -11 for CDX11; the
+digest's "sha1:" kept, a revisit's status kept, no "unk" mime). Every
+file's lines up to a fault are written; the faults are reported on stderr
+and make the command fail.`,
 		Args: func(_ *cobra.Command, args []string) error {
 			if len(args) == 0 {
 				return usagef("takes one FILE or more")
@@ -78,17 +81,37 @@ fail.`,
 			return nil
 		},
 		RunE: func(c *cobra.Command, args []string) error {
-			return writeCDX(args, cdxj, sorted, c.OutOrStdout(), c.ErrOrStderr())
+			line, err := cdxLine(cdxj, dialect)
+			if err != nil {
+				return err
+			}
+			return writeCDX(args, cdxj, sorted, line, c.OutOrStdout(), c.ErrOrStderr())
 		},
 	}
 	c.Flags().BoolVar(&cdxj, "cdxj", false, "write CDXJ instead of CDX11")
+	c.Flags().StringVar(&dialect, "dialect", "pywb", "whose lines: pywb (its cdx-indexer) or cdxj-indexer (webrecorder's)")
 	c.Flags().BoolVar(&sorted, "sort", false, "sort the lines (as cdx-indexer -s)")
 	return c
 }
 
-// writeCDX indexes files: CDX11 (with its header line) or CDXJ, in file
-// order or sorted.
-func writeCDX(files []string, cdxj, sorted bool, stdout, stderr io.Writer) error {
+// cdxLine is how an entry is written: CDX11 or CDXJ, in a dialect.
+func cdxLine(cdxj bool, dialect string) (func(cdx.Entry) string, error) {
+	switch {
+	case dialect == "pywb" && cdxj:
+		return cdx.Entry.CDXJ, nil
+	case dialect == "pywb":
+		return cdx.Entry.String, nil
+	case dialect == "cdxj-indexer" && cdxj:
+		return cdx.Entry.CDXJIndexer, nil
+	case dialect == "cdxj-indexer":
+		return cdx.Entry.CDX11Indexer, nil
+	}
+	return nil, usagef("--dialect: pywb or cdxj-indexer, not %q", dialect)
+}
+
+// writeCDX indexes files: CDX11 (with its header line) or CDXJ, each line
+// written by line, in file order or sorted.
+func writeCDX(files []string, cdxj, sorted bool, line func(cdx.Entry) string, stdout, stderr io.Writer) error {
 	w := bufio.NewWriterSize(stdout, 1<<16)
 	defer w.Flush()
 	if !cdxj {
@@ -97,15 +120,12 @@ func writeCDX(files []string, cdxj, sorted bool, stdout, stderr io.Writer) error
 	var lines []string
 	var faults []error
 	add := func(e cdx.Entry) error {
-		line := e.String()
-		if cdxj {
-			line = e.CDXJ()
-		}
+		l := line(e)
 		if sorted {
-			lines = append(lines, line)
+			lines = append(lines, l)
 			return nil
 		}
-		_, err := fmt.Fprintln(w, line)
+		_, err := fmt.Fprintln(w, l)
 		return err
 	}
 	for _, name := range files {

@@ -3,9 +3,11 @@ package cdx_test
 import (
 	"bufio"
 	"bytes"
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -116,6 +118,105 @@ func TestMatchesPywb(t *testing.T) {
 }
 
 var negative = regexp.MustCompile(` -[0-9]+ `)
+
+// TestMatchesCDXJIndexer: on every archive of the shared data that
+// webrecorder's cdxj-indexer indexed, its dialect (CDXJ, and CDX11 with
+// -11) is line for line what cdxj-indexer wrote (which writes file order;
+// compared sorted).
+func TestMatchesCDXJIndexer(t *testing.T) {
+	root := warcs(t, "CDXJ identical to webrecorder's cdxj-indexer on its, pywb's and warcio's sample archives")
+	ref := filepath.Join(root, "reference")
+	same, total := 0, 0
+	err := filepath.WalkDir(ref, func(p string, d os.DirEntry, err error) error {
+		if err != nil || !strings.HasSuffix(p, ".cdxj-indexer.cdxj") {
+			return err
+		}
+		if _, err := os.Stat(p + ".err"); err == nil {
+			return nil // cdxj-indexer refused the file
+		}
+		rel := strings.TrimSuffix(strings.TrimPrefix(p, ref+string(filepath.Separator)), ".cdxj-indexer.cdxj")
+		data, err := os.ReadFile(filepath.Join(root, rel))
+		if err != nil {
+			return nil
+		}
+		var j, c []string
+		cdx.Index(bytes.NewReader(data), filepath.Base(rel), func(e cdx.Entry) error {
+			j, c = append(j, e.CDXJIndexer()), append(c, e.CDX11Indexer())
+			return nil
+		})
+		total++
+		ok := true
+		for ext, got := range map[string][]string{".cdxj-indexer.cdxj": j, ".cdxj-indexer.cdx": c} {
+			raw, err := os.ReadFile(filepath.Join(ref, rel+ext))
+			if err != nil {
+				return err
+			}
+			var want []string
+			for _, l := range strings.Split(string(raw), "\n") {
+				if l != "" && l != cdx.Header {
+					want = append(want, l)
+				}
+			}
+			sort.Strings(want)
+			sort.Strings(got)
+			if !slices.Equal(got, want) {
+				ok = false
+				t.Errorf("%s%s differs:\n--- cdxj-indexer\n%s\n--- ours\n%s", rel, ext, strings.Join(want, "\n"), strings.Join(got, "\n"))
+			}
+		}
+		if ok {
+			same++
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if total < 30 {
+		t.Errorf("only %d reference files compared", total)
+	}
+	t.Logf("%d of %d files line for line cdxj-indexer's, CDXJ and CDX11", same, total)
+}
+
+// TestTheTwoCDXJDialects: where pywb's cdx-indexer and webrecorder's
+// cdxj-indexer write a record differently, each dialect writes it as its
+// tool does: the digest's algorithm (cdxj-indexer keeps "sha1:"), a
+// revisit's HTTP status (cdxj-indexer keeps it), a response with no
+// declared type (pywb: "unk"; cdxj-indexer: no mime), a response whose
+// status line does not read (pywb: 200; cdxj-indexer: none), and pywb's
+// mime-detected.
+func TestTheTwoCDXJDialects(t *testing.T) {
+	rec := func(typ, uri, headers, block string) string {
+		return fmt.Sprintf("WARC/1.0\r\nWARC-Type: %s\r\nWARC-Target-URI: %s\r\nWARC-Date: 2026-01-02T03:04:05Z\r\n%sContent-Length: %d\r\n\r\n%s\r\n\r\n",
+			typ, uri, headers, len(block), block)
+	}
+	warcFile := rec("response", "http://example.com/", "WARC-Payload-Digest: sha1:AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA\r\nWARC-Identified-Payload-Type: text/html\r\n",
+		"HTTP/1.1 200 OK\r\nContent-Type: text/html; charset=utf-8\r\n\r\nhi") +
+		rec("revisit", "http://example.com/", "WARC-Payload-Digest: sha1:AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA\r\n", "HTTP/1.1 304 Not Modified\r\n\r\n") +
+		rec("response", "http://example.com/none", "", "HTTP/1.1 302 Found\r\nLocation: /\r\n\r\n") +
+		rec("response", "http://example.com/odd", "", "not http at all")
+	var pywb, cdxjIndexer []string
+	if _, err := cdx.Index(strings.NewReader(warcFile), "f.warc", func(e cdx.Entry) error {
+		pywb, cdxjIndexer = append(pywb, e.CDXJ()), append(cdxjIndexer, e.CDXJIndexer())
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	for i, want := range []struct{ pywb, cdxjIndexer string }{
+		{`com,example)/ 20260102030405 {"url": "http://example.com/", "mime": "text/html", "mime-detected": "text/html", "status": "200", "digest": "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA", "length": "`,
+			`com,example)/ 20260102030405 {"url": "http://example.com/", "mime": "text/html", "status": "200", "digest": "sha1:AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA", "length": "`},
+		{`com,example)/ 20260102030405 {"url": "http://example.com/", "mime": "warc/revisit", "digest": "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA", "length": "`,
+			`com,example)/ 20260102030405 {"url": "http://example.com/", "mime": "warc/revisit", "status": "304", "digest": "sha1:AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA", "length": "`},
+		{`com,example)/none 20260102030405 {"url": "http://example.com/none", "mime": "unk", "status": "302", "digest": "`,
+			`com,example)/none 20260102030405 {"url": "http://example.com/none", "status": "302", "digest": "sha1:`},
+		{`com,example)/odd 20260102030405 {"url": "http://example.com/odd", "mime": "unk", "status": "200", "digest": "`,
+			`com,example)/odd 20260102030405 {"url": "http://example.com/odd", "digest": "sha1:`},
+	} {
+		if i >= len(pywb) || !strings.HasPrefix(pywb[i], want.pywb) || !strings.HasPrefix(cdxjIndexer[i], want.cdxjIndexer) {
+			t.Errorf("record %d:\n pywb's         %s\n want          %s...\n cdxj-indexer's %s\n want          %s...", i, pywb[i], want.pywb, cdxjIndexer[i], want.cdxjIndexer)
+		}
+	}
+}
 
 // TestMalformedFiles: for every malformed archive in the shared test data,
 // what is indexed and the reason the file fails.

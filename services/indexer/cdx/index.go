@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/archivist/archivist/pkg/pyjson"
 	"github.com/archivist/archivist/pkg/surt"
 	"github.com/archivist/archivist/services/indexer/warc"
 )
@@ -25,6 +26,17 @@ type Entry struct {
 	MimeDetected   string
 	Length, Offset int64
 	Filename       string
+	// NamedDigest is the payload digest with its algorithm, as the record
+	// names it ("sha1:..." from WARC-Payload-Digest) or "sha1:" and the
+	// one computed; "" for none (cdxj-indexer's dialect writes it so).
+	NamedDigest string
+	// HTTPStatus is the status of the record's HTTP head, when it has one
+	// that reads (a revisit's too), and ContentType its declared type (the
+	// HTTP head's, or a resource's record header), "" for none:
+	// cdxj-indexer's dialect writes these, where pywb's counts a response
+	// without a status as 200, leaves a revisit's out, and writes "unk"
+	// for no type.
+	HTTPStatus, ContentType string
 }
 
 // String is the CDX11 line (without newline): N b a m s k r M S V g. A
@@ -85,11 +97,18 @@ func FromRecord(rec *warc.Record, filename string) (Entry, bool) {
 			e.Status = status
 		}
 	}
+	if isStatus(status) {
+		e.HTTPStatus = status
+	}
+	e.ContentType = mimeOf(ctype, "")
 	e.Digest = headerDigest(rec)
-	if e.Digest == "" {
+	if e.Digest != "" {
+		e.NamedDigest = rec.Header.Get("WARC-Payload-Digest")
+	} else {
 		e.Digest = "-"
 		if rec.Type() != "revisit" {
 			e.Digest = digestOf(rec, payload)
+			e.NamedDigest = "sha1:" + e.Digest
 		}
 	}
 	return e, true
@@ -177,12 +196,13 @@ func fromARC(rec *warc.Record, filename string) (Entry, bool) {
 		Mime: mimeOf(rec.Header.Get("Content-Type"), "unk"), Status: "-"}
 	// The block is read as an HTTP response; a status line that is not one
 	// counts as 200, with an empty payload, as pywb reads ARC records.
-	status, _, payload := parseHTTP(rec.Block)
+	status, ctype, payload := parseHTTP(rec.Block)
 	e.Status = "200"
 	if isStatus(status) {
-		e.Status = status
+		e.Status, e.HTTPStatus, e.ContentType = status, status, mimeOf(ctype, "")
 	}
 	e.Digest = digestOf(rec, payload)
+	e.NamedDigest = "sha1:" + e.Digest
 	return e, true
 }
 
@@ -278,7 +298,7 @@ func (e Entry) CDXJ() string {
 		if !first {
 			b.WriteString(", ")
 		}
-		b.WriteString(pyQuote(k) + ": " + pyQuote(v))
+		b.WriteString(pyjson.Quote(k) + ": " + pyjson.Quote(v))
 	}
 	field("url", e.URL, true)
 	field("mime", e.Mime, false)
@@ -298,32 +318,50 @@ func (e Entry) CDXJ() string {
 	return b.String()
 }
 
-// pyQuote quotes a string as Python's json.dumps does (ASCII only, \uXXXX
-// for the rest).
-func pyQuote(s string) string {
+// CDXJIndexer is the CDXJ line (without newline) as webrecorder's
+// cdxj-indexer writes it, the dialect many pywb collections are indexed
+// with: its fields url, mime, status, digest, length, offset, filename;
+// the digest with its algorithm ("sha1:..."); a revisit's HTTP status
+// kept; no mime-detected.
+func (e Entry) CDXJIndexer() string {
 	var b strings.Builder
-	b.WriteByte('"')
-	for _, r := range s {
-		switch {
-		case r == '"':
-			b.WriteString(`\"`)
-		case r == '\\':
-			b.WriteString(`\\`)
-		case r == '\n':
-			b.WriteString(`\n`)
-		case r == '\r':
-			b.WriteString(`\r`)
-		case r == '\t':
-			b.WriteString(`\t`)
-		case r < 0x20 || r >= 0x7f && r < 0x10000:
-			fmt.Fprintf(&b, `\u%04x`, r)
-		case r >= 0x10000:
-			r -= 0x10000
-			fmt.Fprintf(&b, `\u%04x\u%04x`, 0xd800+(r>>10), 0xdc00+(r&0x3ff))
-		default:
-			b.WriteRune(r)
+	b.WriteString(e.URLKey + " " + e.Timestamp + " {")
+	field := func(k, v string, first bool) {
+		if !first {
+			b.WriteString(", ")
 		}
+		b.WriteString(pyjson.Quote(k) + ": " + pyjson.Quote(v))
 	}
-	b.WriteByte('"')
+	field("url", e.URL, true)
+	if e.Mime == "warc/revisit" {
+		field("mime", e.Mime, false)
+	} else if e.ContentType != "" {
+		field("mime", e.ContentType, false)
+	}
+	if e.HTTPStatus != "" {
+		field("status", e.HTTPStatus, false)
+	}
+	if e.NamedDigest != "" {
+		field("digest", e.NamedDigest, false)
+	}
+	field("length", fmt.Sprint(e.Length), false)
+	field("offset", fmt.Sprint(e.Offset), false)
+	field("filename", e.Filename, false)
+	b.WriteString("}")
 	return b.String()
+}
+
+// CDX11Indexer is the CDX11 line (without newline) as cdxj-indexer -11
+// writes it: its mime, status and digest (without the algorithm), "-"
+// where it has none.
+func (e Entry) CDX11Indexer() string {
+	mime := e.ContentType
+	if e.Mime == "warc/revisit" {
+		mime = e.Mime
+	}
+	d := e.NamedDigest
+	if i := strings.LastIndexByte(d, ':'); i >= 0 {
+		d = d[i+1:]
+	}
+	return fmt.Sprintf("%s %s %s %s %s %s - - %d %d %s", field(e.URLKey), field(e.Timestamp), field(escapeURL(e.URL)), field(mime), field(e.HTTPStatus), field(d), e.Length, e.Offset, field(e.Filename))
 }
