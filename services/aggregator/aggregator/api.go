@@ -325,16 +325,17 @@ func parseRequest(p map[string][]string) (*request, error) {
 }
 
 // boolParam reads a true-or-false parameter as pywb's to_bool does (true,
-// 1, yes or on; false, 0, no, off or absent).
+// t, 1, yes or on; false, f, 0, no, off or absent); anything else is
+// refused, where pywb would take it as true.
 func boolParam(p map[string][]string, name string) (bool, error) {
 	v := ""
 	if vs := p[name]; len(vs) > 0 {
 		v = strings.ToLower(vs[0])
 	}
 	switch v {
-	case "", "false", "0", "no", "off":
+	case "", "false", "f", "0", "no", "off":
 		return false, nil
-	case "true", "1", "yes", "on":
+	case "true", "t", "1", "yes", "on":
 		return true, nil
 	}
 	return false, badRequest(name + ": true or false")
