@@ -10,6 +10,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/archivist/archivist/pkg/blob"
 	"github.com/archivist/archivist/services/aggregator/cdxindex"
 )
 
@@ -113,17 +114,9 @@ func (a *Aggregator) openCluster(ctx context.Context, r clusterRow) (*cdxindex.C
 	}
 	defer loc.Close()
 	dir := a.cfg.Prefix + r.Name + "/"
+	// A block is one ranged read of its part (S3: one GET, no stat).
 	c, err = cdxindex.OpenCluster(io.LimitReader(idx, maxSummary), io.LimitReader(loc, 1<<20), func(location string) (io.ReaderAt, error) {
-		rc, _, err := a.blob.Get(context.WithoutCancel(ctx), dir+location)
-		if err != nil {
-			return nil, err
-		}
-		ra, ok := rc.(readerAtCloser)
-		if !ok {
-			rc.Close()
-			return nil, fmt.Errorf("the blob store cannot read %s at offsets", dir+location)
-		}
-		return ra, nil
+		return blob.ReaderAt(context.WithoutCancel(ctx), a.blob, dir+location)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("cluster %s: %w", r.Name, err)
@@ -137,11 +130,6 @@ func (a *Aggregator) openCluster(ctx context.Context, r clusterRow) (*cdxindex.C
 // maxSummary bounds a summary read into memory: a line per block of 3,000
 // CDX lines, so 256 MiB is some 10^10 lines.
 const maxSummary = 256 << 20
-
-type readerAtCloser interface {
-	io.ReaderAt
-	io.Closer
-}
 
 // maskBatch is how many lines a query checks against the masks at once.
 const maskBatch = 256
