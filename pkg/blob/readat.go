@@ -43,7 +43,9 @@ type rangeAt struct {
 	key string
 }
 
-func (r rangeAt) ReadAt(p []byte, off int64) (int, error) { return r.rr.ReadRange(r.ctx, r.key, p, off) }
+func (r rangeAt) ReadAt(p []byte, off int64) (int, error) {
+	return r.rr.ReadRange(r.ctx, r.key, p, off)
+}
 
 // readerAtCloser keeps Get's reader closable through the io.ReaderAt.
 type readerAtCloser struct {
