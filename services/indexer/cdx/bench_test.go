@@ -109,20 +109,33 @@ func BenchmarkSortVsSortC(b *testing.B) {
 	})
 }
 
-// BenchmarkIndexVsIgzip indexes a 50 MB crawl-like gzipped WARC (seven
-// responses in ten precompressed payloads, as a real crawl's images and
-// video; warctest.Crawl) beside `igzip -dc` and `gunzip -c` of the same
-// file, in one run: sequentially (Index) and on every core (IndexAt), as
-// `archivist cdx` and the indexer do. Ratios are wall time over igzip's.
+// BenchmarkIndexVsIgzip indexes 50 MB crawl-like gzipped WARCs beside
+// `igzip -dc` and `gunzip -c` of the same file, in one run: sequentially
+// (Index) and on every core (IndexAt), as `archivist cdx` and the indexer
+// do. Ratios are wall time over igzip's. Two crawls: large records (seven
+// responses in ten precompressed payloads, as a crawl's images and video;
+// warctest.Crawl) and web pages (small records, most of them text, as
+// wget's crawl of a site; warctest.Pages).
 //
 //	go test -run '^$' -bench IndexVsIgzip -benchtime 5x ./services/indexer/cdx/
 func BenchmarkIndexVsIgzip(b *testing.B) {
+	for _, c := range []struct {
+		name  string
+		write func(io.Writer, int64, uint64) (int, error)
+	}{{"crawl=large-records", warctest.Crawl}, {"crawl=web-pages", warctest.Pages}} {
+		b.Run(c.name, func(b *testing.B) { indexVsIgzip(b, c.write) })
+	}
+}
+
+// indexVsIgzip is BenchmarkIndexVsIgzip on a 50 MB crawl that write
+// makes.
+func indexVsIgzip(b *testing.B, write func(io.Writer, int64, uint64) (int, error)) {
 	path := filepath.Join(b.TempDir(), "crawl.warc.gz")
 	f, err := os.Create(path)
 	if err != nil {
 		b.Fatal(err)
 	}
-	if _, err := warctest.Crawl(f, 50<<20, 7); err != nil {
+	if _, err := write(f, 50<<20, 7); err != nil {
 		b.Fatal(err)
 	}
 	f.Close()

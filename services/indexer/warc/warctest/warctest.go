@@ -46,6 +46,28 @@ func dated(host string, pages int, at func(i int) time.Time) []byte {
 // payload and block digests. seed makes it reproducible.
 // It returns the number of responses.
 func Crawl(w io.Writer, size int64, seed uint64) (int, error) {
+	return crawl(w, size, seed, mix{binary: 7, binMin: 5 << 10, binMax: 100 << 10, textMin: 5 << 10, textMax: 50 << 10})
+}
+
+// Pages writes a crawl of web pages, as wget's of a site is: small
+// records, most of them text. Like Crawl, but of the responses two in ten
+// are redirects (a body of 100 to 300 bytes), three small images (random
+// bytes, 1 to 20 KiB) and five HTML, CSS or script (text of a vocabulary
+// of 3,000 words, which compresses some four to one, 1 to 30 KiB).
+func Pages(w io.Writer, size int64, seed uint64) (int, error) {
+	return crawl(w, size, seed, mix{tiny: 2, binary: 3, binMin: 1 << 10, binMax: 20 << 10, textMin: 1 << 10, textMax: 30 << 10, vocab: 3000})
+}
+
+// mix is a crawl's responses: tiny in ten redirects; binary in ten
+// precompressed, of binMin to binMax bytes; the others text of textMin to
+// textMax, of vocab made-up words (0: a dozen words of HTML).
+type mix struct {
+	tiny, binary                     int
+	binMin, binMax, textMin, textMax int
+	vocab                            int
+}
+
+func crawl(w io.Writer, size int64, seed uint64, m mix) (int, error) {
 	r := rand.New(rand.NewPCG(seed, seed^0x5eed))
 	cw := &countWriter{w: w}
 	gz, _ := gzip.NewWriterLevel(cw, gzip.DefaultCompression)
@@ -65,6 +87,13 @@ func Crawl(w io.Writer, size int64, seed uint64) (int, error) {
 		return 0, err
 	}
 	words := []string{"archive", "the", "web", "page", "of", "collection", "news", "<p>", "</p>", "<a href=\"/x\">", "</a>", "and", "2026"}
+	for range m.vocab {
+		word := make([]byte, 3+r.IntN(8))
+		for i := range word {
+			word[i] = 'a' + byte(r.IntN(26))
+		}
+		words = append(words, string(word))
+	}
 	n := 0
 	for cw.n < size {
 		uri := fmt.Sprintf("http://site%d.example/%s/%d", r.IntN(200), []string{"img", "video", "doc", "page"}[r.IntN(4)], n)
@@ -74,22 +103,27 @@ func Crawl(w io.Writer, size int64, seed uint64) (int, error) {
 			return n, err
 		}
 		var payload []byte
-		ctype := "text/html"
-		if r.IntN(10) < 7 {
-			payload = make([]byte, 5<<10+r.IntN(95<<10))
+		ctype, status := "text/html", "200 OK"
+		kind := r.IntN(10)
+		switch {
+		case kind < m.tiny:
+			status = "301 Moved Permanently"
+			payload = fmt.Appendf(nil, "<html><body><a href=\"%s/\">moved</a>%s</body></html>", uri, bytes.Repeat([]byte(" "), r.IntN(200)))
+		case kind < m.tiny+m.binary:
+			payload = make([]byte, m.binMin+r.IntN(m.binMax-m.binMin))
 			for i := range payload {
 				payload[i] = byte(r.Uint32())
 			}
 			ctype = "image/jpeg"
-		} else {
+		default:
 			var b bytes.Buffer
-			for target := 5<<10 + r.IntN(45<<10); b.Len() < target; {
+			for target := m.textMin + r.IntN(m.textMax-m.textMin); b.Len() < target; {
 				b.WriteString(words[r.IntN(len(words))])
 				b.WriteByte(' ')
 			}
 			payload = b.Bytes()
 		}
-		http := append(fmt.Appendf(nil, "HTTP/1.1 200 OK\r\nContent-Type: %s\r\nContent-Length: %d\r\n\r\n", ctype, len(payload)), payload...)
+		http := append(fmt.Appendf(nil, "HTTP/1.1 %s\r\nContent-Type: %s\r\nContent-Length: %d\r\n\r\n", status, ctype, len(payload)), payload...)
 		// As crawlers write them: the payload's and the block's digests.
 		pd, bd := sha1.Sum(payload), sha1.Sum(http)
 		digests := "WARC-Payload-Digest: sha1:" + base32.StdEncoding.EncodeToString(pd[:]) + "\r\nWARC-Block-Digest: sha1:" + base32.StdEncoding.EncodeToString(bd[:]) + "\r\n"
