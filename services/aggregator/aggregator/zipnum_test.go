@@ -183,16 +183,8 @@ func reverse(s []string) []string {
 // 200.
 func cdxGet(t *testing.T, srv *httptest.Server, q string) string {
 	t.Helper()
-	resp, err := http.Get(srv.URL + "/cdx?" + q)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
-	if resp.StatusCode != 200 {
-		t.Fatalf("%s: %d %s", q, resp.StatusCode, b)
-	}
-	return string(b)
+	body, _ := cdxAnswer(t, srv, q)
+	return body
 }
 
 // TestPagesPartitionTheAnswer: showNumPages counts the pages of pageSize

@@ -27,12 +27,11 @@ import (
 	"github.com/archivist/archivist/services/indexer/warc/warctest"
 )
 
-// TestFilesDroppedAreAnsweredByTheCDXAPI: WARC files dropped into the
-// repository are indexed, built into ZipNum clusters and answered by the
-// CDX API (exact, host and domain matches, cdx and json output); a full
-// level merges into the next.
-func TestFilesDroppedAreAnsweredByTheCDXAPI(t *testing.T) {
-	ctx := context.Background()
+// indexing runs an indexer finding WARC files under warcs/ of a local
+// store, and an aggregator (with env, name and value pairs) indexing them,
+// both quick; it returns the store and the aggregator's API.
+func indexing(t *testing.T, env ...string) (*blob.Local, string) {
+	t.Helper()
 	bs, err := blob.NewLocal(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
@@ -41,9 +40,21 @@ func TestFilesDroppedAreAnsweredByTheCDXAPI(t *testing.T) {
 	testenv.StartServiceIn(t, indexer.Definition(), testenv.Shared{NATSURL: natsURL, DBURL: testenv.DBURL(t, indexermigrations.Schema), Blob: bs},
 		map[string]string{"INDEXER_HTTP_ADDR": "127.0.0.1:0", "INDEXER_REPOSITORY_PREFIX": "warcs/", "INDEXER_SCAN_INTERVAL": "100ms", "INDEXER_DISPATCH_INTERVAL": "50ms"})
 	port := testenv.FreePort(t)
-	testenv.StartServiceIn(t, aggregator.Definition(), testenv.Shared{NATSURL: natsURL, DBURL: testenv.DBURL(t, aggmigrations.Schema), Blob: bs},
-		map[string]string{"AGGREGATOR_HTTP_ADDR": fmt.Sprintf("127.0.0.1:%d", port), "AGGREGATOR_MERGE_INTERVAL": "100ms", "AGGREGATOR_LEVEL_FACTOR": "2"})
-	api := fmt.Sprintf("http://127.0.0.1:%d", port)
+	aggEnv := map[string]string{"AGGREGATOR_HTTP_ADDR": fmt.Sprintf("127.0.0.1:%d", port), "AGGREGATOR_MERGE_INTERVAL": "100ms"}
+	for i := 0; i+1 < len(env); i += 2 {
+		aggEnv[env[i]] = env[i+1]
+	}
+	testenv.StartServiceIn(t, aggregator.Definition(), testenv.Shared{NATSURL: natsURL, DBURL: testenv.DBURL(t, aggmigrations.Schema), Blob: bs}, aggEnv)
+	return bs, fmt.Sprintf("http://127.0.0.1:%d", port)
+}
+
+// TestFilesDroppedAreAnsweredByTheCDXAPI: WARC files dropped into the
+// repository are indexed, built into ZipNum clusters and answered by the
+// CDX API (exact, host and domain matches, cdx and json output); a full
+// level merges into the next.
+func TestFilesDroppedAreAnsweredByTheCDXAPI(t *testing.T) {
+	ctx := context.Background()
+	bs, api := indexing(t, "AGGREGATOR_LEVEL_FACTOR", "2")
 	get := func(q string) string {
 		resp, err := http.Get(api + q)
 		if err != nil {

@@ -15,12 +15,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/archivist/archivist/devkit/testenv"
-	"github.com/archivist/archivist/pkg/blob"
-	"github.com/archivist/archivist/services/aggregator/aggregator"
-	aggmigrations "github.com/archivist/archivist/services/aggregator/migrations"
-	"github.com/archivist/archivist/services/indexer/indexer"
-	indexermigrations "github.com/archivist/archivist/services/indexer/migrations"
 	"github.com/archivist/archivist/services/indexer/warc/warctest"
 )
 
@@ -48,18 +42,7 @@ func TestPywbRemoteIndexRecipe(t *testing.T) {
 	if apiURL == nil || paths == nil || !strings.HasPrefix(string(apiURL[1]), "http://aggregator:8084/public/cdx?") {
 		t.Fatalf("deploy/pywb/config.yaml: no collection with the public access point's api_url and a path index:\n%s", conf)
 	}
-	root := t.TempDir()
-	bs, err := blob.NewLocal(root)
-	if err != nil {
-		t.Fatal(err)
-	}
-	natsURL := testenv.NATS(t)
-	testenv.StartServiceIn(t, indexer.Definition(), testenv.Shared{NATSURL: natsURL, DBURL: testenv.DBURL(t, indexermigrations.Schema), Blob: bs},
-		map[string]string{"INDEXER_HTTP_ADDR": "127.0.0.1:0", "INDEXER_REPOSITORY_PREFIX": "warcs/", "INDEXER_SCAN_INTERVAL": "100ms", "INDEXER_DISPATCH_INTERVAL": "50ms"})
-	port := testenv.FreePort(t)
-	testenv.StartServiceIn(t, aggregator.Definition(), testenv.Shared{NATSURL: natsURL, DBURL: testenv.DBURL(t, aggmigrations.Schema), Blob: bs},
-		map[string]string{"AGGREGATOR_HTTP_ADDR": fmt.Sprintf("127.0.0.1:%d", port), "AGGREGATOR_MERGE_INTERVAL": "100ms", "AGGREGATOR_ACCESS_POINTS": "public"})
-	api := fmt.Sprintf("http://127.0.0.1:%d", port)
+	bs, api := indexing(t, "AGGREGATOR_ACCESS_POINTS", "public")
 	template := strings.Replace(string(apiURL[1]), "http://aggregator:8084", api, 1)
 	bs.Put(ctx, "warcs/crawl.warc.gz", bytes.NewReader(warctest.Gzipped("www.example.com", 6)), nil)
 	bs.Put(ctx, "warcs/taken.warc.gz", bytes.NewReader(warctest.Gzipped("taken.example.org", 2)), nil)

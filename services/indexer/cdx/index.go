@@ -8,6 +8,7 @@ import (
 	"crypto/sha1"
 	"encoding/base32"
 	"fmt"
+	"strconv"
 	"strings"
 
 	"github.com/archivist/archivist/pkg/pyjson"
@@ -292,30 +293,14 @@ func digest(payload []byte) string {
 // object of the other fields, as pywb's cdx-indexer -j writes it (status
 // left out when unknown; values as strings; Python's separators).
 func (e Entry) CDXJ() string {
-	var b strings.Builder
-	b.WriteString(e.URLKey + " " + e.Timestamp + " {")
-	field := func(k, v string, first bool) {
-		if !first {
-			b.WriteString(", ")
-		}
-		b.WriteString(pyjson.Quote(k) + ": " + pyjson.Quote(v))
+	mime, status, digest := e.Mime, e.Status, e.Digest
+	if status == "-" {
+		status = ""
 	}
-	field("url", e.URL, true)
-	field("mime", e.Mime, false)
-	if e.MimeDetected != "" {
-		field("mime-detected", e.MimeDetected, false)
+	if digest == "-" {
+		digest = ""
 	}
-	if e.Status != "-" {
-		field("status", e.Status, false)
-	}
-	if e.Digest != "-" {
-		field("digest", e.Digest, false)
-	}
-	field("length", fmt.Sprint(e.Length), false)
-	field("offset", fmt.Sprint(e.Offset), false)
-	field("filename", e.Filename, false)
-	b.WriteString("}")
-	return b.String()
+	return e.cdxj(mime, e.MimeDetected, status, digest)
 }
 
 // CDXJIndexer is the CDXJ line (without newline) as webrecorder's
@@ -324,31 +309,25 @@ func (e Entry) CDXJ() string {
 // the digest with its algorithm ("sha1:..."); a revisit's HTTP status
 // kept; no mime-detected.
 func (e Entry) CDXJIndexer() string {
-	var b strings.Builder
-	b.WriteString(e.URLKey + " " + e.Timestamp + " {")
-	field := func(k, v string, first bool) {
-		if !first {
-			b.WriteString(", ")
-		}
-		b.WriteString(pyjson.Quote(k) + ": " + pyjson.Quote(v))
-	}
-	field("url", e.URL, true)
+	mime := e.ContentType
 	if e.Mime == "warc/revisit" {
-		field("mime", e.Mime, false)
-	} else if e.ContentType != "" {
-		field("mime", e.ContentType, false)
+		mime = e.Mime
 	}
-	if e.HTTPStatus != "" {
-		field("status", e.HTTPStatus, false)
+	return e.cdxj(mime, "", e.HTTPStatus, e.NamedDigest)
+}
+
+// cdxj writes a CDXJ line with these values of the dialect's fields, each
+// left out when empty.
+func (e Entry) cdxj(mime, detected, status, digest string) string {
+	keys, vals := []string{"url"}, []string{e.URL}
+	for _, kv := range [][2]string{{"mime", mime}, {"mime-detected", detected}, {"status", status}, {"digest", digest}} {
+		if kv[1] != "" {
+			keys, vals = append(keys, kv[0]), append(vals, kv[1])
+		}
 	}
-	if e.NamedDigest != "" {
-		field("digest", e.NamedDigest, false)
-	}
-	field("length", fmt.Sprint(e.Length), false)
-	field("offset", fmt.Sprint(e.Offset), false)
-	field("filename", e.Filename, false)
-	b.WriteString("}")
-	return b.String()
+	keys = append(keys, "length", "offset", "filename")
+	vals = append(vals, strconv.FormatInt(e.Length, 10), strconv.FormatInt(e.Offset, 10), e.Filename)
+	return e.URLKey + " " + e.Timestamp + " " + pyjson.Object(keys, vals)
 }
 
 // CDX11Indexer is the CDX11 line (without newline) as cdxj-indexer -11
