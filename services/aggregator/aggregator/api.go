@@ -207,19 +207,21 @@ func parseRequest(p map[string][]string) (*request, error) {
 		r.limit = n
 	}
 	r.sort = get("sort")
-	if r.sort == "" {
-		// pywb's forms: closest alone sorts by it (its replay asks so),
-		// reverse=true is sort=reverse.
-		rev, err := boolParam(p, "reverse")
-		if err != nil {
-			return nil, err
-		}
-		switch {
-		case get("closest") != "":
-			r.sort = "closest"
-		case rev:
-			r.sort = "reverse"
-		}
+	if r.sort != "" && r.sort != "reverse" && r.sort != "closest" {
+		return nil, badRequest("sort: reverse or closest")
+	}
+	// pywb's forms (cdxops.process_cdx): a closest time sorts by it,
+	// whatever sort says (its replay sends closest alone); reverse=true is
+	// sort=reverse.
+	rev, err := boolParam(p, "reverse")
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case get("closest") != "":
+		r.sort = "closest"
+	case r.sort == "" && rev:
+		r.sort = "reverse"
 	}
 	switch r.sort {
 	case "", "reverse":
@@ -293,7 +295,6 @@ func parseRequest(p map[string][]string) (*request, error) {
 		}
 		r.pageSize = n
 	}
-	var err error
 	if r.numPages, err = boolParam(p, "showNumPages"); err != nil {
 		return nil, err
 	}

@@ -110,6 +110,8 @@ func TestOutputsAsPywbWritesThem(t *testing.T) {
 		{"url=example.com&reverse=true&fl=timestamp&limit=2", "20260101010000\n20260101004500\n"},
 		{"url=example.com/*&closest=20260101010000&fl=timestamp", "20260101010000\n20260101004500\n20260101003000\n20260101000000\n20260102000000\n"},
 		{"url=example.com/*&closest=20260101010000&fl=timestamp&limit=2&sort=closest", "20260101010000\n20260101004500\n"},
+		// process_cdx: a closest time wins over sort=reverse.
+		{"url=example.com&sort=reverse&closest=20260101003500&fl=timestamp&limit=2", "20260101003000\n20260101004500\n"},
 		// A page is sorted as asked (process_cdx runs on each page).
 		{"url=example.com&matchType=host&page=0&pageSize=50&sort=reverse&fl=timestamp", "20260102000000\n20260101010000\n20260101004500\n20260101003000\n20260101000000\n"},
 	} {
