@@ -65,6 +65,10 @@ func TestAccessPointsHaveTheirOwnRules(t *testing.T) {
 			t.Errorf("/public/cdx?%s: %d %q, want the embargoed capture hidden", q, code, body)
 		}
 	}
+	// A page keeps the embargo too.
+	if code, body := send(t, "GET", srv.URL+"/public/cdx?url=example.com/*&page=0&fl=digest", ""); code != 200 || strings.Join(strings.Fields(body), " ") != "OLD" {
+		t.Errorf("a public page: %d %q, want OLD alone", code, body)
+	}
 	if code, body := send(t, "GET", srv.URL+"/public/cdx?url=example.com&showPagedIndex=true", ""); code != 403 || !strings.Contains(body, "staff's") {
 		t.Errorf("showPagedIndex at an access point: %d %s", code, body)
 	}

@@ -96,7 +96,9 @@ func TestTimestampPrefixesAreTheEarliestMoment(t *testing.T) {
 // query it accepts names a key, and a limit it keeps is not negative.
 func FuzzParseRequest(f *testing.F) {
 	for _, s := range []string{"url=example.com", "url=com&matchType=domain&limit=1", "url=a.com/x&matchType=prefix&from=2020&to=2021",
-		"url=a.com&sort=closest&closest=20200101", "url=a.com&fl=urlkey,timestamp&output=json", "url=&limit=-1", "url=%zz", "matchType=host"} {
+		"url=a.com&sort=closest&closest=20200101", "url=a.com&fl=urlkey,timestamp&output=json", "url=&limit=-1", "url=%zz", "matchType=host",
+		"url=a.com&output=link&showResumeKey=true", "url=*.a.com&resumeKey=a+b&fl=k,t", "url=a.com&showPagedIndex=1&output=json",
+		"url=a.com&closest=2020&sort=reverse&collapseTime=4", "url=a.com/*&fields=original,s&from_ts=2020&reverse=on"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, raw string) {

@@ -285,3 +285,35 @@ func TestResumeKeysWalkTheWholeAnswer(t *testing.T) {
 		t.Errorf("resumed after an Internet Archive key: %q", b)
 	}
 }
+
+// TestResumeKeysWalkADomain: a domain query reads two key ranges (the
+// host's own keys and its subdomains'); resuming its answer crosses from
+// one to the other with no line lost or repeated.
+func TestResumeKeysWalkADomain(t *testing.T) {
+	var index []string
+	for _, host := range []string{"com,example)", "com,example,mail)", "com,example,www)", "com,examples)"} {
+		for i := range 3 {
+			index = append(index, fmt.Sprintf("%s/p%d 20260101000000 http://x/ text/html 200 D - - 10 %d a.warc.gz", host, i, i))
+		}
+	}
+	srv, _, _ := dialectServer(t, 2, 1000, index)
+	var got []string
+	key := ""
+	for range 20 {
+		q := "url=example.com&matchType=domain&limit=2&showResumeKey=true&fl=urlkey"
+		if key != "" {
+			q += "&resumeKey=" + key
+		}
+		body, h := cdxAnswer(t, srv, q)
+		lines, _, _ := strings.Cut(body, "\n\n")
+		got = append(got, strings.Fields(lines)...)
+		if key = h.Get("Archivist-Resume-Key"); key == "" {
+			break
+		}
+	}
+	want := []string{"com,example)/p0", "com,example)/p1", "com,example)/p2", "com,example,mail)/p0", "com,example,mail)/p1", "com,example,mail)/p2",
+		"com,example,www)/p0", "com,example,www)/p1", "com,example,www)/p2"}
+	if !slices.Equal(got, want) {
+		t.Errorf("a domain walked by resume keys:\n got %v\nwant %v", got, want)
+	}
+}
