@@ -121,11 +121,19 @@ type soakSent struct {
 // line answered once; every stored file checked by the auditor; no lease,
 // claim or indexing left; nothing dead-lettered but the one poison message
 // the test sent.
-func TestFaultSoak(t *testing.T) { runSoak(t, newSoak(t, false), *soakFor) }
+// The two soaks run beside each other, after the package's other tests:
+// each has a NATS server, a PostgreSQL cluster and a store of its own.
+func TestFaultSoak(t *testing.T) {
+	t.Parallel()
+	runSoak(t, newSoak(t, false), *soakFor)
+}
 
 // TestFaultSoakOnS3 is TestFaultSoak with every service's blobs in a
 // bucket of a real S3 server (MinIO): its blob store outage stops MinIO.
-func TestFaultSoakOnS3(t *testing.T) { runSoak(t, newSoak(t, true), *soakS3For) }
+func TestFaultSoakOnS3(t *testing.T) {
+	t.Parallel()
+	runSoak(t, newSoak(t, true), *soakS3For)
+}
 
 func runSoak(t *testing.T, s *soak, d time.Duration) {
 	ctx, stopLoad := context.WithCancel(context.Background())
