@@ -7,6 +7,7 @@ import (
 
 	"github.com/archivist/archivist/devkit/testenv"
 	"github.com/archivist/archivist/services/curator/ingest"
+	"github.com/archivist/archivist/services/curator/ingest/ingesttest"
 	"github.com/archivist/archivist/services/curator/migrations"
 )
 
@@ -18,15 +19,8 @@ func TestMoveWritesItsColumns(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	db := testenv.DB(t, migrations.Schema)
-	var batch, job int64
-	if err := db.QueryRow(ctx, `INSERT INTO curator.batches (submitter, profile, payload_url, type, state)
-		VALUES ('s', 'p', 'http://example.org/x', 'file', 'processing') RETURNING id`).Scan(&batch); err != nil {
-		t.Fatal(err)
-	}
-	if err := db.QueryRow(ctx, `INSERT INTO curator.jobs (batch_id, profile, state, kind, payload_url, worked)
-		VALUES ($1, 'p', 'estimating', 'file', 'http://example.org/x', interval '2 seconds') RETURNING id`, batch).Scan(&job); err != nil {
-		t.Fatal(err)
-	}
+	batch := ingesttest.NewBatch(t, db, ingesttest.Batch{})
+	job := ingesttest.NewJob(t, db, ingesttest.Job{Batch: batch, State: "estimating", Worked: 2 * time.Second})
 	s := ingest.NewStore(db)
 	prio, size := 10, int64(12345)
 	files := []ingest.File{{URL: "http://example.org/a.txt", Name: "a.txt", Size: 12345}}

@@ -15,6 +15,7 @@ import (
 	"github.com/archivist/archivist/pkg/blob"
 	"github.com/archivist/archivist/pkg/store"
 	"github.com/archivist/archivist/services/curator/ingest"
+	"github.com/archivist/archivist/services/curator/ingest/ingesttest"
 	"github.com/archivist/archivist/services/curator/migrations"
 )
 
@@ -122,16 +123,9 @@ func TestKilledWorkerLosesNothing(t *testing.T) {
 func TestBatchDoneAfterItsLastJobsWorkerDied(t *testing.T) {
 	r := newRig(t, nil)
 	ctx := context.Background()
-	var batch int64
-	if err := r.db.QueryRow(ctx, `INSERT INTO curator.batches (submitter, profile, payload_url, type, state)
-		VALUES ('t', 'crash', 'http://example.org/x', 'file', 'processing') RETURNING id`).Scan(&batch); err != nil {
-		t.Fatal(err)
-	}
+	batch := ingesttest.NewBatch(t, r.db, ingesttest.Batch{Submitter: "t", Profile: "crash"})
 	// Its only job ended (as a worker's move left it) and nobody checked.
-	if _, err := r.db.Exec(ctx, `INSERT INTO curator.jobs (batch_id, profile, kind, payload_url, state, last_successful)
-		VALUES ($1, 'crash', 'file', 'http://example.org/x', 'completed', 'notify')`, batch); err != nil {
-		t.Fatal(err)
-	}
+	ingesttest.NewJob(t, r.db, ingesttest.Job{Batch: batch, Profile: "crash", State: "completed", LastSuccessful: "notify"})
 	r.waitState(ingest.Batch, batch, ingest.Completed, 20*time.Second)
 	var by string
 	if err := r.db.QueryRow(ctx, `SELECT by FROM curator.ingest_history WHERE entity = 'batch' AND entity_id = $1 AND to_state = 'reporting'`, batch).Scan(&by); err != nil || by != "auto" {

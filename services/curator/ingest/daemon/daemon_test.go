@@ -15,6 +15,7 @@ import (
 	"github.com/archivist/archivist/pkg/fault"
 	"github.com/archivist/archivist/services/curator/ingest"
 	"github.com/archivist/archivist/services/curator/ingest/daemon"
+	"github.com/archivist/archivist/services/curator/ingest/ingesttest"
 	"github.com/archivist/archivist/services/curator/migrations"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
@@ -34,19 +35,10 @@ func setup(t *testing.T) *bundle {
 // jobs inserts n pending jobs of depositor who and returns their ids.
 func (b *bundle) jobs(t *testing.T, who string, n int) []int64 {
 	t.Helper()
-	ctx := context.Background()
-	var batch int64
-	if err := b.db.QueryRow(ctx, `INSERT INTO curator.batches (submitter, profile, payload_url, type, state)
-		VALUES ($1, 'p', 'http://example.org/x', 'file', 'processing') RETURNING id`, who).Scan(&batch); err != nil {
-		t.Fatal(err)
-	}
+	batch := ingesttest.NewBatch(t, b.db, ingesttest.Batch{Submitter: who})
 	var ids []int64
 	for range n {
-		var id int64
-		if err := b.db.QueryRow(ctx, `INSERT INTO curator.jobs (batch_id, profile, state, kind, payload_url, submitter)
-			VALUES ($1, 'p', 'pending', 'file', 'http://example.org/x', $2) RETURNING id`, batch, who).Scan(&id); err != nil {
-			t.Fatal(err)
-		}
+		id := ingesttest.NewJob(t, b.db, ingesttest.Job{Batch: batch, State: "pending", Submitter: who})
 		ids = append(ids, id)
 	}
 	return ids

@@ -14,6 +14,7 @@ import (
 	"github.com/archivist/archivist/pkg/fault"
 	"github.com/archivist/archivist/services/curator/ingest"
 	"github.com/archivist/archivist/services/curator/ingest/identifier"
+	"github.com/archivist/archivist/services/curator/ingest/ingesttest"
 	"github.com/archivist/archivist/services/curator/ingest/inventory"
 	"github.com/archivist/archivist/services/curator/migrations"
 )
@@ -66,10 +67,7 @@ func (r *rig) job(t *testing.T, submitter, localID, primary string) *ingest.JobR
 	if submitter == "bob" {
 		batch = r.bobs
 	}
-	if err := r.db.QueryRow(context.Background(), `INSERT INTO curator.jobs (batch_id, submitter, profile, kind, payload_url, local_id, primary_ark)
-		VALUES ($1, $2, 'books', 'file', 'http://o/x', $3, $4) RETURNING id`, batch, submitter, localID, primary).Scan(&id); err != nil {
-		t.Fatal(err)
-	}
+	id = ingesttest.NewJob(t, r.db, ingesttest.Job{Batch: batch, Submitter: submitter, Profile: "books", PayloadURL: "http://o/x", LocalID: localID, PrimaryARK: primary})
 	j, err := r.store.Job(context.Background(), id)
 	if err != nil {
 		t.Fatal(err)

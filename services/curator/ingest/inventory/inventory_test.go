@@ -11,6 +11,7 @@ import (
 	"github.com/archivist/archivist/pkg/blob"
 	"github.com/archivist/archivist/pkg/fault"
 	"github.com/archivist/archivist/services/curator/ingest"
+	"github.com/archivist/archivist/services/curator/ingest/ingesttest"
 	"github.com/archivist/archivist/services/curator/ingest/inventory"
 	"github.com/archivist/archivist/services/curator/migrations"
 	"github.com/jackc/pgx/v5"
@@ -22,17 +23,9 @@ const objectARK = "ark:/99999/fk4inv1"
 // newJob inserts a job of objectARK in state storing and returns its row.
 func newJob(t *testing.T, db *pgxpool.Pool, files ...ingest.File) *ingest.JobRow {
 	t.Helper()
-	ctx := context.Background()
-	var batch int64
-	if err := db.QueryRow(ctx, `INSERT INTO curator.batches (submitter, profile, payload_url, type, state)
-		VALUES ('s', 'p', 'http://example.org/x', 'file', 'processing') RETURNING id`).Scan(&batch); err != nil {
-		t.Fatal(err)
-	}
+	batch := ingesttest.NewBatch(t, db, ingesttest.Batch{})
 	j := &ingest.JobRow{BatchID: batch, Profile: "p", ARK: objectARK, LocalID: "local", Title: "t", Files: files}
-	if err := db.QueryRow(ctx, `INSERT INTO curator.jobs (batch_id, profile, state, kind, payload_url, ark)
-		VALUES ($1, 'p', 'storing', 'file', 'http://example.org/x', $2) RETURNING id`, batch, objectARK).Scan(&j.ID); err != nil {
-		t.Fatal(err)
-	}
+	j.ID = ingesttest.NewJob(t, db, ingesttest.Job{Batch: batch, State: "storing", ARK: objectARK})
 	return j
 }
 

@@ -15,6 +15,7 @@ import (
 	"github.com/archivist/archivist/pkg/blob"
 	"github.com/archivist/archivist/pkg/bus"
 	"github.com/archivist/archivist/services/curator/ingest"
+	"github.com/archivist/archivist/services/curator/ingest/ingesttest"
 	"github.com/archivist/archivist/services/curator/ingest/inventory"
 	"github.com/archivist/archivist/services/curator/ingest/withdraw"
 	"github.com/archivist/archivist/services/curator/migrations"
@@ -122,15 +123,8 @@ func TestTheRegisterOutlivesARestore(t *testing.T) {
 	}
 
 	// A deposit into it is refused; a second pass applies nothing.
-	var batch, job int64
-	if err := db.QueryRow(ctx, `INSERT INTO curator.batches (submitter, profile, payload_url, type, state)
-		VALUES ('alice', 'p', 'http://example.org/x', 'file', 'processing') RETURNING id`).Scan(&batch); err != nil {
-		t.Fatal(err)
-	}
-	if err := db.QueryRow(ctx, `INSERT INTO curator.jobs (batch_id, profile, state, kind, payload_url, ark)
-		VALUES ($1, 'p', 'storing', 'file', 'http://example.org/x', $2) RETURNING id`, batch, a).Scan(&job); err != nil {
-		t.Fatal(err)
-	}
+	batch := ingesttest.NewBatch(t, db, ingesttest.Batch{Submitter: "alice"})
+	job := ingesttest.NewJob(t, db, ingesttest.Job{Batch: batch, State: "storing", ARK: a})
 	var wd *inventory.WithdrawnError
 	if _, err := inventory.Hold(ctx, db, bs, &ingest.JobRow{ID: job, ARK: a}); !errors.As(err, &wd) {
 		t.Errorf("a deposit into the object taken down: %v; want refused as withdrawn", err)

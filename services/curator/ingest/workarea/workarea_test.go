@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/archivist/archivist/devkit/testenv"
+	"github.com/archivist/archivist/services/curator/ingest/ingesttest"
 	"github.com/archivist/archivist/services/curator/ingest/workarea"
 	"github.com/archivist/archivist/services/curator/migrations"
 )
@@ -22,11 +23,7 @@ func TestTidyRemovesOnlyWhatNoJobNeeds(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	db := testenv.DB(t, migrations.Schema)
-	var batch int64
-	if err := db.QueryRow(ctx, `INSERT INTO curator.batches (submitter, profile, payload_url, type, state)
-		VALUES ('s', 'p', 'http://example.org/x', 'file', 'processing') RETURNING id`).Scan(&batch); err != nil {
-		t.Fatal(err)
-	}
+	batch := ingesttest.NewBatch(t, db, ingesttest.Batch{})
 	a := &workarea.Area{Dir: t.TempDir(), DB: db, Log: slog.New(slog.DiscardHandler)}
 	ids := map[string]int64{}
 	for _, j := range []struct{ name, state, last string }{
@@ -38,11 +35,7 @@ func TestTidyRemovesOnlyWhatNoJobNeeds(t *testing.T) {
 		{"failed-with-payload", "failed", "downloading"},
 		{"failed-before", "failed", "estimating"},
 	} {
-		var id int64
-		if err := db.QueryRow(ctx, `INSERT INTO curator.jobs (batch_id, profile, state, last_successful, kind, payload_url)
-			VALUES ($1, 'p', $2, $3, 'file', 'http://example.org/x') RETURNING id`, batch, j.state, j.last).Scan(&id); err != nil {
-			t.Fatal(err)
-		}
+		id := ingesttest.NewJob(t, db, ingesttest.Job{Batch: batch, State: j.state, LastSuccessful: j.last})
 		ids[j.name] = id
 		if err := os.MkdirAll(filepath.Join(a.JobDir(id), "payload"), 0o755); err != nil {
 			t.Fatal(err)
@@ -111,15 +104,8 @@ func TestAdmitCountsWhatItLetThrough(t *testing.T) {
 		t.Fatalf("a small job: admitted %v, %v", ok, err)
 	}
 
-	var batch, job int64
-	if err := db.QueryRow(ctx, `INSERT INTO curator.batches (submitter, profile, payload_url, type, state)
-		VALUES ('s', 'p', 'http://example.org/x', 'container', 'processing') RETURNING id`).Scan(&batch); err != nil {
-		t.Fatal(err)
-	}
-	if err := db.QueryRow(ctx, `INSERT INTO curator.jobs (batch_id, profile, state, kind, payload_url, space_needed)
-		VALUES ($1, 'p', 'processing', 'container', 'http://example.org/x.zip', 1000) RETURNING id`, batch).Scan(&job); err != nil {
-		t.Fatal(err)
-	}
+	batch := ingesttest.NewBatch(t, db, ingesttest.Batch{Type: "container"})
+	job := ingesttest.NewJob(t, db, ingesttest.Job{Batch: batch, State: "processing", Kind: "container", PayloadURL: "http://example.org/x.zip", SpaceNeeded: 1000})
 	if ok, err := a.ReserveContent(ctx, job, 1000, 5000); err != nil || !ok {
 		t.Fatalf("reserve a container's content: %v, %v", ok, err)
 	}
