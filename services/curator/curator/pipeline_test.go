@@ -27,7 +27,7 @@ type pipeline struct {
 	subs []*bus.Subscription
 }
 
-func newPipeline(t *testing.T) *pipeline {
+func newPipeline(t testing.TB) *pipeline {
 	t.Helper()
 	b := testenv.Bus(t, "curator")
 	pool := testenv.DB(t, migrations.Schema)
@@ -47,14 +47,17 @@ func newPipeline(t *testing.T) *pipeline {
 
 // drain waits until every curator consumer has nothing pending or unacked,
 // twice in a row (the matcher feeds the merger).
-func (pl *pipeline) drain(t *testing.T) {
+func (pl *pipeline) drain(t testing.TB) { pl.drainWithin(t, 2*time.Minute) }
+
+// drainWithin is drain, failing after d.
+func (pl *pipeline) drainWithin(t testing.TB, d time.Duration) {
 	t.Helper()
 	ctx := context.Background()
 	idle := 0
-	deadline := time.Now().Add(2 * time.Minute)
+	deadline := time.Now().Add(d)
 	for idle < 3 {
 		if time.Now().After(deadline) {
-			t.Fatal("pipeline did not drain in 2 minutes")
+			t.Fatalf("pipeline did not drain in %s", d)
 		}
 		busy := false
 		for _, c := range []events.Consumer{events.CuratorEpisodes, events.CuratorMerger} {
