@@ -476,28 +476,11 @@ func (r *request) keep() func(line string) bool {
 	var last string
 	seen := false
 	return func(line string) bool {
-		if r.match != nil {
-			if k, _, _ := strings.Cut(line, " "); !r.match(k) {
-				return false
-			}
-		}
-		for _, f := range r.filters {
-			v := line
-			if f.field >= 0 {
-				v = field(line, f.field)
-			}
-			if f.match(v) == f.invert {
-				return false
-			}
+		if !r.selects(line) {
+			return false
 		}
 		if r.collapse >= 0 {
-			v := field(line, r.collapse)
-			if r.collapseLen > 0 && len(v) > r.collapseLen {
-				v = v[:r.collapseLen]
-			}
-			if r.collapseStatus {
-				v += " " + field(line, 4)
-			}
+			v := r.collapseValue(line)
 			if seen && v == last {
 				return false
 			}
@@ -505,6 +488,39 @@ func (r *request) keep() func(line string) bool {
 		}
 		return true
 	}
+}
+
+// selects is the request's domain match and filters (stateless: any
+// order of lines).
+func (r *request) selects(line string) bool {
+	if r.match != nil {
+		if k, _, _ := strings.Cut(line, " "); !r.match(k) {
+			return false
+		}
+	}
+	for _, f := range r.filters {
+		v := line
+		if f.field >= 0 {
+			v = field(line, f.field)
+		}
+		if f.match(v) == f.invert {
+			return false
+		}
+	}
+	return true
+}
+
+// collapseValue is what a line's collapse compares: its field (or the
+// field's first collapseLen bytes), and its status with collapseTime.
+func (r *request) collapseValue(line string) string {
+	v := field(line, r.collapse)
+	if r.collapseLen > 0 && len(v) > r.collapseLen {
+		v = v[:r.collapseLen]
+	}
+	if r.collapseStatus {
+		v += " " + field(line, 4)
+	}
+	return v
 }
 
 // timestampTime reads a 14-digit CDX timestamp or a prefix of one (the rest
@@ -572,7 +588,16 @@ func (a *Aggregator) query(w http.ResponseWriter, hr *http.Request, p *point) {
 	read := &budget{Left: limit}
 	keep := r.keep()
 	ans := answer{}
-	if r.collapse < 0 && (r.sort == "reverse" || r.sort == "closest" && !r.q.Prefix) {
+	switch {
+	case r.sort == "reverse" && r.collapse >= 0:
+		// The newest runs, as pywb collapses them in index order: read
+		// backward up to the cap, keep the oldest line of each run.
+		want := limit
+		if r.limit > 0 && r.limit < want {
+			want = r.limit
+		}
+		ans.lines, err = a.reverseCollapsed(ctx, r, want, read)
+	case r.collapse < 0 && (r.sort == "reverse" || r.sort == "closest" && !r.q.Prefix):
 		// Read outward from where the answer begins (ordered.go); a
 		// collapse keeps the first of each run in index order, and
 		// closest over a prefix sorts every URL's captures, so those
@@ -586,7 +611,7 @@ func (a *Aggregator) query(w http.ResponseWriter, hr *http.Request, p *point) {
 		} else {
 			ans.lines, err = a.reverse(ctx, r, want, read, keep)
 		}
-	} else {
+	default:
 		stop := limit + 1 // the cap's next line is refused: the answer is marked cut
 		if r.sort == "" && r.limit > 0 && r.limit < limit {
 			stop = r.limit + 1

@@ -79,9 +79,38 @@ func (a *Aggregator) reverse(ctx context.Context, r *request, want int, read *bu
 		if out = append(out, got...); err != nil {
 			return out, err
 		}
-		if len(out) >= want || read.Spent {
+		if want > 0 && len(out) >= want || read.Spent {
 			break
 		}
+	}
+	return out, nil
+}
+
+// reverseCollapsed answers sort=reverse with a collapse: the lines the
+// filters select, read backward up to the read cap, and of each run of
+// lines whose collapse value is the same the oldest, as a collapse in
+// index order keeps it (pywb's); newest first, at most want. A run cut by
+// the cap is left out: its first line may lie before what was read.
+func (a *Aggregator) reverseCollapsed(ctx context.Context, r *request, want int, read *budget) ([]string, error) {
+	lines, err := a.reverse(ctx, r, 0, read, r.selects)
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for i := 0; i < len(lines); {
+		v := r.collapseValue(lines[i])
+		j := i + 1
+		for j < len(lines) && r.collapseValue(lines[j]) == v {
+			j++
+		}
+		if j == len(lines) && read.Spent {
+			break // the oldest run read may go on before the cap
+		}
+		out = append(out, lines[j-1]) // the run's oldest
+		if len(out) == want {
+			break
+		}
+		i = j
 	}
 	return out, nil
 }

@@ -99,6 +99,20 @@ func TestTheRightCaptureAmongTwentyThousand(t *testing.T) {
 		t.Errorf("reverse without a limit: %d lines from %q to %q, cap header %q; want the newest, newest first, without a gap, saying it was cut",
 			k, got[0], got[k-1], h.Get("Archivist-Lines-Read-Cap"))
 	}
+	// Reverse with a collapse: the newest runs, each the first of its run
+	// in index order (pywb collapses, then reverses), not the oldest
+	// runs of the first lines read.
+	var days []string
+	for _, l := range all {
+		if d := strings.Fields(l)[1][:8]; len(days) == 0 || strings.Fields(days[len(days)-1])[1][:8] != d {
+			days = append(days, l)
+		}
+	}
+	for _, q := range []string{"url=example.com/page&sort=reverse&collapse=timestamp:8&limit=5", "url=example.com/page&reverse=true&collapseTime=8&limit=5"} {
+		if got, _ := get(q); !slices.Equal(got, reverse(slices.Clone(days[len(days)-5:]))) {
+			t.Errorf("%s:\n got %q\nwant the newest five days' first captures, newest first", q, got)
+		}
+	}
 	// The empty closest= of pywb's calendar query is the index order,
 	// with sort=closest or without.
 	for _, q := range []string{"url=example.com/page&closest=&limit=2", "url=example.com/page&sort=closest&closest=&limit=2"} {
