@@ -108,6 +108,8 @@ func (a *Aggregator) reverseCollapsed(ctx context.Context, r *request, want int,
 		}
 		out = append(out, lines[j-1]) // the run's oldest
 		if len(out) == want {
+			// The answer is whole, however much more the cap left unread.
+			read.Spent = false
 			break
 		}
 		i = j

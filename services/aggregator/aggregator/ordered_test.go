@@ -109,9 +109,15 @@ func TestTheRightCaptureAmongTwentyThousand(t *testing.T) {
 		}
 	}
 	for _, q := range []string{"url=example.com/page&sort=reverse&collapse=timestamp:8&limit=5", "url=example.com/page&reverse=true&collapseTime=8&limit=5"} {
-		if got, _ := get(q); !slices.Equal(got, reverse(slices.Clone(days[len(days)-5:]))) {
-			t.Errorf("%s:\n got %q\nwant the newest five days' first captures, newest first", q, got)
+		if got, h := get(q); !slices.Equal(got, reverse(slices.Clone(days[len(days)-5:]))) || h.Get("Archivist-Lines-Read-Cap") != "" {
+			t.Errorf("%s:\n got %q (cap header %q)\nwant the newest five days' first captures, newest first, whole", q, got, h.Get("Archivist-Lines-Read-Cap"))
 		}
+	}
+	// Without a limit it is cut by the cap, and says so; the oldest run
+	// read, which may go on before what was read, is left out.
+	if got, h := get("url=example.com/page&sort=reverse&collapseTime=8"); len(got) < 100 || h.Get("Archivist-Lines-Read-Cap") != "10000" ||
+		!slices.Equal(got, reverse(slices.Clone(days[len(days)-len(got):]))) {
+		t.Errorf("reverse with a collapse, no limit: %d days, cap header %q; want the newest days without a gap, saying it was cut", len(got), h.Get("Archivist-Lines-Read-Cap"))
 	}
 	// The empty closest= of pywb's calendar query is the index order,
 	// with sort=closest or without.
