@@ -23,7 +23,7 @@ func TestAccessPointsHaveTheirOwnRules(t *testing.T) {
 		"com,example)/private 20200101000000 http://example.com/private text/html 200 PRIV - - 10 30 a.warc.gz",
 	}
 	var ps AccessPoints
-	if err := ps.EnvDecode("public:embargo=30:rate=1:burst=12, reading-room"); err != nil {
+	if err := ps.EnvDecode("public:embargo=30:rate=0.1:burst=12, reading-room"); err != nil {
 		t.Fatal(err)
 	}
 	srv, _, a := dialectServer(t, 2, 1000, index)
@@ -84,8 +84,8 @@ func TestAccessPointsHaveTheirOwnRules(t *testing.T) {
 	if !strings.Contains(acl, "com,example)/private") || !strings.Contains(acl, "com,example)/gone") || strings.Contains(staff, "private") || !strings.Contains(staff, "gone") {
 		t.Errorf("ACL for public:\n%s\nfor staff:\n%s", acl, staff)
 	}
-	// The rate: a burst of 12, then 429 with Retry-After (the queries above
-	// spent some of it).
+	// The rate: a burst of 12, one query in ten seconds after, then 429
+	// with Retry-After (the queries above spent some of it).
 	refused := 0
 	for range 13 {
 		resp, err := http.Get(srv.URL + "/public/cdx?url=example.com")
