@@ -8,8 +8,8 @@ import "strings"
 
 // Quote is s as a JSON string, as json.dumps writes it with ensure_ascii
 // (its default): \" \\ \b \f \n \r \t, every other character outside
-// printable ASCII as \uXXXX in lower-case hex, a pair of surrogates past
-// U+FFFF; a byte that is not UTF-8 as U+FFFD.
+// printable ASCII as \u and four lower-case hex digits, a pair of
+// surrogates past U+FFFF; a byte that is not UTF-8 as U+FFFD.
 func Quote(s string) string {
 	var b strings.Builder
 	b.Grow(len(s) + 2)

@@ -104,8 +104,8 @@ func points(ps AccessPoints) map[string]*point {
 	return out
 }
 
-// embargoed bounds a query's To so that captures younger than the
-// embargo, as of now, are left out ("": none).
+// embargoTo bounds a query's To so that captures younger than the
+// embargo, as of now, are left out (to itself without an embargo).
 func (p *point) embargoTo(to string, now time.Time) string {
 	if p == nil || p.EmbargoDays == 0 {
 		return to

@@ -579,10 +579,10 @@ func (a *Aggregator) query(w http.ResponseWriter, hr *http.Request, p *point) {
 	}
 	ctx, cancel := context.WithTimeout(hr.Context(), cmp.Or(a.cfg.QueryTimeout, 10*time.Second))
 	defer cancel()
-	ctx, inc := withView(ctx, p)
+	ctx, view := withView(ctx, p)
 	hr = hr.WithContext(ctx)
 	if r.numPages || r.page >= 0 {
-		a.paged(w, hr, r, inc)
+		a.paged(w, hr, r)
 		return
 	}
 	read := &budget{Left: limit}
@@ -620,9 +620,13 @@ func (a *Aggregator) query(w http.ResponseWriter, hr *http.Request, p *point) {
 		if r.after != "" {
 			lo = r.after + "\x00" // the first line after it
 		}
-		for _, rq := range r.ranges() {
+		var clusters []live
+		if clusters, err = a.liveClusters(ctx); err != nil {
+			break // answered below
+		}
+		for _, rq := range r.ranges() { // listed once, a domain's two ranges read
 			var got []string
-			got, err = a.lookupRange(ctx, rq, lo, "", stop-len(ans.lines), read, keep)
+			got, err = a.readRange(ctx, clusters, rq, lo, "", stop-len(ans.lines), read, keep)
 			if ans.lines = append(ans.lines, got...); err != nil || len(ans.lines) >= stop || read.Spent {
 				break
 			}
@@ -645,7 +649,7 @@ func (a *Aggregator) query(w http.ResponseWriter, hr *http.Request, p *point) {
 	if read.Spent {
 		ans.cap = limit
 	}
-	ans.unread = inc.names()
+	ans.unread = view.names()
 	r.write(w, hr, ans)
 }
 
@@ -677,7 +681,8 @@ func (a *Aggregator) queryFailed(w http.ResponseWriter, r *request, err error) {
 // spans, as pywb's ZipNum source counts them), page=N (that page's lines,
 // filters applied, in index order or sorted as asked; the cap does not
 // cut a page) and showPagedIndex (the summary lines of page N's blocks).
-func (a *Aggregator) paged(w http.ResponseWriter, hr *http.Request, r *request, inc *view) {
+func (a *Aggregator) paged(w http.ResponseWriter, hr *http.Request, r *request) {
+	view := viewOf(hr.Context())
 	size := r.pageSize
 	if size == 0 {
 		size = DefaultPageBlocks
@@ -690,7 +695,7 @@ func (a *Aggregator) paged(w http.ResponseWriter, hr *http.Request, r *request, 
 	}
 	if r.numPages {
 		n := map[string]any{"pages": pages.Count, "pageSize": size, "blocks": pages.Blocks}
-		if unread := inc.names(); len(unread) > 0 {
+		if unread := view.names(); len(unread) > 0 {
 			n["incomplete"] = unreadMessage(unread)
 			w.Header().Set("Archivist-Incomplete", unreadMessage(unread))
 		}
@@ -715,5 +720,5 @@ func (a *Aggregator) paged(w http.ResponseWriter, hr *http.Request, r *request, 
 		return
 	}
 	// A page's lines sorted as asked, as pywb sorts each page it reads.
-	r.write(w, hr, answer{lines: r.order(lines), unread: inc.names()})
+	r.write(w, hr, answer{lines: r.order(lines), unread: view.names()})
 }

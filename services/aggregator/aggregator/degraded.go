@@ -23,6 +23,9 @@ type view struct {
 	point    *point
 	mu       sync.Mutex
 	clusters []string
+	// excl is the exclusion list as the query first read it: one look
+	// at its version a query, however many windows and ranges it reads.
+	excl *exclusions
 }
 
 type viewKey struct{}
@@ -51,10 +54,10 @@ func (v *view) pointName() string {
 }
 
 // names are the clusters left out, sorted.
-func (i *view) names() []string {
-	i.mu.Lock()
-	defer i.mu.Unlock()
-	return slices.Sorted(slices.Values(i.clusters))
+func (v *view) names() []string {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return slices.Sorted(slices.Values(v.clusters))
 }
 
 // unreadableWindow is how long a cluster that failed a read counts in the
@@ -67,15 +70,15 @@ const unreadableWindow = 10 * time.Minute
 // (the cluster is named in the answer); otherwise the error stands. Each
 // cluster's failure is logged at most once a minute, and counted.
 func (a *Aggregator) unreadable(ctx context.Context, name string, err error) bool {
-	inc := viewOf(ctx)
-	if inc == nil || ctx.Err() != nil {
+	v := viewOf(ctx)
+	if v == nil || ctx.Err() != nil {
 		return false
 	}
-	inc.mu.Lock()
-	if !slices.Contains(inc.clusters, name) {
-		inc.clusters = append(inc.clusters, name)
+	v.mu.Lock()
+	if !slices.Contains(v.clusters, name) {
+		v.clusters = append(v.clusters, name)
 	}
-	inc.mu.Unlock()
+	v.mu.Unlock()
 	a.readFailures.Inc()
 	now := time.Now()
 	a.failedMu.Lock()

@@ -73,7 +73,7 @@ func TestOutputsAsPywbWritesThem(t *testing.T) {
 			`{"urlkey": "com,example)/", "timestamp": "20260101000000", "url": "http://example.com/", "mime": "text/html", "status": "200", "digest": "AAAA", "redirect": "-", "robotflags": "-", "length": "1000", "offset": "0", "filename": "a.warc.gz"}` + "\n"},
 		{"url=example.com&from=20260101010000&output=json&fl=timestamp,status,redirect",
 			`{"timestamp": "20260101010000", "status": "-", "redirect": "-"}` + "\n"},
-		// json.dumps(ensure_ascii=True): past ASCII as \uXXXX.
+		// json.dumps(ensure_ascii=True): past ASCII as \u and four hex digits.
 		{"url=example.com/caf%C3%A9&output=json&fl=url",
 			`{"url": "http://example.com/caf\u00e9"}` + "\n"},
 		// CDXObject.to_cdxj: "urlkey timestamp " and the JSON of the

@@ -86,6 +86,26 @@ func (a *Aggregator) currentExclusions(ctx context.Context) (*exclusions, error)
 	return x, nil
 }
 
+// queryExclusions is currentExclusions once a query: a query's view keeps
+// the list it read first (a backward read's windows, a domain's two
+// ranges, a page's clusters each asked for it).
+func (a *Aggregator) queryExclusions(ctx context.Context) (*exclusions, error) {
+	v := viewOf(ctx)
+	if v == nil {
+		return a.currentExclusions(ctx)
+	}
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if v.excl == nil {
+		x, err := a.currentExclusions(ctx)
+		if err != nil {
+			return nil, err
+		}
+		v.excl = x
+	}
+	return v.excl, nil
+}
+
 // set makes list the exclusions looked up.
 func (x *exclusions) set(list []Exclusion) {
 	x.byLen, x.lens = map[int]map[string][]Exclusion{}, nil

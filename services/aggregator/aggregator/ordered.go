@@ -66,7 +66,8 @@ func (a *Aggregator) readBackward(ctx context.Context, clusters []live, q cdxind
 }
 
 // reverse answers sort=reverse: the query's last lines first, at most
-// want, reading the query's ranges from the end back.
+// want (0: back to the first, or as far as read allows), reading the
+// query's ranges from the end back.
 func (a *Aggregator) reverse(ctx context.Context, r *request, want int, read *budget, keep func(string) bool) ([]string, error) {
 	clusters, err := a.liveClusters(ctx)
 	if err != nil {
@@ -97,22 +98,25 @@ func (a *Aggregator) reverseCollapsed(ctx context.Context, r *request, want int,
 		return nil, err
 	}
 	var out []string
-	for i := 0; i < len(lines); {
-		v := r.collapseValue(lines[i])
-		j := i + 1
-		for j < len(lines) && r.collapseValue(lines[j]) == v {
-			j++
+	next := ""
+	if len(lines) > 0 {
+		next = r.collapseValue(lines[0])
+	}
+	for i, line := range lines {
+		v := next
+		if i+1 < len(lines) {
+			if next = r.collapseValue(lines[i+1]); next == v {
+				continue // not the run's oldest
+			}
 		}
-		if j == len(lines) && read.Spent {
+		if i+1 == len(lines) && read.Spent {
 			break // the oldest run read may go on before the cap
 		}
-		out = append(out, lines[j-1]) // the run's oldest
-		if len(out) == want {
+		if out = append(out, line); len(out) == want {
 			// The answer is whole, however much more the cap left unread.
 			read.Spent = false
 			break
 		}
-		i = j
 	}
 	return out, nil
 }

@@ -305,7 +305,7 @@ func (l live) source(c *cdxindex.ClusterCursor) source {
 // its lines. A cluster that fails to read is left out of a query that
 // answers incomplete (unreadable); otherwise its error ends the read.
 func (a *Aggregator) eachLine(ctx context.Context, srcs []source, emit func(string) bool) error {
-	excl, err := a.currentExclusions(ctx)
+	excl, err := a.queryExclusions(ctx)
 	if err != nil {
 		return err
 	}

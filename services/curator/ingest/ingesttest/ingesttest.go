@@ -31,8 +31,8 @@ func NewBatch(tb testing.TB, db Querier, b Batch) int64 {
 	tb.Helper()
 	var id int64
 	if err := db.QueryRow(context.Background(), `INSERT INTO curator.batches (submitter, profile, payload_url, type, state)
-		VALUES ($1, $2, $3, $4, $5) RETURNING id`, or(b.Submitter, "s"), or(b.Profile, "p"), or(b.PayloadURL, "http://example.org/x"),
-		or(b.Type, "file"), or(b.State, "processing")).Scan(&id); err != nil {
+		VALUES ($1, $2, $3, $4, $5) RETURNING id`, cmp.Or(b.Submitter, "s"), cmp.Or(b.Profile, "p"), cmp.Or(b.PayloadURL, "http://example.org/x"),
+		cmp.Or(b.Type, "file"), cmp.Or(b.State, "processing")).Scan(&id); err != nil {
 		tb.Fatalf("ingesttest: insert batch: %v", err)
 	}
 	return id
@@ -53,7 +53,7 @@ type Job struct {
 func NewJob(tb testing.TB, db Querier, j Job) int64 {
 	tb.Helper()
 	cols := []string{"batch_id", "profile", "kind", "payload_url"}
-	args := []any{j.Batch, or(j.Profile, "p"), or(j.Kind, "file"), or(j.PayloadURL, "http://example.org/x")}
+	args := []any{j.Batch, cmp.Or(j.Profile, "p"), cmp.Or(j.Kind, "file"), cmp.Or(j.PayloadURL, "http://example.org/x")}
 	set := func(col string, v any, zero bool) {
 		if !zero {
 			cols, args = append(cols, col), append(args, v)
@@ -79,5 +79,3 @@ func NewJob(tb testing.TB, db Querier, j Job) int64 {
 	}
 	return id
 }
-
-func or(v, def string) string { return cmp.Or(v, def) }
