@@ -23,10 +23,15 @@ COPY services/indexer/go.mod services/indexer/go.sum services/indexer/
 COPY services/pwa/go.mod services/pwa/go.sum services/pwa/
 COPY services/researcher/go.mod services/researcher/go.sum services/researcher/
 RUN cd services/${SERVICE} && go mod download
+# The indexer and the CLI inflate WARC members with libdeflate, linked
+# statically (scripts/build-service).
+RUN case "${SERVICE}" in indexer|archivist) \
+      apt-get update && apt-get install -y --no-install-recommends libdeflate-dev && rm -rf /var/lib/apt/lists/* ;; \
+    esac
 COPY . .
-RUN --mount=type=cache,target=/root/.cache/go-build cd services/${SERVICE} && \
-    go build -trimpath -ldflags "-s -w -X github.com/archivist/archivist/pkg/service.Version=${VERSION}" \
-    -o /out/service .
+RUN --mount=type=cache,target=/root/.cache/go-build \
+    ARCHIVIST_LIBDEFLATE=$(case "${SERVICE}" in indexer|archivist) echo 1 ;; *) echo 0 ;; esac) \
+    scripts/build-service "${SERVICE}" /out/service "${VERSION}"
 # The directories a service writes, owned by the user it runs as: a named
 # volume mounted on /blobs takes this ownership when it is first made.
 RUN mkdir -p /out/blobs /out/ingest /out/keys /out/operator /out/cache

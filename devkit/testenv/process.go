@@ -213,3 +213,18 @@ func tailLines(path string, n int) string {
 	}
 	return string(b[i+1:])
 }
+
+// Peer makes a command of a peer a benchmark compares with, writing to
+// /dev/null as `peer > /dev/null` does: output given to io.Discard would
+// cross a pipe and a copy in the test process, and slow the peer.
+func Peer(tb testing.TB, name string, args ...string) *exec.Cmd {
+	tb.Helper()
+	devNull, err := os.OpenFile(os.DevNull, os.O_WRONLY, 0)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { devNull.Close() })
+	cmd := exec.Command(name, args...)
+	cmd.Stdout = devNull
+	return cmd
+}

@@ -5,14 +5,25 @@ package surt
 
 import (
 	"net"
-	"regexp"
 	"sort"
 	"strings"
 )
 
-// wwwPrefix is what the IA canonicaliser strips from a host ("www.",
-// "www2.", ...).
-var wwwPrefix = regexp.MustCompile(`^www\d*\.`)
+// stripWWW strips what the IA canonicaliser does from a host: "www.",
+// "www2.", ... (the regular expression ^www\d*\.).
+func stripWWW(host string) string {
+	if !strings.HasPrefix(host, "www") {
+		return host
+	}
+	i := 3
+	for i < len(host) && '0' <= host[i] && host[i] <= '9' {
+		i++
+	}
+	if i < len(host) && host[i] == '.' {
+		return host[i+1:]
+	}
+	return host
+}
 
 // Key returns the sort-friendly URL key of a URL, as the surt library that
 // pywb uses computes it by default: scheme and fragment dropped, host
@@ -47,7 +58,7 @@ func Key(raw string) string {
 		host, port = h, p
 	}
 	host = strings.Trim(strings.ToLower(host), ".")
-	host = wwwPrefix.ReplaceAllString(host, "")
+	host = stripWWW(host)
 	if (scheme == "http" && port == "80") || (scheme == "https" && port == "443") {
 		port = ""
 	}
@@ -83,6 +94,14 @@ func canonicalPath(p string) string {
 		return "/"
 	}
 	p = strings.ToLower(escape(unescape(p)))
+	if !strings.Contains(p, "/.") { // no "." or ".." segment: the slashes alone
+		if len(p) > 1 && strings.HasSuffix(p, "/") {
+			if p = strings.TrimRight(p, "/"); p == "" {
+				p = "/"
+			}
+		}
+		return p
+	}
 	segs := strings.Split(p, "/")
 	var out []string
 	for _, s := range segs[1:] {
@@ -154,6 +173,14 @@ func unescapeOnce(s string) string {
 // beyond ASCII.
 func escape(s string) string {
 	const hexd = "0123456789ABCDEF"
+	clean := true
+	for i := 0; i < len(s) && clean; i++ {
+		c := s[i]
+		clean = c > 0x20 && c < 0x7f && c != '#' && c != '%'
+	}
+	if clean {
+		return s
+	}
 	var b strings.Builder
 	for i := 0; i < len(s); i++ {
 		c := s[i]

@@ -56,9 +56,8 @@ func BenchmarkMergeVsSortM(b *testing.B) {
 	b.Run("sort-m", func(b *testing.B) {
 		b.SetBytes(size)
 		for range b.N {
-			cmd := exec.Command("sort", append([]string{"-m"}, paths...)...)
+			cmd := testenv.Peer(b, "sort", append([]string{"-m"}, paths...)...)
 			cmd.Env = append(os.Environ(), "LC_ALL=C")
-			cmd.Stdout = io.Discard
 			if err := cmd.Run(); err != nil {
 				b.Fatal(err)
 			}

@@ -125,8 +125,8 @@ func writeCDX(files []string, cdxj, sorted bool, line func(cdx.Entry) string, st
 			lines = append(lines, l)
 			return nil
 		}
-		_, err := fmt.Fprintln(w, l)
-		return err
+		w.WriteString(l)
+		return w.WriteByte('\n')
 	}
 	for _, name := range files {
 		if err := indexFile(name, add); err != nil {

@@ -14,7 +14,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/archivist/archivist/devkit/testenv"
 	"github.com/archivist/archivist/services/indexer/cdx"
+	"github.com/archivist/archivist/services/indexer/warc"
 	"github.com/archivist/archivist/services/indexer/warc/warctest"
 )
 
@@ -40,8 +42,7 @@ func BenchmarkIndexVsGunzip(b *testing.B) {
 	b.Run("gunzip", func(b *testing.B) {
 		b.SetBytes(int64(len(data)))
 		for range b.N {
-			cmd := exec.Command("gunzip", "-c", path)
-			cmd.Stdout = io.Discard
+			cmd := testenv.Peer(b, "gunzip", "-c", path)
 			if err := cmd.Run(); err != nil {
 				b.Fatal(err)
 			}
@@ -86,9 +87,8 @@ func BenchmarkSortVsSortC(b *testing.B) {
 	b.Run("sort-C", func(b *testing.B) {
 		b.SetBytes(size)
 		for range b.N {
-			cmd := exec.Command("sort", path)
+			cmd := testenv.Peer(b, "sort", path)
 			cmd.Env = append(os.Environ(), "LC_ALL=C")
-			cmd.Stdout = io.Discard
 			if err := cmd.Run(); err != nil {
 				b.Fatal(err)
 			}
@@ -115,31 +115,44 @@ func BenchmarkSortVsSortC(b *testing.B) {
 // do. Ratios are wall time over igzip's. Two crawls: large records (seven
 // responses in ten precompressed payloads, as a crawl's images and video;
 // warctest.Crawl) and web pages (small records, most of them text, as
-// wget's crawl of a site; warctest.Pages).
+// wget's crawl of a site; warctest.Pages); and a real crawl when
+// ARCHIVIST_BENCH_CRAWL names one (docs/PERFORMANCE.md makes one with
+// wget). Built with -tags libdeflate (CGO_ENABLED=1), as the images are,
+// members are inflated by libdeflate; without, by klauspost/compress.
 //
-//	go test -run '^$' -bench IndexVsIgzip -benchtime 5x ./services/indexer/cdx/
+//	CGO_ENABLED=1 go test -tags libdeflate -run '^$' -bench IndexVsIgzip -benchtime 5x ./services/indexer/cdx/
 func BenchmarkIndexVsIgzip(b *testing.B) {
+	b.Logf("inflate: %s", warc.Inflate)
 	for _, c := range []struct {
 		name  string
 		write func(io.Writer, int64, uint64) (int, error)
 	}{{"crawl=large-records", warctest.Crawl}, {"crawl=web-pages", warctest.Pages}} {
-		b.Run(c.name, func(b *testing.B) { indexVsIgzip(b, c.write) })
+		b.Run(c.name, func(b *testing.B) {
+			path := filepath.Join(b.TempDir(), "crawl.warc.gz")
+			f, err := os.Create(path)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if _, err := c.write(f, 50<<20, 7); err != nil {
+				b.Fatal(err)
+			}
+			f.Close()
+			indexVsIgzip(b, path)
+		})
+	}
+	if path := os.Getenv("ARCHIVIST_BENCH_CRAWL"); path != "" {
+		b.Run("crawl=real", func(b *testing.B) { indexVsIgzip(b, path) })
+	} else {
+		b.Log("no ARCHIVIST_BENCH_CRAWL: the real crawl is left out")
 	}
 }
 
-// indexVsIgzip is BenchmarkIndexVsIgzip on a 50 MB crawl that write
-// makes.
-func indexVsIgzip(b *testing.B, write func(io.Writer, int64, uint64) (int, error)) {
-	path := filepath.Join(b.TempDir(), "crawl.warc.gz")
-	f, err := os.Create(path)
+// indexVsIgzip is BenchmarkIndexVsIgzip on the crawl at path.
+func indexVsIgzip(b *testing.B, path string) {
+	fi, err := os.Stat(path)
 	if err != nil {
 		b.Fatal(err)
 	}
-	if _, err := write(f, 50<<20, 7); err != nil {
-		b.Fatal(err)
-	}
-	f.Close()
-	fi, _ := os.Stat(path)
 	peers := map[string][]string{"igzip": {"igzip", "-dc"}, "gunzip": {"gunzip", "-c"}}
 	for _, p := range peers {
 		if _, err := exec.LookPath(p[0]); err != nil {
@@ -150,8 +163,7 @@ func indexVsIgzip(b *testing.B, write func(io.Writer, int64, uint64) (int, error
 		t0 := time.Now()
 		switch name {
 		case "igzip", "gunzip":
-			cmd := exec.Command(peers[name][0], append(peers[name][1:], path)...)
-			cmd.Stdout = io.Discard
+			cmd := testenv.Peer(b, peers[name][0], append(peers[name][1:], path)...)
 			if err := cmd.Run(); err != nil {
 				b.Fatal(err)
 			}

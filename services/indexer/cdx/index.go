@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"unicode"
 
 	"github.com/archivist/archivist/pkg/pyjson"
 	"github.com/archivist/archivist/pkg/surt"
@@ -45,7 +46,21 @@ type Entry struct {
 // record's spaces raw, which splits the URL into more fields for every
 // reader of the line).
 func (e Entry) String() string {
-	return fmt.Sprintf("%s %s %s %s %s %s - - %d %d %s", field(e.URLKey), field(e.Timestamp), field(escapeURL(e.URL)), field(e.Mime), field(e.Status), field(e.Digest), e.Length, e.Offset, field(e.Filename))
+	var b strings.Builder
+	url := escapeURL(e.URL)
+	b.Grow(len(e.URLKey) + len(e.Timestamp) + len(url) + len(e.Mime) + len(e.Status) + len(e.Digest) + len(e.Filename) + 60)
+	for _, f := range [...]string{e.URLKey, e.Timestamp, url, e.Mime, e.Status, e.Digest} {
+		b.WriteString(field(f))
+		b.WriteByte(' ')
+	}
+	b.WriteString("- - ")
+	var n [20]byte
+	b.Write(strconv.AppendInt(n[:0], e.Length, 10))
+	b.WriteByte(' ')
+	b.Write(strconv.AppendInt(n[:0], e.Offset, 10))
+	b.WriteByte(' ')
+	b.WriteString(field(e.Filename))
+	return b.String()
 }
 
 // field is v, or "-" (CDX's empty field) when v is empty.
@@ -63,9 +78,7 @@ func FromRecord(rec *warc.Record, filename string) (Entry, bool) {
 	switch {
 	case rec.Format == "arc":
 		return fromARC(rec, filename)
-	case rec.Type() == "warcinfo", rec.Type() == "request":
-		return Entry{}, false
-	case strings.HasPrefix(strings.ToLower(rec.Header.Get("Content-Type")), "application/warc-fields"):
+	case leftOut(rec):
 		return Entry{}, false
 	}
 	e := Entry{URL: rec.Header.Get("WARC-Target-URI"), Timestamp: timestamp14(rec.Header.Get("WARC-Date")),
@@ -115,6 +128,14 @@ func FromRecord(rec *warc.Record, filename string) (Entry, bool) {
 	return e, true
 }
 
+// leftOut reports whether the index leaves a WARC record out: warcinfo,
+// request, WARC fields metadata.
+func leftOut(rec *warc.Record) bool {
+	t := rec.Type()
+	return t == "warcinfo" || t == "request" ||
+		strings.HasPrefix(strings.ToLower(rec.Header.Get("Content-Type")), "application/warc-fields")
+}
+
 // PayloadStart is the warc.Options.Digest of CDX indexing: where in the
 // block the payload starts (after the HTTP headers of a response or an ARC
 // record), for the records whose digest the index computes (those without
@@ -123,7 +144,7 @@ func PayloadStart(rec *warc.Record) (int, bool) {
 	switch {
 	case rec.Format == "arc":
 		return httpHeadEnd(rec.Block), rec.Type() != "warcinfo"
-	case rec.Type() == "revisit" || headerDigest(rec) != "":
+	case leftOut(rec), rec.Type() == "revisit" || headerDigest(rec) != "":
 		return 0, false
 	case rec.Type() == "response":
 		return httpHeadEnd(rec.Block), true
@@ -213,30 +234,37 @@ func isStatus(s string) bool {
 
 // timestamp14 turns a WARC-Date (ISO 8601) into 14 digits.
 func timestamp14(iso string) string {
-	var b strings.Builder
-	for _, c := range iso {
-		if c >= '0' && c <= '9' {
-			b.WriteRune(c)
-		}
-		if b.Len() == 14 {
-			break
+	var b [14]byte
+	n := 0
+	for i := 0; i < len(iso) && n < 14; i++ {
+		if c := iso[i]; c >= '0' && c <= '9' {
+			b[n] = c
+			n++
 		}
 	}
-	for b.Len() < 14 {
-		b.WriteByte('0')
+	for ; n < 14; n++ {
+		b[n] = '0'
 	}
-	return b.String()
+	return string(b[:])
 }
 
 // mimeOf is a Content-Type's type and subtype (up to a ';' or a space), or
 // def if empty.
 func mimeOf(ct, def string) string {
 	m, _, _ := strings.Cut(ct, ";")
-	f := strings.Fields(m)
-	if len(f) == 0 {
-		return def
+	if f := firstField(m); f != "" {
+		return f
 	}
-	return f[0]
+	return def
+}
+
+// firstField is strings.Fields(s)[0], or "" for none, without the slice.
+func firstField(s string) string {
+	s = strings.TrimLeftFunc(s, unicode.IsSpace)
+	if i := strings.IndexFunc(s, unicode.IsSpace); i >= 0 {
+		return s[:i]
+	}
+	return s
 }
 
 // parseHTTP splits an HTTP response into its status code, content type and
@@ -244,20 +272,26 @@ func mimeOf(ct, def string) string {
 // payload).
 func parseHTTP(b []byte) (status, ctype string, payload []byte) {
 	end, headEnd := httpHead(b)
-	sc := bufio.NewScanner(bytes.NewReader(b[:end]))
-	first := true
-	for sc.Scan() {
-		line := strings.TrimRight(sc.Text(), "\r")
+	head := b[:end]
+	// Line by line as a bufio.Scanner splits them (ScanLines), which
+	// stops at a line that does not fit its buffer.
+	for first := true; len(head) > 0; first = false {
+		line, rest, found := bytes.Cut(head, []byte("\n"))
+		if n := len(line); n+1 > bufio.MaxScanTokenSize || !found && n > bufio.MaxScanTokenSize {
+			break
+		}
+		head = rest
+		line = bytes.TrimRight(line, "\r")
 		if first {
-			first = false
-			f := strings.Fields(line)
-			if len(f) >= 2 {
-				status = f[1]
+			// strings.Fields(line)[1], if any
+			l := strings.TrimLeftFunc(string(line), unicode.IsSpace)
+			if i := strings.IndexFunc(l, unicode.IsSpace); i >= 0 {
+				status = firstField(l[i:])
 			}
 			continue
 		}
-		if name, value, ok := strings.Cut(line, ":"); ok && strings.EqualFold(strings.TrimSpace(name), "Content-Type") && ctype == "" {
-			ctype = strings.TrimSpace(value)
+		if name, value, ok := bytes.Cut(line, []byte(":")); ok && ctype == "" && bytes.EqualFold(bytes.TrimSpace(name), []byte("Content-Type")) {
+			ctype = string(bytes.TrimSpace(value))
 		}
 	}
 	return status, ctype, b[headEnd:]

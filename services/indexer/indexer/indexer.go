@@ -103,6 +103,7 @@ func run(ctx context.Context, env *service.Env, cfg Config) error {
 	reg := registry.New(env.DB, cfg.MaxFailures, registry.WithRetry(cfg.RetryBase, cfg.RetryMax, cfg.RetryBudget))
 	ix := New(env.Bus, reg, env.Blob, cfg, env.Log)
 	ix.gate = env.Gate
+	env.Log.Info("indexer: this build's inflate of gzip members", "inflate", warc.Inflate)
 	env.ReadGauges([]service.Gauge{
 		{Name: "archivist_index_files", Help: "Archive files by indexing status.", Labels: []string{"status"}},
 		{Name: "archivist_index_oldest_unindexed_seconds", Help: "How long ago the oldest file not yet indexed was found (0: none): the index's freshness."},

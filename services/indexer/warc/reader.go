@@ -127,22 +127,53 @@ type Options struct {
 	// ok=false for none: the reader then streams the block from there
 	// through SHA-1 into rec.PayloadSHA1.
 	Digest func(rec *Record) (start int, ok bool)
+
+	// stream, if set, reads every member with the streaming inflate (a
+	// test compares the two).
+	stream bool
 }
+
+// wholeInflater inflates a gzip member whole from memory: a faster inflate
+// than the streaming one, where the build has one (inflate_libdeflate.go).
+type wholeInflater interface {
+	// member inflates the member at the start of in: its content (valid
+	// until the next call), how many bytes of in it took, and false when
+	// in does not hold the whole member, the member is bad, or its content
+	// is larger than the inflater holds (the streaming inflate then reads
+	// it, and tells which).
+	member(in []byte) (content []byte, used int, ok bool)
+}
+
+// newWholeInflater makes this build's whole-member inflater, or nil.
+var newWholeInflater = func() wholeInflater { return nil }
+
+// wholeBuffer is the file's buffer when members are inflated whole, and
+// wholeMin the least of it a member is tried on before the buffer is
+// refilled: a member longer than what the buffer holds is streamed.
+const (
+	wholeBuffer = 1 << 20
+	wholeMin    = 256 << 10
+)
 
 // Reader reads records.
 type Reader struct {
-	src     *counter
-	buf     *bufio.Reader // on src
-	gz      *gzip.Reader
-	member  *bufio.Reader // the current member's (or the plain file's) content
-	gzipped bool
-	format  string       // of the records read so far
-	fault   *FormatError // found after the record just returned
-	done    bool
-	lim     Limits
-	digest  func(rec *Record) (int, bool)
-	head    []byte // reused for Record.Block
-	chunk   []byte // reused for streaming
+	src      *counter
+	buf      *bufio.Reader // on src
+	gz       *gzip.Reader
+	whole    wholeInflater // nil: every member is streamed
+	content  bytes.Reader  // a member inflated whole
+	inflated []byte        // all of its content; nil for a streamed member
+	member   *bufio.Reader // the current member's (or the plain file's) content
+	gzipped  bool
+	format   string       // of the records read so far
+	fault    *FormatError // found after the record just returned
+	done     bool
+	lim      Limits
+	digest   func(rec *Record) (int, bool)
+	head     []byte // reused for Record.Block
+	raw      []byte // reused for a WARC header's lines
+	line     []byte // reused for a line longer than the buffer
+	chunk    []byte // reused for streaming
 }
 
 // counter counts the bytes taken from the file. The reader's buffer sits
@@ -169,12 +200,23 @@ func NewReader(r io.Reader) (*Reader, error) { return NewReaderOptions(r, Option
 
 // NewReaderOptions is NewReader with options.
 func NewReaderOptions(r io.Reader, o Options) (*Reader, error) {
-	cnt := &counter{r: r}
-	br := bufio.NewReaderSize(cnt, 64<<10)
-	magic, err := br.Peek(2)
-	if err != nil && !errors.Is(err, io.EOF) {
+	// The magic number first: a gzipped file inflated whole has a
+	// larger buffer.
+	var magic [2]byte
+	m, err := io.ReadFull(r, magic[:])
+	if err != nil && !errors.Is(err, io.EOF) && !errors.Is(err, io.ErrUnexpectedEOF) {
 		return nil, fmt.Errorf("read archive: %w", err)
 	}
+	gzipped := m == 2 && magic[0] == 0x1f && magic[1] == 0x8b
+	var whole wholeInflater
+	size := 64 << 10
+	if gzipped && !o.stream {
+		if whole = newWholeInflater(); whole != nil {
+			size = wholeBuffer
+		}
+	}
+	cnt := &counter{r: io.MultiReader(bytes.NewReader(magic[:m]), r)}
+	br := bufio.NewReaderSize(cnt, size)
 	lim, d := o.Limits, DefaultLimits
 	orDefault(&lim.MaxLine, d.MaxLine)
 	orDefault(&lim.MaxHeader, d.MaxHeader)
@@ -183,8 +225,8 @@ func NewReaderOptions(r io.Reader, o Options) (*Reader, error) {
 	orDefault(&lim.MaxBlock, d.MaxBlock)
 	orDefault(&lim.MaxTail, d.MaxTail)
 	rd := &Reader{src: cnt, buf: br, lim: lim, digest: o.Digest, chunk: make([]byte, 32<<10)}
-	rd.gzipped = len(magic) == 2 && magic[0] == 0x1f && magic[1] == 0x8b
-	if !rd.gzipped {
+	rd.gzipped, rd.whole = gzipped, whole
+	if !gzipped {
 		rd.member = br
 	}
 	return rd, nil
@@ -235,20 +277,8 @@ func (r *Reader) next() (*Record, error) {
 	if _, err := r.buf.Peek(1); errors.Is(err, io.EOF) {
 		return nil, io.EOF
 	}
-	var err error
-	if r.gz == nil {
-		r.gz, err = gzip.NewReader(r.buf)
-	} else {
-		err = r.gz.Reset(r.buf)
-	}
-	if err != nil {
-		return nil, &FormatError{Offset: start, Reason: "not a gzip member (a file must be gzipped one record per member): " + err.Error()}
-	}
-	r.gz.Multistream(false)
-	if r.member == nil {
-		r.member = bufio.NewReaderSize(r.gz, 64<<10)
-	} else {
-		r.member.Reset(r.gz) // one buffer for every member, not 64 KiB each
+	if err := r.openMember(start); err != nil {
+		return nil, err
 	}
 	rec, err := r.parse(r.member, func() int64 { return start })
 	if err != nil {
@@ -291,6 +321,48 @@ func (r *Reader) next() (*Record, error) {
 	return rec, nil
 }
 
+// openMember sets r.member on the content of the gzip member at start: a
+// member the buffer holds is inflated whole where the build can, any other
+// streamed.
+func (r *Reader) openMember(start int64) error {
+	if r.whole != nil {
+		if r.buf.Buffered() < wholeMin {
+			r.buf.Peek(r.buf.Size()) // fills: what is left moves to the front, once a buffer
+		}
+		in, _ := r.buf.Peek(r.buf.Buffered())
+		if content, used, ok := r.whole.member(in); ok {
+			r.buf.Discard(used)
+			r.inflated = content
+			r.content.Reset(content)
+			r.setMember(&r.content)
+			return nil
+		}
+	}
+	r.inflated = nil
+	var err error
+	if r.gz == nil {
+		r.gz, err = gzip.NewReader(r.buf)
+	} else {
+		err = r.gz.Reset(r.buf)
+	}
+	if err != nil {
+		return &FormatError{Offset: start, Reason: "not a gzip member (a file must be gzipped one record per member): " + err.Error()}
+	}
+	r.gz.Multistream(false)
+	r.setMember(r.gz)
+	return nil
+}
+
+// setMember reads the member's content from src, through one buffer for
+// every member (not 64 KiB each).
+func (r *Reader) setMember(src io.Reader) {
+	if r.member == nil {
+		r.member = bufio.NewReaderSize(src, 64<<10)
+	} else {
+		r.member.Reset(src)
+	}
+}
+
 // parse reads one record from br; pos tells where in the file br stands.
 func (r *Reader) parse(br *bufio.Reader, pos func() int64) (*Record, error) {
 	// Skip blank lines between records; in a WARC file, also lines that are
@@ -301,14 +373,14 @@ func (r *Reader) parse(br *bufio.Reader, pos func() int64) (*Record, error) {
 	skipped := 0
 	for {
 		start = pos()
-		l, n, long, err := readLine(br, r.lim.MaxLine)
+		b, n, long, err := r.readLine(br)
 		if errors.Is(err, io.EOF) && n == 0 {
 			return nil, io.EOF
 		}
 		if err != nil && !errors.Is(err, io.EOF) {
 			return nil, err
 		}
-		t := strings.TrimRight(l, "\r\n")
+		t := string(bytes.TrimRight(b, "\r\n"))
 		switch {
 		case !long && strings.TrimSpace(t) == "":
 		case !long && strings.HasPrefix(t, "WARC/"):
@@ -374,16 +446,13 @@ const maxResync = 1 << 20
 func (r *Reader) parseWARC(br *bufio.Reader, version string, start int64) (*Record, error) {
 	rec := &Record{Format: "warc", Version: version}
 	size := len(version)
-	var cont []string // continuation lines of the last field
-	flush := func() {
-		if len(cont) > 0 {
-			f := &rec.Header[len(rec.Header)-1]
-			f.Value = f.Value + " " + strings.Join(cont, " ")
-			cont = cont[:0]
-		}
-	}
+	// The header's lines are checked as they are read and kept, each
+	// without its line end and with a newline after it, in one buffer;
+	// then made one string, which every name and value is a part of.
+	raw := r.raw[:0]
+	fields := 0
 	for {
-		l, n, long, err := readLine(br, r.lim.MaxLine)
+		l, n, long, err := r.readLine(br)
 		if long {
 			return nil, &FormatError{Offset: start, Reason: fmt.Sprintf("WARC header line longer than %d bytes (MaxLine)", r.lim.MaxLine)}
 		}
@@ -393,22 +462,42 @@ func (r *Reader) parseWARC(br *bufio.Reader, version string, start int64) (*Reco
 		if size += n; size > r.lim.MaxHeader {
 			return nil, &FormatError{Offset: start, Reason: fmt.Sprintf("WARC header longer than %d bytes (MaxHeader)", r.lim.MaxHeader)}
 		}
-		l = strings.TrimRight(l, "\r\n")
-		if l == "" {
+		l = bytes.TrimRight(l, "\r\n")
+		if len(l) == 0 {
 			break
 		}
-		if (l[0] == ' ' || l[0] == '\t') && len(rec.Header) > 0 { // continuation line
+		if (l[0] == ' ' || l[0] == '\t') && fields > 0 { // continuation line
+			raw = append(append(raw, l...), '\n')
+			continue
+		}
+		if bytes.IndexByte(l, ':') < 0 {
+			return nil, &FormatError{Offset: start, Reason: fmt.Sprintf("WARC header line without a colon: %q", truncate(string(l), 80))}
+		}
+		if fields == r.lim.MaxFields {
+			return nil, &FormatError{Offset: start, Reason: fmt.Sprintf("WARC header of more than %d fields (MaxFields)", r.lim.MaxFields)}
+		}
+		fields++
+		raw = append(append(raw, l...), '\n')
+	}
+	r.raw = raw
+	rec.Header = make(Header, 0, fields)
+	var cont []string // continuation lines of the last field
+	flush := func() {
+		if len(cont) > 0 {
+			f := &rec.Header[len(rec.Header)-1]
+			f.Value = f.Value + " " + strings.Join(cont, " ")
+			cont = cont[:0]
+		}
+	}
+	for rest := string(raw); rest != ""; {
+		var l string
+		l, rest, _ = strings.Cut(rest, "\n")
+		if l[0] == ' ' || l[0] == '\t' {
 			cont = append(cont, strings.TrimSpace(l))
 			continue
 		}
 		flush()
-		name, value, ok := strings.Cut(l, ":")
-		if !ok {
-			return nil, &FormatError{Offset: start, Reason: fmt.Sprintf("WARC header line without a colon: %q", truncate(l, 80))}
-		}
-		if len(rec.Header) == r.lim.MaxFields {
-			return nil, &FormatError{Offset: start, Reason: fmt.Sprintf("WARC header of more than %d fields (MaxFields)", r.lim.MaxFields)}
-		}
+		name, value, _ := strings.Cut(l, ":")
 		rec.Header = append(rec.Header, Field{strings.TrimSpace(name), strings.TrimSpace(value)})
 	}
 	flush()
@@ -427,11 +516,17 @@ func (r *Reader) parseWARC(br *bufio.Reader, version string, start int64) (*Reco
 // block is kept and flagged.
 func (r *Reader) readBlock(br *bufio.Reader, rec *Record, n int64) error {
 	h := int(min(n, int64(r.lim.MaxHead)))
-	if cap(r.head) < h {
-		r.head = make([]byte, h)
+	var got int
+	var err error
+	if b, ok := r.inflatedBlock(br, h); ok {
+		rec.Block, got = b, h
+	} else {
+		if cap(r.head) < h {
+			r.head = make([]byte, h)
+		}
+		rec.Block = r.head[:h]
+		got, err = io.ReadFull(br, rec.Block)
 	}
-	rec.Block = r.head[:h]
-	got, err := io.ReadFull(br, rec.Block)
 	rec.Block, rec.BlockLength = rec.Block[:got], int64(got)
 	if errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) {
 		rec.Truncated = got < h
@@ -463,6 +558,29 @@ func (r *Reader) readBlock(br *bufio.Reader, rec *Record, n int64) error {
 		rec.PayloadSHA1 = sum.Sum(nil)
 	}
 	return nil
+}
+
+// inflatedBlock is, when br reads a member inflated whole that holds its
+// next h bytes, those bytes where the member's content has them (not
+// copied), br moved past them.
+func (r *Reader) inflatedBlock(br *bufio.Reader, h int) ([]byte, bool) {
+	if r.inflated == nil || br != r.member {
+		return nil, false
+	}
+	buffered := br.Buffered()
+	at := len(r.inflated) - r.content.Len() - buffered
+	if at+h > len(r.inflated) {
+		return nil, false // short: read, and flagged, as streamed
+	}
+	if h <= buffered {
+		br.Discard(h)
+	} else {
+		// Nothing is left in br's buffer: it reads on from where the
+		// content reader is moved.
+		br.Discard(buffered)
+		r.content.Seek(int64(h-buffered), io.SeekCurrent)
+	}
+	return r.inflated[at : at+h], true
 }
 
 func (r *Reader) parseARC(br *bufio.Reader, line string, start int64) (*Record, error) {
@@ -502,22 +620,33 @@ func orDefault[T int | int64](v *T, d T) {
 	}
 }
 
-// readLine reads a line (with its newline) of at most max bytes; a longer
-// one is read to its end and dropped, reported as long with its length n.
-func readLine(br *bufio.Reader, max int) (line string, n int, long bool, err error) {
-	var buf []byte
+// readLine reads a line (with its newline) of at most MaxLine bytes, valid
+// until the next read; a longer one is read to its end and dropped,
+// reported as long with its length n.
+func (r *Reader) readLine(br *bufio.Reader) (line []byte, n int, long bool, err error) {
+	frag, err := br.ReadSlice('\n')
+	if !errors.Is(err, bufio.ErrBufferFull) { // the line is in br's buffer
+		if len(frag) > r.lim.MaxLine {
+			return nil, len(frag), true, err
+		}
+		return frag, len(frag), false, err
+	}
+	buf := r.line[:0]
 	for {
-		frag, err := br.ReadSlice('\n')
 		n += len(frag)
-		if !long && len(buf)+len(frag) <= max {
+		if !long && len(buf)+len(frag) <= r.lim.MaxLine {
 			buf = append(buf, frag...)
 		} else {
-			long, buf = true, nil
+			long, buf = true, buf[:0]
 		}
-		if errors.Is(err, bufio.ErrBufferFull) {
-			continue
+		if !errors.Is(err, bufio.ErrBufferFull) {
+			r.line = buf
+			if long {
+				return nil, n, true, err
+			}
+			return buf, n, false, err
 		}
-		return string(buf), n, long, err
+		frag, err = br.ReadSlice('\n')
 	}
 }
 
