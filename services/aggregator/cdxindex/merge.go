@@ -6,7 +6,6 @@ package cdxindex
 import (
 	"bufio"
 	"bytes"
-	"container/heap"
 	"fmt"
 	"io"
 	"os"
@@ -21,32 +20,61 @@ type cursor struct {
 	src  int
 }
 
+// cursors is a min-heap of cursors by line, then source (the order a
+// merge writes them), with the sift written out: no interface call per
+// comparison, which container/heap makes.
 type cursors []*cursor
 
-func (c cursors) Len() int { return len(c) }
-func (c cursors) Less(i, j int) bool {
-	if d := bytes.Compare(c[i].line, c[j].line); d != 0 {
-		return d < 0
+func (c *cursor) before(d *cursor) bool {
+	if x := bytes.Compare(c.line, d.line); x != 0 {
+		return x < 0
 	}
-	return c[i].src < c[j].src
-}
-func (c cursors) Swap(i, j int) { c[i], c[j] = c[j], c[i] }
-func (c *cursors) Push(x any)   { *c = append(*c, x.(*cursor)) }
-func (c *cursors) Pop() any {
-	old := *c
-	x := old[len(old)-1]
-	*c = old[:len(old)-1]
-	return x
+	return c.src < d.src
 }
 
-// next advances a cursor past header and empty lines; false at the end.
+// init orders h as a heap.
+func (h cursors) init() {
+	for i := len(h)/2 - 1; i >= 0; i-- {
+		h.down(i)
+	}
+}
+
+// down sifts h[i] down to its place.
+func (h cursors) down(i int) {
+	n := len(h)
+	for {
+		l := 2*i + 1
+		if l >= n {
+			return
+		}
+		m := l
+		if r := l + 1; r < n && h[r].before(h[l]) {
+			m = r
+		}
+		if !h[m].before(h[i]) {
+			return
+		}
+		h[i], h[m] = h[m], h[i]
+		i = m
+	}
+}
+
+// pop drops the first cursor.
+func (h *cursors) pop() {
+	old := *h
+	n := len(old) - 1
+	old[0] = old[n]
+	*h = old[:n]
+	h.down(0)
+}
+
 func (c *cursor) next() (bool, error) {
 	for c.sc.Scan() {
 		l := c.sc.Bytes()
 		if len(l) == 0 || bytes.HasPrefix(l, []byte(" CDX ")) {
 			continue
 		}
-		c.line = append(c.line[:0], l...)
+		c.line = l // valid until this cursor's next Scan, after it is written
 		return true, nil
 	}
 	return false, c.sc.Err()
@@ -56,7 +84,6 @@ func (c *cursor) next() (bool, error) {
 // `LC_ALL=C sort -m` would), with one header line first and identical lines
 // written once. It returns how many lines it wrote.
 func Merge(dst io.Writer, srcs ...io.Reader) (int64, error) {
-	w := bufio.NewWriterSize(dst, 1<<20)
 	h := make(cursors, 0, len(srcs))
 	for i, r := range srcs {
 		sc := bufio.NewScanner(r)
@@ -72,18 +99,26 @@ func Merge(dst io.Writer, srcs ...io.Reader) (int64, error) {
 			h = append(h, c)
 		}
 	}
-	heap.Init(&h)
-	if _, err := w.WriteString(Header + "\n"); err != nil {
-		return 0, err
-	}
+	h.init()
+	// The output is gathered in out and written 1 MiB at a time; the last
+	// line written, which a duplicate is compared with, is a part of out
+	// (a flush comes only after that comparison).
+	out := make([]byte, 0, 1<<20)
+	out = append(out, Header+"\n"...)
 	var n int64
 	var last []byte
-	for h.Len() > 0 {
+	for len(h) > 0 {
 		c := h[0]
-		if last == nil || !bytes.Equal(c.line, last) {
-			w.Write(c.line)
-			w.WriteByte('\n')
-			last = append(last[:0], c.line...)
+		if n == 0 || !bytes.Equal(c.line, last) {
+			if len(out)+len(c.line)+1 > cap(out) && len(out) > 0 {
+				if _, err := dst.Write(out); err != nil {
+					return n, err
+				}
+				out = out[:0]
+			}
+			at := len(out)
+			out = append(append(out, c.line...), '\n')
+			last = out[at : len(out)-1]
 			n++
 		}
 		ok, err := c.next()
@@ -91,12 +126,17 @@ func Merge(dst io.Writer, srcs ...io.Reader) (int64, error) {
 			return n, fmt.Errorf("source %d: %w", c.src, err)
 		}
 		if ok {
-			heap.Fix(&h, 0)
+			h.down(0)
 		} else {
-			heap.Pop(&h)
+			h.pop()
 		}
 	}
-	return n, w.Flush()
+	if len(out) > 0 {
+		if _, err := dst.Write(out); err != nil {
+			return n, err
+		}
+	}
+	return n, nil
 }
 
 // DefaultFanIn is how many sources MergeBounded reads at once.

@@ -36,7 +36,8 @@ func TestMergeSortsAndDeduplicates(t *testing.T) {
 }
 
 // TestMergeMatchesSortM: on random sorted files, Merge equals
-// `LC_ALL=C sort -m -u` of the same files.
+// `LC_ALL=C sort -m -u` of the same files (more than the 1 MiB Merge
+// writes at a time, so that a duplicate is compared across a write).
 func TestMergeMatchesSortM(t *testing.T) {
 	dir := t.TempDir()
 	r := rand.New(rand.NewPCG(3, 4))
@@ -44,8 +45,8 @@ func TestMergeMatchesSortM(t *testing.T) {
 	var readers []io.Reader
 	for f := range 5 {
 		var lines []string
-		for range 2000 {
-			lines = append(lines, fmt.Sprintf("com,site%d)/page/%d 2026%010d {\"k\": %d}", r.IntN(50), r.IntN(100), r.IntN(1000), r.IntN(3)))
+		for range 8000 {
+			lines = append(lines, fmt.Sprintf("com,site%d)/page/%d 2026%010d {\"k\": %d}", r.IntN(50), r.IntN(100), r.IntN(300), r.IntN(3)))
 		}
 		p := filepath.Join(dir, fmt.Sprintf("%d.cdx", f))
 		os.WriteFile(p, []byte(sortedFile(lines)), 0o644)
@@ -58,7 +59,8 @@ func TestMergeMatchesSortM(t *testing.T) {
 		readers = append(readers, fh)
 	}
 	var out bytes.Buffer
-	if _, err := cdxindex.Merge(&out, readers...); err != nil {
+	n, err := cdxindex.Merge(&out, readers...)
+	if err != nil {
 		t.Fatal(err)
 	}
 	cmd := exec.Command("sort", append([]string{"-m", "-u"}, paths...)...)
@@ -66,6 +68,9 @@ func TestMergeMatchesSortM(t *testing.T) {
 	want, err := cmd.Output()
 	if err != nil {
 		t.Fatal(err)
+	}
+	if out.Len() < 1<<20 || n >= int64(len(paths)*8000) {
+		t.Fatalf("%d lines, %d bytes merged: the test wants more than one write and some duplicates", n, out.Len())
 	}
 	// sort keeps one header line too (identical lines are merged).
 	if out.String() != string(want) {
