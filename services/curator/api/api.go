@@ -29,6 +29,7 @@ import (
 	"github.com/archivist/archivist/pkg/bus"
 	"github.com/archivist/archivist/pkg/service"
 	"github.com/archivist/archivist/services/curator/catalog"
+	"github.com/archivist/archivist/services/curator/completeness"
 	"github.com/archivist/archivist/services/curator/matcher"
 	"github.com/archivist/archivist/services/curator/merger"
 )
@@ -88,14 +89,26 @@ func (s *Server) Routes(mux *http.ServeMux) {
 	mux.HandleFunc("GET /v1/works/clips/{key}", func(w http.ResponseWriter, r *http.Request) { s.work(w, r, catalog.Clip) })
 	mux.HandleFunc("GET /v1/curation/status", func(w http.ResponseWriter, r *http.Request) {
 		st, err := s.cat.Status(r.Context())
+		var passes map[catalog.Kind]completeness.Pass
+		if err == nil {
+			passes, err = completeness.LastPasses(r.Context(), s.cat.DB())
+		}
 		if err != nil {
 			id := service.ErrorID()
 			s.log.Error("curation status", "err", err, "error_id", id)
 			service.WriteJSON(w, http.StatusInternalServerError, Problem{Error: "internal error", ErrorID: id})
 			return
 		}
-		service.WriteJSON(w, http.StatusOK, st)
+		service.WriteJSON(w, http.StatusOK, Status{Status: st, Invariant: passes})
 	})
+}
+
+// Status is the curation status: records by source, works by state, stale
+// updates, and the invariant check's last pass of each kind (absent before
+// the first ends).
+type Status struct {
+	catalog.Status
+	Invariant map[catalog.Kind]completeness.Pass `json:"invariant"`
 }
 
 // Accepted is the body of a 202.

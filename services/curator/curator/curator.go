@@ -22,6 +22,7 @@ import (
 	"github.com/archivist/archivist/pkg/work"
 	"github.com/archivist/archivist/services/curator/api"
 	"github.com/archivist/archivist/services/curator/catalog"
+	"github.com/archivist/archivist/services/curator/completeness"
 	"github.com/archivist/archivist/services/curator/ingest"
 	"github.com/archivist/archivist/services/curator/ingest/httpapi"
 	"github.com/archivist/archivist/services/curator/ingest/pipeline"
@@ -56,6 +57,14 @@ type Config struct {
 	// ResyncInterval is how often every work is published again, so that a
 	// consumer that lost a works message (the pwa) catches up; 0 disables.
 	ResyncInterval time.Duration `env:"CURATOR_RESYNC_INTERVAL, default=24h"`
+	// InvariantInterval is how often the leader checks the next page of
+	// records and works against curation's promise (package completeness);
+	// 0 disables. InvariantPage is how many records and works of each kind
+	// a check reads, and InvariantGrace how long a record or work may be in
+	// flight before it is judged.
+	InvariantInterval time.Duration `env:"CURATOR_INVARIANT_INTERVAL, default=1s"`
+	InvariantPage     int           `env:"CURATOR_INVARIANT_PAGE, default=5000"`
+	InvariantGrace    time.Duration `env:"CURATOR_INVARIANT_GRACE, default=10m"`
 	// Ingest configures the ingest daemons.
 	Ingest pipeline.Config
 }
@@ -104,6 +113,18 @@ func run(ctx context.Context, env *service.Env, cfg Config) error {
 			env.Log.WarnContext(ctx, "republished match results whose works were missing", "graphs", n)
 		}
 	})}
+	if cfg.InvariantInterval > 0 {
+		check := completeness.New(env.DB, p.Rematch, env.Metrics, env.Log,
+			completeness.WithPage(cfg.InvariantPage), completeness.WithGrace(cfg.InvariantGrace))
+		singletons = append(singletons, service.Every(cfg.InvariantInterval, func(ctx context.Context) {
+			if env.Gate.Wait(ctx) != nil {
+				return
+			}
+			if _, err := check.Step(ctx); err != nil && ctx.Err() == nil && !env.Gate.Observe(ctx, err) {
+				env.Log.ErrorContext(ctx, "check curation's invariant", "err", err)
+			}
+		}))
+	}
 	if cfg.ResyncInterval > 0 {
 		singletons = append(singletons, service.Every(cfg.ResyncInterval, func(ctx context.Context) {
 			if n, err := p.ResyncWorks(ctx); err != nil && ctx.Err() == nil {
@@ -294,14 +315,30 @@ func (p *Pipeline) match(ctx context.Context, rec catalog.Record) error {
 	if err != nil {
 		return err
 	}
+	return p.publish(ctx, results, rec.Key())
+}
+
+// publish puts match results on the bus for the merger; of names what they
+// are of, for the error.
+func (p *Pipeline) publish(ctx context.Context, results []matcher.Result, of string) error {
 	out := make([]bus.Outgoing, len(results))
 	for i, r := range results {
 		out[i] = bus.Outgoing{Subject: events.SubjectGraphMatched, Envelope: r.Envelope}
 	}
 	if err := p.bus.PublishBatch(ctx, out); err != nil {
-		return fmt.Errorf("publish match results of %s: %w", rec.Key(), err)
+		return fmt.Errorf("publish match results of %s: %w", of, err)
 	}
 	return nil
+}
+
+// Rematch matches key's graph again and publishes the results: the
+// invariant's healing (package completeness).
+func (p *Pipeline) Rematch(ctx context.Context, kind catalog.Kind, key string) error {
+	results, err := p.Matcher.Rematch(ctx, kind, key)
+	if err != nil {
+		return err
+	}
+	return p.publish(ctx, results, key)
 }
 
 // Reconcile publishes again the match results whose works are missing or
@@ -312,12 +349,8 @@ func (p *Pipeline) Reconcile(ctx context.Context) (int, error) {
 	if err != nil || len(results) == 0 {
 		return 0, err
 	}
-	out := make([]bus.Outgoing, len(results))
-	for i, r := range results {
-		out[i] = bus.Outgoing{Subject: events.SubjectGraphMatched, Envelope: r.Envelope}
-	}
-	if err := p.bus.PublishBatch(ctx, out); err != nil {
-		return 0, fmt.Errorf("republish match results: %w", err)
+	if err := p.publish(ctx, results, "lagging graphs"); err != nil {
+		return 0, err
 	}
 	return len(results), nil
 }

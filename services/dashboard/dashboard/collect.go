@@ -154,6 +154,18 @@ type Curation struct {
 		LastKey string    `json:"last_key"`
 		LastAt  time.Time `json:"last_at"`
 	} `json:"stale_updates"`
+	// Invariant is the last pass of the check that every record is in
+	// exactly one work, by kind.
+	Invariant map[string]struct {
+		EndedAt    time.Time `json:"ended_at"`
+		Violations int       `json:"violations"`
+		Unhealed   int       `json:"unhealed"`
+		Sources    map[string]struct {
+			Records int `json:"records"`
+			Placed  int `json:"placed"`
+			Refused int `json:"refused"`
+		} `json:"sources"`
+	} `json:"invariant"`
 }
 
 // Bus is JetStream's side: dead letters and every consumer's backlog.
