@@ -40,6 +40,7 @@ type Checker struct {
 	log     *slog.Logger
 	page    int
 	grace   time.Duration
+	every   time.Duration
 	passes  map[catalog.Kind]*pass
 	m       metrics
 }
@@ -51,6 +52,11 @@ type Option func(*Checker)
 // kind (default 5,000).
 func WithPage(n int) Option { return func(c *Checker) { c.page = max(n, 1) } }
 
+// WithEvery sets how often a pass starts at most (default 10 minutes): a
+// catalogue checked faster waits for the next, so an idle curator does not
+// read its whole catalogue again and again.
+func WithEvery(d time.Duration) Option { return func(c *Checker) { c.every = d } }
+
 // WithGrace sets how long a record or work may be in flight (changed, its
 // merge not yet done) before it is judged (default 10 minutes).
 func WithGrace(d time.Duration) Option { return func(c *Checker) { c.grace = d } }
@@ -58,7 +64,7 @@ func WithGrace(d time.Duration) Option { return func(c *Checker) { c.grace = d }
 // New returns a checker of the catalogue in db that heals with rematch and
 // registers its metrics with reg (nil: none).
 func New(db *pgxpool.Pool, rematch Rematch, reg prometheus.Registerer, log *slog.Logger, opts ...Option) *Checker {
-	c := &Checker{db: db, rematch: rematch, log: log, page: 5000, grace: 10 * time.Minute,
+	c := &Checker{db: db, rematch: rematch, log: log, page: 5000, grace: 10 * time.Minute, every: 10 * time.Minute,
 		passes: map[catalog.Kind]*pass{}, m: newMetrics(reg)}
 	for _, o := range opts {
 		o(c)
@@ -149,6 +155,7 @@ type Step struct {
 
 // pass is a pass in progress over one kind.
 type pass struct {
+	started                  time.Time
 	recordsAfter, worksAfter string
 	recordsDone, worksDone   bool
 	violations               int
@@ -163,7 +170,7 @@ type pass struct {
 const maxTracked = 100_000
 
 func newPass(healedBefore map[string]bool) *pass {
-	return &pass{sources: map[string]*Counts{}, healed: map[string]bool{}, healedBefore: healedBefore}
+	return &pass{started: time.Now(), sources: map[string]*Counts{}, healed: map[string]bool{}, healedBefore: healedBefore}
 }
 
 func (p *pass) source(s string) *Counts {
@@ -181,6 +188,9 @@ func (c *Checker) Step(ctx context.Context) (Step, error) {
 	var st Step
 	for _, kind := range []catalog.Kind{catalog.Episode, catalog.Clip} {
 		p := c.passes[kind]
+		if p.recordsAfter == "" && p.worksAfter == "" && time.Since(p.started) < 0 {
+			continue // the next pass is not due yet
+		}
 		var found []Violation
 		if !p.recordsDone {
 			v, n, err := c.records(ctx, kind, p)
@@ -224,7 +234,9 @@ func (c *Checker) Step(ctx context.Context) (Step, error) {
 				return st, err
 			}
 			st.Passes = append(st.Passes, done)
-			c.passes[kind] = newPass(p.healed)
+			next := newPass(p.healed)
+			next.started = p.started.Add(c.every) // due then, or now if the pass took longer
+			c.passes[kind] = next
 		}
 	}
 	return st, nil
@@ -373,6 +385,10 @@ func (c *Checker) finish(ctx context.Context, kind catalog.Kind, p *pass) (Pass,
 	c.m.passViolations.WithLabelValues(string(kind)).Set(float64(p.violations))
 	c.m.unhealed.WithLabelValues(string(kind)).Set(float64(p.unhealed))
 	c.m.passEnd.WithLabelValues(string(kind)).SetToCurrentTime()
-	c.log.InfoContext(ctx, "curation invariant: a pass ended", "kind", kind, "violations", p.violations, "unhealed", p.unhealed, "sources", len(p.sources))
+	level := slog.LevelDebug
+	if p.violations > 0 {
+		level = slog.LevelWarn
+	}
+	c.log.Log(ctx, level, "curation invariant: a pass ended", "kind", kind, "violations", p.violations, "unhealed", p.unhealed, "sources", len(p.sources))
 	return done, nil
 }

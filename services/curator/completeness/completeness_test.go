@@ -102,7 +102,7 @@ func TestTheInvariantFindsAndHealsLostRecords(t *testing.T) {
 	}
 
 	reg := prometheus.NewRegistry()
-	check := completeness.New(pool, p.Rematch, reg, testenv.Logger(t), completeness.WithPage(5), completeness.WithGrace(0))
+	check := completeness.New(pool, p.Rematch, reg, testenv.Logger(t), completeness.WithPage(5), completeness.WithGrace(0), completeness.WithEvery(0))
 	time.Sleep(10 * time.Millisecond) // the changes above are past a grace of 0
 	pass := func() (completeness.Pass, []completeness.Violation) {
 		t.Helper()
@@ -219,4 +219,27 @@ func metric(t *testing.T, reg *prometheus.Registry, name string, labels ...strin
 	}
 	t.Fatalf("no metric %s%v", name, labels)
 	return 0
+}
+
+// TestAPassStartsAtMostEvery: a catalogue checked faster than its period
+// is not read again until the next pass is due.
+func TestAPassStartsAtMostEvery(t *testing.T) {
+	ctx := context.Background()
+	pool := testenv.DB(t, migrations.Schema)
+	never := func(context.Context, catalog.Kind, string) error { t.Fatal("nothing to heal"); return nil }
+	check := completeness.New(pool, never, nil, testenv.Logger(t), completeness.WithEvery(time.Hour))
+	st, err := check.Step(ctx)
+	if err != nil || len(st.Passes) != 2 {
+		t.Fatalf("first step: %+v, %v; want both kinds' passes over an empty catalogue", st, err)
+	}
+	st, err = check.Step(ctx)
+	if err != nil || len(st.Passes) != 0 || st.Checked != 0 {
+		t.Fatalf("second step: %+v, %v; want nothing before the next pass is due", st, err)
+	}
+	again := completeness.New(pool, never, nil, testenv.Logger(t), completeness.WithEvery(0))
+	for range 2 {
+		if st, err := again.Step(ctx); err != nil || len(st.Passes) != 2 {
+			t.Fatalf("with no period: %+v, %v; want a pass each step", st, err)
+		}
+	}
 }

@@ -65,6 +65,8 @@ type Config struct {
 	InvariantInterval time.Duration `env:"CURATOR_INVARIANT_INTERVAL, default=1s"`
 	InvariantPage     int           `env:"CURATOR_INVARIANT_PAGE, default=5000"`
 	InvariantGrace    time.Duration `env:"CURATOR_INVARIANT_GRACE, default=10m"`
+	// InvariantEvery is how often a pass over the catalogue starts at most.
+	InvariantEvery time.Duration `env:"CURATOR_INVARIANT_EVERY, default=10m"`
 	// Ingest configures the ingest daemons.
 	Ingest pipeline.Config
 }
@@ -115,7 +117,7 @@ func run(ctx context.Context, env *service.Env, cfg Config) error {
 	})}
 	if cfg.InvariantInterval > 0 {
 		check := completeness.New(env.DB, p.Rematch, env.Metrics, env.Log,
-			completeness.WithPage(cfg.InvariantPage), completeness.WithGrace(cfg.InvariantGrace))
+			completeness.WithPage(cfg.InvariantPage), completeness.WithGrace(cfg.InvariantGrace), completeness.WithEvery(cfg.InvariantEvery))
 		singletons = append(singletons, service.Every(cfg.InvariantInterval, func(ctx context.Context) {
 			if env.Gate.Wait(ctx) != nil {
 				return
