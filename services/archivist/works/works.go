@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/archivist/archivist/pkg/apiclient"
+	"github.com/archivist/archivist/services/curator/api"
+	"github.com/archivist/archivist/services/curator/matcher"
 	"github.com/archivist/archivist/services/curator/merger"
 )
 
@@ -72,4 +74,84 @@ func orDash(s string) string {
 		return "-"
 	}
 	return s
+}
+
+// FetchExplained reads why key's work is what it is, at at (zero: now) and,
+// when since is not zero, what changed since.
+func FetchExplained(ctx context.Context, base, kind, key string, at, since time.Time) (api.Explained, error) {
+	if kind != "episode" && kind != "clip" {
+		return api.Explained{}, fmt.Errorf("kind %q: want episode or clip", kind)
+	}
+	q := url.Values{}
+	if !at.IsZero() {
+		q.Set("at", at.UTC().Format(time.RFC3339Nano))
+	}
+	if !since.IsZero() {
+		q.Set("since", since.UTC().Format(time.RFC3339Nano))
+	}
+	var e api.Explained
+	err := apiclient.Get(ctx, "curator", strings.TrimRight(base, "/")+"/v1/works/"+kind+"s/"+url.PathEscape(key)+"/explain?"+q.Encode(), &e)
+	return e, err
+}
+
+// PrintExplained writes an explanation for a person: each field with its
+// record, version and rule; the members in precedence order; the links and
+// refused links; and, asked with a time since, what changed.
+func PrintExplained(w io.Writer, e api.Explained) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	x := e.Explanation
+	fmt.Fprintf(tw, "WORK\t%s %s\tversion %s (the matcher's time)\n", x.Kind, x.Key, x.Version.Format(stamp))
+	fmt.Fprintf(tw, "precedence\t%s\n", orDash(strings.Join(x.Precedence, ", ")))
+	fmt.Fprintf(tw, "\nFIELD\tVALUE\tFROM\tRECORD VERSION\tRULE\n")
+	for _, f := range x.Fields {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", f.Name, orDash(f.Value), f.Record, f.RecordVersion.Format(stamp), f.Rule)
+	}
+	fmt.Fprintf(tw, "\nMEMBER\tSOURCE\tVERSION\tEVENT\n")
+	for _, m := range x.Members {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", m.Key, m.Source, m.Version.Format(stamp), m.EventID)
+	}
+	fmt.Fprintf(tw, "\nLINK\tTO\n")
+	for _, l := range x.Links {
+		fmt.Fprintf(tw, "%s\t%s\n", l.From, l.To)
+	}
+	if len(x.Refused) > 0 {
+		fmt.Fprintf(tw, "\nREFUSED LINK\tTO\tWHY\n")
+		for _, r := range x.Refused {
+			fmt.Fprintf(tw, "%s\t%s\t%s\n", r.From, r.To, r.Reason)
+		}
+	}
+	if e.Since != nil {
+		fmt.Fprintf(tw, "\nSINCE version %s\n", e.Since.Version.Format(stamp))
+		if len(e.Changes) == 0 {
+			fmt.Fprintf(tw, "nothing changed\n")
+		} else {
+			fmt.Fprintf(tw, "CHANGED\tBEFORE\tAFTER\n")
+			for _, c := range e.Changes {
+				fmt.Fprintf(tw, "%s\t%s\t%s\n", c.What, orDash(c.Before), orDash(c.After))
+			}
+		}
+	}
+	return tw.Flush()
+}
+
+// Decide sends an operator's decision (merge, unmerge, split, unsplit) to
+// the curator at base; the decision as recorded comes back.
+func Decide(ctx context.Context, base, kind string, req api.DecisionRequest) (matcher.Decision, error) {
+	if kind != "episode" && kind != "clip" {
+		return matcher.Decision{}, fmt.Errorf("kind %q: want episode or clip", kind)
+	}
+	var d matcher.Decision
+	err := apiclient.Post(ctx, "curator", strings.TrimRight(base, "/")+"/v1/works/"+kind+"s/decisions", req, &d)
+	return d, err
+}
+
+// PrintDecision writes a recorded decision for a person.
+func PrintDecision(w io.Writer, d matcher.Decision) error {
+	what := d.A
+	if d.B != "" {
+		what += " and " + d.B
+	}
+	_, err := fmt.Fprintf(w, "%s %s: %s, decision %d by %s at %s (%s); the graph is matched again and its works rewritten\n",
+		d.Kind, what, d.Action, d.ID, d.By, d.At.Format(stamp), d.Reason)
+	return err
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/archivist/archivist/devkit/testenv"
 	"github.com/archivist/archivist/services/archivist/works"
+	"github.com/archivist/archivist/services/curator/api"
 	"github.com/archivist/archivist/services/curator/curator"
 )
 
@@ -83,6 +84,48 @@ func TestWorksShow(t *testing.T) {
 		if !strings.Contains(text, want) {
 			t.Errorf("output lacks %q:\n%s", want, text)
 		}
+	}
+	// `archivist works explain`: each field's record and rule, the link.
+	e, err := works.FetchExplained(ctx, base, "episode", "station-log:2026-01-01", time.Time{}, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	out.Reset()
+	if err := works.PrintExplained(&out, e); err != nil {
+		t.Fatal(err)
+	}
+	text = out.String()
+	t.Log("\n" + text)
+	for _, want := range []string{
+		"episode feed:ep1",
+		"station-log, feed",
+		"Station log title     station-log:2026-01-01", // the title, from the preferred source's record
+		"the first non-empty title in source precedence",
+		"7                     station-log:2026-01-01  ", // the highest priority, and whose
+		"station-log:2026-01-01  feed:ep1",               // the trusted link
+		"SINCE version",
+		"nothing changed",
+	} {
+		if !strings.Contains(text, want) {
+			t.Errorf("explain output lacks %q:\n%s", want, text)
+		}
+	}
+	// `archivist works split`: recorded, printed, in force.
+	d, err := works.Decide(ctx, base, "episode", api.DecisionRequest{Action: "split", A: "feed:ep1", Reason: "a different episode"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out.Reset()
+	works.PrintDecision(&out, d)
+	if text := out.String(); !strings.Contains(text, "episode feed:ep1: split, decision ") || !strings.Contains(text, " by anonymous at ") || !strings.Contains(text, "(a different episode)") {
+		t.Errorf("split printed as %q", text)
+	}
+	testenv.Eventually(t, 15*time.Second, "feed:ep1 split out", func() bool {
+		v, err := works.Fetch(ctx, base, "episode", "station-log:2026-01-01")
+		return err == nil && v.Work != nil && len(v.Work.Members) == 1
+	})
+	if _, err := works.Decide(ctx, base, "episode", api.DecisionRequest{Action: "split", A: "feed:ep1"}); err == nil || !strings.Contains(err.Error(), "400") {
+		t.Errorf("a split without a reason: %v, want a 400", err)
 	}
 	if _, err := works.Fetch(ctx, base, "episode", "nobody:nothing"); err == nil || !strings.Contains(err.Error(), "404") {
 		t.Errorf("unknown key: %v", err)

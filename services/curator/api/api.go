@@ -17,6 +17,7 @@ import (
 	"mime"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -45,6 +46,11 @@ type Server struct {
 
 	secretMu sync.Mutex
 	secret   []byte // curator.secrets' idempotency secret, once read
+
+	// Decide takes an operator's decision (a merge, a split, or either
+	// taken back) and publishes the match results it makes; nil: the
+	// decisions route answers 503.
+	Decide func(ctx context.Context, d matcher.Decision) (matcher.Decision, error)
 }
 
 // New returns the API over a bus (to publish) and the catalog (to read).
@@ -61,6 +67,17 @@ func New(b *bus.Bus, cat *catalog.Catalog, log *slog.Logger) *Server {
 //	GET  /v1/works/episodes/{key}, /v1/works/clips/{key}
 //	                        the work a key resolves to: graph, sources,
 //	                        versions and redirects (merger.View)
+//	GET  /v1/works/episodes/{key}/explain, /v1/works/clips/{key}/explain
+//	                        why the key's work is what it is, now or ?at=TIME:
+//	                        each field's record, version and rule, the links
+//	                        and refused links; with ?since=TIME, what changed
+//	                        since (merger.Explanation, merger.Change)
+//	POST /v1/works/episodes/decisions, /v1/works/clips/decisions
+//	                        an operator's merge, split, unmerge or unsplit
+//	                        ({"action", "a", "b", "reason"}) → 201, in force
+//	                        and the graphs matched again (matcher.Decide)
+//	GET  /v1/works/episodes/decisions?key=K, /v1/works/clips/decisions?key=K
+//	                        the decisions about a record, oldest first
 //	GET  /v1/curation/status records by source, works by state, stale updates
 //
 // A POST's event is sent now by the producer named in the Archivist-Producer
@@ -87,6 +104,12 @@ func (s *Server) Routes(mux *http.ServeMux) {
 	mux.HandleFunc("GET /v1/clips/{id}", func(w http.ResponseWriter, r *http.Request) { s.get(w, r, catalog.Clip) })
 	mux.HandleFunc("GET /v1/works/episodes/{key}", func(w http.ResponseWriter, r *http.Request) { s.work(w, r, catalog.Episode) })
 	mux.HandleFunc("GET /v1/works/clips/{key}", func(w http.ResponseWriter, r *http.Request) { s.work(w, r, catalog.Clip) })
+	mux.HandleFunc("GET /v1/works/episodes/{key}/explain", func(w http.ResponseWriter, r *http.Request) { s.explain(w, r, catalog.Episode) })
+	mux.HandleFunc("GET /v1/works/clips/{key}/explain", func(w http.ResponseWriter, r *http.Request) { s.explain(w, r, catalog.Clip) })
+	mux.HandleFunc("POST /v1/works/episodes/decisions", func(w http.ResponseWriter, r *http.Request) { s.decide(w, r, catalog.Episode) })
+	mux.HandleFunc("POST /v1/works/clips/decisions", func(w http.ResponseWriter, r *http.Request) { s.decide(w, r, catalog.Clip) })
+	mux.HandleFunc("GET /v1/works/episodes/decisions", func(w http.ResponseWriter, r *http.Request) { s.decisions(w, r, catalog.Episode) })
+	mux.HandleFunc("GET /v1/works/clips/decisions", func(w http.ResponseWriter, r *http.Request) { s.decisions(w, r, catalog.Clip) })
 	mux.HandleFunc("GET /v1/curation/status", func(w http.ResponseWriter, r *http.Request) {
 		st, err := s.cat.Status(r.Context())
 		var passes map[catalog.Kind]completeness.Pass
@@ -382,4 +405,103 @@ func (s *Server) work(w http.ResponseWriter, r *http.Request, k catalog.Kind) {
 		return
 	}
 	service.WriteJSON(w, http.StatusOK, v)
+}
+
+// Explained is the answer of GET .../explain: the key's work explained at
+// At (now if not asked) and, with since, explained then and what changed.
+type Explained struct {
+	Explanation merger.Explanation  `json:"explanation"`
+	Since       *merger.Explanation `json:"since,omitempty"`
+	Changes     []merger.Change     `json:"changes,omitempty"`
+}
+
+func (s *Server) explain(w http.ResponseWriter, r *http.Request, k catalog.Kind) {
+	key := r.PathValue("key")
+	times := map[string]time.Time{}
+	for _, name := range []string{"at", "since"} {
+		if v := r.URL.Query().Get(name); v != "" {
+			t, err := time.Parse(time.RFC3339Nano, v)
+			if err != nil {
+				service.WriteJSON(w, http.StatusBadRequest, Problem{Error: name + ": an RFC 3339 time (2026-01-02T03:04:05Z), not " + strconv.Quote(v)})
+				return
+			}
+			times[name] = t
+		}
+	}
+	var out Explained
+	var err error
+	out.Explanation, err = merger.Explain(r.Context(), s.cat.DB(), k, key, times["at"])
+	if since, ok := times["since"]; ok && err == nil {
+		var before merger.Explanation
+		if before, err = merger.Explain(r.Context(), s.cat.DB(), k, key, since); err == nil {
+			out.Since, out.Changes = &before, merger.Changes(before, out.Explanation)
+		}
+	}
+	if errors.Is(err, merger.ErrNoHistory) {
+		service.WriteJSON(w, http.StatusNotFound, Problem{Error: err.Error()})
+		return
+	}
+	if err != nil {
+		s.log.Error("explain work", "err", err, "kind", k, "key", key)
+		service.WriteJSON(w, http.StatusInternalServerError, Problem{Error: "explaining the work failed"})
+		return
+	}
+	service.WriteJSON(w, http.StatusOK, out)
+}
+
+// DecisionRequest is the body of POST .../decisions.
+type DecisionRequest struct {
+	// Action is merge, unmerge, split or unsplit.
+	Action string `json:"action"`
+	// A is the record decided about; B the other record of a merge.
+	A string `json:"a"`
+	B string `json:"b"`
+	// Reason is why, kept with the decision (required).
+	Reason string `json:"reason"`
+}
+
+func (s *Server) decide(w http.ResponseWriter, r *http.Request, k catalog.Kind) {
+	if s.Decide == nil {
+		service.WriteJSON(w, http.StatusServiceUnavailable, Problem{Error: "decisions are taken by the curator service"})
+		return
+	}
+	var req DecisionRequest
+	if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, 64<<10)).Decode(&req); err != nil {
+		service.WriteJSON(w, http.StatusBadRequest, Problem{Error: "body: a JSON object {\"action\", \"a\", \"b\", \"reason\"}: " + err.Error()})
+		return
+	}
+	by := "anonymous"
+	if id, ok := apiauth.Caller(r.Context()); ok {
+		by = id.Name
+	}
+	d, err := s.Decide(r.Context(), matcher.Decision{Kind: string(k), Action: req.Action, A: req.A, B: req.B, By: by, Reason: req.Reason})
+	if errors.Is(err, matcher.ErrBadDecision) {
+		service.WriteJSON(w, http.StatusBadRequest, Problem{Error: err.Error()})
+		return
+	}
+	if err != nil {
+		s.log.Error("take a curation decision", "err", err, "kind", k, "action", req.Action, "a", req.A, "b", req.B, "by", by)
+		service.WriteJSON(w, http.StatusInternalServerError, Problem{Error: "taking the decision failed"})
+		return
+	}
+	s.log.Warn("curation decision taken", "kind", k, "action", d.Action, "a", d.A, "b", d.B, "by", d.By, "reason", d.Reason, "decision", d.ID)
+	service.WriteJSON(w, http.StatusCreated, d)
+}
+
+func (s *Server) decisions(w http.ResponseWriter, r *http.Request, k catalog.Kind) {
+	key := r.URL.Query().Get("key")
+	if key == "" {
+		service.WriteJSON(w, http.StatusBadRequest, Problem{Error: "key: the record (source:id) whose decisions to list"})
+		return
+	}
+	ds, err := matcher.Decisions(r.Context(), s.cat.DB(), k, key)
+	if err != nil {
+		s.log.Error("list curation decisions", "err", err, "kind", k, "key", key)
+		service.WriteJSON(w, http.StatusInternalServerError, Problem{Error: "listing the decisions failed"})
+		return
+	}
+	if ds == nil {
+		ds = []matcher.Decision{}
+	}
+	service.WriteJSON(w, http.StatusOK, ds)
 }

@@ -158,7 +158,9 @@ func run(ctx context.Context, env *service.Env, cfg Config) error {
 		stoppers = append(stoppers, s.Stop)
 	}
 	mux := http.NewServeMux()
-	api.New(env.Bus, p.Catalog, env.Log).Routes(mux)
+	curation := api.New(env.Bus, p.Catalog, env.Log)
+	curation.Decide = p.Decide
+	curation.Routes(mux)
 	httpapi.Routes(mux, ist, wd, env.Log)
 	// The operator's work across ingest and the collections' mails.
 	ws := &work.Store{DB: env.DB, Schema: migrations.Schema.Name, Sources: workitems.Sources(ist)}
@@ -341,6 +343,16 @@ func (p *Pipeline) Rematch(ctx context.Context, kind catalog.Kind, key string) e
 		return err
 	}
 	return p.publish(ctx, results, key)
+}
+
+// Decide takes an operator's decision (matcher.Decide) and publishes the
+// match results it makes: the merger rewrites the works.
+func (p *Pipeline) Decide(ctx context.Context, d matcher.Decision) (matcher.Decision, error) {
+	d, results, err := p.Matcher.Decide(ctx, d)
+	if err != nil {
+		return d, err
+	}
+	return d, p.publish(ctx, results, d.A)
 }
 
 // Reconcile publishes again the match results whose works are missing or

@@ -350,6 +350,177 @@ func RefusedLinks(ctx context.Context, db *pgxpool.Pool, kind catalog.Kind, key 
 	return pgx.CollectRows(rows, pgx.RowToStructByPos[Refused])
 }
 
+// Link is a same-as link the matcher stored: From's record names To; or,
+// with By, an operator's merge of the two.
+type Link struct {
+	From string `json:"from"`
+	To   string `json:"to"`
+	// By is the operator's decision that made the link ("" for a
+	// record's): who, and why.
+	By string `json:"by,omitempty"`
+}
+
+// Refusal is a same-as link of From's record the matcher refused, and why.
+type Refusal struct {
+	From   string `json:"from"`
+	To     string `json:"to"`
+	Reason string `json:"reason"`
+}
+
+// GraphLinks are the links of the records keys that count (their own, and
+// operators' merges among them), and those that do not: refused by the
+// matcher, or of a record an operator split out, in key order.
+func GraphLinks(ctx context.Context, q catalog.Querier, kind catalog.Kind, keys []string) ([]Link, []Refusal, error) {
+	rows, err := q.Query(ctx, `SELECT l.from_key, l.to_key, coalesce('split out by ' || d.by || ': ' || d.reason, '')
+		FROM curator.match_links l
+		LEFT JOIN curator.operator_splits s ON s.kind = l.kind AND s.key IN (l.from_key, l.to_key)
+		LEFT JOIN curator.curation_decisions d ON d.id = s.decision
+		WHERE l.kind = $1 AND l.from_key = ANY($2)
+		UNION ALL SELECT m.a, m.b, 'merged by ' || d.by || ': ' || d.reason
+		FROM curator.operator_merges m JOIN curator.curation_decisions d ON d.id = m.decision
+		WHERE m.kind = $1 AND (m.a = ANY($2) OR m.b = ANY($2))
+		ORDER BY 1, 2`, string(kind), keys)
+	if err != nil {
+		return nil, nil, fmt.Errorf("links of %d records: %w", len(keys), err)
+	}
+	var links []Link
+	var refused []Refusal
+	var from, to, why string
+	if _, err := pgx.ForEachRow(rows, []any{&from, &to, &why}, func() error {
+		switch {
+		case strings.HasPrefix(why, "split out by "):
+			refused = append(refused, Refusal{From: from, To: to, Reason: why})
+		default:
+			links = append(links, Link{From: from, To: to, By: why})
+		}
+		return nil
+	}); err != nil {
+		return nil, nil, fmt.Errorf("links of %d records: %w", len(keys), err)
+	}
+	rows, err = q.Query(ctx, `SELECT from_key, to_key, reason FROM curator.match_refused
+		WHERE kind = $1 AND from_key = ANY($2) ORDER BY from_key, to_key`, string(kind), keys)
+	if err != nil {
+		return nil, nil, fmt.Errorf("refused links of %d records: %w", len(keys), err)
+	}
+	matched, err := pgx.CollectRows(rows, pgx.RowToStructByPos[Refusal])
+	if err != nil {
+		return nil, nil, fmt.Errorf("refused links of %d records: %w", len(keys), err)
+	}
+	return links, append(refused, matched...), nil
+}
+
+// The operators' decisions (Decide).
+const (
+	// Merge joins the graphs of two records whatever their links say.
+	Merge = "merge"
+	// Unmerge takes back a merge.
+	Unmerge = "unmerge"
+	// Split takes a record out of its graph: no record's link to or from
+	// it counts, its own or another's, until an operator takes it back
+	// (an operator's merge of it, taken after, does).
+	Split = "split"
+	// Unsplit takes back a split.
+	Unsplit = "unsplit"
+)
+
+// Decision is an operator's correction of the matcher, as recorded.
+type Decision struct {
+	ID     int64     `json:"id"`
+	Kind   string    `json:"kind"`
+	Action string    `json:"action"`
+	A      string    `json:"a"`
+	B      string    `json:"b,omitempty"`
+	By     string    `json:"by"`
+	Reason string    `json:"reason"`
+	At     time.Time `json:"at"`
+}
+
+// ErrBadDecision wraps a decision that cannot be taken as asked.
+var ErrBadDecision = errors.New("bad decision")
+
+// Decide records an operator's decision (d's Action, A, B for a merge, By
+// and Reason) and matches A's graph again in the same transaction: the
+// decision is in force, and the results to publish are returned, or
+// neither. A split drops the merges A is in; a merge taken after a split
+// counts (the split still holds for the records' own links). Decisions
+// are kept: they
+// survive every later update of the records, and Decisions lists them.
+func (m *Matcher) Decide(ctx context.Context, d Decision) (Decision, []Result, error) {
+	kind := catalog.Kind(d.Kind)
+	switch {
+	case kind != catalog.Episode && kind != catalog.Clip:
+		return d, nil, fmt.Errorf("%w: kind %q, not episode or clip", ErrBadDecision, d.Kind)
+	case strings.TrimSpace(d.Reason) == "":
+		return d, nil, fmt.Errorf("%w: a decision needs a reason", ErrBadDecision)
+	case (d.Action == Merge || d.Action == Unmerge) && (d.B == "" || d.A == d.B):
+		return d, nil, fmt.Errorf("%w: %s takes two different records", ErrBadDecision, d.Action)
+	case d.Action == Split || d.Action == Unsplit:
+		d.B = ""
+	case d.Action != Merge && d.Action != Unmerge:
+		return d, nil, fmt.Errorf("%w: action %q, not merge, unmerge, split or unsplit", ErrBadDecision, d.Action)
+	}
+	a, b := d.A, d.B
+	if b != "" && b < a {
+		a, b = b, a
+	}
+	locks := map[string]bool{d.A: true}
+	if d.B != "" {
+		locks[d.B] = true
+	}
+	results, err := m.match(ctx, kind, d.A, locks, func(tx pgx.Tx) error {
+		for _, k := range []string{a, b} {
+			if k == "" {
+				continue
+			}
+			var exists bool
+			if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM curator.`+string(kind)+`s WHERE key = $1)`, k).Scan(&exists); err != nil {
+				return err
+			}
+			if !exists {
+				return fmt.Errorf("%w: no %s record %s", ErrBadDecision, kind, k)
+			}
+		}
+		if err := tx.QueryRow(ctx, `INSERT INTO curator.curation_decisions (kind, action, a, b, by, reason)
+			VALUES ($1, $2, $3, $4, $5, $6) RETURNING id, at`, string(kind), d.Action, d.A, d.B, d.By, d.Reason).Scan(&d.ID, &d.At); err != nil {
+			return fmt.Errorf("record the decision: %w", err)
+		}
+		var err error
+		switch d.Action {
+		case Merge:
+			_, err = tx.Exec(ctx, `INSERT INTO curator.operator_merges (kind, a, b, decision) VALUES ($1, $2, $3, $4)
+				ON CONFLICT (kind, a, b) DO UPDATE SET decision = EXCLUDED.decision`, string(kind), a, b, d.ID)
+		case Unmerge:
+			_, err = tx.Exec(ctx, `DELETE FROM curator.operator_merges WHERE kind = $1 AND a = $2 AND b = $3`, string(kind), a, b)
+		case Split:
+			if _, err = tx.Exec(ctx, `DELETE FROM curator.operator_merges WHERE kind = $1 AND $2 IN (a, b)`, string(kind), a); err == nil {
+				_, err = tx.Exec(ctx, `INSERT INTO curator.operator_splits (kind, key, decision) VALUES ($1, $2, $3)
+					ON CONFLICT (kind, key) DO UPDATE SET decision = EXCLUDED.decision`, string(kind), a, d.ID)
+			}
+		case Unsplit:
+			_, err = tx.Exec(ctx, `DELETE FROM curator.operator_splits WHERE kind = $1 AND key = $2`, string(kind), a)
+		}
+		if err != nil {
+			return fmt.Errorf("put the decision in force: %w", err)
+		}
+		return nil
+	})
+	if err != nil {
+		return d, nil, err
+	}
+	d.At = d.At.UTC()
+	return d, results, nil
+}
+
+// Decisions are the operators' decisions about key, oldest first.
+func Decisions(ctx context.Context, q catalog.Querier, kind catalog.Kind, key string) ([]Decision, error) {
+	rows, err := q.Query(ctx, `SELECT id, kind, action, a, b, by, reason, at FROM curator.curation_decisions
+		WHERE kind = $1 AND (a = $2 OR b = $2) ORDER BY id`, string(kind), key)
+	if err != nil {
+		return nil, fmt.Errorf("decisions about %s: %w", key, err)
+	}
+	return pgx.CollectRows(rows, pgx.RowToStructByPos[Decision])
+}
+
 func replaceLinks(ctx context.Context, tx pgx.Tx, kind catalog.Kind, key string, sameAs []string) error {
 	if _, err := tx.Exec(ctx, `DELETE FROM curator.match_links WHERE kind = $1 AND from_key = $2`, string(kind), key); err != nil {
 		return fmt.Errorf("replace links of %s: %w", key, err)
@@ -420,8 +591,14 @@ func componentUpTo(ctx context.Context, tx pgx.Tx, kind catalog.Kind, start stri
 		if limit > 0 && len(seen) > limit {
 			return nil, true, nil
 		}
-		rows, err := tx.Query(ctx, `SELECT to_key FROM curator.match_links WHERE kind = $1 AND from_key = ANY($2)
-			UNION SELECT from_key FROM curator.match_links WHERE kind = $1 AND to_key = ANY($2)`, string(kind), frontier)
+		// The records' links, less those of a record an operator split
+		// out, and the operators' merges.
+		rows, err := tx.Query(ctx, `SELECT to_key FROM curator.match_links l WHERE kind = $1 AND from_key = ANY($2)
+				AND NOT EXISTS (SELECT 1 FROM curator.operator_splits s WHERE s.kind = $1 AND s.key IN (l.from_key, l.to_key))
+			UNION SELECT from_key FROM curator.match_links l WHERE kind = $1 AND to_key = ANY($2)
+				AND NOT EXISTS (SELECT 1 FROM curator.operator_splits s WHERE s.kind = $1 AND s.key IN (l.from_key, l.to_key))
+			UNION SELECT b FROM curator.operator_merges WHERE kind = $1 AND a = ANY($2)
+			UNION SELECT a FROM curator.operator_merges WHERE kind = $1 AND b = ANY($2)`, string(kind), frontier)
 		if err != nil {
 			return nil, false, fmt.Errorf("links of %v: %w", frontier, err)
 		}

@@ -37,6 +37,7 @@ import (
 
 	"github.com/archivist/archivist/events"
 	"github.com/archivist/archivist/services/curator/catalog"
+	"github.com/archivist/archivist/services/curator/matcher"
 )
 
 // VersionRule chooses the version of the works built from a match result.
@@ -113,8 +114,22 @@ func (m *Merger) Apply(ctx context.Context, sentAt time.Time, g *events.GraphMat
 			}
 		}
 		rows := m.build(g, recs, version)
-		current, err = m.write(ctx, tx, kind, rows)
-		return err
+		if current, err = m.write(ctx, tx, kind, rows); err != nil || len(recs) == 0 {
+			return err
+		}
+		// The work written (or already, at this version): its
+		// explanation, recorded once.
+		for _, r := range current {
+			if r.State != events.WorkMerged {
+				continue
+			}
+			links, refused, err := matcher.GraphLinks(ctx, tx, kind, g.Members)
+			if err != nil {
+				return err
+			}
+			return record(ctx, tx, m.explain(r, m.ordered(recs), links, refused))
+		}
+		return nil
 	})
 	if err != nil {
 		return nil, fmt.Errorf("merge %s graph %s: %w", g.Kind, g.Members[0], err)
@@ -132,16 +147,7 @@ func (m *Merger) build(g *events.GraphMatched, recs []catalog.Record, version ti
 		return rows
 	}
 	head := recs[0].Key() // recs are in key order: the smallest key with a record
-	ordered := slices.Clone(recs)
-	slices.SortStableFunc(ordered, func(a, b catalog.Record) int {
-		if pa, pb := m.rank(a.Source), m.rank(b.Source); pa != pb {
-			return pa - pb
-		}
-		if a.Source != b.Source {
-			return strings.Compare(a.Source, b.Source)
-		}
-		return strings.Compare(a.Key(), b.Key())
-	})
+	ordered := m.ordered(recs)
 	first := ordered[0]
 	w := Row{Kind: g.Kind, Key: head, Version: version, State: events.WorkMerged, Members: g.Members,
 		Media: events.Media{Key: first.MediaKey, SHA256: first.MediaSHA256}, DurationMS: first.DurationMS,
@@ -166,6 +172,22 @@ func (m *Merger) build(g *events.GraphMatched, recs []catalog.Record, version ti
 		}
 	}
 	return rows
+}
+
+// ordered is recs in the order the merge rule reads them: by source
+// precedence (unlisted sources after, by name), then key.
+func (m *Merger) ordered(recs []catalog.Record) []catalog.Record {
+	ordered := slices.Clone(recs)
+	slices.SortStableFunc(ordered, func(a, b catalog.Record) int {
+		if pa, pb := m.rank(a.Source), m.rank(b.Source); pa != pb {
+			return pa - pb
+		}
+		if a.Source != b.Source {
+			return strings.Compare(a.Source, b.Source)
+		}
+		return strings.Compare(a.Key(), b.Key())
+	})
+	return ordered
 }
 
 // rank is a source's place in the precedence list; unlisted sources after.
