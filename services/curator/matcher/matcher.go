@@ -371,7 +371,8 @@ type Refusal struct {
 // operators' merges among them), and those that do not: refused by the
 // matcher, or of a record an operator split out, in key order.
 func GraphLinks(ctx context.Context, q catalog.Querier, kind catalog.Kind, keys []string) ([]Link, []Refusal, error) {
-	rows, err := q.Query(ctx, `SELECT l.from_key, l.to_key, coalesce('split out by ' || d.by || ': ' || d.reason, '')
+	rows, err := q.Query(ctx, `SELECT DISTINCT ON (l.from_key, l.to_key) l.from_key, l.to_key,
+			coalesce('split out by ' || d.by || ': ' || d.reason, '')
 		FROM curator.match_links l
 		LEFT JOIN curator.operator_splits s ON s.kind = l.kind AND s.key IN (l.from_key, l.to_key)
 		LEFT JOIN curator.curation_decisions d ON d.id = s.decision
@@ -443,8 +444,8 @@ var ErrBadDecision = errors.New("bad decision")
 // decision is in force, and the results to publish are returned, or
 // neither. A split drops the merges A is in; a merge taken after a split
 // counts (the split still holds for the records' own links). Decisions
-// are kept: they
-// survive every later update of the records, and Decisions lists them.
+// are kept: they survive every later update of the records, and
+// Decisions lists them.
 func (m *Matcher) Decide(ctx context.Context, d Decision) (Decision, []Result, error) {
 	kind := catalog.Kind(d.Kind)
 	switch {
