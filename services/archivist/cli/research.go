@@ -84,104 +84,58 @@ func researchCmd() *cobra.Command {
 
 func worksCmd() *cobra.Command {
 	c := &cobra.Command{Use: "works", Short: "Merged works: the records a key belongs with"}
-	var kind, base string
 	showCmd := &cobra.Command{
 		Use:   "show KEY [--kind episode|clip] [--json]",
 		Short: "Show the merged work a record key (\"source:id\") belongs to",
-		Long: "Show the merged work a record key (\"source:id\") belongs to: its graph, source records, versions and redirects." +
-			env("ARCHIVIST_CURATOR_URL  the curator's API (default http://127.0.0.1:8080)", "ARCHIVIST_TOKEN        the API key presented (else .archivist/api.token)"),
-		Args: func(_ *cobra.Command, args []string) error {
-			if len(args) != 1 {
-				return usagef("takes one record key, \"source:id\"")
-			}
-			if kind != "episode" && kind != "clip" {
-				return usagef("--kind is episode or clip, not %q", kind)
-			}
-			return nil
-		},
+		Long:  "Show the merged work a record key (\"source:id\") belongs to: its graph, source records, versions and redirects.",
 	}
-	showCmd.Flags().StringVar(&kind, "kind", "episode", "episode or clip")
-	showCmd.Flags().StringVar(&base, "curator", envOr("ARCHIVIST_CURATOR_URL", "http://127.0.0.1:8080"), "the curator's API (ARCHIVIST_CURATOR_URL)")
+	kind, base := worksArgs(showCmd, 1)
 	asJSON := jsonFlag(showCmd)
 	showCmd.RunE = func(c *cobra.Command, args []string) error {
-		v, err := works.Fetch(c.Context(), base, kind, args[0])
+		v, err := works.Fetch(c.Context(), *base, *kind, args[0])
 		return show(safeOut(c), v, err, *asJSON, works.Print)
 	}
 	c.AddCommand(showCmd, explainCmd(), decideCmd(matcher.Merge), decideCmd(matcher.Split))
 	return c
 }
 
-// decideCmd is `archivist works merge` and `archivist works split`: an
-// operator's correction of the matcher, or with --undo its taking back.
-func decideCmd(action string) *cobra.Command {
-	var kind, base, reason string
-	var undo bool
-	use, short, keys := "merge A B --reason WHY [--undo]", "Merge the works of two records whatever their links say (kept over later updates)", 2
-	if action == matcher.Split {
-		use, short, keys = "split KEY --reason WHY [--undo]", "Split a record out of its work: no link to or from it counts (kept over later updates)", 1
-	}
-	c := &cobra.Command{
-		Use:   use + " [--kind episode|clip] [--json]",
-		Short: short,
-		Long: short + ". The decision is recorded with who took it and why, in force at once (the graph matched again in the same " +
-			"transaction), shown in `works explain`; --undo takes it back. Needs the operator role." +
-			env("ARCHIVIST_CURATOR_URL  the curator's API (default http://127.0.0.1:8080)", "ARCHIVIST_TOKEN        the API key presented (else .archivist/api.token)"),
-		Args: func(_ *cobra.Command, args []string) error {
-			if len(args) != keys {
-				return usagef("takes %d record key(s), \"source:id\"", keys)
-			}
-			if kind != "episode" && kind != "clip" {
-				return usagef("--kind is episode or clip, not %q", kind)
-			}
-			if strings.TrimSpace(reason) == "" {
-				return usagef("--reason: why (kept with the decision)")
-			}
-			return nil
-		},
-	}
-	c.Flags().StringVar(&kind, "kind", "episode", "episode or clip")
-	c.Flags().StringVar(&reason, "reason", "", "why (kept with the decision)")
-	c.Flags().BoolVar(&undo, "undo", false, "take the decision back")
-	c.Flags().StringVar(&base, "curator", envOr("ARCHIVIST_CURATOR_URL", "http://127.0.0.1:8080"), "the curator's API (ARCHIVIST_CURATOR_URL)")
-	asJSON := jsonFlag(c)
-	c.RunE = func(c *cobra.Command, args []string) error {
-		req := api.DecisionRequest{Action: action, A: args[0], Reason: reason}
-		if len(args) == 2 {
-			req.B = args[1]
+// worksArgs gives a works command what every one has: it takes keys record
+// keys ("source:id"), the --kind and --curator flags, and the variables it
+// reads in its help.
+func worksArgs(c *cobra.Command, keys int) (kind, base *string) {
+	kind, base = new(string), new(string)
+	c.Flags().StringVar(kind, "kind", "episode", "episode or clip")
+	c.Flags().StringVar(base, "curator", envOr("ARCHIVIST_CURATOR_URL", "http://127.0.0.1:8080"), "the curator's API (ARCHIVIST_CURATOR_URL)")
+	c.Long += env("ARCHIVIST_CURATOR_URL  the curator's API (default http://127.0.0.1:8080)", "ARCHIVIST_TOKEN        the API key presented (else .archivist/api.token)")
+	more := c.Args
+	c.Args = func(cmd *cobra.Command, args []string) error {
+		if len(args) != keys {
+			return usagef("takes %d record key(s), \"source:id\"", keys)
 		}
-		if undo {
-			req.Action = "un" + action
+		if *kind != "episode" && *kind != "clip" {
+			return usagef("--kind is episode or clip, not %q", *kind)
 		}
-		d, err := works.Decide(c.Context(), base, kind, req)
-		return show(safeOut(c), d, err, *asJSON, works.PrintDecision)
+		if more != nil {
+			return more(cmd, args)
+		}
+		return nil
 	}
-	return c
+	return kind, base
 }
 
 // explainCmd is `archivist works explain`.
 func explainCmd() *cobra.Command {
-	var kind, base, at, since string
+	var at, since string
 	c := &cobra.Command{
 		Use:   "explain KEY [--kind episode|clip] [--at TIME] [--since TIME] [--json]",
 		Short: "Explain why a record's work is what it is: each field's record, version and rule, its links",
 		Long: "Explain the merged work a record key (\"source:id\") belongs to, now or --at an RFC 3339 time: each field with\n" +
 			"the record, version and precedence rule that supplied it, the members in the order the rule reads them,\n" +
-			"the same-as links that formed its graph and those refused; with --since, what changed since then." +
-			env("ARCHIVIST_CURATOR_URL  the curator's API (default http://127.0.0.1:8080)", "ARCHIVIST_TOKEN        the API key presented (else .archivist/api.token)"),
-		Args: func(_ *cobra.Command, args []string) error {
-			if len(args) != 1 {
-				return usagef("takes one record key, \"source:id\"")
-			}
-			if kind != "episode" && kind != "clip" {
-				return usagef("--kind is episode or clip, not %q", kind)
-			}
-			return nil
-		},
+			"the same-as links that formed its graph and those refused; with --since, what changed since then.",
 	}
-	c.Flags().StringVar(&kind, "kind", "episode", "episode or clip")
+	kind, base := worksArgs(c, 1)
 	c.Flags().StringVar(&at, "at", "", "explain the work as it was at this RFC 3339 time (default now)")
 	c.Flags().StringVar(&since, "since", "", "and what changed since this RFC 3339 time")
-	c.Flags().StringVar(&base, "curator", envOr("ARCHIVIST_CURATOR_URL", "http://127.0.0.1:8080"), "the curator's API (ARCHIVIST_CURATOR_URL)")
 	asJSON := jsonFlag(c)
 	c.RunE = func(c *cobra.Command, args []string) error {
 		times := map[string]time.Time{}
@@ -195,8 +149,47 @@ func explainCmd() *cobra.Command {
 			}
 			times[name] = t
 		}
-		e, err := works.FetchExplained(c.Context(), base, kind, args[0], times["--at"], times["--since"])
+		e, err := works.FetchExplained(c.Context(), *base, *kind, args[0], times["--at"], times["--since"])
 		return show(safeOut(c), e, err, *asJSON, works.PrintExplained)
+	}
+	return c
+}
+
+// decideCmd is `archivist works merge` and `archivist works split`: an
+// operator's correction of the matcher, or with --undo its taking back.
+func decideCmd(action string) *cobra.Command {
+	var reason string
+	var undo bool
+	use, short, keys := "merge A B --reason WHY [--undo]", "Merge the works of two records whatever their links say (kept over later updates)", 2
+	if action == matcher.Split {
+		use, short, keys = "split KEY --reason WHY [--undo]", "Split a record out of its work: no link to or from it counts (kept over later updates)", 1
+	}
+	c := &cobra.Command{
+		Use:   use + " [--kind episode|clip] [--json]",
+		Short: short,
+		Long: short + ". The decision is recorded with who took it and why, in force at once (the graph matched again in the same " +
+			"transaction), shown in `works explain`; --undo takes it back. Needs the operator role.",
+		Args: func(*cobra.Command, []string) error {
+			if strings.TrimSpace(reason) == "" {
+				return usagef("--reason: why (kept with the decision)")
+			}
+			return nil
+		},
+	}
+	kind, base := worksArgs(c, keys)
+	c.Flags().StringVar(&reason, "reason", "", "why (kept with the decision)")
+	c.Flags().BoolVar(&undo, "undo", false, "take the decision back")
+	asJSON := jsonFlag(c)
+	c.RunE = func(c *cobra.Command, args []string) error {
+		req := api.DecisionRequest{Action: action, A: args[0], Reason: reason}
+		if len(args) == 2 {
+			req.B = args[1]
+		}
+		if undo {
+			req.Action = "un" + action
+		}
+		d, err := works.Decide(c.Context(), *base, *kind, req)
+		return show(safeOut(c), d, err, *asJSON, works.PrintDecision)
 	}
 	return c
 }
