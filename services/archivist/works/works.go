@@ -20,12 +20,20 @@ import (
 // Fetch reads the view of key (a "source:id" record key) from the curator
 // at base (e.g. http://127.0.0.1:8080).
 func Fetch(ctx context.Context, base, kind, key string) (merger.View, error) {
-	if kind != "episode" && kind != "clip" {
-		return merger.View{}, fmt.Errorf("kind %q: want episode or clip", kind)
-	}
 	var v merger.View
-	err := apiclient.Get(ctx, "curator", strings.TrimRight(base, "/")+"/v1/works/"+kind+"s/"+url.PathEscape(key), &v)
+	u, err := worksURL(base, kind, url.PathEscape(key))
+	if err == nil {
+		err = apiclient.Get(ctx, "curator", u, &v)
+	}
 	return v, err
+}
+
+// worksURL is the curator's URL of rest under kind's works.
+func worksURL(base, kind, rest string) (string, error) {
+	if kind != "episode" && kind != "clip" {
+		return "", fmt.Errorf("kind %q: want episode or clip", kind)
+	}
+	return strings.TrimRight(base, "/") + "/v1/works/" + kind + "s/" + rest, nil
 }
 
 const stamp = "2006-01-02T15:04:05.000000Z"
@@ -79,9 +87,6 @@ func orDash(s string) string {
 // FetchExplained reads why key's work is what it is, at at (zero: now) and,
 // when since is not zero, what changed since.
 func FetchExplained(ctx context.Context, base, kind, key string, at, since time.Time) (api.Explained, error) {
-	if kind != "episode" && kind != "clip" {
-		return api.Explained{}, fmt.Errorf("kind %q: want episode or clip", kind)
-	}
 	q := url.Values{}
 	if !at.IsZero() {
 		q.Set("at", at.UTC().Format(time.RFC3339Nano))
@@ -90,7 +95,10 @@ func FetchExplained(ctx context.Context, base, kind, key string, at, since time.
 		q.Set("since", since.UTC().Format(time.RFC3339Nano))
 	}
 	var e api.Explained
-	err := apiclient.Get(ctx, "curator", strings.TrimRight(base, "/")+"/v1/works/"+kind+"s/"+url.PathEscape(key)+"/explain?"+q.Encode(), &e)
+	u, err := worksURL(base, kind, url.PathEscape(key)+"/explain?"+q.Encode())
+	if err == nil {
+		err = apiclient.Get(ctx, "curator", u, &e)
+	}
 	return e, err
 }
 
@@ -137,11 +145,11 @@ func PrintExplained(w io.Writer, e api.Explained) error {
 // Decide sends an operator's decision (merge, unmerge, split, unsplit) to
 // the curator at base; the decision as recorded comes back.
 func Decide(ctx context.Context, base, kind string, req api.DecisionRequest) (matcher.Decision, error) {
-	if kind != "episode" && kind != "clip" {
-		return matcher.Decision{}, fmt.Errorf("kind %q: want episode or clip", kind)
-	}
 	var d matcher.Decision
-	err := apiclient.Post(ctx, "curator", strings.TrimRight(base, "/")+"/v1/works/"+kind+"s/decisions", req, &d)
+	u, err := worksURL(base, kind, "decisions")
+	if err == nil {
+		err = apiclient.Post(ctx, "curator", u, req, &d)
+	}
 	return d, err
 }
 

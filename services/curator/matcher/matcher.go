@@ -342,12 +342,30 @@ type Refused struct {
 // RefusedLinks are the refused same-as links of a record (at most
 // events.MaxSameAs).
 func RefusedLinks(ctx context.Context, db *pgxpool.Pool, kind catalog.Kind, key string) ([]Refused, error) {
-	rows, err := db.Query(ctx, `SELECT to_key, reason, at FROM curator.match_refused
-		WHERE kind = $1 AND from_key = $2 ORDER BY to_key`, string(kind), key)
+	var out []Refused
+	err := refusedOf(ctx, db, kind, []string{key}, func(_, to, reason string, at time.Time) {
+		out = append(out, Refused{To: to, Reason: reason, At: at})
+	})
+	return out, err
+}
+
+// refusedOf gives fn the refused same-as links of the records keys, in key
+// order.
+func refusedOf(ctx context.Context, q catalog.Querier, kind catalog.Kind, keys []string, fn func(from, to, reason string, at time.Time)) error {
+	rows, err := q.Query(ctx, `SELECT from_key, to_key, reason, at FROM curator.match_refused
+		WHERE kind = $1 AND from_key = ANY($2) ORDER BY from_key, to_key`, string(kind), keys)
 	if err != nil {
-		return nil, fmt.Errorf("refused links of %s: %w", key, err)
+		return fmt.Errorf("refused links of %v: %w", keys, err)
 	}
-	return pgx.CollectRows(rows, pgx.RowToStructByPos[Refused])
+	var from, to, reason string
+	var at time.Time
+	if _, err := pgx.ForEachRow(rows, []any{&from, &to, &reason, &at}, func() error {
+		fn(from, to, reason, at)
+		return nil
+	}); err != nil {
+		return fmt.Errorf("refused links of %v: %w", keys, err)
+	}
+	return nil
 }
 
 // Link is a same-as link the matcher stored: From's record names To; or,
@@ -398,16 +416,10 @@ func GraphLinks(ctx context.Context, q catalog.Querier, kind catalog.Kind, keys 
 	}); err != nil {
 		return nil, nil, fmt.Errorf("links of %d records: %w", len(keys), err)
 	}
-	rows, err = q.Query(ctx, `SELECT from_key, to_key, reason FROM curator.match_refused
-		WHERE kind = $1 AND from_key = ANY($2) ORDER BY from_key, to_key`, string(kind), keys)
-	if err != nil {
-		return nil, nil, fmt.Errorf("refused links of %d records: %w", len(keys), err)
-	}
-	matched, err := pgx.CollectRows(rows, pgx.RowToStructByPos[Refusal])
-	if err != nil {
-		return nil, nil, fmt.Errorf("refused links of %d records: %w", len(keys), err)
-	}
-	return links, append(refused, matched...), nil
+	err = refusedOf(ctx, q, kind, keys, func(from, to, reason string, _ time.Time) {
+		refused = append(refused, Refusal{From: from, To: to, Reason: reason})
+	})
+	return links, refused, err
 }
 
 // The operators' decisions (Decide).
@@ -473,12 +485,10 @@ func (m *Matcher) Decide(ctx context.Context, d Decision) (Decision, []Result, e
 			if k == "" {
 				continue
 			}
-			var exists bool
-			if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM curator.`+string(kind)+`s WHERE key = $1)`, k).Scan(&exists); err != nil {
-				return err
-			}
-			if !exists {
+			if _, err := catalog.Get(ctx, tx, kind, k); errors.Is(err, catalog.ErrNotFound) {
 				return fmt.Errorf("%w: no %s record %s", ErrBadDecision, kind, k)
+			} else if err != nil {
+				return err
 			}
 		}
 		if err := tx.QueryRow(ctx, `INSERT INTO curator.curation_decisions (kind, action, a, b, by, reason)

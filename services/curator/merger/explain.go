@@ -76,32 +76,14 @@ func (m *Merger) explain(w Row, ordered []catalog.Record, links []matcher.Link, 
 	from := func(name, value string, r catalog.Record, rule string) {
 		e.Fields = append(e.Fields, Field{Name: name, Value: value, Record: r.Key(), RecordVersion: r.Version.UTC(), Rule: rule})
 	}
-	first := ordered[0]
-	titled := first
-	for _, r := range ordered {
-		if r.Title != "" {
-			titled = r
-			break
-		}
-	}
-	from("title", w.Title, titled, RuleTitle)
-	from("media_key", w.Media.Key, first, RuleMedia)
-	from("media_sha256", w.Media.SHA256, first, RuleMedia)
-	from("duration_ms", strconv.FormatInt(w.DurationMS, 10), first, RuleMedia)
-	// The first record, in precedence order, that holds the chosen value.
-	pick := func(holds func(catalog.Record) bool) catalog.Record {
-		for _, r := range ordered {
-			if holds(r) {
-				return r
-			}
-		}
-		return first
-	}
-	from("priority", strconv.Itoa(int(w.Priority)), pick(func(r catalog.Record) bool { return r.Priority == w.Priority }), RulePriority)
-	from("initial_curated_at", w.InitialCuratedAt.UTC().Format(time.RFC3339Nano),
-		pick(func(r catalog.Record) bool { return r.InitialCuratedAt.Equal(w.InitialCuratedAt) }), RuleInitial)
-	from("latest_curated_at", w.LatestCuratedAt.UTC().Format(time.RFC3339Nano),
-		pick(func(r catalog.Record) bool { return r.LatestCuratedAt.Equal(w.LatestCuratedAt) }), RuleLatest)
+	c := choose(ordered)
+	from("title", w.Title, c.title, RuleTitle)
+	from("media_key", w.Media.Key, c.media, RuleMedia)
+	from("media_sha256", w.Media.SHA256, c.media, RuleMedia)
+	from("duration_ms", strconv.FormatInt(w.DurationMS, 10), c.media, RuleMedia)
+	from("priority", strconv.Itoa(int(w.Priority)), c.priority, RulePriority)
+	from("initial_curated_at", w.InitialCuratedAt.UTC().Format(time.RFC3339Nano), c.initial, RuleInitial)
+	from("latest_curated_at", w.LatestCuratedAt.UTC().Format(time.RFC3339Nano), c.latest, RuleLatest)
 	return e
 }
 

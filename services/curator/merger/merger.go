@@ -113,7 +113,8 @@ func (m *Merger) Apply(ctx context.Context, sentAt time.Time, g *events.GraphMat
 				}
 			}
 		}
-		rows := m.build(g, recs, version)
+		ordered := m.ordered(recs)
+		rows := m.build(g, recs, ordered, version)
 		if current, err = m.write(ctx, tx, kind, rows); err != nil || len(recs) == 0 {
 			return err
 		}
@@ -127,7 +128,7 @@ func (m *Merger) Apply(ctx context.Context, sentAt time.Time, g *events.GraphMat
 			if err != nil {
 				return err
 			}
-			return record(ctx, tx, m.explain(r, m.ordered(recs), links, refused))
+			return record(ctx, tx, m.explain(r, ordered, links, refused))
 		}
 		return nil
 	})
@@ -137,8 +138,9 @@ func (m *Merger) Apply(ctx context.Context, sentAt time.Time, g *events.GraphMat
 	return current, nil
 }
 
-// build applies the merge rule to a graph's records.
-func (m *Merger) build(g *events.GraphMatched, recs []catalog.Record, version time.Time) []Row {
+// build applies the merge rule to a graph's records, recs in key order
+// and ordered as the rule reads them.
+func (m *Merger) build(g *events.GraphMatched, recs, ordered []catalog.Record, version time.Time) []Row {
 	rows := make([]Row, 0, len(g.Members))
 	if len(recs) == 0 {
 		for _, k := range g.Members {
@@ -147,23 +149,10 @@ func (m *Merger) build(g *events.GraphMatched, recs []catalog.Record, version ti
 		return rows
 	}
 	head := recs[0].Key() // recs are in key order: the smallest key with a record
-	ordered := m.ordered(recs)
-	first := ordered[0]
+	s := choose(ordered)
 	w := Row{Kind: g.Kind, Key: head, Version: version, State: events.WorkMerged, Members: g.Members,
-		Media: events.Media{Key: first.MediaKey, SHA256: first.MediaSHA256}, DurationMS: first.DurationMS,
-		Priority: first.Priority, InitialCuratedAt: first.InitialCuratedAt, LatestCuratedAt: first.LatestCuratedAt}
-	for _, r := range ordered {
-		if w.Title == "" {
-			w.Title = r.Title
-		}
-		w.Priority = max(w.Priority, r.Priority)
-		if r.InitialCuratedAt.Before(w.InitialCuratedAt) {
-			w.InitialCuratedAt = r.InitialCuratedAt
-		}
-		if r.LatestCuratedAt.After(w.LatestCuratedAt) {
-			w.LatestCuratedAt = r.LatestCuratedAt
-		}
-	}
+		Title: s.title.Title, Media: events.Media{Key: s.media.MediaKey, SHA256: s.media.MediaSHA256}, DurationMS: s.media.DurationMS,
+		Priority: s.priority.Priority, InitialCuratedAt: s.initial.InitialCuratedAt, LatestCuratedAt: s.latest.LatestCuratedAt}
 	for _, k := range g.Members {
 		if k == head {
 			rows = append(rows, w)
@@ -172,6 +161,38 @@ func (m *Merger) build(g *events.GraphMatched, recs []catalog.Record, version ti
 		}
 	}
 	return rows
+}
+
+// sources are the records a work's fields are taken from, by the merge
+// rule (the package comment): build takes the values, an explanation names
+// the records.
+type sources struct {
+	title, media, priority, initial, latest catalog.Record
+}
+
+// choose applies the merge rule to records in precedence order: the first
+// non-empty title; media, checksum and duration from the first record; the
+// highest priority, the earliest initial and the latest latest curation
+// time, each from the first record in order that holds it.
+func choose(ordered []catalog.Record) sources {
+	first := ordered[0]
+	s := sources{title: first, media: first, priority: first, initial: first, latest: first}
+	titled := first.Title != ""
+	for _, r := range ordered {
+		if !titled && r.Title != "" {
+			s.title, titled = r, true
+		}
+		if r.Priority > s.priority.Priority {
+			s.priority = r
+		}
+		if r.InitialCuratedAt.Before(s.initial.InitialCuratedAt) {
+			s.initial = r
+		}
+		if r.LatestCuratedAt.After(s.latest.LatestCuratedAt) {
+			s.latest = r
+		}
+	}
+	return s
 }
 
 // ordered is recs in the order the merge rule reads them: by source
