@@ -16,6 +16,7 @@ import (
 
 	"github.com/archivist/archivist/pkg/blob"
 	"github.com/archivist/archivist/pkg/bus"
+	"github.com/archivist/archivist/pkg/groupcommit"
 )
 
 // ErrRetryLater is returned when the matching row says to try again later
@@ -46,14 +47,16 @@ type Checker struct {
 	db        *pgxpool.Pool
 	store     blob.Store
 	secondary blob.Store
-	commits   committer
+	commits   *groupcommit.Committer[pendingCheck]
 }
 
 // New returns a checker of objects in store, recording in db. secondary, if
 // not nil, is a second copy of the archive: content gone sour there is
 // internally resolvable.
 func New(db *pgxpool.Pool, store, secondary blob.Store) *Checker {
-	return &Checker{db: db, store: store, secondary: secondary}
+	c := &Checker{db: db, store: store, secondary: secondary}
+	c.commits = groupcommit.New(c.writeChecks)
+	return c
 }
 
 // Result is what a check did.
@@ -84,7 +87,7 @@ func (c *Checker) Check(ctx context.Context, object string, light bool, attempt,
 	if ok && row.Has(RetryLater) && attempt < last {
 		return res, ErrRetryLater
 	}
-	if err := c.commits.commit(ctx, c, res, attempt); err != nil {
+	if err := c.commits.Do(ctx, pendingCheck{res: res, attempt: attempt}); err != nil {
 		return res, err
 	}
 	if ok && row.No == 1 && obs.Provider.State == NA && obs.sha256 != "" {
