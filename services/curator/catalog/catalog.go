@@ -5,6 +5,7 @@ package catalog
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -136,16 +137,25 @@ func fromCurated(k Kind, env events.Envelope, a *events.CuratedAudio) Record {
 		SameAs: sameAs, Version: env.SentAt, EventID: env.ID, Producer: env.Producer}
 }
 
-// upsertSQL is the versioned write: one statement that inserts the record,
-// or replaces it only if the stored version is older, and reports whether
-// it wrote and which version was there before.
+// upsertSQL is the versioned write of a group of records: one statement
+// that inserts each record, or replaces it only if the stored version is
+// older, and reports for each whether it wrote and which version was there
+// before. The records are written in key order (so two writers lock rows
+// in one order) and reported in the order given.
 func upsertSQL(k Kind) string {
 	t := k.Table()
-	return `WITH prior AS (SELECT version FROM ` + t + ` WHERE source = $1 AND id = $2),
+	return `WITH u AS (
+	SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::bigint[], $7::int[],
+		$8::timestamptz[], $9::timestamptz[], $10::text[], $11::timestamptz[], $12::text[], $13::text[]) WITH ORDINALITY
+		AS u(source, id, title, media_key, media_sha256, duration_ms, priority, initial, latest, same_as, version, event_id, producer, n)
+),
+prior AS (SELECT t.source, t.id, t.version FROM ` + t + ` t JOIN u USING (source, id)),
 up AS (
 	INSERT INTO ` + t + ` AS t (source, id, title, media_key, media_sha256, duration_ms, priority,
 		initial_curated_at, latest_curated_at, same_as, version, event_id, producer)
-	VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)
+	SELECT source, id, title, media_key, media_sha256, duration_ms, priority, initial, latest,
+		ARRAY(SELECT jsonb_array_elements_text(same_as::jsonb)), version, event_id, producer
+	FROM u ORDER BY source, id
 	ON CONFLICT (source, id) DO UPDATE SET
 		title = EXCLUDED.title, media_key = EXCLUDED.media_key, media_sha256 = EXCLUDED.media_sha256,
 		duration_ms = EXCLUDED.duration_ms, priority = EXCLUDED.priority,
@@ -153,52 +163,101 @@ up AS (
 		same_as = EXCLUDED.same_as, version = EXCLUDED.version, event_id = EXCLUDED.event_id,
 		producer = EXCLUDED.producer, updated_at = now()
 	WHERE t.version < EXCLUDED.version
-	RETURNING 1
+	RETURNING t.source, t.id
 )
-SELECT (SELECT count(*) FROM up), (SELECT version FROM prior)`
+SELECT up.id IS NOT NULL, prior.version FROM u
+	LEFT JOIN up ON up.source = u.source AND up.id = u.id
+	LEFT JOIN prior ON prior.source = u.source AND prior.id = u.id
+ORDER BY u.n`
 }
 
-// Upsert stores r with q under the versioning rule: newer wins, equal is a
-// replay, older is skipped (counted and logged).
-func (c *Catalog) Upsert(ctx context.Context, q Querier, r Record) (Outcome, error) {
-	var wrote int
-	var prior *time.Time
-	sameAs := r.SameAs
-	if sameAs == nil {
-		sameAs = []string{}
+// UpsertMany stores recs (of one kind, with distinct keys) with q under the
+// versioning rule, in one statement: newer wins, equal is a replay, older
+// is skipped (counted and logged). It returns each record's outcome.
+func (c *Catalog) UpsertMany(ctx context.Context, q Querier, recs []Record) ([]Outcome, error) {
+	if len(recs) == 0 {
+		return nil, nil
 	}
-	err := q.QueryRow(ctx, upsertSQL(r.Kind), r.Source, r.ID, r.Title, r.MediaKey, r.MediaSHA256, r.DurationMS, r.Priority,
-		r.InitialCuratedAt, r.LatestCuratedAt, sameAs, r.Version, r.EventID, r.Producer).Scan(&wrote, &prior)
+	kind := recs[0].Kind
+	n := len(recs)
+	sources, ids, titles, mediaKeys, shas := make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+	durations, priorities := make([]int64, n), make([]int32, n)
+	initials, latests, versions := make([]time.Time, n), make([]time.Time, n), make([]time.Time, n)
+	sameAs, eventIDs, producers := make([]string, n), make([]string, n), make([]string, n)
+	for i, r := range recs {
+		if r.Kind != kind {
+			return nil, fmt.Errorf("upsert %s records: %s is a %s", kind, r.Key(), r.Kind)
+		}
+		sources[i], ids[i], titles[i], mediaKeys[i], shas[i] = r.Source, r.ID, r.Title, r.MediaKey, r.MediaSHA256
+		durations[i], priorities[i] = r.DurationMS, r.Priority
+		initials[i], latests[i], versions[i] = r.InitialCuratedAt, r.LatestCuratedAt, r.Version
+		sameAs[i], eventIDs[i], producers[i] = JSONArray(r.SameAs), r.EventID, r.Producer
+	}
+	rows, err := q.Query(ctx, upsertSQL(kind), sources, ids, titles, mediaKeys, shas, durations, priorities,
+		initials, latests, sameAs, versions, eventIDs, producers)
 	if err != nil {
-		return "", fmt.Errorf("upsert %s %s: %w", r.Kind, r.Key(), err)
+		return nil, fmt.Errorf("upsert %d %s records: %w", n, kind, err)
 	}
-	var out Outcome
-	switch {
-	case wrote == 1:
-		out = Applied
-	case prior == nil:
-		// A concurrent writer inserted the row after this statement's
-		// snapshot; read what won.
-		cur, err := Get(ctx, q, r.Kind, r.Key())
-		if err != nil {
-			return "", err
+	out := make([]Outcome, 0, n)
+	var wrote bool
+	var prior *time.Time
+	var stale []string
+	if _, err := pgx.ForEachRow(rows, []any{&wrote, &prior}, func() error {
+		r := recs[len(out)]
+		var o Outcome
+		switch {
+		case wrote:
+			o = Applied
+		case prior == nil:
+			// A concurrent writer inserted the row after this statement's
+			// snapshot: classified below, once the rows are read.
+			o = ""
+		default:
+			o = Classify(*prior, r.Version)
 		}
-		out = Classify(cur.Version, r.Version)
-		if out == Applied { // cannot be: the conditional update would have written
-			out = Stale
+		if o == Stale {
+			c.log.InfoContext(ctx, "stale update skipped", "kind", r.Kind, "key", r.Key(), "event", r.EventID, "version", r.Version, "stored_version", prior)
 		}
-	default:
-		out = Classify(*prior, r.Version)
+		out = append(out, o)
+		return nil
+	}); err != nil {
+		return nil, fmt.Errorf("upsert %d %s records: %w", n, kind, err)
 	}
-	c.updates.WithLabelValues(string(r.Kind), string(out)).Inc()
-	if out == Stale {
-		c.log.InfoContext(ctx, "stale update skipped", "kind", r.Kind, "key", r.Key(), "event", r.EventID, "version", r.Version, "stored_version", prior)
-		if _, err := q.Exec(ctx, `INSERT INTO curator.stale_updates AS s (kind, n, last_key, last_at) VALUES ($1, 1, $2, now())
-			ON CONFLICT (kind) DO UPDATE SET n = s.n + 1, last_key = EXCLUDED.last_key, last_at = EXCLUDED.last_at`, string(r.Kind), r.Key()); err != nil {
-			return "", fmt.Errorf("count the stale update of %s %s: %w", r.Kind, r.Key(), err)
+	for i, o := range out {
+		if o == "" {
+			cur, err := Get(ctx, q, kind, recs[i].Key())
+			if err != nil {
+				return nil, err
+			}
+			if o = Classify(cur.Version, recs[i].Version); o == Applied { // cannot be: the conditional update would have written
+				o = Stale
+			}
+			out[i] = o
+		}
+		c.updates.WithLabelValues(string(kind), string(out[i])).Inc()
+		if out[i] == Stale {
+			stale = append(stale, recs[i].Key())
+		}
+	}
+	if len(stale) > 0 {
+		if _, err := q.Exec(ctx, `INSERT INTO curator.stale_updates AS s (kind, n, last_key, last_at) VALUES ($1, $2, $3, now())
+			ON CONFLICT (kind) DO UPDATE SET n = s.n + EXCLUDED.n, last_key = EXCLUDED.last_key, last_at = EXCLUDED.last_at`,
+			string(kind), len(stale), stale[len(stale)-1]); err != nil {
+			return nil, fmt.Errorf("count the stale updates of %d %s records: %w", len(stale), kind, err)
 		}
 	}
 	return out, nil
+}
+
+// JSONArray is ss as a JSON array, for a column of text arrays sent with
+// unnest (a ragged text[][] cannot be sent); SQL reads it back with
+// ARRAY(SELECT jsonb_array_elements_text(x::jsonb)).
+func JSONArray(ss []string) string {
+	if ss == nil {
+		ss = []string{}
+	}
+	b, _ := json.Marshal(ss)
+	return string(b)
 }
 
 // Status is curation at a glance: source records by kind and source, works

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"reflect"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -36,12 +37,43 @@ func newCatalog(t *testing.T) (*catalog.Catalog, *prometheus.Registry) {
 
 func upsert(t *testing.T, c *catalog.Catalog, r catalog.Record, want catalog.Outcome) {
 	t.Helper()
-	got, err := c.Upsert(context.Background(), c.DB(), r)
+	got, err := c.UpsertMany(context.Background(), c.DB(), []catalog.Record{r})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got != want {
+	if got[0] != want {
 		t.Errorf("upsert %s v%s: %s, want %s", r.ID, r.EventID, got, want)
+	}
+}
+
+func TestAGroupIsStoredWithEachRecordsOutcomeInOrder(t *testing.T) {
+	c, _ := newCatalog(t)
+	upsert(t, c, record("ep-1", 5), catalog.Applied)
+	upsert(t, c, record("ep-2", 5), catalog.Applied)
+	group := []catalog.Record{record("ep-3", 1), record("ep-2", 4), record("ep-1", 6), record("ep-0", 2)}
+	got, err := c.UpsertMany(context.Background(), c.DB(), group)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []catalog.Outcome{catalog.Applied, catalog.Stale, catalog.Applied, catalog.Applied}
+	if !slices.Equal(got, want) {
+		t.Fatalf("outcomes %v, want %v (in the order given)", got, want)
+	}
+	for _, id := range []string{"ep-0", "ep-1", "ep-2", "ep-3"} {
+		r, err := c.Get(context.Background(), catalog.Episode, "test:"+id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if wantV := map[string]int{"ep-0": 2, "ep-1": 6, "ep-2": 5, "ep-3": 1}[id]; r.EventID != fmt.Sprintf("%s-%d", id, wantV) {
+			t.Errorf("%s stored at event %s, want %d", id, r.EventID, wantV)
+		}
+	}
+	again, err := c.UpsertMany(context.Background(), c.DB(), group)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []catalog.Outcome{catalog.Replay, catalog.Stale, catalog.Replay, catalog.Replay}; !slices.Equal(again, want) {
+		t.Fatalf("the group again: %v, want %v", again, want)
 	}
 }
 
@@ -112,7 +144,7 @@ func TestShuffledReplayConverges(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for rec := range work {
-				if _, err := c.Upsert(context.Background(), c.DB(), rec); err != nil {
+				if _, err := c.UpsertMany(context.Background(), c.DB(), []catalog.Record{rec}); err != nil {
 					t.Error(err)
 				}
 			}

@@ -115,45 +115,85 @@ var errGrew = errors.New("graph grew beyond its locks")
 // recomputes even when rec is a replay or stale: a redelivered update
 // whose results were not published before a crash publishes them now.
 func (m *Matcher) Apply(ctx context.Context, rec catalog.Record) (catalog.Outcome, []Result, error) {
-	m.clamp(&rec)
-	key := rec.Key()
-	locks := map[string]bool{key: true}
-	for _, k := range rec.SameAs {
-		locks[k] = true
+	outcomes, results, err := m.ApplyGroup(ctx, []catalog.Record{rec})
+	if err != nil {
+		return "", nil, err
 	}
-	// Start with the record's current links too: unlinking must lock them.
-	if cur, err := catalog.Get(ctx, m.db, rec.Kind, key); err == nil {
-		for _, k := range cur.SameAs {
+	return outcomes[0], results, nil
+}
+
+// ApplyGroup is Apply for a group of records of one kind with distinct
+// keys, in one transaction: the records are stored with one statement,
+// their neighbourhood read with one query a step of its walk, linked in
+// memory one after the other in the order given (as if each had its own
+// transaction), and the graphs they touch stored and stamped once. It
+// returns each record's outcome and the results of every graph touched.
+func (m *Matcher) ApplyGroup(ctx context.Context, recs []catalog.Record) ([]catalog.Outcome, []Result, error) {
+	if len(recs) == 0 {
+		return nil, nil, nil
+	}
+	kind := recs[0].Kind
+	keys := make([]string, len(recs))
+	locks := map[string]bool{}
+	for i := range recs {
+		if recs[i].Kind != kind {
+			return nil, nil, fmt.Errorf("match a group of %s records: %s is a %s", kind, recs[i].Key(), recs[i].Kind)
+		}
+		m.clamp(&recs[i])
+		keys[i] = recs[i].Key()
+		locks[keys[i]] = true
+		for _, k := range recs[i].SameAs {
 			locks[k] = true
 		}
 	}
-	var outcome catalog.Outcome
-	results, err := m.match(ctx, rec.Kind, key, locks, func(tx pgx.Tx) error {
+	// Start with the records' current links too: unlinking must lock them.
+	cur, err := catalog.GetMany(ctx, m.db, kind, keys)
+	if err != nil {
+		return nil, nil, err
+	}
+	for _, r := range cur {
+		for _, k := range r.SameAs {
+			locks[k] = true
+		}
+	}
+	var outcomes []catalog.Outcome
+	results, err := m.match(ctx, kind, keys, locks, func(tx pgx.Tx, h *hood) error {
 		var err error
-		if outcome, err = m.cat.Upsert(ctx, tx, rec); err != nil {
+		if outcomes, err = m.cat.UpsertMany(ctx, tx, recs); err != nil {
 			return err
 		}
-		if outcome == catalog.Applied {
-			return m.link(ctx, tx, rec.Kind, key, rec.SameAs)
+		var seeds []string
+		for _, r := range recs {
+			seeds = append(seeds, r.SameAs...)
+		}
+		if err := h.load(ctx, tx, append(seeds, keys...)); err != nil {
+			return err
+		}
+		for i, r := range recs {
+			if outcomes[i] == catalog.Applied {
+				h.link(keys[i], r.SameAs, m.trusted)
+			}
 		}
 		return nil
 	})
 	if err != nil {
-		return "", nil, err
+		return nil, nil, err
 	}
-	return outcome, results, nil
+	return outcomes, results, nil
 }
 
 // Rematch recomputes and re-stamps the graph of key without changing any
 // record: the repair an operator reaches for after a lost match result.
 func (m *Matcher) Rematch(ctx context.Context, kind catalog.Kind, key string) ([]Result, error) {
-	return m.match(ctx, kind, key, map[string]bool{key: true}, nil)
+	return m.match(ctx, kind, []string{key}, map[string]bool{key: true}, nil)
 }
 
-// match runs change (if any) and recomputes the graphs of key in one
-// transaction holding the locks of every node it touches, starting over
-// with more locks while the graphs reach beyond them.
-func (m *Matcher) match(ctx context.Context, kind catalog.Kind, key string, locks map[string]bool, change func(pgx.Tx) error) ([]Result, error) {
+// match runs change (if any: it changes the database, then reads its part
+// of the neighbourhood and changes that in memory) and recomputes the
+// graphs of keys in one transaction holding the locks of every node it
+// touches, starting over with more locks while the graphs reach beyond
+// them.
+func (m *Matcher) match(ctx context.Context, kind catalog.Kind, keys []string, locks map[string]bool, change func(pgx.Tx, *hood) error) ([]Result, error) {
 	for range maxRounds {
 		var results []Result
 		var need []string
@@ -161,22 +201,27 @@ func (m *Matcher) match(ctx context.Context, kind catalog.Kind, key string, lock
 			if err := lockNodes(ctx, tx, kind, sortedKeys(locks)); err != nil {
 				return err
 			}
+			h := newHood(kind)
 			if change != nil {
-				if err := change(tx); err != nil {
+				if err := change(tx, h); err != nil {
 					return err
 				}
 			}
-			comps, affected, err := affectedGraphs(ctx, tx, kind, key)
-			if err != nil {
+			if err := h.load(ctx, tx, keys); err != nil {
 				return err
 			}
+			comps, affected := h.affected(keys)
 			for _, k := range affected {
 				if !locks[k] {
 					need = affected
 					return errGrew
 				}
 			}
-			results, err = m.store(ctx, tx, kind, comps, affected)
+			if err := h.write(ctx, tx); err != nil {
+				return err
+			}
+			var err error
+			results, err = m.store(ctx, tx, kind, comps, affected, h.matchedAt)
 			return err
 		})
 		if errors.Is(err, errGrew) {
@@ -186,11 +231,20 @@ func (m *Matcher) match(ctx context.Context, kind catalog.Kind, key string, lock
 			continue
 		}
 		if err != nil {
-			return nil, fmt.Errorf("match %s %s: %w", kind, key, err)
+			return nil, fmt.Errorf("match %s %s: %w", kind, groupName(keys), err)
 		}
 		return results, nil
 	}
-	return nil, fmt.Errorf("match %s %s: graph kept growing for %d rounds (concurrent relinking); will retry", kind, key, maxRounds)
+	return nil, fmt.Errorf("match %s %s: graph kept growing for %d rounds (concurrent relinking); will retry", kind, groupName(keys), maxRounds)
+}
+
+// groupName names a group of keys in an error: the key, or the first and
+// how many.
+func groupName(keys []string) string {
+	if len(keys) == 1 {
+		return keys[0]
+	}
+	return fmt.Sprintf("%s and %d more", keys[0], len(keys)-1)
 }
 
 func sortedKeys(set map[string]bool) []string {
@@ -213,121 +267,6 @@ func lockNodes(ctx context.Context, tx pgx.Tx, kind catalog.Kind, keys []string)
 	if _, err := tx.Exec(ctx, `SELECT 1 FROM curator.match_nodes
 		WHERE kind = $1 AND key = ANY($2) ORDER BY key FOR UPDATE`, string(kind), keys); err != nil {
 		return fmt.Errorf("lock nodes: %w", err)
-	}
-	return nil
-}
-
-// link replaces key's same-as links with those of sameAs that keep its
-// graph within events.MaxGraphMembers records, in the order given: a link
-// to a record already in the graph always; one that joins another graph
-// while the two together stay within the cap. The others are refused and
-// recorded in curator.match_refused with their reason (replacing the
-// record's earlier refusals). Each graph is walked at most to the cap, so
-// the cost is bounded whatever the archive holds.
-func (m *Matcher) link(ctx context.Context, tx pgx.Tx, kind catalog.Kind, key string, sameAs []string) error {
-	if err := replaceLinks(ctx, tx, kind, key, nil); err != nil {
-		return err
-	}
-	if _, err := tx.Exec(ctx, `DELETE FROM curator.match_refused WHERE kind = $1 AND from_key = $2`, string(kind), key); err != nil {
-		return fmt.Errorf("refusals of %s: %w", key, err)
-	}
-	// Links of other, untrusted sources' records to this one counted
-	// because it linked back: those it no longer links back to are
-	// refused again, until it does.
-	trusted := make([]string, 0, len(m.trusted))
-	for s := range m.trusted {
-		trusted = append(trusted, s)
-	}
-	if _, err := tx.Exec(ctx, `WITH d AS (DELETE FROM curator.match_links WHERE kind = $1 AND to_key = $2
-			AND split_part(from_key, ':', 1) <> $3 AND NOT split_part(from_key, ':', 1) = ANY($4) AND NOT from_key = ANY($5)
-			RETURNING from_key)
-		INSERT INTO curator.match_refused (kind, from_key, to_key, reason) SELECT $1, from_key, $2, $6 FROM d ON CONFLICT DO NOTHING`,
-		string(kind), key, sourceOf(key), trusted, append([]string{}, sameAs...), Unreciprocated); err != nil {
-		return fmt.Errorf("links back to %s: %w", key, err)
-	}
-	if len(sameAs) == 0 {
-		return nil
-	}
-	graph, full, err := componentUpTo(ctx, tx, kind, key, events.MaxGraphMembers)
-	if err != nil {
-		return err
-	}
-	members := map[string]bool{key: true}
-	for _, k := range graph {
-		members[k] = true
-	}
-	var accepted, refusedTo, reasons, promoted []string
-	for _, to := range sameAs {
-		// Another source's record: the link counts once it links back
-		// (its link waits, refused, in match_refused; or counts already,
-		// its source trusted), or when this source is trusted.
-		backLink := false
-		if sourceOf(to) != sourceOf(key) && !m.trusted[sourceOf(key)] {
-			var linked, waiting bool
-			if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM curator.match_links WHERE kind = $1 AND from_key = $2 AND to_key = $3),
-				EXISTS (SELECT 1 FROM curator.match_refused WHERE kind = $1 AND from_key = $2 AND to_key = $3 AND reason = $4)`,
-				string(kind), to, key, Unreciprocated).Scan(&linked, &waiting); err != nil {
-				return fmt.Errorf("the link back from %s to %s: %w", to, key, err)
-			}
-			if !linked && !waiting {
-				refusedTo = append(refusedTo, to)
-				reasons = append(reasons, Unreciprocated)
-				continue
-			}
-			backLink = waiting
-		}
-		if full {
-			// Others' links already make the record's graph larger than
-			// the cap (made before there was one): it links to nothing more.
-			refusedTo = append(refusedTo, to)
-			reasons = append(reasons, fmt.Sprintf("%s's graph already has more than %d records (events.MaxGraphMembers) through others' links", key, events.MaxGraphMembers))
-			continue
-		}
-		if members[to] || slices.Contains(accepted, to) {
-			accepted = append(accepted, to)
-			continue
-		}
-		room := events.MaxGraphMembers - len(members)
-		var other []string
-		over := room <= 0 // a full graph takes no one (and a limit of 0 would be none)
-		if !over {
-			var err error
-			if other, over, err = componentUpTo(ctx, tx, kind, to, room); err != nil {
-				return err
-			}
-		}
-		if over {
-			refusedTo = append(refusedTo, to)
-			reasons = append(reasons, fmt.Sprintf("the link would join %s's graph of %d records to %s's of more than %d: a work graph has at most %d records (events.MaxGraphMembers)",
-				key, len(members), to, room, events.MaxGraphMembers))
-			continue
-		}
-		for _, k := range other {
-			members[k] = true
-		}
-		accepted = append(accepted, to)
-		if backLink {
-			promoted = append(promoted, to)
-		}
-	}
-	if err := replaceLinks(ctx, tx, kind, key, accepted); err != nil {
-		return err
-	}
-	// The links back that waited count now too.
-	for _, from := range promoted {
-		if _, err := tx.Exec(ctx, `DELETE FROM curator.match_refused WHERE kind = $1 AND from_key = $2 AND to_key = $3`, string(kind), from, key); err != nil {
-			return fmt.Errorf("the link back from %s to %s: %w", from, key, err)
-		}
-		if _, err := tx.Exec(ctx, `INSERT INTO curator.match_links (kind, from_key, to_key) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING`, string(kind), from, key); err != nil {
-			return fmt.Errorf("the link back from %s to %s: %w", from, key, err)
-		}
-	}
-	if len(refusedTo) > 0 {
-		if _, err := tx.Exec(ctx, `INSERT INTO curator.match_refused (kind, from_key, to_key, reason)
-			SELECT $1, $2, t, r FROM unnest($3::text[], $4::text[]) AS u(t, r) ON CONFLICT DO NOTHING`,
-			string(kind), key, refusedTo, reasons); err != nil {
-			return fmt.Errorf("record the refused links of %s: %w", key, err)
-		}
 	}
 	return nil
 }
@@ -480,7 +419,7 @@ func (m *Matcher) Decide(ctx context.Context, d Decision) (Decision, []Result, e
 	if d.B != "" {
 		locks[d.B] = true
 	}
-	results, err := m.match(ctx, kind, d.A, locks, func(tx pgx.Tx) error {
+	results, err := m.match(ctx, kind, []string{d.A}, locks, func(tx pgx.Tx, _ *hood) error {
 		for _, k := range []string{a, b} {
 			if k == "" {
 				continue
@@ -532,122 +471,27 @@ func Decisions(ctx context.Context, q catalog.Querier, kind catalog.Kind, key st
 	return pgx.CollectRows(rows, pgx.RowToStructByPos[Decision])
 }
 
-func replaceLinks(ctx context.Context, tx pgx.Tx, kind catalog.Kind, key string, sameAs []string) error {
-	if _, err := tx.Exec(ctx, `DELETE FROM curator.match_links WHERE kind = $1 AND from_key = $2`, string(kind), key); err != nil {
-		return fmt.Errorf("replace links of %s: %w", key, err)
-	}
-	if len(sameAs) == 0 {
-		return nil
-	}
-	if _, err := tx.Exec(ctx, `INSERT INTO curator.match_links (kind, from_key, to_key)
-		SELECT $1, $2, k FROM unnest($3::text[]) AS k ON CONFLICT DO NOTHING`, string(kind), key, sameAs); err != nil {
-		return fmt.Errorf("replace links of %s: %w", key, err)
-	}
-	return nil
-}
-
-// affectedGraphs computes the graph of key and of every node that shared a
-// stored graph with a node of it (a node that leaves a graph leaves behind
-// a graph that changed too), to a fixpoint. It returns the components and
-// all their nodes, sorted.
-func affectedGraphs(ctx context.Context, tx pgx.Tx, kind catalog.Kind, key string) ([][]string, []string, error) {
-	seen := map[string]bool{}
-	var comps [][]string
-	queue := []string{key}
-	for len(queue) > 0 {
-		x := queue[0]
-		queue = queue[1:]
-		if seen[x] {
-			continue
-		}
-		comp, err := component(ctx, tx, kind, x)
-		if err != nil {
-			return nil, nil, err
-		}
-		comps = append(comps, comp)
-		for _, k := range comp {
-			seen[k] = true
-		}
-		rows, err := tx.Query(ctx, `SELECT key FROM curator.match_nodes WHERE kind = $1 AND graph IN
-			(SELECT graph FROM curator.match_nodes WHERE kind = $1 AND key = ANY($2))`, string(kind), comp)
-		if err != nil {
-			return nil, nil, fmt.Errorf("old graph members: %w", err)
-		}
-		old, err := pgx.CollectRows(rows, pgx.RowTo[string])
-		if err != nil {
-			return nil, nil, fmt.Errorf("old graph members: %w", err)
-		}
-		for _, k := range old {
-			if !seen[k] {
-				queue = append(queue, k)
-			}
-		}
-	}
-	return comps, sortedKeys(seen), nil
-}
-
-// component is the connected component of start over same-as links in
-// either direction, sorted.
-func component(ctx context.Context, tx pgx.Tx, kind catalog.Kind, start string) ([]string, error) {
-	comp, _, err := componentUpTo(ctx, tx, kind, start, 0)
-	return comp, err
-}
-
-// componentUpTo is component, stopping (over true) as soon as it has found
-// more than limit records (0: no limit).
-func componentUpTo(ctx context.Context, tx pgx.Tx, kind catalog.Kind, start string, limit int) (comp []string, over bool, err error) {
-	seen := map[string]bool{start: true}
-	frontier := []string{start}
-	for len(frontier) > 0 {
-		if limit > 0 && len(seen) > limit {
-			return nil, true, nil
-		}
-		// The records' links, less those of a record an operator split
-		// out, and the operators' merges.
-		rows, err := tx.Query(ctx, `SELECT to_key FROM curator.match_links l WHERE kind = $1 AND from_key = ANY($2)
-				AND NOT EXISTS (SELECT 1 FROM curator.operator_splits s WHERE s.kind = $1 AND s.key IN (l.from_key, l.to_key))
-			UNION SELECT from_key FROM curator.match_links l WHERE kind = $1 AND to_key = ANY($2)
-				AND NOT EXISTS (SELECT 1 FROM curator.operator_splits s WHERE s.kind = $1 AND s.key IN (l.from_key, l.to_key))
-			UNION SELECT b FROM curator.operator_merges WHERE kind = $1 AND a = ANY($2)
-			UNION SELECT a FROM curator.operator_merges WHERE kind = $1 AND b = ANY($2)`, string(kind), frontier)
-		if err != nil {
-			return nil, false, fmt.Errorf("links of %v: %w", frontier, err)
-		}
-		next, err := pgx.CollectRows(rows, pgx.RowTo[string])
-		if err != nil {
-			return nil, false, fmt.Errorf("links of %v: %w", frontier, err)
-		}
-		frontier = frontier[:0]
-		for _, k := range next {
-			if !seen[k] {
-				seen[k] = true
-				frontier = append(frontier, k)
-			}
-		}
-	}
-	if limit > 0 && len(seen) > limit {
-		return nil, true, nil
-	}
-	return sortedKeys(seen), false, nil
-}
-
 // store records the graphs and stamps them with the matcher's time: the
 // database clock, so that every replica shares one clock, and strictly after
 // any earlier stamp of these nodes, so that a later match of the same nodes
 // is always newer.
-func (m *Matcher) store(ctx context.Context, tx pgx.Tx, kind catalog.Kind, comps [][]string, affected []string) ([]Result, error) {
+func (m *Matcher) store(ctx context.Context, tx pgx.Tx, kind catalog.Kind, comps [][]string, affected []string, newest time.Time) ([]Result, error) {
+	keys, graphs := make([]string, 0, len(affected)), make([]string, 0, len(affected))
+	for _, comp := range comps {
+		for _, k := range comp {
+			keys, graphs = append(keys, k), append(graphs, comp[0])
+		}
+	}
 	var stamp time.Time
-	if err := tx.QueryRow(ctx, `SELECT greatest(clock_timestamp(), max(matched_at) + interval '1 microsecond')
-		FROM curator.match_nodes WHERE kind = $1 AND key = ANY($2)`, string(kind), affected).Scan(&stamp); err != nil {
-		return nil, fmt.Errorf("stamp: %w", err)
+	if err := tx.QueryRow(ctx, `WITH s AS MATERIALIZED (SELECT greatest(clock_timestamp(), $4::timestamptz + interval '1 microsecond') AS stamp)
+		UPDATE curator.match_nodes n SET graph = u.graph, matched_at = s.stamp
+		FROM unnest($2::text[], $3::text[]) AS u(key, graph), s
+		WHERE n.kind = $1 AND n.key = u.key RETURNING s.stamp`, string(kind), keys, graphs, newest).Scan(&stamp); err != nil {
+		return nil, fmt.Errorf("store %d graphs: %w", len(comps), err)
 	}
 	stamp = stamp.UTC().Truncate(time.Microsecond)
 	results := make([]Result, 0, len(comps))
 	for _, comp := range comps {
-		if _, err := tx.Exec(ctx, `UPDATE curator.match_nodes SET graph = $3, matched_at = $4
-			WHERE kind = $1 AND key = ANY($2)`, string(kind), comp, comp[0], stamp); err != nil {
-			return nil, fmt.Errorf("store graph %s: %w", comp[0], err)
-		}
 		r, err := m.result(string(kind), comp, stamp)
 		if err != nil {
 			return nil, err

@@ -24,7 +24,6 @@ package merger
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -230,7 +229,7 @@ func (m *Merger) write(ctx context.Context, tx pgx.Tx, kind catalog.Kind, rows [
 	initials, latests := make([]*time.Time, n), make([]*time.Time, n)
 	for i, r := range rows {
 		keys[i], states[i], redirects[i] = r.Key, r.State, r.RedirectTo
-		members[i] = jsonArray(r.Members)
+		members[i] = catalog.JSONArray(r.Members)
 		titles[i], mediaKeys[i], shas[i] = r.Title, r.Media.Key, r.Media.SHA256
 		durations[i], priorities[i] = r.DurationMS, r.Priority
 		if r.State == events.WorkMerged {
@@ -294,12 +293,4 @@ FROM unnest($3::text[]) WITH ORDINALITY AS t(k, n) ORDER BY n`
 		}
 	}
 	return current, nil
-}
-
-func jsonArray(ss []string) string {
-	if ss == nil {
-		ss = []string{}
-	}
-	b, _ := json.Marshal(ss)
-	return string(b)
 }
