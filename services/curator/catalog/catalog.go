@@ -376,3 +376,17 @@ func GetMany(ctx context.Context, q Querier, k Kind, keys []string) ([]Record, e
 func (c *Catalog) Get(ctx context.Context, k Kind, key string) (Record, error) {
 	return Get(ctx, c.db, k, key)
 }
+
+// InGroup runs fn in a transaction whose statements are planned for their
+// arguments: a group's statements take arrays of keys (key = ANY($1)), and
+// a plan cached for one array (a generic plan, made while a table was
+// small) would scan every row of a kind for another; one planned each time
+// reads the index for the keys given, whatever the archive holds.
+func InGroup(ctx context.Context, db *pgxpool.Pool, fn func(pgx.Tx) error) error {
+	return pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `SET LOCAL plan_cache_mode = force_custom_plan`); err != nil {
+			return fmt.Errorf("plan for the group's keys: %w", err)
+		}
+		return fn(tx)
+	})
+}

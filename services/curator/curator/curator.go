@@ -17,6 +17,7 @@ import (
 	"github.com/archivist/archivist/events"
 	"github.com/archivist/archivist/pkg/bus"
 	"github.com/archivist/archivist/pkg/fault"
+	"github.com/archivist/archivist/pkg/groupcommit"
 	"github.com/archivist/archivist/pkg/service"
 	"github.com/archivist/archivist/pkg/store"
 	"github.com/archivist/archivist/pkg/work"
@@ -37,8 +38,9 @@ import (
 type Config struct {
 	// HTTPAddr is where the curation API listens.
 	HTTPAddr string `env:"CURATOR_HTTP_ADDR, default=:8080"`
-	// Concurrency is how many events each consumer handles at once.
-	Concurrency int `env:"CURATOR_CONCURRENCY, default=8"`
+	// Concurrency is how many events each consumer holds at once: the
+	// matcher and the merger write what they hold in groups of up to 256.
+	Concurrency int `env:"CURATOR_CONCURRENCY, default=256"`
 	// SourcePrecedence lists curating systems, most trusted first: the
 	// merged work takes its title and media from the first that has them.
 	SourcePrecedence string `env:"CURATOR_SOURCE_PRECEDENCE"`
@@ -182,11 +184,29 @@ type Pipeline struct {
 	bus *bus.Bus
 	// rejecting are the sources whose rejections consumer is made.
 	rejecting sync.Map
+	// The events the consumers hold are matched, and the match results
+	// merged, in groups (pkg/groupcommit): a group is one transaction and
+	// one publication, so a record costs a share of a group's round trips.
+	matches map[catalog.Kind]*groupcommit.Committer[catalog.Record]
+	merges  *groupcommit.Committer[merger.Match]
 }
 
 // NewPipeline wires the stages on b, the matcher with opts.
 func NewPipeline(b *bus.Bus, cat *catalog.Catalog, m *merger.Merger, opts ...matcher.Option) *Pipeline {
-	return &Pipeline{Catalog: cat, Matcher: matcher.New(cat, b.Producer(), opts...), Merger: m, bus: b}
+	p := &Pipeline{Catalog: cat, Matcher: matcher.New(cat, b.Producer(), opts...), Merger: m, bus: b}
+	byKey := groupcommit.Keys(func(r catalog.Record) []string { return []string{r.Key()} })
+	p.matches = map[catalog.Kind]*groupcommit.Committer[catalog.Record]{
+		catalog.Episode: groupcommit.New(p.matchGroup, byKey),
+		catalog.Clip:    groupcommit.New(p.matchGroup, byKey),
+	}
+	p.merges = groupcommit.New(p.mergeGroup, groupcommit.Keys(func(m merger.Match) []string {
+		keys := make([]string, len(m.Graph.Members))
+		for i, k := range m.Graph.Members {
+			keys[i] = m.Graph.Kind + ":" + k
+		}
+		return keys
+	}))
+	return p
 }
 
 // parsePriorities reads CURATOR_SOURCE_MAX_PRIORITY: source=N,...
@@ -312,14 +332,25 @@ func notFromTheFuture(env events.Envelope) error {
 	return nil
 }
 
-// match runs the matcher and publishes its results; the event is acked only
-// once they are on the bus, so a crash in between re-runs the match.
+// match runs the matcher, in a group with the other events the consumers
+// hold, and publishes its results; the event is acked only once they are
+// on the bus, so a crash in between re-runs the match.
 func (p *Pipeline) match(ctx context.Context, rec catalog.Record) error {
-	_, results, err := p.Matcher.Apply(ctx, rec)
+	return p.matches[rec.Kind].Do(ctx, rec)
+}
+
+// matchGroup matches a group of records of one kind and publishes the
+// results.
+func (p *Pipeline) matchGroup(ctx context.Context, recs []catalog.Record) error {
+	_, results, err := p.Matcher.ApplyGroup(ctx, recs)
 	if err != nil {
 		return err
 	}
-	return p.publish(ctx, results, rec.Key())
+	of := recs[0].Key()
+	if len(recs) > 1 {
+		of = fmt.Sprintf("%d records from %s", len(recs), of)
+	}
+	return p.publish(ctx, results, of)
 }
 
 // publish puts match results on the bus for the merger; of names what they
@@ -413,20 +444,31 @@ func (p *Pipeline) worksOut(rows []merger.Row, suffix string) ([]bus.Outgoing, e
 	return out, nil
 }
 
-// Merge builds the works of a match result and publishes them.
+// Merge builds the works of a match result, in a group with the other
+// results the consumer holds, and publishes them.
 func (p *Pipeline) Merge(ctx context.Context, m *bus.Message[events.GraphMatched]) error {
-	rows, err := p.Merger.Apply(ctx, m.Envelope.SentAt, m.Event)
+	return p.merges.Do(ctx, merger.Match{SentAt: m.Envelope.SentAt, Graph: m.Event})
+}
+
+// mergeGroup merges a group of match results whose graphs share no key
+// and publishes the works.
+func (p *Pipeline) mergeGroup(ctx context.Context, group []merger.Match) error {
+	rows, err := p.Merger.ApplyGroup(ctx, group)
 	if err != nil {
 		return err
 	}
-	out, err := p.worksOut(rows, "")
-	if err != nil {
-		return err
+	var out []bus.Outgoing
+	for _, rs := range rows {
+		o, err := p.worksOut(rs, "")
+		if err != nil {
+			return err
+		}
+		out = append(out, o...)
 	}
 	// Over an older version only: a merger replica that is behind, or a
 	// resync that read before this merge, never hides a newer work.
 	if _, err := p.bus.PublishNewest(ctx, events.StreamWorks, out, false); err != nil {
-		return fmt.Errorf("publish works of graph %s: %w", m.Event.Members[0], err)
+		return fmt.Errorf("publish works of %d graphs from %s: %w", len(group), group[0].Graph.Members[0], err)
 	}
 	return nil
 }

@@ -33,7 +33,7 @@ func newPipeline(t testing.TB) *pipeline {
 	pool := testenv.DB(t, migrations.Schema)
 	cat := catalog.New(pool, nil, testenv.Logger(t))
 	p := curator.NewPipeline(b, cat, merger.New(pool, []string{"feed", "log"}, nil, testenv.Logger(t)))
-	subs, err := p.Start(context.Background(), 8)
+	subs, err := p.Start(context.Background(), 256) // CURATOR_CONCURRENCY's default
 	if err != nil {
 		t.Fatal(err)
 	}

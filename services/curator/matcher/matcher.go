@@ -197,7 +197,7 @@ func (m *Matcher) match(ctx context.Context, kind catalog.Kind, keys []string, l
 	for range maxRounds {
 		var results []Result
 		var need []string
-		err := pgx.BeginFunc(ctx, m.db, func(tx pgx.Tx) error {
+		err := catalog.InGroup(ctx, m.db, func(tx pgx.Tx) error {
 			if err := lockNodes(ctx, tx, kind, sortedKeys(locks)); err != nil {
 				return err
 			}

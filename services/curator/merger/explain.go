@@ -2,6 +2,7 @@ package merger
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -97,16 +98,31 @@ func (m *Merger) order() []string {
 	return out
 }
 
-// record stores the explanation of a work written at its version (once:
-// a replay keeps the first).
-func record(ctx context.Context, tx pgx.Tx, e Explanation) error {
-	members := make([]string, len(e.Members))
-	for i, mb := range e.Members {
-		members[i] = mb.Key
+// record stores the explanations of works written at their versions, in
+// one statement (once: a replay keeps the first).
+func record(ctx context.Context, tx pgx.Tx, es []Explanation) error {
+	if len(es) == 0 {
+		return nil
+	}
+	n := len(es)
+	kinds, keys, members, docs := make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+	versions := make([]time.Time, n)
+	for i, e := range es {
+		ks := make([]string, len(e.Members))
+		for j, mb := range e.Members {
+			ks[j] = mb.Key
+		}
+		doc, err := json.Marshal(e)
+		if err != nil {
+			return fmt.Errorf("the explanation of %s: %w", e.Key, err)
+		}
+		kinds[i], keys[i], versions[i], members[i], docs[i] = e.Kind, e.Key, e.Version, catalog.JSONArray(ks), string(doc)
 	}
 	if _, err := tx.Exec(ctx, `INSERT INTO curator.work_history (kind, key, version, members, explanation)
-		VALUES ($1, $2, $3, $4, $5) ON CONFLICT DO NOTHING`, e.Kind, e.Key, e.Version, members, e); err != nil {
-		return fmt.Errorf("record the explanation of %s: %w", e.Key, err)
+		SELECT k, key, v, ARRAY(SELECT jsonb_array_elements_text(m::jsonb)), e::jsonb
+		FROM unnest($1::text[], $2::text[], $3::timestamptz[], $4::text[], $5::text[]) AS u(k, key, v, m, e)
+		ON CONFLICT DO NOTHING`, kinds, keys, versions, members, docs); err != nil {
+		return fmt.Errorf("record the explanations of %d works: %w", n, err)
 	}
 	return nil
 }

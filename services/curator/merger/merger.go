@@ -96,45 +96,150 @@ type Row = events.WorkUpserted
 // them. It returns the rows that are current (applied now, or already
 // stored with this version: a redelivery re-publishes them), to publish.
 func (m *Merger) Apply(ctx context.Context, sentAt time.Time, g *events.GraphMatched) ([]Row, error) {
-	kind := catalog.Kind(g.Kind)
-	var current []Row
-	err := pgx.BeginFunc(ctx, m.db, func(tx pgx.Tx) error {
-		recs, err := catalog.GetMany(ctx, tx, kind, g.Members)
-		if err != nil {
-			return err
-		}
-		version := sentAt
-		if m.rule == MaxSourceTime {
-			version = time.Time{}
-			for _, r := range recs {
-				if r.Version.After(version) {
-					version = r.Version
+	rows, err := m.ApplyGroup(ctx, []Match{{SentAt: sentAt, Graph: g}})
+	if err != nil {
+		return nil, err
+	}
+	return rows[0], nil
+}
+
+// Match is a match result to merge: a graph and the matcher's time.
+type Match struct {
+	SentAt time.Time
+	Graph  *events.GraphMatched
+}
+
+// ApplyGroup is Apply for a group of match results whose graphs share no
+// key, in one transaction: the records of every graph read with one query
+// a kind, the rows written with one statement a kind, the explanations of
+// the works applied now recorded with one more (a replay's were recorded
+// with it). It returns each result's current rows.
+func (m *Merger) ApplyGroup(ctx context.Context, group []Match) ([][]Row, error) {
+	current := make([][]Row, len(group))
+	err := catalog.InGroup(ctx, m.db, func(tx pgx.Tx) error {
+		var history []Explanation
+		for _, kind := range []catalog.Kind{catalog.Episode, catalog.Clip} {
+			var idx []int
+			var keys []string
+			for i, g := range group {
+				if catalog.Kind(g.Graph.Kind) == kind {
+					idx = append(idx, i)
+					keys = append(keys, g.Graph.Members...)
 				}
 			}
-		}
-		ordered := m.ordered(recs)
-		rows := m.build(g, recs, ordered, version)
-		if current, err = m.write(ctx, tx, kind, rows); err != nil || len(recs) == 0 {
-			return err
-		}
-		// The work written (or already, at this version): its
-		// explanation, recorded once.
-		for _, r := range current {
-			if r.State != events.WorkMerged {
+			if len(idx) == 0 {
 				continue
 			}
-			links, refused, err := matcher.GraphLinks(ctx, tx, kind, g.Members)
+			all, err := catalog.GetMany(ctx, tx, kind, keys)
 			if err != nil {
 				return err
 			}
-			return record(ctx, tx, m.explain(r, ordered, links, refused))
+			byKey := make(map[string]catalog.Record, len(all))
+			for _, r := range all {
+				byKey[r.Key()] = r
+			}
+			var rows []Row
+			ordered := make([][]catalog.Record, len(group))
+			for _, i := range idx {
+				g := group[i].Graph
+				recs := make([]catalog.Record, 0, len(g.Members))
+				for _, k := range g.Members { // sorted: recs in key order
+					if r, ok := byKey[k]; ok {
+						recs = append(recs, r)
+					}
+				}
+				version := group[i].SentAt
+				if m.rule == MaxSourceTime {
+					version = time.Time{}
+					for _, r := range recs {
+						if r.Version.After(version) {
+							version = r.Version
+						}
+					}
+				}
+				ordered[i] = m.ordered(recs)
+				rows = append(rows, m.build(g, recs, ordered[i], version)...)
+			}
+			outcomes, err := m.write(ctx, tx, kind, rows)
+			if err != nil {
+				return err
+			}
+			// Each result's rows are together, in its members' order.
+			var applied []int
+			n := 0
+			for _, i := range idx {
+				for range group[i].Graph.Members {
+					switch outcomes[n] {
+					case catalog.Applied, catalog.Replay:
+						current[i] = append(current[i], rows[n])
+					}
+					if outcomes[n] == catalog.Applied && rows[n].State == events.WorkMerged {
+						applied = append(applied, i)
+					}
+					n++
+				}
+			}
+			if len(applied) == 0 {
+				continue
+			}
+			// The works written now: their explanations.
+			var linked []string
+			for _, i := range applied {
+				linked = append(linked, group[i].Graph.Members...)
+			}
+			links, refused, err := matcher.GraphLinks(ctx, tx, kind, linked)
+			if err != nil {
+				return err
+			}
+			graphOf := map[string]int{}
+			for _, i := range applied {
+				for _, k := range group[i].Graph.Members {
+					graphOf[k] = i
+				}
+			}
+			linksOf, refusedOf := map[int][]matcher.Link{}, map[int][]matcher.Refusal{}
+			// A link is its graph's by its record (a merge by either end:
+			// both are in one graph).
+			of := func(from, to string) (int, bool) {
+				i, ok := graphOf[from]
+				if !ok {
+					i, ok = graphOf[to]
+				}
+				return i, ok
+			}
+			for _, l := range links {
+				if i, ok := of(l.From, l.To); ok {
+					linksOf[i] = append(linksOf[i], l)
+				}
+			}
+			for _, r := range refused {
+				if i, ok := of(r.From, r.From); ok {
+					refusedOf[i] = append(refusedOf[i], r)
+				}
+			}
+			for _, i := range applied {
+				for _, r := range current[i] {
+					if r.State == events.WorkMerged {
+						history = append(history, m.explain(r, ordered[i], linksOf[i], refusedOf[i]))
+					}
+				}
+			}
 		}
-		return nil
+		return record(ctx, tx, history)
 	})
 	if err != nil {
-		return nil, fmt.Errorf("merge %s graph %s: %w", g.Kind, g.Members[0], err)
+		return nil, fmt.Errorf("merge %s: %w", groupName(group), err)
 	}
 	return current, nil
+}
+
+// groupName names a group of match results in an error.
+func groupName(group []Match) string {
+	g := group[0].Graph
+	if len(group) == 1 {
+		return g.Kind + " graph " + g.Members[0]
+	}
+	return fmt.Sprintf("%s graph %s and %d more", g.Kind, g.Members[0], len(group)-1)
 }
 
 // build applies the merge rule to a graph's records, recs in key order
@@ -218,17 +323,20 @@ func (m *Merger) rank(source string) int {
 	return len(m.precedence)
 }
 
-// write stores the rows in one conditional statement: each row replaces the
-// stored row of its key only if that is older.
-func (m *Merger) write(ctx context.Context, tx pgx.Tx, kind catalog.Kind, rows []Row) ([]Row, error) {
+// write stores the rows in one conditional statement: each row replaces
+// the stored row of its key only if that is older. It returns each row's
+// outcome. The rows are written in key order, so two writers lock them in
+// one order.
+func (m *Merger) write(ctx context.Context, tx pgx.Tx, kind catalog.Kind, rows []Row) ([]catalog.Outcome, error) {
 	n := len(rows)
 	keys, states, redirects := make([]string, n), make([]string, n), make([]string, n)
 	members := make([]string, n) // each a JSON array: a ragged text[][] cannot be sent
 	titles, mediaKeys, shas := make([]string, n), make([]string, n), make([]string, n)
 	durations, priorities := make([]int64, n), make([]int32, n)
+	versions := make([]time.Time, n)
 	initials, latests := make([]*time.Time, n), make([]*time.Time, n)
 	for i, r := range rows {
-		keys[i], states[i], redirects[i] = r.Key, r.State, r.RedirectTo
+		keys[i], states[i], redirects[i], versions[i] = r.Key, r.State, r.RedirectTo, r.Version
 		members[i] = catalog.JSONArray(r.Members)
 		titles[i], mediaKeys[i], shas[i] = r.Title, r.Media.Key, r.Media.SHA256
 		durations[i], priorities[i] = r.DurationMS, r.Priority
@@ -236,16 +344,18 @@ func (m *Merger) write(ctx context.Context, tx pgx.Tx, kind catalog.Kind, rows [
 			initials[i], latests[i] = &rows[i].InitialCuratedAt, &rows[i].LatestCuratedAt
 		}
 	}
-	version := rows[0].Version
-	q := `WITH prior AS (SELECT key, version FROM curator.works WHERE kind = $1 AND key = ANY($3)),
+	q := `WITH u AS (
+	SELECT * FROM unnest($2::text[], $3::timestamptz[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[], $9::text[],
+		$10::bigint[], $11::int[], $12::timestamptz[], $13::timestamptz[]) WITH ORDINALITY
+		AS u(key, version, state, redirect_to, members, title, media_key, media_sha256, duration_ms, priority, initial, latest, n)
+),
+prior AS (SELECT w.key, w.version FROM curator.works w WHERE w.kind = $1 AND w.key = ANY($2)),
 up AS (
 	INSERT INTO curator.works AS w (kind, key, version, state, redirect_to, members, title, media_key, media_sha256,
 		duration_ms, priority, initial_curated_at, latest_curated_at)
-	SELECT $1, u.key, $2, u.state, u.redirect_to, ARRAY(SELECT jsonb_array_elements_text(u.members::jsonb)), u.title,
+	SELECT $1, u.key, u.version, u.state, u.redirect_to, ARRAY(SELECT jsonb_array_elements_text(u.members::jsonb)), u.title,
 		u.media_key, u.media_sha256, u.duration_ms, u.priority, u.initial, u.latest
-	FROM unnest($3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[], $9::text[], $10::bigint[],
-		$11::int[], $12::timestamptz[], $13::timestamptz[])
-		AS u(key, state, redirect_to, members, title, media_key, media_sha256, duration_ms, priority, initial, latest)
+	FROM u ORDER BY u.key
 	ON CONFLICT (kind, key) DO UPDATE SET version = EXCLUDED.version, state = EXCLUDED.state,
 		redirect_to = EXCLUDED.redirect_to, members = EXCLUDED.members, title = EXCLUDED.title,
 		media_key = EXCLUDED.media_key, media_sha256 = EXCLUDED.media_sha256, duration_ms = EXCLUDED.duration_ms,
@@ -254,43 +364,36 @@ up AS (
 	WHERE w.version < EXCLUDED.version
 	RETURNING w.key
 )
-SELECT k, (SELECT version FROM prior WHERE prior.key = k), k IN (SELECT key FROM up)
-FROM unnest($3::text[]) WITH ORDINALITY AS t(k, n) ORDER BY n`
-	res, err := tx.Query(ctx, q, string(kind), version, keys, states, redirects, members, titles, mediaKeys, shas,
+SELECT u.key, prior.version, up.key IS NOT NULL FROM u
+	LEFT JOIN prior ON prior.key = u.key LEFT JOIN up ON up.key = u.key
+ORDER BY u.n`
+	res, err := tx.Query(ctx, q, string(kind), keys, versions, states, redirects, members, titles, mediaKeys, shas,
 		durations, priorities, initials, latests)
 	if err != nil {
 		return nil, fmt.Errorf("write works: %w", err)
 	}
-	type outcome struct {
-		key     string
-		prior   *time.Time
-		applied bool
-	}
-	outs, err := pgx.CollectRows(res, func(row pgx.CollectableRow) (outcome, error) {
-		var o outcome
-		err := row.Scan(&o.key, &o.prior, &o.applied)
-		return o, err
-	})
-	if err != nil {
-		return nil, fmt.Errorf("write works: %w", err)
-	}
-	var current []Row
-	for i, o := range outs {
+	outcomes := make([]catalog.Outcome, 0, n)
+	var key string
+	var prior *time.Time
+	var applied bool
+	if _, err := pgx.ForEachRow(res, []any{&key, &prior, &applied}, func() error {
+		version := rows[len(outcomes)].Version
 		out := catalog.Applied
-		if !o.applied {
+		if !applied {
 			out = catalog.Stale
-			if o.prior != nil && o.prior.Equal(version) {
+			if prior != nil && prior.Equal(version) {
 				out = catalog.Replay
 			}
 		}
 		m.rows.WithLabelValues(string(kind), string(out)).Inc()
-		switch out {
-		case catalog.Applied, catalog.Replay:
-			current = append(current, rows[i])
-		default:
-			m.log.InfoContext(ctx, "stale work skipped: a newer match of this key is stored", "kind", kind, "key", o.key,
-				"version", version, "stored_version", o.prior)
+		if out == catalog.Stale {
+			m.log.InfoContext(ctx, "stale work skipped: a newer match of this key is stored", "kind", kind, "key", key,
+				"version", version, "stored_version", prior)
 		}
+		outcomes = append(outcomes, out)
+		return nil
+	}); err != nil {
+		return nil, fmt.Errorf("write works: %w", err)
 	}
-	return current, nil
+	return outcomes, nil
 }
