@@ -5,60 +5,119 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"runtime"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/archivist/archivist/devkit/testenv"
 	"github.com/archivist/archivist/events"
 	"github.com/archivist/archivist/pkg/bus"
 	"github.com/archivist/archivist/services/curator/catalog"
+	"github.com/archivist/archivist/services/curator/completeness"
 	"github.com/archivist/archivist/services/curator/merger"
+	"github.com/archivist/archivist/services/curator/migrations"
 )
 
 // BenchmarkCurveCuration is curation's throughput as a cost curve: n
 // episode records of three sources published over NATS into the curator's
-// matcher and merger (eight handlers each), until every queue is drained:
-// two in three records linked, both ways, to the same episode in another
-// source, one in a hundred also to the next episode's (deeper graphs);
-// one in ten published twice, one in ten preceded by an older version of
-// itself, in an order shuffled within windows of 500. Nothing may be
-// dead-lettered.
-// It reports records a second end to end, time a record and the peak
-// memory, then checks the invariant: every record has exactly one row,
-// and the works' members are every record once.
+// matcher and merger (CURATOR_CONCURRENCY's default), until every queue is
+// drained: two in three records linked, both ways, to the same episode in
+// another source, one in a hundred also to the next episode's (deeper
+// graphs); one in ten published twice, one in ten preceded by an older
+// version of itself, in an order shuffled within windows of 500. The
+// records are made as they are published, so the benchmark's own memory
+// does not grow with n. Nothing may be dead-lettered.
+//
+// It reports records a second end to end, time a record, the peak memory
+// of the process (the embedded NATS server's with the curator's), and for
+// the matcher and the merger each the PostgreSQL statements (round trips),
+// rows and time a record; then it checks the promise twice: every record
+// has exactly one row and the works' members are every record once, and a
+// full pass of the curator's invariant (package completeness) finds
+// nothing to heal, reporting its counts.
 //
 //	ARCHIVIST_CURVE_MAX=10000 go test -run '^$' -bench CurveCuration -benchtime 1x -timeout 60m ./services/curator/curator/
 func BenchmarkCurveCuration(b *testing.B) {
-	for _, n := range testenv.CurveSizes(100_000) {
+	for _, n := range testenv.CurveSizes(1_000_000) {
 		b.Run(testenv.CurveName(n), func(b *testing.B) {
 			for range b.N {
-				pl := newPipeline(b)
-				msgs, keys := curationRecords(b, n, 7)
+				url := testenv.DBURL(b, migrations.Schema)
+				var matching, merging pgCounter
+				pl := newPipelineOn(b, matching.pool(b, url), merging.pool(b, url))
 				runtime.GC()
 				testenv.ResetPeakRSS()
 				t0 := time.Now()
-				for i := 0; i < len(msgs); i += 1000 {
-					if err := pl.bus.PublishBatch(context.Background(), msgs[i:min(i+1000, len(msgs))]); err != nil {
+				curationRecords(n, 7, func(window []bus.Outgoing) {
+					if err := pl.bus.PublishBatch(context.Background(), window); err != nil {
 						b.Fatal(err)
 					}
-				}
+				})
 				pl.drainWithin(b, 60*time.Minute)
 				d := time.Since(t0)
 				testenv.ReportCurve(b, n, d)
 				b.ReportMetric(float64(n)/d.Seconds(), "records/s")
-				checkEveryRecordOnce(b, pl, keys)
+				matching.report(b, n, "matcher")
+				merging.report(b, n, "merger")
+				checkEveryRecordOnce(b, pl, n)
+				checkInvariant(b, pl)
 			}
 		})
 	}
 }
 
-// curationRecords are the benchmark's messages for n records, and the
-// records' keys.
-func curationRecords(b *testing.B, n int, seed uint64) ([]bus.Outgoing, []string) {
+// pgCounter counts the statements a pool sends, the rows they return or
+// change, and the time they take.
+type pgCounter struct {
+	statements, rows, nanos atomic.Int64
+}
+
+type startedKey struct{}
+
+// TraceQueryStart notes when a statement starts.
+func (c *pgCounter) TraceQueryStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceQueryStartData) context.Context {
+	return context.WithValue(ctx, startedKey{}, time.Now())
+}
+
+// TraceQueryEnd counts a statement.
+func (c *pgCounter) TraceQueryEnd(ctx context.Context, _ *pgx.Conn, d pgx.TraceQueryEndData) {
+	c.statements.Add(1)
+	c.rows.Add(d.CommandTag.RowsAffected())
+	if t, ok := ctx.Value(startedKey{}).(time.Time); ok {
+		c.nanos.Add(int64(time.Since(t)))
+	}
+}
+
+// pool is a pool on url whose statements c counts.
+func (c *pgCounter) pool(b *testing.B, url string) *pgxpool.Pool {
+	cfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		b.Fatal(err)
+	}
+	cfg.MaxConns = 20
+	cfg.ConnConfig.Tracer = c
+	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(pool.Close)
+	return pool
+}
+
+// report reports a stage's statements, rows and PostgreSQL time a record.
+func (c *pgCounter) report(b *testing.B, n int, stage string) {
+	b.ReportMetric(float64(c.statements.Load())/float64(n), stage+"-statements/record")
+	b.ReportMetric(float64(c.rows.Load())/float64(n), stage+"-rows/record")
+	b.ReportMetric(float64(c.nanos.Load())/1e3/float64(n), stage+"-pg-us/record")
+}
+
+// curationRecords makes the benchmark's messages for n records and hands
+// them to publish a shuffled window of about 500 at a time.
+func curationRecords(n int, seed uint64, publish func([]bus.Outgoing)) {
 	r := rand.New(rand.NewPCG(seed, 1))
-	sources := []string{"feed", "log", "wiki"}
 	base := time.Date(2026, 6, 1, 0, 0, 0, 0, time.UTC)
-	ref := func(i int) events.Ref { return events.Ref{Source: sources[i%3], ID: fmt.Sprintf("ep%07d", i/3)} }
 	msg := func(i int, at time.Time) bus.Outgoing {
 		// Two records in three linked to the same episode in the other
 		// source, each to the other (a link across sources counts once it
@@ -67,51 +126,55 @@ func curationRecords(b *testing.B, n int, seed uint64) ([]bus.Outgoing, []string
 		var same []events.Ref
 		switch {
 		case i%3 == 0 && i+1 < n:
-			same = append(same, ref(i+1))
+			same = append(same, benchRef(i+1))
 		case i%3 == 1:
-			same = append(same, ref(i-1))
+			same = append(same, benchRef(i-1))
 		}
 		if i%100 == 2 && i+3 < n {
-			same = append(same, ref(i+3))
+			same = append(same, benchRef(i+3))
 		}
 		if i%100 == 5 {
-			same = append(same, ref(i-3))
+			same = append(same, benchRef(i-3))
 		}
-		rf := ref(i)
+		rf := benchRef(i)
 		ev := &events.EpisodeUpserted{ID: rf.ID, Source: rf.Source, SameAs: same, Title: fmt.Sprintf("%s at %s", rf.Key(), at.Format(time.RFC3339)),
 			Media: events.Media{Key: "audio/" + rf.Source + "/" + rf.ID + ".mp3"}, Priority: int32(i % 10), InitialCuratedAt: base, LatestCuratedAt: at}
 		env, err := events.NewAt(rf.Source, at, ev)
 		if err != nil {
-			b.Fatal(err)
+			panic(err)
 		}
 		return bus.Outgoing{Subject: subjectOf(env), Envelope: env}
 	}
-	var msgs []bus.Outgoing
-	keys := make([]string, n)
+	window := make([]bus.Outgoing, 0, 520)
 	for i := range n {
-		keys[i] = ref(i).Key()
 		at := base.Add(time.Duration(i+1) * time.Second)
 		if r.IntN(10) == 0 { // an older version arrives first
-			msgs = append(msgs, msg(i, at.Add(-500*time.Millisecond)))
+			window = append(window, msg(i, at.Add(-500*time.Millisecond)))
 		}
 		m := msg(i, at)
-		msgs = append(msgs, m)
+		window = append(window, m)
 		if r.IntN(10) == 0 { // the same event again, under a new id
 			dup := m
 			dup.Envelope.ID += "-again"
-			msgs = append(msgs, dup)
+			window = append(window, dup)
+		}
+		if len(window) >= 500 || i == n-1 {
+			r.Shuffle(len(window), func(i, j int) { window[i], window[j] = window[j], window[i] })
+			publish(window)
+			window = window[:0]
 		}
 	}
-	for lo := 0; lo < len(msgs); lo += 500 {
-		w := msgs[lo:min(lo+500, len(msgs))]
-		r.Shuffle(len(w), func(i, j int) { w[i], w[j] = w[j], w[i] })
-	}
-	return msgs, keys
 }
 
-// checkEveryRecordOnce checks the invariant: every record has one row, a
-// work or a redirect, and the works' members are every record once.
-func checkEveryRecordOnce(b *testing.B, pl *pipeline, keys []string) {
+// benchRef is the benchmark's record i: three sources in turn.
+func benchRef(i int) events.Ref {
+	return events.Ref{Source: []string{"feed", "log", "wiki"}[i%3], ID: fmt.Sprintf("ep%07d", i/3)}
+}
+
+// checkEveryRecordOnce checks the promise: every one of the n records has
+// one row, a work or a redirect, and the works' members are every record
+// once.
+func checkEveryRecordOnce(b *testing.B, pl *pipeline, n int) {
 	rows, err := merger.Rows(context.Background(), pl.p.Catalog.DB(), catalog.Episode)
 	if err != nil {
 		b.Fatal(err)
@@ -129,7 +192,8 @@ func checkEveryRecordOnce(b *testing.B, pl *pipeline, keys []string) {
 		}
 	}
 	missing, twice := 0, 0
-	for _, k := range keys {
+	for i := range n {
+		k := benchRef(i).Key()
 		if !row[k] || member[k] == 0 {
 			missing++
 		}
@@ -146,6 +210,38 @@ func checkEveryRecordOnce(b *testing.B, pl *pipeline, keys []string) {
 		b.Errorf("%d messages dead-lettered", info.State.Msgs)
 	}
 	if missing > 0 || twice > 0 {
-		b.Errorf("%d of %d records in no work, %d in two", missing, len(keys), twice)
+		b.Errorf("%d of %d records in no work, %d in two", missing, n, twice)
+	}
+}
+
+// checkInvariant runs one full pass of the curator's invariant over the
+// drained catalogue (no grace: nothing is in flight) and reports its
+// counts: records, records placed in exactly one work, refused links, and
+// violations (there must be none).
+func checkInvariant(b *testing.B, pl *pipeline) {
+	ctx := context.Background()
+	check := completeness.New(pl.p.Catalog.DB(), pl.p.Rematch, nil, testenv.Logger(b), completeness.WithGrace(0), completeness.WithPage(10_000))
+	for {
+		st, err := check.Step(ctx)
+		if err != nil {
+			b.Fatal(err)
+		}
+		for _, p := range st.Passes {
+			if p.Kind != catalog.Episode {
+				continue
+			}
+			var c completeness.Counts
+			for _, s := range p.Sources {
+				c.Records, c.Placed, c.Refused = c.Records+s.Records, c.Placed+s.Placed, c.Refused+s.Refused
+			}
+			b.ReportMetric(float64(c.Records), "invariant-records")
+			b.ReportMetric(float64(c.Placed), "invariant-placed")
+			b.ReportMetric(float64(c.Refused), "invariant-refused")
+			b.ReportMetric(float64(p.Violations), "invariant-violations")
+			if p.Violations > 0 || c.Placed != c.Records {
+				b.Errorf("the invariant's pass found %d violations; %d of %d records placed", p.Violations, c.Placed, c.Records)
+			}
+			return
+		}
 	}
 }

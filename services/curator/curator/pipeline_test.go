@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"github.com/archivist/archivist/devkit/testenv"
 	"github.com/archivist/archivist/events"
 	"github.com/archivist/archivist/pkg/bus"
@@ -29,10 +31,16 @@ type pipeline struct {
 
 func newPipeline(t testing.TB) *pipeline {
 	t.Helper()
-	b := testenv.Bus(t, "curator")
 	pool := testenv.DB(t, migrations.Schema)
-	cat := catalog.New(pool, nil, testenv.Logger(t))
-	p := curator.NewPipeline(b, cat, merger.New(pool, []string{"feed", "log"}, nil, testenv.Logger(t)))
+	return newPipelineOn(t, pool, pool)
+}
+
+// newPipelineOn is newPipeline with the matcher's and the merger's pools.
+func newPipelineOn(t testing.TB, matching, merging *pgxpool.Pool) *pipeline {
+	t.Helper()
+	b := testenv.Bus(t, "curator")
+	cat := catalog.New(matching, nil, testenv.Logger(t))
+	p := curator.NewPipeline(b, cat, merger.New(merging, []string{"feed", "log"}, nil, testenv.Logger(t)))
 	subs, err := p.Start(context.Background(), 256) // CURATOR_CONCURRENCY's default
 	if err != nil {
 		t.Fatal(err)
