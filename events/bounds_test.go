@@ -10,6 +10,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/vmihailenco/msgpack/v5"
 
 	"github.com/archivist/archivist/events"
@@ -225,6 +226,11 @@ func TestRecordsAreBoundedPerSource(t *testing.T) {
 	for _, s := range events.Streams(1) {
 		if s.Name == events.StreamCuration && (s.MaxMsgsPerSubject <= 0 || s.MaxMsgSize != events.MaxCurationMessage) {
 			t.Errorf("CURATION keeps %d messages a subject, each up to %d bytes: want both bounded", s.MaxMsgsPerSubject, s.MaxMsgSize)
+		}
+		// The bound is on events waiting, and a full source is refused:
+		// nothing not yet stored is pushed out.
+		if s.Name == events.StreamCuration && (s.Retention != jetstream.InterestPolicy || s.Discard != jetstream.DiscardNew || !s.DiscardNewPerSubject) {
+			t.Errorf("CURATION retention %v, discard %v (per subject %v): want interest, new, per subject", s.Retention, s.Discard, s.DiscardNewPerSubject)
 		}
 	}
 }

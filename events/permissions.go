@@ -185,9 +185,15 @@ func PermissionsOf(service string) (Permissions, error) {
 }
 
 // deployPermissions are `archivist migrate`'s: it creates and updates the
-// streams and the services' key-value buckets, and nothing else.
+// streams, the consumers whose interest keeps an interest stream's events
+// (InterestConsumers) and the services' key-value buckets, and nothing
+// else.
 func deployPermissions() Permissions {
 	pub := []string{"$JS.API.INFO"}
+	for _, c := range InterestConsumers {
+		d := c.Config.Durable
+		pub = append(pub, "$JS.API.CONSUMER.CREATE."+c.Stream+"."+d, "$JS.API.CONSUMER.CREATE."+c.Stream+"."+d+".>")
+	}
 	names := []string{}
 	for _, s := range Streams(1) {
 		names = append(names, s.Name)

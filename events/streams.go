@@ -108,7 +108,8 @@ const (
 
 // The bounds of what one source (or one consumer's dead letters) may keep
 // in JetStream: at most MaxCurationPerSubject messages of each of its
-// subjects, each at most MaxCurationMessage bytes.
+// subjects (for a source: waiting for the curator), each at most
+// MaxCurationMessage bytes.
 const (
 	MaxCurationPerSubject = 100_000
 	MaxCurationMessage    = 64 << 10
@@ -126,17 +127,27 @@ func Streams(replicas int) []jetstream.StreamConfig {
 			Name:        StreamCuration,
 			Description: "Curation events from other systems: episodes and clips.",
 			Subjects:    []string{"curation.>"},
-			Retention:   jetstream.LimitsPolicy,
-			MaxAge:      curationRetention,
-			// Bounded per source (a subject per source and kind): one
-			// publisher's flood pushes out only its own oldest events
-			// (long since stored by the curator, unless the flood outruns
-			// it), and no event is larger than a record can be.
-			MaxMsgsPerSubject: MaxCurationPerSubject,
-			MaxMsgSize:        MaxCurationMessage,
-			Duplicates:        defaultDuplicateWindow,
-			Storage:           jetstream.FileStorage,
-			Replicas:          replicas,
+			// An event is kept until the curator's consumers have it
+			// (InterestConsumers, made with the stream), and no longer.
+			Retention: jetstream.InterestPolicy,
+			MaxAge:    curationRetention,
+			// Bounded per source (a subject per source and kind): at most
+			// MaxCurationPerSubject of a source's events wait for the
+			// curator, and past that a publish is refused (the publisher
+			// retries: the HTTP API answers 503 with Retry-After), so a
+			// flood or a full resend of a source slows to the curator's
+			// pace instead of pushing out events not yet stored. Under
+			// limits retention it pushed out its own oldest: a resend of a
+			// source of 400,000 records faster than the curator lost
+			// 300,000 of them, silently. No event is larger than a record
+			// can be.
+			MaxMsgsPerSubject:    MaxCurationPerSubject,
+			Discard:              jetstream.DiscardNew,
+			DiscardNewPerSubject: true,
+			MaxMsgSize:           MaxCurationMessage,
+			Duplicates:           defaultDuplicateWindow,
+			Storage:              jetstream.FileStorage,
+			Replicas:             replicas,
 		},
 		{
 			Name:        StreamMatches,
@@ -271,6 +282,13 @@ var (
 		},
 	}
 )
+
+// InterestConsumers are the consumers whose interest keeps the events of
+// an interest-retention stream (CURATION): they are made with the streams
+// (bus.EnsureStreams, archivist migrate), so an event published before
+// the curator first starts waits for it instead of being dropped for want
+// of a consumer.
+var InterestConsumers = []Consumer{CuratorEpisodes, CuratorClips}
 
 // DeadLetterSubject is the subject a message of stream and consumer is
 // dead-lettered on.

@@ -164,12 +164,19 @@ func (b *Bus) Log() *slog.Logger { return b.log }
 // Producer is the name this bus publishes events as.
 func (b *Bus) Producer() string { return b.producer }
 
-// EnsureStreams creates or updates every stream of events.Streams. It is
-// idempotent: replicas of every service call it at start.
+// EnsureStreams creates or updates every stream of events.Streams, and the
+// consumers whose interest keeps an interest stream's events
+// (events.InterestConsumers). It is idempotent: replicas of every service
+// call it at start.
 func (b *Bus) EnsureStreams(ctx context.Context) error {
 	for _, cfg := range events.Streams(b.replicas) {
 		if _, err := b.js.CreateOrUpdateStream(ctx, cfg); err != nil {
 			return fmt.Errorf("create or update stream %s: %w", cfg.Name, err)
+		}
+	}
+	for _, c := range events.InterestConsumers {
+		if _, err := b.EnsureConsumer(ctx, c); err != nil {
+			return err
 		}
 	}
 	return nil

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -238,3 +239,17 @@ func (b *Bus) publishIfNewer(ctx context.Context, str jetstream.Stream, o Outgoi
 		return true, nil
 	}
 }
+
+// IsFull reports whether err is a stream refusing a message because its
+// subject already holds its bound of messages waiting (CURATION: a
+// source's events not yet taken by the curator). The publisher should
+// slow down and send it again; nothing it sent before was lost.
+func IsFull(err error) bool {
+	var apiErr *jetstream.APIError
+	return errors.As(err, &apiErr) && apiErr.ErrorCode == jsErrStoreFailed &&
+		strings.Contains(apiErr.Description, "maximum messages per subject")
+}
+
+// jsErrStoreFailed is JetStream's "storing a message failed"
+// (JSStreamStoreFailedF), the code of a subject's bound reached.
+const jsErrStoreFailed jetstream.ErrorCode = 10077

@@ -230,6 +230,14 @@ func post[T any, PT interface {
 		return
 	}
 	ack, err := s.bus.Publish(r.Context(), subject, env, jetstream.WithMsgID(msgID))
+	if bus.IsFull(err) {
+		// The source's bound of events waiting for the curator is
+		// reached (a flood, or a full resend outrunning it): slow down.
+		s.log.Warn("curation event refused: its source's events waiting for the curator are at their bound", "subject", subject, "event", env.ID)
+		w.Header().Set("Retry-After", "5")
+		service.WriteJSON(w, http.StatusServiceUnavailable, Problem{Error: fmt.Sprintf("%d events of this source wait for the curator (events.MaxCurationPerSubject): retry with the same Idempotency-Key after the Retry-After seconds", events.MaxCurationPerSubject)})
+		return
+	}
 	if err != nil {
 		s.log.Error("publish curation event", "err", err, "type", env.Type, "event", env.ID)
 		service.WriteJSON(w, http.StatusServiceUnavailable, Problem{Error: "the event bus did not accept the event; retry with the same Idempotency-Key"})

@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"reflect"
 	"runtime"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -50,11 +52,7 @@ func BenchmarkCurveCuration(b *testing.B) {
 				runtime.GC()
 				testenv.ResetPeakRSS()
 				t0 := time.Now()
-				curationRecords(n, 7, func(window []bus.Outgoing) {
-					if err := pl.bus.PublishBatch(context.Background(), window); err != nil {
-						b.Fatal(err)
-					}
-				})
+				curationRecords(n, 7, func(window []bus.Outgoing) { pl.publish(b, window) })
 				pl.drainWithin(b, 60*time.Minute)
 				d := time.Since(t0)
 				testenv.ReportCurve(b, n, d)
@@ -117,41 +115,14 @@ func (c *pgCounter) report(b *testing.B, n int, stage string) {
 // them to publish a shuffled window of about 500 at a time.
 func curationRecords(n int, seed uint64, publish func([]bus.Outgoing)) {
 	r := rand.New(rand.NewPCG(seed, 1))
-	base := time.Date(2026, 6, 1, 0, 0, 0, 0, time.UTC)
-	msg := func(i int, at time.Time) bus.Outgoing {
-		// Two records in three linked to the same episode in the other
-		// source, each to the other (a link across sources counts once it
-		// is returned); a few wiki records to the next episode's, both
-		// ways: deeper graphs.
-		var same []events.Ref
-		switch {
-		case i%3 == 0 && i+1 < n:
-			same = append(same, benchRef(i+1))
-		case i%3 == 1:
-			same = append(same, benchRef(i-1))
-		}
-		if i%100 == 2 && i+3 < n {
-			same = append(same, benchRef(i+3))
-		}
-		if i%100 == 5 {
-			same = append(same, benchRef(i-3))
-		}
-		rf := benchRef(i)
-		ev := &events.EpisodeUpserted{ID: rf.ID, Source: rf.Source, SameAs: same, Title: fmt.Sprintf("%s at %s", rf.Key(), at.Format(time.RFC3339)),
-			Media: events.Media{Key: "audio/" + rf.Source + "/" + rf.ID + ".mp3"}, Priority: int32(i % 10), InitialCuratedAt: base, LatestCuratedAt: at}
-		env, err := events.NewAt(rf.Source, at, ev)
-		if err != nil {
-			panic(err)
-		}
-		return bus.Outgoing{Subject: subjectOf(env), Envelope: env}
-	}
 	window := make([]bus.Outgoing, 0, 520)
 	for i := range n {
-		at := base.Add(time.Duration(i+1) * time.Second)
+		at := benchContent(i)
 		if r.IntN(10) == 0 { // an older version arrives first
-			window = append(window, msg(i, at.Add(-500*time.Millisecond)))
+			old := at.Add(-500 * time.Millisecond)
+			window = append(window, benchRecord(i, n, old, old))
 		}
-		m := msg(i, at)
+		m := benchRecord(i, n, at, at)
 		window = append(window, m)
 		if r.IntN(10) == 0 { // the same event again, under a new id
 			dup := m
@@ -166,6 +137,41 @@ func curationRecords(n int, seed uint64, publish func([]bus.Outgoing)) {
 	}
 }
 
+// benchBase is when the benchmark's records were curated.
+var benchBase = time.Date(2026, 6, 1, 0, 0, 0, 0, time.UTC)
+
+// benchContent is the time of the last content of record i.
+func benchContent(i int) time.Time { return benchBase.Add(time.Duration(i+1) * time.Second) }
+
+// benchRecord is record i of n sent at sentAt with its content of time
+// content: two records in three linked to the same episode in the other
+// source, each to the other (a link across sources counts once it is
+// returned); a few wiki records to the next episode's, both ways: deeper
+// graphs.
+func benchRecord(i, n int, sentAt, content time.Time) bus.Outgoing {
+	var same []events.Ref
+	switch {
+	case i%3 == 0 && i+1 < n:
+		same = append(same, benchRef(i+1))
+	case i%3 == 1:
+		same = append(same, benchRef(i-1))
+	}
+	if i%100 == 2 && i+3 < n {
+		same = append(same, benchRef(i+3))
+	}
+	if i%100 == 5 {
+		same = append(same, benchRef(i-3))
+	}
+	rf := benchRef(i)
+	ev := &events.EpisodeUpserted{ID: rf.ID, Source: rf.Source, SameAs: same, Title: fmt.Sprintf("%s at %s", rf.Key(), content.Format(time.RFC3339Nano)),
+		Media: events.Media{Key: "audio/" + rf.Source + "/" + rf.ID + ".mp3"}, Priority: int32(i % 10), InitialCuratedAt: benchBase, LatestCuratedAt: content}
+	env, err := events.NewAt(rf.Source, sentAt, ev)
+	if err != nil {
+		panic(err)
+	}
+	return bus.Outgoing{Subject: subjectOf(env), Envelope: env}
+}
+
 // benchRef is the benchmark's record i: three sources in turn.
 func benchRef(i int) events.Ref {
 	return events.Ref{Source: []string{"feed", "log", "wiki"}[i%3], ID: fmt.Sprintf("ep%07d", i/3)}
@@ -174,7 +180,7 @@ func benchRef(i int) events.Ref {
 // checkEveryRecordOnce checks the promise: every one of the n records has
 // one row, a work or a redirect, and the works' members are every record
 // once.
-func checkEveryRecordOnce(b *testing.B, pl *pipeline, n int) {
+func checkEveryRecordOnce(b testing.TB, pl *pipeline, n int) {
 	rows, err := merger.Rows(context.Background(), pl.p.Catalog.DB(), catalog.Episode)
 	if err != nil {
 		b.Fatal(err)
@@ -201,7 +207,7 @@ func checkEveryRecordOnce(b *testing.B, pl *pipeline, n int) {
 			twice++
 		}
 	}
-	b.ReportMetric(float64(works), "works")
+	report(b, float64(works), "works")
 	st, err := pl.bus.JetStream().Stream(context.Background(), events.StreamDeadLetter)
 	if err != nil {
 		b.Fatal(err)
@@ -218,7 +224,7 @@ func checkEveryRecordOnce(b *testing.B, pl *pipeline, n int) {
 // drained catalogue (no grace: nothing is in flight) and reports its
 // counts: records, records placed in exactly one work, refused links, and
 // violations (there must be none).
-func checkInvariant(b *testing.B, pl *pipeline) {
+func checkInvariant(b testing.TB, pl *pipeline) {
 	ctx := context.Background()
 	check := completeness.New(pl.p.Catalog.DB(), pl.p.Rematch, nil, testenv.Logger(b), completeness.WithGrace(0), completeness.WithPage(10_000))
 	for {
@@ -234,14 +240,119 @@ func checkInvariant(b *testing.B, pl *pipeline) {
 			for _, s := range p.Sources {
 				c.Records, c.Placed, c.Refused = c.Records+s.Records, c.Placed+s.Placed, c.Refused+s.Refused
 			}
-			b.ReportMetric(float64(c.Records), "invariant-records")
-			b.ReportMetric(float64(c.Placed), "invariant-placed")
-			b.ReportMetric(float64(c.Refused), "invariant-refused")
-			b.ReportMetric(float64(p.Violations), "invariant-violations")
+			report(b, float64(c.Records), "invariant-records")
+			report(b, float64(c.Placed), "invariant-placed")
+			report(b, float64(c.Refused), "invariant-refused")
+			report(b, float64(p.Violations), "invariant-violations")
 			if p.Violations > 0 || c.Placed != c.Records {
 				b.Errorf("the invariant's pass found %d violations; %d of %d records placed", p.Violations, c.Placed, c.Records)
 			}
 			return
 		}
+	}
+}
+
+// report reports a metric when tb is a benchmark.
+func report(tb testing.TB, v float64, unit string) {
+	if b, ok := tb.(*testing.B); ok {
+		b.ReportMetric(v, unit)
+	}
+}
+
+// TestResendingASourceWhileOthersPublishEndsWithTheSameWorks: a catalogue
+// of three sources is curated; then one source sends every record again
+// (newer versions, the same content: a full reindex) while the other two
+// go on publishing. No one stops for it, and once the queues drain the
+// works are what they were, every record in one, the invariant whole.
+func TestResendingASourceWhileOthersPublishEndsWithTheSameWorks(t *testing.T) {
+	pl := newPipeline(t)
+	const n = 900
+	curationRecords(n, 3, func(w []bus.Outgoing) { pl.publish(t, w) })
+	pl.drain(t)
+	before := pl.works(t)
+	resendWhileOthersPublish(t, pl, n, "feed")
+	pl.drain(t)
+	after := pl.works(t)
+	if len(before) == 0 || !reflect.DeepEqual(before, after) {
+		changed := 0
+		for k, w := range before {
+			if after[k] != w {
+				changed++
+			}
+		}
+		t.Fatalf("%d of %d works changed by the resend (%d rows after)", changed, len(before), len(after))
+	}
+	checkEveryRecordOnce(t, pl, n)
+	checkInvariant(t, pl)
+}
+
+// BenchmarkResendASource is the resend above at scale: records a second
+// of one source's full resend while the others publish, until drained.
+//
+//	ARCHIVIST_CURVE_MAX=10000 go test -run '^$' -bench ResendASource -benchtime 1x ./services/curator/curator/
+func BenchmarkResendASource(b *testing.B) {
+	for _, n := range testenv.CurveSizes(100_000) {
+		b.Run(testenv.CurveName(n), func(b *testing.B) {
+			for range b.N {
+				pl := newPipeline(b)
+				curationRecords(n, 3, func(w []bus.Outgoing) { pl.publish(b, w) })
+				pl.drainWithin(b, 60*time.Minute)
+				before := pl.works(b)
+				t0 := time.Now()
+				resendWhileOthersPublish(b, pl, n, "feed")
+				pl.drainWithin(b, 60*time.Minute)
+				d := time.Since(t0)
+				b.ReportMetric(float64(n)/d.Seconds(), "records/s")
+				b.ReportMetric(d.Seconds(), "s")
+				if after := pl.works(b); !reflect.DeepEqual(before, after) {
+					b.Errorf("the resend changed the works")
+				}
+				checkInvariant(b, pl)
+			}
+		})
+	}
+}
+
+// resendWhileOthersPublish sends every record of source again, newer and
+// unchanged, while the other sources' records are published again (newer,
+// unchanged: the everyday traffic of sources that did not change) at the
+// same time.
+func resendWhileOthersPublish(tb testing.TB, pl *pipeline, n int, source string) {
+	later := benchBase.Add(24 * time.Hour)
+	var wg sync.WaitGroup
+	for _, resent := range []bool{true, false} {
+		wg.Go(func() {
+			var window []bus.Outgoing
+			for i := range n {
+				if (benchRef(i).Source == source) != resent {
+					continue
+				}
+				window = append(window, benchRecord(i, n, later.Add(time.Duration(i)*time.Millisecond), benchContent(i)))
+				if len(window) == 500 {
+					pl.publish(tb, window)
+					window = window[:0]
+				}
+			}
+			pl.publish(tb, window)
+		})
+	}
+	wg.Wait()
+}
+
+// publish publishes a window of curation events as a well-behaved source
+// does: when the stream refuses it for the events of its source already
+// waiting (bus.IsFull), it waits and sends the window again (the events
+// taken the first time are duplicates by their ids, and dropped).
+func (pl *pipeline) publish(tb testing.TB, window []bus.Outgoing) {
+	for {
+		err := pl.bus.PublishBatch(context.Background(), window)
+		if err == nil {
+			return
+		}
+		if !bus.IsFull(err) {
+			tb.Error(err)
+			return
+		}
+		time.Sleep(100 * time.Millisecond) // the source's back-off
 	}
 }

@@ -92,7 +92,7 @@ func (pl *pipeline) drainWithin(t testing.TB, d time.Duration) {
 
 // works renders every work row without its version: what the pipeline
 // built, not when.
-func (pl *pipeline) works(t *testing.T) map[string]string {
+func (pl *pipeline) works(t testing.TB) map[string]string {
 	t.Helper()
 	rows, err := merger.Rows(context.Background(), pl.p.Catalog.DB(), catalog.Episode)
 	if err != nil {
