@@ -146,9 +146,14 @@ func (m *Matcher) ApplyGroup(ctx context.Context, recs []catalog.Record) ([]cata
 			locks[k] = true
 		}
 	}
-	// Start with the records' current links too: unlinking must lock them.
-	cur, err := catalog.GetMany(ctx, m.db, kind, keys)
-	if err != nil {
+	// Start with the records' current links too: unlinking must lock them
+	// (read planned for these keys, as a group's statements are).
+	var cur []catalog.Record
+	if err := catalog.InGroup(ctx, m.db, func(tx pgx.Tx) error {
+		var err error
+		cur, err = catalog.GetMany(ctx, tx, kind, keys)
+		return err
+	}); err != nil {
 		return nil, nil, err
 	}
 	for _, r := range cur {
