@@ -59,6 +59,10 @@ type Config struct {
 	// ResyncInterval is how often every work is published again, so that a
 	// consumer that lost a works message (the pwa) catches up; 0 disables.
 	ResyncInterval time.Duration `env:"CURATOR_RESYNC_INTERVAL, default=24h"`
+	// HistoryRetention is how long the explanation of every work the
+	// merger wrote is kept (a work's newest whatever its age); 0 keeps
+	// them all.
+	HistoryRetention time.Duration `env:"CURATOR_HISTORY_RETENTION, default=8760h"`
 	// InvariantInterval is how often the leader checks the next page of
 	// records and works against curation's promise (package completeness);
 	// 0 disables. InvariantPage is how many records and works of each kind
@@ -135,6 +139,26 @@ func run(ctx context.Context, env *service.Env, cfg Config) error {
 				env.Log.ErrorContext(ctx, "resync works", "err", err)
 			} else {
 				env.Log.InfoContext(ctx, "works published again for their consumers", "rows", n)
+			}
+		}))
+	}
+	if cfg.HistoryRetention > 0 {
+		singletons = append(singletons, service.Every(cfg.ReconcileInterval, func(ctx context.Context) {
+			before := time.Now().Add(-cfg.HistoryRetention)
+			for ctx.Err() == nil {
+				n, err := merger.PruneHistory(ctx, env.DB, before, 5000)
+				if err != nil {
+					if ctx.Err() == nil {
+						env.Log.ErrorContext(ctx, "prune the works' explanations", "err", err)
+					}
+					return
+				}
+				if n > 0 {
+					env.Log.InfoContext(ctx, "explanations past their retention pruned", "rows", n, "written_before", before)
+				}
+				if n < 5000 {
+					return
+				}
 			}
 		}))
 	}

@@ -218,3 +218,21 @@ func Changes(before, after Explanation) []Change {
 	set("refused", refusals(before.Refused), refusals(after.Refused))
 	return out
 }
+
+// PruneHistory deletes up to limit explanations written before before,
+// each of a work with a newer one: a work's newest explanation is kept
+// whatever its age, so every work explains itself now, and what it was
+// at an earlier time can be asked within the retention. It returns how
+// many it deleted; a caller prunes a page at a time until none is left.
+func PruneHistory(ctx context.Context, q catalog.Querier, before time.Time, limit int) (int64, error) {
+	tag, err := q.Exec(ctx, `DELETE FROM curator.work_history h USING (
+			SELECT o.kind, o.key, o.version FROM curator.work_history o
+			WHERE o.written_at < $1 AND EXISTS (SELECT 1 FROM curator.work_history n
+				WHERE n.kind = o.kind AND n.key = o.key AND n.version > o.version)
+			ORDER BY o.written_at LIMIT $2) d
+		WHERE h.kind = d.kind AND h.key = d.key AND h.version = d.version`, before, limit)
+	if err != nil {
+		return 0, fmt.Errorf("prune explanations written before %s: %w", before.UTC().Format(time.RFC3339), err)
+	}
+	return tag.RowsAffected(), nil
+}
