@@ -186,7 +186,9 @@ func (b *Bus) Replay(ctx context.Context, seq uint64, actor string) (DeadLetter,
 }
 
 // sameAsOriginal checks a dead letter against the message it says it was,
-// where its stream still keeps that (a limits stream: CURATION, ARCHIVE):
+// where its stream still keeps that (a limits stream: ARCHIVE; CURATION
+// keeps an event only until the curator has it, and the curator, which
+// writes its letters, is its only consumer):
 // the same subject and bytes. A service writes its own consumers' dead
 // letters, headers and payload alike, so a compromised one could forge a
 // letter a replay would deliver to every consumer of the stream (N32); a
