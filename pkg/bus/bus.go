@@ -10,6 +10,7 @@ package bus
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"time"
@@ -169,6 +170,14 @@ func (b *Bus) Producer() string { return b.producer }
 // (events.InterestConsumers). It is idempotent: replicas of every service
 // call it at start.
 func (b *Bus) EnsureStreams(ctx context.Context) error {
+	// The interest consumers first where their stream exists already: a
+	// stream switched to interest retention (CURATION, from limits) with
+	// no consumer drops every message it holds.
+	for _, c := range events.InterestConsumers {
+		if _, err := b.EnsureConsumer(ctx, c); err != nil && !errors.Is(err, jetstream.ErrStreamNotFound) {
+			return err
+		}
+	}
 	for _, cfg := range events.Streams(b.replicas) {
 		if _, err := b.js.CreateOrUpdateStream(ctx, cfg); err != nil {
 			return fmt.Errorf("create or update stream %s: %w", cfg.Name, err)

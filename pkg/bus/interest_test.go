@@ -102,3 +102,58 @@ func TestCurationWaitsForACuratorThatHasNotStarted(t *testing.T) {
 		t.Fatalf("%d events wait for the curator, want the one published before it started", info.NumPending)
 	}
 }
+
+// TestAnUpgradeKeepsTheEventsWaiting: a CURATION made by an earlier
+// version (limits retention) holds events published before the curator
+// ever ran, with no consumer yet. Making the streams now (interest
+// retention) keeps them for the curator: its consumers are made before
+// the stream changes (a stream switched to interest with no consumer
+// drops every message).
+func TestAnUpgradeKeepsTheEventsWaiting(t *testing.T) {
+	ctx := context.Background()
+	b := testenv.Bus(t, "bus-test")
+	js := b.JetStream()
+	if err := js.DeleteStream(ctx, events.StreamCuration); err != nil {
+		t.Fatal(err)
+	}
+	var old jetstream.StreamConfig
+	for _, s := range events.Streams(1) {
+		if s.Name == events.StreamCuration {
+			old = s
+		}
+	}
+	old.Retention, old.Discard, old.DiscardNewPerSubject = jetstream.LimitsPolicy, jetstream.DiscardOld, false
+	if _, err := js.CreateStream(ctx, old); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		env, err := events.New("feed", &events.EpisodeUpserted{ID: fmt.Sprint("early", i), Source: "feed", Title: "before the upgrade"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := b.Publish(ctx, events.CurationSubject("feed", events.TypeEpisodeUpserted), env); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := b.EnsureStreams(ctx); err != nil {
+		t.Fatal(err)
+	}
+	st, err := js.Stream(ctx, events.StreamCuration)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := st.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.Config.Retention != jetstream.InterestPolicy || info.State.Msgs != 3 {
+		t.Fatalf("after the upgrade: retention %v, %d events kept; want interest, the 3 waiting", info.Config.Retention, info.State.Msgs)
+	}
+	cons, err := st.Consumer(ctx, events.CuratorEpisodes.Config.Durable)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ci, err := cons.Info(ctx); err != nil || ci.NumPending != 3 {
+		t.Fatalf("the curator's consumer has %v pending (%v), want the 3", ci, err)
+	}
+}
