@@ -34,7 +34,9 @@ import (
 // does not grow with n. Nothing may be dead-lettered.
 //
 // It reports records a second end to end, time a record, the peak memory
-// of the process (the embedded NATS server's with the curator's), and for
+// of the process (the embedded NATS server's with the curator's; with
+// ARCHIVIST_BENCH_NATS the URL of a NATS server of its own, the curator's
+// alone), and for
 // the matcher and the merger each the PostgreSQL statements (round trips),
 // rows and time a record; then it checks the promise twice: every record
 // has exactly one row and the works' members are every record once, and a
@@ -42,6 +44,7 @@ import (
 // nothing to heal, reporting its counts.
 //
 //	ARCHIVIST_CURVE_MAX=10000 go test -run '^$' -bench CurveCuration -benchtime 1x -timeout 60m ./services/curator/curator/
+//	nats-server -js -sd /tmp/js -p 4333 & ARCHIVIST_BENCH_NATS=nats://127.0.0.1:4333 go test ... # the curator's memory alone
 func BenchmarkCurveCuration(b *testing.B) {
 	for _, n := range testenv.CurveSizes(1_000_000) {
 		b.Run(testenv.CurveName(n), func(b *testing.B) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"os"
 	"reflect"
 	"slices"
 	"strings"
@@ -38,7 +39,15 @@ func newPipeline(t testing.TB) *pipeline {
 // newPipelineOn is newPipeline with the matcher's and the merger's pools.
 func newPipelineOn(t testing.TB, matching, merging *pgxpool.Pool) *pipeline {
 	t.Helper()
-	b := testenv.Bus(t, "curator")
+	var b *bus.Bus
+	if url := os.Getenv("ARCHIVIST_BENCH_NATS"); url != "" {
+		// A NATS server of its own, so that a benchmark's memory is the
+		// curator's alone (the embedded server's per-subject state and
+		// de-duplication ids grow with the works).
+		b = testenv.BusAt(t, url, "curator")
+	} else {
+		b = testenv.Bus(t, "curator")
+	}
 	cat := catalog.New(matching, nil, testenv.Logger(t))
 	p := curator.NewPipeline(b, cat, merger.New(merging, []string{"feed", "log"}, nil, testenv.Logger(t)))
 	subs, err := p.Start(context.Background(), 256) // CURATOR_CONCURRENCY's default
