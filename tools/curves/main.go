@@ -4,6 +4,7 @@
 // and prints a Markdown table of every point.
 //
 //	go run ./tools/curves -out docs/curves < bench.txt > table.md
+//	go run ./tools/curves -metrics us/item,peak-MiB ... # draw only these
 package main
 
 import (
@@ -35,7 +36,11 @@ var line = regexp.MustCompile(`^Benchmark(\w+)/n=(\d+)(?:-\d+)?\s+\d+\s+(.*)$`)
 
 func main() {
 	out := flag.String("out", "docs/curves", "directory for the PNG files")
+	only := flag.String("metrics", "", "the metrics to draw, comma-separated (default: every one but the total)")
 	flag.Parse()
+	if *only != "" {
+		drawn = strings.Split(*only, ",")
+	}
 	if err := run(os.Stdin, os.Stdout, *out); err != nil {
 		fmt.Fprintln(os.Stderr, "curves:", err)
 		os.Exit(1)
@@ -112,10 +117,13 @@ func parse(in io.Reader) (map[string][]point, error) {
 }
 
 // drawCurve plots each metric but the totals against N, log-log, side by side.
+// drawn are the metrics -metrics names (nil: every one but the total).
+var drawn []string
+
 func drawCurve(path, name string, pts []point, metrics []string) error {
 	var shown []string
 	for _, m := range metrics {
-		if m != "s" { // the total: per item and memory say more
+		if drawn != nil && slices.Contains(drawn, m) || drawn == nil && m != "s" { // the total: per item and memory say more
 			shown = append(shown, m)
 		}
 	}
