@@ -18,6 +18,7 @@ package groupcommit
 import (
 	"context"
 	"sync"
+	"time"
 )
 
 // WriteFunc writes a group of items; an error fails the whole group.
@@ -25,9 +26,10 @@ type WriteFunc[T any] func(ctx context.Context, items []T) error
 
 // Committer writes items of type T in groups through a WriteFunc.
 type Committer[T any] struct {
-	write WriteFunc[T]
-	max   int
-	keys  func(T) []string
+	write   WriteFunc[T]
+	max     int
+	keys    func(T) []string
+	observe func(size int, took time.Duration, err error)
 
 	mu      sync.Mutex
 	queue   []*pending[T]
@@ -52,6 +54,13 @@ func MaxGroup[T any](n int) Option[T] {
 // different groups, in the order they came.
 func Keys[T any](keys func(T) []string) Option[T] {
 	return func(c *Committer[T]) { c.keys = keys }
+}
+
+// Observe has fn called after each group is written with its size, how
+// long the write took and its error (a group that failed is then written
+// item by item): what metrics of the groups are made of.
+func Observe[T any](fn func(size int, took time.Duration, err error)) Option[T] {
+	return func(c *Committer[T]) { c.observe = fn }
 }
 
 // New returns a Committer writing through write.
@@ -150,7 +159,11 @@ func (c *Committer[T]) writeGroup(ctx context.Context, group []*pending[T]) {
 	for i, p := range group {
 		items[i] = p.item
 	}
+	start := time.Now()
 	err := c.write(ctx, items)
+	if c.observe != nil {
+		c.observe(len(items), time.Since(start), err)
+	}
 	if err == nil || len(group) == 1 {
 		for _, p := range group {
 			p.err = err

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/archivist/archivist/pkg/groupcommit"
 )
@@ -134,7 +135,13 @@ func TestItemsSharingAKeyAreInDifferentGroupsInOrder(t *testing.T) {
 
 func TestAFailedGroupIsWrittenAgainOneItemAtATime(t *testing.T) {
 	r := newRecorder()
-	c := groupcommit.New(r.write)
+	var observed []string
+	var mu sync.Mutex
+	c := groupcommit.New(r.write, groupcommit.Observe[item](func(size int, took time.Duration, err error) {
+		mu.Lock()
+		defer mu.Unlock()
+		observed = append(observed, fmt.Sprintf("%d %v", size, err != nil))
+	}))
 	rest := []item{{key: "x"}, {key: "bad"}, {key: "y"}}
 	errs := queueBehind(t, c, r, item{key: "first"}, rest)
 	for i, err := range errs {
@@ -144,6 +151,9 @@ func TestAFailedGroupIsWrittenAgainOneItemAtATime(t *testing.T) {
 	}
 	if got := sizes(r.groups); !slices.Equal(got, []int{1, 3, 1, 1, 1}) {
 		t.Fatalf("groups of %v, want the first, the three together, then each alone", got)
+	}
+	if want := []string{"1 false", "3 true"}; !slices.Equal(observed, want) {
+		t.Errorf("observed groups %v, want %v (the retries item by item are not groups)", observed, want)
 	}
 }
 

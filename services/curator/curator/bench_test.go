@@ -13,6 +13,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/archivist/archivist/devkit/testenv"
 	"github.com/archivist/archivist/events"
@@ -287,6 +288,29 @@ func TestResendingASourceWhileOthersPublishEndsWithTheSameWorks(t *testing.T) {
 	}
 	checkEveryRecordOnce(t, pl, n)
 	checkInvariant(t, pl)
+	// The records were matched and merged in groups, and the metrics say so.
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(pl.p.Collectors()...)
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range families {
+		if f.GetName() != "archivist_curator_group_items" {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			h := m.GetHistogram()
+			stage := m.GetLabel()[0].GetValue()
+			if h.GetSampleCount() == 0 {
+				continue
+			}
+			t.Logf("%s: %d groups, %.0f events, %.1f a group", stage, h.GetSampleCount(), h.GetSampleSum(), h.GetSampleSum()/float64(h.GetSampleCount()))
+			if stage == "match-episode" && (h.GetSampleSum() < 2*n || h.GetSampleSum()/float64(h.GetSampleCount()) < 2) {
+				t.Errorf("%s: %.0f events in %d groups: want every event of both passes, in groups of more than one", stage, h.GetSampleSum(), h.GetSampleCount())
+			}
+		}
+	}
 }
 
 // BenchmarkResendASource is the resend above at scale: records a second

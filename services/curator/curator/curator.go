@@ -14,6 +14,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/archivist/archivist/events"
 	"github.com/archivist/archivist/pkg/bus"
 	"github.com/archivist/archivist/pkg/fault"
@@ -99,6 +101,9 @@ func run(ctx context.Context, env *service.Env, cfg Config) error {
 	p := NewPipeline(env.Bus, catalog.New(env.DB, env.Metrics, env.Log),
 		merger.New(env.DB, strings.Split(cfg.SourcePrecedence, ","), env.Metrics, env.Log),
 		matcher.TrustedLinkers(strings.Split(cfg.TrustedLinkers, ",")...), matcher.MaxPriority(cfg.MaxPriority, limits))
+	if env.Metrics != nil {
+		env.Metrics.MustRegister(p.Collectors()...)
+	}
 	ist := ingest.NewStore(env.DB)
 	env.ReadGauges(ingest.BacklogGauges, ist.Backlog)
 	ing, err := pipeline.New(cfg.Ingest, ist, env.Blob, env.Bus, env.Log)
@@ -213,15 +218,52 @@ type Pipeline struct {
 	// one publication, so a record costs a share of a group's round trips.
 	matches map[catalog.Kind]*groupcommit.Committer[catalog.Record]
 	merges  *groupcommit.Committer[merger.Match]
+	// groupItems, groupSeconds and groupFailures describe the groups.
+	groupItems, groupSeconds *prometheus.HistogramVec
+	groupFailures            *prometheus.CounterVec
+}
+
+// Collectors are the pipeline's metrics: the size and the time of the
+// matcher's and the merger's groups, and the groups that failed (and were
+// written again one item at a time).
+func (p *Pipeline) Collectors() []prometheus.Collector {
+	return []prometheus.Collector{p.groupItems, p.groupSeconds, p.groupFailures}
+}
+
+// observe is the groups' metrics of stage.
+func observe[T any](p *Pipeline, stage string) groupcommit.Option[T] {
+	items, seconds, failures := p.groupItems.WithLabelValues(stage), p.groupSeconds.WithLabelValues(stage), p.groupFailures.WithLabelValues(stage)
+	return groupcommit.Observe[T](func(size int, took time.Duration, err error) {
+		items.Observe(float64(size))
+		seconds.Observe(took.Seconds())
+		if err != nil {
+			failures.Inc()
+		}
+	})
 }
 
 // NewPipeline wires the stages on b, the matcher with opts.
 func NewPipeline(b *bus.Bus, cat *catalog.Catalog, m *merger.Merger, opts ...matcher.Option) *Pipeline {
-	p := &Pipeline{Catalog: cat, Matcher: matcher.New(cat, b.Producer(), opts...), Merger: m, bus: b}
+	p := &Pipeline{Catalog: cat, Matcher: matcher.New(cat, b.Producer(), opts...), Merger: m, bus: b,
+		groupItems: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "archivist_curator_group_items",
+			Help:    "Events (match: records; merge: match results) the curator matched or merged in one transaction, by stage.",
+			Buckets: prometheus.ExponentialBuckets(1, 2, 9),
+		}, []string{"stage"}),
+		groupSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "archivist_curator_group_seconds",
+			Help:    "How long the curator took to match or merge a group and publish what it made, by stage.",
+			Buckets: prometheus.ExponentialBuckets(0.005, 2, 12),
+		}, []string{"stage"}),
+		groupFailures: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "archivist_curator_group_failures_total",
+			Help: "Groups that failed and were matched or merged again one event at a time, by stage.",
+		}, []string{"stage"}),
+	}
 	byKey := groupcommit.Keys(func(r catalog.Record) []string { return []string{r.Key()} })
 	p.matches = map[catalog.Kind]*groupcommit.Committer[catalog.Record]{
-		catalog.Episode: groupcommit.New(p.matchGroup, byKey),
-		catalog.Clip:    groupcommit.New(p.matchGroup, byKey),
+		catalog.Episode: groupcommit.New(p.matchGroup, byKey, observe[catalog.Record](p, "match-episode")),
+		catalog.Clip:    groupcommit.New(p.matchGroup, byKey, observe[catalog.Record](p, "match-clip")),
 	}
 	p.merges = groupcommit.New(p.mergeGroup, groupcommit.Keys(func(m merger.Match) []string {
 		keys := make([]string, len(m.Graph.Members))
@@ -229,7 +271,7 @@ func NewPipeline(b *bus.Bus, cat *catalog.Catalog, m *merger.Merger, opts ...mat
 			keys[i] = m.Graph.Kind + ":" + k
 		}
 		return keys
-	}))
+	}), observe[merger.Match](p, "merge"))
 	return p
 }
 
