@@ -146,20 +146,36 @@ func (m *Matcher) ApplyGroup(ctx context.Context, recs []catalog.Record) ([]cata
 			locks[k] = true
 		}
 	}
-	// Start with the records' current links too: unlinking must lock them
+	// Start with the records' current links too (unlinking must lock
+	// them), and every node that shares a stored graph with one to lock:
+	// the graphs the group touches, as far as they are known before it,
+	// so that few groups start over for a graph larger than their locks
 	// (read planned for these keys, as a group's statements are).
-	var cur []catalog.Record
 	if err := catalog.InGroup(ctx, m.db, func(tx pgx.Tx) error {
-		var err error
-		cur, err = catalog.GetMany(ctx, tx, kind, keys)
-		return err
-	}); err != nil {
-		return nil, nil, err
-	}
-	for _, r := range cur {
-		for _, k := range r.SameAs {
+		cur, err := catalog.GetMany(ctx, tx, kind, keys)
+		if err != nil {
+			return err
+		}
+		for _, r := range cur {
+			for _, k := range r.SameAs {
+				locks[k] = true
+			}
+		}
+		rows, err := tx.Query(ctx, `SELECT key FROM curator.match_nodes WHERE kind = $1 AND graph IN
+			(SELECT graph FROM curator.match_nodes WHERE kind = $1 AND key = ANY($2))`, string(kind), sortedKeys(locks))
+		if err != nil {
+			return fmt.Errorf("the stored graphs of %d records: %w", len(keys), err)
+		}
+		mates, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		if err != nil {
+			return fmt.Errorf("the stored graphs of %d records: %w", len(keys), err)
+		}
+		for _, k := range mates {
 			locks[k] = true
 		}
+		return nil
+	}); err != nil {
+		return nil, nil, err
 	}
 	var outcomes []catalog.Outcome
 	results, err := m.match(ctx, kind, keys, locks, func(tx pgx.Tx, h *hood) error {
