@@ -77,8 +77,20 @@ func run() error {
 	defer cancel()
 	// The message id makes a retry after a lost acknowledgement harmless:
 	// JetStream stores it once. No acknowledgement, or an error one (a
-	// subject of no stream, a full stream), means not stored.
-	ack, err := js.PublishMsg(ctx, msg, jetstream.WithMsgID(id))
+	// subject of no stream, a full stream), means not stored. When 100,000
+	// of this source's events already wait for the curator, the stream
+	// refuses more until it has taken some: back off and send it again.
+	var ack *jetstream.PubAck
+	for wait := 100 * time.Millisecond; ; wait = min(2*wait, 5*time.Second) {
+		ack, err = js.PublishMsg(ctx, msg, jetstream.WithMsgID(id))
+		var apiErr *jetstream.APIError
+		if errors.As(err, &apiErr) && apiErr.ErrorCode == 10077 && ctx.Err() == nil {
+			fmt.Fprintln(os.Stderr, "publish: the source's events wait for the curator; sending again in", wait)
+			time.Sleep(wait)
+			continue
+		}
+		break
+	}
 	if err != nil {
 		return fmt.Errorf("not stored: %w", err)
 	}
