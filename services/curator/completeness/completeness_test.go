@@ -48,7 +48,7 @@ func TestTheInvariantFindsAndHealsLostRecords(t *testing.T) {
 		t.Helper()
 		rec.Kind, rec.MediaKey, rec.InitialCuratedAt, rec.LatestCuratedAt = catalog.Episode, "m/"+rec.ID, at, at
 		rec.Title, rec.Version, rec.EventID, rec.Producer = rec.Source+" "+rec.ID, at, rec.Source+rec.ID, rec.Source
-		_, results, err := p.Matcher.Apply(ctx, rec)
+		_, results, err := p.Matcher.ApplyGroup(ctx, []catalog.Record{rec})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -253,7 +253,7 @@ func TestReconcileRepublishesLostMatchResults(t *testing.T) {
 	for _, id := range []string{"a", "b"} {
 		rec := catalog.Record{Kind: catalog.Episode, Source: "s", ID: id, Title: id, MediaKey: "m/" + id,
 			InitialCuratedAt: at, LatestCuratedAt: at, SameAs: []string{"s:a"}, Version: at, EventID: id, Producer: "s"}
-		if _, _, err := p.Matcher.Apply(ctx, rec); err != nil { // matched, results never published
+		if _, _, err := p.Matcher.ApplyGroup(ctx, []catalog.Record{rec}); err != nil { // matched, results never published
 			t.Fatal(err)
 		}
 	}

@@ -52,11 +52,11 @@ func TestAGroupMatchesAsItsRecordsOneByOne(t *testing.T) {
 				}
 				var want []catalog.Outcome
 				for _, rec := range group {
-					o, _, err := one.m.Apply(ctx, rec)
+					o, _, err := one.m.ApplyGroup(ctx, []catalog.Record{rec})
 					if err != nil {
 						t.Fatal(err)
 					}
-					want = append(want, o)
+					want = append(want, o...)
 				}
 				got, _, err := grouped.m.ApplyGroup(ctx, slices.Clone(group))
 				if err != nil {

@@ -111,23 +111,16 @@ const maxRounds = 20
 
 var errGrew = errors.New("graph grew beyond its locks")
 
-// Apply stores rec under the versioning rule and recomputes its graph. It
-// recomputes even when rec is a replay or stale: a redelivered update
-// whose results were not published before a crash publishes them now.
-func (m *Matcher) Apply(ctx context.Context, rec catalog.Record) (catalog.Outcome, []Result, error) {
-	outcomes, results, err := m.ApplyGroup(ctx, []catalog.Record{rec})
-	if err != nil {
-		return "", nil, err
-	}
-	return outcomes[0], results, nil
-}
-
-// ApplyGroup is Apply for a group of records of one kind with distinct
-// keys, in one transaction: the records are stored with one statement,
+// ApplyGroup stores a group of records of one kind with distinct keys
+// under the versioning rule and recomputes their graphs, in one
+// transaction: the records are stored with one statement,
 // their neighbourhood read with one query a step of its walk, linked in
 // memory one after the other in the order given (as if each had its own
 // transaction), and the graphs they touch stored and stamped once. It
-// returns each record's outcome and the results of every graph touched.
+// recomputes a record's graph even when the record is a replay or stale:
+// a redelivered update whose results were not published before a crash
+// publishes them now. It returns each record's outcome and the results of
+// every graph touched (a group of one: one record's).
 func (m *Matcher) ApplyGroup(ctx context.Context, recs []catalog.Record) ([]catalog.Outcome, []Result, error) {
 	if len(recs) == 0 {
 		return nil, nil, nil

@@ -41,11 +41,12 @@ func (b *bundle) apply(t *testing.T, key string, sameAs ...string) (catalog.Outc
 func (b *bundle) applyAt(t *testing.T, version time.Time, key string, priority int32, sameAs ...string) (catalog.Outcome, [][]string) {
 	t.Helper()
 	source, id, _ := strings.Cut(key, ":")
-	out, results, err := b.m.Apply(context.Background(), catalog.Record{Kind: catalog.Episode, Source: source, ID: id, Title: key,
-		Priority: priority, SameAs: sameAs, Version: version, EventID: fmt.Sprint(version.UnixNano()), Producer: source})
+	outs, results, err := b.m.ApplyGroup(context.Background(), []catalog.Record{{Kind: catalog.Episode, Source: source, ID: id, Title: key,
+		Priority: priority, SameAs: sameAs, Version: version, EventID: fmt.Sprint(version.UnixNano()), Producer: source}})
 	if err != nil {
 		t.Fatal(err)
 	}
+	out := outs[0]
 	var graphs [][]string
 	for _, r := range results {
 		if !slices.IsSorted(r.Graph.Members) {

@@ -47,7 +47,7 @@ func (e *example) update(id string, tick int, sameAs ...string) {
 	at := t0.Add(time.Duration(tick) * time.Hour)
 	rec := catalog.Record{Kind: catalog.Episode, Source: "src", ID: id, Title: id + "@" + at.Format("15"), MediaKey: "audio/" + id,
 		InitialCuratedAt: t0, LatestCuratedAt: at, SameAs: links, Version: at, EventID: id, Producer: "src"}
-	_, results, err := e.mt.Apply(e.ctx, rec)
+	_, results, err := e.mt.ApplyGroup(e.ctx, []catalog.Record{rec})
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -57,7 +57,7 @@ func (e *example) update(id string, tick int, sameAs ...string) {
 func (e *example) merge(results []matcher.Result) {
 	e.t.Helper()
 	for _, r := range results {
-		if _, err := e.mg.Apply(e.ctx, r.Envelope.SentAt, &r.Graph); err != nil {
+		if _, err := e.mg.ApplyGroup(e.ctx, []merger.Match{{SentAt: r.Envelope.SentAt, Graph: &r.Graph}}); err != nil {
 			e.t.Fatal(err)
 		}
 	}
@@ -165,7 +165,7 @@ func TestWorkedExampleIsStuckUnderMaxSourceTime(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, r := range results {
-			if _, err := fixed.Apply(e.ctx, r.Envelope.SentAt, &r.Graph); err != nil {
+			if _, err := fixed.ApplyGroup(e.ctx, []merger.Match{{SentAt: r.Envelope.SentAt, Graph: &r.Graph}}); err != nil {
 				t.Fatal(err)
 			}
 		}

@@ -47,7 +47,7 @@ func TestAGroupMergesAsItsResultsOneByOne(t *testing.T) {
 				at := t0.Add(time.Duration(i) * time.Minute)
 				rec := catalog.Record{Kind: kind, Source: src, ID: fmt.Sprintf("x%d", i), Title: fmt.Sprint(i), SameAs: same,
 					InitialCuratedAt: t0, LatestCuratedAt: at, Version: at, EventID: fmt.Sprint(i), Producer: src}
-				_, rs, err := s.mt.Apply(ctx, rec)
+				_, rs, err := s.mt.ApplyGroup(ctx, []catalog.Record{rec})
 				if err != nil {
 					t.Fatal(err)
 				}

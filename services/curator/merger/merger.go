@@ -92,28 +92,19 @@ func New(db *pgxpool.Pool, precedence []string, reg prometheus.Registerer, log *
 // Row is a merger output row: what one key of a graph now is.
 type Row = events.WorkUpserted
 
-// Apply builds the works of one match result, sent at sentAt, and writes
-// them. It returns the rows that are current (applied now, or already
-// stored with this version: a redelivery re-publishes them), to publish.
-func (m *Merger) Apply(ctx context.Context, sentAt time.Time, g *events.GraphMatched) ([]Row, error) {
-	rows, err := m.ApplyGroup(ctx, []Match{{SentAt: sentAt, Graph: g}})
-	if err != nil {
-		return nil, err
-	}
-	return rows[0], nil
-}
-
 // Match is a match result to merge: a graph and the matcher's time.
 type Match struct {
 	SentAt time.Time
 	Graph  *events.GraphMatched
 }
 
-// ApplyGroup is Apply for a group of match results whose graphs share no
-// key, in one transaction: the records of every graph read with one query
-// a kind, the rows written with one statement a kind, the explanations of
-// the works applied now recorded with one more (a replay's were recorded
-// with it). It returns each result's current rows.
+// ApplyGroup builds the works of a group of match results whose graphs
+// share no key and writes them, in one transaction: the records of every
+// graph read with one query a kind, the rows written with one statement a
+// kind, the explanations of the works applied now recorded with one more
+// (a replay's were recorded with it). It returns each result's rows that
+// are current (applied now, or already stored with this version: a
+// redelivery re-publishes them), to publish.
 func (m *Merger) ApplyGroup(ctx context.Context, group []Match) ([][]Row, error) {
 	current := make([][]Row, len(group))
 	err := catalog.InGroup(ctx, m.db, func(tx pgx.Tx) error {
