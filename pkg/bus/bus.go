@@ -173,8 +173,11 @@ func (b *Bus) EnsureStreams(ctx context.Context) error {
 	// The interest consumers first where their stream exists already: a
 	// stream switched to interest retention (CURATION, from limits) with
 	// no consumer drops every message it holds.
+	var later []events.Consumer // of a stream not made yet
 	for _, c := range events.InterestConsumers {
-		if _, err := b.EnsureConsumer(ctx, c); err != nil && !errors.Is(err, jetstream.ErrStreamNotFound) {
+		if _, err := b.EnsureConsumer(ctx, c); errors.Is(err, jetstream.ErrStreamNotFound) {
+			later = append(later, c)
+		} else if err != nil {
 			return err
 		}
 	}
@@ -183,7 +186,7 @@ func (b *Bus) EnsureStreams(ctx context.Context) error {
 			return fmt.Errorf("create or update stream %s: %w", cfg.Name, err)
 		}
 	}
-	for _, c := range events.InterestConsumers {
+	for _, c := range later {
 		if _, err := b.EnsureConsumer(ctx, c); err != nil {
 			return err
 		}
