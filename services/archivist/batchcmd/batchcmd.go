@@ -17,8 +17,8 @@ import (
 
 	"github.com/archivist/archivist/pkg/apiclient"
 	"github.com/archivist/archivist/services/curator/ingest"
-	"github.com/archivist/archivist/services/curator/ingest/httpapi"
 	"github.com/archivist/archivist/services/curator/ingest/notify"
+	"github.com/archivist/archivist/services/curator/ingest/views"
 	"github.com/archivist/archivist/services/curator/ingest/withdraw"
 )
 
@@ -46,8 +46,8 @@ func Plural(what string) string {
 }
 
 // Status reads a batch's or job's status.
-func Status(ctx context.Context, base, what string, id int64) (*httpapi.Status, error) {
-	var st httpapi.Status
+func Status(ctx context.Context, base, what string, id int64) (*views.Status, error) {
+	var st views.Status
 	if err := apiclient.Get(ctx, "curator", fmt.Sprintf("%s/v1/%s/%d", base, Plural(what), id), &st); err != nil {
 		return nil, err
 	}
@@ -56,12 +56,12 @@ func Status(ctx context.Context, base, what string, id int64) (*httpapi.Status, 
 
 // List lists batches or jobs: of state (any if ""), of batch (jobs; any
 // if 0), at most limit, the newest first.
-func List(ctx context.Context, base, what string, state string, batch int64, limit int) ([]httpapi.Listed, error) {
+func List(ctx context.Context, base, what string, state string, batch int64, limit int) ([]views.Listed, error) {
 	u := fmt.Sprintf("%s/v1/%s?state=%s&limit=%d", base, Plural(what), url.QueryEscape(state), limit)
 	if what == "job" && batch != 0 {
 		u += fmt.Sprintf("&batch=%d", batch)
 	}
-	var items []httpapi.Listed
+	var items []views.Listed
 	if err := apiclient.Get(ctx, "curator", u, &items); err != nil {
 		return nil, err
 	}
@@ -122,7 +122,7 @@ func Submit(ctx context.Context, base string, s ingest.Submission) (int64, error
 }
 
 // PrintList writes a list of batches or jobs for a person.
-func PrintList(w io.Writer, what string, items []httpapi.Listed) error {
+func PrintList(w io.Writer, what string, items []views.Listed) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	if what == "job" {
 		fmt.Fprintf(tw, "JOB\tBATCH\tPROFILE\tLOCAL ID\tSTATE\tSINCE\tATTEMPTS\tERROR\n")
@@ -151,7 +151,7 @@ func PrintList(w io.Writer, what string, items []httpapi.Listed) error {
 // completes, fails or is held, then prints its status.
 func Follow(ctx context.Context, base string, id int64, w io.Writer, every time.Duration) error {
 	for {
-		var st httpapi.Status
+		var st views.Status
 		if err := apiclient.Get(ctx, "curator", fmt.Sprintf("%s/v1/batches/%d", base, id), &st); err != nil {
 			return err
 		}
@@ -178,7 +178,7 @@ func Follow(ctx context.Context, base string, id int64, w io.Writer, every time.
 
 // Bar is a one-line progress bar of a batch: done (completed) and failed
 // jobs over all, and the count in each state.
-func Bar(st *httpapi.Status, width int) string {
+func Bar(st *views.Status, width int) string {
 	total := 0
 	for _, n := range st.Jobs {
 		total += n
@@ -203,7 +203,7 @@ func Bar(st *httpapi.Status, width int) string {
 }
 
 // Print writes a status: state, jobs by state, history, report summary.
-func Print(w io.Writer, st *httpapi.Status) error {
+func Print(w io.Writer, st *views.Status) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintf(tw, "%s %d\t%s\tcollection %s\n", st.Entity, st.ID, st.State, st.Profile)
 	if st.Error != "" {

@@ -13,21 +13,21 @@ import (
 
 	"github.com/archivist/archivist/services/archivist/batchcmd"
 	"github.com/archivist/archivist/services/curator/ingest"
-	"github.com/archivist/archivist/services/curator/ingest/httpapi"
+	"github.com/archivist/archivist/services/curator/ingest/views"
 )
 
 // TestBarCountsJobsByState: the bar fills with completed jobs, marks failed
 // ones, and names every other state that holds a job, in the order of the steps.
 func TestBarCountsJobsByState(t *testing.T) {
 	t.Parallel()
-	st := &httpapi.Status{ID: 7, State: ingest.Processing, Jobs: map[ingest.State]int{
+	st := &views.Status{ID: 7, State: ingest.Processing, Jobs: map[ingest.State]int{
 		ingest.Completed: 5, ingest.Failed: 1, ingest.Downloading: 2, ingest.Pending: 2}}
 	got := batchcmd.Bar(st, 10)
 	want := "batch 7 [#####x....] 5/10 processing pending 2, downloading 2, failed 1"
 	if got != want {
 		t.Errorf("bar:\n got %q\nwant %q", got, want)
 	}
-	if got := batchcmd.Bar(&httpapi.Status{ID: 8, State: ingest.Pending}, 4); got != "batch 8 [....] 0/0 pending " {
+	if got := batchcmd.Bar(&views.Status{ID: 8, State: ingest.Pending}, 4); got != "batch 8 [....] 0/0 pending " {
 		t.Errorf("a batch without jobs yet: %q", got)
 	}
 }
@@ -38,7 +38,7 @@ func TestListsSayWhyAndWhenEmpty(t *testing.T) {
 	t.Parallel()
 	at := time.Date(2026, 11, 27, 10, 30, 0, 0, time.UTC)
 	var b bytes.Buffer
-	if err := batchcmd.PrintList(&b, "job", []httpapi.Listed{
+	if err := batchcmd.PrintList(&b, "job", []views.Listed{
 		{ID: 1, Batch: 9, Profile: "films", LocalID: "f-1", State: ingest.Failed, StateAt: at, Error: "digest mismatch"},
 		{ID: 2, Batch: 9, Profile: "films", LocalID: "f-2", State: ingest.Downloading, StateAt: at, Attempts: 3, LastAttemptError: "origin said 503"},
 	}); err != nil {
@@ -67,7 +67,7 @@ func TestFollowEndsWithTheBatch(t *testing.T) {
 				http.NotFound(w, r)
 				return
 			}
-			st := httpapi.Status{Entity: ingest.Batch, ID: 3, State: ingest.Processing, Profile: "films", Jobs: map[ingest.State]int{ingest.Downloading: 1}}
+			st := views.Status{Entity: ingest.Batch, ID: 3, State: ingest.Processing, Profile: "films", Jobs: map[ingest.State]int{ingest.Downloading: 1}}
 			if calls.Add(1) >= 3 {
 				st.State, st.Jobs = end, map[ingest.State]int{ingest.Completed: 1}
 			}

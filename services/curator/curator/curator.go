@@ -29,6 +29,7 @@ import (
 	"github.com/archivist/archivist/services/curator/ingest"
 	"github.com/archivist/archivist/services/curator/ingest/httpapi"
 	"github.com/archivist/archivist/services/curator/ingest/pipeline"
+	"github.com/archivist/archivist/services/curator/ingest/views"
 	"github.com/archivist/archivist/services/curator/ingest/withdraw"
 	"github.com/archivist/archivist/services/curator/ingest/workitems"
 	"github.com/archivist/archivist/services/curator/matcher"
@@ -105,7 +106,7 @@ func run(ctx context.Context, env *service.Env, cfg Config) error {
 		env.Metrics.MustRegister(p.Collectors()...)
 	}
 	ist := ingest.NewStore(env.DB)
-	env.ReadGauges(ingest.BacklogGauges, ist.Backlog)
+	env.ReadGauges(views.BacklogGauges, func(ctx context.Context) (service.Readings, error) { return views.Backlog(ctx, ist) })
 	ing, err := pipeline.New(cfg.Ingest, ist, env.Blob, env.Bus, env.Log)
 	if err != nil {
 		return err

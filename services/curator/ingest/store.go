@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/archivist/archivist/pkg/telemetry"
@@ -130,12 +129,6 @@ func (s *Store) move(ctx context.Context, tx pgx.Tx, e Entity, id int64, from, t
 	return s.moveRow(ctx, tx, e, id, from, to, by, action, detail, Columns{}, nil)
 }
 
-// querier is a transaction, a connection or a pool.
-type querier interface {
-	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
-	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
-}
-
 // endsJob tells whether a move takes a job to an end, after which its batch
 // may be done processing.
 func endsJob(e Entity, to State) bool {
@@ -195,7 +188,7 @@ func (c Columns) assignments(u string, args []any) (string, []any) {
 // all there is: one statement needs none), also writing the columns in
 // set, and filling row with the job as the move left it when row is not
 // nil.
-func (s *Store) moveRow(ctx context.Context, q querier, e Entity, id int64, from, to State, by By, action, detail string, set Columns, row *JobRow, fence ...int64) error {
+func (s *Store) moveRow(ctx context.Context, q Querier, e Entity, id int64, from, to State, by By, action, detail string, set Columns, row *JobRow, fence ...int64) error {
 	t, ok := AllowedBy(e, from, to, by)
 	if !ok {
 		return fmt.Errorf("ingest: %s %d: %s -> %s by %s is not in the transition table", e, id, from, to, by)
@@ -260,7 +253,7 @@ var openJobStates = func() []string {
 // (the move's state condition lets only one of them move the batch), so
 // no lock has to serialise every job's end on the batch row. A crash
 // between the commit and this check is made good by ReportDone.
-func (s *Store) reportIfDone(ctx context.Context, q querier, batch int64) (bool, error) {
+func (s *Store) reportIfDone(ctx context.Context, q Querier, batch int64) (bool, error) {
 	var open bool
 	if err := q.QueryRow(ctx, `SELECT EXISTS (SELECT FROM curator.jobs WHERE batch_id = $1 AND state = ANY($2))`,
 		batch, openJobStates).Scan(&open); err != nil {
@@ -307,7 +300,7 @@ func (s *Store) ReportDone(ctx context.Context) (int, error) {
 }
 
 // batchOf is a job's batch.
-func (s *Store) batchOf(ctx context.Context, q querier, job int64) (int64, error) {
+func (s *Store) batchOf(ctx context.Context, q Querier, job int64) (int64, error) {
 	var batch int64
 	if err := q.QueryRow(ctx, `SELECT batch_id FROM curator.jobs WHERE id = $1`, job).Scan(&batch); err != nil {
 		return 0, fmt.Errorf("batch of job %d: %w", job, err)
@@ -319,7 +312,7 @@ func (s *Store) batchOf(ctx context.Context, q querier, job int64) (int64, error
 // transaction on.
 type Beginner interface {
 	Begin(context.Context) (pgx.Tx, error)
-	querier
+	Querier
 }
 
 // MoveOnRow makes one transition on db, from to to, by by, with detail in
@@ -355,7 +348,7 @@ func (s *Store) MoveOnRow(ctx context.Context, db Beginner, e Entity, id int64, 
 
 // jobEnded checks, once a job's end has committed, whether its batch
 // (looked up when batch is 0) is done processing.
-func (s *Store) jobEnded(ctx context.Context, q querier, job int64, to State, batch int64) error {
+func (s *Store) jobEnded(ctx context.Context, q Querier, job int64, to State, batch int64) error {
 	if batch == 0 {
 		var err error
 		if batch, err = s.batchOf(ctx, q, job); err != nil {

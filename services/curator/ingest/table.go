@@ -6,8 +6,9 @@
 //
 // This package is the state machine and its store: the transition table
 // (table.go), the one place that says what may happen, and the batches and
-// jobs in PostgreSQL (store.go, submission.go, admin.go). The rest is in
-// rooms by concern:
+// jobs in PostgreSQL (store.go, submission.go, admin.go, and jobs.go: the
+// typed statements the other rooms call). It alone writes its tables; the
+// rest is in rooms by concern:
 //
 //   - daemon: the state daemons, their claims, retries and fencing;
 //   - pipeline: what each state does (read the payload, estimate,
@@ -21,7 +22,9 @@
 //   - notify: the collections' notification settings and mails;
 //   - withdraw: objects and versions withdrawn, their tombstones;
 //   - report: a batch's report;
-//   - httpapi: the HTTP API and what it shows;
+//   - views: what people see of batches and jobs (lists, status, place
+//     in the queue, counts and the backlog gauges);
+//   - httpapi: the HTTP API;
 //   - origin: a depositor's origin server in small, for dev and tests.
 package ingest
 

@@ -158,9 +158,9 @@ type candidate struct {
 // depositor's are found through the (state, submitter, ...) index, one
 // seek per depositor with work in the state).
 func (d *daemon) candidates(ctx context.Context) ([]candidate, error) {
-	table, cols, order, outer := "curator.jobs", "id, priority", "priority, id", "c.priority, c.id"
+	table, cols, order, outer := ingest.Table(d.entity), "id, priority", "priority, id", "c.priority, c.id"
 	if d.entity == ingest.Batch {
-		table, cols, order, outer = "curator.batches", "id", "id", "c.id"
+		cols, order, outer = "id", "id", "c.id"
 	}
 	q := `WITH RECURSIVE s AS (
 			(SELECT submitter FROM ` + table + ` WHERE state = $1 ORDER BY submitter LIMIT 1)

@@ -19,6 +19,7 @@ import (
 	"github.com/archivist/archivist/pkg/service"
 	"github.com/archivist/archivist/services/curator/ingest"
 	"github.com/archivist/archivist/services/curator/ingest/notify"
+	"github.com/archivist/archivist/services/curator/ingest/views"
 	"github.com/archivist/archivist/services/curator/ingest/withdraw"
 )
 
@@ -86,7 +87,7 @@ func Routes(mux *http.ServeMux, s *ingest.Store, wd *withdraw.Withdrawer, log *s
 				writeErr(w, err)
 				return
 			}
-			st, err := StatusOf(r.Context(), s, e, id)
+			st, err := views.StatusOf(r.Context(), s, e, id)
 			if err != nil {
 				writeErr(w, err)
 				return
@@ -112,7 +113,7 @@ func Routes(mux *http.ServeMux, s *ingest.Store, wd *withdraw.Withdrawer, log *s
 	list := func(e ingest.Entity) http.HandlerFunc {
 		return func(w http.ResponseWriter, r *http.Request) {
 			q := r.URL.Query()
-			f := Filter{State: ingest.State(q.Get("state")), Limit: 100, Submitter: q.Get("submitter")}
+			f := views.Filter{State: ingest.State(q.Get("state")), Limit: 100, Submitter: q.Get("submitter")}
 			if caller, _ := apiauth.Caller(r.Context()); caller.OwnOnly() {
 				// A depositor lists its own.
 				f.Submitter = caller.Name
@@ -133,7 +134,7 @@ func Routes(mux *http.ServeMux, s *ingest.Store, wd *withdraw.Withdrawer, log *s
 				}
 				f.Batch = n
 			}
-			out, err := List(r.Context(), s, e, f)
+			out, err := views.List(r.Context(), s, e, f)
 			if err != nil {
 				writeErr(w, err)
 				return
@@ -213,7 +214,7 @@ func Routes(mux *http.ServeMux, s *ingest.Store, wd *withdraw.Withdrawer, log *s
 	batchHistory := service.HistoryHandler(log, "batch", ingest.ErrNotFound, history(ingest.Batch))
 	jobHistory := service.HistoryHandler(log, "job", ingest.ErrNotFound, history(ingest.Job))
 	mux.HandleFunc("GET /v1/ingest/status", func(w http.ResponseWriter, r *http.Request) {
-		c, err := s.Counts(r.Context())
+		c, err := views.Counts(r.Context(), s)
 		if err != nil {
 			writeErr(w, err)
 			return

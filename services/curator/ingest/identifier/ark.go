@@ -133,22 +133,23 @@ func mayTake(ctx context.Context, db *pgxpool.Pool, j *ingest.JobRow, shoulder s
 	if shoulder != "" && ark.Under(j.Primary, shoulder) {
 		return fault.Permanent(fmt.Errorf("the supplied %s is under the archive's own shoulder %s, whose ARKs only its minter gives", j.Primary, shoulder))
 	}
-	var list *string
-	if err := db.QueryRow(ctx, `SELECT ark_shoulders FROM curator.batches WHERE id = $1`, j.BatchID).Scan(&list); err != nil {
+	b, err := ingest.BatchOf(ctx, db, j.BatchID)
+	if err != nil {
 		return fmt.Errorf("the shoulders of batch %d: %w", j.BatchID, err)
 	}
-	if list == nil {
+	if !b.ShouldersKept {
 		return nil // a batch submitted before shoulders were kept
 	}
-	for _, s := range strings.Split(*list, ",") {
+	list := b.ARKShoulders
+	for _, s := range strings.Split(list, ",") {
 		if s == AnyShoulder || s != "" && ark.Under(j.Primary, s) {
 			return nil
 		}
 	}
-	if *list == "" {
+	if list == "" {
 		return fault.Permanent(fmt.Errorf("the supplied %s names no object, and the depositor's key may supply none (its keys-file line has no arks=…, or its token no ARK shoulders)", j.Primary))
 	}
-	return fault.Permanent(fmt.Errorf("the supplied %s names no object, and is under none of the shoulders the depositor's key may supply ARKs under (%s)", j.Primary, *list))
+	return fault.Permanent(fmt.Errorf("the supplied %s names no object, and is under none of the shoulders the depositor's key may supply ARKs under (%s)", j.Primary, list))
 }
 
 // AnyShoulder in a depositor's shoulders lets it supply ARKs under every
@@ -184,17 +185,28 @@ func (l *Local) mint(ctx context.Context, j *ingest.JobRow, minter string) (stri
 				continue
 			}
 		}
-		tagged, err := db.Exec(ctx, `WITH a AS (INSERT INTO curator.arks (ark, norm, storage_prefix, submitter, profile, local_id, job_id, minter, tag)
-				VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) ON CONFLICT DO NOTHING RETURNING ark)
-			UPDATE curator.jobs SET ark = a.ark FROM a WHERE id = $7 AND jobs.ark = ''`, a, norm, prefix, j.Submitter, j.Profile, j.LocalID, j.ID, minter, tag)
+		// The ARK recorded, and given to the job unless it has one, in one
+		// transaction.
+		var kept string
+		err = pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error {
+			added, err := tx.Exec(ctx, `INSERT INTO curator.arks (ark, norm, storage_prefix, submitter, profile, local_id, job_id, minter, tag)
+				VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) ON CONFLICT DO NOTHING`, a, norm, prefix, j.Submitter, j.Profile, j.LocalID, j.ID, minter, tag)
+			if err != nil || added.RowsAffected() == 0 {
+				return err
+			}
+			kept, err = ingest.KeepARK(ctx, tx, j.ID, a)
+			return err
+		})
 		if err != nil {
 			return "", fmt.Errorf("mint %s: %w", a, err)
 		}
-		if tagged.RowsAffected() == 0 {
-			var has string
+		if kept != a {
+			has, err := ingest.JobARK(ctx, db, j.ID)
+			if err != nil {
+				return "", fmt.Errorf("mint %s: %w", a, err)
+			}
 			var taken bool
-			if err := db.QueryRow(ctx, `SELECT (SELECT ark FROM curator.jobs WHERE id = $1),
-				EXISTS (SELECT 1 FROM curator.arks WHERE norm = $2 OR storage_prefix = $3)`, j.ID, norm, prefix).Scan(&has, &taken); err != nil {
+			if err := db.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM curator.arks WHERE norm = $1 OR storage_prefix = $2)`, norm, prefix).Scan(&taken); err != nil {
 				return "", fmt.Errorf("mint %s: %w", a, err)
 			}
 			switch {
@@ -223,10 +235,12 @@ func newTag() string {
 
 // keep writes ark to the job (unless it has one) and returns the job's.
 func keep(ctx context.Context, db *pgxpool.Pool, j *ingest.JobRow, ark string) (string, error) {
-	if err := db.QueryRow(ctx, `UPDATE curator.jobs SET ark = CASE WHEN ark = '' THEN $2 ELSE ark END WHERE id = $1 RETURNING ark`, j.ID, ark).Scan(&j.ARK); err != nil {
-		return "", fmt.Errorf("job %d keeps %s: %w", j.ID, ark, err)
+	kept, err := ingest.KeepARK(ctx, db, j.ID, ark)
+	if err != nil {
+		return "", err
 	}
-	return j.ARK, nil
+	j.ARK = kept
+	return kept, nil
 }
 
 // noid spells n in the NOID alphabet (digits and consonants) with its

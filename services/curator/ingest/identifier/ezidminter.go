@@ -128,7 +128,7 @@ func (e *EZID) register(ctx context.Context, ark string, meta map[string]string)
 // is never given again (the sequence has moved on).
 func (e *EZID) giveUp(ctx context.Context, a string) error {
 	return pgx.BeginFunc(ctx, e.DB, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, `UPDATE curator.jobs SET ark = '' WHERE ark = $1`, a); err != nil {
+		if err := ingest.ForgetARK(ctx, tx, a); err != nil {
 			return fmt.Errorf("give up %s: %w", a, err)
 		}
 		if _, err := tx.Exec(ctx, `DELETE FROM curator.arks WHERE ark = $1 AND registered_at IS NULL`, a); err != nil {

@@ -155,20 +155,20 @@ func Hold(ctx context.Context, db *pgxpool.Pool, bs blob.Store, j *ingest.JobRow
 		if withdrawnAt != nil {
 			return fault.Permanent(&WithdrawnError{ARK: j.ARK, At: *withdrawnAt, Reason: reason})
 		}
-		if err := tx.QueryRow(ctx, `SELECT version FROM curator.jobs WHERE id = $1`, j.ID).Scan(&version); err != nil {
+		held, err := ingest.JobVersion(ctx, tx, j.ID)
+		if err != nil {
 			return err
 		}
+		version = held
 		if version != 0 && version == last && version > recorded {
 			return nil // its own number, still the last: a retry
 		}
-		var holder int64
-		err := tx.QueryRow(ctx, `SELECT id FROM curator.jobs WHERE ark = $1 AND state IN ('storing', 'recording') AND version = $2 AND version > 0 AND id <> $3 LIMIT 1`,
-			j.ARK, last, j.ID).Scan(&holder)
+		holder, err := ingest.VersionHolder(ctx, tx, j.ARK, last, j.ID)
 		switch {
-		case err == nil || waiting:
-			return ErrWait
-		case !errors.Is(err, pgx.ErrNoRows):
+		case err != nil:
 			return err
+		case holder != 0 || waiting:
+			return ErrWait
 		}
 		version = max(last, recorded)
 		for {
@@ -186,8 +186,7 @@ func Hold(ctx context.Context, db *pgxpool.Pool, bs blob.Store, j *ingest.JobRow
 		if _, err := tx.Exec(ctx, `UPDATE curator.ark_versions SET last = $2 WHERE ark = $1`, j.ARK, version); err != nil {
 			return err
 		}
-		_, err = tx.Exec(ctx, `UPDATE curator.jobs SET version = $2 WHERE id = $1`, j.ID, version)
-		return err
+		return ingest.SetJobVersion(ctx, tx, j.ID, version)
 	})
 	if err != nil {
 		if errors.Is(err, ErrWait) {
@@ -202,7 +201,7 @@ func Hold(ctx context.Context, db *pgxpool.Pool, bs blob.Store, j *ingest.JobRow
 // Abandon gives up the job's version (its files were refused by the store,
 // which holds other bytes under it): the next Hold gives it a new number.
 func Abandon(ctx context.Context, db *pgxpool.Pool, j *ingest.JobRow) error {
-	if _, err := db.Exec(ctx, `UPDATE curator.jobs SET version = 0 WHERE id = $1 AND version = $2`, j.ID, j.Version); err != nil {
+	if err := ingest.AbandonJobVersion(ctx, db, j.ID, j.Version); err != nil {
 		return fmt.Errorf("abandon v%d of %s: %w", j.Version, j.ARK, err)
 	}
 	j.Version = 0

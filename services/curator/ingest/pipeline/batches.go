@@ -45,12 +45,6 @@ func (e *manifestError) Error() string { return e.err.Error() }
 
 func (e *manifestError) Unwrap() error { return e.err }
 
-// newJob is a job to create.
-type newJob struct {
-	kind, url, localID, title, primary string
-	files                              []ingest.File
-}
-
 // batchPending: a held collection holds the batch; else the payload is
 // read and one job per object created, in the transition's transaction.
 func (g *Ingester) batchPending(ctx context.Context, id int64) (daemon.Outcome, error) {
@@ -63,7 +57,7 @@ func (g *Ingester) batchPending(ctx context.Context, id int64) (daemon.Outcome, 
 	} else if held {
 		return daemon.Outcome{To: ingest.Held, Detail: "collection " + b.Profile + " is held"}, nil
 	}
-	var jobs []newJob
+	var jobs []ingest.NewJob
 	files := 0
 	count := func(n int) error {
 		if files += n; files > g.cfg.MaxBatchFiles {
@@ -80,22 +74,22 @@ func (g *Ingester) batchPending(ctx context.Context, id int64) (daemon.Outcome, 
 	}
 	switch b.Type {
 	case "file":
-		jobs = []newJob{{kind: "file", url: b.PayloadURL, title: b.Title, primary: b.Primary, files: []ingest.File{{URL: b.PayloadURL, Name: nameOf(b.PayloadURL)}}}}
+		jobs = []ingest.NewJob{{Kind: "file", PayloadURL: b.PayloadURL, Title: b.Title, Primary: b.Primary, Files: []ingest.File{{URL: b.PayloadURL, Name: nameOf(b.PayloadURL)}}}}
 	case "container":
-		jobs = []newJob{{kind: "container", url: b.PayloadURL, title: b.Title, primary: b.Primary}}
+		jobs = []ingest.NewJob{{Kind: "container", PayloadURL: b.PayloadURL, Title: b.Title, Primary: b.Primary}}
 	case "manifest":
-		j := newJob{kind: "manifest", url: b.PayloadURL, title: b.Title, primary: b.Primary}
+		j := ingest.NewJob{Kind: "manifest", PayloadURL: b.PayloadURL, Title: b.Title, Primary: b.Primary}
 		err := g.scanManifest(ctx, b.PayloadURL, true, func(r manifest.Row) error {
-			j.files = append(j.files, ingest.File{URL: r.URL, Name: r.Name, DigestAlg: r.DigestAlg, Digest: r.Digest, Size: r.Size})
+			j.Files = append(j.Files, ingest.File{URL: r.URL, Name: r.Name, DigestAlg: r.DigestAlg, Digest: r.Digest, Size: r.Size})
 			if r.LocalID != "" {
-				j.localID = r.LocalID
+				j.LocalID = r.LocalID
 			}
 			return count(1)
 		})
 		if err != nil {
 			return fail(err, "the manifest")
 		}
-		jobs = []newJob{j}
+		jobs = []ingest.NewJob{j}
 	case "batch-manifest", "manifest-of-containers":
 		// A job a row (a one-file object, or a container): the manifest is checked whole first, holding
 		// nothing but counts, then streamed again straight into the jobs
@@ -110,10 +104,7 @@ func (g *Ingester) batchPending(ctx context.Context, id int64) (daemon.Outcome, 
 			return daemon.Outcome{To: ingest.Failed, Detail: "the payload lists no object"}, nil
 		}
 		return daemon.Outcome{To: ingest.Processing, Detail: fmt.Sprintf("%d jobs", n), Apply: func(ctx context.Context, tx pgx.Tx) error {
-			src := &manifestJobs{ctx: ctx, g: g, url: b.PayloadURL, batch: id, submitter: b.Submitter, profile: b.Profile, title: b.Title,
-				mode: b.Mode, containers: b.Type == "manifest-of-containers"}
-			copied, err := tx.CopyFrom(ctx, pgx.Identifier{"curator", "jobs"}, jobColumnsCopied, src)
-			src.close()
+			copied, err := ingest.CreateJobs(ctx, tx, &b.BatchRow, g.manifestJobs(ctx, b, b.Type == "manifest-of-containers"))
 			if err == nil && int(copied) != n {
 				err = fmt.Errorf("the manifest changed while it was read: %d rows, then %d", n, copied)
 			}
@@ -125,9 +116,9 @@ func (g *Ingester) batchPending(ctx context.Context, id int64) (daemon.Outcome, 
 			return fail(err, "the manifest")
 		}
 		for _, r := range subs {
-			j := newJob{kind: "manifest", url: r.URL, localID: r.LocalID, title: firstOf(r.Title, b.Title), primary: r.Primary}
+			j := ingest.NewJob{Kind: "manifest", PayloadURL: r.URL, LocalID: r.LocalID, Title: firstOf(r.Title, b.Title), Primary: r.Primary}
 			err := g.scanManifest(ctx, r.URL, true, func(f manifest.Row) error {
-				j.files = append(j.files, ingest.File{URL: f.URL, Name: f.Name, DigestAlg: f.DigestAlg, Digest: f.Digest, Size: f.Size})
+				j.Files = append(j.Files, ingest.File{URL: f.URL, Name: f.Name, DigestAlg: f.DigestAlg, Digest: f.Digest, Size: f.Size})
 				return count(1)
 			})
 			if err != nil {
@@ -140,15 +131,13 @@ func (g *Ingester) batchPending(ctx context.Context, id int64) (daemon.Outcome, 
 		return daemon.Outcome{To: ingest.Failed, Detail: "the payload lists no object"}, nil
 	}
 	return daemon.Outcome{To: ingest.Processing, Detail: fmt.Sprintf("%d jobs", len(jobs)), Apply: func(ctx context.Context, tx pgx.Tx) error {
-		rows := make([][]any, len(jobs))
-		for i, j := range jobs {
-			files := j.files
-			if files == nil {
-				files = []ingest.File{}
+		_, err := ingest.CreateJobs(ctx, tx, &b.BatchRow, func(yield func(ingest.NewJob, error) bool) {
+			for _, j := range jobs {
+				if !yield(j, nil) {
+					return
+				}
 			}
-			rows[i] = []any{id, b.Submitter, b.Profile, j.kind, j.url, j.localID, j.title, files, j.primary, b.Mode}
-		}
-		_, err := tx.CopyFrom(ctx, pgx.Identifier{"curator", "jobs"}, jobColumnsCopied, pgx.CopyFromRows(rows))
+		})
 		return err
 	}}, nil
 }
@@ -176,8 +165,8 @@ func (g *Ingester) confirming(step func(ctx context.Context, id int64) (daemon.O
 					return err
 				}
 			}
-			var jobs int
-			if err := tx.QueryRow(ctx, `SELECT count(*) FROM curator.jobs WHERE batch_id = $1`, id).Scan(&jobs); err != nil {
+			jobs, err := ingest.JobsOf(ctx, tx, id)
+			if err != nil {
 				return err
 			}
 			return notify.Enqueue(ctx, tx, id, "confirmation", notify.Confirmation(st.Emails, b.mailed(), jobs))
@@ -186,74 +175,33 @@ func (g *Ingester) confirming(step func(ctx context.Context, id int64) (daemon.O
 	}
 }
 
-// jobColumnsCopied are the columns a batch's jobs are created with.
-var jobColumnsCopied = []string{"batch_id", "submitter", "profile", "kind", "payload_url", "local_id", "title", "files", "primary_ark", "submission_mode"}
-
-// manifestJobs streams a batch manifest's rows as jobs into COPY (a
-// pgx.CopyFromSource): the manifest is read by manifest.ScanCheckm as COPY asks for
-// rows, one row in hand at a time.
-type manifestJobs struct {
-	ctx                 context.Context
-	g                   *Ingester
-	url, profile, title string
-	submitter, mode     string
-	batch               int64
-	// containers: each row is a zip container (manifest-of-containers),
-	// not a file.
-	containers bool
-	next       func() (manifest.Row, error, bool)
-	stop       func()
-	row        manifest.Row
-	err        error
-}
-
-func (m *manifestJobs) Next() bool {
-	if m.next == nil {
-		seq := func(yield func(manifest.Row, error) bool) {
-			err := m.g.scanManifest(m.ctx, m.url, false, func(r manifest.Row) error {
-				if !yield(r, nil) {
-					return errStopped
-				}
-				return nil
-			})
-			if err != nil && !errors.Is(err, errStopped) {
-				yield(manifest.Row{}, err)
+// manifestJobs are the jobs of batch b's manifest, a row each (a one-file
+// object, or a container when containers), read from the manifest as they
+// are asked for: one row in hand at a time.
+func (g *Ingester) manifestJobs(ctx context.Context, b *batchRow, containers bool) iter.Seq2[ingest.NewJob, error] {
+	return func(yield func(ingest.NewJob, error) bool) {
+		err := g.scanManifest(ctx, b.PayloadURL, false, func(r manifest.Row) error {
+			j := ingest.NewJob{Kind: "file", PayloadURL: r.URL, LocalID: r.LocalID, Title: firstOf(r.Title, b.Title), Primary: r.Primary,
+				Files: []ingest.File{{URL: r.URL, Name: r.Name, DigestAlg: r.DigestAlg, Digest: r.Digest, Size: r.Size}}}
+			if containers {
+				// The container's declared size and digest are checked on
+				// download (its files are the container's until it is
+				// unpacked).
+				j.Kind, j.Files[0].Name = "container", containerName
 			}
+			if !yield(j, nil) {
+				return errStopped
+			}
+			return nil
+		})
+		if err != nil && !errors.Is(err, errStopped) {
+			yield(ingest.NewJob{}, err)
 		}
-		m.next, m.stop = iter.Pull2(seq)
 	}
-	r, err, ok := m.next()
-	if !ok || err != nil {
-		m.err = err
-		m.stop()
-		return false
-	}
-	m.row = r
-	return true
 }
 
+// errStopped ends a manifest's reading that its reader stopped.
 var errStopped = errors.New("stopped")
-
-func (m *manifestJobs) Values() ([]any, error) {
-	r := m.row
-	if m.containers {
-		// The container's declared size and digest are checked on download
-		// (its files are the container's until it is unpacked).
-		return []any{m.batch, m.submitter, m.profile, "container", r.URL, r.LocalID, firstOf(r.Title, m.title),
-			[]ingest.File{{URL: r.URL, Name: containerName, DigestAlg: r.DigestAlg, Digest: r.Digest, Size: r.Size}}, r.Primary, m.mode}, nil
-	}
-	return []any{m.batch, m.submitter, m.profile, "file", r.URL, r.LocalID, firstOf(r.Title, m.title),
-		[]ingest.File{{URL: r.URL, Name: r.Name, DigestAlg: r.DigestAlg, Digest: r.Digest, Size: r.Size}}, r.Primary, m.mode}, nil
-}
-
-func (m *manifestJobs) Err() error { return m.err }
-
-// close ends the manifest's reading if COPY stopped before its end.
-func (m *manifestJobs) close() {
-	if m.stop != nil {
-		m.stop()
-	}
-}
 
 func firstOf(a, b string) string {
 	if a != "" {

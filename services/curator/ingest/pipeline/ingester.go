@@ -214,13 +214,8 @@ func (g *Ingester) Close() { g.daemons.Close() }
 // containerName is a container's file in its job's directory.
 const containerName = "container.zip"
 
-type batchRow struct {
-	ID                                                             int64
-	Submitter, Profile, PayloadURL, Type, Title, Creator, Date, CB string
-	// Primary is the supplied ARK of a one-object submission; Mode its
-	// submission mode.
-	Primary, Mode string
-}
+// batchRow is a batch's submission, with what the pipeline makes of it.
+type batchRow struct{ ingest.BatchRow }
 
 // erc is what the job's object's kernel metadata says: the batch's
 // creator and date, the job's title or else the batch's.
@@ -242,12 +237,11 @@ func (g *Ingester) batch(ctx context.Context, id int64) (*batchRow, error) {
 	if ok {
 		return b, nil
 	}
-	b = &batchRow{}
-	if err := g.store.DB.QueryRow(ctx, `SELECT id, submitter, profile, payload_url, type, title, creator, date, callback_url, primary_ark, submission_mode
-		FROM curator.batches WHERE id = $1`, id).Scan(&b.ID, &b.Submitter, &b.Profile, &b.PayloadURL, &b.Type, &b.Title, &b.Creator, &b.Date, &b.CB,
-		&b.Primary, &b.Mode); err != nil {
-		return nil, fmt.Errorf("batch %d: %w", id, err)
+	row, err := ingest.BatchOf(ctx, g.store.DB, id)
+	if err != nil {
+		return nil, err
 	}
+	b = &batchRow{*row}
 	g.batchMu.Lock()
 	if g.batches == nil || len(g.batches) >= 256 {
 		g.batches = map[int64]*batchRow{}

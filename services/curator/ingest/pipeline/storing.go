@@ -265,7 +265,7 @@ func (g *Ingester) notify(ctx context.Context, j *ingest.JobRow) (daemon.Outcome
 	// The collection's callback (an operator's) hears of every deposit,
 	// and the batch's own (its depositor's) besides: a depositor cannot
 	// keep the collection's from hearing of its batches.
-	for _, cb := range notify.Callbacks(st.CallbackURL, b.CB) {
+	for _, cb := range notify.Callbacks(st.CallbackURL, b.CallbackURL) {
 		body, _ := json.Marshal(map[string]any{"batch": b.ID, "job": j.ID, "ark": j.ARK, "version": j.Version, "local_id": j.LocalID, "state": "completed"})
 		if err := daemon.Fence(ctx); err != nil {
 			return daemon.Outcome{}, err

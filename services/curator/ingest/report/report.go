@@ -106,11 +106,10 @@ type ReportedObject struct {
 // copy is logged and replaced by a first), and returns it with the
 // batch's callback URL.
 func Write(ctx context.Context, db *pgxpool.Pool, id int64, log *slog.Logger) (*Report, string, error) {
-	var callback string
 	rep := &Report{Type: "batch-report", Batch: id, Jobs: map[ingest.State]int{}, Objects: []ReportedObject{}, WrittenAt: time.Now().UTC(), Sequence: 1}
-	var prevRaw []byte
-	if err := db.QueryRow(ctx, `SELECT report, callback_url FROM curator.batches WHERE id = $1`, id).Scan(&prevRaw, &callback); err != nil {
-		return nil, "", fmt.Errorf("batch %d: %w", id, err)
+	prevRaw, callback, err := ingest.LastReport(ctx, db, id)
+	if err != nil {
+		return nil, "", err
 	}
 	var prev *Report
 	if len(prevRaw) > 0 {
@@ -120,30 +119,18 @@ func Write(ctx context.Context, db *pgxpool.Pool, id int64, log *slog.Logger) (*
 			prev = nil
 		}
 	}
-	rows, err := db.Query(ctx, `SELECT id, state, last_successful, error, ark, version, local_id FROM curator.jobs WHERE batch_id = $1 ORDER BY id`, id)
+	ends, err := ingest.JobEnds(ctx, db, id)
 	if err != nil {
 		return nil, "", err
 	}
-	for rows.Next() {
-		var jid int64
-		var st, last ingest.State
-		var msg, ark, local string
-		var v int
-		if err := rows.Scan(&jid, &st, &last, &msg, &ark, &v, &local); err != nil {
-			rows.Close()
-			return nil, "", err
-		}
-		rep.Jobs[st]++
-		switch st {
+	for _, j := range ends {
+		rep.Jobs[j.State]++
+		switch j.State {
 		case ingest.Failed:
-			rep.Failed = append(rep.Failed, FailedJob{Job: jid, State: last, Error: msg})
+			rep.Failed = append(rep.Failed, FailedJob{Job: j.ID, State: j.LastSuccessful, Error: j.Error})
 		case ingest.Completed:
-			rep.Objects = append(rep.Objects, ReportedObject{Job: jid, ARK: ark, Version: v, LocalID: local})
+			rep.Objects = append(rep.Objects, ReportedObject{Job: j.ID, ARK: j.ARK, Version: j.Version, LocalID: j.LocalID})
 		}
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return nil, "", err
 	}
 	if prev != nil {
 		rep.Sequence = prev.Sequence + 1

@@ -183,15 +183,14 @@ func (w *Withdrawer) withdraw(ctx context.Context, r Request, hold time.Duration
 		if err := tx.QueryRow(ctx, `SELECT last FROM curator.ark_versions WHERE ark = $1 FOR UPDATE`, r.ARK).Scan(&last); err != nil {
 			return err
 		}
-		var job int64
-		err = tx.QueryRow(ctx, `SELECT id FROM curator.jobs WHERE ark = $1 AND state IN ('storing', 'recording') AND version = $2 AND version > 0 LIMIT 1`, r.ARK, last).Scan(&job)
-		if err == nil {
+		job, err := ingest.VersionHolder(ctx, tx, r.ARK, last, 0)
+		if err != nil {
+			return err
+		}
+		if job != 0 {
 			// Committed, so that no other job begins a version meanwhile.
 			_, err := tx.Exec(ctx, `UPDATE curator.ark_versions SET withdrawal_until = now() + $2::interval WHERE ark = $1`, r.ARK, hold)
 			heldBy = job
-			return err
-		}
-		if !errors.Is(err, pgx.ErrNoRows) {
 			return err
 		}
 		if _, err := tx.Exec(ctx, `UPDATE curator.ark_versions SET withdrawal_until = NULL WHERE ark = $1`, r.ARK); err != nil {

@@ -16,7 +16,6 @@ import (
 	"time"
 
 	"github.com/archivist/archivist/services/curator/ingest"
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
@@ -67,7 +66,7 @@ func (a *Area) Admit(ctx context.Context, id, needed int64) (bool, error) {
 	a.resv.mu.Lock()
 	defer a.resv.mu.Unlock()
 	if time.Since(a.resv.at) >= reservationTTL {
-		if err := a.DB.QueryRow(ctx, `SELECT coalesce(sum(space_needed), 0) FROM curator.jobs WHERE state IN ('downloading', 'processing')`).Scan(&a.resv.sum); err != nil {
+		if a.resv.sum, err = ingest.ReservedSpace(ctx, a.DB, 0); err != nil {
 			return false, err
 		}
 		a.resv.at = time.Now()
@@ -101,17 +100,16 @@ func (a *Area) ReserveContent(ctx context.Context, id, needed, total int64) (boo
 	}
 	a.resv.mu.Lock()
 	defer a.resv.mu.Unlock()
-	var others int64
-	if err := a.DB.QueryRow(ctx, `SELECT coalesce(sum(space_needed), 0) FROM curator.jobs
-		WHERE state IN ('downloading', 'processing') AND id <> $1`, id).Scan(&others); err != nil {
+	others, err := ingest.ReservedSpace(ctx, a.DB, id)
+	if err != nil {
 		return false, err
 	}
 	if free-others-total < a.MinFree {
 		a.Log.InfoContext(ctx, "ingest: waiting for room to extract a container", "job", id, "free", free, "reserved", others, "needed", total)
 		return false, nil
 	}
-	if _, err := a.DB.Exec(ctx, `UPDATE curator.jobs SET space_needed = $2 WHERE id = $1`, id, needed+total); err != nil {
-		return false, fmt.Errorf("reserve room for job %d: %w", id, err)
+	if err := ingest.SetSpaceNeeded(ctx, a.DB, id, needed+total); err != nil {
+		return false, err
 	}
 	a.resv.sum += total
 	return true, nil
@@ -142,16 +140,7 @@ func (a *Area) Tidy(ctx context.Context) (int, error) {
 	}
 	removed := 0
 	for chunk := range slices.Chunk(ids, 1000) {
-		rows, err := a.DB.Query(ctx, `WITH idle AS (
-				SELECT id FROM unnest($1::bigint[]) AS id
-				EXCEPT SELECT id FROM curator.jobs WHERE id = ANY($1) AND state = ANY($2)),
-			restart AS (UPDATE curator.jobs SET last_successful = 'provisioning'
-				WHERE id IN (SELECT id FROM idle) AND state = 'failed' AND last_successful IN ('downloading', 'processing'))
-			SELECT id FROM idle`, chunk, activeDirStates)
-		if err != nil {
-			return removed, err
-		}
-		idle, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+		idle, err := ingest.IdleJobs(ctx, a.DB, chunk, activeDirStates)
 		if err != nil {
 			return removed, err
 		}

@@ -1,8 +1,9 @@
-package ingest
+package views
 
 import (
 	"context"
 	"fmt"
+	"github.com/archivist/archivist/services/curator/ingest"
 	"slices"
 
 	"github.com/archivist/archivist/pkg/service"
@@ -10,17 +11,17 @@ import (
 
 // Backlog is how many batches and jobs are in each state, and how long the
 // oldest of each has been in it, in seconds: the ingest backlog gauges.
-func (s *Store) Backlog(ctx context.Context) (service.Readings, error) {
+func Backlog(ctx context.Context, s *ingest.Store) (service.Readings, error) {
 	r := service.Readings{}
 	// Every state of the table is a series, 0 when empty: an alert on a
 	// state compares with a number, not with an absent series.
 	for _, e := range []string{"batch", "job"} {
-		seen := map[State]bool{}
-		for _, tr := range Transitions {
+		seen := map[ingest.State]bool{}
+		for _, tr := range ingest.Transitions {
 			if string(tr.Entity) != e {
 				continue
 			}
-			for _, st := range []State{tr.From, tr.To} {
+			for _, st := range []ingest.State{tr.From, tr.To} {
 				if !seen[st] {
 					seen[st] = true
 					r["archivist_ingest_items"] = append(r["archivist_ingest_items"], service.Read(0, e, string(st)))
@@ -29,7 +30,7 @@ func (s *Store) Backlog(ctx context.Context) (service.Readings, error) {
 			}
 		}
 	}
-	counts, err := s.Counts(ctx)
+	counts, err := Counts(ctx, s)
 	if err != nil {
 		return nil, err
 	}
@@ -51,15 +52,15 @@ type StateCount struct {
 
 // Counts counts batches and jobs by state (GET /v1/ingest/status, the
 // backlog gauges).
-func (s *Store) Counts(ctx context.Context) (map[Entity]map[State]StateCount, error) {
-	out := map[Entity]map[State]StateCount{Batch: {}, Job: {}}
-	for e, table := range map[Entity]string{Batch: "curator.batches", Job: "curator.jobs"} {
+func Counts(ctx context.Context, s *ingest.Store) (map[ingest.Entity]map[ingest.State]StateCount, error) {
+	out := map[ingest.Entity]map[ingest.State]StateCount{ingest.Batch: {}, ingest.Job: {}}
+	for e, table := range map[ingest.Entity]string{ingest.Batch: "curator.batches", ingest.Job: "curator.jobs"} {
 		rows, err := s.DB.Query(ctx, `SELECT state, count(*), extract(epoch FROM now() - min(state_at))::float8 FROM `+table+` GROUP BY state`)
 		if err != nil {
 			return nil, fmt.Errorf("ingest counts: %w", err)
 		}
 		for rows.Next() {
-			var state State
+			var state ingest.State
 			var c StateCount
 			if err := rows.Scan(&state, &c.N, &c.OldestSeconds); err != nil {
 				rows.Close()

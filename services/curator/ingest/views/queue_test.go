@@ -1,4 +1,4 @@
-package httpapi_test
+package views_test
 
 import (
 	"context"
@@ -7,7 +7,7 @@ import (
 
 	"github.com/archivist/archivist/devkit/testenv"
 	"github.com/archivist/archivist/services/curator/ingest"
-	"github.com/archivist/archivist/services/curator/ingest/httpapi"
+	"github.com/archivist/archivist/services/curator/ingest/views"
 	"github.com/archivist/archivist/services/curator/migrations"
 )
 
@@ -36,7 +36,7 @@ func TestABatchKnowsItsPlaceInTheQueue(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	st, err := httpapi.StatusOf(ctx, ingest.NewStore(db), ingest.Batch, mine)
+	st, err := views.StatusOf(ctx, ingest.NewStore(db), ingest.Batch, mine)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -47,7 +47,7 @@ func TestABatchKnowsItsPlaceInTheQueue(t *testing.T) {
 	if d := time.Until(*q.EstimatedEnd); d < 3*time.Minute || d > 4*time.Minute {
 		t.Errorf("estimated end in %s, want about 3.5 minutes", d)
 	}
-	if st, _ := httpapi.StatusOf(ctx, ingest.NewStore(db), ingest.Batch, first); st.Queue == nil || st.Queue.JobsAhead != 0 {
+	if st, _ := views.StatusOf(ctx, ingest.NewStore(db), ingest.Batch, first); st.Queue == nil || st.Queue.JobsAhead != 0 {
 		t.Errorf("the first batch's queue %+v", st.Queue)
 	}
 }
