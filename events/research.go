@@ -144,6 +144,49 @@ type ResearchCompleted struct {
 	// all stored, so that a final result overtaking its siblings does not
 	// free clips whose results are on their way.
 	Sent int `msgpack:"sent,omitempty" json:"sent,omitempty"`
+	// Miss, on a result without occurrences or failure, says why the clip
+	// was found nowhere: the best candidates the locator refused (absent
+	// where the locator does not explain its misses).
+	Miss *Miss `msgpack:"miss,omitempty" json:"miss,omitempty"`
+}
+
+// Miss explains a clip found nowhere in an episode: its best candidates,
+// each with its evidence and the stage of the locator that refused it,
+// so that an operator tells "not there" from "too degraded".
+type Miss struct {
+	// Candidates are the best refused, most confident first (at most
+	// MaxMissCandidates).
+	Candidates []MissCandidate `msgpack:"candidates" json:"candidates"`
+}
+
+// MaxMissCandidates bounds the candidates a Miss carries.
+const MaxMissCandidates = 8
+
+// MissCandidate is a place the locator considered for a clip, and why it
+// did not report it.
+type MissCandidate struct {
+	// OffsetMS is where the clip would start in the episode.
+	OffsetMS int64 `msgpack:"offset_ms" json:"offset_ms"`
+	// Votes are the clip's landmarks that lined up there, of Hashes;
+	// Needed, how many its landmarks alone needed to be reported there.
+	Votes  int `msgpack:"votes" json:"votes"`
+	Needed int `msgpack:"needed" json:"needed"`
+	Hashes int `msgpack:"hashes" json:"hashes"`
+	// Confidence is what the evidence came to before the refusal
+	// (between 0 and 1).
+	Confidence float64 `msgpack:"confidence" json:"confidence"`
+	// Similarity and Waveform are the correlations of the clip's band
+	// envelopes and samples with the passage's (0: not compared).
+	Similarity float64 `msgpack:"similarity" json:"similarity"`
+	Waveform   float64 `msgpack:"waveform" json:"waveform"`
+	// SNRDB is the clip's loudness over the rest of the passage, in dB,
+	// as the waveform correlation estimates it (absent: not compared).
+	SNRDB *float64 `msgpack:"snr_db,omitempty" json:"snr_db,omitempty"`
+	// Speed is the playback speed of the clip's variant at that place.
+	Speed float64 `msgpack:"speed" json:"speed"`
+	// Stage is the locator's stage that refused it (votes, landmarks,
+	// envelopes, unlike, confidence, samples).
+	Stage string `msgpack:"stage" json:"stage"`
 }
 
 // Kinds of a research failure (ResearchCompleted.FailureKind).
@@ -195,6 +238,19 @@ func (r *ResearchCompleted) Validate() error {
 		return &FieldError{Field: "failure_kind", Msg: fmt.Sprintf("is %q: want %q, %q or none", r.FailureKind, FailureMediaMissing, FailureTransient)}
 	case r.FailureKind != "" && r.Failure == "" && r.EpisodeFailure == "":
 		return &FieldError{Field: "failure_kind", Msg: "comes with a failure or an episode failure"}
+	}
+	if r.Miss != nil {
+		switch {
+		case len(r.Occurrences) > 0 || r.Failure != "" || r.EpisodeFailure != "":
+			return &FieldError{Field: "miss", Msg: "comes on a result without occurrences or failure"}
+		case len(r.Miss.Candidates) > MaxMissCandidates:
+			return &FieldError{Field: "miss.candidates", Msg: fmt.Sprintf("more than %d", MaxMissCandidates)}
+		}
+		for i, c := range r.Miss.Candidates {
+			if c.OffsetMS < 0 || c.Confidence < 0 || c.Confidence > 1 || len(c.Stage) > 32 {
+				return &FieldError{Field: fmt.Sprintf("miss.candidates[%d]", i), Msg: "offset not negative, confidence between 0 and 1, stage at most 32 bytes"}
+			}
+		}
 	}
 	for i, o := range r.Occurrences {
 		if o.OffsetMS < 0 || o.DurationMS < 0 {

@@ -73,7 +73,11 @@ func (s *Store) History(ctx context.Context, key string) (service.History, error
 			(SELECT ended_at, 'lease ' || state, id::text FROM research.leases WHERE episode_id = $1 AND ended_at IS NOT NULL ORDER BY ended_at DESC LIMIT $2)
 			UNION ALL
 			(SELECT r.stored_at, CASE WHEN r.failure IS NULL THEN 'result' ELSE 'clip failed' END,
-				c.key || CASE WHEN r.failure IS NULL THEN ': ' || jsonb_array_length(r.occurrences) || ' occurrence(s), by ' || r.researcher ELSE ': ' || r.failure END
+				c.key || CASE WHEN r.failure IS NULL THEN ': ' || jsonb_array_length(r.occurrences) || ' occurrence(s), by ' || r.researcher
+					|| coalesce('; the best candidate, at ' || round((r.miss->'candidates'->0->>'offset_ms')::numeric / 1000, 2) || ' s: '
+						|| (r.miss->'candidates'->0->>'votes') || ' of ' || (r.miss->'candidates'->0->>'hashes') || ' landmarks ('
+						|| (r.miss->'candidates'->0->>'needed') || ' needed), refused at the ' || (r.miss->'candidates'->0->>'stage') || ' stage', '')
+					ELSE ': ' || r.failure END
 				FROM research.results r JOIN research.clips c ON c.id = r.clip_id WHERE r.episode_id = $1 ORDER BY r.stored_at DESC LIMIT $2)`, id, service.MaxHistoryEvents)
 		if err != nil {
 			return err

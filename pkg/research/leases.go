@@ -462,8 +462,8 @@ func (s *Store) StoreResult(ctx context.Context, r *events.ResearchCompleted) (b
 ), ids AS (
 	SELECT * FROM named WHERE NOT stale
 ), res AS (
-	INSERT INTO research.results (episode_id, clip_id, lease_id, researcher, occurrences, failure)
-	SELECT eid, cid, $3, $4, $5, NULLIF($6, '') FROM ids ON CONFLICT DO NOTHING RETURNING 1
+	INSERT INTO research.results (episode_id, clip_id, lease_id, researcher, occurrences, failure, miss)
+	SELECT eid, cid, $3, $4, $5, NULLIF($6, ''), $8 FROM ids ON CONFLICT DO NOTHING RETURNING 1
 ), pair AS (
 	-- xmax = 0: the row was inserted (the pair was open), not updated from
 	-- 'leased'; decided at write time, after any concurrent change of the row.
@@ -477,7 +477,7 @@ func (s *Store) StoreResult(ctx context.Context, r *events.ResearchCompleted) (b
 	FROM ids WHERE e.id = ids.eid AND ids.cactive AND EXISTS (SELECT 1 FROM pair)
 )
 SELECT (SELECT count(*) FROM named), (SELECT count(*) FROM res), coalesce((SELECT stale FROM named), false)`,
-		r.Episode, r.Clip, leaseID, r.Researcher, occJSON, r.Failure, state).Scan(&known, &stored, &stale)
+		r.Episode, r.Clip, leaseID, r.Researcher, occJSON, r.Failure, state, r.Miss).Scan(&known, &stored, &stale)
 	if err != nil {
 		return false, fmt.Errorf("store result %s/%s: %w", r.Episode, r.Clip, err)
 	}

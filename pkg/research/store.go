@@ -258,8 +258,8 @@ dst AS (SELECT d.id FROM `+table+` d, src WHERE d.key = $2 AND d.active AND d.me
 	AND (CASE WHEN d.media_sha256 <> '' AND src.media_sha256 <> '' THEN d.media_sha256 = src.media_sha256
 		ELSE d.media_key = src.media_key AND d.media_sha256 = src.media_sha256 END)),
 res AS (
-	INSERT INTO research.results (`+own+`, `+other+`, lease_id, researcher, occurrences, failure, stored_at)
-	SELECT dst.id, r.`+other+`, r.lease_id, r.researcher, r.occurrences, r.failure, r.stored_at
+	INSERT INTO research.results (`+own+`, `+other+`, lease_id, researcher, occurrences, failure, miss, stored_at)
+	SELECT dst.id, r.`+other+`, r.lease_id, r.researcher, r.occurrences, r.failure, r.miss, r.stored_at
 	FROM research.results r, src, dst WHERE r.`+own+` = src.id
 	ON CONFLICT DO NOTHING RETURNING `+other+` AS other, failure
 )

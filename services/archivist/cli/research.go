@@ -197,7 +197,7 @@ func decideCmd(action string) *cobra.Command {
 func locateCmd() *cobra.Command {
 	var episode, clips string
 	c := &cobra.Command{
-		Use:   "locate --episode FILE --clips DIR [--json]",
+		Use:   "locate --episode FILE --clips DIR [--explain] [--json]",
 		Short: "Find every occurrence of each clip inside an episode",
 		Long: `Find every occurrence of each clip (WAV, FLAC, MP3, Ogg Vorbis files in DIR)
 inside the episode, as the researchers do. A clip that cannot be read fails
@@ -208,19 +208,35 @@ alone: the others' results are printed, then the error names it.`,
 	c.Flags().StringVar(&clips, "clips", "", "a directory of clip audio files")
 	_ = c.MarkFlagRequired("episode")
 	_ = c.MarkFlagRequired("clips")
+	explain := c.Flags().Bool("explain", false, "also say why each clip found nowhere was not found: its best candidates and the stage that refused each (with --json: {\"occurrences\": [...], \"misses\": [...]})")
 	asJSON := jsonFlag(c)
 	c.RunE = func(c *cobra.Command, _ []string) error {
-		rs, err := locatecmd.Locate(c.Context(), episode, clips)
+		var (
+			rs     []locatecmd.Result
+			misses []locatecmd.Missed
+			err    error
+		)
+		if *explain {
+			rs, misses, err = locatecmd.Explain(c.Context(), episode, clips)
+		} else {
+			rs, err = locatecmd.Locate(c.Context(), episode, clips)
+		}
 		if rs == nil && err != nil {
 			return err
 		}
-		if *asJSON {
-			if rs == nil {
-				rs = []locatecmd.Result{}
+		if rs == nil {
+			rs = []locatecmd.Result{}
+		}
+		if *asJSON && *explain {
+			if misses == nil {
+				misses = []locatecmd.Missed{}
 			}
+			return errors.Join(printJSON(c.OutOrStdout(), map[string]any{"occurrences": rs, "misses": misses}), err)
+		}
+		if *asJSON {
 			return errors.Join(printJSON(c.OutOrStdout(), rs), err)
 		}
-		return errors.Join(locatecmd.Print(c.OutOrStdout(), rs), err)
+		return errors.Join(locatecmd.Print(c.OutOrStdout(), rs), locatecmd.PrintMisses(c.OutOrStdout(), misses), err)
 	}
 	return c
 }

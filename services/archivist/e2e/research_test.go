@@ -524,7 +524,8 @@ func TestResearcherStopsCleanlyMidItem(t *testing.T) {
 // TestResearchWithTheFingerprintLocator runs the assignment with the
 // shipped researcher (the fingerprint locator) on synthesised audio: each
 // clip's stored occurrences are where it was mixed into each episode, to
-// 10 ms, and a clip mixed nowhere in an episode has an empty result.
+// 10 ms, and a clip mixed nowhere in an episode has an empty result that
+// says why (its miss).
 func TestResearchWithTheFingerprintLocator(t *testing.T) {
 	const rate = 22050
 	clip := func(i int) []float32 { return locatetest.Jingle(uint64(40+i), 3+float64(i), rate) }
@@ -567,9 +568,21 @@ func TestResearchWithTheFingerprintLocator(t *testing.T) {
 		}
 	}
 
+	// Each clip found nowhere in an episode says why: its stored result
+	// carries the locator's best refused candidates.
+	ctx := context.Background()
+	var empty, explained int
+	if err := w.db.QueryRow(ctx, `SELECT count(*), count(*) FILTER (WHERE jsonb_array_length(miss->'candidates') > 0
+			AND miss->'candidates'->0->>'stage' <> '')
+		FROM research.results WHERE jsonb_array_length(occurrences) = 0 AND failure IS NULL`).Scan(&empty, &explained); err != nil {
+		t.Fatal(err)
+	}
+	if empty != 3 || explained != empty {
+		t.Errorf("%d results without occurrences, %d of them explained; want 3, all", empty, explained)
+	}
+
 	// Each episode and clip was analysed once, its prints kept in the
 	// store under its sha256.
-	ctx := context.Background()
 	kept := func(body []byte) int {
 		sum := sha256.Sum256(body)
 		n := 0

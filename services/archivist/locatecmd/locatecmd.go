@@ -33,15 +33,34 @@ func fileAudio(path string) researcher.Audio {
 	return researcher.Audio{Ref: events.AudioRef{Key: path}, Open: func(context.Context) (io.ReadCloser, error) { return os.Open(path) }}
 }
 
+// Missed is a clip found nowhere in the episode, and why: its best
+// candidates, each with the stage that refused it (locate.Miss).
+type Missed struct {
+	// Clip is the clip's file name without its extension.
+	Clip       string                 `json:"clip"`
+	Candidates []events.MissCandidate `json:"candidates"`
+}
+
 // Locate finds the clips of dir (every file with one of Extensions) in the
 // episode file. Results are by clip name, then offset.
 func Locate(ctx context.Context, episode, dir string) ([]Result, error) {
+	out, _, err := locateIn(ctx, episode, dir, false)
+	return out, err
+}
+
+// Explain is Locate, with the misses explained: each clip found nowhere,
+// by name, with its best refused candidates.
+func Explain(ctx context.Context, episode, dir string) ([]Result, []Missed, error) {
+	return locateIn(ctx, episode, dir, true)
+}
+
+func locateIn(ctx context.Context, episode, dir string, explain bool) ([]Result, []Missed, error) {
 	if _, err := os.Stat(episode); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	entries, err := os.ReadDir(dir)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	var clips []researcher.Audio
 	var names []string
@@ -54,11 +73,15 @@ func Locate(ctx context.Context, episode, dir string) ([]Result, error) {
 		names = append(names, strings.TrimSuffix(e.Name(), filepath.Ext(e.Name())))
 	}
 	if len(clips) == 0 {
-		return nil, fmt.Errorf("no clips (%s) in %s", strings.Join(Extensions, " "), dir)
+		return nil, nil, fmt.Errorf("no clips (%s) in %s", strings.Join(Extensions, " "), dir)
 	}
 	var out []Result
+	var misses []Missed
 	var failed []error
-	err = locate.NewLocator().Locate(ctx, fileAudio(episode), clips, func(i int, occ []events.Occurrence, failure error) error {
+	found := func(i int, occ []events.Occurrence, miss *events.Miss, failure error) error {
+		if miss != nil {
+			misses = append(misses, Missed{Clip: names[i], Candidates: miss.Candidates})
+		}
 		if failure != nil {
 			failed = append(failed, failure)
 		}
@@ -66,10 +89,17 @@ func Locate(ctx context.Context, episode, dir string) ([]Result, error) {
 			out = append(out, Result{Clip: names[i], Occurrence: o})
 		}
 		return nil
-	})
-	if err != nil {
-		return nil, err
 	}
+	l := locate.NewLocator()
+	if explain {
+		err = l.LocateExplained(ctx, fileAudio(episode), clips, found)
+	} else {
+		err = l.Locate(ctx, fileAudio(episode), clips, func(i int, occ []events.Occurrence, failure error) error { return found(i, occ, nil, failure) })
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	slices.SortFunc(misses, func(a, b Missed) int { return strings.Compare(a.Clip, b.Clip) })
 	slices.SortFunc(out, func(a, b Result) int {
 		if c := strings.Compare(a.Clip, b.Clip); c != 0 {
 			return c
@@ -77,9 +107,30 @@ func Locate(ctx context.Context, episode, dir string) ([]Result, error) {
 		return int(a.OffsetMS - b.OffsetMS)
 	})
 	if len(failed) > 0 {
-		return out, fmt.Errorf("%d of %d clips could not be read: %w", len(failed), len(clips), errors.Join(failed...))
+		return out, misses, fmt.Errorf("%d of %d clips could not be read: %w", len(failed), len(clips), errors.Join(failed...))
 	}
-	return out, nil
+	return out, misses, nil
+}
+
+// PrintMisses writes why each clip missed was not found: its best
+// candidates, one a line.
+func PrintMisses(w io.Writer, ms []Missed) error {
+	if len(ms) == 0 {
+		return nil
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "\nNOT FOUND\tBEST AT\tVOTES\tNEEDED\tCONFIDENCE\tWAVEFORM\tSNR\tSPEED\tREFUSED BY")
+	for _, m := range ms {
+		for _, r := range m.Candidates {
+			snr := "-"
+			if r.SNRDB != nil {
+				snr = fmt.Sprintf("%.0f dB", *r.SNRDB)
+			}
+			fmt.Fprintf(tw, "%s\t%.3f\t%d/%d\t%d\t%.3f\t%.2f\t%s\t%.2f\t%s: %s\n", m.Clip, float64(r.OffsetMS)/1000, r.Votes, r.Hashes, r.Needed,
+				r.Confidence, r.Waveform, snr, r.Speed, r.Stage, locate.Stages[r.Stage])
+		}
+	}
+	return tw.Flush()
 }
 
 // Print writes the results as a table.

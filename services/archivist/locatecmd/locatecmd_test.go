@@ -71,4 +71,22 @@ func TestLocateFindsEveryOccurrence(t *testing.T) {
 	if _, err := locatecmd.Locate(context.Background(), episode, dir+"/nothing"); err == nil {
 		t.Error("no error for a missing clips directory")
 	}
+
+	// --explain: the same occurrences, and the clip found nowhere with
+	// its best candidates, each refused by a stage the table names.
+	ers, misses, err := locatecmd.Explain(context.Background(), episode, clips)
+	if err != nil || len(ers) != len(rs) {
+		t.Fatalf("explained: %d occurrences (%v), want %d", len(ers), err, len(rs))
+	}
+	if len(misses) != 1 || misses[0].Clip != "absent" || len(misses[0].Candidates) == 0 {
+		t.Fatalf("misses %+v, want the absent clip's", misses)
+	}
+	out.Reset()
+	if err := locatecmd.PrintMisses(&out, misses); err != nil {
+		t.Fatal(err)
+	}
+	if r := misses[0].Candidates[0]; !strings.Contains(out.String(), "NOT FOUND") || !strings.Contains(out.String(), "absent") ||
+		!strings.Contains(out.String(), r.Stage+": ") || r.Votes >= r.Needed {
+		t.Errorf("the absent clip: %+v, printed:\n%s", r, out.String())
+	}
 }

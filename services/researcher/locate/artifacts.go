@@ -8,8 +8,8 @@ import (
 	"fmt"
 	"log/slog"
 	"regexp"
+	"strings"
 
-	"github.com/archivist/archivist/events"
 	"github.com/archivist/archivist/services/researcher/artifact"
 	"github.com/archivist/archivist/services/researcher/researcher"
 )
@@ -32,13 +32,46 @@ func (l *Locator) analysis() string {
 	return fmt.Sprintf("v%d-%x", printVersion, h[:6])
 }
 
-// prefix is where the prints of ref's audio by this analysis are kept,
-// and false where they are not kept (no Artifacts, no declared sha256).
-func (l *Locator) prefix(ref events.AudioRef) (string, bool) {
-	if l.Artifacts == nil || !sha256Hex.MatchString(ref.Media.SHA256) {
-		return "", false
+// digest names a's bytes (researcher.Audio.Digest, else its declared
+// sha256): "" where nothing names them, or naming them failed (opening
+// the audio then says what is wrong).
+func (l *Locator) digest(ctx context.Context, a researcher.Audio) string {
+	d := a.Ref.Media.SHA256
+	if a.Digest != nil {
+		var err error
+		if d, err = a.Digest(ctx); err != nil {
+			l.log().DebugContext(ctx, "audio unnamed: its prints are not kept", "audio", a.Ref.Key, "err", err)
+			return ""
+		}
 	}
-	return artifact.MediaPrefix(ref.Media.SHA256) + "locate/" + l.analysis() + "/", true
+	if !sha256Hex.MatchString(d) {
+		return ""
+	}
+	return strings.ToLower(d)
+}
+
+// prefix is where the prints of a's audio by this analysis are kept, with
+// the digest that names its bytes; false where they are not kept (no
+// Artifacts, nothing names the bytes).
+func (l *Locator) prefix(ctx context.Context, a researcher.Audio) (prefix, digest string, keep bool) {
+	if l.Artifacts == nil {
+		return "", "", false
+	}
+	if digest = l.digest(ctx, a); digest == "" {
+		return "", "", false
+	}
+	return artifact.MediaPrefix(digest) + "locate/" + l.analysis() + "/", digest, true
+}
+
+// unchanged tells whether a's bytes are still the ones digest named when
+// their analysis began: what was derived from bytes replaced meanwhile is
+// not kept under the old name.
+func (l *Locator) unchanged(ctx context.Context, a researcher.Audio, digest string) bool {
+	if l.digest(ctx, a) == digest {
+		return true
+	}
+	l.log().WarnContext(ctx, "audio replaced while it was analysed: its prints are not kept", "audio", a.Ref.Key)
+	return false
 }
 
 func (l *Locator) log() *slog.Logger {
@@ -50,7 +83,7 @@ func (l *Locator) log() *slog.Logger {
 
 // clipPrint is a's print: kept, or computed (and kept).
 func (l *Locator) clipPrint(ctx context.Context, a researcher.Audio) (*ClipPrint, error) {
-	prefix, keep := l.prefix(a.Ref)
+	prefix, digest, keep := l.prefix(ctx, a)
 	key := prefix + "clip"
 	if keep {
 		cp, err := l.openClipPrint(ctx, key)
@@ -76,7 +109,7 @@ func (l *Locator) clipPrint(ctx context.Context, a researcher.Audio) (*ClipPrint
 	if err != nil {
 		return nil, err
 	}
-	if keep {
+	if keep && l.unchanged(ctx, a, digest) {
 		l.keepClipPrint(ctx, key, cp)
 	}
 	return cp, nil
@@ -180,11 +213,11 @@ func (l *Locator) openPrint(ctx context.Context, key string) (*keptPrint, error)
 
 // search finds x's clips in the episode: by replaying its kept print, or
 // by streaming it, keeping what it records.
-func (l *Locator) search(ctx context.Context, a researcher.Audio, x *Index) ([]Occurrence, error) {
-	prefix, keep := l.prefix(a.Ref)
+func (l *Locator) search(ctx context.Context, a researcher.Audio, x *Index, explain bool) ([]Occurrence, []Miss, error) {
+	prefix, digest, keep := l.prefix(ctx, a)
 	if !keep {
-		occ, _, err := l.stream(ctx, a, x, nil)
-		return occ, err
+		occ, misses, _, err := l.stream(ctx, a, x, explain, nil)
+		return occ, misses, err
 	}
 	low, err := l.openPrint(ctx, prefix+"low")
 	l.unreadable(ctx, prefix+"low", err)
@@ -197,17 +230,18 @@ func (l *Locator) search(ctx context.Context, a researcher.Audio, x *Index) ([]O
 		if err := check(ctx, a); err != nil {
 			low.close()
 			high.close()
-			return nil, err
+			return nil, nil, err
 		}
-		m := NewMatcher(x)
+		m := l.matcher(x, explain)
 		err := m.Replay(ctx, low.print(), high.print())
 		low.close()
 		high.close()
 		if err == nil {
-			return m.Finish(), nil
+			occ, misses := finish(m)
+			return occ, misses, nil
 		}
 		if ctx.Err() != nil {
-			return nil, ctx.Err()
+			return nil, nil, ctx.Err()
 		}
 		l.log().WarnContext(ctx, "episode print unreadable; the episode is analysed again", "episode", a.Ref.Key, "artifact", prefix, "err", err)
 		for _, band := range []string{"low", "high"} {
@@ -224,11 +258,16 @@ func (l *Locator) search(ctx context.Context, a researcher.Audio, x *Index) ([]O
 	}
 	low.close()
 	high.close()
-	occ, rate, err := l.stream(ctx, a, x, rec)
+	occ, misses, rate, err := l.stream(ctx, a, x, explain, rec)
 	if err != nil {
 		rec.low.abort()
 		rec.high.abort()
-		return nil, err
+		return nil, nil, err
+	}
+	if !l.unchanged(ctx, a, digest) {
+		rec.low.abort()
+		rec.high.abort()
+		return occ, misses, nil
 	}
 	l.commit(ctx, rec.low, rate)
 	if hasHighBand(rate) {
@@ -236,7 +275,7 @@ func (l *Locator) search(ctx context.Context, a researcher.Audio, x *Index) ([]O
 	} else {
 		rec.high.abort()
 	}
-	return occ, nil
+	return occ, misses, nil
 }
 
 // unreadable discards a print that is there but cannot be read.

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -215,4 +216,91 @@ func TestAClipBeyondTheIndexBoundFailsAlone(t *testing.T) {
 	if len(got.occ[1]) != 1 {
 		t.Errorf("the other clip: %+v, want found once", got.occ[1])
 	}
+}
+
+// TestAudioWithoutADeclaredDigestIsAnalysedOnce: records that declare no
+// sha256 (the schema allows it) cost no more than records that do: the
+// store's name of the bytes (researcher.Audio.Digest) keys their prints,
+// so the episode and each clip are decoded once; bytes replaced under the
+// same key get a new name and are analysed again, and found as they now
+// are; bytes replaced while they are analysed keep no print under the old
+// name; and audio nothing names is analysed every time.
+func TestAudioWithoutADeclaredDigestIsAnalysedOnce(t *testing.T) {
+	const rate = 8000
+	jingle := locatetest.Jingle(60, 3, rate)
+	at := func(seconds int) []byte {
+		ep := locatetest.Bed(61, 40, rate)
+		locatetest.Insert(ep, jingle, seconds*rate, 0.5)
+		return locatetest.WAV(ep, rate)
+	}
+	var generation atomic.Int32 // the store's name of the episode's bytes
+	episode := &media{key: "ep", b: at(10)}
+	clip := &media{key: "jingle", b: locatetest.WAV(jingle, rate)}
+	undeclared := func(m *media, name func() string) researcher.Audio {
+		a := m.audio()
+		a.Ref.Media.SHA256 = ""
+		a.Digest = func(context.Context) (string, error) { return name(), nil }
+		return a
+	}
+	named := func(what string) func() string {
+		return func() string {
+			h := sha256.Sum256(fmt.Appendf(nil, "%s %d", what, generation.Load()))
+			return hex.EncodeToString(h[:])
+		}
+	}
+	store, err := blob.NewLocal(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := locate.NewLocator()
+	l.Artifacts = newArtifacts(t, store, t.TempDir())
+	run := func(name string, ep researcher.Audio, wantAt float64, opens int32) {
+		t.Helper()
+		var occ []events.Occurrence
+		err := l.Locate(context.Background(), ep, []researcher.Audio{undeclared(clip, named("clip"))}, func(_ int, o []events.Occurrence, failure error) error {
+			occ = o
+			return failure
+		})
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if len(occ) != 1 || math.Abs(float64(occ[0].OffsetMS)/1000-wantAt) > 0.1 {
+			t.Errorf("%s: found %+v, want once at %.0f s", name, occ, wantAt)
+		}
+		if n := episode.opens.Swap(0); n != opens {
+			t.Errorf("%s: the episode was opened %d times, want %d", name, n, opens)
+		}
+	}
+	run("first item", undeclared(episode, named("ep")), 10, 1)
+	run("second item", undeclared(episode, named("ep")), 10, 0)
+	if n := clip.opens.Load(); n != 1 {
+		t.Errorf("the clip was opened %d times, want once", n)
+	}
+
+	// Other bytes under the same key: a new name, analysed again.
+	episode.b = at(25)
+	generation.Add(1)
+	run("replaced", undeclared(episode, named("ep")), 25, 1)
+	run("replaced, again", undeclared(episode, named("ep")), 25, 0)
+
+	// Replaced while analysed: the name changes between the start and the
+	// end of the analysis, and nothing is kept under either.
+	episode.b = at(30)
+	calls := 0
+	racing := undeclared(episode, func() string {
+		calls++
+		if calls > 1 {
+			generation.Store(7)
+		}
+		return named("ep")()
+	})
+	generation.Store(6)
+	run("replaced while analysed", racing, 30, 1)
+	generation.Store(6)
+	run("not kept under the first name", undeclared(episode, named("ep")), 30, 1)
+
+	// Nothing names the bytes: analysed every time.
+	nameless := undeclared(episode, func() string { return "" })
+	run("nameless", nameless, 30, 1)
+	run("nameless, again", nameless, 30, 1)
 }

@@ -26,11 +26,30 @@ type Locator struct {
 	// and of an episode (streamed) is decoded; longer audio fails with an
 	// *audio.LimitError naming the duration bound.
 	MaxClip, MaxEpisode time.Duration
-	// Artifacts, when set, keeps the prints of the audio whose sha256
-	// the catalog declares (audio without one is analysed every time).
+	// Artifacts, when set, keeps the prints of the audio whose bytes are
+	// named (researcher.Audio.Digest, else the sha256 the catalog
+	// declares); audio nothing names is analysed every time.
 	Artifacts *artifact.Cache
 	// Log receives warnings about artifacts (slog.Default if nil).
 	Log *slog.Logger
+}
+
+// ExplainCandidates is how many refused candidates explain a miss.
+const ExplainCandidates = 3
+
+// matcher is a Matcher of x, explaining its misses when explain.
+func (l *Locator) matcher(x *Index, explain bool) *Matcher {
+	m := NewMatcher(x)
+	if explain {
+		m.Explain = ExplainCandidates
+	}
+	return m
+}
+
+// finish ends m's episode: its occurrences and misses.
+func finish(m *Matcher) ([]Occurrence, []Miss) {
+	occ := m.Finish()
+	return occ, m.Misses()
 }
 
 // The default duration bounds: clips are seconds long, episodes hours.
@@ -44,7 +63,10 @@ func NewLocator() *Locator {
 	return &Locator{Params: DefaultParams, MaxClip: DefaultMaxClip, MaxEpisode: DefaultMaxEpisode}
 }
 
-var _ researcher.ClipLocator = (*Locator)(nil)
+var (
+	_ researcher.ClipLocator   = (*Locator)(nil)
+	_ researcher.MissExplainer = (*Locator)(nil)
+)
 
 // Locate implements researcher.ClipLocator. Clips are decoded whole (they
 // are seconds long); the episode streams in blocks, so memory does not grow
@@ -53,6 +75,19 @@ var _ researcher.ClipLocator = (*Locator)(nil)
 // clip's result is reported once the episode has been read to its end (an
 // occurrence can be anywhere until then).
 func (l *Locator) Locate(ctx context.Context, episode researcher.Audio, clips []researcher.Audio, found func(clip int, occ []events.Occurrence, failure error) error) error {
+	return l.locate(ctx, episode, clips, false, func(clip int, occ []events.Occurrence, _ *events.Miss, failure error) error {
+		return found(clip, occ, failure)
+	})
+}
+
+// LocateExplained implements researcher.MissExplainer: Locate, with a
+// clip found nowhere told why (its best candidates, each with the stage
+// that refused it, Miss).
+func (l *Locator) LocateExplained(ctx context.Context, episode researcher.Audio, clips []researcher.Audio, found func(clip int, occ []events.Occurrence, miss *events.Miss, failure error) error) error {
+	return l.locate(ctx, episode, clips, true, found)
+}
+
+func (l *Locator) locate(ctx context.Context, episode researcher.Audio, clips []researcher.Audio, explain bool, found func(clip int, occ []events.Occurrence, miss *events.Miss, failure error) error) error {
 	var prints []*ClipPrint
 	var ok []int // clip indexes of prints
 	for i, c := range clips {
@@ -64,7 +99,7 @@ func (l *Locator) Locate(ctx context.Context, episode researcher.Audio, clips []
 			return fmt.Errorf("clip %s: %w", c.Ref.Key, err) // the whole item is retried
 		}
 		if err != nil {
-			if ferr := found(i, nil, fmt.Errorf("clip %s: %w", c.Ref.Key, err)); ferr != nil {
+			if ferr := found(i, nil, nil, fmt.Errorf("clip %s: %w", c.Ref.Key, err)); ferr != nil {
 				return ferr
 			}
 			continue
@@ -79,9 +114,13 @@ func (l *Locator) Locate(ctx context.Context, episode researcher.Audio, clips []
 	if err != nil {
 		return err
 	}
-	occ, err := l.search(ctx, episode, x)
+	occ, misses, err := l.search(ctx, episode, x, explain)
 	if err != nil {
 		return fmt.Errorf("episode %s: %w", episode.Ref.Key, err)
+	}
+	missed := make([]*events.Miss, len(prints))
+	for _, miss := range misses {
+		missed[miss.Clip] = miss.Event()
 	}
 	byClip := make([][]events.Occurrence, len(prints))
 	for _, o := range occ {
@@ -92,7 +131,7 @@ func (l *Locator) Locate(ctx context.Context, episode researcher.Audio, clips []
 		})
 	}
 	for j, i := range ok {
-		if err := found(i, byClip[j], nil); err != nil {
+		if err := found(i, byClip[j], missed[j], nil); err != nil {
 			return err
 		}
 	}
@@ -134,20 +173,21 @@ func (l *Locator) readClip(ctx context.Context, a researcher.Audio) (Clip, error
 }
 
 // stream reads the episode through the clips' index (Matcher.Stream),
-// recording its prints to rec (nil: none), and returns what it found and
-// the episode's sample rate.
-func (l *Locator) stream(ctx context.Context, a researcher.Audio, x *Index, rec *recorder) ([]Occurrence, int, error) {
+// recording its prints to rec (nil: none), and returns what it found, its
+// misses (when explain) and the episode's sample rate.
+func (l *Locator) stream(ctx context.Context, a researcher.Audio, x *Index, explain bool, rec *recorder) ([]Occurrence, []Miss, int, error) {
 	s, c, err := l.open(ctx, a, l.MaxEpisode)
 	if err != nil {
-		return nil, 0, err
+		return nil, nil, 0, err
 	}
 	defer c.Close()
-	m := NewMatcher(x)
+	m := l.matcher(x, explain)
 	if rec != nil {
 		m.Record(rec.low.writer(), rec.high.writer())
 	}
 	if err := m.Stream(ctx, s); err != nil {
-		return nil, 0, err
+		return nil, nil, 0, err
 	}
-	return m.Finish(), s.SampleRate(), nil
+	occ, misses := finish(m)
+	return occ, misses, s.SampleRate(), nil
 }

@@ -79,6 +79,11 @@ type Matcher struct {
 	// replay, when set, holds the episode's samples in place of ring: the
 	// matcher replays a print (Replay).
 	replay *sampleWindow
+	// Explain, when above 0, has the matcher keep that many of the best
+	// refused candidates of each clip, to explain the clips found nowhere
+	// (Misses).
+	Explain int
+	refused map[int][]Refused // by original clip
 }
 
 type clipState struct {
@@ -90,6 +95,9 @@ type clipState struct {
 	cluster []candidate // candidates each within nms of the one before
 	nms     int32
 	hist    []int32 // closed counts by offset mod len: the local background
+	// bestW and bestO are the most votes in a window and its offset
+	// (kept while the matcher explains its misses).
+	bestW, bestO int32
 }
 
 // scored is an occurrence with its evidence, in frames.
@@ -170,7 +178,7 @@ func (m *Matcher) Write(samples []float32) {
 // Index.HighBand, and ignored elsewhere.
 func (m *Matcher) WriteHigh(samples []float32) {
 	if m.high != nil {
-		m.high.MinConfidence = m.MinConfidence
+		m.high.MinConfidence, m.high.Explain = m.MinConfidence, m.Explain
 		m.high.Write(samples)
 	}
 }
@@ -331,6 +339,9 @@ func (m *Matcher) closeUpTo(c int, upTo int32) {
 		st.nClosed++
 		st.hist[int(o+1)%len(st.hist)] = k
 		w := st.prev[0] + st.prev[1] + k
+		if m.Explain > 0 && w > st.bestW {
+			st.bestW, st.bestO = w, o-1
+		}
 		cand := candidate{o: o - 1, window: w}
 		st.prev[0], st.prev[1] = st.prev[1], k
 		// A cluster is complete once nothing within nms can join it (nms ≥
@@ -473,15 +484,17 @@ func (m *Matcher) decide(c int, cd candidate) (scored, bool) {
 	lambda = math.Max(lambda, st.localRate(cd.o))
 	sig := -poissonTailLog10(int(cd.window), 3*lambda) - m.x.discount
 	landmarks := confidenceOf(sig)
-	if landmarks < min(m.MinConfidence, Threshold, heardAt) {
-		return scored{}, false
-	}
 	o := Occurrence{Clip: ic.of, Name: ic.name, Duration: float64(len(ic.samples)) / float64(m.p.Rate),
 		Votes: int(cd.window), Hashes: ic.hashes}
+	if landmarks < min(m.MinConfidence, Threshold, heardAt) {
+		m.refuse(c, cd, lambda, o, landmarks, "landmarks")
+		return scored{}, false
+	}
 	o.Similarity = m.similarity(ic, cd.o)
 	if landmarks < m.MinConfidence && o.Similarity < plausible {
 		// Too few landmarks to report, and the band envelopes do not
 		// point at the clip either: not worth comparing the samples.
+		m.refuse(c, cd, lambda, o, landmarks, "envelopes")
 		return scored{}, false
 	}
 	start := int64(max(cd.o, 0)) * int64(m.p.Hop)
@@ -497,6 +510,7 @@ func (m *Matcher) decide(c int, cd candidate) (scored, bool) {
 		// The landmarks lined up, but the whole clip looks like the
 		// passage in neither its band envelopes nor its samples: a
 		// coincidence of a few landmarks.
+		m.refuse(c, cd, lambda, o, landmarks, "unlike")
 		return scored{}, false
 	}
 	// The samples are evidence of their own: a short clip has few
@@ -504,7 +518,8 @@ func (m *Matcher) decide(c int, cd candidate) (scored, bool) {
 	// the passage is the clip (mixed in, not re-recorded) its samples
 	// still correlate with the clip's far beyond what unrelated audio
 	// does.
-	if confidenceOf(sig+waveSignificance(o.Waveform, o.Duration)) < m.MinConfidence {
+	if conf := confidenceOf(sig + waveSignificance(o.Waveform, o.Duration)); conf < m.MinConfidence {
+		m.refuse(c, cd, lambda, o, conf, "confidence")
 		return scored{}, false
 	}
 	// A short clip that repeats itself (a ring, two notes of a chime)
@@ -525,6 +540,7 @@ func (m *Matcher) decide(c int, cd candidate) (scored, bool) {
 		// at the best of the lags tried; where they do not, landmarks
 		// short of certain lined up by coincidence (a voice like the
 		// clip's, a chord of it), however alike the band envelopes.
+		m.refuse(c, cd, lambda, o, landmarks, "samples")
 		return scored{}, false
 	}
 	o.Offset = float64(max(start, 0)) / float64(m.p.Rate)

@@ -144,7 +144,7 @@ func (m *Matcher) Replay(ctx context.Context, low, high *Print) error {
 		return err
 	}
 	if m.high != nil {
-		m.high.MinConfidence = m.MinConfidence
+		m.high.MinConfidence, m.high.Explain = m.MinConfidence, m.Explain
 		if high == nil { // no high band: nothing to replay there
 			high = &Print{Prints: bytes.NewReader(nil)}
 		}

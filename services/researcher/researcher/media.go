@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"io"
+	"regexp"
 	"strings"
 	"sync"
 
@@ -115,4 +116,32 @@ func storeMismatch(ref events.AudioRef, info blob.Info) error {
 // mismatchError says that ref's object has sha256 got, not the declared one.
 func mismatchError(ref events.AudioRef, got string) error {
 	return fmt.Errorf("audio of %s: %w", ref.Key, &MediaMismatchError{Key: ref.Media.Key, Want: strings.ToLower(ref.Media.SHA256), Got: got})
+}
+
+var sha256Hex = regexp.MustCompile(`^[0-9a-fA-F]{64}$`)
+
+// MediaDigest names the bytes of ref's audio by a sha256 in hex: the one
+// the catalog declares; else the store's own sha256 of the object (the
+// local store; S3 objects put with one); else a digest of what the store
+// says of the object (its key, size, checksum and time written: S3's
+// ETag or CRC, which change whenever the object is written again). So a
+// record without a sha256 costs no more analysis than one with: its
+// audio is analysed once, and again only once its object is replaced. A
+// store that says nothing of the object names nothing ("").
+func MediaDigest(ctx context.Context, store blob.Store, ref events.AudioRef) (string, error) {
+	if sha256Hex.MatchString(ref.Media.SHA256) {
+		return strings.ToLower(ref.Media.SHA256), nil
+	}
+	info, err := store.Stat(ctx, ref.Media.Key)
+	if err != nil {
+		return "", fmt.Errorf("audio of %s: %w", ref.Key, err)
+	}
+	switch {
+	case info.Checksum.Algorithm == "sha256" && sha256Hex.MatchString(info.Checksum.Value):
+		return strings.ToLower(info.Checksum.Value), nil
+	case info.Checksum.Value == "":
+		return "", nil
+	}
+	h := sha256.Sum256(fmt.Appendf(nil, "object\x00%s\x00%d\x00%s\x00%d", ref.Media.Key, info.Size, info.Checksum, info.Modified.UnixNano()))
+	return hex.EncodeToString(h[:]), nil
 }

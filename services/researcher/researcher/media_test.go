@@ -7,8 +7,10 @@ import (
 	"encoding/hex"
 	"errors"
 	"io"
+	"strings"
 	"testing"
 
+	"github.com/archivist/archivist/devkit/testenv"
 	"github.com/archivist/archivist/events"
 	"github.com/archivist/archivist/pkg/blob"
 )
@@ -70,5 +72,53 @@ func TestMediaIsCheckedAgainstItsSHA256(t *testing.T) {
 	// for the mismatch (hashed, refused) + 1 for the remembered match.
 	if etags.gets != 4 {
 		t.Errorf("%d reads of the etag store, want 4", etags.gets)
+	}
+}
+
+func TestMain(m *testing.M) { testenv.Main(m) }
+
+// TestMediaDigestNamesTheBytes: the name that keys an audio's prints is
+// its declared sha256; without one, the store's own sha256 (the local
+// store), or a digest of what a real S3 server (MinIO) says of the object,
+// which stays while the object does and changes when other bytes are
+// written under its key; a missing object is an error, as opening it is.
+func TestMediaDigestNamesTheBytes(t *testing.T) {
+	ctx := context.Background()
+	body, other := []byte("RIFF and some audio"), []byte("RIFF and other audio")
+	sum := sha256.Sum256(body)
+	ref := events.AudioRef{Key: "src:a", Media: events.Media{Key: "audio/a"}}
+	declared := ref
+	declared.Media.SHA256 = strings.ToUpper(hex.EncodeToString(make([]byte, 32)))
+	local, err := blob.NewLocal(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	s3, _ := testenv.MinIOBucket(t, "")
+	for name, bs := range map[string]blob.Store{"local": local, "s3": s3} {
+		if _, err := MediaDigest(ctx, bs, ref); !errors.Is(err, blob.ErrNotFound) {
+			t.Errorf("%s: a missing object: %v, want not found", name, err)
+		}
+		if _, err := bs.Put(ctx, "audio/a", bytes.NewReader(body), nil); err != nil {
+			t.Fatal(err)
+		}
+		first, err := MediaDigest(ctx, bs, ref)
+		if err != nil || !sha256Hex.MatchString(first) {
+			t.Fatalf("%s: %q, %v", name, first, err)
+		}
+		if name == "local" && first != hex.EncodeToString(sum[:]) {
+			t.Errorf("local: %s, want the store's sha256 of the bytes", first)
+		}
+		if again, err := MediaDigest(ctx, bs, ref); err != nil || again != first {
+			t.Errorf("%s: the same object named %s then %s (%v)", name, first, again, err)
+		}
+		if d, err := MediaDigest(ctx, bs, declared); err != nil || d != strings.ToLower(declared.Media.SHA256) {
+			t.Errorf("%s: a declared sha256 named %q (%v), want it", name, d, err)
+		}
+		if _, err := bs.Put(ctx, "audio/a", bytes.NewReader(other), nil); err != nil {
+			t.Fatal(err)
+		}
+		if next, err := MediaDigest(ctx, bs, ref); err != nil || next == first {
+			t.Errorf("%s: other bytes under the key named %s, as the first were (%v)", name, next, err)
+		}
 	}
 }

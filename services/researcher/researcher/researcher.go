@@ -44,6 +44,12 @@ type Audio struct {
 	// Ref declares: a locator that uses what it derived from the audio
 	// earlier calls it instead of Open (its errors are Open's).
 	Check func(ctx context.Context) error
+	// Digest, when set, names the audio's bytes by a sha256 in hex that
+	// changes whenever they do (MediaDigest), so that what a locator
+	// derives from them is kept and used again whether or not Ref
+	// declares a sha256. "" names nothing: the audio is analysed each
+	// time. Unset, Ref's declared sha256 names them.
+	Digest func(ctx context.Context) (string, error)
 }
 
 // ClipLocator finds every occurrence of each clip in an episode. It calls
@@ -55,6 +61,14 @@ type Audio struct {
 // is Locate's error.
 type ClipLocator interface {
 	Locate(ctx context.Context, episode Audio, clips []Audio, found func(clip int, occ []events.Occurrence, failure error) error) error
+}
+
+// MissExplainer is a ClipLocator that also says why a clip was found
+// nowhere: found is told, with a clip without occurrences or failure, its
+// best refused candidates (nil where it has none to tell). The researcher
+// sends them with the clip's result.
+type MissExplainer interface {
+	LocateExplained(ctx context.Context, episode Audio, clips []Audio, found func(clip int, occ []events.Occurrence, miss *events.Miss, failure error) error) error
 }
 
 // ArtifactKeeper is a ClipLocator that keeps what it derives from audio
@@ -339,7 +353,7 @@ func (r *Researcher) Item(ctx context.Context, m *bus.Message[events.WorkItem]) 
 	}
 	out := &sender{r: r, item: item}
 	done := 0
-	err := r.loc.Locate(wctx, r.audio(item.Episode), clips, func(i int, occ []events.Occurrence, failure error) error {
+	err := r.locate(wctx, r.audio(item.Episode), clips, func(i int, occ []events.Occurrence, miss *events.Miss, failure error) error {
 		if i < 0 || i >= len(item.Clips) {
 			return fmt.Errorf("locator reported clip %d of %d", i, len(item.Clips))
 		}
@@ -351,6 +365,9 @@ func (r *Researcher) Item(ctx context.Context, m *bus.Message[events.WorkItem]) 
 		done++
 		res := &events.ResearchCompleted{LeaseID: item.LeaseID, Episode: item.Episode.Key,
 			Clip: item.Clips[i].Key, Occurrences: occ, Researcher: r.cfg.ID}
+		if len(occ) == 0 && failure == nil && miss != nil && len(miss.Candidates) <= events.MaxMissCandidates {
+			res.Miss = miss
+		}
 		if failure != nil {
 			res.Occurrences, res.Failure, res.FailureKind = nil, events.FailureText(failure.Error()), FailureKind(failure)
 			log.WarnContext(ctx, "clip cannot be researched", "clip", item.Clips[i].Key, "reason", res.Failure, "kind", res.FailureKind)
@@ -403,9 +420,21 @@ func (r *Researcher) Item(ctx context.Context, m *bus.Message[events.WorkItem]) 
 	return nil
 }
 
+// locate runs the locator, asking it why each clip was found nowhere
+// where it can say (MissExplainer).
+func (r *Researcher) locate(ctx context.Context, episode Audio, clips []Audio, found func(clip int, occ []events.Occurrence, miss *events.Miss, failure error) error) error {
+	if x, ok := r.loc.(MissExplainer); ok {
+		return x.LocateExplained(ctx, episode, clips, found)
+	}
+	return r.loc.Locate(ctx, episode, clips, func(clip int, occ []events.Occurrence, failure error) error {
+		return found(clip, occ, nil, failure)
+	})
+}
+
 func (r *Researcher) audio(ref events.AudioRef) Audio {
 	return Audio{Ref: ref, Open: func(ctx context.Context) (io.ReadCloser, error) { return r.openMedia(ctx, ref) },
-		Check: func(ctx context.Context) error { return r.checkMedia(ctx, ref) }}
+		Check:  func(ctx context.Context) error { return r.checkMedia(ctx, ref) },
+		Digest: func(ctx context.Context) (string, error) { return MediaDigest(ctx, r.blob, ref) }}
 }
 
 // IsClipFault reports whether err is a fault of the audio itself rather
