@@ -11,6 +11,7 @@ import (
 
 	"github.com/archivist/archivist/pkg/blob"
 	"github.com/archivist/archivist/pkg/bus"
+	"github.com/archivist/archivist/pkg/httpauth"
 	"github.com/archivist/archivist/pkg/service"
 	"github.com/archivist/archivist/pkg/store"
 )
@@ -70,7 +71,7 @@ func StartServiceIn(t testing.TB, def service.Definition, sh Shared, env map[str
 			EnsureStreams: env["NATS_ENSURE_STREAMS"] != "false"},
 		Store: store.Config{URL: s.DBURL, MaxConns: 5},
 		// Tests reach the APIs without keys unless they test the keys.
-		Auth: service.AuthConfig{Mode: "off", KeysFile: env["API_KEYS_FILE"]}}
+		Auth: httpauth.Config{Mode: "off", KeysFile: env["API_KEYS_FILE"]}}
 	if v := env["API_AUTH"]; v != "" {
 		common.Auth.Mode = v
 	}

@@ -12,21 +12,21 @@ import (
 	"testing"
 
 	"github.com/archivist/archivist/pkg/apiclient"
-	"github.com/archivist/archivist/pkg/service"
+	"github.com/archivist/archivist/pkg/reply"
 )
 
 // TestACallAndTheServicesAnswers: a call presents the token and sends its
 // body as JSON; a 2xx answer is decoded; a 4xx written the services' one
-// way (service.WriteError) comes back as a StatusError with the service's
+// way (reply.Error) comes back as a StatusError with the service's
 // message, and a non-JSON one with its text.
 func TestACallAndTheServicesAnswers(t *testing.T) {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case "/ok":
 			b, _ := io.ReadAll(io.LimitReader(r.Body, 1<<20))
-			service.WriteJSON(w, http.StatusOK, map[string]string{"auth": r.Header.Get("Authorization"), "type": r.Header.Get("Content-Type"), "body": string(b)})
+			reply.JSON(w, http.StatusOK, map[string]string{"auth": r.Header.Get("Authorization"), "type": r.Header.Get("Content-Type"), "body": string(b)})
 		case "/bad":
-			service.WriteError(w, http.StatusBadRequest, "state: \"x\" is no state")
+			reply.Error(w, http.StatusBadRequest, "state: \"x\" is no state")
 		default:
 			http.Error(w, "plain failure", http.StatusBadGateway)
 		}

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/archivist/archivist/pkg/reply"
 	"github.com/jackc/pgx/v5"
 )
 
@@ -78,7 +79,7 @@ func ScanEvents(h *History, rows pgx.Rows) error {
 func HistoryHandler(log *slog.Logger, param string, notFound error, get func(ctx context.Context, id string) (History, error)) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		id := r.URL.Query().Get(param)
-		answer := func(code int, v any) { WriteJSON(w, code, v) }
+		answer := func(code int, v any) { reply.JSON(w, code, v) }
 		if id == "" || len(id) > 1024 {
 			answer(http.StatusBadRequest, map[string]string{"error": "the query parameter " + param + " names the item (at most 1,024 bytes)"})
 			return
@@ -90,7 +91,7 @@ func HistoryHandler(log *slog.Logger, param string, notFound error, get func(ctx
 		case errors.Is(err, notFound):
 			answer(http.StatusNotFound, map[string]string{"error": err.Error() + ": " + id})
 		default:
-			eid := ErrorID()
+			eid := reply.ErrorID()
 			log.Error("reading a history", param, id, "err", err, "error_id", eid)
 			answer(http.StatusInternalServerError, map[string]string{"error": "internal error", "error_id": eid})
 		}

@@ -2,9 +2,7 @@ package service
 
 import (
 	"context"
-	"crypto/rand"
 	"crypto/tls"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -18,6 +16,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
 
+	"github.com/archivist/archivist/pkg/httpauth"
+	"github.com/archivist/archivist/pkg/reply"
 	"github.com/archivist/archivist/pkg/telemetry"
 )
 
@@ -113,20 +113,12 @@ func Recover(h http.Handler, log *slog.Logger) http.Handler {
 			if v == http.ErrAbortHandler {
 				panic(v)
 			}
-			id := ErrorID()
+			id := reply.ErrorID()
 			log.Error("http handler panicked", "panic", v, "error_id", id, "method", r.Method, "path", r.URL.Path, "stack", string(debug.Stack()))
-			WriteJSON(w, http.StatusInternalServerError, map[string]string{"error": "internal error", "error_id": id})
+			reply.JSON(w, http.StatusInternalServerError, map[string]string{"error": "internal error", "error_id": id})
 		}()
 		h.ServeHTTP(w, r)
 	})
-}
-
-// ErrorID is a fresh id for an internal error: given to the client and
-// logged, so that an operator finds the one in the other.
-func ErrorID() string {
-	var b [8]byte
-	_, _ = rand.Read(b[:])
-	return hex.EncodeToString(b[:])
 }
 
 // ServeHTTP serves h on addr until ctx ends, then shuts down within
@@ -272,25 +264,25 @@ func (e *Env) Serve(ctx context.Context, api, addr string, h http.Handler, loops
 // authenticated as API_AUTH says: a request without a known key is a 401
 // before h sees it, and h's routes Require the role they need.
 func (e *Env) ServeHTTP(ctx context.Context, addr string, h http.Handler, ready func(addr string)) error {
-	auth, err := newAuthenticator(e.Auth)
+	auth, err := httpauth.New(e.Auth)
 	if err != nil {
 		return fmt.Errorf("%s API: %w", e.Name, err)
 	}
 	if e.Auth.Mode == "off" {
 		e.Log.WarnContext(ctx, "API authentication is off (API_AUTH=off): anyone who reaches the API may use it")
 	}
-	auth.log = e.Log
+	auth.Log = e.Log
 	if e.Metrics != nil {
-		auth.reloadFailures = telemetry.Register(e.Metrics, prometheus.NewCounter(prometheus.CounterOpts{Name: "archivist_api_keys_reload_failures_total",
+		auth.ReloadFailures = telemetry.Register(e.Metrics, prometheus.NewCounter(prometheus.CounterOpts{Name: "archivist_api_keys_reload_failures_total",
 			Help: "Changes of API_KEYS_FILE that could not be loaded (the previous keys stayed in force)."}))
 	}
 	if e.admin != nil {
-		e.admin.AddCheck(e.Name+" API keys", auth.keysHealth)
+		e.admin.AddCheck(e.Name+" API keys", auth.KeysHealth)
 	}
 	// Every request is a span (a caller's traceparent continued), around
 	// its authentication.
 	// And measured per route (RED), refused requests included.
-	var measured http.Handler = auth.wrap(h)
+	var measured http.Handler = auth.Wrap(h)
 	if e.Metrics != nil {
 		m := newHTTPMetrics(e.Metrics)
 		measured = m.measure(measured, h)

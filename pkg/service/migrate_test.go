@@ -18,6 +18,7 @@ import (
 	"github.com/archivist/archivist/devkit/pgcluster"
 	"github.com/archivist/archivist/devkit/testenv"
 	"github.com/archivist/archivist/pkg/fault"
+	"github.com/archivist/archivist/pkg/httpauth"
 	"github.com/archivist/archivist/pkg/service"
 	"github.com/archivist/archivist/pkg/store"
 )
@@ -95,7 +96,7 @@ func TestAServiceWaitsForItsSchema(t *testing.T) {
 	}
 	defer a.Close(context.Background())
 	done := make(chan error, 1)
-	common := service.Common{ShutdownTimeout: 5 * time.Second, Auth: service.AuthConfig{Mode: "off"}, Store: store.Config{URL: dbURL}}
+	common := service.Common{ShutdownTimeout: 5 * time.Second, Auth: httpauth.Config{Mode: "off"}, Store: store.Config{URL: dbURL}}
 	go func() {
 		done <- service.Serve(ctx, []service.Definition{def}, common, service.Deps{Log: testenv.Logger(t), Admin: a})
 	}()

@@ -7,6 +7,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/archivist/archivist/pkg/httpauth"
 	"github.com/archivist/archivist/pkg/telemetry"
 )
 
@@ -40,15 +41,8 @@ func newHTTPMetrics(reg prometheus.Registerer) *httpMetrics {
 // routeOf is the pattern of h's ServeMux that r matches, "" when h is not
 // a ServeMux (or the routes of one) or r matches none.
 func routeOf(h http.Handler, r *http.Request) string {
-	var mux *http.ServeMux
-	switch v := h.(type) {
-	case *http.ServeMux:
-		mux = v
-	case Routes:
-		mux = v.mux
-	case browser:
-		return routeOf(v.Handler, r)
-	default:
+	mux, ok := httpauth.Mux(h)
+	if !ok {
 		return ""
 	}
 	_, pattern := mux.Handler(r)

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/archivist/archivist/pkg/apiauth"
+	"github.com/archivist/archivist/pkg/httpauth"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 )
@@ -24,7 +25,7 @@ func TestAPIMetricsPerRoute(t *testing.T) {
 	if err := os.WriteFile(file, []byte(readerLine+"\n"+pubLine+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	a, err := newAuthenticator(AuthConfig{Mode: "keys", KeysFile: file, RateLimit: 1000, RateBurst: 1000})
+	a, err := httpauth.New(httpauth.Config{Mode: "keys", KeysFile: file, RateLimit: 1000, RateBurst: 1000})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -35,10 +36,10 @@ func TestAPIMetricsPerRoute(t *testing.T) {
 		}
 	})
 	mux.HandleFunc("POST /v1/records", func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusAccepted) })
-	routes := PublisherRoutes(mux, "POST /v1/records")
+	routes := httpauth.PublisherRoutes(mux, "POST /v1/records")
 	reg := prometheus.NewRegistry()
 	m := newHTTPMetrics(reg)
-	h := m.measure(a.wrap(routes), routes)
+	h := m.measure(a.Wrap(routes), routes)
 	do := func(method, path, key string) int {
 		req := httptest.NewRequest(method, path, nil)
 		if key != "" {
@@ -78,7 +79,7 @@ func TestAPIMetricsPerRoute(t *testing.T) {
 		}
 	}
 	// The dashboard's routes are behind its sign-in page.
-	if got := routeOf(Browser(mux), httptest.NewRequest("GET", "/v1/things/7", nil)); got != "GET /v1/things/{id}" {
+	if got := routeOf(httpauth.Browser(mux), httptest.NewRequest("GET", "/v1/things/7", nil)); got != "GET /v1/things/{id}" {
 		t.Errorf("the route of a Browser handler's request: %q", got)
 	}
 	if n := testutil.CollectAndCount(m.duration); n != 3 {
@@ -94,7 +95,7 @@ func TestAPIMetricsPerRoute(t *testing.T) {
 // the method label keeps to the methods HTTP defines and "OTHER", so the
 // series do not grow with what clients send.
 func TestMadeUpMethodsMakeNoLabels(t *testing.T) {
-	a, err := newAuthenticator(AuthConfig{Mode: "keys", KeysFile: writeKeys(t), RateLimit: 1000, RateBurst: 1000})
+	a, err := httpauth.New(httpauth.Config{Mode: "keys", KeysFile: writeKeys(t), RateLimit: 1000, RateBurst: 1000})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -102,7 +103,7 @@ func TestMadeUpMethodsMakeNoLabels(t *testing.T) {
 	mux.HandleFunc("GET /v1/things", func(http.ResponseWriter, *http.Request) {})
 	reg := prometheus.NewRegistry()
 	m := newHTTPMetrics(reg)
-	srv := httptest.NewServer(m.measure(a.wrap(mux), mux))
+	srv := httptest.NewServer(m.measure(a.Wrap(mux), mux))
 	defer srv.Close()
 	for i := range 300 {
 		req, err := http.NewRequest(fmt.Sprintf("AAAA%dXYZ", i), srv.URL+"/v1/things", nil)

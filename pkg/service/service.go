@@ -25,6 +25,7 @@ import (
 	"github.com/archivist/archivist/pkg/bus"
 	"github.com/archivist/archivist/pkg/config"
 	"github.com/archivist/archivist/pkg/fault"
+	"github.com/archivist/archivist/pkg/httpauth"
 	"github.com/archivist/archivist/pkg/store"
 	"github.com/archivist/archivist/pkg/telemetry"
 )
@@ -91,7 +92,7 @@ type Common struct {
 	// HTTP bounds every API server of the service.
 	HTTP HTTPLimits
 	// Auth says how the APIs authenticate their callers.
-	Auth AuthConfig
+	Auth httpauth.Config
 }
 
 // Env is what a running service is given.
@@ -115,7 +116,7 @@ type Env struct {
 	// HTTP bounds the service's API servers.
 	HTTP HTTPLimits
 	// Auth says how the service's APIs authenticate their callers.
-	Auth AuthConfig
+	Auth httpauth.Config
 	// Gate probes the service's dependencies (PostgreSQL, NATS, the blob
 	// store): its consumers pause while it is closed, and its daemons ask
 	// it before they take work (Gate.Wait) and tell it of failures

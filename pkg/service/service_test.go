@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/archivist/archivist/devkit/testenv"
+	"github.com/archivist/archivist/pkg/httpauth"
 	"github.com/archivist/archivist/pkg/service"
 )
 
@@ -91,7 +92,7 @@ func TestServeStopsInReverseOrder(t *testing.T) {
 	done := make(chan error, 1)
 	go func() {
 		done <- service.Serve(ctx, []service.Definition{def("a"), def("b"), def("c")},
-			service.Common{ShutdownTimeout: 5 * time.Second, Auth: service.AuthConfig{Mode: "off"}}, service.Deps{Log: testenv.Logger(t), Admin: a})
+			service.Common{ShutdownTimeout: 5 * time.Second, Auth: httpauth.Config{Mode: "off"}}, service.Deps{Log: testenv.Logger(t), Admin: a})
 	}()
 	deadline := time.Now().Add(5 * time.Second)
 	for {
@@ -134,7 +135,7 @@ func TestServeReportsAServiceThatDies(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer a.Close(context.Background())
-	err = service.Serve(context.Background(), defs, service.Common{ShutdownTimeout: 5 * time.Second, Auth: service.AuthConfig{Mode: "off"}}, service.Deps{Log: testenv.Logger(t), Admin: a})
+	err = service.Serve(context.Background(), defs, service.Common{ShutdownTimeout: 5 * time.Second, Auth: httpauth.Config{Mode: "off"}}, service.Deps{Log: testenv.Logger(t), Admin: a})
 	if !errors.Is(err, boom) || !strings.Contains(err.Error(), "fragile") {
 		t.Errorf("serve returned %v", err)
 	}
@@ -156,7 +157,7 @@ func TestServeFailsWhenAnAPICannotListen(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer a.Close(context.Background())
-	err = service.Serve(context.Background(), []service.Definition{def}, service.Common{ShutdownTimeout: 5 * time.Second, Auth: service.AuthConfig{Mode: "off"}}, service.Deps{Log: testenv.Logger(t), Admin: a})
+	err = service.Serve(context.Background(), []service.Definition{def}, service.Common{ShutdownTimeout: 5 * time.Second, Auth: httpauth.Config{Mode: "off"}}, service.Deps{Log: testenv.Logger(t), Admin: a})
 	if err == nil || !strings.Contains(err.Error(), "listen on") {
 		t.Errorf("serve returned %v", err)
 	}
@@ -188,7 +189,7 @@ func TestEnvServeStopsLoopsThenStoppers(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
-		done <- service.Serve(ctx, []service.Definition{def}, service.Common{ShutdownTimeout: 5 * time.Second, Auth: service.AuthConfig{Mode: "off"}}, service.Deps{Log: testenv.Logger(t), Admin: a})
+		done <- service.Serve(ctx, []service.Definition{def}, service.Common{ShutdownTimeout: 5 * time.Second, Auth: httpauth.Config{Mode: "off"}}, service.Deps{Log: testenv.Logger(t), Admin: a})
 	}()
 	<-ticks
 	<-ticks
@@ -206,7 +207,7 @@ func TestEnvServeStopsLoopsThenStoppers(t *testing.T) {
 		return env.Serve(ctx, "test API", busy.Addr().String(), http.NotFoundHandler(),
 			[]service.Loop{func(ctx context.Context) error { <-ctx.Done(); return nil }})
 	}
-	err = service.Serve(context.Background(), []service.Definition{def}, service.Common{ShutdownTimeout: 5 * time.Second, Auth: service.AuthConfig{Mode: "off"}}, service.Deps{Log: testenv.Logger(t), Admin: a})
+	err = service.Serve(context.Background(), []service.Definition{def}, service.Common{ShutdownTimeout: 5 * time.Second, Auth: httpauth.Config{Mode: "off"}}, service.Deps{Log: testenv.Logger(t), Admin: a})
 	if err == nil || !strings.Contains(err.Error(), "listen on") {
 		t.Errorf("a taken port: %v", err)
 	}

@@ -8,7 +8,8 @@ import (
 	"time"
 
 	"github.com/archivist/archivist/pkg/apiauth"
-	"github.com/archivist/archivist/pkg/service"
+	"github.com/archivist/archivist/pkg/httpauth"
+	"github.com/archivist/archivist/pkg/reply"
 )
 
 // The routes Handler serves, for a service's Routes: find is staff's and a
@@ -48,7 +49,7 @@ func (s *Store) Handle(mux *http.ServeMux, log *slog.Logger) {
 			writeErr(w, log, err)
 			return
 		}
-		service.WriteJSON(w, http.StatusOK, page)
+		reply.JSON(w, http.StatusOK, page)
 	})
 	mux.HandleFunc(ActRoute, func(w http.ResponseWriter, r *http.Request) {
 		v, err := ParseVerb(r.PathValue("verb"))
@@ -68,7 +69,7 @@ func (s *Store) Handle(mux *http.ServeMux, log *slog.Logger) {
 				writeErr(w, log, err)
 				return
 			}
-			service.WriteJSON(w, http.StatusOK, c)
+			reply.JSON(w, http.StatusOK, c)
 			return
 		}
 		if q.Get("confirm") == "" {
@@ -87,7 +88,7 @@ func (s *Store) Handle(mux *http.ServeMux, log *slog.Logger) {
 			return
 		}
 		log.InfoContext(r.Context(), "work action", "action", a.ID, "actor", a.Actor, "verb", a.Verb, "moved", a.Moved, "filter", f.Values().Encode())
-		service.WriteJSON(w, http.StatusOK, a)
+		reply.JSON(w, http.StatusOK, a)
 	})
 	mux.HandleFunc(RatesRoute, func(w http.ResponseWriter, r *http.Request) {
 		var window time.Duration
@@ -104,7 +105,7 @@ func (s *Store) Handle(mux *http.ServeMux, log *slog.Logger) {
 			writeErr(w, log, err)
 			return
 		}
-		service.WriteJSON(w, http.StatusOK, rates)
+		reply.JSON(w, http.StatusOK, rates)
 	})
 	mux.HandleFunc(ActionsRoute, func(w http.ResponseWriter, r *http.Request) {
 		limit, err := intParam(r, "limit")
@@ -126,14 +127,14 @@ func (s *Store) Handle(mux *http.ServeMux, log *slog.Logger) {
 			writeErr(w, log, err)
 			return
 		}
-		service.WriteJSON(w, http.StatusOK, out)
+		reply.JSON(w, http.StatusOK, out)
 	})
 }
 
 // MarkRoutes gives the work routes their roles in rt: staff and
 // publishers find and read the log (a publisher its own), operators and
 // publishers act (a publisher on its own).
-func MarkRoutes(rt service.Routes) service.Routes {
+func MarkRoutes(rt httpauth.Routes) httpauth.Routes {
 	return rt.Publisher(FindRoute, ActionsRoute).Depositor(ActRoute)
 }
 
@@ -174,13 +175,13 @@ func writeErr(w http.ResponseWriter, log *slog.Logger, err error) {
 	var nv *NoVerbError
 	switch {
 	case errors.As(err, &inv), errors.As(err, &many):
-		service.WriteJSON(w, http.StatusBadRequest, map[string]string{"error": err.Error()})
+		reply.JSON(w, http.StatusBadRequest, map[string]string{"error": err.Error()})
 	case errors.As(err, &moved):
-		service.WriteJSON(w, http.StatusConflict, map[string]any{"error": err.Error(), "count": moved.Now})
+		reply.JSON(w, http.StatusConflict, map[string]any{"error": err.Error(), "count": moved.Now})
 	case errors.As(err, &nv):
-		service.WriteJSON(w, http.StatusUnprocessableEntity, map[string]string{"error": err.Error()})
+		reply.JSON(w, http.StatusUnprocessableEntity, map[string]string{"error": err.Error()})
 	default:
 		log.Error("work", "err", err)
-		service.WriteJSON(w, http.StatusInternalServerError, map[string]string{"error": "the work request failed; the service's log says why"})
+		reply.JSON(w, http.StatusInternalServerError, map[string]string{"error": "the work request failed; the service's log says why"})
 	}
 }

@@ -20,7 +20,7 @@ import (
 	"github.com/archivist/archivist/devkit/testenv"
 	"github.com/archivist/archivist/pkg/apiauth"
 	"github.com/archivist/archivist/pkg/fault"
-	"github.com/archivist/archivist/pkg/service"
+	"github.com/archivist/archivist/pkg/httpauth"
 	"github.com/archivist/archivist/pkg/store"
 	"github.com/archivist/archivist/pkg/work"
 )
@@ -193,11 +193,11 @@ func TestAPublisherFindsAndActsOnItsOwn(t *testing.T) {
 	}
 	mux := http.NewServeMux()
 	s.Handle(mux, slog.New(slog.DiscardHandler))
-	h := work.MarkRoutes(service.RoutesOf(mux))
+	h := work.MarkRoutes(httpauth.RoutesOf(mux))
 	call := func(id apiauth.Identity, method, path string, q url.Values) (int, map[string]any) {
 		r := httptest.NewRequest(method, path+"?"+q.Encode(), nil).WithContext(apiauth.WithCaller(ctx, id))
 		w := httptest.NewRecorder()
-		if ok, _ := service.Allowed(id, h, r); !ok {
+		if ok, _ := httpauth.Allowed(id, h, r); !ok {
 			return http.StatusForbidden, nil
 		}
 		h.ServeHTTP(w, r)

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/archivist/archivist/pkg/service"
+	"github.com/archivist/archivist/pkg/httpauth"
 )
 
 // Access points: the index read by a Wayback front end, open to the
@@ -92,14 +92,14 @@ func (ps *AccessPoints) EnvDecode(s string) error {
 // point is an access point with its clients' rate limits.
 type point struct {
 	AccessPoint
-	limits *service.RateLimits
+	limits *httpauth.RateLimits
 }
 
 // points makes the access points' views.
 func points(ps AccessPoints) map[string]*point {
 	out := map[string]*point{}
 	for _, p := range ps {
-		out[p.Name] = &point{AccessPoint: p, limits: service.NewRateLimits(p.Rate, p.Burst)}
+		out[p.Name] = &point{AccessPoint: p, limits: httpauth.NewRateLimits(p.Rate, p.Burst)}
 	}
 	return out
 }
@@ -139,9 +139,9 @@ func (a *Aggregator) pointCDX(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, fmt.Sprintf("no access point %q: %s; staff's view is /cdx, with a key", r.PathValue("point"), a.pointNames()), http.StatusNotFound)
 		return
 	}
-	client := service.ClientHost(r)
+	client := httpauth.ClientHost(r)
 	if ok, wait := p.limits.Allow(client); !ok {
-		service.WriteTooMany(w, fmt.Sprintf("%s sends more queries than the access point %s allows (%g a second, bursts of %d): retry after the Retry-After seconds", client, p.Name, p.Rate, p.Burst), wait)
+		httpauth.WriteTooMany(w, fmt.Sprintf("%s sends more queries than the access point %s allows (%g a second, bursts of %d): retry after the Retry-After seconds", client, p.Name, p.Rate, p.Burst), wait)
 		return
 	}
 	a.query(w, r, p)

@@ -14,7 +14,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/archivist/archivist/pkg/service"
+	"github.com/archivist/archivist/pkg/httpauth"
+	"github.com/archivist/archivist/pkg/reply"
 	"github.com/archivist/archivist/pkg/surt"
 	"github.com/archivist/archivist/services/aggregator/cdxindex"
 )
@@ -43,7 +44,7 @@ func (a *Aggregator) Handler() http.Handler {
 			http.Error(w, "reading the generations failed", http.StatusInternalServerError)
 			return
 		}
-		service.WriteJSON(w, http.StatusOK, gens)
+		reply.JSON(w, http.StatusOK, gens)
 	})
 	a.exclusionRoutes(mux)
 	a.pathRoutes(mux)
@@ -63,16 +64,16 @@ func (a *Aggregator) Handler() http.Handler {
 		dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, 1<<16))
 		dec.DisallowUnknownFields()
 		if err := dec.Decode(&req); err != nil || req.File == "" || req.Reason == "" {
-			service.WriteJSON(w, http.StatusBadRequest, map[string]string{"error": `send {"file": KEY, "reason": TEXT}: the archive file as the indexer names it, and why it leaves the index`})
+			reply.JSON(w, http.StatusBadRequest, map[string]string{"error": `send {"file": KEY, "reason": TEXT}: the archive file as the indexer names it, and why it leaves the index`})
 			return
 		}
 		indexed, err := a.Withdraw(r.Context(), req.File, req.Reason)
 		if err != nil {
 			a.log.Error("withdraw", "file", req.File, "err", err)
-			service.WriteJSON(w, http.StatusInternalServerError, map[string]string{"error": "withdrawing failed"})
+			reply.JSON(w, http.StatusInternalServerError, map[string]string{"error": "withdrawing failed"})
 			return
 		}
-		service.WriteJSON(w, http.StatusOK, map[string]any{"withdrawn": req.File, "indexed": indexed})
+		reply.JSON(w, http.StatusOK, map[string]any{"withdrawn": req.File, "indexed": indexed})
 	})
 	mux.HandleFunc("POST /v1/index/reinstate", func(w http.ResponseWriter, r *http.Request) {
 		var req struct {
@@ -81,24 +82,24 @@ func (a *Aggregator) Handler() http.Handler {
 		dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, 1<<16))
 		dec.DisallowUnknownFields()
 		if err := dec.Decode(&req); err != nil || req.File == "" {
-			service.WriteJSON(w, http.StatusBadRequest, map[string]string{"error": `send {"file": KEY}: the archive file whose withdrawal was made in error`})
+			reply.JSON(w, http.StatusBadRequest, map[string]string{"error": `send {"file": KEY}: the archive file whose withdrawal was made in error`})
 			return
 		}
 		had, err := a.Reinstate(r.Context(), req.File)
 		if err != nil {
 			a.log.Error("reinstate", "file", req.File, "err", err)
-			service.WriteJSON(w, http.StatusInternalServerError, map[string]string{"error": "reinstating failed"})
+			reply.JSON(w, http.StatusInternalServerError, map[string]string{"error": "reinstating failed"})
 			return
 		}
 		if !had {
-			service.WriteJSON(w, http.StatusNotFound, map[string]string{"error": "that file is not withdrawn from the index", "file": req.File})
+			reply.JSON(w, http.StatusNotFound, map[string]string{"error": "that file is not withdrawn from the index", "file": req.File})
 			return
 		}
-		service.WriteJSON(w, http.StatusOK, map[string]string{"reinstated": req.File, "next": "index it again: archivist index reset FILE"})
+		reply.JSON(w, http.StatusOK, map[string]string{"reinstated": req.File, "next": "index it again: archivist index reset FILE"})
 	})
 	// The exclusions (takedown URLs, their reasons, who added them) are for
 	// the operators who keep them, not every reader of the index.
-	return service.RoutesOf(mux).Operator("GET /v1/index/exclusions").Open("GET /{point}/cdx")
+	return httpauth.RoutesOf(mux).Operator("GET /v1/index/exclusions").Open("GET /{point}/cdx")
 }
 
 // request is a parsed /cdx query.
@@ -699,7 +700,7 @@ func (a *Aggregator) paged(w http.ResponseWriter, hr *http.Request, r *request) 
 			n["incomplete"] = unreadMessage(unread)
 			w.Header().Set("Archivist-Incomplete", unreadMessage(unread))
 		}
-		service.WriteJSON(w, http.StatusOK, n)
+		reply.JSON(w, http.StatusOK, n)
 		return
 	}
 	if r.page >= pages.Count {

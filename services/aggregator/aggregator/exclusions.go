@@ -15,7 +15,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/archivist/archivist/pkg/apiauth"
-	"github.com/archivist/archivist/pkg/service"
+	"github.com/archivist/archivist/pkg/reply"
 	"github.com/archivist/archivist/pkg/surt"
 )
 
@@ -241,7 +241,7 @@ func (a *Aggregator) exclusionRoutes(mux *http.ServeMux) {
 		list, err := a.Exclusions(r.Context())
 		if err != nil {
 			a.log.Error("list exclusions", "err", err)
-			service.WriteJSON(w, http.StatusInternalServerError, map[string]string{"error": "listing the exclusions failed"})
+			reply.JSON(w, http.StatusInternalServerError, map[string]string{"error": "listing the exclusions failed"})
 			return
 		}
 		switch r.URL.Query().Get("format") {
@@ -249,17 +249,17 @@ func (a *Aggregator) exclusionRoutes(mux *http.ServeMux) {
 			if list == nil {
 				list = []Exclusion{}
 			}
-			service.WriteJSON(w, http.StatusOK, list)
+			reply.JSON(w, http.StatusOK, list)
 		case "aclj":
 			point := r.URL.Query().Get("access_point")
 			if _, ok := a.points[point]; point != "" && !ok {
-				service.WriteJSON(w, http.StatusBadRequest, map[string]string{"error": "access_point: " + a.pointNames()})
+				reply.JSON(w, http.StatusBadRequest, map[string]string{"error": "access_point: " + a.pointNames()})
 				return
 			}
 			w.Header().Set("Content-Type", "text/plain")
 			w.Write([]byte(ACL(list, point)))
 		default:
-			service.WriteJSON(w, http.StatusBadRequest, map[string]string{"error": "format: json or aclj (pywb's access-control rules)"})
+			reply.JSON(w, http.StatusBadRequest, map[string]string{"error": "format: json or aclj (pywb's access-control rules)"})
 		}
 	})
 	mux.HandleFunc("POST /v1/index/exclusions", func(w http.ResponseWriter, r *http.Request) {
@@ -274,16 +274,16 @@ func (a *Aggregator) exclusionRoutes(mux *http.ServeMux) {
 		dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, 1<<16))
 		dec.DisallowUnknownFields()
 		if err := dec.Decode(&req); err != nil {
-			service.WriteJSON(w, http.StatusBadRequest, map[string]string{"error": `send {"url" or "surt", "from", "to", "reason", "access_point"}: ` + err.Error()})
+			reply.JSON(w, http.StatusBadRequest, map[string]string{"error": `send {"url" or "surt", "from", "to", "reason", "access_point"}: ` + err.Error()})
 			return
 		}
 		e := Exclusion{URL: req.URL, SURT: req.SURT, From: req.From, To: req.To, Reason: strings.TrimSpace(req.Reason), AccessPoint: req.Point}
 		if msg := e.fill(); msg != "" {
-			service.WriteJSON(w, http.StatusBadRequest, map[string]string{"error": msg})
+			reply.JSON(w, http.StatusBadRequest, map[string]string{"error": msg})
 			return
 		}
 		if _, ok := a.points[e.AccessPoint]; e.AccessPoint != "" && !ok {
-			service.WriteJSON(w, http.StatusBadRequest, map[string]string{"error": "access_point: " + a.pointNames() + ", or none for a takedown (every view)"})
+			reply.JSON(w, http.StatusBadRequest, map[string]string{"error": "access_point: " + a.pointNames() + ", or none for a takedown (every view)"})
 			return
 		}
 		if id, ok := apiauth.Caller(r.Context()); ok {
@@ -292,15 +292,15 @@ func (a *Aggregator) exclusionRoutes(mux *http.ServeMux) {
 		e, err := a.AddExclusion(r.Context(), e)
 		if err != nil {
 			a.log.Error("add exclusion", "surt", e.SURT, "err", err)
-			service.WriteJSON(w, http.StatusInternalServerError, map[string]string{"error": "adding the exclusion failed"})
+			reply.JSON(w, http.StatusInternalServerError, map[string]string{"error": "adding the exclusion failed"})
 			return
 		}
-		service.WriteJSON(w, http.StatusCreated, e)
+		reply.JSON(w, http.StatusCreated, e)
 	})
 	mux.HandleFunc("DELETE /v1/index/exclusions/{id}", func(w http.ResponseWriter, r *http.Request) {
 		id, err := strconv.ParseInt(r.PathValue("id"), 10, 64)
 		if err != nil {
-			service.WriteJSON(w, http.StatusBadRequest, map[string]string{"error": "an exclusion's id is a number"})
+			reply.JSON(w, http.StatusBadRequest, map[string]string{"error": "an exclusion's id is a number"})
 			return
 		}
 		by := ""
@@ -309,12 +309,12 @@ func (a *Aggregator) exclusionRoutes(mux *http.ServeMux) {
 		}
 		switch err := a.RemoveExclusion(r.Context(), id, by); {
 		case errors.Is(err, errNoExclusion):
-			service.WriteJSON(w, http.StatusNotFound, map[string]string{"error": err.Error()})
+			reply.JSON(w, http.StatusNotFound, map[string]string{"error": err.Error()})
 		case err != nil:
 			a.log.Error("remove exclusion", "exclusion", id, "err", err)
-			service.WriteJSON(w, http.StatusInternalServerError, map[string]string{"error": "lifting the exclusion failed"})
+			reply.JSON(w, http.StatusInternalServerError, map[string]string{"error": "lifting the exclusion failed"})
 		default:
-			service.WriteJSON(w, http.StatusOK, map[string]int64{"lifted": id})
+			reply.JSON(w, http.StatusOK, map[string]int64{"lifted": id})
 		}
 	})
 }

@@ -8,7 +8,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/archivist/archivist/pkg/blob"
-	"github.com/archivist/archivist/pkg/service"
+	"github.com/archivist/archivist/pkg/reply"
 )
 
 // pathRoutes serves the path index a Wayback resolves CDX lines' file
@@ -46,14 +46,14 @@ func (a *Aggregator) pathRoutes(mux *http.ServeMux) {
 		var file string
 		err := a.db.QueryRow(r.Context(), `SELECT file FROM aggregator.outputs WHERE name = $1 AND NOT withdrawn ORDER BY file LIMIT 1`, r.PathValue("name")).Scan(&file)
 		if errors.Is(err, pgx.ErrNoRows) {
-			service.WriteJSON(w, http.StatusNotFound, map[string]string{"error": "no indexed archive file of that name", "name": r.PathValue("name")})
+			reply.JSON(w, http.StatusNotFound, map[string]string{"error": "no indexed archive file of that name", "name": r.PathValue("name")})
 			return
 		}
 		if err != nil {
 			a.log.Error("path index", "name", r.PathValue("name"), "err", err)
-			service.WriteJSON(w, http.StatusInternalServerError, map[string]string{"error": "reading the path index failed"})
+			reply.JSON(w, http.StatusInternalServerError, map[string]string{"error": "reading the path index failed"})
 			return
 		}
-		service.WriteJSON(w, http.StatusOK, map[string]string{"name": r.PathValue("name"), "file": file, "location": blob.Location(a.blob, file)})
+		reply.JSON(w, http.StatusOK, map[string]string{"name": r.PathValue("name"), "file": file, "location": blob.Location(a.blob, file)})
 	})
 }

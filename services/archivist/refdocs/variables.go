@@ -7,6 +7,7 @@ import (
 	"github.com/archivist/archivist/pkg/blob"
 	"github.com/archivist/archivist/pkg/bus"
 	"github.com/archivist/archivist/pkg/config"
+	"github.com/archivist/archivist/pkg/httpauth"
 	"github.com/archivist/archivist/pkg/logging"
 	"github.com/archivist/archivist/pkg/service"
 	"github.com/archivist/archivist/pkg/store"
@@ -34,14 +35,14 @@ func names(cfg any) []string {
 // VariableGroups are the groups of shared variables, the first every
 // service's.
 func VariableGroups() []VariableGroup {
-	shared := slices.Concat(names(&bus.Config{}), names(&store.Config{}), names(&blob.Config{}), names(&service.HTTPLimits{}), names(&service.AuthConfig{}))
+	shared := slices.Concat(names(&bus.Config{}), names(&store.Config{}), names(&blob.Config{}), names(&service.HTTPLimits{}), names(&httpauth.Config{}))
 	common := slices.DeleteFunc(names(&service.Common{}), func(n string) bool { return slices.Contains(shared, n) })
 	return []VariableGroup{
 		{"every service", slices.Concat(common, names(&logging.Config{})), func(service.Definition, []string) bool { return true }},
 		{"NATS", names(&bus.Config{}), func(d service.Definition, _ []string) bool { return d.NeedsBus }},
 		{"PostgreSQL", names(&store.Config{}), func(d service.Definition, _ []string) bool { return d.NeedsDB }},
 		{"blob store", names(&blob.Config{}), func(d service.Definition, _ []string) bool { return d.NeedsBlob }},
-		{"API", slices.Concat(names(&service.HTTPLimits{}), names(&service.AuthConfig{})), func(_ service.Definition, routes []string) bool { return len(routes) > 0 }},
+		{"API", slices.Concat(names(&service.HTTPLimits{}), names(&httpauth.Config{})), func(_ service.Definition, routes []string) bool { return len(routes) > 0 }},
 	}
 }
 

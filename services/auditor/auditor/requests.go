@@ -16,6 +16,8 @@ import (
 	"github.com/archivist/archivist/pkg/blob"
 	"github.com/archivist/archivist/pkg/bus"
 	"github.com/archivist/archivist/pkg/fault"
+	"github.com/archivist/archivist/pkg/httpauth"
+	"github.com/archivist/archivist/pkg/reply"
 	"github.com/archivist/archivist/pkg/service"
 	"github.com/archivist/archivist/pkg/work"
 	"github.com/archivist/archivist/services/auditor/integrity"
@@ -211,10 +213,10 @@ func (a *Auditor) CheckNow(ctx context.Context, object, space string, light bool
 func (a *Auditor) replyRead(w http.ResponseWriter, what string, v any, err error) {
 	if err != nil {
 		a.log.Error("read "+what, "err", err)
-		service.WriteJSON(w, http.StatusInternalServerError, map[string]string{"error": "reading the " + what + " failed"})
+		reply.JSON(w, http.StatusInternalServerError, map[string]string{"error": "reading the " + what + " failed"})
 		return
 	}
-	service.WriteJSON(w, http.StatusOK, v)
+	reply.JSON(w, http.StatusOK, v)
 }
 
 // ParkedObject is an object whose check failed three times.
@@ -488,7 +490,7 @@ func (a *Auditor) Handler() http.Handler {
 	mux.HandleFunc("GET /v1/audit/parked", func(w http.ResponseWriter, r *http.Request) {
 		n, ok := limit(r)
 		if !ok {
-			service.WriteJSON(w, http.StatusBadRequest, map[string]string{"error": "limit must be 1 to 10000", "field": "limit"})
+			reply.JSON(w, http.StatusBadRequest, map[string]string{"error": "limit must be 1 to 10000", "field": "limit"})
 			return
 		}
 		p, err := a.Parked(r.Context(), n)
@@ -504,7 +506,7 @@ func (a *Auditor) Handler() http.Handler {
 			state = ""
 		}
 		if !ok || (state != "" && state != "open" && state != "closed") {
-			service.WriteJSON(w, http.StatusBadRequest, map[string]string{"error": "state is open, closed or all; limit 1 to 10000"})
+			reply.JSON(w, http.StatusBadRequest, map[string]string{"error": "state is open, closed or all; limit 1 to 10000"})
 			return
 		}
 		res, err := a.Resolutions(r.Context(), state, n)
@@ -513,36 +515,36 @@ func (a *Auditor) Handler() http.Handler {
 	mux.HandleFunc("POST /v1/audit/resolutions/{id}/close", func(w http.ResponseWriter, r *http.Request) {
 		id, err := strconv.ParseInt(r.PathValue("id"), 10, 64)
 		if err != nil {
-			service.WriteJSON(w, http.StatusBadRequest, map[string]string{"error": "the id is a number", "field": "id"})
+			reply.JSON(w, http.StatusBadRequest, map[string]string{"error": "the id is a number", "field": "id"})
 			return
 		}
 		closed, err := a.CloseResolution(r.Context(), id)
 		if err != nil {
 			a.log.Error("close resolution task", "id", id, "err", err)
-			service.WriteJSON(w, http.StatusServiceUnavailable, map[string]string{"error": "closing the resolution task failed; retry"})
+			reply.JSON(w, http.StatusServiceUnavailable, map[string]string{"error": "closing the resolution task failed; retry"})
 			return
 		}
 		if !closed {
-			service.WriteJSON(w, http.StatusNotFound, map[string]string{"error": fmt.Sprintf("no open resolution task %d", id)})
+			reply.JSON(w, http.StatusNotFound, map[string]string{"error": fmt.Sprintf("no open resolution task %d", id)})
 			return
 		}
-		service.WriteJSON(w, http.StatusOK, map[string]any{"closed": id, "check_queued": true})
+		reply.JSON(w, http.StatusOK, map[string]any{"closed": id, "check_queued": true})
 	})
 	mux.HandleFunc("POST /v1/audit/resolutions/{id}/repair", func(w http.ResponseWriter, r *http.Request) {
 		id, err := strconv.ParseInt(r.PathValue("id"), 10, 64)
 		if err != nil {
-			service.WriteJSON(w, http.StatusBadRequest, map[string]string{"error": "the id is a number", "field": "id"})
+			reply.JSON(w, http.StatusBadRequest, map[string]string{"error": "the id is a number", "field": "id"})
 			return
 		}
 		res, err := a.Repair(r.Context(), id)
 		switch {
 		case errors.Is(err, integrity.ErrNotRepairable):
-			service.WriteJSON(w, http.StatusConflict, map[string]string{"error": err.Error()})
+			reply.JSON(w, http.StatusConflict, map[string]string{"error": err.Error()})
 		case err != nil:
 			a.log.Error("repair", "task", id, "err", err)
-			service.WriteJSON(w, http.StatusServiceUnavailable, map[string]string{"error": "the repair failed; retry (the log has why)"})
+			reply.JSON(w, http.StatusServiceUnavailable, map[string]string{"error": "the repair failed; retry (the log has why)"})
 		default:
-			service.WriteJSON(w, http.StatusOK, res)
+			reply.JSON(w, http.StatusOK, res)
 		}
 	})
 	mux.HandleFunc("POST /v1/audit/check", func(w http.ResponseWriter, r *http.Request) {
@@ -554,34 +556,34 @@ func (a *Auditor) Handler() http.Handler {
 		dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, 1<<16))
 		dec.DisallowUnknownFields()
 		if err := dec.Decode(&req); err != nil {
-			service.WriteJSON(w, http.StatusBadRequest, map[string]string{"error": "invalid JSON: " + err.Error()})
+			reply.JSON(w, http.StatusBadRequest, map[string]string{"error": "invalid JSON: " + err.Error()})
 			return
 		}
 		if (req.Object == "") == (req.Space == "") {
-			service.WriteJSON(w, http.StatusBadRequest, map[string]string{"error": "give exactly one of object and space", "field": "object"})
+			reply.JSON(w, http.StatusBadRequest, map[string]string{"error": "give exactly one of object and space", "field": "object"})
 			return
 		}
 		if req.Object != "" {
 			if err := blob.ValidateKey(req.Object); err != nil {
-				service.WriteJSON(w, http.StatusBadRequest, map[string]string{"error": err.Error(), "field": "object"})
+				reply.JSON(w, http.StatusBadRequest, map[string]string{"error": err.Error(), "field": "object"})
 				return
 			}
 		}
 		n, err := a.CheckNow(r.Context(), req.Object, req.Space, req.Light)
 		var broad *TooBroadError
 		if errors.As(err, &broad) {
-			service.WriteJSON(w, http.StatusBadRequest, map[string]string{"error": broad.Error(), "field": "space"})
+			reply.JSON(w, http.StatusBadRequest, map[string]string{"error": broad.Error(), "field": "space"})
 			return
 		}
 		if err != nil {
 			a.log.Error("on-demand check", "err", err)
-			service.WriteJSON(w, http.StatusServiceUnavailable, map[string]string{"error": "queuing the checks failed; retry"})
+			reply.JSON(w, http.StatusServiceUnavailable, map[string]string{"error": "queuing the checks failed; retry"})
 			return
 		}
-		service.WriteJSON(w, http.StatusAccepted, map[string]int{"queued": n})
+		reply.JSON(w, http.StatusAccepted, map[string]int{"queued": n})
 	})
 	// The operator's work: requests and repairs found and acted on with
 	// the work kit.
 	a.Work().Handle(mux, a.log)
-	return work.MarkRoutes(service.RoutesOf(mux))
+	return work.MarkRoutes(httpauth.RoutesOf(mux))
 }

@@ -28,7 +28,7 @@ import (
 	"github.com/archivist/archivist/events"
 	"github.com/archivist/archivist/pkg/apiauth"
 	"github.com/archivist/archivist/pkg/bus"
-	"github.com/archivist/archivist/pkg/service"
+	"github.com/archivist/archivist/pkg/reply"
 	"github.com/archivist/archivist/services/curator/catalog"
 	"github.com/archivist/archivist/services/curator/completeness"
 	"github.com/archivist/archivist/services/curator/matcher"
@@ -117,12 +117,12 @@ func (s *Server) Routes(mux *http.ServeMux) {
 			passes, err = completeness.LastPasses(r.Context(), s.cat.DB())
 		}
 		if err != nil {
-			id := service.ErrorID()
+			id := reply.ErrorID()
 			s.log.Error("curation status", "err", err, "error_id", id)
-			service.WriteJSON(w, http.StatusInternalServerError, Problem{Error: "internal error", ErrorID: id})
+			reply.JSON(w, http.StatusInternalServerError, Problem{Error: "internal error", ErrorID: id})
 			return
 		}
-		service.WriteJSON(w, http.StatusOK, Status{Status: st, Invariant: passes})
+		reply.JSON(w, http.StatusOK, Status{Status: st, Invariant: passes})
 	})
 }
 
@@ -226,7 +226,7 @@ func post[T any, PT interface {
 	msgID, err := s.msgID(r.Context(), env.ID)
 	if err != nil {
 		s.log.Error("read the idempotency secret", "err", err)
-		service.WriteJSON(w, http.StatusServiceUnavailable, Problem{Error: "the curator's database did not answer; retry with the same Idempotency-Key"})
+		reply.JSON(w, http.StatusServiceUnavailable, Problem{Error: "the curator's database did not answer; retry with the same Idempotency-Key"})
 		return
 	}
 	ack, err := s.bus.Publish(r.Context(), subject, env, jetstream.WithMsgID(msgID))
@@ -235,15 +235,15 @@ func post[T any, PT interface {
 		// reached (a flood, or a full resend outrunning it): slow down.
 		s.log.Warn("curation event refused: its source's events waiting for the curator are at their bound", "subject", subject, "event", env.ID)
 		w.Header().Set("Retry-After", "5")
-		service.WriteJSON(w, http.StatusServiceUnavailable, Problem{Error: fmt.Sprintf("%d events of this source wait for the curator (events.MaxCurationPerSubject): retry with the same Idempotency-Key after the Retry-After seconds", events.MaxCurationPerSubject)})
+		reply.JSON(w, http.StatusServiceUnavailable, Problem{Error: fmt.Sprintf("%d events of this source wait for the curator (events.MaxCurationPerSubject): retry with the same Idempotency-Key after the Retry-After seconds", events.MaxCurationPerSubject)})
 		return
 	}
 	if err != nil {
 		s.log.Error("publish curation event", "err", err, "type", env.Type, "event", env.ID)
-		service.WriteJSON(w, http.StatusServiceUnavailable, Problem{Error: "the event bus did not accept the event; retry with the same Idempotency-Key"})
+		reply.JSON(w, http.StatusServiceUnavailable, Problem{Error: "the event bus did not accept the event; retry with the same Idempotency-Key"})
 		return
 	}
-	service.WriteJSON(w, http.StatusAccepted, Accepted{ID: env.ID, Type: env.Type, SentAt: env.SentAt, Stream: ack.Stream, Sequence: ack.Sequence, Duplicate: ack.Duplicate})
+	reply.JSON(w, http.StatusAccepted, Accepted{ID: env.ID, Type: env.Type, SentAt: env.SentAt, Stream: ack.Stream, Sequence: ack.Sequence, Duplicate: ack.Duplicate})
 }
 
 // msgID is the bus message id of an HTTP event with id: "http:" and an
@@ -362,36 +362,36 @@ func jsonProblem(err error) error {
 func (s *Server) problem(w http.ResponseWriter, err error) {
 	var br *badRequest
 	if errors.As(err, &br) {
-		service.WriteJSON(w, br.status, Problem{Error: br.msg, Field: br.field})
+		reply.JSON(w, br.status, Problem{Error: br.msg, Field: br.field})
 		return
 	}
 	if fe, ok := events.AsFieldError(err); ok {
-		service.WriteJSON(w, http.StatusBadRequest, Problem{Error: fe.Error(), Field: fe.Field})
+		reply.JSON(w, http.StatusBadRequest, Problem{Error: fe.Error(), Field: fe.Field})
 		return
 	}
-	id := service.ErrorID()
+	id := reply.ErrorID()
 	s.log.Error("curation API: internal error", "err", err, "error_id", id)
-	service.WriteJSON(w, http.StatusInternalServerError, Problem{Error: "internal error", ErrorID: id})
+	reply.JSON(w, http.StatusInternalServerError, Problem{Error: "internal error", ErrorID: id})
 }
 
 func (s *Server) get(w http.ResponseWriter, r *http.Request, k catalog.Kind) {
 	rec, err := s.cat.Get(r.Context(), k, r.PathValue("id"))
 	if errors.Is(err, catalog.ErrNotFound) {
-		service.WriteJSON(w, http.StatusNotFound, Problem{Error: err.Error()})
+		reply.JSON(w, http.StatusNotFound, Problem{Error: err.Error()})
 		return
 	}
 	if err != nil {
 		s.log.Error("read record", "err", err, "kind", k, "id", r.PathValue("id"))
-		service.WriteJSON(w, http.StatusInternalServerError, Problem{Error: "reading the record failed"})
+		reply.JSON(w, http.StatusInternalServerError, Problem{Error: "reading the record failed"})
 		return
 	}
 	refused, err := matcher.RefusedLinks(r.Context(), s.cat.DB(), k, rec.Key())
 	if err != nil {
 		s.log.Error("read refused links", "err", err, "kind", k, "id", r.PathValue("id"))
-		service.WriteJSON(w, http.StatusInternalServerError, Problem{Error: "reading the record failed"})
+		reply.JSON(w, http.StatusInternalServerError, Problem{Error: "reading the record failed"})
 		return
 	}
-	service.WriteJSON(w, http.StatusOK, recordView{Record: rec, RefusedSameAs: refused})
+	reply.JSON(w, http.StatusOK, recordView{Record: rec, RefusedSameAs: refused})
 }
 
 // recordView is a record as GET shows it: with the same-as links the
@@ -404,15 +404,15 @@ type recordView struct {
 func (s *Server) work(w http.ResponseWriter, r *http.Request, k catalog.Kind) {
 	v, err := merger.Show(r.Context(), s.cat.DB(), k, r.PathValue("key"))
 	if errors.Is(err, merger.ErrNotFound) {
-		service.WriteJSON(w, http.StatusNotFound, Problem{Error: err.Error()})
+		reply.JSON(w, http.StatusNotFound, Problem{Error: err.Error()})
 		return
 	}
 	if err != nil {
 		s.log.Error("read work", "err", err, "kind", k, "key", r.PathValue("key"))
-		service.WriteJSON(w, http.StatusInternalServerError, Problem{Error: "reading the work failed"})
+		reply.JSON(w, http.StatusInternalServerError, Problem{Error: "reading the work failed"})
 		return
 	}
-	service.WriteJSON(w, http.StatusOK, v)
+	reply.JSON(w, http.StatusOK, v)
 }
 
 // Explained is the answer of GET .../explain: the key's work explained at
@@ -430,7 +430,7 @@ func (s *Server) explain(w http.ResponseWriter, r *http.Request, k catalog.Kind)
 		if v := r.URL.Query().Get(name); v != "" {
 			t, err := time.Parse(time.RFC3339Nano, v)
 			if err != nil {
-				service.WriteJSON(w, http.StatusBadRequest, Problem{Error: name + ": an RFC 3339 time (2026-01-02T03:04:05Z), not " + strconv.Quote(v)})
+				reply.JSON(w, http.StatusBadRequest, Problem{Error: name + ": an RFC 3339 time (2026-01-02T03:04:05Z), not " + strconv.Quote(v)})
 				return
 			}
 			times[name] = t
@@ -446,15 +446,15 @@ func (s *Server) explain(w http.ResponseWriter, r *http.Request, k catalog.Kind)
 		}
 	}
 	if errors.Is(err, merger.ErrNoHistory) {
-		service.WriteJSON(w, http.StatusNotFound, Problem{Error: err.Error()})
+		reply.JSON(w, http.StatusNotFound, Problem{Error: err.Error()})
 		return
 	}
 	if err != nil {
 		s.log.Error("explain work", "err", err, "kind", k, "key", key)
-		service.WriteJSON(w, http.StatusInternalServerError, Problem{Error: "explaining the work failed"})
+		reply.JSON(w, http.StatusInternalServerError, Problem{Error: "explaining the work failed"})
 		return
 	}
-	service.WriteJSON(w, http.StatusOK, out)
+	reply.JSON(w, http.StatusOK, out)
 }
 
 // DecisionRequest is the body of POST .../decisions.
@@ -470,12 +470,12 @@ type DecisionRequest struct {
 
 func (s *Server) decide(w http.ResponseWriter, r *http.Request, k catalog.Kind) {
 	if s.Decide == nil {
-		service.WriteJSON(w, http.StatusServiceUnavailable, Problem{Error: "decisions are taken by the curator service"})
+		reply.JSON(w, http.StatusServiceUnavailable, Problem{Error: "decisions are taken by the curator service"})
 		return
 	}
 	var req DecisionRequest
 	if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, 64<<10)).Decode(&req); err != nil {
-		service.WriteJSON(w, http.StatusBadRequest, Problem{Error: "body: a JSON object {\"action\", \"a\", \"b\", \"reason\"}: " + err.Error()})
+		reply.JSON(w, http.StatusBadRequest, Problem{Error: "body: a JSON object {\"action\", \"a\", \"b\", \"reason\"}: " + err.Error()})
 		return
 	}
 	by := "anonymous"
@@ -484,32 +484,32 @@ func (s *Server) decide(w http.ResponseWriter, r *http.Request, k catalog.Kind) 
 	}
 	d, err := s.Decide(r.Context(), matcher.Decision{Kind: string(k), Action: req.Action, A: req.A, B: req.B, By: by, Reason: req.Reason})
 	if errors.Is(err, matcher.ErrBadDecision) {
-		service.WriteJSON(w, http.StatusBadRequest, Problem{Error: err.Error()})
+		reply.JSON(w, http.StatusBadRequest, Problem{Error: err.Error()})
 		return
 	}
 	if err != nil {
 		s.log.Error("take a curation decision", "err", err, "kind", k, "action", req.Action, "a", req.A, "b", req.B, "by", by)
-		service.WriteJSON(w, http.StatusInternalServerError, Problem{Error: "taking the decision failed"})
+		reply.JSON(w, http.StatusInternalServerError, Problem{Error: "taking the decision failed"})
 		return
 	}
 	s.log.Warn("curation decision taken", "kind", k, "action", d.Action, "a", d.A, "b", d.B, "by", d.By, "reason", d.Reason, "decision", d.ID)
-	service.WriteJSON(w, http.StatusCreated, d)
+	reply.JSON(w, http.StatusCreated, d)
 }
 
 func (s *Server) decisions(w http.ResponseWriter, r *http.Request, k catalog.Kind) {
 	key := r.URL.Query().Get("key")
 	if key == "" {
-		service.WriteJSON(w, http.StatusBadRequest, Problem{Error: "key: the record (source:id) whose decisions to list"})
+		reply.JSON(w, http.StatusBadRequest, Problem{Error: "key: the record (source:id) whose decisions to list"})
 		return
 	}
 	ds, err := matcher.Decisions(r.Context(), s.cat.DB(), k, key)
 	if err != nil {
 		s.log.Error("list curation decisions", "err", err, "kind", k, "key", key)
-		service.WriteJSON(w, http.StatusInternalServerError, Problem{Error: "listing the decisions failed"})
+		reply.JSON(w, http.StatusInternalServerError, Problem{Error: "listing the decisions failed"})
 		return
 	}
 	if ds == nil {
 		ds = []matcher.Decision{}
 	}
-	service.WriteJSON(w, http.StatusOK, ds)
+	reply.JSON(w, http.StatusOK, ds)
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/archivist/archivist/pkg/bus"
 	"github.com/archivist/archivist/pkg/fault"
 	"github.com/archivist/archivist/pkg/groupcommit"
+	"github.com/archivist/archivist/pkg/httpauth"
 	"github.com/archivist/archivist/pkg/service"
 	"github.com/archivist/archivist/pkg/store"
 	"github.com/archivist/archivist/pkg/work"
@@ -197,7 +198,7 @@ func run(ctx context.Context, env *service.Env, cfg Config) error {
 	// The operator's work across ingest and the collections' mails.
 	ws := &work.Store{DB: env.DB, Schema: migrations.Schema.Name, Sources: workitems.Sources(ist)}
 	ws.Handle(mux, env.Log)
-	h := work.MarkRoutes(service.PublisherRoutes(mux, append(api.PublisherRoutes, httpapi.PublisherRoutes...)...).Operator(httpapi.OperatorRoutes...))
+	h := work.MarkRoutes(httpauth.PublisherRoutes(mux, append(api.PublisherRoutes, httpapi.PublisherRoutes...)...).Operator(httpapi.OperatorRoutes...))
 	return env.Serve(ctx, "curation API", cfg.HTTPAddr, h, loops, stoppers...)
 }
 

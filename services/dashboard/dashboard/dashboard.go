@@ -27,6 +27,8 @@ import (
 
 	"github.com/archivist/archivist/pkg/apiauth"
 	"github.com/archivist/archivist/pkg/bus"
+	"github.com/archivist/archivist/pkg/httpauth"
+	"github.com/archivist/archivist/pkg/reply"
 	"github.com/archivist/archivist/pkg/service"
 )
 
@@ -120,7 +122,7 @@ func Definition() service.Definition {
 				return err
 			}
 			d.client = client
-			return env.Serve(ctx, "dashboard", cfg.HTTPAddr, service.Browser(d.Handler()), nil)
+			return env.Serve(ctx, "dashboard", cfg.HTTPAddr, httpauth.Browser(d.Handler()), nil)
 		},
 	}
 }
@@ -174,7 +176,7 @@ var pages = template.Must(template.New("").Funcs(template.FuncMap{
 //	POST /work/act             a verb on what a filter matches: its dry run, then the action
 //	GET /work/actions          the action log
 //	GET /mine                  a depositor's own batches: their place in the queue, their estimated end
-//	GET /login, POST /login, POST /logout   (service.Browser)
+//	GET /login, POST /login, POST /logout   (httpauth.Browser)
 func (d *Dashboard) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) {
@@ -191,7 +193,7 @@ func (d *Dashboard) Handler() http.Handler {
 	mux.HandleFunc("GET /work/actions", d.workActions)
 	// A depositor's own batches, where they stand in the queue.
 	mux.HandleFunc("GET /mine", d.mine)
-	return service.RoutesOf(mux).Depositor("POST /work/act").Publisher("GET /mine")
+	return httpauth.RoutesOf(mux).Depositor("POST /work/act").Publisher("GET /mine")
 }
 
 // render executes a template; a failure half-way is logged (the status is
@@ -199,7 +201,7 @@ func (d *Dashboard) Handler() http.Handler {
 func (d *Dashboard) render(w http.ResponseWriter, name string, data any) {
 	// A nonce per response: only the page's own <style> and <script> run,
 	// never one a record's text smuggles in, and no inline attribute.
-	nonce := service.Nonce()
+	nonce := httpauth.Nonce()
 	t, err := pages.Clone()
 	if err != nil {
 		d.log.Error("rendering the dashboard", "template", name, "err", err)
@@ -209,7 +211,7 @@ func (d *Dashboard) render(w http.ResponseWriter, name string, data any) {
 	t.Funcs(template.FuncMap{"nonce": func() string { return nonce }})
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	w.Header().Set("Cache-Control", "no-store")
-	w.Header().Set("Content-Security-Policy", service.PageCSP(nonce)+"; connect-src 'self'")
+	w.Header().Set("Content-Security-Policy", httpauth.PageCSP(nonce)+"; connect-src 'self'")
 	w.Header().Set("X-Content-Type-Options", "nosniff")
 	if err := t.ExecuteTemplate(w, name, data); err != nil {
 		d.log.Error("rendering the dashboard", "template", name, "err", err)
@@ -259,7 +261,7 @@ func (d *Dashboard) item(w http.ResponseWriter, r *http.Request) {
 			fail(http.StatusNotFound, err.Error())
 			return
 		} else if err != nil {
-			eid := service.ErrorID()
+			eid := reply.ErrorID()
 			d.log.Error("reading a dead letter", "seq", seq, "err", err, "error_id", eid)
 			fail(http.StatusBadGateway, "the dead letters could not be read (error "+eid+")")
 			return

@@ -10,7 +10,7 @@ import (
 
 	"github.com/archivist/archivist/pkg/apiauth"
 	"github.com/archivist/archivist/pkg/apiclient"
-	"github.com/archivist/archivist/pkg/service"
+	"github.com/archivist/archivist/pkg/httpauth"
 	"github.com/archivist/archivist/pkg/work"
 )
 
@@ -108,7 +108,7 @@ var actVerbs = []work.Verb{work.Retry, work.Release, work.Hold, work.Skip, work.
 // on the filter, shown with a button that confirms its count; with
 // step=act and confirm=N, the action, refused when N no longer moves.
 func (d *Dashboard) workAct(w http.ResponseWriter, r *http.Request) {
-	if why := service.CrossSite(r); why != "" {
+	if why := httpauth.CrossSite(r); why != "" {
 		http.Error(w, "actions come from this site's own pages: "+why, http.StatusForbidden)
 		return
 	}

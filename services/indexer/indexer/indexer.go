@@ -23,6 +23,8 @@ import (
 	"github.com/archivist/archivist/pkg/blob"
 	"github.com/archivist/archivist/pkg/bus"
 	"github.com/archivist/archivist/pkg/fault"
+	"github.com/archivist/archivist/pkg/httpauth"
+	"github.com/archivist/archivist/pkg/reply"
 	"github.com/archivist/archivist/pkg/service"
 	"github.com/archivist/archivist/pkg/store"
 	"github.com/archivist/archivist/pkg/work"
@@ -484,14 +486,14 @@ func (ix *Indexer) Handler() http.Handler {
 		st, err := ix.reg.Status(r.Context())
 		if err != nil {
 			ix.log.Error("index status", "err", err)
-			service.WriteJSON(w, http.StatusInternalServerError, map[string]string{"error": "reading the index status failed"})
+			reply.JSON(w, http.StatusInternalServerError, map[string]string{"error": "reading the index status failed"})
 			return
 		}
-		service.WriteJSON(w, http.StatusOK, st)
+		reply.JSON(w, http.StatusOK, st)
 	})
 	// A file's story as an operator follows it (the dashboard).
 	mux.HandleFunc("GET /v1/index/history", service.HistoryHandler(ix.log, "file", registry.ErrUnknown, ix.reg.History))
 	// The operator's work: files found and acted on with the work kit.
 	ix.reg.Work(ix.wakeUp).Handle(mux, ix.log)
-	return work.MarkRoutes(service.RoutesOf(mux))
+	return work.MarkRoutes(httpauth.RoutesOf(mux))
 }

@@ -21,6 +21,8 @@ import (
 	"github.com/archivist/archivist/events"
 	"github.com/archivist/archivist/pkg/bus"
 	"github.com/archivist/archivist/pkg/fault"
+	"github.com/archivist/archivist/pkg/httpauth"
+	"github.com/archivist/archivist/pkg/reply"
 	"github.com/archivist/archivist/pkg/research"
 	"github.com/archivist/archivist/pkg/research/migrations"
 	"github.com/archivist/archivist/pkg/service"
@@ -437,10 +439,10 @@ func (p *PWA) Handler() http.Handler {
 	mux.HandleFunc("GET /v1/research/status", func(w http.ResponseWriter, r *http.Request) {
 		st, err := p.Status(r.Context())
 		if err != nil {
-			service.WriteInternal(w, p.log, err, "research status")
+			reply.Internal(w, p.log, err, "research status")
 			return
 		}
-		service.WriteJSON(w, http.StatusOK, st)
+		reply.JSON(w, http.StatusOK, st)
 	})
 	// An episode's research as an operator follows it (the dashboard).
 	mux.HandleFunc("GET /v1/research/history", service.HistoryHandler(p.log, "episode", research.ErrNoEpisode, p.store.History))
@@ -450,19 +452,19 @@ func (p *PWA) Handler() http.Handler {
 		key := r.PathValue("key")
 		forgot, known, err := p.store.Redo(r.Context(), key, false)
 		if err != nil {
-			service.WriteInternal(w, p.log, err, "redo episode", "episode", key)
+			reply.Internal(w, p.log, err, "redo episode", "episode", key)
 			return
 		}
 		if !known {
-			service.WriteError(w, http.StatusNotFound, "no episode "+key)
+			reply.Error(w, http.StatusNotFound, "no episode "+key)
 			return
 		}
 		p.log.Info("episode researched again by an operator", "episode", key, "action", "redo", "results_forgotten", forgot)
 		p.Wake()
-		service.WriteJSON(w, http.StatusOK, map[string]any{"episode": key, "action": "redo", "results_forgotten": forgot})
+		reply.JSON(w, http.StatusOK, map[string]any{"episode": key, "action": "redo", "results_forgotten": forgot})
 	})
 	// The operator's work: episodes found and acted on with the work kit.
 	ws := &work.Store{DB: p.store.DB(), Schema: migrations.Schema.Name, Sources: p.store.WorkSources(p.Wake)}
 	ws.Handle(mux, p.log)
-	return work.MarkRoutes(service.RoutesOf(mux))
+	return work.MarkRoutes(httpauth.RoutesOf(mux))
 }

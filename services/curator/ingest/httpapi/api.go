@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/archivist/archivist/pkg/apiauth"
+	"github.com/archivist/archivist/pkg/reply"
 	"github.com/archivist/archivist/pkg/service"
 	"github.com/archivist/archivist/services/curator/ingest"
 	"github.com/archivist/archivist/services/curator/ingest/notify"
@@ -74,7 +75,7 @@ func Routes(mux *http.ServeMux, s *ingest.Store, wd *withdraw.Withdrawer, log *s
 		if !created {
 			code = http.StatusOK // a retry of the same submission
 		}
-		service.WriteJSON(w, code, map[string]int64{"batch": id})
+		reply.JSON(w, code, map[string]int64{"batch": id})
 	})
 	status := func(e ingest.Entity) http.HandlerFunc {
 		return func(w http.ResponseWriter, r *http.Request) {
@@ -92,7 +93,7 @@ func Routes(mux *http.ServeMux, s *ingest.Store, wd *withdraw.Withdrawer, log *s
 				writeErr(w, err)
 				return
 			}
-			service.WriteJSON(w, http.StatusOK, st)
+			reply.JSON(w, http.StatusOK, st)
 		}
 	}
 	act := func(e ingest.Entity) http.HandlerFunc {
@@ -107,7 +108,7 @@ func Routes(mux *http.ServeMux, s *ingest.Store, wd *withdraw.Withdrawer, log *s
 				writeErr(w, err)
 				return
 			}
-			service.WriteJSON(w, http.StatusOK, map[string]any{string(e): id, "state": to})
+			reply.JSON(w, http.StatusOK, map[string]any{string(e): id, "state": to})
 		}
 	}
 	list := func(e ingest.Entity) http.HandlerFunc {
@@ -139,7 +140,7 @@ func Routes(mux *http.ServeMux, s *ingest.Store, wd *withdraw.Withdrawer, log *s
 				writeErr(w, err)
 				return
 			}
-			service.WriteJSON(w, http.StatusOK, out)
+			reply.JSON(w, http.StatusOK, out)
 		}
 	}
 	mux.HandleFunc("GET /v1/batches", list(ingest.Batch))
@@ -160,14 +161,14 @@ func Routes(mux *http.ServeMux, s *ingest.Store, wd *withdraw.Withdrawer, log *s
 				writeErr(w, err)
 				return
 			}
-			service.WriteJSON(w, http.StatusOK, map[string]any{"profile": p, "held": true})
+			reply.JSON(w, http.StatusOK, map[string]any{"profile": p, "held": true})
 		case "release":
 			n, err := s.ReleaseCollection(r.Context(), p)
 			if err != nil {
 				writeErr(w, err)
 				return
 			}
-			service.WriteJSON(w, http.StatusOK, map[string]any{"profile": p, "held": false, "released": n})
+			reply.JSON(w, http.StatusOK, map[string]any{"profile": p, "held": false, "released": n})
 		default:
 			writeErr(w, &ingest.InvalidError{Field: "action", Msg: "hold or release"})
 		}
@@ -179,7 +180,7 @@ func Routes(mux *http.ServeMux, s *ingest.Store, wd *withdraw.Withdrawer, log *s
 				writeErr(w, err)
 				return
 			}
-			service.WriteJSON(w, http.StatusOK, map[string]bool{"paused": a == "pause"})
+			reply.JSON(w, http.StatusOK, map[string]bool{"paused": a == "pause"})
 		case "cleanup":
 			older := 24 * time.Hour
 			if v := r.URL.Query().Get("older_than"); v != "" {
@@ -195,7 +196,7 @@ func Routes(mux *http.ServeMux, s *ingest.Store, wd *withdraw.Withdrawer, log *s
 				writeErr(w, err)
 				return
 			}
-			service.WriteJSON(w, http.StatusOK, map[string]int{"deleted_batches": n})
+			reply.JSON(w, http.StatusOK, map[string]int{"deleted_batches": n})
 		default:
 			writeErr(w, &ingest.InvalidError{Field: "action", Msg: "pause, resume or cleanup"})
 		}
@@ -219,7 +220,7 @@ func Routes(mux *http.ServeMux, s *ingest.Store, wd *withdraw.Withdrawer, log *s
 			writeErr(w, err)
 			return
 		}
-		service.WriteJSON(w, http.StatusOK, map[string]any{"batches": c[ingest.Batch], "jobs": c[ingest.Job]})
+		reply.JSON(w, http.StatusOK, map[string]any{"batches": c[ingest.Batch], "jobs": c[ingest.Job]})
 	})
 	mux.HandleFunc("GET /v1/ingest/history", func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Query().Has("job") {
@@ -229,7 +230,7 @@ func Routes(mux *http.ServeMux, s *ingest.Store, wd *withdraw.Withdrawer, log *s
 		batchHistory(w, r)
 	})
 	mux.HandleFunc("GET /v1/ingest/transitions", func(w http.ResponseWriter, r *http.Request) {
-		service.WriteJSON(w, http.StatusOK, ingest.Transitions)
+		reply.JSON(w, http.StatusOK, ingest.Transitions)
 	})
 	profileRoutes(mux, s, writeErr)
 	objectRoutes(mux, wd, writeErr)
@@ -251,7 +252,7 @@ func objectRoutes(mux *http.ServeMux, wd *withdraw.Withdrawer, writeErr func(htt
 			writeErr(w, err)
 			return
 		}
-		service.WriteJSON(w, http.StatusOK, o)
+		reply.JSON(w, http.StatusOK, o)
 	})
 	mux.HandleFunc("POST /v1/objects/withdraw", func(w http.ResponseWriter, r *http.Request) {
 		var req withdraw.Request
@@ -268,7 +269,7 @@ func objectRoutes(mux *http.ServeMux, wd *withdraw.Withdrawer, writeErr func(htt
 			writeErr(w, err)
 			return
 		}
-		service.WriteJSON(w, http.StatusOK, res)
+		reply.JSON(w, http.StatusOK, res)
 	})
 	mux.HandleFunc("POST /v1/objects/reinstate", func(w http.ResponseWriter, r *http.Request) {
 		var req withdraw.Request
@@ -285,7 +286,7 @@ func objectRoutes(mux *http.ServeMux, wd *withdraw.Withdrawer, writeErr func(htt
 			writeErr(w, err)
 			return
 		}
-		service.WriteJSON(w, http.StatusOK, o)
+		reply.JSON(w, http.StatusOK, o)
 	})
 }
 
@@ -303,7 +304,7 @@ func profileRoutes(mux *http.ServeMux, s *ingest.Store, writeErr func(http.Respo
 			writeErr(w, err)
 			return
 		}
-		service.WriteJSON(w, http.StatusOK, list)
+		reply.JSON(w, http.StatusOK, list)
 	})
 	mux.HandleFunc("GET /v1/profiles/{profile}", func(w http.ResponseWriter, r *http.Request) {
 		st, err := settings.Get(r.Context(), r.PathValue("profile"))
@@ -311,7 +312,7 @@ func profileRoutes(mux *http.ServeMux, s *ingest.Store, writeErr func(http.Respo
 			writeErr(w, err)
 			return
 		}
-		service.WriteJSON(w, http.StatusOK, st)
+		reply.JSON(w, http.StatusOK, st)
 	})
 	mux.HandleFunc("PUT /v1/profiles/{profile}", func(w http.ResponseWriter, r *http.Request) {
 		st := notify.Defaults(r.PathValue("profile"))
@@ -326,7 +327,7 @@ func profileRoutes(mux *http.ServeMux, s *ingest.Store, writeErr func(http.Respo
 			writeErr(w, err)
 			return
 		}
-		service.WriteJSON(w, http.StatusOK, st)
+		reply.JSON(w, http.StatusOK, st)
 	})
 	mux.HandleFunc("GET /v1/ingest/mail/parked", func(w http.ResponseWriter, r *http.Request) {
 		list, err := notify.ParkedMails(r.Context(), s.DB, 1000)
@@ -334,7 +335,7 @@ func profileRoutes(mux *http.ServeMux, s *ingest.Store, writeErr func(http.Respo
 			writeErr(w, err)
 			return
 		}
-		service.WriteJSON(w, http.StatusOK, list)
+		reply.JSON(w, http.StatusOK, list)
 	})
 }
 
@@ -386,17 +387,17 @@ func writeErrLog(w http.ResponseWriter, log *slog.Logger, err error) {
 	var held *withdraw.HeldError
 	switch {
 	case errors.As(err, &forbidden):
-		service.WriteJSON(w, http.StatusForbidden, map[string]string{"error": err.Error()})
+		reply.JSON(w, http.StatusForbidden, map[string]string{"error": err.Error()})
 	case errors.As(err, &inv):
-		service.WriteJSON(w, http.StatusBadRequest, map[string]string{"error": err.Error(), "field": inv.Field})
+		reply.JSON(w, http.StatusBadRequest, map[string]string{"error": err.Error(), "field": inv.Field})
 	case errors.As(err, &nf):
-		service.WriteJSON(w, http.StatusNotFound, map[string]string{"error": err.Error()})
+		reply.JSON(w, http.StatusNotFound, map[string]string{"error": err.Error()})
 	case errors.As(err, &ref), errors.As(err, &conflict):
-		service.WriteJSON(w, http.StatusConflict, map[string]string{"error": err.Error()})
+		reply.JSON(w, http.StatusConflict, map[string]string{"error": err.Error()})
 	case errors.As(err, &held):
 		w.Header().Set("Retry-After", "5")
-		service.WriteJSON(w, http.StatusConflict, map[string]any{"error": err.Error(), "job": held.Job})
+		reply.JSON(w, http.StatusConflict, map[string]any{"error": err.Error(), "job": held.Job})
 	default:
-		service.WriteInternal(w, log, err, "ingest API: internal error")
+		reply.Internal(w, log, err, "ingest API: internal error")
 	}
 }

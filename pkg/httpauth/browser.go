@@ -1,4 +1,4 @@
-package service
+package httpauth
 
 import (
 	"crypto/rand"
@@ -165,7 +165,7 @@ func PageCSP(nonce string) string {
 }
 
 // login serves the login page, signs in and signs out.
-func (a *authenticator) login(w http.ResponseWriter, r *http.Request) {
+func (a *Authenticator) login(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Cache-Control", "no-store")
 	page := func(code int, next, msg string) {
 		nonce := Nonce()
@@ -260,4 +260,18 @@ func localPath(next string) string {
 		return "/"
 	}
 	return next
+}
+
+// Mux is the ServeMux beneath h (itself, the Routes of one, or a Browser
+// handler of either): false when there is none.
+func Mux(h http.Handler) (*http.ServeMux, bool) {
+	switch v := h.(type) {
+	case *http.ServeMux:
+		return v, true
+	case Routes:
+		return v.mux, true
+	case browser:
+		return Mux(v.Handler)
+	}
+	return nil, false
 }

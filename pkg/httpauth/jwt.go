@@ -1,4 +1,4 @@
-package service
+package httpauth
 
 import (
 	"context"

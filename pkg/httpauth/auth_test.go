@@ -1,4 +1,4 @@
-package service
+package httpauth
 
 import (
 	"context"
@@ -63,11 +63,11 @@ func TestKeysFileIsStrictAndReloaded(t *testing.T) {
 	if err := os.WriteFile(file, []byte("# keys\n"+opsLine+"\n"+pubLine+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	a, err := newAuthenticator(AuthConfig{Mode: "keys", KeysFile: file})
+	a, err := New(Config{Mode: "keys", KeysFile: file})
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := a.wrap(testRoutes())
+	h := a.Wrap(testRoutes())
 	do := func(key, path string) (int, string) {
 		req := httptest.NewRequest("POST", path, nil)
 		if key != "" {
@@ -104,7 +104,7 @@ func TestKeysFileIsStrictAndReloaded(t *testing.T) {
 	if code, _ := do(pub2, "/v1/records"); code != 200 {
 		t.Errorf("the new key: %d", code)
 	}
-	if _, err := newAuthenticator(AuthConfig{Mode: "keys"}); err == nil || !strings.Contains(err.Error(), "API_KEYS_FILE") {
+	if _, err := New(Config{Mode: "keys"}); err == nil || !strings.Contains(err.Error(), "API_KEYS_FILE") {
 		t.Errorf("keys without a file: %v, want an error naming API_KEYS_FILE", err)
 	}
 }
@@ -135,7 +135,7 @@ func TestBrowserSessions(t *testing.T) {
 	if err := os.WriteFile(file, []byte(readerLine+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	a, err := newAuthenticator(AuthConfig{Mode: "keys", KeysFile: file})
+	a, err := New(Config{Mode: "keys", KeysFile: file})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -145,7 +145,7 @@ func TestBrowserSessions(t *testing.T) {
 		w.Write([]byte(id.Name + " " + apiauth.Credential(r.Context())))
 	})
 	mux.HandleFunc("POST /act", func(w http.ResponseWriter, r *http.Request) {})
-	h := a.wrap(Browser(mux))
+	h := a.Wrap(Browser(mux))
 	do := func(method, path, body string, hdr map[string]string) *httptest.ResponseRecorder {
 		req := httptest.NewRequest(method, path, strings.NewReader(body))
 		for k, v := range hdr {
@@ -223,7 +223,7 @@ func TestBrowserSessions(t *testing.T) {
 		t.Errorf("a session of a revoked key: %d, want 401", rec.Code)
 	}
 	// An API (no Browser) takes no cookie and has no login page.
-	api := a.wrap(testRoutes())
+	api := a.Wrap(testRoutes())
 	req := httptest.NewRequest("GET", "/v1/status", nil)
 	req.Header.Set("Cookie", c.String())
 	rec = httptest.NewRecorder()
@@ -245,24 +245,24 @@ func TestBrokenKeysFileIsReported(t *testing.T) {
 	if err := os.WriteFile(file, []byte(opsLine+"\n"+pubLine+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	a, err := newAuthenticator(AuthConfig{Mode: "keys", KeysFile: file})
+	a, err := New(Config{Mode: "keys", KeysFile: file})
 	if err != nil {
 		t.Fatal(err)
 	}
 	var logged strings.Builder
 	var mu sync.Mutex
-	a.log = slog.New(slog.NewTextHandler(writerFunc(func(p []byte) (int, error) {
+	a.Log = slog.New(slog.NewTextHandler(writerFunc(func(p []byte) (int, error) {
 		mu.Lock()
 		defer mu.Unlock()
 		return logged.Write(p)
 	}), nil))
-	a.reloadFailures = prometheus.NewCounter(prometheus.CounterOpts{Name: "test_reload_failures_total"})
+	a.ReloadFailures = prometheus.NewCounter(prometheus.CounterOpts{Name: "test_reload_failures_total"})
 	recheck := func() {
 		a.mu.Lock()
 		a.checked = time.Time{}
 		a.mu.Unlock()
 	}
-	if err := a.keysHealth(context.Background()); err != nil {
+	if err := a.KeysHealth(context.Background()); err != nil {
 		t.Fatalf("a good file: %v", err)
 	}
 	// An edit that revokes radio and breaks a line.
@@ -271,7 +271,7 @@ func TestBrokenKeysFileIsReported(t *testing.T) {
 		t.Fatal(err)
 	}
 	recheck()
-	err = a.keysHealth(context.Background())
+	err = a.KeysHealth(context.Background())
 	if err == nil || !strings.Contains(err.Error(), "cannot be loaded") {
 		t.Errorf("readiness with a broken keys file: %v", err)
 	}
@@ -284,7 +284,7 @@ func TestBrokenKeysFileIsReported(t *testing.T) {
 	if !strings.Contains(line, "cannot be loaded") || !strings.Contains(line, "revocation") {
 		t.Errorf("logged %q, want the failed reload said", line)
 	}
-	if n := testutil.ToFloat64(a.reloadFailures); n != 1 {
+	if n := testutil.ToFloat64(a.ReloadFailures); n != 1 {
 		t.Errorf("%v failed reloads counted, want 1", n)
 	}
 	// Fixed: the revocation applies, readiness is back.
@@ -293,7 +293,7 @@ func TestBrokenKeysFileIsReported(t *testing.T) {
 		t.Fatal(err)
 	}
 	recheck()
-	if err := a.keysHealth(context.Background()); err != nil {
+	if err := a.KeysHealth(context.Background()); err != nil {
 		t.Errorf("readiness once fixed: %v", err)
 	}
 	if _, ok := a.lookup(pub); ok {
@@ -317,13 +317,13 @@ func TestSignInIsThisSitesAlone(t *testing.T) {
 	if err := os.WriteFile(file, []byte(readerLine+"\n"+otherLine+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	a, err := newAuthenticator(AuthConfig{Mode: "keys", KeysFile: file, RateLimit: 5, RateBurst: 5})
+	a, err := New(Config{Mode: "keys", KeysFile: file, RateLimit: 5, RateBurst: 5})
 	if err != nil {
 		t.Fatal(err)
 	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /", func(w http.ResponseWriter, r *http.Request) {})
-	h := a.wrap(Browser(mux))
+	h := a.Wrap(Browser(mux))
 	post := func(path, key, addr string, hdr map[string]string) *httptest.ResponseRecorder {
 		req := httptest.NewRequest("POST", "http://dash.example"+path, strings.NewReader("key="+key+"&next=/"))
 		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
@@ -376,7 +376,7 @@ func TestOpenRoutesNeedNoKey(t *testing.T) {
 	if err := os.WriteFile(file, []byte(pubLine+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	a, err := newAuthenticator(AuthConfig{Mode: "keys", KeysFile: file})
+	a, err := New(Config{Mode: "keys", KeysFile: file})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -386,7 +386,7 @@ func TestOpenRoutesNeedNoKey(t *testing.T) {
 		w.Write([]byte(id.Name))
 	})
 	mux.HandleFunc("GET /cdx", func(w http.ResponseWriter, r *http.Request) {})
-	h := a.wrap(RoutesOf(mux).Open("GET /{point}/cdx"))
+	h := a.Wrap(RoutesOf(mux).Open("GET /{point}/cdx"))
 	for _, c := range []struct {
 		key, path string
 		code      int

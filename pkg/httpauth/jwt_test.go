@@ -1,4 +1,4 @@
-package service
+package httpauth
 
 import (
 	"context"
@@ -100,13 +100,13 @@ func TestJWTsOfAnOIDCIssuer(t *testing.T) {
 	if err := os.WriteFile(file, []byte(opsLine+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	cfg := AuthConfig{Mode: "keys", KeysFile: file, JWT: JWTConfig{Issuer: "https://idp.example", JWKSURL: iss.url,
+	cfg := Config{Mode: "keys", KeysFile: file, JWT: JWTConfig{Issuer: "https://idp.example", JWKSURL: iss.url,
 		Audience: "archivist", RolesClaim: "archivist_roles", SourceClaim: "archivist_source", CollectionsClaim: "archivist_collections"}}
-	a, err := newAuthenticator(cfg)
+	a, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := a.wrap(testRoutes())
+	h := a.Wrap(testRoutes())
 	do := func(method, path, bearer string) (int, string) {
 		req := httptest.NewRequest(method, path, nil)
 		req.Header.Set("Authorization", "Bearer "+bearer)
@@ -199,10 +199,10 @@ func TestJWTsOfAnOIDCIssuer(t *testing.T) {
 	// JWTs alone, without a keys file; and the configuration's faults.
 	jwtOnly := cfg
 	jwtOnly.KeysFile = ""
-	if a, err = newAuthenticator(jwtOnly); err != nil {
+	if a, err = New(jwtOnly); err != nil {
 		t.Fatal(err)
 	}
-	h = a.wrap(testRoutes())
+	h = a.Wrap(testRoutes())
 	if code, _ := do("POST", "/v1/admin", operator); code != 200 {
 		t.Errorf("JWTs without a keys file: %d", code)
 	}
@@ -210,16 +210,16 @@ func TestJWTsOfAnOIDCIssuer(t *testing.T) {
 		t.Errorf("a key without a keys file: %d, want 401", code)
 	}
 	for _, c := range []struct {
-		edit func(*AuthConfig)
+		edit func(*Config)
 		want string
 	}{
-		{func(c *AuthConfig) { c.JWT.JWKSURL = "" }, "API_JWT_JWKS_URL"},
-		{func(c *AuthConfig) { c.JWT.Audience = "" }, "API_JWT_AUDIENCE"},
-		{func(c *AuthConfig) { c.JWT.Issuer = "" }, "API_KEYS_FILE"},
+		{func(c *Config) { c.JWT.JWKSURL = "" }, "API_JWT_JWKS_URL"},
+		{func(c *Config) { c.JWT.Audience = "" }, "API_JWT_AUDIENCE"},
+		{func(c *Config) { c.JWT.Issuer = "" }, "API_KEYS_FILE"},
 	} {
 		bad := jwtOnly
 		c.edit(&bad)
-		if _, err := newAuthenticator(bad); err == nil || !strings.Contains(err.Error(), c.want) {
+		if _, err := New(bad); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%v: want an error naming %s", err, c.want)
 		}
 	}

@@ -1,4 +1,7 @@
-package service
+// Package httpauth is who may call the APIs, and how much: bearer keys from
+// a keys file (reloaded when it changes), OIDC tokens, the routes' roles,
+// the browser's sign-in sessions, and each caller's request rate.
+package httpauth
 
 import (
 	"context"
@@ -14,11 +17,12 @@ import (
 	"time"
 
 	"github.com/archivist/archivist/pkg/apiauth"
+	"github.com/archivist/archivist/pkg/reply"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// AuthConfig says how the APIs authenticate their callers.
-type AuthConfig struct {
+// Config says how the APIs authenticate their callers.
+type Config struct {
 	// Mode is "keys" (every API request carries a key listed in KeysFile)
 	// or "off" (no authentication: for tests and a private development
 	// machine only; the service logs a warning).
@@ -191,13 +195,13 @@ func writeAuthError(w http.ResponseWriter, code int, msg string) {
 	if code == http.StatusUnauthorized {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="archivist"`)
 	}
-	WriteError(w, code, msg)
+	reply.Error(w, code, msg)
 }
 
-// authenticator checks bearer keys against the keys file, reading it again
+// Authenticator checks bearer keys against the keys file, reading it again
 // when it changes (checked at most every few seconds).
-type authenticator struct {
-	cfg     AuthConfig
+type Authenticator struct {
+	cfg     Config
 	jwt     *jwtVerifier // nil unless API_JWT_ISSUER is set
 	mu      sync.Mutex
 	keys    map[string]apiauth.Identity // by hash
@@ -208,21 +212,22 @@ type authenticator struct {
 	// it was): the keys as they were stay in force, so a revocation made in
 	// that edit does not apply until the file is fixed.
 	reloadErr error
-	// log and reloadFailures report a failed reload (nil: not reported).
-	log            *slog.Logger
-	reloadFailures prometheus.Counter
+	// Log and ReloadFailures report a failed reload (nil: not reported).
+	Log            *slog.Logger
+	ReloadFailures prometheus.Counter
 	// sessions are the signed-in people of a Browser handler.
 	sessions sessions
 	// limits bound each caller's request rate.
 	limits *RateLimits
 }
 
-func newAuthenticator(cfg AuthConfig) (*authenticator, error) {
+// New checks cfg and reads the keys file it names.
+func New(cfg Config) (*Authenticator, error) {
 	switch cfg.Mode {
 	case "off":
-		return &authenticator{cfg: cfg}, nil
+		return &Authenticator{cfg: cfg}, nil
 	case "keys", "":
-		a := &authenticator{cfg: cfg, limits: NewRateLimits(cfg.RateLimit, cfg.RateBurst)}
+		a := &Authenticator{cfg: cfg, limits: NewRateLimits(cfg.RateLimit, cfg.RateBurst)}
 		if cfg.JWT.Issuer != "" {
 			v, err := newJWTVerifier(cfg.JWT)
 			if err != nil {
@@ -245,7 +250,7 @@ func newAuthenticator(cfg AuthConfig) (*authenticator, error) {
 	}
 }
 
-func (a *authenticator) load() error {
+func (a *Authenticator) load() error {
 	st, err := os.Stat(a.cfg.KeysFile)
 	if err != nil {
 		return fmt.Errorf("API_KEYS_FILE: %w", err)
@@ -267,7 +272,7 @@ func (a *authenticator) load() error {
 }
 
 // lookup finds the identity of a presented key, reloading a changed file.
-func (a *authenticator) lookup(key string) (apiauth.Identity, bool) {
+func (a *Authenticator) lookup(key string) (apiauth.Identity, bool) {
 	if a.cfg.KeysFile == "" {
 		return apiauth.Identity{}, false
 	}
@@ -281,8 +286,8 @@ func (a *authenticator) lookup(key string) (apiauth.Identity, bool) {
 // reloadIfChanged reads the keys file again if it changed (looking at most
 // every 2 s). A file that cannot be loaded keeps the keys it had, and says
 // so: logged, counted (archivist_api_keys_reload_failures_total) and kept
-// for readiness (keysHealth) until a load succeeds. a.mu is held.
-func (a *authenticator) reloadIfChanged() {
+// for readiness (KeysHealth) until a load succeeds. a.mu is held.
+func (a *Authenticator) reloadIfChanged() {
 	if time.Since(a.checked) <= 2*time.Second {
 		return
 	}
@@ -297,27 +302,27 @@ func (a *authenticator) reloadIfChanged() {
 		err = fmt.Errorf("API_KEYS_FILE: %w", err)
 	}
 	if err == nil {
-		if a.reloadErr != nil && a.log != nil {
-			a.log.Info("API keys file loaded again", "file", a.cfg.KeysFile, "keys", len(a.keys))
+		if a.reloadErr != nil && a.Log != nil {
+			a.Log.Info("API keys file loaded again", "file", a.cfg.KeysFile, "keys", len(a.keys))
 		}
 		a.reloadErr = nil
 		return
 	}
 	if a.reloadErr == nil || a.reloadErr.Error() != err.Error() {
-		if a.log != nil {
-			a.log.Error("API keys file changed but cannot be loaded: the keys as they were stay in force, and a revocation in the change does not apply until it is fixed",
+		if a.Log != nil {
+			a.Log.Error("API keys file changed but cannot be loaded: the keys as they were stay in force, and a revocation in the change does not apply until it is fixed",
 				"file", a.cfg.KeysFile, "err", err)
 		}
-		if a.reloadFailures != nil {
-			a.reloadFailures.Inc()
+		if a.ReloadFailures != nil {
+			a.ReloadFailures.Inc()
 		}
 	}
 	a.reloadErr = err
 }
 
-// keysHealth is the readiness of the keys file: an error while the file as
+// KeysHealth is the readiness of the keys file: an error while the file as
 // it now is cannot be loaded.
-func (a *authenticator) keysHealth(context.Context) error {
+func (a *Authenticator) KeysHealth(context.Context) error {
 	if a.cfg.KeysFile == "" {
 		return nil
 	}
@@ -330,11 +335,11 @@ func (a *authenticator) keysHealth(context.Context) error {
 	return nil
 }
 
-// wrap authenticates every request to h: 401 without a known key, 403
+// Wrap authenticates every request to h: 401 without a known key, 403
 // without the role the request needs (allowed). A Browser handler's
 // login page is served without a key, and its readers may carry their key
 // in the session cookie instead of the Authorization header.
-func (a *authenticator) wrap(h http.Handler) http.Handler {
+func (a *Authenticator) Wrap(h http.Handler) http.Handler {
 	_, isBrowser := h.(browser)
 	if a.cfg.Mode == "off" {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -401,7 +406,7 @@ func sameSiteForm(r *http.Request) bool {
 
 // hostAllowed reports whether a request's Host names one of
 // API_ALLOWED_HOSTS (any, when it is empty).
-func (a *authenticator) hostAllowed(host string) bool {
+func (a *Authenticator) hostAllowed(host string) bool {
 	if len(a.cfg.AllowedHosts) == 0 {
 		return true
 	}
@@ -419,7 +424,7 @@ func (a *authenticator) hostAllowed(host string) bool {
 }
 
 // identify finds the identity of a presented key or JWT.
-func (a *authenticator) identify(ctx context.Context, key string) (apiauth.Identity, error) {
+func (a *Authenticator) identify(ctx context.Context, key string) (apiauth.Identity, error) {
 	if a.jwt != nil && looksLikeJWT(key) {
 		id, err := a.jwt.verify(ctx, key)
 		if err != nil {
