@@ -34,15 +34,28 @@ func fileAudio(key, path, sha string) researcher.Audio {
 // leases it: items of at most perItem clips, one after another, and
 // returns the occurrences found.
 func researchItems(b *testing.B, l *locate.Locator, ep researcher.Audio, clips []researcher.Audio, perItem int) int {
+	return research(b, l, ep, clips, perItem, false)
+}
+
+// research is researchItems, asking why each clip missed was not found
+// when explain (as the researcher does).
+func research(b *testing.B, l *locate.Locator, ep researcher.Audio, clips []researcher.Audio, perItem int, explain bool) int {
 	found := 0
 	for i := 0; i < len(clips); i += perItem {
-		err := l.Locate(context.Background(), ep, clips[i:min(i+perItem, len(clips))], func(_ int, occ []events.Occurrence, failure error) error {
+		item := clips[i:min(i+perItem, len(clips))]
+		tell := func(_ int, occ []events.Occurrence, _ *events.Miss, failure error) error {
 			if failure != nil {
 				return failure
 			}
 			found += len(occ)
 			return nil
-		})
+		}
+		var err error
+		if explain {
+			err = l.LocateExplained(context.Background(), ep, item, tell)
+		} else {
+			err = l.Locate(context.Background(), ep, item, func(i int, occ []events.Occurrence, failure error) error { return tell(i, occ, nil, failure) })
+		}
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -221,6 +234,23 @@ func BenchmarkResearchAtScale(b *testing.B) {
 				b.ReportMetric(pairs/warm.Seconds()/todayRate, "known-clips-x-today")
 				b.ReportMetric(first.Seconds()/todayItem.Seconds(), "first-item-x-today")
 				b.ReportMetric(float64(peak)/(1<<20), "peak-MiB")
+				// What explaining the misses costs (the researcher asks for
+				// it): the known clips again, plain and explained, in five
+				// alternate rounds.
+				var ratios []float64
+				for range 5 {
+					var took [2]time.Duration
+					for j, explain := range []bool{false, true} {
+						runtime.GC()
+						t0 := testenv.CPUTime()
+						research(b, l, ep2, cs, perItem, explain)
+						took[j] = testenv.CPUTime() - t0
+					}
+					ratios = append(ratios, took[1].Seconds()/took[0].Seconds())
+				}
+				slices.Sort(ratios)
+				fmt.Printf("%d clips: explaining the misses, five alternate rounds of the known clips: median %.3f× (%.3f to %.3f)\n", n, ratios[2], ratios[0], ratios[4])
+				b.ReportMetric(ratios[2], "explained-x-plain-median")
 			}
 		})
 	}
