@@ -2,6 +2,7 @@ package events
 
 import (
 	"fmt"
+	"math"
 	"strings"
 	"time"
 
@@ -247,8 +248,10 @@ func (r *ResearchCompleted) Validate() error {
 			return &FieldError{Field: "miss.candidates", Msg: fmt.Sprintf("more than %d", MaxMissCandidates)}
 		}
 		for i, c := range r.Miss.Candidates {
-			if c.OffsetMS < 0 || c.Confidence < 0 || c.Confidence > 1 || len(c.Stage) > 32 {
-				return &FieldError{Field: fmt.Sprintf("miss.candidates[%d]", i), Msg: "offset not negative, confidence between 0 and 1, stage at most 32 bytes"}
+			finite := !math.IsNaN(c.Similarity) && !math.IsInf(c.Similarity, 0) && !math.IsNaN(c.Waveform) && !math.IsInf(c.Waveform, 0) &&
+				!math.IsNaN(c.Speed) && !math.IsInf(c.Speed, 0) && (c.SNRDB == nil || !math.IsNaN(*c.SNRDB) && !math.IsInf(*c.SNRDB, 0))
+			if c.OffsetMS < 0 || !(c.Confidence >= 0 && c.Confidence <= 1) || !finite || len(c.Stage) > 32 {
+				return &FieldError{Field: fmt.Sprintf("miss.candidates[%d]", i), Msg: "offset not negative, confidence between 0 and 1, finite numbers, stage at most 32 bytes"}
 			}
 		}
 	}

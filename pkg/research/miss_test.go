@@ -2,6 +2,7 @@ package research_test
 
 import (
 	"context"
+	"math"
 	"strings"
 	"testing"
 
@@ -65,5 +66,13 @@ func TestAMissIsKeptWithItsResult(t *testing.T) {
 		Occurrences: []events.Occurrence{{OffsetMS: 1, DurationMS: 1, Confidence: 0.9}}}
 	if err := bad.Validate(); err == nil {
 		t.Error("a miss with occurrences validated")
+	}
+	// JSON carries no NaN: an explanation with one is refused where it is
+	// made (the researcher then sends the result without it), not where
+	// the cwa would fail to store it.
+	nan := &events.ResearchCompleted{LeaseID: l.ID, Episode: "ep", Clip: "plain", Researcher: "r",
+		Miss: &events.Miss{Candidates: []events.MissCandidate{{Votes: 3, Needed: 4, Hashes: 9, Similarity: math.NaN(), Speed: 1, Stage: "votes"}}}}
+	if err := nan.Validate(); err == nil {
+		t.Error("a miss with a NaN validated")
 	}
 }

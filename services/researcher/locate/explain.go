@@ -68,7 +68,7 @@ var Stages = map[string]string{
 // correlation of its samples with the passage's: where the passage is
 // the clip scaled plus unrelated audio, r²/(1−r²) is their energy ratio.
 func snrOf(r float64) *float64 {
-	if r <= 0 {
+	if !(r > 0) || math.IsInf(r, 0) {
 		return nil
 	}
 	r = math.Min(r, 0.9999)

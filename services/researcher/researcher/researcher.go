@@ -365,8 +365,13 @@ func (r *Researcher) Item(ctx context.Context, m *bus.Message[events.WorkItem]) 
 		done++
 		res := &events.ResearchCompleted{LeaseID: item.LeaseID, Episode: item.Episode.Key,
 			Clip: item.Clips[i].Key, Occurrences: occ, Researcher: r.cfg.ID}
-		if len(occ) == 0 && failure == nil && miss != nil && len(miss.Candidates) <= events.MaxMissCandidates {
-			res.Miss = miss
+		if len(occ) == 0 && failure == nil && miss != nil {
+			// An explanation the event cannot carry is left out: the
+			// result itself goes out.
+			if res.Miss = miss; res.Validate() != nil {
+				log.WarnContext(ctx, "the miss explained cannot be sent; the result goes without it", "clip", item.Clips[i].Key, "err", res.Validate())
+				res.Miss = nil
+			}
 		}
 		if failure != nil {
 			res.Occurrences, res.Failure, res.FailureKind = nil, events.FailureText(failure.Error()), FailureKind(failure)
