@@ -106,6 +106,10 @@ type Occurrence struct {
 	DurationMS int64 `msgpack:"duration_ms" json:"duration_ms"`
 	// Confidence is between 0 and 1.
 	Confidence float64 `msgpack:"confidence" json:"confidence"`
+	// Speed is the playback speed the clip was found at, as the locator
+	// estimates it (1: as it is; 1.02: played 2 % fast); absent (0) where
+	// the locator does not say.
+	Speed float64 `msgpack:"speed,omitempty" json:"speed,omitempty"`
 }
 
 // ResearchCompleted is a researcher's result for one clip of a work item.
@@ -261,6 +265,9 @@ func (r *ResearchCompleted) Validate() error {
 		}
 		if o.Confidence < 0 || o.Confidence > 1 {
 			return &FieldError{Field: fmt.Sprintf("occurrences[%d].confidence", i), Msg: "must be between 0 and 1"}
+		}
+		if !(o.Speed >= 0 && o.Speed <= 4) {
+			return &FieldError{Field: fmt.Sprintf("occurrences[%d].speed", i), Msg: "must be between 0 (not said) and 4"}
 		}
 	}
 	return nil

@@ -136,11 +136,11 @@ func PrintMisses(w io.Writer, ms []Missed) error {
 // Print writes the results as a table.
 func Print(w io.Writer, rs []Result) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "CLIP\tOFFSET\tSECONDS\tDURATION\tCONFIDENCE")
+	fmt.Fprintln(tw, "CLIP\tOFFSET\tSECONDS\tDURATION\tCONFIDENCE\tSPEED")
 	for _, r := range rs {
 		ms := r.OffsetMS
-		fmt.Fprintf(tw, "%s\t%d:%02d:%02d.%03d\t%.3f\t%.3f\t%.3f\n", r.Clip, ms/3600000, ms/60000%60, ms/1000%60, ms%1000,
-			float64(ms)/1000, float64(r.DurationMS)/1000, r.Confidence)
+		fmt.Fprintf(tw, "%s\t%d:%02d:%02d.%03d\t%.3f\t%.3f\t%.3f\t%.2f\n", r.Clip, ms/3600000, ms/60000%60, ms/1000%60, ms%1000,
+			float64(ms)/1000, float64(r.DurationMS)/1000, r.Confidence, r.Speed)
 	}
 	if len(rs) == 0 {
 		fmt.Fprintln(tw, "(no occurrences)")

@@ -128,6 +128,7 @@ func (l *Locator) locate(ctx context.Context, episode researcher.Audio, clips []
 			OffsetMS:   int64(math.Round(o.Offset * 1000)),
 			DurationMS: int64(math.Round(o.Duration * 1000)),
 			Confidence: o.Confidence,
+			Speed:      o.Speed,
 		})
 	}
 	for j, i := range ok {

@@ -40,6 +40,9 @@ type Occurrence struct {
 	// samples were no longer at hand): how alike the whole clip and the
 	// passage are, beyond the landmarks that voted.
 	Similarity, Waveform float64
+	// Speed is the playback speed the clip was found at: that of the
+	// variant (Params.Speeds) that matched, 1 for the clip as it is.
+	Speed float64
 }
 
 // Threshold is the one confidence at and above which an occurrence is
@@ -485,7 +488,7 @@ func (m *Matcher) decide(c int, cd candidate) (scored, bool) {
 	sig := -poissonTailLog10(int(cd.window), 3*lambda) - m.x.discount
 	landmarks := confidenceOf(sig)
 	o := Occurrence{Clip: ic.of, Name: ic.name, Duration: float64(len(ic.samples)) / float64(m.p.Rate),
-		Votes: int(cd.window), Hashes: ic.hashes}
+		Votes: int(cd.window), Hashes: ic.hashes, Speed: ic.speed}
 	if landmarks < min(m.MinConfidence, Threshold, heardAt) {
 		m.refuse(c, cd, lambda, o, landmarks, "landmarks")
 		return scored{}, false

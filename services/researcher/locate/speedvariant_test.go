@@ -52,6 +52,7 @@ func TestClipsPlayedFastOrSlow(t *testing.T) {
 	locatetest.Insert(ep, faster(clips[0].Samples, 1.02), int(at["fast"]*rate), 0.8)
 	locatetest.Insert(ep, faster(clips[1].Samples, 0.98), int(at["slow"]*rate), 0.8)
 	locatetest.Insert(ep, clips[2].Samples, int(at["same"]*rate), 0.8)
+	speed := map[string]float64{}
 	run := func(speeds []float64) map[string][]float64 {
 		p := locate.DefaultParams
 		p.Speeds = speeds
@@ -61,6 +62,7 @@ func TestClipsPlayedFastOrSlow(t *testing.T) {
 				t.Errorf("occurrence of clip %d named %s", o.Clip, o.Name)
 			}
 			found[o.Name] = append(found[o.Name], o.Offset)
+			speed[o.Name] = o.Speed
 		}
 		return found
 	}
@@ -68,6 +70,12 @@ func TestClipsPlayedFastOrSlow(t *testing.T) {
 	for name, want := range at {
 		if got := with[name]; len(got) != 1 || math.Abs(got[0]-want) > 0.1 {
 			t.Errorf("with speed variants, %s: %v, want once at %.1f s", name, got, want)
+		}
+	}
+	// Each is reported at the speed it was played at.
+	for name, want := range map[string]float64{"fast": 1.02, "slow": 0.98, "same": 1} {
+		if speed[name] != want {
+			t.Errorf("%s found at speed %v, want %v", name, speed[name], want)
 		}
 	}
 	without := run(nil)
