@@ -234,7 +234,7 @@ func newSystem(t *testing.T, name string, files ...string) *system {
 			t.Logf("compose logs:\n%s", out)
 		}
 		t0 := time.Now()
-		s.compose("down", "-v", "--remove-orphans")
+		s.down()
 		t.Logf("%-52s %6.1f s", "docker compose down -v", time.Since(t0).Seconds())
 	})
 	return s
@@ -268,6 +268,22 @@ func (s *system) compose(args ...string) string {
 		s.t.Fatalf("compose %s: %v\n%s", strings.Join(args, " "), err, out)
 	}
 	return out
+}
+
+// down removes the system: its containers, volumes and network. Docker
+// releases a removed container's network endpoint a moment after the
+// container is gone, and removing the network before then fails ("network
+// ... has active endpoints", every container already removed): down is
+// asked again until the network goes; any other failure fails the test.
+func (s *system) down() {
+	s.t.Helper()
+	testenv.Eventually(s.t, 30*time.Second, "the compose network removed", func() bool {
+		out, err := s.composeOut("down", "-v", "--remove-orphans")
+		if err != nil && !strings.Contains(out, "has active endpoints") {
+			s.t.Fatalf("compose down -v --remove-orphans: %v\n%s", err, out)
+		}
+		return err == nil
+	})
 }
 
 func (s *system) composeOut(args ...string) (string, error) {
