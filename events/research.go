@@ -252,8 +252,7 @@ func (r *ResearchCompleted) Validate() error {
 			return &FieldError{Field: "miss.candidates", Msg: fmt.Sprintf("more than %d", MaxMissCandidates)}
 		}
 		for i, c := range r.Miss.Candidates {
-			finite := !math.IsNaN(c.Similarity) && !math.IsInf(c.Similarity, 0) && !math.IsNaN(c.Waveform) && !math.IsInf(c.Waveform, 0) &&
-				!math.IsNaN(c.Speed) && !math.IsInf(c.Speed, 0) && (c.SNRDB == nil || !math.IsNaN(*c.SNRDB) && !math.IsInf(*c.SNRDB, 0))
+			finite := isFinite(c.Similarity) && isFinite(c.Waveform) && isFinite(c.Speed) && (c.SNRDB == nil || isFinite(*c.SNRDB))
 			if c.OffsetMS < 0 || !(c.Confidence >= 0 && c.Confidence <= 1) || !finite || len(c.Stage) > 32 {
 				return &FieldError{Field: fmt.Sprintf("miss.candidates[%d]", i), Msg: "offset not negative, confidence between 0 and 1, finite numbers, stage at most 32 bytes"}
 			}
@@ -413,3 +412,7 @@ func (m *MediaRetired) Validate() error {
 	}
 	return nil
 }
+
+// isFinite tells whether x is a number JSON can carry: not NaN, not an
+// infinity.
+func isFinite(x float64) bool { return !math.IsNaN(x) && !math.IsInf(x, 0) }

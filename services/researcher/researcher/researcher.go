@@ -368,8 +368,9 @@ func (r *Researcher) Item(ctx context.Context, m *bus.Message[events.WorkItem]) 
 		if len(occ) == 0 && failure == nil && miss != nil {
 			// An explanation the event cannot carry is left out: the
 			// result itself goes out.
-			if res.Miss = miss; res.Validate() != nil {
-				log.WarnContext(ctx, "the miss explained cannot be sent; the result goes without it", "clip", item.Clips[i].Key, "err", res.Validate())
+			res.Miss = miss
+			if err := res.Validate(); err != nil {
+				log.WarnContext(ctx, "the miss explained cannot be sent; the result goes without it", "clip", item.Clips[i].Key, "err", err)
 				res.Miss = nil
 			}
 		}
