@@ -67,7 +67,12 @@ func newPipelineOn(t testing.TB, matching, merging *pgxpool.Pool) *pipeline {
 func (pl *pipeline) drain(t testing.TB) { pl.drainWithin(t, 2*time.Minute) }
 
 // drainWithin is drain, failing after d.
-func (pl *pipeline) drainWithin(t testing.TB, d time.Duration) {
+func (pl *pipeline) drainWithin(t testing.TB, d time.Duration) { drainBus(t, pl.bus, d) }
+
+// drainBus waits until the curator's consumers on b (the episodes' and
+// the merger's) have nothing pending or unacked three looks in a row (the
+// matcher feeds the merger), failing after d.
+func drainBus(t testing.TB, b *bus.Bus, d time.Duration) {
 	t.Helper()
 	ctx := context.Background()
 	idle := 0
@@ -78,7 +83,7 @@ func (pl *pipeline) drainWithin(t testing.TB, d time.Duration) {
 		}
 		busy := false
 		for _, c := range []events.Consumer{events.CuratorEpisodes, events.CuratorMerger} {
-			cons, err := pl.bus.JetStream().Consumer(ctx, c.Stream, c.Config.Durable)
+			cons, err := b.JetStream().Consumer(ctx, c.Stream, c.Config.Durable)
 			if err != nil {
 				t.Fatal(err)
 			}
