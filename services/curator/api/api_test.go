@@ -2,11 +2,9 @@ package api_test
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -15,7 +13,6 @@ import (
 
 	"github.com/archivist/archivist/devkit/testenv"
 	"github.com/archivist/archivist/pkg/apiauth"
-	"github.com/archivist/archivist/pkg/bus"
 	"github.com/archivist/archivist/services/curator/api"
 	"github.com/archivist/archivist/services/curator/catalog"
 	"github.com/archivist/archivist/services/curator/migrations"
@@ -27,16 +24,8 @@ import (
 // the identity every request comes from.
 func serve(t *testing.T, caller *apiauth.Identity) *httptest.Server {
 	t.Helper()
-	ctx := context.Background()
-	b, err := bus.Connect(ctx, bus.Config{URL: testenv.NATS(t), Replicas: 1, EnsureStreams: true}, "curator")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = b.Close(ctx) })
-	if err := b.EnsureStreams(ctx); err != nil {
-		t.Fatal(err)
-	}
-	log := slog.New(slog.DiscardHandler)
+	b := testenv.Bus(t, "curator")
+	log := testenv.Logger(t)
 	cat := catalog.New(testenv.DB(t, migrations.Schema), prometheus.NewRegistry(), log)
 	h := api.New(b, cat, log).Handler()
 	if caller != nil {
@@ -58,30 +47,45 @@ func episode(id, source string) string {
 		"initial_curated_at": "2026-01-02T15:04:05Z", "latest_curated_at": "2026-01-02T15:04:05Z"}`, id, source, id, sha)
 }
 
-// post sends body and decodes the answer into out (nil: none).
+// post sends body and decodes the answer into out (nil: none). A 503 (the
+// bus or the database slow to answer on a loaded machine) is retried, as
+// the API asks of its callers, for up to a minute.
 func post(t *testing.T, url, contentType, body string, header map[string]string, out any) int {
 	t.Helper()
-	req, err := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if contentType != "" {
-		req.Header.Set("Content-Type", contentType)
-	}
-	for k, v := range header {
-		req.Header.Set(k, v)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	if out != nil {
-		if err := json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(out); err != nil {
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(250 * time.Millisecond) {
+		req, err := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
+		if err != nil {
 			t.Fatal(err)
 		}
+		if contentType != "" {
+			req.Header.Set("Content-Type", contentType)
+		}
+		for k, v := range header {
+			req.Header.Set(k, v)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		data, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+		resp.Body.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if resp.StatusCode == http.StatusServiceUnavailable && time.Now().Before(deadline) {
+			t.Logf("POST %s: %s %s; retrying", url, resp.Status, data)
+			continue
+		}
+		if resp.StatusCode >= 300 {
+			t.Logf("POST %s: %s %s", url, resp.Status, data)
+		}
+		if out != nil {
+			if err := json.Unmarshal(data, out); err != nil {
+				t.Fatalf("POST %s: %s: %v in %q", url, resp.Status, err, data)
+			}
+		}
+		return resp.StatusCode
 	}
-	return resp.StatusCode
 }
 
 // TestBadRequestsSayWhatIsWrong: every malformed or invalid body gets the
@@ -157,10 +161,10 @@ func TestAPublisherPublishesAsItsSource(t *testing.T) {
 	}
 	var a api.Accepted
 	if s := post(t, pub.URL+"/v1/clips", "", episode("c1", ""), nil, &a); s != 202 {
-		t.Errorf("a publisher's own record: %d", s)
+		t.Errorf("a publisher's own record: %d %+v", s, a)
 	}
 	op := serve(t, &apiauth.Identity{Name: "ops", Roles: []apiauth.Role{apiauth.Operator, apiauth.Publisher}, Source: "radio"})
-	if s := post(t, op.URL+"/v1/clips", "", episode("c1", "tv"), nil, &a); s != 202 {
-		t.Errorf("an operator correcting another source's record: %d", s)
+	if s := post(t, op.URL+"/v1/clips", "", episode("c1", "tv"), nil, &p); s != 202 {
+		t.Errorf("an operator correcting another source's record: %d %+v", s, p)
 	}
 }
