@@ -24,6 +24,7 @@ import (
 	"github.com/archivist/archivist/events"
 	"github.com/archivist/archivist/pkg/blob"
 	"github.com/archivist/archivist/pkg/bus"
+	"github.com/archivist/archivist/pkg/checkpoint"
 	"github.com/archivist/archivist/pkg/fault"
 	"github.com/archivist/archivist/pkg/service"
 	"github.com/archivist/archivist/pkg/store"
@@ -96,10 +97,23 @@ func run(ctx context.Context, env *service.Env, cfg Config) error {
 		sub.Stop(context.WithoutCancel(ctx))
 		return err
 	}
-	// One replica merges at a time (the leader); every replica answers
-	// queries.
-	loop := env.AsLeader("aggregator.merge", func(ctx context.Context) error { a.Loop(ctx); return nil })
+	// One replica merges at a time (the leader), and keeps the checkpoint
+	// that takes again the announcements a database restored to a backup
+	// lost (package checkpoint): the indexer's restored registry says they
+	// were sent, and the bus never delivers them again. Every replica
+	// answers queries.
+	keeper := a.Checkpoint(env.Bus, sub, checkpoint.WithLogger(env.Log), checkpoint.WithGate(env.Gate))
+	loop := env.AsLeader("aggregator.merge", service.All(
+		func(ctx context.Context) error { a.Loop(ctx); return nil }, keeper.Run))
 	return env.Serve(ctx, "CDX API", cfg.HTTPAddr, a.Handler(), []service.Loop{loop}, sub.Stop, deleted.Stop)
+}
+
+// Checkpoint is the keeper of the checkpoint of sub, the aggregator's
+// subscription to announcements (events.AggregatorReady) on b: Ready takes
+// a replay as one (an output no newer than the recorded is skipped, a
+// withdrawn file's refused).
+func (a *Aggregator) Checkpoint(b *bus.Bus, sub *bus.Subscription, opts ...checkpoint.Option) *checkpoint.Keeper {
+	return checkpoint.For(a.db, "aggregator.checkpoints", b, sub, events.AggregatorReady, a.Ready, opts...)
 }
 
 // refusedCounter registers the counter of refused announcements.

@@ -22,6 +22,8 @@ import (
 	"github.com/archivist/archivist/events"
 	"github.com/archivist/archivist/pkg/bus"
 	"github.com/archivist/archivist/pkg/service"
+	"github.com/archivist/archivist/services/aggregator/aggregator"
+	aggmigrations "github.com/archivist/archivist/services/aggregator/migrations"
 	"github.com/archivist/archivist/services/archivist/all"
 	"github.com/archivist/archivist/services/auditor/auditor"
 	auditormigrations "github.com/archivist/archivist/services/auditor/migrations"
@@ -135,8 +137,19 @@ func TestServicesWorkWithTheirOwnNATSUsers(t *testing.T) {
 	if _, _, err := w.bus.PublishEvent(ctx, &events.ObjectRecorded{Object: "objects/x", SHA256: hex.EncodeToString(sum[:]), Size: 1}); err != nil {
 		t.Fatal(err)
 	}
-	// The indexer, as its own user, indexes an archive file the curator records.
-	testenv.StartServiceIn(t, indexer.Definition(), testenv.Shared{NATSURL: url, DBURL: testenv.DBURL(t, indexermigrations.Schema), Blob: w.shared.Blob},
+	// The indexer, as its own user, indexes an archive file the curator
+	// records, and takes the ARCHIVE stream again from a checkpoint its
+	// database went back to (a restore): a message get its user may make.
+	indexerDB := testenv.DBURL(t, indexermigrations.Schema)
+	ixdb, err := pgx.Connect(ctx, indexerDB)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ixdb.Close(ctx)
+	if _, err := ixdb.Exec(ctx, `INSERT INTO indexer.checkpoints (consumer, stream_seq) VALUES ('indexer-recorded', 0)`); err != nil {
+		t.Fatal(err)
+	}
+	testenv.StartServiceIn(t, indexer.Definition(), testenv.Shared{NATSURL: url, DBURL: indexerDB, Blob: w.shared.Blob},
 		merge(as("indexer"), map[string]string{"INDEXER_REPOSITORY_PREFIX": "none/", "INDEXER_DISPATCH_INTERVAL": "50ms"}))
 	warc := []byte("WARC/1.0\r\nWARC-Type: resource\r\nWARC-Target-URI: http://x.example/\r\nWARC-Date: 2026-01-01T00:00:00Z\r\nContent-Type: text/plain\r\nContent-Length: 1\r\n\r\nx\r\n\r\n")
 	if _, err := w.shared.Blob.Put(ctx, "archive/x.warc", bytes.NewReader(warc), nil); err != nil {
@@ -158,6 +171,34 @@ func TestServicesWorkWithTheirOwnNATSUsers(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+
+	testenv.Eventually(t, 30*time.Second, "the indexer's checkpoint past the recordings", func() bool {
+		var seq int64
+		err := ixdb.QueryRow(ctx, `SELECT stream_seq FROM indexer.checkpoints WHERE consumer = 'indexer-recorded'`).Scan(&seq)
+		return err == nil && seq > 0
+	})
+
+	// The aggregator, as its own user, records the announcement, and takes
+	// the stream again from a checkpoint its database went back to (a
+	// restore): a message get of INDEX_READY that its user may make.
+	aggDB := testenv.DBURL(t, aggmigrations.Schema)
+	agg, err := pgx.Connect(ctx, aggDB)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer agg.Close(ctx)
+	if _, err := agg.Exec(ctx, `INSERT INTO aggregator.checkpoints (consumer, stream_seq) VALUES ('aggregator-ready', 0)`); err != nil {
+		t.Fatal(err)
+	}
+	testenv.StartServiceIn(t, aggregator.Definition(), testenv.Shared{NATSURL: url, DBURL: aggDB, Blob: w.shared.Blob},
+		merge(as("aggregator"), map[string]string{"AGGREGATOR_HTTP_ADDR": "127.0.0.1:0", "AGGREGATOR_MERGE_INTERVAL": "50ms"}))
+	testenv.Eventually(t, 30*time.Second, "the aggregator's checkpoint past the announcement", func() bool {
+		var seq int64
+		var files int
+		err := agg.QueryRow(ctx, `SELECT (SELECT stream_seq FROM aggregator.checkpoints WHERE consumer = 'aggregator-ready'),
+			(SELECT count(*) FROM aggregator.outputs WHERE file = 'archive/x.warc')`).Scan(&seq, &files)
+		return err == nil && seq == 1 && files == 1
+	})
 
 	// A scheduled task was queued, taken and checked by the auditor: its
 	// bit log holds the check. (Not "the queue empty": archive/x.warc,

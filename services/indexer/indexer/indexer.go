@@ -19,9 +19,12 @@ import (
 	"runtime"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"github.com/archivist/archivist/events"
 	"github.com/archivist/archivist/pkg/blob"
 	"github.com/archivist/archivist/pkg/bus"
+	"github.com/archivist/archivist/pkg/checkpoint"
 	"github.com/archivist/archivist/pkg/fault"
 	"github.com/archivist/archivist/pkg/httpauth"
 	"github.com/archivist/archivist/pkg/reply"
@@ -142,11 +145,15 @@ func run(ctx context.Context, env *service.Env, cfg Config) error {
 	loop := func(ctx context.Context) error { ix.Loop(ctx); return nil }
 	// One replica lists the store, a page a tick, resuming where it
 	// stopped: every replica used to list the whole store every minute.
-	scan := env.AsLeader("indexer.scan", func(ctx context.Context) error {
+	// The leader also keeps the checkpoint that takes again the files
+	// recorded that a database restored to a backup lost (package
+	// checkpoint): the bus never delivers their events again.
+	keeper := ix.Checkpoint(env.DB, recorded, checkpoint.WithLogger(env.Log), checkpoint.WithGate(env.Gate))
+	scan := env.AsLeader("indexer.scan", service.All(func(ctx context.Context) error {
 		ix.scanStep(ctx)
 		service.Every(cfg.ScanInterval, ix.scanStep)(ctx)
 		return nil
-	})
+	}, keeper.Run))
 	return env.Serve(ctx, "index API", cfg.HTTPAddr, ix.Handler(), []service.Loop{loop, scan}, tasks.Stop, recorded.Stop, deleted.Stop)
 }
 
@@ -173,6 +180,14 @@ func (ix *Indexer) wakeUp() {
 	case ix.wake <- struct{}{}:
 	default:
 	}
+}
+
+// Checkpoint is the keeper, in db (the indexer's schema), of the
+// checkpoint of sub, the indexer's subscription to recorded archive files
+// (events.IndexerRecorded): Recorded takes a replay as one (a file
+// registered already is left as it is).
+func (ix *Indexer) Checkpoint(db *pgxpool.Pool, sub *bus.Subscription, opts ...checkpoint.Option) *checkpoint.Keeper {
+	return checkpoint.For(db, "indexer.checkpoints", ix.bus, sub, events.IndexerRecorded, ix.Recorded, opts...)
 }
 
 // Recorded registers an archive file recorded by ingest.
