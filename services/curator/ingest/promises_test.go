@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/jackc/pgx/v5"
 	"io"
 	"net/http"
 	"sort"
@@ -13,6 +12,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
+	"github.com/archivist/archivist/devkit/testenv"
 	"github.com/archivist/archivist/pkg/blob"
 	"github.com/archivist/archivist/services/curator/ingest"
 )
@@ -133,7 +135,13 @@ func TestWithdrawalWaitsForTheVersionBeingStored(t *testing.T) {
 		code, _ := r.call("POST", "/v1/objects/withdraw", map[string]any{"ark": ark, "reason": "a takedown during a deposit"})
 		done <- code
 	}()
-	time.Sleep(300 * time.Millisecond)
+	// The late deposit comes once the withdrawal holds the object (a
+	// sleep of 300 ms let it in first on a loaded machine).
+	testenv.Eventually(t, 30*time.Second, "the withdrawal holding the object", func() bool {
+		var held bool
+		err := r.db.QueryRow(ctx, `SELECT coalesce(withdrawal_until > now(), false) FROM curator.ark_versions WHERE ark = $1`, ark).Scan(&held)
+		return err == nil && held
+	})
 	b3 := r.submit(ingest.Submission{Submitter: "t", Profile: "p", Type: "manifest", SubmissionMode: "add", PayloadURL: o.objectManifest("s3", "book-s", map[string]string{"late.txt": "3"})})
 	select {
 	case code := <-done:
