@@ -81,7 +81,9 @@ var modelDepositors = map[string]string{"alice": "ark:/13030", "bob": "ark:/1303
 // depositor's ARK and the archive's own shoulder supplied; meanwhile index
 // announcements are delayed, duplicated and reordered, processes are
 // killed, and once PostgreSQL is restored to an earlier backup (the
-// histories after it re-deposit what the restore lost). After the system
+// backup taken while announcements wait on the bus for the aggregator,
+// down, which records them after it; the histories after it re-deposit
+// what the restore lost). After the system
 // settles it checks every invariant:
 //
 //   - no stored version's bytes changed (any key ever seen under objects/
@@ -145,9 +147,19 @@ func TestArchiveModel(t *testing.T) {
 		first := histories(seeds[:k/2])
 		runPhase(first)
 		w.settle(first)
+		// Histories deposit while the aggregator is down: their
+		// announcements wait on the bus through the backup, are recorded
+		// after it, and are lost with the restore; the aggregator must
+		// take them again from the bus.
+		w.stop("aggregator")
+		waiting := histories(seeds[k/2 : k/2+4])
+		runPhase(waiting)
+		w.settle(waiting)
 		w.backup()
+		w.restart("aggregator")
 		done = append(done, first...)
-		gone := histories(seeds[k/2 : k])
+		done = append(done, waiting...)
+		gone := histories(seeds[k/2+4 : k])
 		runPhase(gone)
 		late := w.lateTakedowns(first)
 		w.settle(gone)
@@ -212,6 +224,9 @@ type modelWorld struct {
 
 	mu    sync.Mutex
 	procs map[string]*testenv.Process
+	// down are the services the model keeps stopped: the killer leaves
+	// them be.
+	down map[string]bool
 	// stopped holds the killer and the relay while the world is restored.
 	paused   sync.RWMutex
 	ids      atomic.Int64
@@ -236,7 +251,7 @@ func newModelWorld(t *testing.T) *modelWorld {
 	t.Helper()
 	ctx := context.Background()
 	w := &modelWorld{t: t, blobDir: t.TempDir(), env: map[string]map[string]string{}, api: map[string]string{},
-		procs: map[string]*testenv.Process{}, seen: map[string]string{}, arks: map[string]string{}, hosts: map[string]string{}}
+		procs: map[string]*testenv.Process{}, down: map[string]bool{}, seen: map[string]string{}, arks: map[string]string{}, hosts: map[string]string{}}
 	w.pg = testenv.PrivatePostgres(t)
 	admin, err := pgxpool.New(ctx, w.pg.URL("postgres"))
 	if err != nil {
@@ -308,6 +323,24 @@ func (w *modelWorld) start(name string) {
 
 func (w *modelWorld) nextID() int { return int(w.ids.Add(1)) }
 
+// stop kills service name and keeps it down (the killer leaves it be)
+// until restart.
+func (w *modelWorld) stop(name string) {
+	w.mu.Lock()
+	w.down[name] = true
+	p := w.procs[name]
+	w.mu.Unlock()
+	p.Kill()
+}
+
+// restart starts a service stop kept down.
+func (w *modelWorld) restart(name string) {
+	w.start(name)
+	w.mu.Lock()
+	delete(w.down, name)
+	w.mu.Unlock()
+}
+
 // faults kills a random service every 1 to 4 seconds and starts it again
 // (not while the world is restored), until the returned func is called.
 func (w *modelWorld) faults() (stop func()) {
@@ -324,8 +357,12 @@ func (w *modelWorld) faults() (stop func()) {
 			w.paused.RLock()
 			name := modelServices[rand.IntN(len(modelServices))]
 			w.mu.Lock()
-			p := w.procs[name]
+			p, down := w.procs[name], w.down[name]
 			w.mu.Unlock()
+			if down {
+				w.paused.RUnlock()
+				continue
+			}
 			p.Kill()
 			time.Sleep(time.Duration(rand.IntN(300)) * time.Millisecond)
 			w.start(name)
@@ -1094,12 +1131,12 @@ func (w *modelWorld) awaitReplay(late []*mobj, lost []*mhistory) {
 
 // settle waits until every deposit of hs ended (their own waits saw to
 // that) and the indexing of their WARC files caught up: no file queued or
-// indexing, no output unbuilt.
+// indexing, none indexed and not announced, no output unbuilt.
 func (w *modelWorld) settle(hs []*mhistory) {
 	for deadline := time.Now().Add(3 * time.Minute); ; time.Sleep(500 * time.Millisecond) {
 		open := w.query(`SELECT (SELECT count(*) FROM curator.jobs WHERE state NOT IN ('completed', 'failed', 'deleted')),
 			(SELECT count(*) FROM curator.ark_versions WHERE withdrawal_until > now())`)
-		files := w.query(`SELECT count(*) FROM indexer.files WHERE status IN ('new', 'queued', 'indexing', 'failed')`)
+		files := w.query(`SELECT count(*) FROM indexer.files WHERE status IN ('new', 'queued', 'indexing', 'failed') OR (output <> '' AND NOT announced)`)
 		outputs := w.query(`SELECT count(*) FROM aggregator.outputs WHERE build IS NULL AND NOT withdrawn`)
 		if open[0][0].(int64) == 0 && open[0][1].(int64) == 0 && files[0][0].(int64) == 0 && outputs[0][0].(int64) == 0 {
 			return
