@@ -134,16 +134,31 @@ func TestChartSettingsRollThePods(t *testing.T) {
 	}
 	a, jobA := checksums(nil)
 	b, jobB := checksums(map[string]any{"blob": map[string]any{"bucket": "another-bucket"}})
-	c, jobC := checksums(map[string]any{"image": map[string]any{"tag": "0.2.1"}})
+	_, again := checksums(nil)
 	for name := range a {
 		if a[name] == "" || a[name] == b[name] {
 			t.Errorf("Deployment %s: checksum/config %q unchanged by a new bucket", name, a[name])
 		}
 	}
-	if jobA != jobB || jobA == jobC {
-		t.Errorf("migrate Jobs: %s, same images %s, new images %s: want the same name for the same images, a new one for new", jobA, jobB, jobC)
+	if jobA != jobB || jobA != again {
+		t.Errorf("migrate Jobs: %s, rendered again %s, with a new bucket %s: want one name for one spec", jobA, again, jobB)
 	}
-	_ = c
+	// The Job's name is a digest of everything it runs: a change of any
+	// of it makes a new Job (an upgrade that kept the name failed as
+	// immutable: a Job's pod template cannot change).
+	digest := "sha256:" + strings.Repeat("cd", 32)
+	for what, values := range map[string]map[string]any{
+		"a new tag":         {"image": map[string]any{"tag": "0.2.1"}},
+		"another registry":  {"image": map[string]any{"registry": "registry.example.org/archive"}},
+		"the CLI's digest":  {"image": map[string]any{"digests": map[string]any{"archivist": digest}}},
+		"a pull secret":     {"image": map[string]any{"pullSecrets": []any{"regcred"}}},
+		"another wait":      {"migrations": map[string]any{"wait": "20m"}},
+		"another pull rule": {"image": map[string]any{"pullPolicy": "Always"}},
+	} {
+		if _, job := checksums(values); job == jobA || job == "" {
+			t.Errorf("migrate Job with %s: %q, the same as before (%s)", what, job, jobA)
+		}
+	}
 }
 
 // TestChartScaling: with KEDA the scaled Deployments leave replicas to it;
