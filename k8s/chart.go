@@ -44,6 +44,11 @@ func RenderChart(dir string, rel Release, values map[string]any) ([][]byte, erro
 	if ok := chartutil.IsCompatibleRange(c.Metadata.KubeVersion, KubeVersion); !ok {
 		return nil, fmt.Errorf("chart %s: kubeVersion %q does not admit %s", dir, c.Metadata.KubeVersion, KubeVersion)
 	}
+	// As helm install and template do: a dependency whose condition is
+	// false is left out, and the parent's values reach the subcharts.
+	if err := chartutil.ProcessDependenciesWithMerge(c, values); err != nil {
+		return nil, fmt.Errorf("chart %s: dependencies: %w", dir, err)
+	}
 	caps := chartutil.DefaultCapabilities.Copy()
 	caps.KubeVersion = chartutil.KubeVersion{Version: KubeVersion, Major: "1", Minor: "30"}
 	vals, err := chartutil.ToRenderValues(c, values, chartutil.ReleaseOptions{Name: rel.Name, Namespace: rel.Namespace, IsInstall: true, Revision: 1}, caps)

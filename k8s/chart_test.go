@@ -1,6 +1,8 @@
 package k8s_test
 
 import (
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -299,5 +301,39 @@ func TestChartSecretsByReference(t *testing.T) {
 	}
 	if !smtp {
 		t.Error("egress.smtpPorts 587 did not open the curator's way to its SMTP server")
+	}
+}
+
+// TestChartInstallsAsASubchart: a platform's umbrella chart that depends
+// on this one, with the condition archivist.enabled and global values,
+// renders it (the schema refused both keys, so it could not be a
+// subchart); with the condition false it renders nothing of it.
+func TestChartInstallsAsASubchart(t *testing.T) {
+	parent := t.TempDir()
+	if err := os.CopyFS(filepath.Join(parent, "charts", "archivist"), os.DirFS(chartDir)); err != nil {
+		t.Fatal(err)
+	}
+	write := func(name, text string) {
+		if err := os.WriteFile(filepath.Join(parent, name), []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("Chart.yaml", "apiVersion: v2\nname: platform\nversion: 1.0.0\nkubeVersion: \">=1.30.0-0\"\n"+
+		"dependencies:\n  - name: archivist\n    version: 0.2.0\n    condition: archivist.enabled\n")
+	write("values.yaml", "global:\n  team: archive\narchivist:\n  enabled: true\n")
+	for _, enabled := range []bool{true, false} {
+		docs, err := k8s.RenderChart(parent, k8s.DefaultRelease, map[string]any{"archivist": map[string]any{"enabled": enabled}})
+		if err != nil {
+			t.Fatalf("enabled %v: %v", enabled, err)
+		}
+		jobs := 0
+		for _, d := range docs {
+			if strings.Contains(string(d), "name: archivist-migrate-") {
+				jobs++
+			}
+		}
+		if want := map[bool]int{true: 1, false: 0}[enabled]; jobs != want {
+			t.Errorf("archivist.enabled %v: %d migrate Jobs rendered, want %d", enabled, jobs, want)
+		}
 	}
 }
