@@ -337,3 +337,72 @@ func TestChartInstallsAsASubchart(t *testing.T) {
 		}
 	}
 }
+
+// TestChartPlacement: the chart's placement reaches every pod, the
+// services' and the migrate Job's; a service's is laid over it
+// (nodeSelector, labels and annotations merged, the service's keys
+// winning; other keys replaced); topology spread constraints given take
+// the place of the chart's own; none given, nothing is added.
+func TestChartPlacement(t *testing.T) {
+	toleration := map[string]any{"key": "dedicated", "operator": "Equal", "value": "archive", "effect": "NoSchedule"}
+	objs := chartObjects(t, map[string]any{
+		"placement": map[string]any{
+			"nodeSelector":      map[string]any{"pool": "archive", "disk": "ssd"},
+			"tolerations":       []any{toleration},
+			"priorityClassName": "archive-standard",
+			"podLabels":         map[string]any{"team": "archive"},
+			"podAnnotations":    map[string]any{"backup.example/skip": "true"},
+		},
+		"services": map[string]any{"researcher": map[string]any{"placement": map[string]any{
+			"nodeSelector":              map[string]any{"pool": "cpu"},
+			"priorityClassName":         "research-batch",
+			"podLabels":                 map[string]any{"workload": "batch"},
+			"affinity":                  map[string]any{"nodeAffinity": map[string]any{"requiredDuringSchedulingIgnoredDuringExecution": map[string]any{"nodeSelectorTerms": []any{map[string]any{"matchExpressions": []any{map[string]any{"key": "arch", "operator": "In", "values": []any{"amd64"}}}}}}}},
+			"topologySpreadConstraints": []any{map[string]any{"maxSkew": 2, "topologyKey": "kubernetes.io/hostname", "whenUnsatisfiable": "DoNotSchedule", "labelSelector": map[string]any{"matchLabels": map[string]any{"app.kubernetes.io/name": "researcher"}}}},
+		}}},
+	})
+	curator := find[*appsv1.Deployment](objs, "curator").Spec.Template
+	if got := curator.Spec.NodeSelector; got["pool"] != "archive" || got["disk"] != "ssd" {
+		t.Errorf("curator's nodeSelector %v", got)
+	}
+	if len(curator.Spec.Tolerations) != 1 || curator.Spec.Tolerations[0].Key != "dedicated" || curator.Spec.PriorityClassName != "archive-standard" {
+		t.Errorf("curator's tolerations %v, priority class %q", curator.Spec.Tolerations, curator.Spec.PriorityClassName)
+	}
+	if curator.Labels["team"] != "archive" || curator.Annotations["backup.example/skip"] != "true" || curator.Annotations["checksum/config"] == "" {
+		t.Errorf("curator's pod labels %v, annotations %v", curator.Labels, curator.Annotations)
+	}
+	if len(curator.Spec.TopologySpreadConstraints) != 2 {
+		t.Errorf("curator keeps the chart's spread over hosts and zones: %d constraints", len(curator.Spec.TopologySpreadConstraints))
+	}
+	r := find[*appsv1.Deployment](objs, "researcher").Spec.Template
+	if got := r.Spec.NodeSelector; got["pool"] != "cpu" || got["disk"] != "ssd" {
+		t.Errorf("researcher's nodeSelector %v: want the service's pool over the chart's, the chart's disk kept", got)
+	}
+	if r.Spec.PriorityClassName != "research-batch" || len(r.Spec.Tolerations) != 1 || r.Spec.Affinity == nil || r.Spec.Affinity.NodeAffinity == nil {
+		t.Errorf("researcher's priority class %q, tolerations %v, affinity %v", r.Spec.PriorityClassName, r.Spec.Tolerations, r.Spec.Affinity)
+	}
+	if r.Labels["team"] != "archive" || r.Labels["workload"] != "batch" || r.Labels["app.kubernetes.io/name"] != "researcher" {
+		t.Errorf("researcher's pod labels %v", r.Labels)
+	}
+	if c := r.Spec.TopologySpreadConstraints; len(c) != 1 || c[0].MaxSkew != 2 {
+		t.Errorf("researcher's spread %v: want the one given, in place of the chart's", c)
+	}
+	var job *batchv1.Job
+	for _, o := range objs {
+		if j, ok := o.Value.(*batchv1.Job); ok {
+			job = j
+		}
+	}
+	if job == nil || job.Spec.Template.Spec.NodeSelector["pool"] != "archive" || job.Spec.Template.Spec.PriorityClassName != "archive-standard" ||
+		job.Spec.Template.Labels["team"] != "archive" || len(job.Spec.Template.Spec.Tolerations) != 1 {
+		t.Errorf("the migrate Job's placement: %+v", job)
+	}
+	// None given: no field added.
+	plain := find[*appsv1.Deployment](chartObjects(t, nil), "curator").Spec.Template
+	if plain.Spec.NodeSelector != nil || plain.Spec.Tolerations != nil || plain.Spec.Affinity != nil || plain.Spec.PriorityClassName != "" {
+		t.Errorf("without placement the curator's pod has %v %v %v %q", plain.Spec.NodeSelector, plain.Spec.Tolerations, plain.Spec.Affinity, plain.Spec.PriorityClassName)
+	}
+	if _, err := k8s.RenderChart(chartDir, k8s.DefaultRelease, map[string]any{"placement": map[string]any{"nodeSelecter": map[string]any{"a": "b"}}}); err == nil {
+		t.Error("a misspelt placement key was taken")
+	}
+}

@@ -167,3 +167,54 @@ API_ALLOWED_HOSTS), and those of api.allowedHosts (an Ingress's).
 {{- $hosts := list .name (printf "%s.%s" .name $ns) (printf "%s.%s.svc" .name $ns) (printf "%s.%s.svc.cluster.local" .name $ns) -}}
 {{ toJson $hosts }}
 {{- end -}}
+
+
+{{- /*
+archivist.placement: where a pod runs and what marks it, as YAML: the
+chart's placement with the service's (.v.placement; .v empty for the
+migrate Job) laid over it. nodeSelector, podLabels and podAnnotations
+merge, the service's keys winning; any other key the service sets
+replaces the chart's.
+*/ -}}
+{{- define "archivist.placement" -}}
+{{- $g := .root.Values.placement | default dict -}}
+{{- $s := get (.v | default dict) "placement" | default dict -}}
+{{- $p := dict -}}
+{{- range $k := list "tolerations" "affinity" "topologySpreadConstraints" "priorityClassName" -}}
+{{- if hasKey $s $k -}}
+{{- $_ := set $p $k (get $s $k) -}}
+{{- else if hasKey $g $k -}}
+{{- $_ := set $p $k (get $g $k) -}}
+{{- end -}}
+{{- end -}}
+{{- range $k := list "nodeSelector" "podLabels" "podAnnotations" -}}
+{{- $m := merge (deepCopy (get $s $k | default dict)) (deepCopy (get $g $k | default dict)) -}}
+{{- if $m -}}
+{{- $_ := set $p $k $m -}}
+{{- end -}}
+{{- end -}}
+{{- toYaml $p -}}
+{{- end -}}
+
+{{- /*
+archivist.placementSpec: the pod spec's fields of a placement (.p, from
+archivist.placement), indented for a pod spec under a template; without
+its topology spread (the caller decides).
+*/ -}}
+{{- define "archivist.placementSpec" -}}
+{{- with get .p "priorityClassName" }}
+priorityClassName: {{ . }}
+{{- end }}
+{{- with get .p "nodeSelector" }}
+nodeSelector:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with get .p "tolerations" }}
+tolerations:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with get .p "affinity" }}
+affinity:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- end -}}
