@@ -406,3 +406,35 @@ func TestChartPlacement(t *testing.T) {
 		t.Error("a misspelt placement key was taken")
 	}
 }
+
+// TestChartFitsASmallNode: by default every pod's ephemeral storage (its
+// emptyDirs) fits a node of 20 GiB, and the researcher's cache is bounded
+// by its emptyDir's size (four fifths of cacheSize): a fixed 16 GiB bound
+// had a pod with a smaller cache evicted.
+func TestChartFitsASmallNode(t *testing.T) {
+	for _, o := range chartObjects(t, nil) {
+		d, ok := o.Value.(*appsv1.Deployment)
+		if !ok {
+			continue
+		}
+		for _, c := range d.Spec.Template.Spec.Containers {
+			if q, ok := c.Resources.Requests[corev1.ResourceEphemeralStorage]; ok && q.Value() > 18<<30 {
+				t.Errorf("%s asks for %s of ephemeral storage: more than a 20 GiB node has to give", d.Name, q.String())
+			}
+		}
+	}
+	cacheBytes := func(values map[string]any) string {
+		for _, e := range find[*appsv1.Deployment](chartObjects(t, values), "researcher").Spec.Template.Spec.Containers[0].Env {
+			if e.Name == "RESEARCHER_CACHE_BYTES" {
+				return e.Value
+			}
+		}
+		return ""
+	}
+	if got := cacheBytes(nil); got != "6871947673" {
+		t.Errorf("RESEARCHER_CACHE_BYTES %q with the default 8Gi cache, want 6871947673", got)
+	}
+	if got := cacheBytes(map[string]any{"services": map[string]any{"researcher": map[string]any{"cacheSize": "4Gi"}}}); got != "3435973836" {
+		t.Errorf("RESEARCHER_CACHE_BYTES %q with a 4Gi cache, want 3435973836", got)
+	}
+}

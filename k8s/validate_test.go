@@ -454,7 +454,7 @@ func TestValidationCatchesFaults(t *testing.T) {
 		{"pods on one node", "name: auditor\n", "topologyKey: kubernetes.io/hostname", "topologyKey: kubernetes.io/arch", "no topology spread"},
 		{"no GOMEMLIMIT", "name: aggregator\n", "name: GOMEMLIMIT", "name: GOMAXPROCS", "no GOMEMLIMIT"},
 		{"GOMEMLIMIT above the limit", "name: aggregator\n", "value: 460MiB", "value: 600MiB", "must be below the memory limit"},
-		{"emptyDirs the node has no room for", "name: indexer\n", "ephemeral-storage: 21Gi", "ephemeral-storage: 1Gi", "requests 1Gi of ephemeral storage"},
+		{"emptyDirs the node has no room for", "name: indexer\n", "ephemeral-storage: 9Gi", "ephemeral-storage: 1Gi", "requests 1Gi of ephemeral storage"},
 		{"KEDA's Deployment resetting its scale", "name: researcher\n", "spec:\n  revisionHistoryLimit: 5", "spec:\n  replicas: 2\n  revisionHistoryLimit: 5", "KEDA scales it, yet it sets replicas 2"},
 		{"the password in the database URL", "name: cwa\n", "value: postgres://archivist-db-rw", "value: postgres://$(PGUSER):$(PGPASSWORD)@archivist-db-rw", "carries the credentials"},
 		{"KEDA reading a port no Service serves", "kind: Service", "  - name: admin\n    port: 9090\n    targetPort: admin\n", "", "no Service pwa serves port 9090"},

@@ -8,7 +8,7 @@ store; maxConns: its pool (DATABASE_MAX_CONNS) where not the default 10.
 curator: {component: curation, port: 8080, database: true, blob: writer, env: {INGEST_WORK_DIR: /var/lib/archivist/ingest}}
 pwa: {component: research, port: 8081, database: true}
 cwa: {component: research, database: true}
-researcher: {component: research, blob: reader, env: {RESEARCHER_CACHE_DIR: /var/cache/archivist, RESEARCHER_CACHE_BYTES: "17179869184"}}
+researcher: {component: research, blob: reader, env: {RESEARCHER_CACHE_DIR: /var/cache/archivist}}
 indexer: {component: indexing, port: 8083, database: true, blob: writer, maxConns: "4", env: {INDEXER_REPOSITORY_PREFIX: warcs/, INDEXER_WORK_DIR: /var/lib/archivist/indexer}}
 aggregator: {component: indexing, port: 8084, database: true, blob: writer, maxConns: "5"}
 auditor: {component: integrity, port: 8082, database: true, blob: writer}
