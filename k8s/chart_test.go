@@ -438,3 +438,23 @@ func TestChartFitsASmallNode(t *testing.T) {
 		t.Errorf("RESEARCHER_CACHE_BYTES %q with a 4Gi cache, want 3435973836", got)
 	}
 }
+
+// TestChartPodIdentityIsReachable: with EKS Pod Identity the blob store's
+// users may reach the node's agent (169.254.170.23:80), which the egress
+// policy's exclusion of link-local addresses otherwise refuses; with
+// other credentials no such policy is made.
+func TestChartPodIdentityIsReachable(t *testing.T) {
+	agent := func(values map[string]any) *networkingv1.NetworkPolicy {
+		return find[*networkingv1.NetworkPolicy](chartObjects(t, values), "archivist-egress-pod-identity")
+	}
+	if p := agent(nil); p != nil {
+		t.Errorf("static credentials: a policy to the Pod Identity agent %v", p.Spec)
+	}
+	p := agent(map[string]any{"blob": map[string]any{"credentials": "podIdentity"}})
+	if p == nil || len(p.Spec.Egress) != 1 || p.Spec.Egress[0].To[0].IPBlock.CIDR != "169.254.170.23/32" || p.Spec.Egress[0].Ports[0].Port.IntValue() != 80 {
+		t.Fatalf("podIdentity: the agent's policy %+v", p)
+	}
+	if vals := p.Spec.PodSelector.MatchExpressions[0].Values; !slices.Contains(vals, "researcher") || !slices.Contains(vals, "curator") {
+		t.Errorf("the agent's policy selects %v", vals)
+	}
+}
