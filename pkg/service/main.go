@@ -199,7 +199,13 @@ func migrateOnce(ctx context.Context, defs []Definition, common Common, log *slo
 					return err
 				}
 				v, _ := store.Version(ctx, pool, s)
-				log.InfoContext(ctx, "schema migrated", "schema", s.ID(), "version", v)
+				if latest, err := store.Latest(s); err == nil && v > latest {
+					// A rollback: the newer release's migrations stay,
+					// written so that this one runs on them.
+					log.WarnContext(ctx, "schema newer than this build (a rolled-back release?): left as it is", "schema", s.ID(), "version", v, "build", latest)
+				} else {
+					log.InfoContext(ctx, "schema migrated", "schema", s.ID(), "version", v)
+				}
 				done[s.ID()] = true
 			}
 			granted, err := store.GrantRuntime(ctx, pool, s, d.Name)

@@ -55,6 +55,36 @@ func TestMigrateConcurrentlyFromManyReplicas(t *testing.T) {
 	}
 }
 
+// TestMigrateLeavesANewerSchemaAlone: a build whose migrations end
+// before the schema's version (a release rolled back after its migrations
+// ran) migrates nothing and succeeds; the schema keeps its version and
+// its data. tern refused it ("current version 2 is outside the valid
+// versions of 0 to 1"), and the rollback's migrate Job failed.
+func TestMigrateLeavesANewerSchemaAlone(t *testing.T) {
+	pool := testenv.DB(t)
+	ctx := context.Background()
+	if err := store.Migrate(ctx, pool, widgets); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pool.Exec(ctx, "INSERT INTO widgets.widgets (id, n, note) VALUES ('a', 1, 'kept')"); err != nil {
+		t.Fatal(err)
+	}
+	older := store.Schema{Name: "widgets", Migrations: fstest.MapFS{"001_create_widgets.sql": widgets.Migrations.(fstest.MapFS)["001_create_widgets.sql"]}}
+	if err := store.Migrate(ctx, pool, older); err != nil {
+		t.Fatalf("the previous release's migrate on the newer schema: %v", err)
+	}
+	if v, err := store.Version(ctx, pool, older); err != nil || v != 2 {
+		t.Errorf("version %d (%v) after the older migrate, want 2", v, err)
+	}
+	if latest, err := store.Latest(older); err != nil || latest != 1 {
+		t.Errorf("the older build's latest %d (%v), want 1", latest, err)
+	}
+	var note string
+	if err := pool.QueryRow(ctx, "SELECT note FROM widgets.widgets WHERE id = 'a'").Scan(&note); err != nil || note != "kept" {
+		t.Errorf("the row after the older migrate: %q %v", note, err)
+	}
+}
+
 func TestTemplateCloneIsIsolated(t *testing.T) {
 	a := testenv.DB(t, widgets)
 	b := testenv.DB(t, widgets)
