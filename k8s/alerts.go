@@ -48,7 +48,7 @@ func CheckMonitoring(objs []Object, runbook string, known map[string]bool) error
 					expr := r.Expr.String()
 					for _, loc := range metricName.FindAllStringIndex(expr, -1) {
 						m := expr[loc[0]:loc[1]]
-						if !known[m] {
+						if !known[m] && !known[histogramOf(m)] {
 							fail("alert %s: metric %s is not one Archivist exports", r.Alert, m)
 						}
 						// Each on its release's namespace: two releases in
@@ -168,4 +168,15 @@ type dashboardPanel struct {
 		Expr string `json:"expr"`
 	} `json:"targets"`
 	Panels []dashboardPanel `json:"panels"`
+}
+
+// histogramOf is the histogram a series name is one of (its _bucket, _sum
+// or _count), or "".
+func histogramOf(series string) string {
+	for _, suffix := range []string{"_bucket", "_sum", "_count"} {
+		if h, ok := strings.CutSuffix(series, suffix); ok {
+			return h
+		}
+	}
+	return ""
 }
