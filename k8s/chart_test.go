@@ -458,3 +458,20 @@ func TestChartPodIdentityIsReachable(t *testing.T) {
 		t.Errorf("the agent's policy selects %v", vals)
 	}
 }
+
+// TestChartChecksTheWorkingArea: the curator's pod first checks, as the
+// service's user, that the shared working area is writable (an NFS class
+// may not honour fsGroup), with the service's image and its security.
+func TestChartChecksTheWorkingArea(t *testing.T) {
+	spec := find[*appsv1.Deployment](chartObjects(t, nil), "curator").Spec.Template.Spec
+	if len(spec.InitContainers) != 1 {
+		t.Fatalf("curator's init containers: %d, want 1", len(spec.InitContainers))
+	}
+	c := spec.InitContainers[0]
+	if !slices.Equal(c.Args, []string{"writable", "/var/lib/archivist/ingest"}) || c.Image != spec.Containers[0].Image {
+		t.Errorf("the working area's check: args %v, image %s (the service's %s)", c.Args, c.Image, spec.Containers[0].Image)
+	}
+	if len(c.VolumeMounts) != 1 || c.VolumeMounts[0].Name != "ingest" || c.SecurityContext == nil || c.SecurityContext.ReadOnlyRootFilesystem == nil || !*c.SecurityContext.ReadOnlyRootFilesystem {
+		t.Errorf("the working area's check mounts %v, security %+v", c.VolumeMounts, c.SecurityContext)
+	}
+}

@@ -47,8 +47,10 @@ func run(def Definition, args []string, stderr io.Writer) error {
 		fmt.Println(def.Name, Version)
 		return nil
 	case "help", "-h", "-help", "--help":
-		fmt.Printf("usage: %s [serve|migrate|healthcheck|version]\n\n%s\n\nConfiguration: environment variables (the README's table). Exit status: 0 done, 1 an error, said on standard error.\n", def.Name, def.Summary)
+		fmt.Printf("usage: %s [serve|migrate|healthcheck|writable DIR...|version]\n\n%s\n\nConfiguration: environment variables (the README's table). Exit status: 0 done, 1 an error, said on standard error.\n", def.Name, def.Summary)
 		return nil
+	case "writable":
+		return Writable(args[1:]...)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
@@ -282,4 +284,35 @@ func Serve(ctx context.Context, defs []Definition, common Common, deps Deps) (er
 		log.ErrorContext(ctx, "service failed; shutting down", "err", err)
 		return errors.Join(err, stopAll())
 	}
+}
+
+// Writable checks that this process may create, write and remove a file
+// in each of dirs: a pod's init check of its working area (a volume whose
+// owner or fsGroup does not let the service's user in fails here, saying
+// so, and not later in the middle of a job). `<service> writable DIR...`.
+func Writable(dirs ...string) error {
+	if len(dirs) == 0 {
+		return errors.New("writable: name the directories to check")
+	}
+	for _, dir := range dirs {
+		f, err := os.CreateTemp(dir, ".archivist-writable-*")
+		if err == nil {
+			_, err = f.Write([]byte{0})
+			if serr := f.Sync(); err == nil {
+				err = serr
+			}
+			if cerr := f.Close(); err == nil {
+				err = cerr
+			}
+			if rerr := os.Remove(f.Name()); err == nil {
+				err = rerr
+			}
+		}
+		if err != nil {
+			groups, _ := os.Getgroups()
+			return fmt.Errorf("%s is not writable by uid %d, gid %d, groups %v: %w (the volume's owner and mode, or the pod's fsGroup, must let this user write: docs/DEPLOY.md, \"The ingest working area\")",
+				dir, os.Getuid(), os.Getgid(), groups, err)
+		}
+	}
+	return nil
 }
