@@ -101,7 +101,7 @@ func AsyncAPI() ([]byte, error) {
 		},
 		"defaultContentType": "application/msgpack",
 		"servers": map[string]any{
-			"production": map[string]any{"host": "nats.nats.svc.cluster.local:4222", "protocol": "nats", "description": "The deployment's NATS cluster: TLS with a client certificate of its CA (mutual TLS), a NATS user per service and per curating system (k8s/nats/auth.conf), replies to the user's inbox prefix _INBOX_<user>.",
+			"production": map[string]any{"host": "nats.nats.svc.cluster.local:4222", "protocol": "nats", "description": "The deployment's NATS cluster: TLS with a client certificate of its CA (mutual TLS), a NATS user per service and per curating system (charts/archivist-nats/files/auth.conf), replies to the user's inbox prefix _INBOX_<user>.",
 				"security": []any{map[string]any{"$ref": "#/components/securitySchemes/user"}, map[string]any{"$ref": "#/components/securitySchemes/clientCertificate"}}},
 			"development": map[string]any{"host": "127.0.0.1:4222", "protocol": "nats", "description": "archivist dev's embedded server: no authentication, this machine only."},
 		},

@@ -9,7 +9,7 @@ import (
 )
 
 // Services names every Archivist service that connects to NATS: each has a
-// NATS user of its own (k8s/nats/auth.conf, rendered by AuthConfig).
+// NATS user of its own (charts/archivist-nats/files/auth.conf, rendered by AuthConfig).
 var Services = []string{"curator", "pwa", "cwa", "researcher", "indexer", "aggregator", "auditor"}
 
 // ExternalUsers are the NATS users of people and tools outside the
@@ -18,7 +18,7 @@ var Services = []string{"curator", "pwa", "cwa", "researcher", "indexer", "aggre
 // as "dashboard". Each curating system has a user of its own (Publisher).
 var ExternalUsers = []string{"operator", "deploy", "dashboard"}
 
-// Users are every NATS user k8s/nats/auth.conf declares.
+// Users are every NATS user charts/archivist-nats/files/auth.conf declares.
 func Users() []string { return append(slices.Clone(Services), ExternalUsers...) }
 
 // access is what one service does on NATS.
@@ -328,8 +328,8 @@ func AuthConfig(publishers []Publisher) (string, error) {
 	b.WriteString("# subjects and JetStream calls) and of curating systems (one per system: its own\n")
 	b.WriteString("# source's curation events and rejections only).\n")
 	b.WriteString("# Each user's replies come to its own inbox prefix, _INBOX_<user>.\n#\n")
-	b.WriteString("# Generated from events/permissions.go and k8s/nats/publishers by\n")
-	b.WriteString("# `archivist nats-auth --publishers k8s/nats/publishers` (or `go test ./events\n")
+	b.WriteString("# Generated from events/permissions.go and charts/archivist-nats/files/publishers by\n")
+	b.WriteString("# `archivist nats-auth --publishers charts/archivist-nats/files/publishers` (or `go test ./events\n")
 	b.WriteString("# -run TestAuthConfig -update`); do not edit by hand. NATS reloads it without a restart.\n")
 	b.WriteString("# Services' passwords come from the server's environment: NATS_PASSWORD_<USER>.\n")
 	b.WriteString("authorization {\n  users: [\n")

@@ -10,12 +10,12 @@ import (
 )
 
 const (
-	authConf   = "../k8s/nats/auth.conf"
-	publishers = "../k8s/nats/publishers"
+	authConf   = "../charts/archivist-nats/files/auth.conf"
+	publishers = "../charts/archivist-nats/files/publishers"
 )
 
-// TestAuthConfig keeps k8s/nats/auth.conf equal to what the declared
-// access and k8s/nats/publishers render; -update rewrites it.
+// TestAuthConfig keeps charts/archivist-nats/files/auth.conf equal to what the declared
+// access and charts/archivist-nats/files/publishers render; -update rewrites it.
 func TestAuthConfig(t *testing.T) {
 	text, err := os.ReadFile(publishers)
 	if err != nil {

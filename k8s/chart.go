@@ -37,6 +37,14 @@ var DefaultRelease = Release{Name: "archivist", Namespace: "archivist"}
 // values) with values over the chart's own, and returns each object's
 // YAML, in the order of the templates' names.
 func RenderChart(dir string, rel Release, values map[string]any) ([][]byte, error) {
+	return RenderChartIn(dir, rel, values, nil)
+}
+
+// RenderChartIn renders as RenderChart does, in a cluster whose objects
+// the templates' lookup calls read through cluster (nil: none, as helm
+// template has). With a cluster the engine is not strict about missing
+// values (the Helm SDK offers lookup only so).
+func RenderChartIn(dir string, rel Release, values map[string]any, cluster engine.ClientProvider) ([][]byte, error) {
 	c, err := loader.Load(dir)
 	if err != nil {
 		return nil, fmt.Errorf("load chart %s: %w", dir, err)
@@ -55,7 +63,12 @@ func RenderChart(dir string, rel Release, values map[string]any) ([][]byte, erro
 	if err != nil {
 		return nil, fmt.Errorf("chart %s: values: %w", dir, err)
 	}
-	files, err := engine.Engine{Strict: true}.Render(c, vals)
+	var files map[string]string
+	if cluster != nil {
+		files, err = engine.RenderWithClientProvider(c, vals, cluster)
+	} else {
+		files, err = engine.Engine{Strict: true}.Render(c, vals)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("render chart %s: %w", dir, err)
 	}
@@ -93,6 +106,20 @@ func onlyComments(doc string) bool {
 		}
 	}
 	return true
+}
+
+// ChartValues are the values a release of the chart at dir is rendered
+// with: values over the chart's own, coalesced as helm install does.
+func ChartValues(dir string, values map[string]any) (map[string]any, error) {
+	c, err := loader.Load(dir)
+	if err != nil {
+		return nil, fmt.Errorf("load chart %s: %w", dir, err)
+	}
+	v, err := chartutil.CoalesceValues(c, values)
+	if err != nil {
+		return nil, fmt.Errorf("chart %s: values: %w", dir, err)
+	}
+	return v.AsMap(), nil
 }
 
 // ReadValues reads a values file.

@@ -7,11 +7,18 @@ import (
 	"strings"
 	"testing"
 
+	cnpgv1 "github.com/cloudnative-pg/api/pkg/api/v1"
 	kedav1alpha1 "github.com/kedacore/keda/v2/apis/keda/v1alpha1"
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
+	dynamicfake "k8s.io/client-go/dynamic/fake"
 
 	"github.com/archivist/archivist/k8s"
 )
@@ -272,6 +279,57 @@ func TestChartSecretsByReference(t *testing.T) {
 			}
 		}
 	}
+	// Every credential by reference (existingSecret): the names are values.
+	named := chartObjects(t, map[string]any{"secrets": map[string]any{
+		"nats":     map[string]any{"curator": "vault-nats-curator", "deploy": "vault-nats-deploy"},
+		"database": map[string]any{"pwa": "vault-db-pwa"},
+	}})
+	if got := envSecretOf(find[*appsv1.Deployment](named, "curator"), "NATS_PASSWORD"); got != "vault-nats-curator" {
+		t.Errorf("the curator's NATS password from %q, want vault-nats-curator", got)
+	}
+	if got := envSecretOf(find[*appsv1.Deployment](named, "pwa"), "PGPASSWORD"); got != "vault-db-pwa" {
+		t.Errorf("the pwa's database password from %q, want vault-db-pwa", got)
+	}
+	if got := envSecretOf(find[*appsv1.Deployment](named, "cwa"), "PGPASSWORD"); got != "archivist-db-cwa" {
+		t.Errorf("an unnamed service's database password from %q, want archivist-db-cwa", got)
+	}
+	for _, o := range named {
+		if j, ok := o.Value.(*batchv1.Job); ok {
+			for _, e := range j.Spec.Template.Spec.Containers[0].Env {
+				if e.Name == "NATS_PASSWORD" && e.ValueFrom.SecretKeyRef.Name != "vault-nats-deploy" {
+					t.Errorf("the migrate Job's NATS password from %q, want vault-nats-deploy", e.ValueFrom.SecretKeyRef.Name)
+				}
+			}
+		}
+		if c, ok := o.Value.(*cnpgv1.Cluster); ok {
+			for _, r := range c.Spec.Managed.Roles {
+				if r.Name == "pwa" && r.PasswordSecret.Name != "vault-db-pwa" {
+					t.Errorf("CloudNativePG sets the pwa's role from %q, want vault-db-pwa", r.PasswordSecret.Name)
+				}
+			}
+		}
+	}
+	if _, err := k8s.RenderChart(chartDir, k8s.DefaultRelease, map[string]any{"secrets": map[string]any{"nats": map[string]any{"nobody": "x"}}}); err == nil {
+		t.Error("a NATS Secret for a user that does not exist was taken")
+	}
+	// A setting whose credentials cannot reach the service is refused.
+	for _, c := range []struct {
+		values map[string]any
+		want   string
+	}{
+		{map[string]any{"config": map[string]any{"INGEST_EZID_URL": "https://ezid.cdlib.org"}}, "INGEST_EZID_USER"},
+		{map[string]any{"config": map[string]any{"INGEST_EZID_URL": "https://ezid.cdlib.org", "INGEST_EZID_USER": "apitest"}}, "INGEST_EZID_PASSWORD is not from a Secret it must have"},
+		{map[string]any{"config": map[string]any{"INGEST_SMTP_USER": "archive"}}, "INGEST_SMTP_PASSWORD is not from a Secret it must have"},
+	} {
+		if _, err := k8s.Chart(chartDir, k8s.DefaultRelease, c.values); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%v: %v, want an error mentioning %q", c.values, err, c.want)
+		}
+	}
+	ezid := map[string]any{"config": map[string]any{"INGEST_EZID_URL": "https://ezid.cdlib.org", "INGEST_EZID_USER": "apitest"},
+		"services": map[string]any{"curator": map[string]any{"secretEnv": map[string]any{"INGEST_EZID_PASSWORD": map[string]any{"secret": "archivist-ezid", "key": "password", "optional": false}}}}}
+	if _, err := k8s.Chart(chartDir, k8s.DefaultRelease, ezid); err != nil {
+		t.Errorf("EZID with its password's Secret required: %v", err)
+	}
 	for _, key := range []string{"INGEST_EZID_PASSWORD", "INGEST_SMTP_PASSWORD", "MY_API_TOKEN", "S3_SECRET", "AWS_SECRET_ACCESS_KEY", "SIGNING_KEY"} {
 		if _, err := k8s.RenderChart(chartDir, k8s.DefaultRelease, map[string]any{"config": map[string]any{key: "hunter2"}}); err == nil {
 			t.Errorf("config %s (which every pod loads) was taken", key)
@@ -473,5 +531,41 @@ func TestChartChecksTheWorkingArea(t *testing.T) {
 	}
 	if len(c.VolumeMounts) != 1 || c.VolumeMounts[0].Name != "ingest" || c.SecurityContext == nil || c.SecurityContext.ReadOnlyRootFilesystem == nil || !*c.SecurityContext.ReadOnlyRootFilesystem {
 		t.Errorf("the working area's check mounts %v, security %+v", c.VolumeMounts, c.SecurityContext)
+	}
+}
+
+// cluster is a Kubernetes API holding objs, for the templates' lookup.
+type cluster struct {
+	client *dynamicfake.FakeDynamicClient
+}
+
+func (c cluster) GetClientFor(apiVersion, kind string) (dynamic.NamespaceableResourceInterface, bool, error) {
+	gv, err := schema.ParseGroupVersion(apiVersion)
+	if err != nil {
+		return nil, false, err
+	}
+	gvr, _ := meta.UnsafeGuessKindToResource(gv.WithKind(kind))
+	return c.client.Resource(gvr), true, nil
+}
+
+// TestChartOneReleasePerNamespace: a second release in a namespace that
+// holds one is refused with the reason; the same release upgrades, and
+// another namespace takes a release of its own.
+func TestChartOneReleasePerNamespace(t *testing.T) {
+	existing := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "v1", "kind": "ConfigMap",
+		"metadata": map[string]any{"name": "archivist", "namespace": "archive-prod",
+			"annotations": map[string]any{"meta.helm.sh/release-name": "archivist", "meta.helm.sh/release-namespace": "archive-prod"}},
+	}}
+	api := cluster{dynamicfake.NewSimpleDynamicClient(runtime.NewScheme(), existing)}
+	_, err := k8s.RenderChartIn(chartDir, k8s.Release{Name: "staging", Namespace: "archive-prod"}, nil, api)
+	if err == nil || !strings.Contains(err.Error(), `namespace archive-prod already holds the Archivist release "archivist"`) {
+		t.Errorf("a second release in archive-prod: %v, want it refused naming the first", err)
+	}
+	if _, err := k8s.RenderChartIn(chartDir, k8s.Release{Name: "archivist", Namespace: "archive-prod"}, nil, api); err != nil {
+		t.Errorf("the release itself, upgraded: %v", err)
+	}
+	if _, err := k8s.RenderChartIn(chartDir, k8s.Release{Name: "staging", Namespace: "archive-staging"}, nil, api); err != nil {
+		t.Errorf("a release in a namespace of its own: %v", err)
 	}
 }

@@ -613,5 +613,37 @@ func envFromSecret(d *appsv1.Deployment, name string) bool {
 	return false
 }
 
+// needsCredentials are the settings that need credentials of the service
+// that reads them: set, the service refuses to start without them.
+var needsCredentials = []struct{ service, setting, user, password string }{
+	{"curator", "INGEST_EZID_URL", "INGEST_EZID_USER", "INGEST_EZID_PASSWORD"},
+	{"curator", "INGEST_SMTP_USER", "", "INGEST_SMTP_PASSWORD"},
+}
+
+// checkCredentials: a setting that needs credentials (EZID's URL, an SMTP
+// user) has them reach its service: a user from the configuration or the
+// environment, and a password from a Secret that is not optional (an
+// optional one left unset starts a service that then refuses to run).
+func checkCredentials(config map[string]string, deployments map[string]*appsv1.Deployment, fail func(string, ...any)) {
+	for _, n := range needsCredentials {
+		d := deployments[n.service]
+		if config[n.setting] == "" || d == nil {
+			continue
+		}
+		if n.user != "" && config[n.user] == "" && !hasEnv(d, n.user) {
+			fail("%s is set but the %s has no %s (config, or services.%s.secretEnv): it refuses to start", n.setting, n.service, n.user, n.service)
+		}
+		ok := false
+		for _, e := range container(d).Env {
+			if e.Name == n.password && e.ValueFrom != nil && e.ValueFrom.SecretKeyRef != nil {
+				ok = e.ValueFrom.SecretKeyRef.Optional == nil || !*e.ValueFrom.SecretKeyRef.Optional
+			}
+		}
+		if !ok {
+			fail("%s is set but the %s's %s is not from a Secret it must have (services.%s.secretEnv without optional): it refuses to start", n.setting, n.service, n.password, n.service)
+		}
+	}
+}
+
 // readFile is os.ReadFile, for the checks of single files.
 var readFile = os.ReadFile

@@ -24,7 +24,9 @@ type ChartTLS struct {
 
 // NATSValues is the part of the NATS Helm chart's values Archivist sets.
 type NATSValues struct {
-	TLSCA struct {
+	Enabled          bool   `json:"enabled"`
+	FullnameOverride string `json:"fullnameOverride"`
+	TLSCA            struct {
 		Enabled       bool   `json:"enabled"`
 		SecretName    string `json:"secretName"`
 		ConfigMapName string `json:"configMapName"`
@@ -45,8 +47,9 @@ type NATSValues struct {
 				Enabled bool   `json:"enabled"`
 				Dir     string `json:"dir"`
 				PVC     struct {
-					Enabled bool   `json:"enabled"`
-					Size    string `json:"size"`
+					Enabled          bool   `json:"enabled"`
+					Size             string `json:"size"`
+					StorageClassName string `json:"storageClassName,omitempty"`
 				} `json:"pvc"`
 			} `json:"fileStore"`
 			Merge map[string]any `json:"merge"`
@@ -91,7 +94,8 @@ type NATSValues struct {
 }
 
 // NATSServerSecret is the Secret of the NATS servers' certificate
-// (k8s/nats/tls.yaml), which the chart's tls blocks mount.
+// (charts/archivist-nats/templates/tls.yaml), which the NATS chart's tls
+// blocks mount.
 const NATSServerSecret = "nats-server-tls"
 
 // NATSClientCAs is the ConfigMap of the nats namespace holding the CA
@@ -99,33 +103,17 @@ const NATSServerSecret = "nats-server-tls"
 // (scripts/nats-trust collects them).
 const NATSClientCAs = "nats-client-cas"
 
-// ReadNATSValues strict-decodes the NATS Helm values.
-func ReadNATSValues(path string) (NATSValues, error) {
-	var v NATSValues
-	b, err := readFile(path)
-	if err != nil {
-		return v, err
-	}
-	if err := strictYAML(b, &v); err != nil {
-		return v, fmt.Errorf("%s: %w", path, err)
-	}
-	return v, nil
-}
-
-// CheckNATSValues checks the NATS Helm values: JetStream on a PVC, three
-// replicas, fsync always, monitoring, the users file included, a password
-// variable for every service's user, and TLS for clients and routes with
-// cert-manager's certificate.
-func CheckNATSValues(path string) error {
-	v, err := ReadNATSValues(path)
-	if err != nil {
-		return err
-	}
+// CheckNATSValues checks the values Archivist's NATS side passes to the
+// official NATS chart: JetStream on a PVC, three or more servers or a
+// single one, fsync always, monitoring, the users file included, a
+// password variable for every service's user, and TLS for clients and
+// routes with cert-manager's certificate.
+func CheckNATSValues(v NATSValues) error {
 	var errs []error
-	fail := func(format string, a ...any) { errs = append(errs, fmt.Errorf(path+": "+format, a...)) }
+	fail := func(format string, a ...any) { errs = append(errs, fmt.Errorf("nats: "+format, a...)) }
 	c := v.Config
-	if !c.Cluster.Enabled || c.Cluster.Replicas != 3 {
-		fail("config.cluster must be enabled with 3 replicas")
+	if c.Cluster.Enabled && (c.Cluster.Replicas < 3 || c.Cluster.Replicas%2 == 0) {
+		fail("config.cluster.replicas is %d: a cluster needs an odd number of at least 3 (JetStream's quorum), or turn clustering off for a single server", c.Cluster.Replicas)
 	}
 	if !c.JetStream.Enabled || !c.JetStream.FileStore.Enabled || !c.JetStream.FileStore.PVC.Enabled || c.JetStream.FileStore.PVC.Size == "" {
 		fail("JetStream must be on file storage with a PVC")
@@ -133,8 +121,8 @@ func CheckNATSValues(path string) error {
 	if c.JetStream.Merge["sync_interval"] != "always" {
 		fail("config.jetstream.merge.sync_interval must be always")
 	}
-	if e := v.PromExporter; !e.Enabled || !e.PodMonitor.Enabled || e.PodMonitor.Merge.Metadata.Labels["release"] == "" {
-		fail("promExporter and its podMonitor must be enabled, the PodMonitor labelled release: kube-prometheus-stack's Prometheus selects by it; without them JetStream's storage and consumers go unwatched")
+	if !v.PromExporter.Enabled {
+		fail("promExporter must be enabled: without it JetStream's storage and consumers go unwatched")
 	}
 	if !c.Monitor.Enabled || c.Monitor.Port != 8222 {
 		fail("monitoring must be on port 8222 (KEDA reads consumer lag there)")
@@ -145,13 +133,13 @@ func CheckNATSValues(path string) error {
 	if v, _ := c.NATS.TLS.Merge["verify"].(bool); !v {
 		fail("config.nats.tls.merge.verify must be true: every client presents a certificate of the CA (mutual TLS)")
 	}
-	if t := c.Cluster.TLS; !t.Enabled || t.SecretName != NATSServerSecret {
+	if t := c.Cluster.TLS; c.Cluster.Enabled && (!t.Enabled || t.SecretName != NATSServerSecret) {
 		fail("config.cluster.tls must be enabled with secretName %s: routes speak TLS", NATSServerSecret)
 	}
 	if !v.TLSCA.Enabled || v.TLSCA.ConfigMapName != NATSClientCAs || v.TLSCA.Key != "ca.crt" {
 		fail("tlsCA must be enabled from the ConfigMap %s (key ca.crt): the servers check clients against their namespaces' CAs", NATSClientCAs)
 	}
-	if f, _ := c.Cluster.TLS.Merge["ca_file"].(string); !strings.HasSuffix(f, "/ca.crt") {
+	if f, _ := c.Cluster.TLS.Merge["ca_file"].(string); c.Cluster.Enabled && !strings.HasSuffix(f, "/ca.crt") {
 		fail("config.cluster.tls.merge.ca_file must be the servers' own ca.crt: routes check each other against the servers' CA")
 	}
 	if inc, _ := c.Merge["$include"].(string); !strings.HasSuffix(inc, "auth.conf") {

@@ -43,7 +43,7 @@ func TestDeployCreatesWhatTheChartNeeds(t *testing.T) {
 	}
 	text := string(b)
 	install := strings.Index(text, "helm upgrade --install archivist charts/archivist")
-	for _, step := range []string{"kubectl create namespace", "create secret generic archivist-api-keys", "kubectl apply -k k8s/nats"} {
+	for _, step := range []string{"kubectl create namespace", "create secret generic archivist-api-keys", "helm upgrade --install nats charts/archivist-nats"} {
 		if i := strings.Index(text, step); i < 0 || install < 0 || i > install {
 			t.Errorf("DEPLOY.md: %q is not a step before the chart's install", step)
 		}

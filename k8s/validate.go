@@ -251,6 +251,7 @@ func Check(objs []Object) error {
 	}
 	checkAPIServices(services, deployments, fail)
 	checkBlobAccess(config, accounts, deployments, fail)
+	checkCredentials(config, deployments, fail)
 	if cluster != nil {
 		checkConnectionBudget(cluster, config, deployments, scaledMax, len(jobs), fail)
 	}

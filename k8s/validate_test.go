@@ -9,7 +9,6 @@ import (
 	"testing"
 
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
-	corev1 "k8s.io/api/core/v1"
 
 	"github.com/archivist/archivist/k8s"
 )
@@ -57,88 +56,7 @@ func TestChart(t *testing.T) {
 	}
 }
 
-// TestNATSNamespace: the nats namespace's objects pass, and each fault is
-// refused: the monitoring port open beyond KEDA and Prometheus, no default
-// deny, the client port open to every pod, a server certificate that does
-// not name the host the services dial, and the chart's TLS turned off.
-func TestNATSNamespace(t *testing.T) {
-	objs, err := k8s.Chart(chartDir, k8s.DefaultRelease, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var url string
-	for _, o := range objs {
-		if cm, ok := o.Value.(*corev1.ConfigMap); ok && cm.Name == "archivist" {
-			url = cm.Data["NATS_URL"]
-		}
-	}
-	if _, err := k8s.NATSNamespace("nats", url); err != nil {
-		t.Fatal(err)
-	}
-	docs, err := k8s.Build("nats")
-	if err != nil {
-		t.Fatal(err)
-	}
-	check := func(docs [][]byte, url string) error {
-		var objs []k8s.Object
-		for _, d := range docs {
-			o, err := k8s.Decode(d)
-			if err != nil {
-				return err
-			}
-			objs = append(objs, o)
-		}
-		return k8s.CheckNATSNamespace(objs, url)
-	}
-	for _, c := range []struct {
-		name, marker, old, new, want string
-	}{
-		{"monitoring open to every namespace's Prometheus-labelled pods", "name: nats-monitoring", "  - from:\n    - namespaceSelector:\n        matchLabels:\n          kubernetes.io/metadata.name: keda\n",
-			"  - from:\n    - namespaceSelector: {}\n      podSelector: {matchLabels: {app: prometheus}}\n    - namespaceSelector:\n        matchLabels:\n          kubernetes.io/metadata.name: keda\n", "opens the monitoring port"},
-		{"monitoring from the archivist namespace", "name: nats-monitoring", "kubernetes.io/metadata.name: keda", "kubernetes.io/metadata.name: archivist", "opens the monitoring port"},
-		{"a client rule without ports opens monitoring", "name: nats-clients", "    ports:\n    - port: 4222\n", "", "opens the monitoring port"},
-		{"no default deny", "name: default-deny-ingress", "podSelector: {}", "podSelector: {matchLabels: {x: y}}", "default-deny"},
-		{"client port open to every pod", "name: nats-clients", "    - namespaceSelector: {}\n      podSelector:\n        matchLabels:\n          archivist.io/nats-client: \"true\"\n", "    - namespaceSelector: {}\n", "every pod of every namespace"},
-		{"certificate without the service's name", "name: nats-server", "  - nats.nats.svc.cluster.local\n", "", "does not name nats.nats.svc.cluster.local"},
-		{"unknown field in the certificate", "name: nats-server", "dnsNames:", "dnsName:", "unknown field"},
-		{"the server certificate from a ClusterIssuer", "name: nats-server", "kind: Issuer", "kind: ClusterIssuer", "want the namespaced Issuer nats-ca"},
-		{"the servers' Issuer not a CA", "kind: Issuer\nmetadata:\n  name: nats-ca", "secretName: nats-ca", "secretName: something-else", "does not sign with a CA Certificate's Secret"},
-	} {
-		t.Run(c.name, func(t *testing.T) {
-			if err := check(mutate(t, docs, c.marker, c.old, c.new), url); err == nil || !strings.Contains(err.Error(), c.want) {
-				t.Errorf("error %v, want one mentioning %q", err, c.want)
-			}
-		})
-	}
-	t.Run("the chart's TLS off", func(t *testing.T) {
-		fileFaults(t, "nats/values.yaml", k8s.CheckNATSValues, []fault{
-			{"  nats:\n    tls:\n      enabled: true", "  nats:\n    tls:\n      enabled: false", "config.nats.tls"},
-			{"    replicas: 3\n    tls:\n      enabled: true", "    replicas: 3\n    tls:\n      enabled: false", "config.cluster.tls"},
-			{"tlsCA:\n  enabled: true", "tlsCA:\n  enabled: false", "tlsCA"},
-			{"configMapName: nats-client-cas", "secretName: nats-server-tls", "tlsCA must be enabled from the ConfigMap"},
-			{"        ca_file: /etc/nats-certs/cluster/ca.crt", "        ca_file: /etc/elsewhere", "routes check each other"},
-			{"        verify: true", "        verify: false", "verify must be true"},
-		})
-	})
-	t.Run("the servers unhardened (L10)", func(t *testing.T) {
-		fileFaults(t, "nats/values.yaml", k8s.CheckNATSValues, []fault{
-			{"        runAsNonRoot: true\n", "        runAsNonRoot: false\n", "runAsNonRoot"},
-			{"      allowPrivilegeEscalation: false\n", "      allowPrivilegeEscalation: true\n", "privilege escalation"},
-			{"    securityContext: *hardened\n", "    securityContext: {}\n", "reloader.merge.securityContext"},
-		})
-	})
-	t.Run("the exporter off", func(t *testing.T) {
-		fileFaults(t, "nats/values.yaml", k8s.CheckNATSValues, []fault{
-			{"promExporter:\n  enabled: true", "promExporter:\n  enabled: false", "promExporter and its podMonitor must be enabled"},
-			{"          release: kube-prometheus-stack\n", "          team: storage\n", "labelled release"},
-		})
-	})
-}
-
-func TestNATSValuesAndCompose(t *testing.T) {
-	if err := k8s.CheckNATSValues("nats/values.yaml"); err != nil {
-		t.Error(err)
-	}
+func TestCompose(t *testing.T) {
 	if err := k8s.CheckCompose("../compose.yaml"); err != nil {
 		t.Error(err)
 	}

@@ -33,7 +33,7 @@ type Options struct {
 	// a certificate of ClientCAs (mutual TLS).
 	TLS *tls.Config
 	// ConfigFile, when set, is a NATS server configuration file (for example
-	// k8s/nats/auth.conf) whose settings the fields above then override.
+	// charts/archivist-nats/files/auth.conf) whose settings the fields above then override.
 	ConfigFile string
 }
 

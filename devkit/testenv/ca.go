@@ -17,7 +17,7 @@ import (
 )
 
 // CA is a certificate authority made for one test, as cert-manager's CA
-// issuers are in the deployment (k8s/nats/ca.yaml, charts/archivist/templates/nats-tls.yaml).
+// issuers are in the deployment (charts/archivist-nats/templates/ca.yaml, charts/archivist/templates/nats-tls.yaml).
 type CA struct {
 	t    testing.TB
 	dir  string

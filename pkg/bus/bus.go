@@ -31,7 +31,7 @@ type Config struct {
 	// CredsFile is a NATS credentials file (JWT and nkey seed).
 	CredsFile string `env:"NATS_CREDS_FILE"`
 	// User and Password authenticate as one of the users of the server's
-	// authorization block (one per service: k8s/nats/auth.conf).
+	// authorization block (one per service: charts/archivist-nats/files/auth.conf).
 	User string `env:"NATS_USER"`
 	// Password is User's password.
 	Password string `env:"NATS_PASSWORD"`

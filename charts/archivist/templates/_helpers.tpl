@@ -218,3 +218,14 @@ affinity:
   {{- toYaml . | nindent 2 }}
 {{- end }}
 {{- end -}}
+
+{{/*
+The Secret a credential comes from: secrets.<kind>.<name> where named
+(existingSecret), else the name `archivist secrets` makes (kind nats:
+nats-<user>; database: archivist-db-<service>).
+*/}}
+{{- define "archivist.secret" -}}
+{{- $named := index .root.Values.secrets .kind | default dict -}}
+{{- $default := ternary (printf "nats-%s" .name) (printf "archivist-db-%s" .name) (eq .kind "nats") -}}
+{{- index $named .name | default $default -}}
+{{- end -}}

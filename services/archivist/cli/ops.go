@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"os/user"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -32,7 +33,7 @@ the files keep only hashes. Delete a key's line to revoke it.`,
 		Short: "Make an API key, or with --nats a curating system's NATS user",
 		Long: `Make an API key: print the key (give it to its holder) and the line to add to
 API_KEYS_FILE. With --nats, make a curating system's NATS user instead: its
-password and the line to add to k8s/nats/publishers. The CLI presents
+password and the line to add to charts/archivist-nats/files/publishers. The CLI presents
 ARCHIVIST_TOKEN, or .archivist/api.token.`,
 		Args: func(c *cobra.Command, args []string) error {
 			switch {
@@ -80,16 +81,53 @@ ARCHIVIST_TOKEN, or .archivist/api.token.`,
 	return c
 }
 
+func secretsCmd() *cobra.Command {
+	var o keycmd.SecretsOptions
+	var only string
+	c := &cobra.Command{
+		Use:   "secrets --namespace NS --nats-namespace NS [--operator NAME] [--only SECRET,...]",
+		Short: "Print the Secrets of a first install, with new passwords, for kubectl create",
+		Long: `Print the Secrets a Kubernetes install needs (docs/DEPLOY.md, step 3), with new
+random passwords, as a List for kubectl create (never apply: an existing
+Secret stays and is named in the error):
+
+  archivist secrets --namespace archivist --nats-namespace nats --operator ops > secrets.json
+  kubectl create -f secrets.json && rm secrets.json
+
+nats-<user> (key password) for each NATS user, in both namespaces;
+archivist-db-<service> (basic-auth) for each database role; with
+--operator, archivist-api-keys with that operator's key, printed once on
+standard error. --only prints new values for the Secrets it names alone:
+the rotation of docs/RUNBOOK.md.`,
+		Args: cobra.NoArgs,
+		RunE: func(c *cobra.Command, _ []string) error {
+			if o.Namespace == "" || o.NATSNamespace == "" {
+				return usagef("needs --namespace and --nats-namespace")
+			}
+			if only != "" {
+				o.Only = strings.Split(only, ",")
+			}
+			return keycmd.Secrets(o, c.OutOrStdout(), c.ErrOrStderr())
+		},
+	}
+	f := c.Flags()
+	f.StringVar(&o.Namespace, "namespace", "", "the Archivist release's namespace")
+	f.StringVar(&o.NATSNamespace, "nats-namespace", "", "the NATS side's namespace (charts/archivist-nats)")
+	f.StringVar(&o.Operator, "operator", "", "make archivist-api-keys with an operator key of this name")
+	f.StringVar(&only, "only", "", "only these Secrets, comma-separated (a rotation)")
+	return c
+}
+
 func natsAuthCmd() *cobra.Command {
 	var file string
 	c := &cobra.Command{
 		Use:   "nats-auth [--publishers FILE]",
-		Short: "Print the NATS server's users (k8s/nats/auth.conf)",
-		Long:  "Print the NATS server's users (k8s/nats/auth.conf): every service's and every curating system's of the publishers file.",
+		Short: "Print the NATS server's users (charts/archivist-nats/files/auth.conf)",
+		Long:  "Print the NATS server's users (charts/archivist-nats/files/auth.conf): every service's and every curating system's of the publishers file.",
 		Args:  cobra.NoArgs,
 		RunE:  func(c *cobra.Command, _ []string) error { return keycmd.NATSAuth(file, c.OutOrStdout()) },
 	}
-	c.Flags().StringVar(&file, "publishers", "", "the publishers file (k8s/nats/publishers): a line NAME SOURCE BCRYPT-HASH per curating system")
+	c.Flags().StringVar(&file, "publishers", "", "the publishers file (charts/archivist-nats/files/publishers): a line NAME SOURCE BCRYPT-HASH per curating system")
 	return c
 }
 

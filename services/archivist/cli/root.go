@@ -101,7 +101,7 @@ Exit status: 0 done (and for --help), 1 an error, 2 a wrong usage.`,
 	root.AddGroup(&cobra.Group{ID: "run", Title: "Running a system:"},
 		&cobra.Group{ID: "work", Title: "Following and acting on the work:"},
 		&cobra.Group{ID: "tools", Title: "Tools:"})
-	for _, c := range []*cobra.Command{devCmd(ctx), migrateCmd(), keyCmd(), natsAuthCmd(), blobCmd()} {
+	for _, c := range []*cobra.Command{devCmd(ctx), migrateCmd(), keyCmd(), natsAuthCmd(), secretsCmd(), blobCmd()} {
 		c.GroupID = "run"
 		root.AddCommand(c)
 	}

@@ -34,7 +34,7 @@ import (
 )
 
 // authConf is the users file the Kubernetes NATS deployment includes.
-const authConf = "../../../k8s/nats/auth.conf"
+const authConf = "../../../charts/archivist-nats/files/auth.conf"
 
 // securedNATS starts an embedded server with the deployment's users and
 // permissions, every password "pw-<service>".
@@ -110,7 +110,7 @@ func as(svc string) map[string]string {
 }
 
 // TestServicesWorkWithTheirOwnNATSUsers runs the curator and the research
-// services, each as its own restricted NATS user from k8s/nats/auth.conf,
+// services, each as its own restricted NATS user from charts/archivist-nats/files/auth.conf,
 // through a whole research round: the permissions are enough.
 func TestServicesWorkWithTheirOwnNATSUsers(t *testing.T) {
 	url := securedNATS(t)

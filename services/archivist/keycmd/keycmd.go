@@ -1,11 +1,10 @@
-// Package keycmd is `archivist key` and `archivist nats-auth`: it issues
-// API keys and the NATS users of curating systems, and renders the NATS
-// server's users.
+// Package keycmd is `archivist key`, `archivist nats-auth` and `archivist
+// secrets`: it issues API keys and the NATS users of curating systems,
+// renders the NATS server's users, and makes the Secrets of a first
+// install.
 package keycmd
 
 import (
-	"crypto/rand"
-	"encoding/base64"
 	"errors"
 	"fmt"
 	"io"
@@ -132,7 +131,7 @@ func NATSUser(name, source string, stdout io.Writer) error {
 		return err
 	}
 	fmt.Fprintf(stdout, "NATS user %s, password (give it to %s; it is not kept):\n  %s\n", name, name, password)
-	fmt.Fprintf(stdout, "line for k8s/nats/publishers (then archivist nats-auth, and apply):\n  %s\n", line)
+	fmt.Fprintf(stdout, "line for charts/archivist-nats/files/publishers (then archivist nats-auth, and apply):\n  %s\n", line)
 	fmt.Fprintf(stdout, "it publishes on %s and %s with inbox prefix %s, and reads its rejections on %s\n",
 		events.CurationSubject(source, events.TypeEpisodeUpserted), events.CurationSubject(source, events.TypeClipUpserted),
 		events.InboxPrefix(name), events.RejectedSubject(source))
@@ -147,11 +146,10 @@ var BcryptCost = 11
 // NewPublisher makes a random NATS password for the curating system name,
 // publishing as source, and its publishers-file line (its bcrypt hash).
 func NewPublisher(name, source string) (password, line string, err error) {
-	var b [24]byte
-	if _, err := rand.Read(b[:]); err != nil {
+	password, err = newPassword()
+	if err != nil {
 		return "", "", err
 	}
-	password = base64.RawURLEncoding.EncodeToString(b[:])
 	hash, err := bcrypt.GenerateFromPassword([]byte(password), BcryptCost)
 	if err != nil {
 		return "", "", err
@@ -164,7 +162,7 @@ func NewPublisher(name, source string) (password, line string, err error) {
 }
 
 // NATSAuth is `archivist nats-auth [--publishers FILE]`: the NATS server's
-// users (k8s/nats/auth.conf): every service's, and those of the publishers
+// users (charts/archivist-nats/files/auth.conf): every service's, and those of the publishers
 // file (none if "").
 func NATSAuth(file string, stdout io.Writer) error {
 	var pubs []events.Publisher
