@@ -645,5 +645,54 @@ func checkCredentials(config map[string]string, deployments map[string]*appsv1.D
 	}
 }
 
+// checkTests: helm test's pods are test hooks (a plain Pod would run at
+// every install and stay), hardened as the services' pods, and probe the
+// readiness of every API the chart serves and a CDX query; with policies
+// on, a policy lets the test pod reach the admin ports.
+func checkTests(pods []*corev1.Pod, services []*corev1.Service, policies []*networkingv1.NetworkPolicy, fail func(string, ...any)) {
+	if len(pods) == 0 {
+		fail("no helm test: a Pod annotated helm.sh/hook: test that checks each API's readiness and a CDX query")
+		return
+	}
+	var args []string
+	for _, p := range pods {
+		if p.Annotations["helm.sh/hook"] != "test" {
+			fail("Pod %s is not a helm test hook (helm.sh/hook: test): it would run at every install", p.Name)
+		}
+		if p.Spec.RestartPolicy != corev1.RestartPolicyNever {
+			fail("Pod %s: restartPolicy %q, a test runs once (Never)", p.Name, p.Spec.RestartPolicy)
+		}
+		for _, c := range p.Spec.Containers {
+			checkImage("Pod "+p.Name, c.Image, fail)
+			args = append(args, c.Args...)
+		}
+		checkWritablePaths("Pod "+p.Name, p.Spec, fail)
+	}
+	probes := strings.Join(args, " ")
+	for _, svc := range services {
+		for _, port := range svc.Spec.Ports {
+			if port.Name == "http" && !strings.Contains(probes, "http://"+svc.Name+":9090/readyz") {
+				fail("helm test does not check the readiness of the API %s (http://%s:9090/readyz)", svc.Name, svc.Name)
+			}
+		}
+	}
+	if !strings.Contains(probes, "/cdx?") {
+		fail("helm test makes no CDX query")
+	}
+	if len(policies) == 0 {
+		return
+	}
+	for _, pol := range policies {
+		for _, r := range pol.Spec.Ingress {
+			for _, f := range r.From {
+				if f.PodSelector != nil && f.PodSelector.MatchLabels["app.kubernetes.io/name"] == "archivist-test" && opensPort(r, 9090) {
+					return
+				}
+			}
+		}
+	}
+	fail("no NetworkPolicy lets helm test's pod reach the admin ports: its readiness checks would time out")
+}
+
 // readFile is os.ReadFile, for the checks of single files.
 var readFile = os.ReadFile

@@ -89,6 +89,8 @@ func Decode(doc []byte) (Object, error) {
 		v = &corev1.ConfigMap{}
 	case "v1/Secret":
 		v = &corev1.Secret{}
+	case "v1/Pod":
+		v = &corev1.Pod{}
 	case "policy/v1/PodDisruptionBudget":
 		v = &policyv1.PodDisruptionBudget{}
 	case "autoscaling/v2/HorizontalPodAutoscaler":
@@ -151,6 +153,7 @@ func Check(objs []Object) error {
 	var certs []*cmv1.Certificate
 	var issuers []*cmv1.Issuer
 	config := map[string]string{}
+	var testPods []*corev1.Pod
 	for _, o := range objs {
 		switch v := o.Value.(type) {
 		case *cmv1.Issuer:
@@ -197,6 +200,8 @@ func Check(objs []Object) error {
 			}
 		case *cnpgv1.Cluster:
 			cluster = v
+		case *corev1.Pod:
+			testPods = append(testPods, v)
 		}
 	}
 	for _, o := range objs {
@@ -252,6 +257,7 @@ func Check(objs []Object) error {
 	checkAPIServices(services, deployments, fail)
 	checkBlobAccess(config, accounts, deployments, fail)
 	checkCredentials(config, deployments, fail)
+	checkTests(testPods, services, policies, fail)
 	if cluster != nil {
 		checkConnectionBudget(cluster, config, deployments, scaledMax, len(jobs), fail)
 	}

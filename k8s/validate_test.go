@@ -375,7 +375,11 @@ func TestValidationCatchesFaults(t *testing.T) {
 		{"emptyDirs the node has no room for", "name: indexer\n", "ephemeral-storage: 9Gi", "ephemeral-storage: 1Gi", "requests 1Gi of ephemeral storage"},
 		{"KEDA's Deployment resetting its scale", "name: researcher\n", "spec:\n  revisionHistoryLimit: 5", "spec:\n  replicas: 2\n  revisionHistoryLimit: 5", "KEDA scales it, yet it sets replicas 2"},
 		{"the password in the database URL", "name: cwa\n", "value: postgres://archivist-db-rw", "value: postgres://$(PGUSER):$(PGPASSWORD)@archivist-db-rw", "carries the credentials"},
-		{"KEDA reading a port no Service serves", "kind: Service", "  - name: admin\n    port: 9090\n    targetPort: admin\n", "", "no Service pwa serves port 9090"},
+		{"helm test as a plain Pod", "kind: Pod", "helm.sh/hook: test", "helm.sh/hook: pre-install", "not a helm test hook"},
+		{"helm test skipping an API", "kind: Pod", "  - http://curator:9090/readyz\n", "", "does not check the readiness of the API curator"},
+		{"helm test without a CDX query", "kind: Pod", "/cdx?url=", "/v1/index/generations?url=", "makes no CDX query"},
+		{"helm test cut off from the admin ports", "name: archivist-tests", "app.kubernetes.io/name: archivist-test", "app.kubernetes.io/name: archivist-tester", "no NetworkPolicy lets helm test's pod reach the admin ports"},
+		{"KEDA reading a port no Service serves", "port: 8081", "  - name: admin\n    port: 9090\n    targetPort: admin\n", "", "no Service pwa serves port 9090"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			_, err := decodeAll(t, mutate(t, docs, c.marker, c.old, c.new))

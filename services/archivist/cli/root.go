@@ -109,7 +109,7 @@ Exit status: 0 done (and for --help), 1 an error, 2 a wrong usage.`,
 		c.GroupID = "work"
 		root.AddCommand(c)
 	}
-	for _, c := range []*cobra.Command{cdxCmd(), locateCmd(), versionCmd()} {
+	for _, c := range []*cobra.Command{cdxCmd(), locateCmd(), probeCmd(), versionCmd()} {
 		c.GroupID = "tools"
 		root.AddCommand(c)
 	}
