@@ -569,3 +569,138 @@ func TestChartOneReleasePerNamespace(t *testing.T) {
 		t.Errorf("a release in a namespace of its own: %v", err)
 	}
 }
+
+// TestChartBackups: backups by value (CloudNativePG's object store, its
+// retention and a ScheduledBackup), a point-in-time recovery from them,
+// and the refusals of an incomplete backup.
+func TestChartBackups(t *testing.T) {
+	backup := map[string]any{"enabled": true, "destinationPath": "s3://backups/archivist", "endpointURL": "https://minio.backup:9000", "s3Secret": "db-backup", "retention": "14d", "schedule": "0 30 2 * * *"}
+	objs := chartObjects(t, map[string]any{"postgres": map[string]any{"backup": backup}})
+	var cluster *cnpgv1.Cluster
+	var scheduled *cnpgv1.ScheduledBackup
+	for _, o := range objs {
+		switch v := o.Value.(type) {
+		case *cnpgv1.Cluster:
+			cluster = v
+		case *cnpgv1.ScheduledBackup:
+			scheduled = v
+		}
+	}
+	if cluster == nil || cluster.Spec.Backup == nil || cluster.Spec.Backup.BarmanObjectStore == nil {
+		t.Fatal("no backup in the Cluster")
+	}
+	store := cluster.Spec.Backup.BarmanObjectStore
+	if store.DestinationPath != "s3://backups/archivist" || store.EndpointURL != "https://minio.backup:9000" || cluster.Spec.Backup.RetentionPolicy != "14d" ||
+		store.AWS == nil || store.AWS.AccessKeyIDReference == nil || store.AWS.AccessKeyIDReference.Name != "db-backup" || store.Wal == nil {
+		t.Errorf("backup: %+v, retention %q", store, cluster.Spec.Backup.RetentionPolicy)
+	}
+	if scheduled == nil || scheduled.Spec.Schedule != "0 30 2 * * *" || scheduled.Spec.Cluster.Name != cluster.Name {
+		t.Errorf("scheduled backup: %+v", scheduled)
+	}
+
+	objs = chartObjects(t, map[string]any{"postgres": map[string]any{"backup": backup,
+		"recovery": map[string]any{"enabled": true, "serverName": "archivist-db", "targetTime": "2026-11-28T14:02:00Z"}}})
+	for _, o := range objs {
+		if c, ok := o.Value.(*cnpgv1.Cluster); ok {
+			r := c.Spec.Bootstrap.Recovery
+			if r == nil || r.Source != "origin" || r.RecoveryTarget == nil || r.RecoveryTarget.TargetTime != "2026-11-28T14:02:00Z" || c.Spec.Bootstrap.InitDB != nil {
+				t.Errorf("recovery: %+v", c.Spec.Bootstrap)
+			}
+			if len(c.Spec.ExternalClusters) != 1 || c.Spec.ExternalClusters[0].Name != "origin" || c.Spec.ExternalClusters[0].BarmanObjectStore.DestinationPath != "s3://backups/archivist" ||
+				c.Spec.ExternalClusters[0].BarmanObjectStore.ServerName != "archivist-db" {
+				t.Errorf("recovery's source: %+v", c.Spec.ExternalClusters)
+			}
+		}
+	}
+	for _, c := range []struct {
+		values map[string]any
+		want   string
+	}{
+		{map[string]any{"enabled": true, "s3Secret": "x"}, "needs postgres.backup.destinationPath"},
+		{map[string]any{"enabled": true, "destinationPath": "s3://b/p"}, "needs the store's credentials"},
+		{map[string]any{"enabled": true, "destinationPath": "/var/backups", "s3Secret": "x"}, "destinationPath"},
+	} {
+		if _, err := k8s.RenderChart(chartDir, k8s.DefaultRelease, map[string]any{"postgres": map[string]any{"backup": c.values}}); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%v: %v, want an error mentioning %q", c.values, err, c.want)
+		}
+	}
+}
+
+// TestChartExternalPostgres: with a managed PostgreSQL the chart makes no
+// Cluster; the services and the migrations connect to its host, verify
+// its CA from the Secret named, log in with the Secrets named, and reach
+// its addresses alone; an incomplete setting is refused.
+func TestChartExternalPostgres(t *testing.T) {
+	values, err := k8s.ReadValues(filepath.Join(chartDir, "ci", "external-postgres-values.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	objs := chartObjects(t, values)
+	for _, o := range objs {
+		switch v := o.Value.(type) {
+		case *cnpgv1.Cluster:
+			t.Error("a CloudNativePG Cluster beside the external database")
+		case *networkingv1.NetworkPolicy:
+			if v.Name == "archivist-db" {
+				t.Error("a policy for CloudNativePG's pods beside the external database")
+			}
+			if v.Name == "archivist-egress" {
+				found := false
+				for _, r := range v.Spec.Egress {
+					for _, to := range r.To {
+						found = found || (to.IPBlock != nil && to.IPBlock.CIDR == "10.20.0.0/16" && len(r.Ports) == 1 && r.Ports[0].Port.IntValue() == 5432)
+					}
+				}
+				if !found {
+					t.Error("no egress to the database's addresses on its port")
+				}
+			}
+		case *batchv1.Job:
+			spec := v.Spec.Template.Spec
+			for _, e := range spec.Containers[0].Env {
+				if e.Name == "PGPASSWORD" && e.ValueFrom.SecretKeyRef.Name != "archivist-db-owner" {
+					t.Errorf("the migrations log in with %s, want archivist-db-owner", e.ValueFrom.SecretKeyRef.Name)
+				}
+				if e.Name == "DATABASE_URL" && !strings.HasPrefix(e.Value, "postgres://archive.cluster-c1x2y3.eu-west-1.rds.amazonaws.com:5432/archivist?") {
+					t.Errorf("the migrations connect to %s", e.Value)
+				}
+			}
+			for _, vol := range spec.Volumes {
+				if vol.Name == "db-ca" && vol.Secret.SecretName != "rds-ca" {
+					t.Errorf("the migrations verify the database against %s, want rds-ca", vol.Secret.SecretName)
+				}
+			}
+		}
+	}
+	curator := find[*appsv1.Deployment](objs, "curator")
+	if got := envSecretOf(curator, "PGPASSWORD"); got != "rds-curator" {
+		t.Errorf("the curator logs in with %s, want rds-curator", got)
+	}
+	if got := envOf(curator, "DATABASE_URL"); !strings.Contains(got, "rds.amazonaws.com:5432") || !strings.Contains(got, "sslmode=verify-full") {
+		t.Errorf("the curator connects to %s", got)
+	}
+	ext := values["postgres"].(map[string]any)["external"].(map[string]any)
+	for _, c := range []struct {
+		drop, want string
+	}{
+		{"host", "needs postgres.external.host"},
+		{"caSecret", "needs postgres.external.caSecret"},
+		{"ownerSecret", "needs postgres.external.ownerSecret"},
+		{"cidrs", "needs postgres.external.cidrs"},
+	} {
+		e := map[string]any{}
+		for k, v := range ext {
+			if k != c.drop {
+				e[k] = v
+			}
+		}
+		if c.drop == "cidrs" {
+			e["cidrs"] = []any{}
+		} else {
+			e[c.drop] = ""
+		}
+		if _, err := k8s.RenderChart(chartDir, k8s.DefaultRelease, map[string]any{"postgres": map[string]any{"external": e}}); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("without %s: %v, want an error mentioning %q", c.drop, err, c.want)
+		}
+	}
+}

@@ -106,3 +106,39 @@ func TestLeaderSessionsMatchTheCode(t *testing.T) {
 		t.Errorf("leader sessions per service in the code %v, in the connection budget %v", found, k8s.LeaderSessions)
 	}
 }
+
+// TestMigrationsExpand: every migration expands the schema or says why
+// its contraction is safe; a DROP COLUMN, a rename or a SET NOT NULL
+// without the note is refused.
+func TestMigrationsExpand(t *testing.T) {
+	if err := k8s.CheckMigrations(".."); err != nil {
+		t.Fatal(err)
+	}
+	for _, step := range []string{
+		"ALTER TABLE s.t DROP COLUMN c;",
+		"ALTER TABLE s.t RENAME COLUMN a TO b;",
+		"ALTER TABLE s.t ALTER COLUMN c SET NOT NULL;",
+		"ALTER TABLE s.t ALTER COLUMN c TYPE bigint;",
+		"DROP TABLE s.t;",
+	} {
+		dir := filepath.Join(t.TempDir(), "svc", "migrations")
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		text := "-- a step\nCREATE TABLE s.u (id int);\n" + step + "\n\n---- create above / drop below ----\n\nDROP TABLE s.u;\n"
+		if err := os.WriteFile(filepath.Join(dir, "002_step.sql"), []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		root := filepath.Dir(filepath.Dir(dir))
+		if err := k8s.CheckMigrations(root); err == nil || !strings.Contains(err.Error(), "contracts the schema") {
+			t.Errorf("%s: %v, want it refused", step, err)
+		}
+		noted := strings.Replace(text, "-- a step\n", "-- a step\n-- contract: nothing reads s.t since 0.1.0\n", 1)
+		if err := os.WriteFile(filepath.Join(dir, "002_step.sql"), []byte(noted), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := k8s.CheckMigrations(root); err != nil {
+			t.Errorf("%s with its contract note: %v", step, err)
+		}
+	}
+}

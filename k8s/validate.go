@@ -95,6 +95,8 @@ func Decode(doc []byte) (Object, error) {
 		v = &policyv1.PodDisruptionBudget{}
 	case "autoscaling/v2/HorizontalPodAutoscaler":
 		v = &autoscalingv2.HorizontalPodAutoscaler{}
+	case "postgresql.cnpg.io/v1/ScheduledBackup":
+		v = &cnpgv1.ScheduledBackup{}
 	case "postgresql.cnpg.io/v1/Cluster":
 		v = &cnpgv1.Cluster{}
 	case "keda.sh/v1alpha1/ScaledObject":
@@ -273,25 +275,27 @@ func Check(objs []Object) error {
 	if d, ok := deployments["curator"]; ok {
 		checkSharedWorkArea(d, claims, fail)
 	}
-	if cluster == nil {
-		fail("no CloudNativePG Cluster")
-	} else {
-		roles := map[string]bool{}
-		if cluster.Spec.Managed != nil {
-			for _, r := range cluster.Spec.Managed.Roles {
-				roles[r.Name] = r.Login && r.Ensure == cnpgv1.EnsurePresent && r.PasswordSecret != nil && r.PasswordSecret.Name != ""
-			}
+	roles := map[string]bool{}
+	if cluster != nil && cluster.Spec.Managed != nil {
+		for _, r := range cluster.Spec.Managed.Roles {
+			roles[r.Name] = r.Login && r.Ensure == cnpgv1.EnsurePresent && r.PasswordSecret != nil && r.PasswordSecret.Name != ""
 		}
-		for name, d := range deployments {
-			if hasEnv(d, "DATABASE_URL") && !roles[name] {
-				fail("Deployment %s uses PostgreSQL but has no runtime role in the Cluster", name)
-			}
-			if hasEnv(d, "DATABASE_URL") && !strings.Contains(envValue(d, "DATABASE_URL"), cluster.Name+"-rw") {
-				fail("Deployment %s does not connect to the Cluster's -rw service", name)
-			}
-			if u := envValue(d, "DATABASE_URL"); hasEnv(d, "DATABASE_URL") && (!strings.Contains(u, "sslmode=verify-full") || !strings.Contains(u, "sslrootcert=")) {
-				fail("Deployment %s connects to PostgreSQL without checking its certificate (sslmode=verify-full with sslrootcert)", name)
-			}
+	}
+	for name, d := range deployments {
+		if !hasEnv(d, "DATABASE_URL") {
+			continue
+		}
+		u := envValue(d, "DATABASE_URL")
+		switch {
+		case cluster == nil && strings.Contains(u, "archivist-db-rw"):
+			fail("Deployment %s connects to the CloudNativePG Cluster archivist-db, which the chart does not make", name)
+		case cluster != nil && !roles[name]:
+			fail("Deployment %s uses PostgreSQL but has no runtime role in the Cluster", name)
+		case cluster != nil && !strings.Contains(u, cluster.Name+"-rw"):
+			fail("Deployment %s does not connect to the Cluster's -rw service", name)
+		}
+		if !strings.Contains(u, "sslmode=verify-full") || !strings.Contains(u, "sslrootcert=") {
+			fail("Deployment %s connects to PostgreSQL without checking its certificate (sslmode=verify-full with sslrootcert)", name)
 		}
 	}
 	return errors.Join(errs...)

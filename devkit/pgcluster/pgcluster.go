@@ -11,12 +11,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"net/url"
 	"os"
 	"os/exec"
 	"os/user"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -75,6 +77,9 @@ type Cluster struct {
 	// made by Init asks every connection for it (scram-sha-256) instead of
 	// trusting every local user; URL carries it.
 	Password string
+	// Settings are server settings beyond the defaults (-c NAME=VALUE at
+	// Start): ArchiveSettings' continuous archiving, say.
+	Settings map[string]string
 
 	bin         string
 	cred        *syscall.Credential
@@ -150,6 +155,9 @@ func (c *Cluster) Start(ctx context.Context) error {
 	if !c.Durable {
 		args = append(args, "-c", "fsync=off", "-c", "synchronous_commit=off", "-c", "full_page_writes=off")
 	}
+	for _, k := range slices.Sorted(maps.Keys(c.Settings)) {
+		args = append(args, "-c", k+"="+c.Settings[k])
+	}
 	cmd := exec.Command(filepath.Join(c.bin, "postgres"), args...)
 	c.prepare(cmd)
 	cmd.SysProcAttr.Pdeathsig = syscall.SIGKILL
@@ -175,7 +183,7 @@ func (c *Cluster) Start(ctx context.Context) error {
 		}
 		select {
 		case werr := <-c.done:
-			return fmt.Errorf("postgres exited at start (%v); see %s", werr, filepath.Join(c.Dir, "postgres.log"))
+			return fmt.Errorf("postgres exited at start (%v); %s says:\n%s", werr, filepath.Join(c.Dir, "postgres.log"), logTail(filepath.Join(c.Dir, "postgres.log")))
 		case <-ctx.Done():
 			c.Stop()
 			return ctx.Err()
@@ -186,6 +194,18 @@ func (c *Cluster) Start(ctx context.Context) error {
 			return fmt.Errorf("postgres not ready after 30s: %w (see %s)", err, filepath.Join(c.Dir, "postgres.log"))
 		}
 	}
+}
+
+// logTail is the end of a log file (its last 2 KiB), for an error.
+func logTail(path string) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err.Error()
+	}
+	if len(b) > 2048 {
+		b = b[len(b)-2048:]
+	}
+	return strings.TrimSpace(string(b))
 }
 
 // URL is a connection URL for database db, over TCP when the cluster listens
@@ -218,6 +238,86 @@ func (c *Cluster) Stop() error {
 	if c.releasePort != nil {
 		c.releasePort()
 		c.releasePort = nil
+	}
+	return nil
+}
+
+// ArchiveSettings are the settings of continuous archiving into dir: every
+// completed WAL segment copied there (never over one already there), what
+// a point-in-time recovery replays on top of a base backup.
+func ArchiveSettings(dir string) map[string]string {
+	return map[string]string{
+		"wal_level":       "replica",
+		"archive_mode":    "on",
+		"archive_command": fmt.Sprintf("test ! -f '%s/%%f' && cp %%p '%s/%%f'", dir, dir),
+	}
+}
+
+// PrepareArchive makes dir, the WAL archive, writable by the user
+// PostgreSQL runs as.
+func (c *Cluster) PrepareArchive(dir string) error {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
+	return c.chown(dir)
+}
+
+// BaseBackup takes a base backup of the running cluster into dir with
+// PostgreSQL's pg_basebackup: a copy of the data directory, with the WAL
+// written while it was taken (-X stream), that starts as a cluster of its
+// own; with a WAL archive it is the base of a point-in-time recovery.
+func (c *Cluster) BaseBackup(ctx context.Context, dir string) error {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
+	if err := c.chown(dir); err != nil {
+		return err
+	}
+	cmd := exec.CommandContext(ctx, filepath.Join(c.bin, "pg_basebackup"), "-h", c.SocketDir, "-p", strconv.Itoa(c.Port), "-U", "postgres",
+		"-D", dir, "-X", "stream", "--checkpoint=fast", "--no-sync")
+	c.prepare(cmd)
+	if c.Password != "" {
+		cmd.Env = append(cmd.Env, "PGPASSWORD="+c.Password)
+	}
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("pg_basebackup into %s: %w: %s", dir, err, strings.TrimSpace(string(out)))
+	}
+	return nil
+}
+
+// Recover readies dir, a base backup's copy, to recover from the WAL
+// archive up to target and be promoted (zero target: to the archive's
+// end), as PostgreSQL's point-in-time recovery does: recovery.signal and
+// the restore command and target in postgresql.auto.conf. Start it then:
+// it replays the archive, stops at the last transaction committed at or
+// before target, and opens for writes.
+func Recover(dir, archive string, target time.Time) error {
+	conf := fmt.Sprintf("\n# Point-in-time recovery (pgcluster.Recover)\nrestore_command = 'cp ''%s/%%f'' %%p'\nrecovery_target_action = 'promote'\n", archive)
+	if !target.IsZero() {
+		conf += fmt.Sprintf("recovery_target_time = '%s'\n", target.UTC().Format("2006-01-02 15:04:05.999999-07:00"))
+	}
+	f, err := os.OpenFile(filepath.Join(dir, "postgresql.auto.conf"), os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		return fmt.Errorf("recover %s: %w", dir, err)
+	}
+	if _, err := f.WriteString(conf); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	signal := filepath.Join(dir, "recovery.signal")
+	if err := os.WriteFile(signal, nil, 0o600); err != nil {
+		return err
+	}
+	// Owned as the directory is (the user PostgreSQL runs as).
+	fi, err := os.Stat(dir)
+	if err != nil {
+		return err
+	}
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok && os.Geteuid() == 0 {
+		return os.Chown(signal, int(st.Uid), int(st.Gid))
 	}
 	return nil
 }

@@ -70,7 +70,34 @@ from the role's Secret as variables (a password may hold any character;
 one pasted into a URL breaks on a "/", "@" or "%").
 */}}
 {{- define "archivist.databaseURL" -}}
-postgres://archivist-db-rw.{{ .Release.Namespace }}.svc:5432/archivist?sslmode=verify-full&sslrootcert=/etc/archivist/db-ca/ca.crt
+{{- with .Values.postgres.external -}}
+{{- if .enabled -}}
+postgres://{{ .host }}:{{ .port }}/{{ .database }}?sslmode=verify-full&sslrootcert=/etc/archivist/db-ca/ca.crt
+{{- else -}}
+postgres://archivist-db-rw.{{ $.Release.Namespace }}.svc:5432/archivist?sslmode=verify-full&sslrootcert=/etc/archivist/db-ca/ca.crt
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
+{{/* The Secret of the database server's CA (ca.crt). */}}
+{{- define "archivist.databaseCA" -}}
+{{- if .Values.postgres.external.enabled }}{{ .Values.postgres.external.caSecret }}{{ else }}archivist-db-ca{{ end -}}
+{{- end -}}
+
+{{/* A CloudNativePG barmanObjectStore's place and credentials: s's, else d's. */}}
+{{- define "archivist.objectStore" -}}
+destinationPath: {{ .s.destinationPath | default .d.destinationPath | quote }}
+{{- with .s.endpointURL | default .d.endpointURL }}
+endpointURL: {{ . | quote }}
+{{- end }}
+s3Credentials:
+  {{- $secret := .s.s3Secret | default .d.s3Secret }}
+  {{- if $secret }}
+  accessKeyId: {name: {{ $secret }}, key: ACCESS_KEY_ID}
+  secretAccessKey: {name: {{ $secret }}, key: ACCESS_SECRET_KEY}
+  {{- else }}
+  inheritFromIAMRole: true
+  {{- end }}
 {{- end -}}
 
 {{/* GOMEMLIMIT: 90 % of a memory limit given in Mi or Gi. */}}
@@ -228,4 +255,9 @@ nats-<user>; database: archivist-db-<service>).
 {{- $named := index .root.Values.secrets .kind | default dict -}}
 {{- $default := ternary (printf "nats-%s" .name) (printf "archivist-db-%s" .name) (eq .kind "nats") -}}
 {{- index $named .name | default $default -}}
+{{- end -}}
+
+{{/* The migrations' role, the database's owner: CloudNativePG's generated archivist-db-app, or postgres.external.ownerSecret. */}}
+{{- define "archivist.ownerSecret" -}}
+{{- if .Values.postgres.external.enabled }}{{ .Values.postgres.external.ownerSecret }}{{ else }}archivist-db-app{{ end -}}
 {{- end -}}

@@ -1,3 +1,6 @@
+-- contract: (#33) the flat generations are retired; a build before #33 reads
+-- aggregator.generations and does not run on this schema: roll back across
+-- #33 by restoring the database from before it.
 -- Generations become ZipNum clusters in levels (#33): each build of new
 -- outputs is a level-0 cluster; a level holding AGGREGATOR_LEVEL_FACTOR
 -- clusters merges its oldest into one of the next level. A cluster covers

@@ -1,3 +1,5 @@
+-- contract: (#33) a build before this migration inserts outputs without a
+-- name and fails here: roll back across it by restoring the database.
 -- The name an archive file's CDX lines carry (its key's last part), which
 -- a Wayback resolves to its location through the path index: two files
 -- may not share one (#33).

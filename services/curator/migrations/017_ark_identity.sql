@@ -1,3 +1,6 @@
+-- contract: (#47) a build before #47 stores ARKs without their normal form
+-- and storage prefix and fails here: roll back across #47 by restoring
+-- the database from before it.
 -- An identifier names one object for ever (#47).
 --
 -- ARKs are compared in their normal form (the ARK specification's
