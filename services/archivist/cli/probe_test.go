@@ -18,7 +18,9 @@ import (
 func TestProbe(t *testing.T) {
 	mux := http.NewServeMux()
 	mux.HandleFunc("/readyz", func(w http.ResponseWriter, r *http.Request) {})
-	mux.HandleFunc("/notready", func(w http.ResponseWriter, r *http.Request) { http.Error(w, "NATS: no answer", http.StatusServiceUnavailable) })
+	mux.HandleFunc("/notready", func(w http.ResponseWriter, r *http.Request) {
+		http.Error(w, "NATS: no answer", http.StatusServiceUnavailable)
+	})
 	mux.HandleFunc("/cdx", func(w http.ResponseWriter, r *http.Request) {
 		if r.Header.Get("Authorization") != "Bearer k1" {
 			http.Error(w, "no key", http.StatusUnauthorized)
