@@ -1,13 +1,14 @@
 // Package composetest runs compose.yaml end to end on a Docker engine: the
-// images built here (scripts/images), every health check green, the
+// images of a release of this tree (tools/release, every platform) pushed
+// to a local registry and pulled by digest, every health check green, the
 // README's flows across containers, a service killed mid-work and
 // restarted, then down -v.
 //
 //	ARCHIVIST_COMPOSE_TEST=1 go test ./services/archivist/composetest/
 //
-// It needs a Docker engine, docker-compose (or docker compose) and
-// /bin/busybox (Debian's busybox-static); .ci/run sets the variable where
-// the engine answers.
+// It needs a Docker engine, docker-compose (or docker compose), Debian's
+// docker-registry and /bin/busybox (Debian's busybox-static); .ci/run
+// installs them and sets the variable where the engine answers.
 package composetest
 
 import (
@@ -24,7 +25,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -64,9 +64,6 @@ func skipUnlessAsked(t *testing.T) {
 		t.Logf("source %s", src)
 	}
 }
-
-// imagesOnce builds the images once for both tests.
-var imagesOnce sync.Once
 
 // TestCompose: compose.yaml end to end (see the package comment).
 func TestCompose(t *testing.T) {
@@ -110,10 +107,8 @@ func (s *system) step(what string, since time.Time) {
 func (s *system) up() {
 	s.t.Helper()
 	t0 := time.Now()
-	imagesOnce.Do(func() {
-		s.run(exec.Command(filepath.Join(root, "scripts/images")))
-		s.step("images built (scripts/images)", t0)
-	})
+	publish(s.t, s.env)
+	s.step("images released, pulled by digest (tools/release)", t0)
 	t0 = time.Now()
 	s.compose("up", "-d", "--no-build")
 	s.waitHealthy(3 * time.Minute)
@@ -200,6 +195,20 @@ func (s *system) indexWARC() {
 	s.step("a WARC indexed and answered by the CDX API", t0)
 }
 
+// baseEnv is the environment of compose and of the programs that make its
+// images: the release's images under the tag compose runs, the stand-ins
+// scripts/images builds for the official NATS, PostgreSQL and MinIO
+// images (which no registry here serves), and short retry delays (an
+// object whose recorded event a lost NATS node delayed is found "added at
+// the provider, not yet captured", row 9, and checked again after
+// AUDITOR_RETRY_DELAY, 5 min by default: longer than the test waits).
+func baseEnv() []string {
+	return append(os.Environ(), "ARCHIVIST_TAG=composetest", "NATS_IMAGE=archivist-ci/nats:2", "POSTGRES_IMAGE=archivist-ci/postgres:15",
+		"MINIO_IMAGE=archivist-ci/minio:pinned",
+		"INGEST_ALLOW_PRIVATE=true", "INDEXER_SCAN_INTERVAL=2s",
+		"AUDITOR_RETRY_DELAY=10s", "RESEARCH_RETRY_BASE=5s", "INDEXER_RETRY_BASE=5s")
+}
+
 func newSystem(t *testing.T, name string, files ...string) *system {
 	s := &system{t: t, project: fmt.Sprintf("archivist%s%d", name, os.Getpid()), api: map[string]string{}, log: io.Discard,
 		files: append([]string{"compose.yaml"}, files...), start: time.Now()}
@@ -213,16 +222,7 @@ func newSystem(t *testing.T, name string, files ...string) *system {
 	if out, err := exec.Command("docker", "info").CombinedOutput(); err != nil {
 		t.Fatalf("ARCHIVIST_COMPOSE_TEST is set but the Docker engine does not answer: %v\n%s", err, out)
 	}
-	// The retry delays short: an object whose recorded event a lost NATS
-	// node delayed is found "added at the provider, not yet captured" (row
-	// 9) and checked again after AUDITOR_RETRY_DELAY (5 min by default),
-	// longer than the test waits.
-	// The stand-ins scripts/images builds for the official NATS,
-	// PostgreSQL and MinIO images, which no registry here serves.
-	s.env = append(os.Environ(), "ARCHIVIST_TAG=composetest", "NATS_IMAGE=archivist-ci/nats:2", "POSTGRES_IMAGE=archivist-ci/postgres:15",
-		"MINIO_IMAGE=archivist-ci/minio:pinned",
-		"INGEST_ALLOW_PRIVATE=true", "INDEXER_SCAN_INTERVAL=2s",
-		"AUDITOR_RETRY_DELAY=10s", "RESEARCH_RETRY_BASE=5s", "INDEXER_RETRY_BASE=5s")
+	s.env = baseEnv()
 	for _, svc := range []string{"curator", "pwa", "auditor", "indexer", "aggregator", "dashboard"} {
 		port := testenv.FreePort(t)
 		s.env = append(s.env, fmt.Sprintf("%s_PORT=%d", strings.ToUpper(svc), port))
