@@ -376,15 +376,17 @@ var (
 // TypeMediaRetired is the event type of MediaRetired.
 const TypeMediaRetired = "research.media.retired"
 
-// MediaRetired says that no active work names a piece of audio any more:
-// its work's media changed to other bytes, or the work is gone. What
-// researchers derived from it (its prints) is discarded.
+// MediaRetired says that no active work names a piece of audio any more
+// (its work's media changed to other bytes, or the work is gone), or that
+// no lease has named it for the pwa's print retention: what researchers
+// derived from it (its prints) is discarded, and made again if it is
+// leased again.
 type MediaRetired struct {
 	// SHA256 is the audio's sha256 (64 lower-case hex digits).
 	SHA256 string `msgpack:"sha256" json:"sha256"`
 	// Work is the work that last named it ("source:id").
 	Work string `msgpack:"work" json:"work"`
-	// Reason is "media-changed" or "gone".
+	// Reason is "media-changed", "gone" or "unused".
 	Reason string `msgpack:"reason" json:"reason"`
 }
 
@@ -392,6 +394,8 @@ type MediaRetired struct {
 const (
 	RetiredMediaChanged = "media-changed"
 	RetiredGone         = "gone"
+	// RetiredUnused: still named, but by no lease for PWA_PRINT_RETENTION.
+	RetiredUnused = "unused"
 )
 
 // EventType implements Event.
@@ -407,8 +411,8 @@ func (m *MediaRetired) Validate() error {
 		return &FieldError{Field: "sha256", Msg: "must be 64 lower-case hex digits"}
 	case m.Work == "":
 		return &FieldError{Field: "work", Msg: "is required"}
-	case m.Reason != RetiredMediaChanged && m.Reason != RetiredGone:
-		return &FieldError{Field: "reason", Msg: "must be media-changed or gone"}
+	case m.Reason != RetiredMediaChanged && m.Reason != RetiredGone && m.Reason != RetiredUnused:
+		return &FieldError{Field: "reason", Msg: "must be media-changed, gone or unused"}
 	}
 	return nil
 }

@@ -105,6 +105,9 @@ ORDER BY c.priority DESC, c.initial_curated_at DESC, c.id`, epID, maxClips, id, 
 			retry = true
 			return recountEpisode(ctx, tx, epID)
 		}
+		if err := recordUse(ctx, tx, ep, l.Clips); err != nil {
+			return err
+		}
 		l.ExpiresAt = l.ExpiresAt.UTC()
 		lease = l
 		return nil
@@ -572,4 +575,80 @@ func (s *Store) StoredOfLease(ctx context.Context, leaseID string) (int, error) 
 		return 0, fmt.Errorf("results of lease %s: %w", leaseID, err)
 	}
 	return n, nil
+}
+
+// recordUse notes that a lease names the episode's and the clips' audio
+// now (research.media_use): their prints are kept PWA_PRINT_RETENTION
+// from here, and made again if they were retired.
+func recordUse(ctx context.Context, tx pgx.Tx, ep events.AudioRef, clips []events.AudioRef) error {
+	shas, works := make([]string, 0, len(clips)+1), make([]string, 0, len(clips)+1)
+	for _, a := range append([]events.AudioRef{ep}, clips...) {
+		if a.Media.SHA256 != "" {
+			shas, works = append(shas, a.Media.SHA256), append(works, a.Key)
+		}
+	}
+	if len(shas) == 0 {
+		return nil
+	}
+	_, err := tx.Exec(ctx, `INSERT INTO research.media_use AS u (sha256, work, used_at)
+		SELECT DISTINCT ON (sha256) sha256, work, now() FROM unnest($1::text[], $2::text[]) AS m (sha256, work) ORDER BY sha256
+		ON CONFLICT (sha256) DO UPDATE SET work = excluded.work, used_at = excluded.used_at, retired_at = NULL`, shas, works)
+	if err != nil {
+		return fmt.Errorf("note the use of the lease's audio: %w", err)
+	}
+	return nil
+}
+
+// RetireUnusedPrints retires, a page of at most limit at a time, the
+// prints of audio no lease has named for retention: publish is called for
+// each (the pwa publishes research.media.retired, reason "unused", which
+// a researcher takes to discard them) and the audio marked retired in the
+// same transaction. A publish that fails leaves the rest of the page for
+// the next call; one published whose mark did not commit is published
+// again (discarding twice is harmless). It returns how many it retired.
+// Several pwa replicas share the work (their pages skip each other's
+// rows).
+func (s *Store) RetireUnusedPrints(ctx context.Context, retention time.Duration, limit int, publish func(context.Context, *events.MediaRetired) error) (int, error) {
+	done := 0
+	err := pgx.BeginFunc(ctx, s.db, func(tx pgx.Tx) error {
+		rows, err := tx.Query(ctx, `SELECT sha256, work FROM research.media_use
+			WHERE retired_at IS NULL AND used_at < now() - $1::interval
+			ORDER BY used_at LIMIT $2 FOR UPDATE SKIP LOCKED`, retention, limit)
+		if err != nil {
+			return fmt.Errorf("unused audio: %w", err)
+		}
+		type due struct{ sha, work string }
+		var page []due
+		for rows.Next() {
+			var d due
+			if err := rows.Scan(&d.sha, &d.work); err != nil {
+				rows.Close()
+				return err
+			}
+			page = append(page, d)
+		}
+		if err := rows.Err(); err != nil {
+			return fmt.Errorf("unused audio: %w", err)
+		}
+		var retired []string
+		var perr error
+		for _, d := range page {
+			if perr = publish(ctx, &events.MediaRetired{SHA256: d.sha, Work: d.work, Reason: events.RetiredUnused}); perr != nil {
+				break
+			}
+			retired = append(retired, d.sha)
+		}
+		if len(retired) > 0 {
+			if _, err := tx.Exec(ctx, `UPDATE research.media_use SET retired_at = now() WHERE sha256 = ANY ($1)`, retired); err != nil {
+				return fmt.Errorf("mark retired: %w", err)
+			}
+		}
+		done = len(retired)
+		if perr != nil {
+			// What was published stays marked; the rest waits.
+			return errors.Join(tx.Commit(ctx), fmt.Errorf("publish the retirement of unused audio: %w", perr))
+		}
+		return nil
+	})
+	return done, err
 }

@@ -2,6 +2,7 @@ package research_test
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -144,5 +145,85 @@ func TestRetiredMedia(t *testing.T) {
 	w.Version, w.Media, w.State, w.RedirectTo = day.Add(time.Duration(at)*time.Hour), events.Media{Key: "c1.wav", SHA256: sha('c')}, events.WorkRedirect, "elsewhere"
 	if out, retired, err := s.ApplyWork(ctx, w); err != nil || out != research.Replay || retired != nil {
 		t.Errorf("a replay: %v %+v %v", out, retired, err)
+	}
+}
+
+// TestPrintsOfUnusedAudioAreRetired: a lease notes the use of its
+// episode's and clips' audio; audio no lease has named for the retention
+// has its prints retired once (a page at a time), and a lease naming it
+// again keeps them again; a failed publish retires what went before it
+// and leaves the rest for the next call.
+func TestPrintsOfUnusedAudioAreRetired(t *testing.T) {
+	db := testenv.DB(t, migrations.Schema)
+	s := research.New(db)
+	ctx := context.Background()
+	sha := func(c byte) string { return strings.Repeat(string(c), 64) }
+	ep, c1, c2 := work("episode", "e", 1, 1), work("clip", "c1", 1, 1), work("clip", "c2", 1, 1)
+	ep.Media.SHA256, c1.Media.SHA256, c2.Media.SHA256 = sha('a'), sha('b'), sha('c')
+	add(t, s, ep, c1, c2)
+	lease(t, s, 5)
+	var published []*events.MediaRetired
+	publish := func(_ context.Context, r *events.MediaRetired) error {
+		if err := r.Validate(); err != nil {
+			t.Errorf("a retirement that fails validation: %v", err)
+		}
+		published = append(published, r)
+		return nil
+	}
+	const retention = 90 * 24 * time.Hour
+	if n, err := s.RetireUnusedPrints(ctx, retention, 10, publish); err != nil || n != 0 {
+		t.Fatalf("just leased: %d retired (%v), want none", n, err)
+	}
+	// 100 days pass for the episode's audio and one clip's.
+	if _, err := db.Exec(ctx, `UPDATE research.media_use SET used_at = now() - interval '100 days' WHERE sha256 IN ($1, $2)`, sha('a'), sha('b')); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := s.RetireUnusedPrints(ctx, retention, 1, publish); err != nil || n != 1 {
+		t.Fatalf("a page of one: %d retired (%v)", n, err)
+	}
+	if n, err := s.RetireUnusedPrints(ctx, retention, 10, publish); err != nil || n != 1 {
+		t.Fatalf("the next page: %d retired (%v)", n, err)
+	}
+	if n, err := s.RetireUnusedPrints(ctx, retention, 10, publish); err != nil || n != 0 {
+		t.Fatalf("again: %d retired (%v), want none (each once)", n, err)
+	}
+	got := map[string]string{}
+	for _, r := range published {
+		got[r.SHA256] = r.Work + " " + r.Reason
+	}
+	if len(published) != 2 || got[sha('a')] != "e unused" || got[sha('b')] != "c1 unused" {
+		t.Errorf("published %v, want the episode's and c1's audio, unused, each once", got)
+	}
+	// A lease naming the episode's audio again keeps its prints again: the
+	// retention counts from it.
+	var usedAgo, retired any
+	add(t, s, work("clip", "c3", 1, 1))
+	lease(t, s, 5)
+	if err := db.QueryRow(ctx, `SELECT now() - used_at < interval '1 hour', retired_at FROM research.media_use WHERE sha256 = $1`, sha('a')).Scan(&usedAgo, &retired); err != nil {
+		t.Fatal(err)
+	}
+	if usedAgo != true || retired != nil {
+		t.Errorf("leased again: used now %v, retired %v; want used now and not retired", usedAgo, retired)
+	}
+	// A publish that fails: what went before it is marked, the rest waits.
+	if _, err := db.Exec(ctx, `UPDATE research.media_use SET used_at = now() - interval '100 days', retired_at = NULL`); err != nil {
+		t.Fatal(err)
+	}
+	calls := 0
+	failing := func(_ context.Context, r *events.MediaRetired) error {
+		if calls++; calls == 2 {
+			return errors.New("NATS down")
+		}
+		return nil
+	}
+	if n, err := s.RetireUnusedPrints(ctx, retention, 10, failing); err == nil || n != 1 {
+		t.Fatalf("a failed publish: %d retired, %v; want 1 and the error", n, err)
+	}
+	var left int
+	if err := db.QueryRow(ctx, `SELECT count(*) FROM research.media_use WHERE retired_at IS NULL`).Scan(&left); err != nil {
+		t.Fatal(err)
+	}
+	if left != 2 {
+		t.Errorf("%d left for the next call, want 2", left)
 	}
 }

@@ -41,6 +41,13 @@ type Config struct {
 	Interval time.Duration `env:"PWA_INTERVAL, default=5s"`
 	// RecountInterval is how often every episode's counters are recomputed.
 	RecountInterval time.Duration `env:"PWA_RECOUNT_INTERVAL, default=10m"`
+	// PrintRetention is how long researchers keep the prints of audio no
+	// lease names (0: for ever): then the pwa retires them
+	// (research.media.retired, reason unused), and a later lease has
+	// them made again.
+	PrintRetention time.Duration `env:"PWA_PRINT_RETENTION, default=2160h"`
+	// PrintCheckInterval is how often the pwa looks for such audio.
+	PrintCheckInterval time.Duration `env:"PWA_PRINT_CHECK_INTERVAL, default=1h"`
 }
 
 // Definition is the pwa service.
@@ -245,8 +252,43 @@ func (p *PWA) retire(ctx context.Context, r *events.MediaRetired, version time.T
 	p.log.InfoContext(ctx, "media retired", "sha256", r.SHA256, "work", r.Work, "reason", r.Reason)
 }
 
+// retireUnusedPrints retires, a page at a time, the prints of audio no
+// lease has named for PrintRetention: each published as
+// research.media.retired (reason unused) for a researcher to discard.
+// A page that fails is logged and tried again at the next check.
+func (p *PWA) retireUnusedPrints(ctx context.Context) {
+	const page = 500
+	total := 0
+	for ctx.Err() == nil {
+		n, err := p.store.RetireUnusedPrints(ctx, p.cfg.PrintRetention, page, func(ctx context.Context, r *events.MediaRetired) error {
+			env, err := events.New(p.bus.Producer(), r)
+			if err != nil {
+				return err
+			}
+			env.ID = fmt.Sprintf("retired:unused:%s:%s", r.SHA256, time.Now().UTC().Format("2006-01-02T15"))
+			_, err = p.bus.Publish(ctx, events.SubjectMediaRetired, env)
+			return err
+		})
+		total += n
+		if err != nil {
+			if ctx.Err() == nil {
+				p.log.WarnContext(ctx, "prints of unused audio not all retired; the rest at the next check", "retired", total, "err", err)
+			}
+			return
+		}
+		if n < page {
+			break
+		}
+	}
+	if total > 0 {
+		p.log.InfoContext(ctx, "prints of unused audio retired", "media", total, "retention", p.cfg.PrintRetention)
+	}
+}
+
 // Loop activates on every wake and at least every Interval until ctx ends;
-// it recounts the counters at start and every RecountInterval.
+// it recounts the counters at start and every RecountInterval, and
+// retires the prints of unused audio at start and every
+// PrintCheckInterval.
 func (p *PWA) Loop(ctx context.Context) {
 	if err := p.store.Recount(ctx); err != nil && ctx.Err() == nil {
 		p.log.ErrorContext(ctx, "recount", "err", err)
@@ -265,6 +307,13 @@ func (p *PWA) Loop(ctx context.Context) {
 	defer tick.Stop()
 	recount := time.NewTicker(p.cfg.RecountInterval)
 	defer recount.Stop()
+	var prints <-chan time.Time
+	if p.cfg.PrintRetention > 0 && p.cfg.PrintCheckInterval > 0 {
+		t := time.NewTicker(p.cfg.PrintCheckInterval)
+		defer t.Stop()
+		prints = t.C
+		p.retireUnusedPrints(ctx)
+	}
 	for {
 		if p.gate.Wait(ctx) != nil {
 			return
@@ -281,6 +330,8 @@ func (p *PWA) Loop(ctx context.Context) {
 			if err := p.store.Recount(ctx); err != nil && ctx.Err() == nil {
 				p.log.ErrorContext(ctx, "recount", "err", err)
 			}
+		case <-prints:
+			p.retireUnusedPrints(ctx)
 		}
 	}
 }

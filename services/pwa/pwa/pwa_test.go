@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -262,5 +263,71 @@ func TestOpenResearchIsWhatResearchersScaleOn(t *testing.T) {
 	}
 	if n := fresh.OpenResearch(); n != 6 {
 		t.Errorf("after a lease and a parked episode: %v, want 6", n)
+	}
+}
+
+// TestThePWARetiresThePrintsOfUnusedAudio: run as a service, the pwa
+// publishes research.media.retired (reason unused) for the audio of a
+// lease once no lease has named it for PWA_PRINT_RETENTION, each once.
+func TestThePWARetiresThePrintsOfUnusedAudio(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	b := testenv.Bus(t, "pwa")
+	s := research.New(testenv.DB(t, migrations.Schema))
+	at := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	for i, kind := range []string{events.KindEpisode, events.KindClip} {
+		if _, _, err := s.ApplyWork(ctx, &events.WorkUpserted{Kind: kind, Key: kind + "0", Version: at, State: events.WorkMerged,
+			InitialCuratedAt: at, LatestCuratedAt: at, Media: events.Media{Key: kind + ".wav", SHA256: fmt.Sprintf("%064d", i)}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	retired := make(chan *events.MediaRetired, 10)
+	sub, err := b.Conn().Subscribe(events.SubjectMediaRetired, func(m *nats.Msg) {
+		env, err := events.Unmarshal(m.Data)
+		if err != nil {
+			t.Errorf("decode: %v", err)
+			return
+		}
+		r, err := events.Decode[events.MediaRetired](env)
+		if err != nil {
+			t.Errorf("decode: %v", err)
+			return
+		}
+		retired <- r
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Unsubscribe()
+	c := cfg
+	c.PrintRetention, c.PrintCheckInterval = 300*time.Millisecond, 100*time.Millisecond
+	p, err := pwa.New(ctx, b, s, c, nil, testenv.Logger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n, err := p.Activate(ctx); err != nil || n != 1 {
+		t.Fatalf("activate: %d items (%v)", n, err)
+	}
+	stop := testenv.Go(t, func(ctx context.Context) error { p.Loop(ctx); return nil })
+	defer stop()
+	got := map[string]string{}
+	for len(got) < 2 {
+		select {
+		case r := <-retired:
+			if got[r.SHA256] != "" {
+				t.Fatalf("%s retired twice", r.SHA256)
+			}
+			got[r.SHA256] = r.Work + " " + r.Reason
+		case <-time.After(30 * time.Second):
+			t.Fatalf("retired %v, want both pieces of audio", got)
+		}
+	}
+	if got[fmt.Sprintf("%064d", 0)] != "episode0 unused" || got[fmt.Sprintf("%064d", 1)] != "clip0 unused" {
+		t.Errorf("retired %v", got)
+	}
+	select {
+	case r := <-retired:
+		t.Errorf("%s retired again", r.SHA256)
+	case <-time.After(500 * time.Millisecond):
 	}
 }
