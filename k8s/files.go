@@ -60,7 +60,14 @@ type NATSValues struct {
 		} `json:"monitor"`
 		Merge map[string]any `json:"merge"`
 	} `json:"config"`
+	NATSBox struct {
+		Enabled bool `json:"enabled"`
+	} `json:"natsBox"`
 	Container struct {
+		Image struct {
+			Repository string `json:"repository,omitempty"`
+			Tag        string `json:"tag"`
+		} `json:"image"`
 		Env   map[string]any   `json:"env"`
 		Patch []map[string]any `json:"patch"`
 		Merge struct {
@@ -120,6 +127,9 @@ func CheckNATSValues(v NATSValues) error {
 	}
 	if c.JetStream.Merge["sync_interval"] != "always" {
 		fail("config.jetstream.merge.sync_interval must be always")
+	}
+	if v.Container.Image.Tag == "" || strings.HasPrefix(v.Container.Image.Tag, "latest") {
+		fail("container.image.tag must pin the NATS server's version (the one the tests embed), not float")
 	}
 	if !v.PromExporter.Enabled {
 		fail("promExporter must be enabled: without it JetStream's storage and consumers go unwatched")

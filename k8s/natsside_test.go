@@ -3,6 +3,7 @@ package k8s_test
 import (
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -253,4 +254,24 @@ func TestNATSSideUsersFile(t *testing.T) {
 		}
 	}
 	t.Error("no ConfigMap nats-auth")
+}
+
+// TestNATSSideRunsTheTestedServer: the NATS side runs the server version
+// Archivist's tests embed (nats-server/v2 in devkit/go.mod), pinned.
+func TestNATSSideRunsTheTestedServer(t *testing.T) {
+	mod, err := os.ReadFile("../devkit/go.mod")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`github.com/nats-io/nats-server/v2 v([0-9.]+)`).FindSubmatch(mod)
+	if m == nil {
+		t.Fatal("devkit/go.mod requires no nats-server/v2")
+	}
+	side, err := k8s.RenderNATSSide(natsChartDir, k8s.Release{Name: "nats", Namespace: "nats"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tag := side.NATS.Container.Image.Tag; !strings.HasPrefix(tag, string(m[1])+"-") && tag != string(m[1]) {
+		t.Errorf("the NATS side runs %s, the tests nats-server %s", tag, m[1])
+	}
 }
