@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -42,7 +41,7 @@ func releaseValues(text string, rel *Release) (string, error) {
 // pushChart packages charts/archivist for the release (its version and
 // appVersion, the images' registry, tag and digests in values.yaml) and
 // pushes it as an OCI artifact to REGISTRY/charts/archivist:VERSION.
-func pushChart(ctx context.Context, o options, rel *Release, work string) (Chart, error) {
+func pushChart(o options, rel *Release, work string) (Chart, error) {
 	c, err := loader.Load(filepath.Join(o.root, "charts", "archivist"))
 	if err != nil {
 		return Chart{}, err
@@ -85,6 +84,5 @@ func pushChart(ctx context.Context, o options, rel *Release, work string) (Chart
 	if err != nil {
 		return Chart{}, fmt.Errorf("push %s: %w", ref, err)
 	}
-	_ = ctx
 	return Chart{Ref: fmt.Sprintf("%s/charts/%s", o.registry, c.Name()), Digest: res.Manifest.Digest}, nil
 }

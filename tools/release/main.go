@@ -155,7 +155,7 @@ func release(ctx context.Context, o options, log *slog.Logger) (*Release, error)
 		}
 		rel.Images[svc] = img
 	}
-	c, err := pushChart(ctx, o, rel, work)
+	c, err := pushChart(o, rel, work)
 	if err != nil {
 		return nil, fmt.Errorf("chart: %w", err)
 	}
