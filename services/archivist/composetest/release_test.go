@@ -151,12 +151,20 @@ func (p *published) get(t *testing.T, path, accept string) []byte {
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
+	// What a release pushes is small (manifests, configs, SBOMs, a chart
+	// of tens of KiB): more is a fault.
+	b, err := io.ReadAll(io.LimitReader(resp.Body, maxRegistryRead+1))
+	if err != nil || len(b) > maxRegistryRead {
+		t.Fatalf("GET %s: %d bytes read (at most %d): %v", path, len(b), maxRegistryRead, err)
+	}
 	if resp.StatusCode != http.StatusOK {
 		t.Fatalf("GET %s: %s %s", path, resp.Status, b)
 	}
 	return b
 }
+
+// maxRegistryRead bounds what the test reads of one registry answer.
+const maxRegistryRead = 8 << 20
 
 const (
 	ociIndex    = "application/vnd.oci.image.index.v1+json"
@@ -268,14 +276,16 @@ func TestReleaseIsPublished(t *testing.T) {
 			t.Errorf("the chart's values do not pin %s at %s", svc, img.Digest)
 		}
 	}
-	if helm := os.Getenv("ARCHIVIST_HELM"); helm != "" {
-		out, err := exec.Command(helm, "template", "archivist", "oci://"+p.registry+"/archivist/charts/archivist", "--version", p.version, "--plain-http", "--kube-version", "1.30.0").CombinedOutput()
-		if err != nil {
-			t.Fatalf("helm template of the pushed chart: %v\n%s", err, out)
-		}
-		if want := p.Release.Images["curator"].Ref; !bytes.Contains(out, []byte("image: "+p.registry+"/archivist/curator:"+p.version+"@"+p.Release.Images["curator"].Digest)) {
-			t.Errorf("helm template of the pushed chart does not run the curator at %s", want)
-		}
+	// The helm command k8s/go.mod pins (go tool helm) renders the chart
+	// it pulls from the registry.
+	helm := exec.Command("go", "tool", "helm", "template", "archivist", "oci://"+p.registry+"/archivist/charts/archivist", "--version", p.version, "--plain-http", "--kube-version", "1.30.0")
+	helm.Dir = filepath.Join(root, "k8s")
+	out, err := helm.CombinedOutput()
+	if err != nil {
+		t.Fatalf("helm template of the pushed chart: %v\n%s", err, out)
+	}
+	if want := p.registry + "/archivist/curator:" + p.version + "@" + p.Release.Images["curator"].Digest; !bytes.Contains(out, []byte("image: "+want)) {
+		t.Errorf("helm template of the pushed chart does not run the curator at %s", want)
 	}
 }
 
@@ -293,7 +303,10 @@ func chartFile(t *testing.T, tgz []byte, name string) string {
 			t.Fatalf("%s not in the chart: %v", name, err)
 		}
 		if h.Name == name {
-			b, _ := io.ReadAll(tr)
+			b, err := io.ReadAll(io.LimitReader(tr, maxRegistryRead))
+			if err != nil {
+				t.Fatal(err)
+			}
 			return string(b)
 		}
 	}
