@@ -610,6 +610,7 @@ func recordUse(ctx context.Context, tx pgx.Tx, ep events.AudioRef, clips []event
 // rows).
 func (s *Store) RetireUnusedPrints(ctx context.Context, retention time.Duration, limit int, publish func(context.Context, *events.MediaRetired) error) (int, error) {
 	done := 0
+	var perr error // a publish that failed: what went before it is committed
 	err := pgx.BeginFunc(ctx, s.db, func(tx pgx.Tx) error {
 		rows, err := tx.Query(ctx, `SELECT sha256, work FROM research.media_use
 			WHERE retired_at IS NULL AND used_at < now() - $1::interval
@@ -617,38 +618,31 @@ func (s *Store) RetireUnusedPrints(ctx context.Context, retention time.Duration,
 		if err != nil {
 			return fmt.Errorf("unused audio: %w", err)
 		}
-		type due struct{ sha, work string }
-		var page []due
-		for rows.Next() {
-			var d due
-			if err := rows.Scan(&d.sha, &d.work); err != nil {
-				rows.Close()
-				return err
-			}
-			page = append(page, d)
-		}
-		if err := rows.Err(); err != nil {
+		page, err := pgx.CollectRows(rows, pgx.RowToStructByPos[struct{ SHA256, Work string }])
+		if err != nil {
 			return fmt.Errorf("unused audio: %w", err)
 		}
 		var retired []string
-		var perr error
 		for _, d := range page {
-			if perr = publish(ctx, &events.MediaRetired{SHA256: d.sha, Work: d.work, Reason: events.RetiredUnused}); perr != nil {
+			if perr = publish(ctx, &events.MediaRetired{SHA256: d.SHA256, Work: d.Work, Reason: events.RetiredUnused}); perr != nil {
 				break
 			}
-			retired = append(retired, d.sha)
+			retired = append(retired, d.SHA256)
 		}
-		if len(retired) > 0 {
-			if _, err := tx.Exec(ctx, `UPDATE research.media_use SET retired_at = now() WHERE sha256 = ANY ($1)`, retired); err != nil {
-				return fmt.Errorf("mark retired: %w", err)
-			}
+		if len(retired) == 0 {
+			return nil
+		}
+		if _, err := tx.Exec(ctx, `UPDATE research.media_use SET retired_at = now() WHERE sha256 = ANY ($1)`, retired); err != nil {
+			return fmt.Errorf("mark retired: %w", err)
 		}
 		done = len(retired)
-		if perr != nil {
-			// What was published stays marked; the rest waits.
-			return errors.Join(tx.Commit(ctx), fmt.Errorf("publish the retirement of unused audio: %w", perr))
-		}
 		return nil
 	})
-	return done, err
+	if err != nil {
+		return 0, err
+	}
+	if perr != nil {
+		return done, fmt.Errorf("publish the retirement of unused audio: %w", perr)
+	}
+	return done, nil
 }

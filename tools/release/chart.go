@@ -5,7 +5,6 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
-	"strings"
 
 	"helm.sh/helm/v3/pkg/chart/loader"
 	"helm.sh/helm/v3/pkg/chartutil"
@@ -15,20 +14,13 @@ import (
 // releaseValues rewrites the chart's values.yaml text for the release,
 // comments kept: image.registry, the tag and the digests by image.
 func releaseValues(text string, rel *Release) (string, error) {
-	var digests strings.Builder
-	digests.WriteString("  digests:\n")
-	for _, svc := range Services {
-		if img, ok := rel.Images[svc]; ok {
-			fmt.Fprintf(&digests, "    %s: %s\n", svc, img.Digest)
-		}
-	}
 	for _, r := range []struct {
 		re   *regexp.Regexp
 		with string
 	}{
 		{regexp.MustCompile(`(?m)^  registry: .*\n`), "  registry: " + rel.Registry + "\n"},
 		{regexp.MustCompile(`(?m)^  tag: .*\n`), fmt.Sprintf("  tag: %q\n", rel.Version)},
-		{regexp.MustCompile(`(?m)^  digests: \{\}\n`), digests.String()},
+		{regexp.MustCompile(`(?m)^  digests: \{\}\n`), digestsYAML(rel)},
 	} {
 		if len(r.re.FindAllStringIndex(text, -1)) != 1 {
 			return "", fmt.Errorf("values.yaml: want one line matching %s", r.re)

@@ -8,6 +8,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -282,6 +283,5 @@ func pushBlob(ctx context.Context, repo *remote.Repository, b blob) error {
 	return nil
 }
 
-func isExists(err error) bool {
-	return err != nil && strings.Contains(err.Error(), errdef.ErrAlreadyExists.Error())
-}
+// isExists tells a push the registry already had.
+func isExists(err error) bool { return errors.Is(err, errdef.ErrAlreadyExists) }

@@ -168,7 +168,15 @@ func valuesYAML(rel *Release) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "# Archivist %s (%s): helm upgrade --install archivist oci://%s/charts/archivist --version %s -f this-file\n",
 		rel.Version, rel.Revision, rel.Registry, rel.Version)
-	fmt.Fprintf(&b, "image:\n  registry: %s\n  tag: %q\n  digests:\n", rel.Registry, rel.Version)
+	fmt.Fprintf(&b, "image:\n  registry: %s\n  tag: %q\n%s", rel.Registry, rel.Version, digestsYAML(rel))
+	return b.String()
+}
+
+// digestsYAML is the values' image.digests block (two spaces in) for the
+// images released.
+func digestsYAML(rel *Release) string {
+	var b strings.Builder
+	b.WriteString("  digests:\n")
 	for _, svc := range Services {
 		if img, ok := rel.Images[svc]; ok {
 			fmt.Fprintf(&b, "    %s: %s\n", svc, img.Digest)
