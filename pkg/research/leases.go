@@ -81,6 +81,16 @@ func (s *Store) leaseOnce(ctx context.Context, maxClips int, duration time.Durat
 ), upd AS (
 	-- The lease is an attempt of its episode, counted as it is handed out.
 	UPDATE research.episodes SET open_clips = greatest(open_clips - (SELECT count(*) FROM ins), 0), leases = leases + 1 WHERE id = $1
+), used AS (
+	-- The audio it names is in use now: its prints are kept
+	-- PWA_PRINT_RETENTION from here (made again if they were retired).
+	INSERT INTO research.media_use AS u (sha256, work, used_at)
+	SELECT DISTINCT ON (sha256) sha256, work, now() FROM (
+		SELECT media_sha256 AS sha256, key AS work FROM research.episodes WHERE id = $1 AND EXISTS (SELECT 1 FROM ins)
+		UNION ALL
+		SELECT c.media_sha256, c.key FROM research.clips c JOIN ins ON c.id = ins.clip_id
+	) m WHERE sha256 <> '' ORDER BY sha256
+	ON CONFLICT (sha256) DO UPDATE SET work = excluded.work, used_at = excluded.used_at, retired_at = NULL
 )
 SELECT l.expires_at, c.key, c.media_key, c.media_sha256, c.duration_ms
 FROM lease l JOIN research.clips c ON c.id = ANY (l.clip_ids)
@@ -104,9 +114,6 @@ ORDER BY c.priority DESC, c.initial_curated_at DESC, c.id`, epID, maxClips, id, 
 			// The counter said open, the pairs say not: repair and try again.
 			retry = true
 			return recountEpisode(ctx, tx, epID)
-		}
-		if err := recordUse(ctx, tx, ep, l.Clips); err != nil {
-			return err
 		}
 		l.ExpiresAt = l.ExpiresAt.UTC()
 		lease = l
@@ -575,28 +582,6 @@ func (s *Store) StoredOfLease(ctx context.Context, leaseID string) (int, error) 
 		return 0, fmt.Errorf("results of lease %s: %w", leaseID, err)
 	}
 	return n, nil
-}
-
-// recordUse notes that a lease names the episode's and the clips' audio
-// now (research.media_use): their prints are kept PWA_PRINT_RETENTION
-// from here, and made again if they were retired.
-func recordUse(ctx context.Context, tx pgx.Tx, ep events.AudioRef, clips []events.AudioRef) error {
-	shas, works := make([]string, 0, len(clips)+1), make([]string, 0, len(clips)+1)
-	for _, a := range append([]events.AudioRef{ep}, clips...) {
-		if a.Media.SHA256 != "" {
-			shas, works = append(shas, a.Media.SHA256), append(works, a.Key)
-		}
-	}
-	if len(shas) == 0 {
-		return nil
-	}
-	_, err := tx.Exec(ctx, `INSERT INTO research.media_use AS u (sha256, work, used_at)
-		SELECT DISTINCT ON (sha256) sha256, work, now() FROM unnest($1::text[], $2::text[]) AS m (sha256, work) ORDER BY sha256
-		ON CONFLICT (sha256) DO UPDATE SET work = excluded.work, used_at = excluded.used_at, retired_at = NULL`, shas, works)
-	if err != nil {
-		return fmt.Errorf("note the use of the lease's audio: %w", err)
-	}
-	return nil
 }
 
 // RetireUnusedPrints retires, a page of at most limit at a time, the
