@@ -18,7 +18,7 @@ import (
 // fingerprinter, the print's format or anything a print holds changes
 // meaning. With a digest of Params it is part of every artifact key, so
 // a change of algorithm or settings computes every print again.
-const printVersion = 1
+const printVersion = 2
 
 // KeepArtifacts implements researcher.ArtifactKeeper.
 func (l *Locator) KeepArtifacts(c *artifact.Cache, log *slog.Logger) { l.Artifacts, l.Log = c, log }
@@ -204,7 +204,7 @@ func (l *Locator) openPrint(ctx context.Context, key string) (*keptPrint, error)
 		return nil, err
 	}
 	k := &keptPrint{prints: p, samples: s}
-	if err := json.Unmarshal(p.Meta(), &k.meta); err != nil || s.Size() != 4*k.meta.Samples || k.meta.Frames < 0 || k.meta.Hashes < 0 {
+	if err := json.Unmarshal(p.Meta(), &k.meta); err != nil || s.Size() != adpcmBytes(k.meta.Samples) || k.meta.Frames < 0 || k.meta.Hashes < 0 {
 		k.close()
 		return nil, fmt.Errorf("%w: print %s: %d bytes of samples for %d samples (%v)", artifact.ErrCorrupt, key, s.Size(), k.meta.Samples, err)
 	}

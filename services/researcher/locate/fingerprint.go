@@ -90,10 +90,12 @@ type Fingerprinter struct {
 	t      int32     // next frame index
 	spec   [][]float32
 	fmax   [][]float32
-	peaks  []Peak // peaks not yet used as anchors
-	emit   func(Hash)
+	pairer
 	// Bands, when set, receives each frame's band envelope (Bands values).
 	Bands func(t int32, env []float32)
+	// Peaks, when set, receives each frame's peaks as they are picked,
+	// frame after frame from the first, in the order they pair in.
+	Peaks func(t int32, peaks []Peak)
 	env   []float32
 	done  int32     // frames whose peaks are final
 	g, h  []float32 // maxFilter's block maxima
@@ -102,7 +104,7 @@ type Fingerprinter struct {
 // NewFingerprinter makes a fingerprinter that calls emit for every hash.
 func NewFingerprinter(p Params, emit func(Hash)) *Fingerprinter {
 	f := &Fingerprinter{p: p, fft: fourier.NewFFT(p.FFT), window: make([]float64, p.FFT),
-		frame: make([]float64, p.FFT), coef: make([]complex128, p.FFT/2+1), emit: emit}
+		frame: make([]float64, p.FFT), coef: make([]complex128, p.FFT/2+1), pairer: pairer{p: p, emit: emit}}
 	for i := range f.window {
 		f.window[i] = 0.5 - 0.5*math.Cos(2*math.Pi*float64(i)/float64(p.FFT))
 	}
@@ -256,12 +258,23 @@ func (f *Fingerprinter) pick(t int32) {
 		})
 		cand = cand[:f.p.PeaksPerFrame]
 	}
+	if f.Peaks != nil {
+		f.Peaks(t, cand)
+	}
 	f.peaks = append(f.peaks, cand...)
+}
+
+// pairer pairs peaks into landmark hashes: the fingerprinter's last step,
+// which a replayed print takes again from its peaks.
+type pairer struct {
+	p     Params
+	peaks []Peak // peaks not yet used as anchors
+	emit  func(Hash)
 }
 
 // pair emits the hashes of every anchor up to frame upTo: its peaks within
 // MaxDT frames are all known.
-func (f *Fingerprinter) pair(upTo int32) {
+func (f *pairer) pair(upTo int32) {
 	n := 0
 	for n < len(f.peaks) && f.peaks[n].T <= upTo {
 		a := f.peaks[n]

@@ -9,29 +9,38 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"unsafe"
 )
 
 // An episode's print is what a Matcher takes from its audio, in the order
-// it takes it: every analysed frame's band envelopes, then the landmark
-// hashes the fingerprinter emitted after that frame. With the episode's
-// samples at the analysis rate (to verify candidates), it is all a
-// Matcher needs of the episode: replaying it (Matcher.Replay) gives the
-// occurrences streaming the audio gives, with no decoding, resampling or
-// fingerprinting. A print depends on the episode and Params only, not on
-// the clips, so it is computed once per episode and replayed for every
-// work item (services/researcher/artifact keeps them).
+// it takes it: every analysed frame's band envelopes, then the peaks the
+// fingerprinter picked after that frame, which pair into the landmark
+// hashes the Matcher votes with (pairer: a replay pairs them again). With
+// the episode's samples at the analysis rate, as their code keeps them
+// (adpcm.go), to verify candidates, it is all a Matcher needs of the
+// episode: replaying it (Matcher.Replay) gives the occurrences streaming
+// the audio gives, with no decoding, resampling or spectral analysis. A
+// print depends on the episode and Params only, not on the clips, so it is
+// computed once per episode and replayed for every work item
+// (services/researcher/artifact keeps them).
 //
-// The print's bytes, little-endian, frame after frame: the number of
-// hashes n (uint32), the frame's Bands envelopes (float32), n hashes
-// (uint32 hash, int32 anchor frame). The samples' bytes: float32 each.
+// The print's bytes, frame after frame: the frame's Bands envelopes, a
+// byte each (quantizeEnv); the number of frames whose peaks were picked
+// after it (uint8: one, none for the first PeakDT frames, the last
+// PeakDT+1 after the last frame); for each of those frames, in order from
+// the first, its number of peaks (uint8) and their bins in the order they
+// pair (a byte each, two little-endian where MaxBin is 256 or more). A
+// frame is about 30 bytes: 3.4 MB an episode-hour. The samples' bytes:
+// ADPCM blocks, 14.4 MB an episode-hour (155 MB in all before, with
+// every hash and float32 envelopes and samples).
 
 // PrintWriter records an episode's print and samples as a Matcher
 // streams the episode (Matcher.Record).
 type PrintWriter struct {
 	prints, samples io.Writer
-	env             [Bands]float32
-	hashes          []Hash
+	p               Params
+	env             [Bands]byte
+	groups          int    // frames whose peaks the open frame's record holds
+	picked          []byte // their peaks' records
 	open            bool
 	buf             []byte
 	info            PrintInfo
@@ -41,7 +50,7 @@ type PrintWriter struct {
 // PrintInfo counts what a print holds.
 type PrintInfo struct {
 	// Frames, Hashes and Samples are the frames analysed, the hashes
-	// emitted and the samples written.
+	// their peaks pair into and the samples written.
 	Frames  int64 `json:"frames"`
 	Hashes  int64 `json:"hashes"`
 	Samples int64 `json:"samples"`
@@ -54,56 +63,56 @@ func NewPrintWriter(prints, samples io.Writer) *PrintWriter {
 	return &PrintWriter{prints: prints, samples: samples}
 }
 
-// frame starts frame t's record with its envelopes.
-func (w *PrintWriter) frame(e []float32) {
+// wideBins tells whether a print of p writes a bin in two bytes.
+func wideBins(p Params) bool { return p.MaxBin > 255 }
+
+// frame starts a frame's record with its envelopes' bytes.
+func (w *PrintWriter) frame(q []byte) {
 	w.endFrame()
-	copy(w.env[:], e)
+	copy(w.env[:], q)
 	w.open = true
 	w.info.Frames++
 }
 
-func (w *PrintWriter) hash(h Hash) {
+// peaks adds the peaks of the next frame picked to the open record.
+func (w *PrintWriter) peaks(ps []Peak) {
 	if !w.open && w.err == nil {
-		w.err = errors.New("locate: a hash before any frame")
+		w.err = errors.New("locate: peaks before any frame")
 	}
-	w.hashes = append(w.hashes, h)
+	w.groups++
+	w.picked = append(w.picked, byte(len(ps)))
+	for _, p := range ps {
+		if wideBins(w.p) {
+			w.picked = binary.LittleEndian.AppendUint16(w.picked, uint16(p.F))
+		} else {
+			w.picked = append(w.picked, byte(p.F))
+		}
+	}
 }
+
+// hash counts a hash the peaks paired into.
+func (w *PrintWriter) hash() { w.info.Hashes++ }
 
 // endFrame writes the open frame's record.
 func (w *PrintWriter) endFrame() {
 	if !w.open || w.err != nil {
 		return
 	}
-	b := binary.LittleEndian.AppendUint32(w.buf[:0], uint32(len(w.hashes)))
-	for _, v := range w.env {
-		b = binary.LittleEndian.AppendUint32(b, math.Float32bits(v))
-	}
-	for _, h := range w.hashes {
-		b = binary.LittleEndian.AppendUint32(b, h.H)
-		b = binary.LittleEndian.AppendUint32(b, uint32(h.T))
-	}
+	b := append(w.buf[:0], w.env[:]...)
+	b = append(b, byte(w.groups))
+	b = append(b, w.picked...)
 	w.buf = b
 	_, w.err = w.prints.Write(b)
-	w.info.Hashes += int64(len(w.hashes))
-	w.hashes, w.open = w.hashes[:0], false
+	w.groups, w.picked, w.open = 0, w.picked[:0], false
 }
 
-func (w *PrintWriter) writeSamples(x []float32) {
+// block writes a block of the samples' code, of n samples.
+func (w *PrintWriter) block(b []byte, n int) {
 	if w.err != nil {
 		return
 	}
-	var b []byte
-	if littleEndian {
-		b = unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(x))), 4*len(x))
-	} else {
-		b = w.buf[:0]
-		for _, v := range x {
-			b = binary.LittleEndian.AppendUint32(b, math.Float32bits(v))
-		}
-		w.buf = b
-	}
 	_, w.err = w.samples.Write(b)
-	w.info.Samples += int64(len(x))
+	w.info.Samples += int64(n)
 }
 
 // Close writes what is buffered (the last frame's record) and says what
@@ -118,9 +127,16 @@ func (w *PrintWriter) Close() (PrintInfo, error) {
 // (Write, WriteHigh, Stream). Call it before the first Write, and Close
 // the writers after Finish.
 func (m *Matcher) Record(low, high *PrintWriter) {
-	m.rec = low
+	m.record(low)
 	if m.high != nil {
-		m.high.rec = high
+		m.high.record(high)
+	}
+}
+
+func (m *Matcher) record(w *PrintWriter) {
+	m.rec, m.enc.out = w, nil
+	if w != nil {
+		w.p, m.enc.out = m.p, w.block
 	}
 }
 
@@ -161,44 +177,64 @@ func (m *Matcher) replayPrint(ctx context.Context, p *Print) error {
 	}
 	m.replay = &sampleWindow{r: p.Samples, n: p.Info.Samples}
 	r := blockReader{r: p.Prints, buf: make([]byte, 0, 1<<20)}
-	const head = 4 * (1 + Bands)
-	// The most hashes a frame's record holds: those of every anchor whose
-	// targets are all known at once, at the end (Fingerprinter.Flush).
-	most := uint32(m.p.PeaksPerFrame * m.p.FanOut * (m.p.MaxDT + m.p.PeakDT + 2))
-	var env [Bands]float32
+	bin := 1
+	if wideBins(m.p) {
+		bin = 2
+	}
 	var hashes int64
+	pr := pairer{p: m.p, emit: func(h Hash) { hashes++; m.vote(h) }}
+	picked := int32(0) // the next frame whose peaks come
 	for t := int32(0); ; t++ {
 		if t%4096 == 0 {
 			if err := ctx.Err(); err != nil {
 				return err
 			}
 		}
-		b, err := r.next(head)
+		b, err := r.next(Bands + 1)
 		if err == io.EOF {
 			break
 		}
 		if err != nil {
 			return fmt.Errorf("locate: print frame %d: %w", t, err)
 		}
-		n := binary.LittleEndian.Uint32(b)
-		for i := range env {
-			env[i] = math.Float32frombits(binary.LittleEndian.Uint32(b[4+4*i:]))
+		m.frame(t, b)
+		groups := int(b[Bands])
+		if groups > m.p.PeakDT+1 {
+			return fmt.Errorf("locate: print frame %d: the peaks of %d frames, more than a frame picks", t, groups)
 		}
-		if n > most {
-			return fmt.Errorf("locate: print frame %d: %d hashes, more than a frame emits", t, n)
-		}
-		m.frame(t, env[:])
-		if b, err = r.next(8 * int(n)); err != nil {
-			return fmt.Errorf("locate: print frame %d: %w", t, io.ErrUnexpectedEOF)
-		}
-		for i := range int(n) {
-			h := Hash{H: binary.LittleEndian.Uint32(b[8*i:]), T: int32(binary.LittleEndian.Uint32(b[8*i+4:]))}
-			if h.H >= 1<<HashBits || h.T < 0 || h.T > t {
-				return fmt.Errorf("locate: print frame %d: hash %#x at frame %d is none the fingerprinter makes", t, h.H, h.T)
+		for range groups {
+			if picked > t {
+				return fmt.Errorf("locate: print frame %d: the peaks of frame %d, not yet analysed", t, picked)
 			}
-			m.vote(h)
+			c, err := r.next(1)
+			if err != nil {
+				return fmt.Errorf("locate: print frame %d: %w", t, io.ErrUnexpectedEOF)
+			}
+			k := int(c[0])
+			if k > m.p.PeaksPerFrame {
+				return fmt.Errorf("locate: print frame %d: %d peaks, more than a frame has", t, k)
+			}
+			bins, err := r.next(bin * k)
+			if err != nil {
+				return fmt.Errorf("locate: print frame %d: %w", t, io.ErrUnexpectedEOF)
+			}
+			for i := range k {
+				f := int(bins[i])
+				if bin == 2 {
+					f = int(binary.LittleEndian.Uint16(bins[2*i:]))
+				}
+				if f < m.p.MinBin || f > m.p.MaxBin {
+					return fmt.Errorf("locate: print frame %d: a peak at bin %d, outside those analysed", t, f)
+				}
+				pr.peaks = append(pr.peaks, Peak{T: picked, F: int16(f)})
+			}
+			pr.pair(picked - int32(m.p.MaxDT))
+			picked++
 		}
-		hashes += int64(n)
+	}
+	pr.pair(math.MaxInt32)
+	if picked != m.frames {
+		return fmt.Errorf("locate: print of %d frames holds the peaks of %d", m.frames, picked)
 	}
 	if m.frames != int32(p.Info.Frames) && p.Info.Frames != 0 || hashes != p.Info.Hashes && p.Info.Hashes != 0 {
 		return fmt.Errorf("locate: print of %d frames and %d hashes, %d and %d said", m.frames, hashes, p.Info.Frames, p.Info.Hashes)
@@ -243,9 +279,6 @@ func (b *blockReader) next(n int) ([]byte, error) {
 	return p, nil
 }
 
-// littleEndian: float32s in memory are the bytes of a print's samples.
-var littleEndian = binary.NativeEndian.Uint16([]byte{1, 0}) == 1
-
 // sampleWindow reads a replayed episode's samples a window at a time:
 // candidates are decided in the order of the episode, so a window read
 // ahead serves the next ones.
@@ -253,6 +286,7 @@ type sampleWindow struct {
 	r   io.ReaderAt
 	n   int64
 	buf []float32
+	raw []byte
 	lo  int64
 	err error
 }
@@ -266,23 +300,25 @@ func (w *sampleWindow) in(lo, hi int64) ([]float32, int64) {
 		return nil, lo
 	}
 	if lo < w.lo || hi > w.lo+int64(len(w.buf)) {
-		from := max(lo-windowSamples/8, 0) &^ 3 // aligned as the ring is
+		// From a block's start (a multiple of 4: aligned as the ring is).
+		from := max(lo-windowSamples/8, 0) / adpcmBlock * adpcmBlock
 		to := min(max(hi, from+windowSamples), w.n)
 		if cap(w.buf) < int(to-from) {
 			w.buf = aligned(int(to - from))
 		}
 		w.buf = w.buf[:to-from]
-		// The samples' bytes are read into the float32s themselves and
-		// put in order in place (nothing to do on a little-endian CPU).
-		raw := unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(w.buf))), 4*len(w.buf))
-		if k, err := w.r.ReadAt(raw, 4*from); k < len(raw) {
+		at, size := adpcmBytes(from), adpcmBytes(to)-adpcmBytes(from)
+		if int64(cap(w.raw)) < size {
+			w.raw = make([]byte, size)
+		}
+		w.raw = w.raw[:size]
+		if k, err := w.r.ReadAt(w.raw, at); k < len(w.raw) {
 			w.buf, w.err = w.buf[:0], fmt.Errorf("locate: samples %d to %d of %d: %w", from, to, w.n, cmp.Or(err, io.ErrUnexpectedEOF))
 			return nil, lo
 		}
-		if !littleEndian {
-			for i := range w.buf {
-				w.buf[i] = math.Float32frombits(binary.LittleEndian.Uint32(raw[4*i:]))
-			}
+		if err := adpcmDecode(w.buf, w.raw); err != nil {
+			w.buf, w.err = w.buf[:0], fmt.Errorf("locate: samples %d to %d of %d: %w", from, to, w.n, err)
+			return nil, lo
 		}
 		w.lo = from
 	}

@@ -183,8 +183,8 @@ func TestReplayingTheHighBand(t *testing.T) {
 	}
 }
 
-// TestAPrintThatIsNotOneFails: a print cut short, or holding a hash no
-// fingerprinter makes, is an error, never a result.
+// TestAPrintThatIsNotOneFails: a print cut short, or holding peaks no
+// fingerprinter picks, or samples cut short, is an error, never a result.
 func TestAPrintThatIsNotOneFails(t *testing.T) {
 	ep := locatetest.Bed(7, 20, 8000)
 	jingle := locatetest.Jingle(8, 3, 8000)
@@ -194,15 +194,80 @@ func TestAPrintThatIsNotOneFails(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, rec := streamRecording(t, x, audio.Samples(ep, 8000), locate.Threshold)
-	b := rec.low.Bytes()
-	for name, bad := range map[string][]byte{
-		"cut short":    b[:len(b)-3],
-		"a wrong hash": append(append([]byte{}, b[:len(b)-8]...), 0xff, 0xff, 0xff, 0xff, 0, 0, 0, 0),
+	b, samples := rec.low.Bytes(), rec.lowSamples.Bytes()
+	// The record of frame PeakDT: its envelopes, one frame's peaks (the
+	// first frame's), their number and their bins.
+	at := locate.DefaultParams.PeakDT * (locate.Bands + 1)
+	if b[at+locate.Bands] != 1 || b[at+locate.Bands+1] == 0 {
+		t.Fatalf("frame %d's record: %x, want the peaks of one frame", locate.DefaultParams.PeakDT, b[at:at+locate.Bands+8])
+	}
+	with := func(i int, v byte) []byte {
+		c := append([]byte{}, b...)
+		c[i] = v
+		return c
+	}
+	for name, bad := range map[string][2][]byte{
+		"cut short":                    {b[:len(b)-3], samples},
+		"a peak below the bins":        {with(at+locate.Bands+2, 1), samples},
+		"more peaks than a frame has":  {with(at+locate.Bands+1, 200), samples},
+		"more frames' peaks than come": {with(at+locate.Bands, 9), samples},
+		"samples cut short":            {b, samples[:len(samples)-100]},
 	} {
 		m := locate.NewMatcher(x)
-		err := m.Replay(context.Background(), &locate.Print{Prints: bytes.NewReader(bad), Samples: bytes.NewReader(rec.lowSamples.Bytes()), Info: rec.lowInfo}, nil)
+		m.MinConfidence = 0.001 // every candidate's samples are read
+		err := m.Replay(context.Background(), &locate.Print{Prints: bytes.NewReader(bad[0]), Samples: bytes.NewReader(bad[1]), Info: rec.lowInfo}, nil)
 		if err == nil {
 			t.Errorf("%s: replayed", name)
+		} else {
+			t.Logf("%s: %v", name, err)
+		}
+	}
+}
+
+// TestPrintsAreCompact: an episode's print and samples, either band, take
+// at most 20 MB an episode-hour (the bound; 155 MB for the low
+// band before): measured on a two-minute episode, and at most in any
+// episode (a frame's record holding its most peaks), and the print finds
+// what streaming found.
+func TestPrintsAreCompact(t *testing.T) {
+	const rate, seconds = 32000, 120
+	ep := locatetest.Bed(11, seconds, rate)
+	ring := locatetest.Ring(12, 4, rate)
+	locatetest.Insert(ep, ring, 30*rate, 0.25)
+	clip, err := locate.ReadClip("ring", wavStream(t, ring, rate), locate.DefaultParams)
+	if err != nil {
+		t.Fatal(err)
+	}
+	x, err := locate.NewIndex(locate.DefaultParams, []locate.Clip{clip})
+	if err != nil {
+		t.Fatal(err)
+	}
+	live, rec := streamRecording(t, x, wavStream(t, ep, rate), locate.Threshold)
+	if len(live) != 1 {
+		t.Fatalf("streamed: %+v, want the ringing once", live)
+	}
+	if got := replay(t, x, rec, locate.Threshold); !reflect.DeepEqual(got, live) {
+		t.Errorf("replayed %+v\nstreamed %+v", got, live)
+	}
+	p := locate.DefaultParams
+	framesAnHour := 3600 * float64(p.Rate) / float64(p.Hop)
+	// A frame's envelopes, its record's count of frames picked, and one
+	// frame's peaks with their number; the samples at 4 bits and a
+	// 4-byte header every 4096.
+	most := framesAnHour*float64(locate.Bands+2+p.PeaksPerFrame)/1e6 + 3600*float64(p.Rate)*(0.5+4.0/4096)/1e6
+	if most > 20 {
+		t.Errorf("at most %.1f MB an episode-hour, want at most 20", most)
+	}
+	perHour := func(n int) float64 { return float64(n) / 1e6 * 3600 / seconds }
+	for _, band := range []struct {
+		name            string
+		prints, samples *bytes.Buffer
+		info            locate.PrintInfo
+	}{{"low", &rec.low, &rec.lowSamples, rec.lowInfo}, {"high", &rec.high, &rec.highSamples, rec.highInfo}} {
+		p, s := perHour(band.prints.Len()), perHour(band.samples.Len())
+		t.Logf("%s band: %.1f MB an episode-hour, at most %.1f (print %.2f, samples %.2f; %d frames)", band.name, p+s, most, p, s, band.info.Frames)
+		if p+s > most+0.01 {
+			t.Errorf("%s band: %.2f MB an episode-hour, more than the most a print takes (%.2f)", band.name, p+s, most)
 		}
 	}
 }
