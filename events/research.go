@@ -110,6 +110,11 @@ type Occurrence struct {
 	// estimates it (1: as it is; 1.02: played 2 % fast); absent (0) where
 	// the locator does not say.
 	Speed float64 `msgpack:"speed,omitempty" json:"speed,omitempty"`
+	// Tempo is the tempo the clip was found at with its pitch kept (a
+	// broadcaster's time compression: 0.95 plays 5 % slower), as the
+	// locator estimates it; absent (0) where it does not say. Offset and
+	// duration are in the episode's time, as it played.
+	Tempo float64 `msgpack:"tempo,omitempty" json:"tempo,omitempty"`
 }
 
 // ResearchCompleted is a researcher's result for one clip of a work item.
@@ -267,6 +272,9 @@ func (r *ResearchCompleted) Validate() error {
 		}
 		if !(o.Speed >= 0 && o.Speed <= 4) {
 			return &FieldError{Field: fmt.Sprintf("occurrences[%d].speed", i), Msg: "must be between 0 (not said) and 4"}
+		}
+		if !(o.Tempo >= 0 && o.Tempo <= 4) {
+			return &FieldError{Field: fmt.Sprintf("occurrences[%d].tempo", i), Msg: "must be between 0 (not said) and 4"}
 		}
 	}
 	return nil

@@ -197,7 +197,7 @@ func decideCmd(action string) *cobra.Command {
 func locateCmd() *cobra.Command {
 	var episode, clips string
 	c := &cobra.Command{
-		Use:   "locate --episode FILE --clips DIR [--explain] [--json]",
+		Use:   "locate --episode FILE --clips DIR [--speed-range R] [--explain] [--json]",
 		Short: "Find every occurrence of each clip inside an episode",
 		Long: `Find every occurrence of each clip (WAV, FLAC, MP3, Ogg Vorbis files in DIR)
 inside the episode, as the researchers do. A clip that cannot be read fails
@@ -209,6 +209,7 @@ alone: the others' results are printed, then the error names it.`,
 	_ = c.MarkFlagRequired("episode")
 	_ = c.MarkFlagRequired("clips")
 	explain := c.Flags().Bool("explain", false, "also say why each clip found nowhere was not found: its best candidates and the stage that refused each (with --json: {\"occurrences\": [...], \"misses\": [...]})")
+	speeds := c.Flags().Float64("speed-range", 0.02, "find clips played this far from their own speed (0.1: from 10 % slow to 10 % fast; as RESEARCHER_SPEED_RANGE); tempo changes with the pitch kept are found to 10 % at any setting")
 	asJSON := jsonFlag(c)
 	c.RunE = func(c *cobra.Command, _ []string) error {
 		var (
@@ -216,10 +217,11 @@ alone: the others' results are printed, then the error names it.`,
 			misses []locatecmd.Missed
 			err    error
 		)
+		opt := locatecmd.SpeedRange(*speeds)
 		if *explain {
-			rs, misses, err = locatecmd.Explain(c.Context(), episode, clips)
+			rs, misses, err = locatecmd.Explain(c.Context(), episode, clips, opt)
 		} else {
-			rs, err = locatecmd.Locate(c.Context(), episode, clips)
+			rs, err = locatecmd.Locate(c.Context(), episode, clips, opt)
 		}
 		if rs == nil && err != nil {
 			return err

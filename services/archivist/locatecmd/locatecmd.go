@@ -41,20 +41,33 @@ type Missed struct {
 	Candidates []events.MissCandidate `json:"candidates"`
 }
 
+// An Option sets the locator up.
+type Option func(*locate.Locator) error
+
+// SpeedRange finds clips played from 1 − r to 1 + r of their speed, as
+// RESEARCHER_SPEED_RANGE has the researchers do.
+func SpeedRange(r float64) Option { return func(l *locate.Locator) error { return l.SpanSpeeds(r) } }
+
 // Locate finds the clips of dir (every file with one of Extensions) in the
 // episode file. Results are by clip name, then offset.
-func Locate(ctx context.Context, episode, dir string) ([]Result, error) {
-	out, _, err := locateIn(ctx, episode, dir, false)
+func Locate(ctx context.Context, episode, dir string, opts ...Option) ([]Result, error) {
+	out, _, err := locateIn(ctx, episode, dir, false, opts)
 	return out, err
 }
 
 // Explain is Locate, with the misses explained: each clip found nowhere,
 // by name, with its best refused candidates.
-func Explain(ctx context.Context, episode, dir string) ([]Result, []Missed, error) {
-	return locateIn(ctx, episode, dir, true)
+func Explain(ctx context.Context, episode, dir string, opts ...Option) ([]Result, []Missed, error) {
+	return locateIn(ctx, episode, dir, true, opts)
 }
 
-func locateIn(ctx context.Context, episode, dir string, explain bool) ([]Result, []Missed, error) {
+func locateIn(ctx context.Context, episode, dir string, explain bool, opts []Option) ([]Result, []Missed, error) {
+	l := locate.NewLocator()
+	for _, o := range opts {
+		if err := o(l); err != nil {
+			return nil, nil, err
+		}
+	}
 	if _, err := os.Stat(episode); err != nil {
 		return nil, nil, err
 	}
@@ -90,7 +103,6 @@ func locateIn(ctx context.Context, episode, dir string, explain bool) ([]Result,
 		}
 		return nil
 	}
-	l := locate.NewLocator()
 	if explain {
 		err = l.LocateExplained(ctx, fileAudio(episode), clips, found)
 	} else {
@@ -136,14 +148,22 @@ func PrintMisses(w io.Writer, ms []Missed) error {
 // Print writes the results as a table.
 func Print(w io.Writer, rs []Result) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "CLIP\tOFFSET\tSECONDS\tDURATION\tCONFIDENCE\tSPEED")
+	fmt.Fprintln(tw, "CLIP\tOFFSET\tSECONDS\tDURATION\tCONFIDENCE\tSPEED\tTEMPO")
 	for _, r := range rs {
 		ms := r.OffsetMS
-		fmt.Fprintf(tw, "%s\t%d:%02d:%02d.%03d\t%.3f\t%.3f\t%.3f\t%.2f\n", r.Clip, ms/3600000, ms/60000%60, ms/1000%60, ms%1000,
-			float64(ms)/1000, float64(r.DurationMS)/1000, r.Confidence, r.Speed)
+		fmt.Fprintf(tw, "%s\t%d:%02d:%02d.%03d\t%.3f\t%.3f\t%.3f\t%.2f\t%.2f\n", r.Clip, ms/3600000, ms/60000%60, ms/1000%60, ms%1000,
+			float64(ms)/1000, float64(r.DurationMS)/1000, r.Confidence, r.Speed, or1(r.Tempo))
 	}
 	if len(rs) == 0 {
 		fmt.Fprintln(tw, "(no occurrences)")
 	}
 	return tw.Flush()
+}
+
+// or1 is a factor the locator did not say (0) as 1.
+func or1(f float64) float64 {
+	if f == 0 {
+		return 1
+	}
+	return f
 }

@@ -132,8 +132,8 @@ func (l *Locator) openClipPrint(ctx context.Context, key string) (*ClipPrint, er
 	if err := cp.UnmarshalBinary(b); err != nil {
 		return nil, err
 	}
-	if len(cp.Low) != 1+len(l.Params.Speeds) {
-		return nil, fmt.Errorf("%w: %d variants, the parameters make %d", errClipPrint, len(cp.Low), 1+len(l.Params.Speeds))
+	if len(cp.Low) != l.Params.variants() {
+		return nil, fmt.Errorf("%w: %d variants, the parameters make %d", errClipPrint, len(cp.Low), l.Params.variants())
 	}
 	return cp, nil
 }

@@ -48,7 +48,7 @@ var errClipPrint = errors.New("locate: not a clip print")
 func (c *ClipPrint) UnmarshalBinary(b []byte) error {
 	d := decoder{b: b}
 	nLow, nHigh := d.u32(), d.u32()
-	if nLow > 16 || nHigh > 16 {
+	if nLow > 64 || nHigh > 64 {
 		return fmt.Errorf("%w: %d and %d variants", errClipPrint, nLow, nHigh)
 	}
 	vs := make([]VariantPrint, nLow+nHigh)

@@ -568,12 +568,89 @@ func accuracyCorpora(b *testing.B) []string {
 				continue
 			}
 		}
+		deriveTimeConditions(b, out)
 		dirs = append(dirs, out)
 	}
 	if len(dirs) == 0 {
 		b.Fatal("no corpus could be built")
 	}
 	return dirs
+}
+
+// timeConditions are the conditions of a changed time that the accuracy
+// benchmark adds to a corpus built by make_corpus.sh (which has +2 %
+// speed alone): each episode's clean rendering played 10 % and 5 % slow
+// and fast (sox's speed: pitch and tempo together, as a tape transferred
+// fast or slow), and its tempo changed as much with the pitch kept (sox's
+// tempo, WSOLA: as a broadcaster's time compression to fit a slot).
+var timeConditions = []struct {
+	name, effect string
+	factor       float64
+}{
+	{"speed090", "speed", 0.90}, {"speed095", "speed", 0.95}, {"speed105", "speed", 1.05}, {"speed110", "speed", 1.10},
+	{"tempo090", "tempo", 0.90}, {"tempo095", "tempo", 0.95}, {"tempo105", "tempo", 1.05}, {"tempo110", "tempo", 1.10},
+}
+
+// deriveTimeConditions adds timeConditions to the corpus in dir where it
+// lacks them: the episodes' files by sox, their truth the clean
+// rendering's with every offset divided by the factor, and last the
+// condition's row (so a condition cut short is made again).
+func deriveTimeConditions(b *testing.B, dir string) {
+	have := map[string]bool{}
+	for _, r := range readTSV(b, filepath.Join(dir, "conditions.tsv")) {
+		have[r[0]] = true
+	}
+	clean := [][]string{}
+	for _, r := range readTSV(b, filepath.Join(dir, "truth.tsv")) {
+		if r[1] == "clean" {
+			clean = append(clean, r)
+		}
+	}
+	eps, err := os.ReadDir(filepath.Join(dir, "episodes"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	appendTo := func(name, text string) {
+		f, err := os.OpenFile(filepath.Join(dir, name), os.O_APPEND|os.O_WRONLY, 0)
+		if err == nil {
+			_, err = f.WriteString(text)
+			if cerr := f.Close(); err == nil {
+				err = cerr
+			}
+		}
+		if err != nil {
+			b.Fatal(err)
+		}
+	}
+	for _, tc := range timeConditions {
+		if have[tc.name] {
+			continue
+		}
+		for _, ep := range eps {
+			in, out := filepath.Join(dir, "episodes", ep.Name(), "clean.wav"), filepath.Join(dir, "episodes", ep.Name(), tc.name+".wav")
+			args := []string{"-R", "-V1", in, out, tc.effect, strconv.FormatFloat(tc.factor, 'f', -1, 64)}
+			if tc.effect == "speed" {
+				args = append(args, "rate", "44100")
+			}
+			if msg, err := exec.Command("sox", args...).CombinedOutput(); err != nil {
+				b.Fatalf("sox %s (Debian's sox): %v\n%s", strings.Join(args, " "), err, msg)
+			}
+		}
+		var truth strings.Builder
+		for _, r := range clean {
+			off, _ := strconv.ParseFloat(r[3], 64)
+			dur, _ := strconv.ParseFloat(r[4], 64)
+			row := slices.Clone(r)
+			row[1], row[3], row[4] = tc.name, strconv.FormatFloat(off/tc.factor, 'f', 6, 64), strconv.FormatFloat(dur/tc.factor, 'f', 6, 64)
+			truth.WriteString(strings.Join(row, "\t") + "\n")
+		}
+		appendTo("truth.tsv", truth.String())
+		pitch := "pitch and tempo"
+		if tc.effect == "tempo" {
+			pitch = "tempo alone, pitch kept"
+		}
+		appendTo("conditions.tsv", fmt.Sprintf("%s\t%s.wav\t44100\t%.10f\t%s × %g (%s, sox %s); offsets scaled\n", tc.name, tc.name, 1/tc.factor, tc.effect, tc.factor, pitch, tc.effect))
+	}
 }
 
 // setParams sets the integer fields of p that ARCHIVIST_LOCATE_PARAMS
@@ -608,6 +685,9 @@ func setParams(b *testing.B, p *locate.Params) {
 //	go test -run '^$' -bench Accuracy -benchtime 1x -timeout 3h ./locate/
 func BenchmarkAccuracy(b *testing.B) {
 	conds := []string{"clean", "gain-12", "sr22k", "lp4k_mp3_64k", "snr10", "snr5", "snr0", "gsm8k", "speed102"}
+	for _, tc := range timeConditions {
+		conds = append(conds, tc.name)
+	}
 	if v := os.Getenv("ARCHIVIST_LOCATE_CONDITIONS"); v != "" { // a look at some
 		conds = strings.Split(v, ",")
 	}

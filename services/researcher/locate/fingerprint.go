@@ -1,6 +1,7 @@
 package locate
 
 import (
+	"fmt"
 	"math"
 	"slices"
 
@@ -47,6 +48,30 @@ type Params struct {
 // played 2 % fast went from 0.18 to 0.96, docs/PERFORMANCE.md).
 var DefaultParams = Params{Rate: 8000, FFT: 512, Hop: 256, MinBin: 8, MaxBin: 224,
 	PeakDF: 6, PeakDT: 3, PeaksPerFrame: 5, FanOut: 6, MaxDT: 31, MaxDF: 63, Speeds: []float64{0.98, 1.02}, Shifts: 4}
+
+// SpeedStep is the spacing of the speed variants Spanning makes: the
+// landmarks of a speed variant match within some 0.5 % of its speed (the
+// bins move with the speed), and between two variants the factor is
+// searched (Matcher: scaleSearch).
+const SpeedStep = 0.02
+
+// Spanning is p with every clip indexed at the playback speeds from
+// 1 − speeds to 1 + speeds, SpeedStep apart (speeds 0.02: 0.98 and 1.02,
+// as DefaultParams), in place of p's. Tempo changes with the pitch kept
+// need no variants up to 10 %: the clip's own landmarks keep their bins,
+// and its tempo is searched from where they line up.
+func (p Params) Spanning(speeds float64) (Params, error) {
+	if speeds < 0 || speeds > 0.3 {
+		return p, fmt.Errorf("locate: a speed range of %g: between 0 and 0.3", speeds)
+	}
+	p.Speeds = nil
+	for k := 1; float64(k)*SpeedStep <= speeds+1e-9; k++ {
+		f := math.Round(float64(k)*SpeedStep*1000) / 1000
+		p.Speeds = append(p.Speeds, 1-f, 1+f)
+	}
+	slices.Sort(p.Speeds)
+	return p, nil
+}
 
 // FrameDuration is the hop in seconds.
 func (p Params) FrameDuration() float64 { return float64(p.Hop) / float64(p.Rate) }

@@ -112,6 +112,9 @@ type indexedClip struct {
 	// original), and speed its playback speed.
 	of    int
 	speed float64
+	// scale is how far from its factor its factor is searched
+	// (scaleRange).
+	scale float64
 
 	frames  int32
 	hashes  int
@@ -179,7 +182,7 @@ func PrintClip(p Params, c Clip) (*ClipPrint, error) {
 		return nil, fmt.Errorf("locate: clip %s: %w", c.Name, &audio.LimitError{Bound: "clip duration",
 			Limit: fmt.Sprintf("%d s", maxClipSeconds), Got: fmt.Sprintf("%.1f s", float64(len(c.Samples))/float64(p.Rate))})
 	}
-	cp := &ClipPrint{Name: c.Name, Low: []VariantPrint{printVariant(p, c.Samples, 1)}}
+	cp := &ClipPrint{Name: c.Name, Low: []VariantPrint{printVariant(p, c.Samples, 1, true)}}
 	for _, sp := range p.Speeds {
 		if sp <= 0.5 || sp >= 2 || sp == 1 {
 			return nil, fmt.Errorf("locate: speed %g: variants are between 0.5 and 2, and not 1", sp)
@@ -188,13 +191,13 @@ func PrintClip(p Params, c Clip) (*ClipPrint, error) {
 		if err != nil {
 			return nil, fmt.Errorf("locate: clip %s at speed %g: %w", c.Name, sp, err)
 		}
-		cp.Low = append(cp.Low, printVariant(p, fast, sp))
+		cp.Low = append(cp.Low, printVariant(p, fast, sp, false))
 	}
 	if p.Rate == 8000 && searchedHigh(c) {
-		cp.High = []VariantPrint{printVariant(p, c.High, 1)}
+		cp.High = []VariantPrint{printVariant(p, c.High, 1, true)}
 		if len(c.HighSpeeds) == len(p.Speeds) {
 			for k, sp := range p.Speeds {
-				cp.High = append(cp.High, printVariant(p, c.HighSpeeds[k], sp))
+				cp.High = append(cp.High, printVariant(p, c.HighSpeeds[k], sp, false))
 			}
 		}
 	}
@@ -207,12 +210,12 @@ func PrintClip(p Params, c Clip) (*ClipPrint, error) {
 }
 
 // printVariant fingerprints a variant: shifted (Params.Shifts) if it is
-// the clip as it is; a variant's tempo moves its framing across the clip
-// by itself (2 % of 1.2 s is 0.75 hop).
-func printVariant(p Params, samples []float32, speed float64) VariantPrint {
+// the clip as it is (shift); a variant's tempo moves its framing across
+// the clip by itself (2 % of 1.2 s is 0.75 hop).
+func printVariant(p Params, samples []float32, speed float64, shift bool) VariantPrint {
 	v := VariantPrint{Speed: speed, Samples: samples}
 	shifts := 1
-	if speed == 1 {
+	if shift {
 		shifts = max(p.Shifts, 1)
 	}
 	for k := range shifts {
@@ -237,12 +240,12 @@ func printVariant(p Params, samples []float32, speed float64) VariantPrint {
 func NewIndexOfPrints(p Params, prints []*ClipPrint) (*Index, error) {
 	var vs []variant
 	for i, c := range prints {
-		if len(c.Low) != 1+len(p.Speeds) {
-			return nil, fmt.Errorf("locate: clip %s has %d variants, the parameters %d", c.Name, len(c.Low), 1+len(p.Speeds))
+		if len(c.Low) != p.variants() {
+			return nil, fmt.Errorf("locate: clip %s has %d variants, the parameters %d", c.Name, len(c.Low), p.variants())
 		}
 		vs = append(vs, variant{c.Name, &c.Low[0], i})
 	}
-	for k := range p.Speeds {
+	for k := range p.variants() - 1 {
 		for i, c := range prints {
 			vs = append(vs, variant{c.Name, &c.Low[1+k], i})
 		}
@@ -271,10 +274,10 @@ func newIndex(p Params, vs []variant) (*Index, error) {
 	if len(vs) > 1<<16 {
 		return nil, fmt.Errorf("locate: %d clips and variants, at most %d", len(vs), 1<<16)
 	}
-	x := &Index{p: p, start: make([]uint32, 1<<HashBits+1), discount: math.Log10(float64(1 + len(p.Speeds)))}
+	x := &Index{p: p, start: make([]uint32, 1<<HashBits+1), discount: math.Log10(float64(p.variants()))}
 	for _, c := range vs {
 		frames := int32((len(c.Samples) + p.Hop - 1) / p.Hop)
-		x.clips = append(x.clips, indexedClip{name: c.name, of: c.of, speed: c.Speed, frames: frames, hashes: c.Landmarks, samples: c.Samples,
+		x.clips = append(x.clips, indexedClip{name: c.name, of: c.of, speed: c.Speed, scale: scaleRange(p, c.Speed), frames: frames, hashes: c.Landmarks, samples: c.Samples,
 			excerpt: loudest(c.Samples, excerptLen(p)), env: c.Env})
 		x.frames = max(x.frames, frames)
 		for _, h := range c.Hashes {
@@ -343,6 +346,10 @@ func (x *Index) indexHigh(prints []*ClipPrint) error {
 	x.high = h
 	return nil
 }
+
+// variants is how many variants of a clip the low band indexes: the clip
+// as it is and at each speed.
+func (p Params) variants() int { return 1 + len(p.Speeds) }
 
 // searchedHigh tells whether c is searched for in the high band too.
 func searchedHigh(c Clip) bool {

@@ -66,7 +66,19 @@ func NewLocator() *Locator {
 var (
 	_ researcher.ClipLocator   = (*Locator)(nil)
 	_ researcher.MissExplainer = (*Locator)(nil)
+	_ researcher.SpeedSpanner  = (*Locator)(nil)
 )
+
+// SpanSpeeds implements researcher.SpeedSpanner: clips are indexed at
+// speeds every 2 % from 1 − r to 1 + r (Params.Spanning).
+func (l *Locator) SpanSpeeds(r float64) error {
+	p, err := l.Params.Spanning(r)
+	if err != nil {
+		return err
+	}
+	l.Params = p
+	return nil
+}
 
 // Locate implements researcher.ClipLocator. Clips are decoded whole (they
 // are seconds long); the episode streams in blocks, so memory does not grow
@@ -129,6 +141,7 @@ func (l *Locator) locate(ctx context.Context, episode researcher.Audio, clips []
 			DurationMS: int64(math.Round(o.Duration * 1000)),
 			Confidence: o.Confidence,
 			Speed:      o.Speed,
+			Tempo:      o.Tempo,
 		})
 	}
 	for j, i := range ok {

@@ -42,7 +42,9 @@ type Occurrence struct {
 	Similarity, Waveform float64
 	// Speed is the playback speed the clip was found at: that of the
 	// variant (Params.Speeds) that matched, 1 for the clip as it is.
-	Speed float64
+	// Tempo likewise is its tempo with the pitch kept (Params.Tempos).
+	// Offset and Duration are in the episode's time, as it played.
+	Speed, Tempo float64
 }
 
 // Threshold is the one confidence at and above which an occurrence is
@@ -319,9 +321,11 @@ func (m *Matcher) finish() []Occurrence {
 func (m *Matcher) vote(h Hash) {
 	if h.T > m.frontier {
 		m.frontier = h.T
-		// Offsets whose votes are all in: o + frames < frontier.
+		// Offsets whose votes are all in: o + frames < frontier; and,
+		// for a clip whose factor is searched, whose passage is analysed
+		// at the slowest factor searched (reach).
 		for c := range m.clips {
-			m.closeUpTo(c, m.frontier-m.x.clips[c].frames-1)
+			m.closeUpTo(c, m.frontier-m.x.clips[c].reach()-1)
 		}
 		if m.frontier-m.flushedAt >= 32 {
 			m.flush(m.frontier)
@@ -518,7 +522,7 @@ func (m *Matcher) decide(c int, cd candidate) (scored, bool) {
 	sig := -poissonTailLog10(int(cd.window), 3*lambda) - m.x.discount
 	landmarks := confidenceOf(sig)
 	o := Occurrence{Clip: ic.of, Name: ic.name, Duration: float64(len(ic.samples)) / float64(m.p.Rate),
-		Votes: int(cd.window), Hashes: ic.hashes, Speed: ic.speed}
+		Votes: int(cd.window), Hashes: ic.hashes, Speed: ic.speed, Tempo: 1}
 	if landmarks < min(m.MinConfidence, Threshold, heardAt) {
 		m.refuse(c, cd, lambda, o, landmarks, "landmarks")
 		return scored{}, false
@@ -531,14 +535,38 @@ func (m *Matcher) decide(c int, cd candidate) (scored, bool) {
 		return scored{}, false
 	}
 	start := int64(max(cd.o, 0)) * int64(m.p.Hop)
-	if s, ok := m.refine(ic, start, int64(m.p.Hop+m.p.Hop/2)); ok {
-		start, o.Refined = s, true
-	}
+	startFrame, r := cd.o, 1.0
 	var (
 		projection float64
 		compared   bool
 	)
+	if s, ok := m.refine(ic, start, int64(m.p.Hop+m.p.Hop/2)); ok {
+		start, o.Refined = s, true
+	}
 	o.Waveform, projection, compared = m.waveCorr(ic, start)
+	// Played at a speed or tempo between the variants', a clip's
+	// landmarks line up over part of it only, and its start drifts from
+	// where they point: where they are certain, the factor and start at
+	// which its band envelopes follow the passage's far better than at the
+	// variant's factor are its own (scaleSearch), and its samples, played
+	// at another factor, are not compared; unless its samples match
+	// throughout at the variant's factor. (Its samples may well match in
+	// part: a stretch keeps the waveform within each of its frames, and
+	// the samples' refinement aligned the clip's loudest 2 s, not its
+	// start. Landmarks short of certain, at a factor found so, were a
+	// coincidence as often as not on the tuning corpus.)
+	if sig >= certain && ic.frames >= minScaleFrames && o.Waveform < waveSure && !m.waveThroughout(ic, start, o.Waveform) {
+		if f, sr, sim, at1 := m.scaleSearch(ic, cd.o); sim >= at1+scaleGain && sr != 1 {
+			startFrame, r, o.Similarity = f, sr, sim
+			start, o.Refined, o.Waveform, projection, compared = int64(max(f, 0))*int64(m.p.Hop), false, 0, 0, false
+			o.Duration /= r
+			if ic.speed != 1 {
+				o.Speed = ic.speed * r
+			} else {
+				o.Tempo = r
+			}
+		}
+	}
 	if o.Similarity < unlike && o.Waveform < unlike {
 		// The landmarks lined up, but the whole clip looks like the
 		// passage in neither its band envelopes nor its samples: a
@@ -559,7 +587,7 @@ func (m *Matcher) decide(c int, cd candidate) (scored, bool) {
 	// can gather as many landmarks a beat off its place as at it, and
 	// has too few for the difference to tell: once it is confident, its
 	// samples are searched a quarter second either way.
-	if len(ic.samples) < shortClip*m.p.Rate {
+	if len(ic.samples) < shortClip*m.p.Rate && r == 1 {
 		if s, ok := m.refine(ic, start, int64(placeHops*m.p.Hop)); ok && s != start {
 			if w, p, ok := m.waveCorr(ic, s); ok && w > o.Waveform {
 				start, o.Refined, o.Waveform, projection = s, true, w, p
@@ -579,7 +607,7 @@ func (m *Matcher) decide(c int, cd candidate) (scored, bool) {
 	o.Offset = float64(max(start, 0)) / float64(m.p.Rate)
 	o.Confidence = confidenceOf(sig + ws)
 	return scored{Occurrence: o, idx: c, sig: sig, corr: o.Similarity, wave: o.Waveform, projection: projection,
-		start: cd.o, end: cd.o + ic.frames}, true
+		start: startFrame, end: startFrame + int32(float64(ic.frames)/r)}, true
 }
 
 // unlike is the correlation below which, in both its band envelopes and
@@ -728,6 +756,210 @@ func (m *Matcher) similarity(ic *indexedClip, o int32) float64 {
 	}
 	if sxx == 0 || syy == 0 {
 		return 0
+	}
+	return sxy / math.Sqrt(sxx*syy)
+}
+
+// minScaleFrames is the shortest clip (in frames: 2 s) whose factor is
+// searched: over a shorter one a factor 1 % off drifts less than a frame.
+const minScaleFrames = 62
+
+// scaleGain is how much better the band envelopes must follow the passage
+// at a factor found by scaleSearch than at the variant's own (at its best
+// start near the candidate) for the factor to stand: a clip buried under
+// a bed finds a factor a little better by chance.
+//
+// waveSure is the samples' correlation at the variant's factor from which
+// the factor is not searched: the clip plays at it. (A stretch keeps the
+// waveform within each of its frames, so a clip played at another tempo
+// correlates in part: 0.64 for a 6.5 s clip 5 % slow on the tuning
+// corpus, where clips at their own speed correlate 0.96 and more.)
+const scaleGain, waveSure = 0.1, 0.9
+
+// scaleRange is how far from a variant's factor scaleSearch looks: for
+// a speed variant, to where the next variant's landmarks take over (0.6 of
+// the way to the nearest of Params.Speeds and 1), since its landmarks'
+// bins move with the speed; for the clip as it is, 10 %, since its
+// landmarks keep their bins at any tempo (only their times scale), so a
+// clip played at another tempo with its pitch kept is found by them.
+func scaleRange(p Params, speed float64) float64 {
+	if speed == 1 {
+		return 0.1
+	}
+	gap := math.Inf(1)
+	for _, f := range append([]float64{1}, p.Speeds...) {
+		if f != speed {
+			gap = min(gap, math.Abs(f-speed))
+		}
+	}
+	return min(0.6*gap, 0.1)
+}
+
+// waveThroughout tells whether the clip's samples from start correlate
+// with the passage's in its first and in its last quarter alike (each at
+// least half of whole, its whole clip's correlation): a clip at its
+// variant's factor does; one at another tempo, whose loudest 2 s refine
+// aligned, matches there alone, drifting off further away.
+func (m *Matcher) waveThroughout(ic *indexedClip, start int64, whole float64) bool {
+	if whole < unlike {
+		return false
+	}
+	n := int64(len(ic.samples))
+	q := n / 4
+	for _, from := range []int64{0, n - q} {
+		seg, at := m.samplesIn(start+from, start+from+q)
+		if at != start+from || int64(len(seg)) != q {
+			return false
+		}
+		x := ic.samples[from : from+q]
+		c := float64(audio.Dot(x, seg))
+		e1, e2 := float64(audio.Dot(x, x)), float64(audio.Dot(seg, seg))
+		if e1 <= 0 || e2 <= 0 || math.Abs(c)/math.Sqrt(e1*e2) < whole/2 {
+			return false
+		}
+	}
+	return true
+}
+
+// reach is how many frames after a candidate's offset its decision
+// waits for: the clip's, or its length at the slowest factor searched.
+func (ic *indexedClip) reach() int32 {
+	if ic.frames < minScaleFrames {
+		return ic.frames
+	}
+	return int32(math.Ceil(float64(ic.frames)/(1-ic.scale))) + 1
+}
+
+// scaleSearch finds the factor r (the clip lasts 1/r of the variant's
+// time) and the start frame at which the clip's band envelopes follow the
+// episode's best, near a candidate at frame o whose landmarks lined up
+// somewhere in the clip: first every 0.5 % and every other frame, then
+// every 0.1 % and frame around the best. It returns o, 1 and −1 where
+// the passage is not at hand; and at1, the best similarity at the
+// variant's own factor within 3 frames of o.
+func (m *Matcher) scaleSearch(ic *indexedClip, o int32) (start int32, r, sim, at1 float64) {
+	w := ic.scale
+	n := int32(len(ic.env) / Bands)
+	try := func(st int32, r float64, stride int32) float64 {
+		return m.similarityAt(ic, st, r, stride)
+	}
+	at1 = -1
+	for st := o - 3; st <= o+3; st++ {
+		at1 = max(at1, try(st, 1, 1))
+	}
+	bestS, bestR, best := o, 1.0, try(o, 1, 2)
+	// Where the landmarks of frame t of the clip line up at o, the clip
+	// starts at o + t − t/r: between o and o + n(1 − 1/r).
+	for k := -int(math.Round(w / 0.005)); k <= int(math.Round(w/0.005)); k++ {
+		rr := 1 + 0.005*float64(k)
+		if k == 0 {
+			continue
+		}
+		d := int32(math.Ceil(float64(n) * math.Abs(1-1/rr)))
+		lo, hi := o-2, o+2
+		if rr < 1 {
+			lo -= d
+		} else {
+			hi += d
+		}
+		for st := lo; st <= hi; st++ {
+			if v := try(st, rr, 2); v > best {
+				bestS, bestR, best = st, rr, v
+			}
+		}
+	}
+	if best < 0 {
+		return o, 1, -1, at1
+	}
+	fineS, fineR, fine := bestS, bestR, try(bestS, bestR, 1)
+	for k := -5; k <= 5; k++ {
+		rr := bestR + 0.001*float64(k)
+		for st := bestS - 3; st <= bestS+3; st++ {
+			if v := try(st, rr, 1); v > fine {
+				fineS, fineR, fine = st, rr, v
+			}
+		}
+	}
+	// Along a ridge of starts and factors the whole clip's envelopes
+	// follow the passage about as well (a later start and a slower factor
+	// meet in the middle): its first and last quarters, each placed
+	// alone, pin the start and the end.
+	q := max(n/4, 16)
+	if n >= 2*q {
+		head, hv := fineS, try1(m, ic, fineS, fineR, 0, q)
+		for st := fineS - 8; st <= fineS+8; st++ {
+			if v := try1(m, ic, st, fineR, 0, q); v > hv {
+				head, hv = st, v
+			}
+		}
+		at := fineS + int32(math.Round(float64(n-q)/fineR))
+		tail, tv := at, try1(m, ic, at, fineR, n-q, n)
+		for st := at - 8; st <= at+8; st++ {
+			if v := try1(m, ic, st, fineR, n-q, n); v > tv {
+				tail, tv = st, v
+			}
+		}
+		if hv > 0 && tv > 0 && tail > head {
+			if rr := float64(n-q) / float64(tail-head); math.Abs(rr-bestR) <= 0.01 {
+				if v := try(head, rr, 1); v >= fine-0.02 {
+					fineS, fineR, fine = head, rr, v
+				}
+			}
+		}
+	}
+	if math.Abs(fineR-1) < 0.0005 {
+		return fineS, 1, fine, at1
+	}
+	return fineS, fineR, fine, at1
+}
+
+// try1 is the similarity of the clip's frames [i0, i1) played at factor r
+// with the passage from frame o.
+func try1(m *Matcher, ic *indexedClip, o int32, r float64, i0, i1 int32) float64 {
+	return m.similarityOf(ic, o, r, 1, i0, i1)
+}
+
+// similarityAt is similarity with the clip played at factor r from frame
+// o (clip frame i at episode frame o + i/r), every stride-th frame; −1
+// where the passage is not at hand.
+func (m *Matcher) similarityAt(ic *indexedClip, o int32, r float64, stride int32) float64 {
+	return m.similarityOf(ic, o, r, stride, 0, int32(len(ic.env)/Bands))
+}
+
+// similarityOf is similarityAt of the clip's frames [i0, i1), clip frame
+// i at episode frame o + (i−i0)/r.
+func (m *Matcher) similarityOf(ic *indexedClip, o int32, r float64, stride, i0, i1 int32) float64 {
+	last := o + int32(float64(i1-1-i0)/r)
+	if o < 0 || last >= m.frames || m.frames-o > int32(m.envKeep) || i1-i0 < 2 {
+		return -1
+	}
+	var sxy, sxx, syy float64
+	var mx, my [Bands]float64
+	var k float64
+	for i := i0; i < i1; i += stride {
+		e := int(o+int32(float64(i-i0)/r+0.5)) % m.envKeep * Bands
+		for b := range Bands {
+			mx[b] += float64(ic.env[int(i)*Bands+b])
+			my[b] += float64(m.env[e+b])
+		}
+		k++
+	}
+	for b := range Bands {
+		mx[b] /= k
+		my[b] /= k
+	}
+	for i := i0; i < i1; i += stride {
+		e := int(o+int32(float64(i-i0)/r+0.5)) % m.envKeep * Bands
+		for b := range Bands {
+			x := float64(ic.env[int(i)*Bands+b]) - mx[b]
+			y := float64(m.env[e+b]) - my[b]
+			sxy += x * y
+			sxx += x * x
+			syy += y * y
+		}
+	}
+	if sxx == 0 || syy == 0 {
+		return -1
 	}
 	return sxy / math.Sqrt(sxx*syy)
 }

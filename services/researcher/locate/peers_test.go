@@ -232,6 +232,9 @@ func BenchmarkPeers(b *testing.B) {
 		b.Fatal("no peer to compare with: set ARCHIVIST_OLAF to Olaf's olaf_core binary and/or ARCHIVIST_AUDFPRINT to audfprint's audfprint.py (docs/PERFORMANCE.md says how they were built)")
 	}
 	conds := []string{"clean", "lp4k_mp3_64k", "snr10", "snr0", "gsm8k", "speed102"}
+	for _, tc := range timeConditions {
+		conds = append(conds, tc.name)
+	}
 	if v := os.Getenv("ARCHIVIST_LOCATE_CONDITIONS"); v != "" {
 		conds = strings.Split(v, ",")
 	}

@@ -78,6 +78,12 @@ type ArtifactKeeper interface {
 	KeepArtifacts(c *artifact.Cache, log *slog.Logger)
 }
 
+// SpeedSpanner is a ClipLocator that also finds clips played at other
+// speeds, from 1 − r to 1 + r (RESEARCHER_SPEED_RANGE).
+type SpeedSpanner interface {
+	SpanSpeeds(r float64) error
+}
+
 // Config is the researcher's configuration.
 type Config struct {
 	// Research is shared with the pwa and cwa.
@@ -97,6 +103,13 @@ type Config struct {
 	PrintsKey string `env:"RESEARCHER_PRINTS_KEY"`
 	// MaxPrintBytes bounds an artifact fetched from the store.
 	MaxPrintBytes int64 `env:"RESEARCHER_MAX_PRINT_BYTES, default=4294967296"`
+	// SpeedRange is how far from its own speed a clip is found played (a
+	// tape transferred fast or slow, a broadcast chain's drift): 0.02
+	// finds clips from 2 % slow to 2 % fast, 0.1 from 10 % (every clip is
+	// indexed at a speed every 2 %: more to compare each episode with,
+	// docs/PERFORMANCE.md has the cost). Tempo changes with the pitch
+	// kept are found to 10 % whatever it is.
+	SpeedRange float64 `env:"RESEARCHER_SPEED_RANGE, default=0.02"`
 }
 
 // artifacts opens the artifact cache cfg asks for (nil: none).
@@ -155,6 +168,11 @@ func Definition(loc ClipLocator) service.Definition {
 			var cfg Config
 			if err := env.LoadConfig(ctx, &cfg); err != nil {
 				return err
+			}
+			if sp, ok := loc.(SpeedSpanner); ok {
+				if err := sp.SpanSpeeds(cfg.SpeedRange); err != nil {
+					return fmt.Errorf("RESEARCHER_SPEED_RANGE: %w", err)
+				}
 			}
 			var kept *artifact.Cache
 			if k, ok := loc.(ArtifactKeeper); ok {
