@@ -64,61 +64,66 @@ type adpcmState struct {
 }
 
 // step applies the next sample's code and returns the sample it decodes
-// to.
+// to. (Without branches on the code: its sign and size are as good as
+// random, and a mispredicted branch cost more than the rest.)
 func (s *adpcmState) step(nibble byte) int32 {
-	st := adpcmSteps[s.index]
-	delta := st >> 3
-	if nibble&4 != 0 {
-		delta += st
-	}
-	if nibble&2 != 0 {
-		delta += st >> 1
-	}
-	if nibble&1 != 0 {
-		delta += st >> 2
-	}
-	if nibble&8 != 0 {
-		s.pred = max(s.pred-delta, math.MinInt16)
-	} else {
-		s.pred = min(s.pred+delta, math.MaxInt16)
-	}
-	s.index = min(max(s.index+adpcmIndexStep[nibble&7], 0), int32(len(adpcmSteps)-1))
+	d := adpcmDelta[s.index][nibble&7]
+	neg := -int32(nibble >> 3) // −1 where the code is negative, else 0
+	s.pred = min(max(s.pred+(d^neg)-neg, math.MinInt16), math.MaxInt16)
+	s.index = int32(adpcmNext[s.index][nibble&7])
 	return s.pred
 }
 
-// nibble is the code of x (the nearest the step allows).
+// adpcmDelta is the step a code's magnitude (its low 3 bits) adds at a step
+// index, and adpcmNext the step index after it: IMA's arithmetic in tables.
+var adpcmDelta, adpcmNext = func() (delta [89][8]int32, next [89][8]uint8) {
+	for i, st := range adpcmSteps {
+		for n := range int32(8) {
+			d := st >> 3
+			if n&4 != 0 {
+				d += st
+			}
+			if n&2 != 0 {
+				d += st >> 1
+			}
+			if n&1 != 0 {
+				d += st >> 2
+			}
+			delta[i][n] = d
+			next[i][n] = uint8(min(max(int32(i)+adpcmIndexStep[n], 0), int32(len(adpcmSteps)-1)))
+		}
+	}
+	return delta, next
+}()
+
+// nibble is the code of x (the nearest the step allows), as IMA's
+// encoder finds it bit by bit, without branches.
 func (s *adpcmState) nibble(x int32) byte {
 	st := adpcmSteps[s.index]
 	diff := x - s.pred
-	var n byte
-	if diff < 0 {
-		n, diff = 8, -diff
-	}
-	if diff >= st {
-		n |= 4
-		diff -= st
-	}
-	if diff >= st>>1 {
-		n |= 2
-		diff -= st >> 1
-	}
-	if diff >= st>>2 {
-		n |= 1
-	}
-	return n
+	neg := diff >> 31 // −1 where negative, else 0
+	a := (diff ^ neg) - neg
+	b2 := ((st - 1 - a) >> 31) & 1 // a ≥ st
+	a -= st & -b2
+	b1 := ((st>>1 - 1 - a) >> 31) & 1
+	a -= (st >> 1) & -b1
+	b0 := ((st>>2 - 1 - a) >> 31) & 1
+	return byte(b2<<2|b1<<1|b0) | byte(neg&8)
 }
 
-// toInt16 is a sample as the coder takes it.
+// toInt16 is a sample as the coder takes it: rounded half away from zero
+// (as math.Round does), within int16.
 func toInt16(x float32) int32 {
-	return int32(math.Round(float64(min(max(x, -1), 32767.0/32768) * 32768)))
+	v := float64(x) * 32768
+	return min(max(int32(v+math.Copysign(0.5, v)), math.MinInt16), math.MaxInt16)
 }
 
 // adpcmEncoder codes an episode's samples as they stream, giving back the
 // samples its code decodes to.
 type adpcmEncoder struct {
 	s     adpcmState
-	n     int64  // samples coded
-	block []byte // the block being coded
+	n     int64                 // samples coded
+	block [adpcmBlockBytes]byte // the block being coded
 	// out, when set, takes each block as it is complete (the last at
 	// close) and how many samples it codes.
 	out func(block []byte, samples int)
@@ -127,33 +132,40 @@ type adpcmEncoder struct {
 // code codes x and writes to dec (as long as x) the samples the code
 // decodes to.
 func (e *adpcmEncoder) code(x, dec []float32) {
+	dec = dec[:len(x)]
+	s := e.s
+	k := int(e.n % adpcmBlock)
 	for i, v := range x {
 		q := toInt16(v)
-		k := int(e.n % adpcmBlock)
 		if k == 0 {
-			e.s.pred = q
-			e.block = append(e.block[:0], byte(q), byte(q>>8), byte(e.s.index), 0)
+			s.pred = q
+			e.block[0], e.block[1], e.block[2], e.block[3] = byte(q), byte(q>>8), byte(s.index), 0
 		} else {
-			nb := e.s.nibble(q)
-			q = e.s.step(nb)
+			nb := s.nibble(q)
+			q = s.step(nb)
+			at := adpcmHead + (k-1)/2
 			if k%2 == 1 {
-				e.block = append(e.block, nb)
+				e.block[at] = nb
 			} else {
-				e.block[len(e.block)-1] |= nb << 4
+				e.block[at] |= nb << 4
 			}
 		}
 		dec[i] = float32(q) / 32768
-		e.n++
-		if e.n%adpcmBlock == 0 && e.out != nil {
-			e.out(e.block, adpcmBlock)
+		if k++; k == adpcmBlock {
+			if e.out != nil {
+				e.out(e.block[:], adpcmBlock)
+			}
+			k = 0
 		}
 	}
+	e.s = s
+	e.n += int64(len(x))
 }
 
 // close hands out the last, partial block.
 func (e *adpcmEncoder) close() {
 	if k := int(e.n % adpcmBlock); k != 0 && e.out != nil {
-		e.out(e.block, k)
+		e.out(e.block[:adpcmHead+k/2], k)
 	}
 }
 

@@ -113,8 +113,10 @@ type indexedClip struct {
 	of    int
 	speed float64
 	// scale is how far from its factor its factor is searched
-	// (scaleRange).
+	// (scaleRange), and reach how many frames its decisions wait for
+	// (reachOf).
 	scale float64
+	reach int32
 
 	frames  int32
 	hashes  int
@@ -277,7 +279,8 @@ func newIndex(p Params, vs []variant) (*Index, error) {
 	x := &Index{p: p, start: make([]uint32, 1<<HashBits+1), discount: math.Log10(float64(p.variants()))}
 	for _, c := range vs {
 		frames := int32((len(c.Samples) + p.Hop - 1) / p.Hop)
-		x.clips = append(x.clips, indexedClip{name: c.name, of: c.of, speed: c.Speed, scale: scaleRange(p, c.Speed), frames: frames, hashes: c.Landmarks, samples: c.Samples,
+		scale := scaleRange(p, c.Speed)
+		x.clips = append(x.clips, indexedClip{name: c.name, of: c.of, speed: c.Speed, scale: scale, reach: reachOf(frames, scale), frames: frames, hashes: c.Landmarks, samples: c.Samples,
 			excerpt: loudest(c.Samples, excerptLen(p)), env: c.Env})
 		x.frames = max(x.frames, frames)
 		for _, h := range c.Hashes {

@@ -325,7 +325,7 @@ func (m *Matcher) vote(h Hash) {
 		// for a clip whose factor is searched, whose passage is analysed
 		// at the slowest factor searched (reach).
 		for c := range m.clips {
-			m.closeUpTo(c, m.frontier-m.x.clips[c].reach()-1)
+			m.closeUpTo(c, m.frontier-m.x.clips[c].reach-1)
 		}
 		if m.frontier-m.flushedAt >= 32 {
 			m.flush(m.frontier)
@@ -821,13 +821,13 @@ func (m *Matcher) waveThroughout(ic *indexedClip, start int64, whole float64) bo
 	return true
 }
 
-// reach is how many frames after a candidate's offset its decision
+// reachOf is how many frames after a candidate's offset its decision
 // waits for: the clip's, or its length at the slowest factor searched.
-func (ic *indexedClip) reach() int32 {
-	if ic.frames < minScaleFrames {
-		return ic.frames
+func reachOf(frames int32, scale float64) int32 {
+	if frames < minScaleFrames {
+		return frames
 	}
-	return int32(math.Ceil(float64(ic.frames)/(1-ic.scale))) + 1
+	return int32(math.Ceil(float64(frames)/(1-scale))) + 1
 }
 
 // scaleSearch finds the factor r (the clip lasts 1/r of the variant's

@@ -145,7 +145,8 @@ func (m *Matcher) record(w *PrintWriter) {
 type Print struct {
 	// Prints reads the print from its start.
 	Prints io.Reader
-	// Samples reads the samples, Info.Samples of them.
+	// Samples reads the samples' code (adpcm.go), Info.Samples of them;
+	// where it has a Size method, that is checked first.
 	Samples io.ReaderAt
 	// Info counts what the print holds.
 	Info PrintInfo
@@ -174,6 +175,9 @@ func (m *Matcher) Replay(ctx context.Context, low, high *Print) error {
 func (m *Matcher) replayPrint(ctx context.Context, p *Print) error {
 	if m.frames > 0 || m.replay != nil {
 		return errors.New("locate: replay into a matcher that has been written to")
+	}
+	if sz, ok := p.Samples.(interface{ Size() int64 }); ok && sz.Size() != adpcmBytes(p.Info.Samples) {
+		return fmt.Errorf("locate: %d bytes of samples, %d samples' code is %d", sz.Size(), p.Info.Samples, adpcmBytes(p.Info.Samples))
 	}
 	m.replay = &sampleWindow{r: p.Samples, n: p.Info.Samples}
 	r := blockReader{r: p.Prints, buf: make([]byte, 0, 1<<20)}
@@ -279,20 +283,27 @@ func (b *blockReader) next(n int) ([]byte, error) {
 	return p, nil
 }
 
-// sampleWindow reads a replayed episode's samples a window at a time:
-// candidates are decided in the order of the episode, so a window read
-// ahead serves the next ones.
+// sampleWindow reads a replayed episode's samples: the blocks a candidate
+// needs, decoded once and kept (the most recent windowBlocks of them), so
+// that the candidates of long and short clips, decided in turns seconds
+// apart, and those next to each other, decode each block once; and only
+// the blocks candidates need are decoded.
 type sampleWindow struct {
 	r   io.ReaderAt
 	n   int64
 	buf []float32
-	raw []byte
 	lo  int64
-	err error
+	raw []byte
+	// blocks holds decoded blocks by their index, slots their samples
+	// (adpcmBlock each), fifo the order they were decoded in.
+	blocks map[int64]int
+	slots  []float32
+	fifo   []int64
+	err    error
 }
 
-// windowSamples is how many samples a window reads at least (32 s).
-const windowSamples = 1 << 18
+// windowBlocks is how many decoded blocks are kept (4 MiB: 128 s).
+const windowBlocks = 256
 
 func (w *sampleWindow) in(lo, hi int64) ([]float32, int64) {
 	lo, hi = max(lo, 0), min(hi, w.n)
@@ -300,27 +311,88 @@ func (w *sampleWindow) in(lo, hi int64) ([]float32, int64) {
 		return nil, lo
 	}
 	if lo < w.lo || hi > w.lo+int64(len(w.buf)) {
-		// From a block's start (a multiple of 4: aligned as the ring is).
-		from := max(lo-windowSamples/8, 0) / adpcmBlock * adpcmBlock
-		to := min(max(hi, from+windowSamples), w.n)
+		// The blocks [lo, hi) is in: from a block's start (a multiple of
+		// 4, aligned as the ring is).
+		from := lo / adpcmBlock * adpcmBlock
+		to := min((hi+adpcmBlock-1)/adpcmBlock*adpcmBlock, w.n)
 		if cap(w.buf) < int(to-from) {
 			w.buf = aligned(int(to - from))
 		}
 		w.buf = w.buf[:to-from]
-		at, size := adpcmBytes(from), adpcmBytes(to)-adpcmBytes(from)
-		if int64(cap(w.raw)) < size {
-			w.raw = make([]byte, size)
-		}
-		w.raw = w.raw[:size]
-		if k, err := w.r.ReadAt(w.raw, at); k < len(w.raw) {
-			w.buf, w.err = w.buf[:0], fmt.Errorf("locate: samples %d to %d of %d: %w", from, to, w.n, cmp.Or(err, io.ErrUnexpectedEOF))
-			return nil, lo
-		}
-		if err := adpcmDecode(w.buf, w.raw); err != nil {
+		if err := w.fill(from, to); err != nil {
 			w.buf, w.err = w.buf[:0], fmt.Errorf("locate: samples %d to %d of %d: %w", from, to, w.n, err)
 			return nil, lo
 		}
 		w.lo = from
 	}
 	return w.buf[lo-w.lo : hi-w.lo], lo
+}
+
+// fill puts samples [from, to) in w.buf, from the decoded blocks kept and
+// the others read (each run of them in one read) and decoded, each copied
+// as it is at hand.
+func (w *sampleWindow) fill(from, to int64) error {
+	if w.blocks == nil {
+		w.blocks = map[int64]int{}
+	}
+	put := func(b int64) {
+		start := b * adpcmBlock
+		lo, hi := max(start, from), min(start+adpcmBlock, to)
+		copy(w.buf[lo-from:hi-from], w.slots[w.blocks[b]*adpcmBlock+int(lo-start):])
+	}
+	first, last := from/adpcmBlock, (to-1)/adpcmBlock
+	for b := first; b <= last; {
+		if _, ok := w.blocks[b]; ok {
+			put(b)
+			b++
+			continue
+		}
+		// A run of blocks not kept: read at once, decoded a block at a time.
+		end := b
+		for end < last && end-b+1 < windowBlocks/2 {
+			if _, ok := w.blocks[end+1]; ok {
+				break
+			}
+			end++
+		}
+		at := adpcmBytes(b * adpcmBlock)
+		size := adpcmBytes(min((end+1)*adpcmBlock, w.n)) - at
+		if int64(cap(w.raw)) < size {
+			w.raw = make([]byte, size)
+		}
+		w.raw = w.raw[:size]
+		if k, err := w.r.ReadAt(w.raw, at); k < len(w.raw) {
+			return cmp.Or(err, io.ErrUnexpectedEOF)
+		}
+		for k := b; k <= end; k++ {
+			n := min(adpcmBlock, w.n-k*adpcmBlock)
+			slot := w.slot(k)
+			if err := adpcmDecode(w.slots[slot*adpcmBlock:][:n], w.raw[(k-b)*adpcmBlockBytes:]); err != nil {
+				delete(w.blocks, k)
+				return err
+			}
+			put(k)
+		}
+		b = end + 1
+	}
+	return nil
+}
+
+// slot is where block b's samples go: a free slot, or the oldest block's.
+func (w *sampleWindow) slot(b int64) int {
+	var s int
+	if len(w.fifo) < windowBlocks {
+		s = len(w.fifo)
+		if w.slots == nil {
+			w.slots = make([]float32, windowBlocks*adpcmBlock)
+		}
+	} else {
+		old := w.fifo[0]
+		w.fifo = w.fifo[1:]
+		s = w.blocks[old]
+		delete(w.blocks, old)
+	}
+	w.fifo = append(w.fifo, b)
+	w.blocks[b] = s
+	return s
 }
