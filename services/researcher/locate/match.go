@@ -886,16 +886,16 @@ func (m *Matcher) scaleSearch(ic *indexedClip, o int32) (start int32, r, sim, at
 	// alone, pin the start and the end.
 	q := max(n/4, 16)
 	if n >= 2*q {
-		head, hv := fineS, try1(m, ic, fineS, fineR, 0, q)
+		head, hv := fineS, m.similarityOf(ic, fineS, fineR, 1, 0, q)
 		for st := fineS - 8; st <= fineS+8; st++ {
-			if v := try1(m, ic, st, fineR, 0, q); v > hv {
+			if v := m.similarityOf(ic, st, fineR, 1, 0, q); v > hv {
 				head, hv = st, v
 			}
 		}
 		at := fineS + int32(math.Round(float64(n-q)/fineR))
-		tail, tv := at, try1(m, ic, at, fineR, n-q, n)
+		tail, tv := at, m.similarityOf(ic, at, fineR, 1, n-q, n)
 		for st := at - 8; st <= at+8; st++ {
-			if v := try1(m, ic, st, fineR, n-q, n); v > tv {
+			if v := m.similarityOf(ic, st, fineR, 1, n-q, n); v > tv {
 				tail, tv = st, v
 			}
 		}
@@ -913,11 +913,6 @@ func (m *Matcher) scaleSearch(ic *indexedClip, o int32) (start int32, r, sim, at
 	return fineS, fineR, fine, at1
 }
 
-// try1 is the similarity of the clip's frames [i0, i1) played at factor r
-// with the passage from frame o.
-func try1(m *Matcher, ic *indexedClip, o int32, r float64, i0, i1 int32) float64 {
-	return m.similarityOf(ic, o, r, 1, i0, i1)
-}
 
 // similarityAt is similarity with the clip played at factor r from frame
 // o (clip frame i at episode frame o + i/r), every stride-th frame; −1
