@@ -913,7 +913,6 @@ func (m *Matcher) scaleSearch(ic *indexedClip, o int32) (start int32, r, sim, at
 	return fineS, fineR, fine, at1
 }
 
-
 // similarityAt is similarity with the clip played at factor r from frame
 // o (clip frame i at episode frame o + i/r), every stride-th frame; −1
 // where the passage is not at hand.
