@@ -303,9 +303,9 @@ func chartFile(t *testing.T, tgz []byte, name string) string {
 			t.Fatalf("%s not in the chart: %v", name, err)
 		}
 		if h.Name == name {
-			b, err := io.ReadAll(io.LimitReader(tr, maxRegistryRead))
-			if err != nil {
-				t.Fatal(err)
+			b, err := io.ReadAll(io.LimitReader(tr, maxRegistryRead+1))
+			if err != nil || len(b) > maxRegistryRead {
+				t.Fatalf("%s in the chart: %d bytes read (at most %d): %v", name, len(b), maxRegistryRead, err)
 			}
 			return string(b)
 		}

@@ -67,6 +67,7 @@ type Matcher struct {
 	ring      []float32
 	enc       adpcmEncoder
 	envq      [Bands]byte // the frame's band envelopes, quantized
+	envAt     []int32     // the episode's frames an envelope correlation reads (envCorr)
 	ringStart int64       // sample index of ring[0]
 	ringKeep  int
 	frontier  int32
@@ -713,12 +714,16 @@ func (m *Matcher) waveCorr(ic *indexedClip, start int64) (corr, projection float
 	if at != start || int64(len(seg)) != n || n == 0 {
 		return 0, 0, false
 	}
-	c := float64(audio.Dot(ic.samples, seg))
-	e1, e2 := float64(audio.Dot(ic.samples, ic.samples)), float64(audio.Dot(seg, seg))
+	c, e1, e2 := dots(ic.samples, seg)
 	if e1 <= 0 || e2 <= 0 {
 		return 0, 0, false
 	}
 	return math.Abs(c) / math.Sqrt(e1*e2), c * c / e1, true
+}
+
+// dots is x·y, x·x and y·y.
+func dots(x, y []float32) (xy, xx, yy float64) {
+	return float64(audio.Dot(x, y)), float64(audio.Dot(x, x)), float64(audio.Dot(y, y))
 }
 
 // similarity is the correlation of the clip's band envelopes with the
@@ -726,38 +731,47 @@ func (m *Matcher) waveCorr(ic *indexedClip, start int64) (corr, projection float
 // and equalisation do not count): how much the whole clip looks like the
 // passage, where the votes count only landmarks.
 func (m *Matcher) similarity(ic *indexedClip, o int32) float64 {
-	n := int32(len(ic.env) / Bands)
-	if o < 0 {
-		return 0
-	}
-	if m.frames-o > int32(m.envKeep) {
+	if o < 0 || m.frames-o > int32(m.envKeep) {
 		return 0 // no longer at hand
 	}
-	n = min(n, m.frames-o)
+	n := min(int32(len(ic.env)/Bands), m.frames-o)
 	if n < 2 {
 		return 0
 	}
+	m.envAt = m.envAt[:0]
+	for i := range n {
+		m.envAt = append(m.envAt, o+i)
+	}
+	v, _ := m.envCorr(ic, m.envAt, 0, 1)
+	return v
+}
+
+// envCorr is the correlation of the clip's band envelopes, of its frames
+// from i0 every stride-th, with the episode's at frames at (as many), each
+// band's mean taken out; false (and 0) where either is flat.
+func (m *Matcher) envCorr(ic *indexedClip, at []int32, i0, stride int32) (float64, bool) {
+	k := float64(len(at))
 	var sxy, sxx, syy float64
 	for b := range Bands {
 		var mx, my float64
-		for i := range n {
-			mx += float64(ic.env[int(i)*Bands+b])
-			my += float64(m.env[int(o+i)%m.envKeep*Bands+b])
+		for j, e := range at {
+			mx += float64(ic.env[int(i0+int32(j)*stride)*Bands+b])
+			my += float64(m.env[int(e)%m.envKeep*Bands+b])
 		}
-		mx /= float64(n)
-		my /= float64(n)
-		for i := range n {
-			x := float64(ic.env[int(i)*Bands+b]) - mx
-			y := float64(m.env[int(o+i)%m.envKeep*Bands+b]) - my
+		mx /= k
+		my /= k
+		for j, e := range at {
+			x := float64(ic.env[int(i0+int32(j)*stride)*Bands+b]) - mx
+			y := float64(m.env[int(e)%m.envKeep*Bands+b]) - my
 			sxy += x * y
 			sxx += x * x
 			syy += y * y
 		}
 	}
 	if sxx == 0 || syy == 0 {
-		return 0
+		return 0, false
 	}
-	return sxy / math.Sqrt(sxx*syy)
+	return sxy / math.Sqrt(sxx*syy), true
 }
 
 // minScaleFrames is the shortest clip (in frames: 2 s) whose factor is
@@ -811,9 +825,7 @@ func (m *Matcher) waveThroughout(ic *indexedClip, start int64, whole float64) bo
 		if at != start+from || int64(len(seg)) != q {
 			return false
 		}
-		x := ic.samples[from : from+q]
-		c := float64(audio.Dot(x, seg))
-		e1, e2 := float64(audio.Dot(x, x)), float64(audio.Dot(seg, seg))
+		c, e1, e2 := dots(ic.samples[from:from+q], seg)
 		if e1 <= 0 || e2 <= 0 || math.Abs(c)/math.Sqrt(e1*e2) < whole/2 {
 			return false
 		}
@@ -841,7 +853,7 @@ func (m *Matcher) scaleSearch(ic *indexedClip, o int32) (start int32, r, sim, at
 	w := ic.scale
 	n := int32(len(ic.env) / Bands)
 	try := func(st int32, r float64, stride int32) float64 {
-		return m.similarityAt(ic, st, r, stride)
+		return m.similarityOf(ic, st, r, stride, 0, n)
 	}
 	at1 = -1
 	for st := o - 3; st <= o+3; st++ {
@@ -913,49 +925,23 @@ func (m *Matcher) scaleSearch(ic *indexedClip, o int32) (start int32, r, sim, at
 	return fineS, fineR, fine, at1
 }
 
-// similarityAt is similarity with the clip played at factor r from frame
-// o (clip frame i at episode frame o + i/r), every stride-th frame; −1
-// where the passage is not at hand.
-func (m *Matcher) similarityAt(ic *indexedClip, o int32, r float64, stride int32) float64 {
-	return m.similarityOf(ic, o, r, stride, 0, int32(len(ic.env)/Bands))
-}
-
-// similarityOf is similarityAt of the clip's frames [i0, i1), clip frame
-// i at episode frame o + (i−i0)/r.
+// similarityOf is similarity of the clip's frames [i0, i1), every
+// stride-th, played at factor r from frame o (clip frame i at episode frame
+// o + (i−i0)/r); −1 where the passage is not at hand or either is flat.
 func (m *Matcher) similarityOf(ic *indexedClip, o int32, r float64, stride, i0, i1 int32) float64 {
 	last := o + int32(float64(i1-1-i0)/r)
 	if o < 0 || last >= m.frames || m.frames-o > int32(m.envKeep) || i1-i0 < 2 {
 		return -1
 	}
-	var sxy, sxx, syy float64
-	var mx, my [Bands]float64
-	var k float64
+	m.envAt = m.envAt[:0]
 	for i := i0; i < i1; i += stride {
-		e := int(o+int32(float64(i-i0)/r+0.5)) % m.envKeep * Bands
-		for b := range Bands {
-			mx[b] += float64(ic.env[int(i)*Bands+b])
-			my[b] += float64(m.env[e+b])
-		}
-		k++
+		m.envAt = append(m.envAt, o+int32(float64(i-i0)/r+0.5))
 	}
-	for b := range Bands {
-		mx[b] /= k
-		my[b] /= k
-	}
-	for i := i0; i < i1; i += stride {
-		e := int(o+int32(float64(i-i0)/r+0.5)) % m.envKeep * Bands
-		for b := range Bands {
-			x := float64(ic.env[int(i)*Bands+b]) - mx[b]
-			y := float64(m.env[e+b]) - my[b]
-			sxy += x * y
-			sxx += x * x
-			syy += y * y
-		}
-	}
-	if sxx == 0 || syy == 0 {
+	v, ok := m.envCorr(ic, m.envAt, i0, stride)
+	if !ok {
 		return -1
 	}
-	return sxy / math.Sqrt(sxx*syy)
+	return v
 }
 
 // explainedBy is how much stronger an overlapping occurrence of another
