@@ -96,7 +96,7 @@ type Matcher struct {
 }
 
 type clipState struct {
-	votes   []int32 // by offset mod len
+	votes   []int32 // by offset mod len: the offsets open at once, a reach (indexedClip.reach) and more
 	closed  int32   // offsets below this are closed
 	prev    [2]int32
 	total   int64 // votes at closed offsets
@@ -134,7 +134,7 @@ func NewMatcher(x *Index) *Matcher {
 	m.clips = make([]clipState, len(x.clips))
 	for i, c := range x.clips {
 		nms := max(c.frames-2, background)
-		m.clips[i] = clipState{votes: make([]int32, c.frames+16), closed: -2, nms: nms, hist: make([]int32, nms+background+8)}
+		m.clips[i] = clipState{votes: make([]int32, c.reach+16), closed: -2, nms: nms, hist: make([]int32, nms+background+8)}
 	}
 	m.ringKeep = int(5*x.frames+int32(x.p.MaxDT)+256) * x.p.Hop
 	m.ring = aligned(m.ringKeep + m.ringKeep/2 + 8) // never grown
