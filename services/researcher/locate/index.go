@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	mathbits "math/bits"
 	"slices"
 
 	"github.com/archivist/archivist/services/researcher/audio"
@@ -295,21 +296,28 @@ func newIndex(p Params, vs []variant) (*Index, error) {
 		x.start[h] += x.start[h-1]
 	}
 	x.post = make([]posting, x.start[len(x.start)-1])
-	fill := make([]uint32, 1<<HashBits)
+	// Each hash's postings in place, start[h] its next free slot: after,
+	// start[h] is where hash h+1's begin, and moves up a slot.
 	for i, c := range vs {
 		for _, h := range c.Hashes {
-			x.post[x.start[h.H]+fill[h.H]] = posting{clip: uint16(i), t: uint16(h.T)}
-			fill[h.H]++
+			x.post[x.start[h.H]] = posting{clip: uint16(i), t: uint16(h.T)}
+			x.start[h.H]++
 		}
 	}
+	copy(x.start[1:], x.start[:len(x.start)-1])
+	x.start[0] = 0
 	// By clip and frame within a hash: a landmark's shifts side by side
-	// (Matcher.vote counts them once).
-	for h := range 1 << HashBits {
-		ps := x.post[x.start[h]:x.start[h+1]]
-		if len(ps) > 1 {
-			slices.SortFunc(ps, func(a, b posting) int {
-				return cmp.Or(cmp.Compare(a.clip, b.clip), cmp.Compare(a.t, b.t))
-			})
+	// (Matcher.vote counts them once). Only the hashes there are: an
+	// item's index has a few thousand of the million.
+	for w, bits := range x.has {
+		for bits != 0 {
+			h := w*64 + mathbits.TrailingZeros64(bits)
+			bits &= bits - 1
+			if ps := x.post[x.start[h]:x.start[h+1]]; len(ps) > 1 {
+				slices.SortFunc(ps, func(a, b posting) int {
+					return cmp.Or(cmp.Compare(a.clip, b.clip), cmp.Compare(a.t, b.t))
+				})
+			}
 		}
 	}
 	return x, nil

@@ -118,6 +118,8 @@ type scored struct {
 	wave       float64 // of the clip's samples with the episode's at the offset (0: not at hand)
 	projection float64 // of the passage on the clip's samples: the energy of the passage the clip explains
 	start, end int32
+	pinned     bool // placed by its samples at another factor (pin)
+	partial    bool // at its variant's factor, its samples match in part only (waveThroughout)
 }
 
 type candidate struct {
@@ -487,7 +489,7 @@ func (m *Matcher) resolve(c int) {
 	if len(conf) > 1 {
 		top, best := conf[0], 0
 		for i, s := range conf {
-			if d := s.start - top.start; d > -st.nms && d < st.nms && s.wave > conf[best].wave && placedBetter(s, top) {
+			if d := s.start - top.start; d > -st.nms && d < st.nms && (s.wave > conf[best].wave || s.pinned && !conf[best].pinned) && placedBetter(s, top) {
 				best = i
 			}
 		}
@@ -556,10 +558,40 @@ func (m *Matcher) decide(c int, cd candidate) (scored, bool) {
 	// the samples' refinement aligned the clip's loudest 2 s, not its
 	// start. Landmarks short of certain, at a factor found so, were a
 	// coincidence as often as not on the tuning corpus.)
+	partial := false // its samples match in part only (waveThroughout)
 	if sig >= certain && ic.frames >= minScaleFrames && o.Waveform < waveSure && !m.waveThroughout(ic, start, o.Waveform) {
-		if f, sr, sim, at1 := m.scaleSearch(ic, cd.o); sim >= at1+scaleGain && sr != 1 {
-			startFrame, r, o.Similarity = f, sr, sim
-			start, o.Refined, o.Waveform, projection, compared = int64(max(f, 0))*int64(m.p.Hop), false, 0, 0, false
+		partial = compared
+		// Its samples place it (pin), from the middle of the clip where
+		// the envelopes put it (the ridge's pivot): a factor found by
+		// the envelopes stands with the samples' start and factor, or
+		// its own where the samples do not place it; one that does not
+		// fit clearly better than the variant's own stands where the
+		// samples place the clip at it too.
+		half := float64(len(ic.samples)) / 2
+		f, sr, sim, at1 := m.scaleSearch(ic, cd.o)
+		var (
+			pl  pinned
+			got bool
+		)
+		if sr != 1 {
+			// The samples' factor within 1 % of the envelopes'.
+			pl, got = m.pin(ic, half, float64(f)*float64(m.p.Hop)+half/sr, 1/sr, 2*pinAgree)
+		}
+		switch {
+		case sr == 1:
+		case sim >= at1+scaleGain:
+			o.Similarity = sim
+			if !got {
+				pl, got = pinned{start: int64(f) * int64(m.p.Hop), r: sr}, true
+			}
+		case got && math.Abs(pl.r-sr) <= pinAgree && math.Abs(pl.r-1) >= minFactor:
+			o.Similarity = sim
+		default:
+			got = false
+		}
+		if got {
+			r, startFrame = pl.r, int32(pl.start/int64(m.p.Hop))
+			start, o.Refined, o.Waveform, projection, compared = max(pl.start, 0), pl.bySamples, 0, 0, false
 			o.Duration /= r
 			if ic.speed != 1 {
 				o.Speed = ic.speed * r
@@ -608,7 +640,7 @@ func (m *Matcher) decide(c int, cd candidate) (scored, bool) {
 	o.Offset = float64(max(start, 0)) / float64(m.p.Rate)
 	o.Confidence = confidenceOf(sig + ws)
 	return scored{Occurrence: o, idx: c, sig: sig, corr: o.Similarity, wave: o.Waveform, projection: projection,
-		start: startFrame, end: startFrame + int32(float64(ic.frames)/r)}, true
+		start: startFrame, end: startFrame + int32(float64(ic.frames)/r), pinned: r != 1 && o.Refined, partial: partial && r == 1}, true
 }
 
 // unlike is the correlation below which, in both its band envelopes and
@@ -694,7 +726,27 @@ const certain = 2 * SignificanceAt
 // framed better there, and 710 (816) at it, where its samples correlate
 // 0.997 against 0.64; on SEED=26 an alarm's bell 178 votes (385) a ring
 // after its place against 42 (65), its samples 0.38 against 0.97.
+//
+// A clip played at another tempo matches in part at its variant's factor,
+// where its loudest seconds are aligned: where the samples placed one of
+// the two at another factor (pin), both certain, the one placed so is the
+// better placed if the other's samples match in part only (in one of its
+// first and last quarters, waveThroughout) or its band envelopes follow
+// the passage better (Similarity) at its factor. Otherwise, or where the
+// two factors are one (a speed variant placed at the clip's own speed),
+// the samples compared say more.
 func placedBetter(a, b scored) bool {
+	if a.pinned != b.pinned && math.Abs(a.Speed*a.Tempo-b.Speed*b.Tempo) >= minFactor {
+		asIs, pl := b, a // the one at its variant's factor, the one placed at another
+		if b.pinned {
+			asIs, pl = a, b
+		}
+		plWins := min(a.sig, b.sig) >= certain && (asIs.partial || pl.corr > asIs.corr)
+		if a.pinned {
+			return plWins
+		}
+		return !plWins && placedBetter(a, scored{sig: b.sig}) // its samples say more
+	}
 	if a.wave < waveClear || a.wave < b.wave+waveMargin {
 		return false
 	}
@@ -924,6 +976,183 @@ func (m *Matcher) scaleSearch(ic *indexedClip, o int32) (start int32, r, sim, at
 	}
 	return fineS, fineR, fine, at1
 }
+
+// pinWindows is how many short stretches of a clip's samples place a clip
+// found at another tempo (pin), and pinLen their length in seconds: under
+// a WSOLA segment (sox's tempo: 82 ms), so that a stretch keeps each one's
+// waveform; pinTol is how far from the line through the others one may
+// lie and still count, in seconds (a tempo's WSOLA moves a segment by up
+// to 15 ms, but keeps most of them within 3 ms of the line through the
+// rest, and a stretch of a sustained note may lock on a period of its
+// pitch away: a looser tolerance let a tilted line through both kinds
+// win); pinClear the correlation from which a stretch counts as found.
+const (
+	pinWindows = 12
+	pinLen     = 0.064
+	pinTol     = 0.008
+	pinClear   = 0.6
+)
+
+// pin places a clip by its samples where its factor is not its variant's:
+// the stretch of pinLen in each of pinWindows parts of the clip where its
+// energy rises most (onset) is looked for where the line through those
+// found so far puts it, nearest first to the anchor (clip sample t0 at episode sample e0, the clip
+// lasting a0 episode samples a clip sample, give or take da), within
+// pinTol and what the line's slope may yet be off by. The start and factor
+// are those of the line through the most found stretches (at least half
+// the parts, and three), false where the samples do not place it. The
+// band envelopes' fit is flat along a ridge of starts and factors (a later
+// start and a slower factor meet in the middle), and a frame is 32 ms;
+// the samples pin a start to a few ms and the factor to a few thousandths.
+func (m *Matcher) pin(ic *indexedClip, t0, e0, a0, da float64) (pinned, bool) {
+	n := len(ic.samples)
+	win := int(pinLen * float64(m.p.Rate))
+	part := n / pinWindows
+	if part < 2*win {
+		return pinned{}, false
+	}
+	tol := pinTol * float64(m.p.Rate)
+	type at struct{ t, e float64 }
+	var ws []float64
+	for k := range pinWindows {
+		ws = append(ws, float64(k*part+onset(ic.samples[k*part:(k+1)*part], win)))
+	}
+	slices.SortFunc(ws, func(a, b float64) int { return cmp.Compare(math.Abs(a-t0), math.Abs(b-t0)) })
+	var pts []at
+	s, a, lo, hi := e0-a0*t0, a0, t0, t0 // the line e = s + a·t, and the clip's span it is fitted on
+	for _, t := range ws {
+		// The slope is known to about 2·pinTol over the span fitted.
+		slope := da
+		if hi-lo > 0 {
+			slope = min(da, 2*tol/(hi-lo))
+		}
+		reach := tol + slope*max(lo-t, t-hi, 0)
+		if len(pts) < 2 {
+			reach = tol + da*math.Abs(t-t0) + 0.1*float64(m.p.Rate)
+		}
+		want := int64(math.Round(s + a*t))
+		seg, from := m.samplesIn(want-int64(reach), want+int64(reach)+int64(win))
+		if len(seg) < win+1 {
+			continue
+		}
+		x := ic.samples[int(t) : int(t)+win]
+		d, v := bestLag(x, seg, 0, int64(len(seg)-win))
+		if v < pinClear {
+			continue
+		}
+		pts = append(pts, at{t, float64(from + d)})
+		lo, hi = min(lo, t), max(hi, t)
+		if len(pts) >= 2 {
+			if fs, fa, ok := fitLine(pts, func(p at) (float64, float64) { return p.t, p.e }); ok {
+				s, a = fs, fa
+			}
+		}
+	}
+	// The line through two found stretches that most others lie on, then
+	// the least squares line through those.
+	var in []at
+	for i := range pts {
+		for j := i + 1; j < len(pts); j++ {
+			sl := (pts[j].e - pts[i].e) / (pts[j].t - pts[i].t)
+			var on []at
+			for _, p := range pts {
+				if math.Abs(pts[i].e+(p.t-pts[i].t)*sl-p.e) <= tol {
+					on = append(on, p)
+				}
+			}
+			if len(on) > len(in) {
+				in = on
+			}
+		}
+	}
+	if len(in) < max(3, pinWindows/2) {
+		return pinned{}, false
+	}
+	s, a, ok := fitLine(in, func(p at) (float64, float64) { return p.t, p.e })
+	// Those within half the tolerance of that line place it closer still.
+	var close []at
+	for _, p := range in {
+		if math.Abs(s+a*p.t-p.e) <= tol/2 {
+			close = append(close, p)
+		}
+	}
+	if ok && len(close) >= 3 && len(close) < len(in) {
+		s, a, ok = fitLine(close, func(p at) (float64, float64) { return p.t, p.e })
+		in = close
+	}
+	if !ok || math.Abs(a-a0) > da {
+		return pinned{}, false
+	}
+	return pinned{start: int64(math.Round(s)), r: 1 / a, bySamples: true}, true
+}
+
+// pinned is where a clip is placed at another factor: its start (in
+// samples), its factor, and whether its samples placed it (pin) or its
+// band envelopes alone (scaleSearch).
+type pinned struct {
+	start     int64
+	r         float64
+	bySamples bool
+}
+
+// onset is the start of the n-sample stretch of x whose energy rises most
+// over the n samples before it: a note's attack, which places a stretch
+// where a sustained note, alike at every period of its pitch, does not.
+func onset(x []float32, n int) int {
+	if len(x) < 2*n {
+		return 0
+	}
+	var before, now float64
+	for _, v := range x[:n] {
+		before += float64(v) * float64(v)
+	}
+	for _, v := range x[n : 2*n] {
+		now += float64(v) * float64(v)
+	}
+	best, bestRise := n, now-before
+	for i := 2 * n; i < len(x); i++ {
+		a, b, c := float64(x[i-2*n]), float64(x[i-n]), float64(x[i])
+		before += b*b - a*a
+		now += c*c - b*b
+		if now-before > bestRise {
+			best, bestRise = i-n+1, now-before
+		}
+	}
+	return best
+}
+
+// fitLine is the least squares line y = s + a·x through the points xy
+// gives, false where they do not span x or do not rise.
+func fitLine[T any](ps []T, xy func(T) (float64, float64)) (s, a float64, ok bool) {
+	var mx, my float64
+	for _, p := range ps {
+		x, y := xy(p)
+		mx += x
+		my += y
+	}
+	mx /= float64(len(ps))
+	my /= float64(len(ps))
+	var sxy, sxx float64
+	for _, p := range ps {
+		x, y := xy(p)
+		sxy += (x - mx) * (y - my)
+		sxx += (x - mx) * (x - mx)
+	}
+	if sxx == 0 || sxy <= 0 {
+		return 0, 0, false
+	}
+	a = sxy / sxx
+	return my - a*mx, a, true
+}
+
+// minFactor is how far from its variant's factor a clip's factor, as its
+// samples place it (pin), must be to stand: nearer, the clip plays at
+// its variant's factor and its samples, compared so, say more.
+const minFactor = 0.004
+
+// pinAgree is how near the factors the envelopes and the samples find
+// must be for the two to place a clip together.
+const pinAgree = 0.005
 
 // similarityOf is similarity of the clip's frames [i0, i1), every
 // stride-th, played at factor r from frame o (clip frame i at episode frame

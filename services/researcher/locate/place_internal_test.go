@@ -45,3 +45,39 @@ func TestSamplesPlaceARepeatingClip(t *testing.T) {
 		}
 	}
 }
+
+// TestSamplesPlaceAClipAtAnotherTempo: a clip played at another tempo
+// matches in part at its own factor (its loudest seconds aligned): the
+// alignment its samples placed at another factor (pin) is its place where
+// the other's samples match in part only, or its band envelopes follow
+// the passage better, and both are certain; not where the other's match
+// throughout and look more alike (a clip under a bed: 0.82 on the
+// corpus), not short of certain, and not where the two factors are one (a
+// speed variant placed at the clip's own speed), where the samples
+// compared say more.
+func TestSamplesPlaceAClipAtAnotherTempo(t *testing.T) {
+	at := func(idx int, speed, tempo, sig, wave float64, pinned, partial bool) scored {
+		return scored{Occurrence: Occurrence{Clip: 7, Speed: speed, Tempo: tempo}, idx: idx, start: 100, end: 400, sig: sig, wave: wave, corr: 0.5, pinned: pinned, partial: partial}
+	}
+	alike := func(s scored, corr float64) scored { s.corr = corr; return s }
+	for _, c := range []struct {
+		name       string
+		place, off scored
+	}{
+		{"at tempo 0.9, against its samples in part", at(1, 1, 0.9, 300, 0, true, false), at(1, 1, 1, 600, 0.56, false, true)},
+		{"at speed 0.95, against a variant's samples in part", at(2, 0.949, 1, 300, 0, true, false), at(1, 0.96, 1, 600, 0.6, false, true)},
+		{"the clip as it is, against a variant placed at its speed", at(1, 1, 1, 600, 0.87, false, false), at(2, 0.98*1.0204, 1, 300, 0, true, false)},
+		{"its samples throughout, against a factor placed", alike(at(1, 1, 1, 200, 0.82, false, false), 0.35), alike(at(1, 1, 1.011, 300, 0, true, false), 0.32)},
+		{"at tempo 0.9 and more alike, against its samples throughout", alike(at(1, 1, 0.9, 300, 0, true, false), 0.9), alike(at(1, 1, 1, 600, 0.56, false, false), 0.86)},
+	} {
+		if !placedBetter(c.place, c.off) {
+			t.Errorf("%s: not placed better", c.name)
+		}
+		if placedBetter(c.off, c.place) {
+			t.Errorf("%s: the other placed better too", c.name)
+		}
+	}
+	if weak := at(1, 1, 0.9, certain/2, 0, true, false); placedBetter(weak, at(1, 1, 1, 600, 0.56, false, true)) {
+		t.Error("a factor placed by samples, landmarks short of certain: placed better")
+	}
+}
