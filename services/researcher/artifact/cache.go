@@ -53,6 +53,7 @@ type Cache struct {
 // upload is an artifact committed locally, to be put in the store.
 type upload struct {
 	key, path string
+	temp      bool // path is a temporary file, removed once uploaded (or not)
 }
 
 // uploadQueue bounds the artifacts waiting for the store: a Commit that
@@ -180,6 +181,9 @@ func (c *Cache) uploader() {
 // turn: nothing to upload; another researcher computes it again).
 func (c *Cache) put(u upload) {
 	defer c.pending.Done()
+	if u.temp {
+		defer os.Remove(u.path)
+	}
 	f, err := os.Open(u.path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return
@@ -500,9 +504,19 @@ func (w *Writer) Commit(ctx context.Context, meta []byte) error {
 		os.Remove(w.tmp.Name())
 		return fmt.Errorf("artifact %s: %w", w.key, err)
 	}
-	w.c.keep(w.key, w.tmp.Name())
+	u := upload{key: w.key, path: w.c.path(w.key)}
+	if st, err := os.Stat(w.tmp.Name()); err == nil && st.Size() > w.c.max {
+		// Larger than the directory may hold: kept in the store alone,
+		// uploaded from its temporary file, which goes after.
+		if w.c.store == nil {
+			os.Remove(w.tmp.Name())
+			return nil
+		}
+		u = upload{key: w.key, path: w.tmp.Name(), temp: true}
+	} else {
+		w.c.keep(w.key, w.tmp.Name())
+	}
 	if w.c.store != nil {
-		u := upload{key: w.key, path: w.c.path(w.key)}
 		w.c.pending.Add(1)
 		select {
 		case w.c.uploads <- u:

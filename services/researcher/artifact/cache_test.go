@@ -315,3 +315,35 @@ func TestPlantedArtifactsAreNeverReplayed(t *testing.T) {
 		t.Error("a cache took a shared store without a key")
 	}
 }
+
+// TestAnArtifactLargerThanTheDirectoryIsKeptInTheStore: an artifact
+// larger than the directory's bound is not kept there, but is put in the
+// store (it was removed before its upload could read it, and kept
+// nowhere), from which another researcher reads it; no temporary file is
+// left behind.
+func TestAnArtifactLargerThanTheDirectoryIsKeptInTheStore(t *testing.T) {
+	store, err := blob.NewLocal(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	small := newCache(t, dir, 1000, store)
+	want := data(3*artifact.ChunkSize+5, 9)
+	put(t, small, "locate/v1/cd/large", want, []byte("meta"))
+	got, meta, err := read(t, newCache(t, t.TempDir(), 1<<30, store), "locate/v1/cd/large")
+	if err != nil || !bytes.Equal(got, want) || string(meta) != "meta" {
+		t.Fatalf("from the store: %d bytes, meta %q, %v; want %d bytes", len(got), meta, err, len(want))
+	}
+	if st := small.Stats(); st.Bytes > 1000 {
+		t.Errorf("the directory holds %d bytes, bound 1000", st.Bytes)
+	}
+	err = filepath.WalkDir(dir, func(path string, d os.DirEntry, err error) error {
+		if err == nil && !d.IsDir() {
+			t.Errorf("left in the directory: %s", path)
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
