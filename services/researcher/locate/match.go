@@ -575,7 +575,7 @@ func (m *Matcher) decide(c int, cd candidate) (scored, bool) {
 		)
 		if sr != 1 {
 			// The samples' factor within 1 % of the envelopes'.
-			pl, got = m.pin(ic, half, float64(f)*float64(m.p.Hop)+half/sr, 1/sr, 2*pinAgree)
+			pl, got = m.pin(ic, half, float64(f)*float64(m.p.Hop)+half/sr, 1/sr, 2*pinAgree, int64(cd.o+ic.reach+1)*int64(m.p.Hop))
 		}
 		switch {
 		case sr == 1:
@@ -1004,7 +1004,10 @@ const (
 // band envelopes' fit is flat along a ridge of starts and factors (a later
 // start and a slower factor meet in the middle), and a frame is 32 ms;
 // the samples pin a start to a few ms and the factor to a few thousandths.
-func (m *Matcher) pin(ic *indexedClip, t0, e0, a0, da float64) (pinned, bool) {
+// It reads no sample from limit on: those a candidate's decision has
+// analysed when it streams (its reach), so that a replay, which has them
+// all, places it alike.
+func (m *Matcher) pin(ic *indexedClip, t0, e0, a0, da float64, limit int64) (pinned, bool) {
 	n := len(ic.samples)
 	win := int(pinLen * float64(m.p.Rate))
 	part := n / pinWindows
@@ -1031,7 +1034,7 @@ func (m *Matcher) pin(ic *indexedClip, t0, e0, a0, da float64) (pinned, bool) {
 			reach = tol + da*math.Abs(t-t0) + 0.1*float64(m.p.Rate)
 		}
 		want := int64(math.Round(s + a*t))
-		seg, from := m.samplesIn(want-int64(reach), want+int64(reach)+int64(win))
+		seg, from := m.samplesIn(want-int64(reach), min(want+int64(reach)+int64(win), limit))
 		if len(seg) < win+1 {
 			continue
 		}

@@ -2,8 +2,10 @@ package locate_test
 
 import (
 	"math"
+	"reflect"
 	"testing"
 
+	"github.com/archivist/archivist/services/researcher/audio"
 	"github.com/archivist/archivist/services/researcher/locate"
 	"github.com/archivist/archivist/services/researcher/locate/locatetest"
 )
@@ -60,7 +62,8 @@ func atTempo(x []float32, tempo float64) []float32 {
 // tempo alone (pitch kept, as sox's tempo effect does it), are found once each at their place in the
 // episode's time (within 0.1 s), each with its factor within 1.5 % and its
 // duration as it played, and nothing else is reported; a jingle played as
-// it is is still found at speed and tempo 1 with its samples compared.
+// it is is still found at speed and tempo 1 with its samples compared; and
+// replaying the episode's print finds the same, to the last field.
 func TestSpeedAndTempoFactors(t *testing.T) {
 	const rate = 8000
 	cases := []struct {
@@ -126,5 +129,19 @@ func TestSpeedAndTempoFactors(t *testing.T) {
 		if seen[c.name] != 1 {
 			t.Errorf("%s found %d times, want once", c.name, seen[c.name])
 		}
+	}
+	// Replaying the episode's print places them as streaming it does, to
+	// the last field (their factors searched and their samples placing
+	// them, from the coded samples either way).
+	x, err := locate.NewIndex(p, clips)
+	if err != nil {
+		t.Fatal(err)
+	}
+	streamed, rec := streamRecording(t, x, audio.Samples(ep, rate), locate.Threshold)
+	if replayed := replay(t, x, rec, locate.Threshold); !reflect.DeepEqual(replayed, streamed) {
+		t.Errorf("replayed:\n%+v\nstreamed:\n%+v", replayed, streamed)
+	}
+	if len(streamed) != len(cases) {
+		t.Errorf("streamed from a recording: %d occurrences, want %d", len(streamed), len(cases))
 	}
 }
