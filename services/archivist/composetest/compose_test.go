@@ -277,13 +277,41 @@ func (s *system) compose(args ...string) string {
 // asked again until the network goes; any other failure fails the test.
 func (s *system) down() {
 	s.t.Helper()
-	testenv.Eventually(s.t, 30*time.Second, "the compose network removed", func() bool {
+	testenv.Eventually(s.t, 90*time.Second, "the compose network removed", func() bool {
 		out, err := s.composeOut("down", "-v", "--remove-orphans")
 		if err != nil && !strings.Contains(out, "has active endpoints") {
 			s.t.Fatalf("compose down -v --remove-orphans: %v\n%s", err, out)
 		}
+		if err != nil {
+			s.dropStaleEndpoints()
+		}
 		return err == nil
 	})
+}
+
+// dropStaleEndpoints disconnects, by force, what the project's networks
+// still name as attached once its containers are removed: Docker can hold
+// a removed container's endpoint for over 30 s ("has active endpoints"; a
+// CI run went red so after every step of the test had passed), and a
+// forced disconnect is its own way to let such a network go.
+func (s *system) dropStaleEndpoints() {
+	out, err := exec.Command("docker", "network", "ls", "-q", "--filter", "label=com.docker.compose.project="+s.project).Output()
+	if err != nil {
+		s.t.Logf("docker network ls: %v", err)
+		return
+	}
+	for _, network := range strings.Fields(string(out)) {
+		names, err := exec.Command("docker", "network", "inspect", "-f", "{{range $id, $c := .Containers}}{{$c.Name}} {{end}}", network).Output()
+		if err != nil {
+			s.t.Logf("docker network inspect %s: %v", network, err)
+			continue
+		}
+		for _, name := range strings.Fields(string(names)) {
+			if msg, err := exec.Command("docker", "network", "disconnect", "-f", network, name).CombinedOutput(); err != nil {
+				s.t.Logf("docker network disconnect -f %s %s: %v\n%s", network, name, err, msg)
+			}
+		}
+	}
 }
 
 func (s *system) composeOut(args ...string) (string, error) {
