@@ -745,8 +745,15 @@ func placedBetter(a, b scored) bool {
 		if a.pinned {
 			return plWins
 		}
-		return !plWins && placedBetter(a, scored{sig: b.sig}) // its samples say more
+		return !plWins && samplesPlaceBetter(a, b) // its samples say more
 	}
+	return samplesPlaceBetter(a, b)
+}
+
+// samplesPlaceBetter is placedBetter by the samples compared alone: a's
+// match the passage clearly, and clearly better than b's, and a's
+// landmarks are at least half as significant as b's, or both certain.
+func samplesPlaceBetter(a, b scored) bool {
 	if a.wave < waveClear || a.wave < b.wave+waveMargin {
 		return false
 	}
@@ -1015,13 +1022,12 @@ func (m *Matcher) pin(ic *indexedClip, t0, e0, a0, da float64, limit int64) (pin
 		return pinned{}, false
 	}
 	tol := pinTol * float64(m.p.Rate)
-	type at struct{ t, e float64 }
 	var ws []float64
 	for k := range pinWindows {
 		ws = append(ws, float64(k*part+onset(ic.samples[k*part:(k+1)*part], win)))
 	}
 	slices.SortFunc(ws, func(a, b float64) int { return cmp.Compare(math.Abs(a-t0), math.Abs(b-t0)) })
-	var pts []at
+	var pts []point
 	s, a, lo, hi := e0-a0*t0, a0, t0, t0 // the line e = s + a·t, and the clip's span it is fitted on
 	for _, t := range ws {
 		// The slope is known to about 2·pinTol over the span fitted.
@@ -1043,21 +1049,21 @@ func (m *Matcher) pin(ic *indexedClip, t0, e0, a0, da float64, limit int64) (pin
 		if v < pinClear {
 			continue
 		}
-		pts = append(pts, at{t, float64(from + d)})
+		pts = append(pts, point{t, float64(from + d)})
 		lo, hi = min(lo, t), max(hi, t)
 		if len(pts) >= 2 {
-			if fs, fa, ok := fitLine(pts, func(p at) (float64, float64) { return p.t, p.e }); ok {
+			if fs, fa, ok := fitLine(pts); ok {
 				s, a = fs, fa
 			}
 		}
 	}
 	// The line through two found stretches that most others lie on, then
 	// the least squares line through those.
-	var in []at
+	var in []point
 	for i := range pts {
 		for j := i + 1; j < len(pts); j++ {
 			sl := (pts[j].e - pts[i].e) / (pts[j].t - pts[i].t)
-			var on []at
+			var on []point
 			for _, p := range pts {
 				if math.Abs(pts[i].e+(p.t-pts[i].t)*sl-p.e) <= tol {
 					on = append(on, p)
@@ -1071,16 +1077,16 @@ func (m *Matcher) pin(ic *indexedClip, t0, e0, a0, da float64, limit int64) (pin
 	if len(in) < max(3, pinWindows/2) {
 		return pinned{}, false
 	}
-	s, a, ok := fitLine(in, func(p at) (float64, float64) { return p.t, p.e })
+	s, a, ok := fitLine(in)
 	// Those within half the tolerance of that line place it closer still.
-	var close []at
+	var close []point
 	for _, p := range in {
 		if math.Abs(s+a*p.t-p.e) <= tol/2 {
 			close = append(close, p)
 		}
 	}
 	if ok && len(close) >= 3 && len(close) < len(in) {
-		s, a, ok = fitLine(close, func(p at) (float64, float64) { return p.t, p.e })
+		s, a, ok = fitLine(close)
 		in = close
 	}
 	if !ok || math.Abs(a-a0) > da {
@@ -1124,28 +1130,30 @@ func onset(x []float32, n int) int {
 	return best
 }
 
-// fitLine is the least squares line y = s + a·x through the points xy
-// gives, false where they do not span x or do not rise.
-func fitLine[T any](ps []T, xy func(T) (float64, float64)) (s, a float64, ok bool) {
-	var mx, my float64
+// point is where a stretch of the clip (t, a clip sample) was found in
+// the episode (e, an episode sample).
+type point struct{ t, e float64 }
+
+// fitLine is the least squares line e = s + a·t through ps, false where
+// they do not span t or do not rise.
+func fitLine(ps []point) (s, a float64, ok bool) {
+	var mt, me float64
 	for _, p := range ps {
-		x, y := xy(p)
-		mx += x
-		my += y
+		mt += p.t
+		me += p.e
 	}
-	mx /= float64(len(ps))
-	my /= float64(len(ps))
-	var sxy, sxx float64
+	mt /= float64(len(ps))
+	me /= float64(len(ps))
+	var ste, stt float64
 	for _, p := range ps {
-		x, y := xy(p)
-		sxy += (x - mx) * (y - my)
-		sxx += (x - mx) * (x - mx)
+		ste += (p.t - mt) * (p.e - me)
+		stt += (p.t - mt) * (p.t - mt)
 	}
-	if sxx == 0 || sxy <= 0 {
+	if stt == 0 || ste <= 0 {
 		return 0, 0, false
 	}
-	a = sxy / sxx
-	return my - a*mx, a, true
+	a = ste / stt
+	return me - a*mt, a, true
 }
 
 // minFactor is how far from its variant's factor a clip's factor, as its
