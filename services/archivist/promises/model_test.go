@@ -227,7 +227,8 @@ type modelWorld struct {
 	// down are the services the model keeps stopped: the killer leaves
 	// them be.
 	down map[string]bool
-	// stopped holds the killer and the relay while the world is restored.
+	// paused holds the killer while the world is backed up or restored,
+	// and while a service is stopped or started again.
 	paused   sync.RWMutex
 	ids      atomic.Int64
 	kills    atomic.Int64
@@ -324,8 +325,12 @@ func (w *modelWorld) start(name string) {
 func (w *modelWorld) nextID() int { return int(w.ids.Add(1)) }
 
 // stop kills service name and keeps it down (the killer leaves it be)
-// until restart.
+// until restart. It holds paused, as the killer does from reading down to
+// starting again: a killer between the two would start the service stop
+// has just killed, and restart would start a second beside it.
 func (w *modelWorld) stop(name string) {
+	w.paused.Lock()
+	defer w.paused.Unlock()
 	w.mu.Lock()
 	w.down[name] = true
 	p := w.procs[name]
@@ -335,6 +340,8 @@ func (w *modelWorld) stop(name string) {
 
 // restart starts a service stop kept down.
 func (w *modelWorld) restart(name string) {
+	w.paused.Lock()
+	defer w.paused.Unlock()
 	w.start(name)
 	w.mu.Lock()
 	delete(w.down, name)
