@@ -85,3 +85,19 @@ func TestADPCMRefusesWhatItNeverWrites(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkADPCMCode: coding an episode's samples as they stream (a
+// minute at 8 kHz, in blocks of 2,048 as the Matcher writes them).
+func BenchmarkADPCMCode(b *testing.B) {
+	x := locatetest.Jingle(3, 60, 8000)
+	dec := make([]float32, len(x))
+	b.SetBytes(int64(4 * len(x)))
+	for b.Loop() {
+		e := adpcmEncoder{out: func([]byte, int) {}}
+		for at := 0; at < len(x); at += 2048 {
+			k := min(len(x)-at, 2048)
+			e.code(x[at:at+k], dec[at:at+k])
+		}
+		e.close()
+	}
+}

@@ -68,8 +68,9 @@ func research(b *testing.B, l *locate.Locator, ep researcher.Audio, clips []rese
 // ARCHIVIST_RESEARCH_CLIPS list) over a synthetic episode of
 // ARCHIVIST_RESEARCH_MINUTES (60) minutes, 44.1 kHz WAV (the cheapest to
 // decode: the ratio to today is the least it can be), researched as the
-// pwa leases it: items of RESEARCH_MAX_CLIPS (8). Side by side in one
-// run:
+// pwa leases it: items of RESEARCH_MAX_CLIPS (8), clips indexed at the
+// speeds of ARCHIVIST_RESEARCH_SPEED_RANGE where set (as
+// RESEARCHER_SPEED_RANGE; default 0.02). Side by side in one run:
 //
 //   - today: every item decodes and fingerprints the episode and its
 //     clips (a Locator keeping nothing). Its cost per item does not
@@ -102,6 +103,21 @@ func BenchmarkResearchAtScale(b *testing.B) {
 			}
 			sizes = append(sizes, n)
 		}
+	}
+	// Every locator indexes clips at the speeds of
+	// ARCHIVIST_RESEARCH_SPEED_RANGE (RESEARCHER_SPEED_RANGE) where set.
+	newLocator := func() *locate.Locator {
+		l := locate.NewLocator()
+		if v := os.Getenv("ARCHIVIST_RESEARCH_SPEED_RANGE"); v != "" {
+			r, err := strconv.ParseFloat(v, 64)
+			if err == nil {
+				err = l.SpanSpeeds(r)
+			}
+			if err != nil {
+				b.Fatalf("ARCHIVIST_RESEARCH_SPEED_RANGE: %v", err)
+			}
+		}
+		return l
 	}
 	top := 0
 	for _, n := range sizes {
@@ -136,14 +152,14 @@ func BenchmarkResearchAtScale(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		l := locate.NewLocator()
+		l := newLocator()
 		l.Artifacts = c
 		return l
 	}
 	// Today: two items.
 	runtime.GC()
 	t0 := testenv.CPUTime()
-	researchItems(b, locate.NewLocator(), episode, clips[:min(2*perItem, top)], perItem)
+	researchItems(b, newLocator(), episode, clips[:min(2*perItem, top)], perItem)
 	todayItem := (testenv.CPUTime() - t0) / time.Duration((min(2*perItem, top)+perItem-1)/perItem)
 	todayRate := float64(perItem) * hours / todayItem.Seconds()
 	fmt.Printf("\n%d-minute episode (44.1 kHz WAV), items of %d clips; pairs are (episode-hour × clip) per core-second\n", minutes, perItem)
@@ -162,7 +178,7 @@ func BenchmarkResearchAtScale(b *testing.B) {
 			runtime.GC()
 			t0 := testenv.CPUTime()
 			pprof.Do(context.Background(), pprof.Labels("item", "today"), func(context.Context) {
-				researchItems(b, locate.NewLocator(), episode, cs, perItem)
+				researchItems(b, newLocator(), episode, cs, perItem)
 			})
 			today := testenv.CPUTime() - t0
 			l := keeping(fmt.Sprint("first", r))
