@@ -2,8 +2,10 @@ package locate_test
 
 import (
 	"math"
+	"reflect"
 	"testing"
 
+	"github.com/archivist/archivist/services/researcher/audio"
 	"github.com/archivist/archivist/services/researcher/locate"
 	"github.com/archivist/archivist/services/researcher/locate/locatetest"
 )
@@ -15,7 +17,7 @@ import (
 // early, and the others not at all); resampled to the speed their band
 // envelopes find, their samples place them: each is found once at its
 // place (within 20 ms), its speed within 0.2 %, its samples compared
-// there (0.2 and more).
+// there (0.2 and more); and replaying the episode's print finds the same.
 func TestSamplesPlaceASpeedBetweenVariants(t *testing.T) {
 	const rate = 8000
 	cases := []struct {
@@ -61,5 +63,17 @@ func TestSamplesPlaceASpeedBetweenVariants(t *testing.T) {
 		if seen[c.name] != 1 {
 			t.Errorf("%s found %d times, want once", c.name, seen[c.name])
 		}
+	}
+	// Replaying the episode's print finds the same, to the last field.
+	x, err := locate.NewIndex(locate.DefaultParams, clips)
+	if err != nil {
+		t.Fatal(err)
+	}
+	streamed, rec := streamRecording(t, x, audio.Samples(ep, rate), locate.Threshold)
+	if replayed := replay(t, x, rec, locate.Threshold); !reflect.DeepEqual(replayed, streamed) {
+		t.Errorf("replayed:\n%+v\nstreamed:\n%+v", replayed, streamed)
+	}
+	if len(streamed) != len(cases) {
+		t.Errorf("streamed from a recording: %d occurrences, want %d", len(streamed), len(cases))
 	}
 }
