@@ -273,7 +273,8 @@ func (c *corpus) episodeFile(ep, cond string) string {
 // occurrence with its features and whether it was right (for a look at a
 // tuning corpus, never at the reported ones), tab-separated: corpus,
 // condition, episode, clip, clip seconds, confidence, votes, clip hashes,
-// band-envelope similarity, samples' correlation, tp or fp, offset.
+// band-envelope similarity, samples' correlation, tp or fp, offset,
+// speed, tempo, and whether the samples placed it (refined).
 var dump = func() *os.File {
 	if p := os.Getenv("ARCHIVIST_LOCATE_DUMP"); p != "" {
 		f, err := os.Create(p)
@@ -416,7 +417,7 @@ func (c *corpus) score(s *score, ep, cond string, seconds float64, found []locat
 					right = "tp"
 				}
 			}
-			fmt.Fprintf(dump, "%s\t%s\t%s\t%s\t%.1f\t%.4f\t%d\t%d\t%.4f\t%.4f\t%s\t%.3f\n", c.dir, cond, ep, o.Name, c.duration[o.Name], o.Confidence, o.Votes, o.Hashes, o.Similarity, o.Waveform, right, o.Offset)
+			fmt.Fprintf(dump, "%s\t%s\t%s\t%s\t%.1f\t%.4f\t%d\t%d\t%.4f\t%.4f\t%s\t%.3f\t%.4f\t%.4f\t%t\n", c.dir, cond, ep, o.Name, c.duration[o.Name], o.Confidence, o.Votes, o.Hashes, o.Similarity, o.Waveform, right, o.Offset, o.Speed, o.Tempo, o.Refined)
 		}
 		hit := false
 		for i, tr := range truth {

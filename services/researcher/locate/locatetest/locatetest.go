@@ -72,6 +72,51 @@ func Insert(episode, clip []float32, at int, gain float32) {
 	}
 }
 
+// AtTempo plays x (at 8 kHz) at tempo with its pitch kept, as sox's tempo
+// effect does (WSOLA: 82 ms frames laid down under a Hann window, each
+// taken from the input at tempo times its place in the output, moved by up
+// to 14 ms to where it best continues the frame before).
+func AtTempo(x []float32, tempo float64) []float32 {
+	const n, hs, tol = 656, 328, 112
+	outLen := int(math.Round(float64(len(x)) / tempo))
+	y, norm := make([]float32, outLen+n), make([]float32, outLen+n)
+	at := func(i int) float32 {
+		if i < 0 || i >= len(x) {
+			return 0
+		}
+		return x[i]
+	}
+	prev := 0
+	for k := 0; k*hs < outLen; k++ {
+		nominal := int(math.Round(float64(k*hs) * tempo))
+		from := nominal
+		if k > 0 {
+			best := math.Inf(-1)
+			for d := -tol; d <= tol; d++ {
+				var c float64
+				for i := 0; i < n; i += 4 {
+					c += float64(at(prev+hs+i)) * float64(at(nominal+d+i))
+				}
+				if c > best {
+					best, from = c, nominal+d
+				}
+			}
+		}
+		for i := range n {
+			w := float32(0.5 - 0.5*math.Cos(2*math.Pi*float64(i)/n))
+			y[k*hs+i] += w * at(from+i)
+			norm[k*hs+i] += w
+		}
+		prev = from
+	}
+	for i := range outLen {
+		if norm[i] > 1e-3 {
+			y[i] /= norm[i]
+		}
+	}
+	return y[:outLen]
+}
+
 // WAVHeader is the 44-byte header of a PCM WAV declaring channels, rate,
 // bits per sample and dataBytes of samples: whatever they are, so that
 // tests can declare what no real file would (65,535 channels, 4 GHz).
