@@ -623,15 +623,13 @@ func (m *Matcher) decide(c int, cd candidate) (scored, bool) {
 		// its own where the samples do not place it; one that does not
 		// fit clearly better than the variant's own stands where the
 		// samples place the clip at it too.
-		half := float64(len(ic.samples)) / 2
 		f, sr, sim, at1 := m.scaleSearch(ic, cd.o)
 		var (
 			pl  pinned
 			got bool
 		)
 		if sr != 1 {
-			// The samples' factor within 1 % of the envelopes'.
-			pl, got = m.pin(ic, half, float64(f)*float64(m.p.Hop)+half/sr, 1/sr, 2*pinAgree, int64(cd.o+ic.reach+1)*int64(m.p.Hop))
+			pl, got = m.pinAt(ic, f, sr, int64(cd.o+ic.reach+1)*int64(m.p.Hop))
 		}
 		switch {
 		case sr == 1:
@@ -648,12 +646,7 @@ func (m *Matcher) decide(c int, cd candidate) (scored, bool) {
 		if got {
 			r, startFrame = pl.r, int32(pl.start/int64(m.p.Hop))
 			start, o.Refined, o.Waveform, projection, compared = max(pl.start, 0), pl.bySamples, 0, 0, false
-			o.Duration /= r
-			if ic.speed != 1 {
-				o.Speed = ic.speed * r
-			} else {
-				o.Tempo = r
-			}
+			o.atFactor(ic.speed, r)
 		}
 	}
 	// Played at a speed between two variants', a clip keeps too few of
@@ -708,10 +701,35 @@ func (m *Matcher) decide(c int, cd candidate) (scored, bool) {
 		m.refuse(c, cd, lambda, o, landmarks, "samples")
 		return scored{}, false
 	}
+	// A confident clip still at its variant's factor whose samples match
+	// in part only (in one of its first and last quarters) was aligned at
+	// its loudest 2 s: played at another tempo (or between two speeds),
+	// its start lies a fraction of that excerpt's place off. Its samples
+	// place it from there (repin); it is ranked against the clip's other
+	// candidates as it was decided, at its variant's factor.
+	decidedAt := r
+	if r == 1 && compared && o.Waveform < waveSure && ic.frames >= minScaleFrames && !m.waveThroughout(ic, start, o.Waveform) {
+		if pl, ok := m.repin(ic, cd.o, start, int64(cd.o+ic.reach+1)*int64(m.p.Hop)); ok {
+			r, startFrame, start, o.Refined = pl.r, int32(pl.start/int64(m.p.Hop)), max(pl.start, 0), pl.bySamples
+			o.atFactor(ic.speed, r)
+		}
+	}
 	o.Offset = float64(max(start, 0)) / float64(m.p.Rate)
 	o.Confidence = confidenceOf(sig + ws)
 	return scored{Occurrence: o, idx: c, sig: sig, corr: o.Similarity, wave: o.Waveform, projection: projection,
-		start: startFrame, end: startFrame + int32(float64(ic.frames)/r), pinned: r != 1 && o.Refined, respeeded: searched > 0, partial: partial && r == 1}, true
+		start: startFrame, end: startFrame + int32(float64(ic.frames)/r), pinned: decidedAt != 1 && o.Refined, respeeded: searched > 0, partial: partial && decidedAt == 1}, true
+}
+
+// atFactor is o placed at factor r of a variant of speed: its duration as
+// it played, and its speed (a speed variant's, which r resamples further)
+// or else its tempo.
+func (o *Occurrence) atFactor(speed, r float64) {
+	o.Duration /= r
+	if speed != 1 {
+		o.Speed = speed * r
+	} else {
+		o.Tempo = r
+	}
 }
 
 // unlike is the correlation below which, in both its band envelopes and
@@ -1100,16 +1118,15 @@ const (
 // analysed when it streams (its reach), so that a replay, which has them
 // all, places it alike.
 func (m *Matcher) pin(ic *indexedClip, t0, e0, a0, da float64, limit int64) (pinned, bool) {
-	n := len(ic.samples)
 	win := int(pinLen * float64(m.p.Rate))
-	part := n / pinWindows
-	if part < 2*win {
+	starts := stretchesOf(ic.samples, win)
+	if starts == nil {
 		return pinned{}, false
 	}
 	tol := pinTol * float64(m.p.Rate)
 	var ws []float64
-	for k := range pinWindows {
-		ws = append(ws, float64(k*part+onset(ic.samples[k*part:(k+1)*part], win)))
+	for _, t := range starts {
+		ws = append(ws, float64(t))
 	}
 	slices.SortFunc(ws, func(a, b float64) int { return cmp.Compare(math.Abs(a-t0), math.Abs(b-t0)) })
 	var pts []point
@@ -1178,6 +1195,98 @@ func (m *Matcher) pin(ic *indexedClip, t0, e0, a0, da float64, limit int64) (pin
 		return pinned{}, false
 	}
 	return pinned{start: int64(math.Round(s)), r: 1 / a, bySamples: true}, true
+}
+
+// pinAt places by its samples (pin) a clip whose band envelopes start it
+// at frame f at factor sr (scaleSearch): from the middle of the clip,
+// where the envelopes' fit pivots, the samples' factor within 1 % of sr.
+func (m *Matcher) pinAt(ic *indexedClip, f int32, sr float64, limit int64) (pinned, bool) {
+	half := float64(len(ic.samples)) / 2
+	return m.pin(ic, half, float64(f)*float64(m.p.Hop)+half/sr, 1/sr, 2*pinAgree, limit)
+}
+
+// repinFrom is how far from its variant's factor the samples must place a
+// clip for repin to move it: under 1 %, a clip placed at its loudest 2 s
+// starts within 0.1 s of its place for all but the longest clips.
+const repinFrom = 0.01
+
+// repin places a clip aligned at start at its variant's factor by its
+// loudest 2 s (refine), a candidate at frame o: by its samples (pin)
+// anchored there (the excerpt's middle is where refine put it, the factor
+// within the variant's search range); where they do not place it, at the
+// factor and start its band envelopes follow clearly better than the
+// variant's (scaleSearch, as a certain candidate's), by its samples from
+// there or else by the envelopes alone. It is false where neither places
+// it, or places it within repinFrom of the variant's factor.
+func (m *Matcher) repin(ic *indexedClip, o int32, start, limit int64) (pinned, bool) {
+	t0 := float64(ic.excerpt) + float64(min(excerptLen(m.p), len(ic.samples)-ic.excerpt))/2
+	pl, ok := m.pin(ic, t0, float64(start)+t0, 1, scaleRange(m.p, ic.speed), limit)
+	if !ok {
+		f, sr, sim, at1 := m.scaleSearch(ic, o)
+		if sr == 1 || sim < at1+scaleGain {
+			return pinned{}, false
+		}
+		if pl, ok = m.pinAt(ic, f, sr, limit); !ok {
+			pl = pinned{start: int64(f) * int64(m.p.Hop), r: sr}
+		}
+	}
+	if math.Abs(pl.r-1) < repinFrom {
+		return pinned{}, false
+	}
+	// The band envelopes follow the passage better placed so than where
+	// refine put the clip: a jingle's repeated notes can line the samples'
+	// stretches up a few percent off a clip played as it is.
+	n, s1 := int32(len(ic.env)/Bands), int32(start/int64(m.p.Hop))
+	at1 := -1.0
+	for st := s1 - 3; st <= s1+3; st++ {
+		at1 = max(at1, m.similarityOf(ic, st, 1, 1, 0, n))
+	}
+	if m.similarityOf(ic, int32(pl.start/int64(m.p.Hop)), pl.r, 1, 0, n) <= at1 {
+		return pinned{}, false
+	}
+	// And more of the stretches pin looks for lie on its line than on the
+	// line at the variant's factor through where refine put it (a 4 s
+	// clip played as it is, its samples correlating 0.79, whose stretches
+	// pin lined up 4 % off: 7 there against 9 at its own factor).
+	if m.onLine(ic, float64(start), 1, limit) >= m.onLine(ic, float64(pl.start), 1/pl.r, limit) {
+		return pinned{}, false
+	}
+	return pl, true
+}
+
+// stretchesOf is where the stretches of win samples that pin looks for
+// start in clip x: in each of its pinWindows parts, where its energy rises
+// most (onset); none where a part is shorter than two stretches.
+func stretchesOf(x []float32, win int) []int {
+	part := len(x) / pinWindows
+	if part < 2*win {
+		return nil
+	}
+	starts := make([]int, pinWindows)
+	for k := range starts {
+		starts[k] = k*part + onset(x[k*part:(k+1)*part], win)
+	}
+	return starts
+}
+
+// onLine is how many of the clip's pinWindows stretches (those pin looks
+// for) are found, correlating pinClear or more, within pinTol of where the
+// line e = s + a·t puts them.
+func (m *Matcher) onLine(ic *indexedClip, s, a float64, limit int64) int {
+	win := int(pinLen * float64(m.p.Rate))
+	tol := int64(pinTol * float64(m.p.Rate))
+	found := 0
+	for _, t := range stretchesOf(ic.samples, win) {
+		want := int64(math.Round(s + a*float64(t)))
+		seg, _ := m.samplesIn(want-tol, min(want+tol+int64(win), limit))
+		if len(seg) < win+1 {
+			continue
+		}
+		if _, v := bestLag(ic.samples[t:t+win], seg, 0, int64(len(seg)-win)); v >= pinClear {
+			found++
+		}
+	}
+	return found
 }
 
 // respeedFrom is the least correlation of a variant's band envelopes at
