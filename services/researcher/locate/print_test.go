@@ -62,6 +62,25 @@ func replay(t testing.TB, x *locate.Index, rec *recording, minConf float64) []lo
 	return m.Finish()
 }
 
+// replaysAsStreamed checks that replaying the print of episode ep (at
+// 8 kHz), recorded as it streams through the clips indexed with p, finds
+// what streaming it does to the last field, and that streaming finds want
+// occurrences.
+func replaysAsStreamed(t *testing.T, p locate.Params, clips []locate.Clip, ep []float32, want int) {
+	t.Helper()
+	x, err := locate.NewIndex(p, clips)
+	if err != nil {
+		t.Fatal(err)
+	}
+	streamed, rec := streamRecording(t, x, audio.Samples(ep, 8000), locate.Threshold)
+	if replayed := replay(t, x, rec, locate.Threshold); !reflect.DeepEqual(replayed, streamed) {
+		t.Errorf("replayed:\n%+v\nstreamed:\n%+v", replayed, streamed)
+	}
+	if len(streamed) != want {
+		t.Errorf("streamed from a recording: %d occurrences, want %d", len(streamed), want)
+	}
+}
+
 // TestReplayingAPrintIsStreamingTheEpisode: for every episode and
 // condition of the mini corpus, with all its clips, far below the
 // reporting threshold (where many more candidates are decided), and in

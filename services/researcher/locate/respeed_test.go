@@ -2,10 +2,8 @@ package locate_test
 
 import (
 	"math"
-	"reflect"
 	"testing"
 
-	"github.com/archivist/archivist/services/researcher/audio"
 	"github.com/archivist/archivist/services/researcher/locate"
 	"github.com/archivist/archivist/services/researcher/locate/locatetest"
 )
@@ -65,15 +63,5 @@ func TestSamplesPlaceASpeedBetweenVariants(t *testing.T) {
 		}
 	}
 	// Replaying the episode's print finds the same, to the last field.
-	x, err := locate.NewIndex(locate.DefaultParams, clips)
-	if err != nil {
-		t.Fatal(err)
-	}
-	streamed, rec := streamRecording(t, x, audio.Samples(ep, rate), locate.Threshold)
-	if replayed := replay(t, x, rec, locate.Threshold); !reflect.DeepEqual(replayed, streamed) {
-		t.Errorf("replayed:\n%+v\nstreamed:\n%+v", replayed, streamed)
-	}
-	if len(streamed) != len(cases) {
-		t.Errorf("streamed from a recording: %d occurrences, want %d", len(streamed), len(cases))
-	}
+	replaysAsStreamed(t, locate.DefaultParams, clips, ep, len(cases))
 }

@@ -2,10 +2,8 @@ package locate_test
 
 import (
 	"math"
-	"reflect"
 	"testing"
 
-	"github.com/archivist/archivist/services/researcher/audio"
 	"github.com/archivist/archivist/services/researcher/locate"
 	"github.com/archivist/archivist/services/researcher/locate/locatetest"
 )
@@ -88,15 +86,5 @@ func TestSpeedAndTempoFactors(t *testing.T) {
 	// Replaying the episode's print places them as streaming it does, to
 	// the last field (their factors searched and their samples placing
 	// them, from the coded samples either way).
-	x, err := locate.NewIndex(p, clips)
-	if err != nil {
-		t.Fatal(err)
-	}
-	streamed, rec := streamRecording(t, x, audio.Samples(ep, rate), locate.Threshold)
-	if replayed := replay(t, x, rec, locate.Threshold); !reflect.DeepEqual(replayed, streamed) {
-		t.Errorf("replayed:\n%+v\nstreamed:\n%+v", replayed, streamed)
-	}
-	if len(streamed) != len(cases) {
-		t.Errorf("streamed from a recording: %d occurrences, want %d", len(streamed), len(cases))
-	}
+	replaysAsStreamed(t, p, clips, ep, len(cases))
 }
