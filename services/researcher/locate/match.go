@@ -1004,6 +1004,17 @@ func reachOf(frames int32, scale float64) int32 {
 	return int32(math.Ceil(float64(frames)/(1-scale))) + 1
 }
 
+// atOwnFactor is the best similarity of the clip's band envelopes with
+// the passage's at its variant's own factor within 3 frames of frame o
+// (−1 where none is at hand).
+func (m *Matcher) atOwnFactor(ic *indexedClip, o int32) float64 {
+	n, best := int32(len(ic.env)/Bands), -1.0
+	for st := o - 3; st <= o+3; st++ {
+		best = max(best, m.similarityOf(ic, st, 1, 1, 0, n))
+	}
+	return best
+}
+
 // scaleSearch finds the factor r (the clip lasts 1/r of the variant's
 // time) and the start frame at which the clip's band envelopes follow the
 // episode's best, near a candidate at frame o whose landmarks lined up
@@ -1017,10 +1028,7 @@ func (m *Matcher) scaleSearch(ic *indexedClip, o int32) (start int32, r, sim, at
 	try := func(st int32, r float64, stride int32) float64 {
 		return m.similarityOf(ic, st, r, stride, 0, n)
 	}
-	at1 = -1
-	for st := o - 3; st <= o+3; st++ {
-		at1 = max(at1, try(st, 1, 1))
-	}
+	at1 = m.atOwnFactor(ic, o)
 	bestS, bestR, best := o, 1.0, try(o, 1, 2)
 	// Where the landmarks of frame t of the clip line up at o, the clip
 	// starts at o + t − t/r: between o and o + n(1 − 1/r).
@@ -1236,12 +1244,8 @@ func (m *Matcher) repin(ic *indexedClip, o int32, start, limit int64) (pinned, b
 	// The band envelopes follow the passage better placed so than where
 	// refine put the clip: a jingle's repeated notes can line the samples'
 	// stretches up a few percent off a clip played as it is.
-	n, s1 := int32(len(ic.env)/Bands), int32(start/int64(m.p.Hop))
-	at1 := -1.0
-	for st := s1 - 3; st <= s1+3; st++ {
-		at1 = max(at1, m.similarityOf(ic, st, 1, 1, 0, n))
-	}
-	if m.similarityOf(ic, int32(pl.start/int64(m.p.Hop)), pl.r, 1, 0, n) <= at1 {
+	n := int32(len(ic.env) / Bands)
+	if m.similarityOf(ic, int32(pl.start/int64(m.p.Hop)), pl.r, 1, 0, n) <= m.atOwnFactor(ic, int32(start/int64(m.p.Hop))) {
 		return pinned{}, false
 	}
 	// And more of the stretches pin looks for lie on its line than on the
