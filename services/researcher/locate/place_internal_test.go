@@ -81,3 +81,29 @@ func TestSamplesPlaceAClipAtAnotherTempo(t *testing.T) {
 		t.Error("a factor placed by samples, landmarks short of certain: placed better")
 	}
 }
+
+// TestSamplesPlaceOverEnvelopesAtOneFactor: of two certain alignments of
+// a clip both placed at another factor (a 30 s clip of music played 10 %
+// fast, on the corpus: its start, and a bar later, where the music repeats
+// itself), the one its samples placed (pin) is its place, where its band
+// envelopes follow the passage at least as well, over the one its
+// envelopes alone placed, however many more landmarks that one gathered;
+// not where its envelopes follow less well.
+func TestSamplesPlaceOverEnvelopesAtOneFactor(t *testing.T) {
+	at := func(start int32, sig, corr float64, pinned bool) scored {
+		return scored{Occurrence: Occurrence{Clip: 7, Speed: 1, Tempo: 1.10}, idx: 1, start: start, end: start + 850, sig: sig, corr: corr, pinned: pinned, scaled: true}
+	}
+	bySamples, byEnvelopes := at(0, 45.0, 0.929, true), at(66, 66.3, 0.595, false)
+	if !placedBetter(bySamples, byEnvelopes) {
+		t.Error("the alignment the samples placed: not placed better")
+	}
+	if placedBetter(byEnvelopes, bySamples) {
+		t.Error("the alignment the envelopes alone placed: placed better")
+	}
+	if worse := at(0, 45.0, 0.5, true); placedBetter(worse, byEnvelopes) {
+		t.Error("the samples' alignment, its envelopes following less well: placed better")
+	}
+	if weak := at(0, certain/2, 0.929, true); placedBetter(weak, byEnvelopes) {
+		t.Error("the samples' alignment, landmarks short of certain: placed better")
+	}
+}

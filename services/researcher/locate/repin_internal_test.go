@@ -12,19 +12,23 @@ import (
 // candidate short of certain landmarks is: its factor is not searched), is
 // placed by its samples from there (repin) at its start (within 50 ms)
 // and its tempo (within 1 %), where the alignment alone starts it 0.08 to
-// 0.28 s off; a clip played as it is is left where refine put it.
+// 0.28 s off, and one played faster at the episode's very end (at its
+// variant's factor it would reach past the end, so its samples were not
+// compared); a clip played as it is is left where refine put it.
 func TestSamplesPlaceAClipAlignedAtItsLoudest(t *testing.T) {
 	const rate, pos = 8000, 6.0
 	for _, c := range []struct {
 		name    string
 		seconds float64
 		tempo   float64
+		atEnd   bool // the episode ends 0.2 s after the clip
 	}{
-		{"tempo 0.92", 5, 0.92},
-		{"tempo 0.95", 3, 0.95},
-		{"tempo 1.06", 4, 1.06},
-		{"tempo 1.10", 6, 1.10},
-		{"as it is", 4, 1},
+		{"tempo 0.92", 5, 0.92, false},
+		{"tempo 0.95", 3, 0.95, false},
+		{"tempo 1.06", 4, 1.06, false},
+		{"tempo 1.10", 6, 1.10, false},
+		{"tempo 1.08 at the end", 8, 1.08, true},
+		{"as it is", 4, 1, false},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			clip := locatetest.Jingle(41, c.seconds, rate)
@@ -36,7 +40,11 @@ func TestSamplesPlaceAClipAlignedAtItsLoudest(t *testing.T) {
 			if c.tempo != 1 {
 				played = locatetest.AtTempo(clip, c.tempo)
 			}
-			ep := locatetest.Bed(43, pos+float64(len(played))/rate+3, rate)
+			after := 3.0
+			if c.atEnd {
+				after = 0.2
+			}
+			ep := locatetest.Bed(43, pos+float64(len(played))/rate+after, rate)
 			locatetest.Insert(ep, played, int(pos*rate), 0.8)
 			m := NewMatcher(x)
 			m.Write(ep)
@@ -47,6 +55,9 @@ func TestSamplesPlaceAClipAlignedAtItsLoudest(t *testing.T) {
 			start, ok := m.refine(ic, guess, int64(m.p.Hop))
 			if !ok {
 				t.Fatal("refine: the excerpt not found")
+			}
+			if _, _, compared := m.waveCorr(ic, start); compared == c.atEnd {
+				t.Fatalf("samples compared at factor 1: %v, want %v", compared, !c.atEnd)
 			}
 			pl, ok := m.repin(ic, int32(start/int64(m.p.Hop)), start, math.MaxInt64)
 			if c.tempo == 1 {
