@@ -107,3 +107,33 @@ func TestSamplesPlaceOverEnvelopesAtOneFactor(t *testing.T) {
 		t.Error("the samples' alignment, landmarks short of certain: placed better")
 	}
 }
+
+// TestRepinnedOverItsPartialSelf: of two certain alignments of one
+// variant of a clip at its factor, one whose samples match in part only
+// (a 5.8 s clip played at tempo 0.95, on the corpus: 210.7 of significance
+// 0.2 s after its start, its samples 0.26) and one its samples placed at
+// another factor once reported (repin: 150.2, at 0.948, to 9 ms), the one
+// placed so is its place; not the alignment of another variant of the
+// clip, and not where either is short of certain.
+func TestRepinnedOverItsPartialSelf(t *testing.T) {
+	at := func(idx int, start int32, sig, wave float64, repinned, partial bool) scored {
+		return scored{Occurrence: Occurrence{Clip: 7, Speed: 1, Tempo: 1}, idx: idx, start: start, end: start + 190, sig: sig, wave: wave, corr: 0.8, repinned: repinned, partial: partial}
+	}
+	placed, part := at(1, 9164, 150.2, 0.358, true, false), at(1, 9172, 210.7, 0.256, false, true)
+	placed.Tempo = 0.948
+	if !placedBetter(placed, part) {
+		t.Error("the repinned alignment: not placed better")
+	}
+	if placedBetter(part, placed) {
+		t.Error("the partial alignment: placed better")
+	}
+	if other := (func() scored { s := placed; s.idx = 2; return s })(); placedBetter(other, part) {
+		t.Error("another variant's repinned alignment: placed better")
+	}
+	if weak := (func() scored { s := placed; s.sig = certain / 2; return s })(); placedBetter(weak, part) {
+		t.Error("a repinned alignment short of certain: placed better")
+	}
+	if whole := (func() scored { s := part; s.partial = false; return s })(); placedBetter(placed, whole) {
+		t.Error("over an alignment whose samples match throughout: placed better")
+	}
+}
