@@ -715,7 +715,7 @@ func (m *Matcher) decide(c int, cd candidate) (scored, bool) {
 	// episode's end, it does not (a 6.2 s clip at tempo 1.05 and 1.10,
 	// reported 0.2 and 0.5 s early).
 	decidedAt, repinned := r, false
-	if r == 1 && ic.frames >= minScaleFrames && (compared && o.Waveform < waveSure && !m.waveThroughout(ic, start, o.Waveform) || !compared) {
+	if r == 1 && ic.frames >= minScaleFrames && (!compared || o.Waveform < waveSure && !m.waveThroughout(ic, start, o.Waveform)) {
 		if pl, ok := m.repin(ic, cd.o, start, int64(cd.o+ic.reach+1)*int64(m.p.Hop)); ok {
 			repinned = true
 			r, startFrame, start, o.Refined = pl.r, int32(pl.start/int64(m.p.Hop)), max(pl.start, 0), pl.bySamples

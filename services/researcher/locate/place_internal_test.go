@@ -127,13 +127,15 @@ func TestRepinnedOverItsPartialSelf(t *testing.T) {
 	if placedBetter(part, placed) {
 		t.Error("the partial alignment: placed better")
 	}
-	if other := (func() scored { s := placed; s.idx = 2; return s })(); placedBetter(other, part) {
+	other, weak, whole := placed, placed, part
+	other.idx, weak.sig, whole.partial = 2, certain/2, false
+	if placedBetter(other, part) {
 		t.Error("another variant's repinned alignment: placed better")
 	}
-	if weak := (func() scored { s := placed; s.sig = certain / 2; return s })(); placedBetter(weak, part) {
+	if placedBetter(weak, part) {
 		t.Error("a repinned alignment short of certain: placed better")
 	}
-	if whole := (func() scored { s := part; s.partial = false; return s })(); placedBetter(placed, whole) {
+	if placedBetter(placed, whole) {
 		t.Error("over an alignment whose samples match throughout: placed better")
 	}
 }
