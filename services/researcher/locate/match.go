@@ -610,15 +610,18 @@ func (m *Matcher) decide(c int, cd candidate) (scored, bool) {
 	// where they point: where they are certain, the factor and start at
 	// which its band envelopes follow the passage's far better than at the
 	// variant's factor are its own (scaleSearch), and its samples, played
-	// at another factor, are not compared; unless its samples match
-	// throughout at the variant's factor. (Its samples may well match in
+	// at another factor, are not compared. (Its samples may well match in
 	// part: a stretch keeps the waveform within each of its frames, and
 	// the samples' refinement aligned the clip's loudest 2 s, not its
-	// start. Landmarks short of certain, at a factor found so, were a
-	// coincidence as often as not on the tuning corpus.)
+	// start. They may even match throughout, a fraction of a second off,
+	// where a held chord or a steady beat correlates at any shift of its
+	// period: clips of music at tempo 0.95 and 1.05, whose quarters
+	// correlated 0.53 and 0.23, 0.46 and 0.48, were reported 0.14-0.21 s
+	// off at factor 1. Landmarks short of certain, at a factor found so,
+	// were a coincidence as often as not on the tuning corpus.)
 	partial := false // its samples match in part only (waveThroughout)
-	if sig >= certain && ic.frames >= minScaleFrames && o.Waveform < waveSure && !m.waveThroughout(ic, start, o.Waveform) {
-		partial = compared
+	if sig >= certain && ic.frames >= minScaleFrames && o.Waveform < waveSure {
+		partial = compared && !m.waveThroughout(ic, start, o.Waveform)
 		// Its samples place it (pin), from the middle of the clip where
 		// the envelopes put it (the ridge's pivot): a factor found by
 		// the envelopes stands with the samples' start and factor, or
@@ -633,8 +636,19 @@ func (m *Matcher) decide(c int, cd candidate) (scored, bool) {
 		if sr != 1 {
 			pl, got = m.pinAt(ic, f, sr, int64(cd.o+ic.reach+1)*int64(m.p.Hop))
 		}
+		// Where its samples match throughout at the variant's factor,
+		// only its samples move it, and only where its envelopes follow
+		// the passage better there too: a clip overlaid on another sound,
+		// played as it is, its samples 0.56 throughout, fitted its
+		// envelopes 0.35 at 0.90 against 0.23 (placed 0.3 s early), and
+		// another, its samples 0.82, was placed by them at 1.023 where its
+		// envelopes fitted 0.32 against 0.35 (0.13 s late); the clips at
+		// tempo 0.95 and 1.05 above were placed by their samples to 6 ms,
+		// their envelopes 0.07-0.22 better.
 		switch {
 		case sr == 1:
+		case compared && !partial && (!got || !pl.bySamples || sim < at1+repinGain):
+			got = false
 		case sim >= at1+scaleGain:
 			o.Similarity = sim
 			if !got {
@@ -707,16 +721,21 @@ func (m *Matcher) decide(c int, cd candidate) (scored, bool) {
 	// in part only (in one of its first and last quarters) was aligned at
 	// its loudest 2 s: played at another tempo (or between two speeds),
 	// its start lies a fraction of that excerpt's place off. Its samples
-	// place it from there (repin); it is ranked against the clip's other
-	// candidates as it was decided, at its variant's factor, but over one
-	// of its own variant whose samples match in part only (placedBetter).
+	// place it from there (repin), or else its band envelopes; where its
+	// samples match throughout (a held chord, a steady beat), its samples
+	// alone (a 6.5 s clip of music at tempo 1.05, its samples 0.60 at
+	// factor 1 and 0.14 s early, its stretches 12 of 12 on the line at
+	// 1.0487 against 9 at 1, placed to 1 ms). It is ranked against the
+	// clip's other candidates as it was decided, at its variant's factor,
+	// but over one of its own variant whose samples match in part only
+	// (placedBetter).
 	// So is one whose samples were not compared, because at its variant's
 	// factor it would reach past the episode's end: played faster at an
 	// episode's end, it does not (a 6.2 s clip at tempo 1.05 and 1.10,
 	// reported 0.2 and 0.5 s early).
 	decidedAt, repinned := r, false
-	if r == 1 && ic.frames >= minScaleFrames && (!compared || o.Waveform < waveSure && !m.waveThroughout(ic, start, o.Waveform)) {
-		if pl, ok := m.repin(ic, cd.o, start, int64(cd.o+ic.reach+1)*int64(m.p.Hop)); ok {
+	if r == 1 && ic.frames >= minScaleFrames && (!compared || o.Waveform < waveSure) {
+		if pl, ok := m.repin(ic, cd.o, start, int64(cd.o+ic.reach+1)*int64(m.p.Hop), !compared || !m.waveThroughout(ic, start, o.Waveform)); ok {
 			repinned = true
 			r, startFrame, start, o.Refined = pl.r, int32(pl.start/int64(m.p.Hop)), max(pl.start, 0), pl.bySamples
 			o.atFactor(ic.speed, r)
@@ -1241,7 +1260,7 @@ func (m *Matcher) pin(ic *indexedClip, t0, e0, a0, da float64, limit int64) (pin
 // where the envelopes' fit pivots, the samples' factor within 1 % of sr.
 func (m *Matcher) pinAt(ic *indexedClip, f int32, sr float64, limit int64) (pinned, bool) {
 	half := float64(len(ic.samples)) / 2
-	return m.pin(ic, half, float64(f)*float64(m.p.Hop)+half/sr, 1/sr, 2*pinAgree, limit)
+	return m.pin(ic, half, float64(f)*float64(m.p.Hop)+half/sr, 1/sr, 0.01, limit)
 }
 
 // repinFrom is how far from its variant's factor the samples must place a
@@ -1261,14 +1280,18 @@ const repinGain = 0.02
 // repin places a clip aligned at start at its variant's factor by its
 // loudest 2 s (refine), a candidate at frame o: by its samples (pin)
 // anchored there (the excerpt's middle is where refine put it, the factor
-// within the variant's search range); where they do not place it, at the
-// factor and start its band envelopes follow clearly better than the
+// within the variant's search range); where they do not place it and
+// byEnvelopes (not where its samples match throughout: see decide), at
+// the factor and start its band envelopes follow clearly better than the
 // variant's (scaleSearch, as a certain candidate's), by its samples from
 // there or else by the envelopes alone. It is false where neither places
 // it, or places it within repinFrom of the variant's factor.
-func (m *Matcher) repin(ic *indexedClip, o int32, start, limit int64) (pinned, bool) {
+func (m *Matcher) repin(ic *indexedClip, o int32, start, limit int64, byEnvelopes bool) (pinned, bool) {
 	t0 := float64(ic.excerpt) + float64(min(excerptLen(m.p), len(ic.samples)-ic.excerpt))/2
 	pl, ok := m.pin(ic, t0, float64(start)+t0, 1, scaleRange(m.p, ic.speed), limit)
+	if !ok && !byEnvelopes {
+		return pinned{}, false
+	}
 	if !ok {
 		f, sr, sim, at1 := m.scaleSearch(ic, o)
 		if sr == 1 || sim < at1+repinGain {
@@ -1544,8 +1567,10 @@ func fitLine(ps []point) (s, a float64, ok bool) {
 const minFactor = 0.004
 
 // pinAgree is how near the factors the envelopes and the samples find
-// must be for the two to place a clip together.
-const pinAgree = 0.005
+// must be for the two to place a clip together: a 6.5 s clip played at
+// tempo 0.95, its envelopes' factor 0.9557 and its samples' 0.9499, is
+// placed so to 6 ms (at 0.5 %, it was left at factor 1, 0.2 s off).
+const pinAgree = 0.0075
 
 // similarityOf is similarity of the clip's frames [i0, i1), every
 // stride-th, played at factor r from frame o (clip frame i at episode frame

@@ -14,7 +14,9 @@ import (
 // and its tempo (within 1 %), where the alignment alone starts it 0.08 to
 // 0.28 s off, and one played faster at the episode's very end (at its
 // variant's factor it would reach past the end, so its samples were not
-// compared); a clip played as it is is left where refine put it.
+// compared); a clip played as it is is left where refine put it. Asked
+// to place it by its samples alone, repin places it where it did, if
+// anywhere, and nowhere where its band envelopes alone did.
 func TestSamplesPlaceAClipAlignedAtItsLoudest(t *testing.T) {
 	const rate, pos = 8000, 6.0
 	for _, c := range []struct {
@@ -59,7 +61,7 @@ func TestSamplesPlaceAClipAlignedAtItsLoudest(t *testing.T) {
 			if _, _, compared := m.waveCorr(ic, start); compared == c.atEnd {
 				t.Fatalf("samples compared at factor 1: %v, want %v", compared, !c.atEnd)
 			}
-			pl, ok := m.repin(ic, int32(start/int64(m.p.Hop)), start, math.MaxInt64)
+			pl, ok := m.repin(ic, int32(start/int64(m.p.Hop)), start, math.MaxInt64, true)
 			if c.tempo == 1 {
 				if ok {
 					t.Errorf("placed at %.3f s, factor %.4f: want it left at its own factor", float64(pl.start)/rate, pl.r)
@@ -78,6 +80,14 @@ func TestSamplesPlaceAClipAlignedAtItsLoudest(t *testing.T) {
 			}
 			if math.Abs(pl.r/c.tempo-1) > 0.01 {
 				t.Errorf("factor %.4f, want %.2f", pl.r, c.tempo)
+			}
+			// Where its samples match throughout at factor 1, only they
+			// place it, from its loudest 2 s: where they do, as before;
+			// never where the envelopes alone did.
+			if again, ok := m.repin(ic, int32(start/int64(m.p.Hop)), start, math.MaxInt64, false); ok && (again != pl || !pl.bySamples) {
+				t.Errorf("by its samples alone: placed at %.3f s, factor %.4f; by both at %.3f s, factor %.4f, by samples %v", float64(again.start)/rate, again.r, float64(pl.start)/rate, pl.r, pl.bySamples)
+			} else {
+				t.Logf("by its samples alone: placed %v", ok)
 			}
 		})
 	}
