@@ -621,7 +621,8 @@ func (m *Matcher) decide(c int, cd candidate) (scored, bool) {
 	// were a coincidence as often as not on the tuning corpus.)
 	partial := false // its samples match in part only (waveThroughout)
 	if sig >= certain && ic.frames >= minScaleFrames && o.Waveform < waveSure {
-		partial = compared && !m.waveThroughout(ic, start, o.Waveform)
+		throughout := compared && m.waveThroughout(ic, start, o.Waveform)
+		partial = compared && !throughout
 		// Its samples place it (pin), from the middle of the clip where
 		// the envelopes put it (the ridge's pivot): a factor found by
 		// the envelopes stands with the samples' start and factor, or
@@ -647,7 +648,7 @@ func (m *Matcher) decide(c int, cd candidate) (scored, bool) {
 		// their envelopes 0.07-0.22 better.
 		switch {
 		case sr == 1:
-		case compared && !partial && (!got || !pl.bySamples || sim < at1+repinGain):
+		case throughout && (!got || !pl.bySamples || sim < at1+repinGain):
 			got = false
 		case sim >= at1+scaleGain:
 			o.Similarity = sim
