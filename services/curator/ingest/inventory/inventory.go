@@ -141,6 +141,16 @@ func Hold(ctx context.Context, db *pgxpool.Pool, bs blob.Store, j *ingest.JobRow
 			VALUES ($1, coalesce((SELECT versions FROM curator.inventory_objects WHERE ark = $1), 0)) ON CONFLICT (ark) DO NOTHING`, j.ARK); err != nil {
 			return err
 		}
+		// The lock first, then what it guards, in a statement of its own:
+		// under READ COMMITTED a statement that waited for the row sees
+		// the row as the withdrawal committed it but the object's and its
+		// versions' rows as its snapshot had them before, so a deposit
+		// waiting on a withdrawal found the hold cleared and the object
+		// not withdrawn, and stored a version of a withdrawn object
+		// (TestWithdrawalWaitsForTheVersionBeingStored, red in CI once).
+		if _, err := tx.Exec(ctx, `SELECT 1 FROM curator.ark_versions WHERE ark = $1 FOR UPDATE`, j.ARK); err != nil {
+			return err
+		}
 		var last, recorded int
 		var waiting bool
 		var withdrawnAt *time.Time
