@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/archivist/archivist/devkit/testenv"
 	"github.com/archivist/archivist/pkg/blob"
@@ -112,6 +113,81 @@ func TestOneJobAtATimeStoresAVersion(t *testing.T) {
 	var w *inventory.WithdrawnError
 	if !errors.As(err, &w) || !fault.IsPermanent(err) || w.Reason != "takedown" {
 		t.Errorf("a deposit into a withdrawn object: %v; want a permanent WithdrawnError naming the reason", err)
+	}
+}
+
+// TestAHoldWaitingOnAWithdrawalSeesIt: a deposit whose hold waits on the
+// object's lock while a withdrawal of the object commits takes no version
+// of it (a takedown sticks). The withdrawal here is held open until the
+// hold is seen waiting on it, so the race that once let a waiting deposit
+// read the object as it was before (READ COMMITTED: a statement that
+// waited for a row re-reads that row alone) is forced, not hoped for.
+func TestAHoldWaitingOnAWithdrawalSeesIt(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := testenv.DB(t, migrations.Schema)
+	bs, err := blob.NewLocal(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := newJob(t, db)
+	if v, err := inventory.Hold(ctx, db, bs, a); err != nil || v != 1 {
+		t.Fatalf("the first job's hold: v%d, %v; want v1", v, err)
+	}
+	files := []inventory.File{{Path: "producer/one.txt", Key: inventory.Key(objectARK, 1, "producer/one.txt"), SHA256: "aa", Size: 1}}
+	if err := pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error { return inventory.Record(ctx, tx, a, files) }); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Exec(ctx, `UPDATE curator.jobs SET state = 'completed' WHERE id = $1`, a.ID); err != nil {
+		t.Fatal(err)
+	}
+
+	// The withdrawal: the object withdrawn and its lock taken, in a
+	// transaction not yet committed.
+	tx, err := db.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx)
+	if _, err := tx.Exec(ctx, `UPDATE curator.inventory_objects SET withdrawn_at = now(), withdrawn_reason = 'takedown' WHERE ark = $1`, objectARK); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.Exec(ctx, `SELECT 1 FROM curator.ark_versions WHERE ark = $1 FOR UPDATE`, objectARK); err != nil {
+		t.Fatal(err)
+	}
+	b := newJob(t, db)
+	held := make(chan error, 1)
+	go func() {
+		_, err := inventory.Hold(ctx, db, bs, b)
+		held <- err
+	}()
+	// The deposit's hold waits on the lock.
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		var waiting int
+		if err := db.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
+			WHERE datname = current_database() AND wait_event_type = 'Lock'`).Scan(&waiting); err != nil {
+			t.Fatal(err)
+		}
+		if waiting > 0 {
+			break
+		}
+		select {
+		case err := <-held:
+			t.Fatalf("the hold returned (%v) while the withdrawal held the object's lock", err)
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the hold is not waiting on the withdrawal's lock after 30 s")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var w *inventory.WithdrawnError
+	if err := <-held; !errors.As(err, &w) || !fault.IsPermanent(err) {
+		t.Errorf("a deposit that waited on the object's withdrawal: %v; want a permanent WithdrawnError", err)
 	}
 }
 
