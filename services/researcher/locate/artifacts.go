@@ -140,7 +140,8 @@ func (l *Locator) openClipPrint(ctx context.Context, key string) (*ClipPrint, er
 
 // maxClipPrint bounds a clip print read whole: a clip of the longest
 // (maxClipSeconds), its samples at six variants and its landmarks, fit
-// in a quarter of it.
+// in a quarter of it (a print written now keeps its samples as it is
+// only, MarshalBinary).
 const maxClipPrint = 256 << 20
 
 func (l *Locator) keepClipPrint(ctx context.Context, key string, cp *ClipPrint) {

@@ -7,6 +7,7 @@ import (
 	"math"
 	mathbits "math/bits"
 	"slices"
+	"sync"
 
 	"github.com/archivist/archivist/services/researcher/audio"
 )
@@ -119,11 +120,68 @@ type indexedClip struct {
 	scale float64
 	reach int32
 
-	frames  int32
-	hashes  int
+	frames int32
+	hashes int
+	// n is how many samples the variant has, and wave the samples,
+	// made when first needed (samples).
+	n    int
+	wave *wave
+	env  []float32 // band envelopes, frame by frame (Bands per frame)
+}
+
+// wave is a variant's samples and the start of its most energetic
+// stretch (loudest), made when a candidate of the variant is first
+// compared with the episode: a speed variant of a kept print has only
+// its length (its samples are the clip's own played at its speed, which
+// make, the first time, makes again). Reading every variant's samples
+// from its clip's print and scanning them for their loudest stretch, for
+// every item, cost more than making again those a candidate compares
+// (1,000 known clips at ten variants: 0.92× the CPU; new clips, whose
+// prints are written, 0.73×; docs/PERFORMANCE.md).
+type wave struct {
+	once    sync.Once
+	make    func() []float32
 	samples []float32
-	excerpt int       // start sample of the clip's most energetic stretch
-	env     []float32 // band envelopes, frame by frame (Bands per frame)
+	excerpt int
+	span    int // excerptLen
+}
+
+// waveOf is a wave of samples at p's rate made by make when first needed.
+func waveOf(p Params, make func() []float32) *wave {
+	return &wave{make: make, span: excerptLen(p)}
+}
+
+// waveIn is a wave of samples at hand.
+func waveIn(p Params, samples []float32) *wave {
+	return waveOf(p, func() []float32 { return samples })
+}
+
+// waveWith is a wave of samples at hand whose excerpt is known.
+func waveWith(samples []float32, excerpt int) *wave {
+	w := &wave{samples: samples, excerpt: excerpt}
+	w.once.Do(func() {})
+	return w
+}
+
+func (w *wave) load() {
+	w.once.Do(func() {
+		w.samples = w.make()
+		w.excerpt = loudest(w.samples, w.span)
+		w.make = nil
+	})
+}
+
+// samples are the variant's samples (made the first time).
+func (ic *indexedClip) samples() []float32 {
+	ic.wave.load()
+	return ic.wave.samples
+}
+
+// excerpt is the start sample of the variant's most energetic stretch
+// (excerptLen), where its offset is refined.
+func (ic *indexedClip) excerpt() int {
+	ic.wave.load()
+	return ic.wave.excerpt
 }
 
 type posting struct {
@@ -168,8 +226,12 @@ type ClipPrint struct {
 type VariantPrint struct {
 	// Speed is the variant's playback speed (1: the clip as it is).
 	Speed float64
-	// Samples are its samples at Params.Rate.
+	// Samples are its samples at Params.Rate, Length of them. A speed
+	// variant of the low band decoded from a kept print has none (its
+	// samples are the clip's own played at Speed: an index of the print
+	// makes them again when a candidate of it is compared).
 	Samples []float32
+	Length  int
 	// Hashes are its landmarks, of every shift (Params.Shifts) for speed
 	// 1, and Landmarks how many of them the first shift made.
 	Hashes    []Hash
@@ -205,7 +267,7 @@ func PrintClip(p Params, c Clip) (*ClipPrint, error) {
 		}
 	}
 	for _, v := range append(cp.Low[:len(cp.Low):len(cp.Low)], cp.High...) {
-		if len(v.Samples) > maxClipSeconds*p.Rate {
+		if v.Length > maxClipSeconds*p.Rate {
 			return nil, fmt.Errorf("locate: clip %s is longer than %d s", c.Name, maxClipSeconds)
 		}
 	}
@@ -216,7 +278,7 @@ func PrintClip(p Params, c Clip) (*ClipPrint, error) {
 // the clip as it is (shift); a variant's tempo moves its framing across
 // the clip by itself (2 % of 1.2 s is 0.75 hop).
 func printVariant(p Params, samples []float32, speed float64, shift bool) VariantPrint {
-	v := VariantPrint{Speed: speed, Samples: samples}
+	v := VariantPrint{Speed: speed, Samples: samples, Length: len(samples)}
 	shifts := 1
 	if shift {
 		shifts = max(p.Shifts, 1)
@@ -246,11 +308,11 @@ func NewIndexOfPrints(p Params, prints []*ClipPrint) (*Index, error) {
 		if len(c.Low) != p.variants() {
 			return nil, fmt.Errorf("locate: clip %s has %d variants, the parameters %d", c.Name, len(c.Low), p.variants())
 		}
-		vs = append(vs, variant{c.Name, &c.Low[0], i})
+		vs = append(vs, variant{c.Name, &c.Low[0], i, &c.Low[0]})
 	}
 	for k := range p.variants() - 1 {
 		for i, c := range prints {
-			vs = append(vs, variant{c.Name, &c.Low[1+k], i})
+			vs = append(vs, variant{c.Name, &c.Low[1+k], i, &c.Low[0]})
 		}
 	}
 	x, err := newIndex(p, vs)
@@ -260,17 +322,19 @@ func NewIndexOfPrints(p Params, prints []*ClipPrint) (*Index, error) {
 	return x, x.indexHigh(prints)
 }
 
-// variant is a variant's print, of the clip of index of.
+// variant is a variant's print, of the clip of index of, whose own
+// print (as it is) is own.
 type variant struct {
 	name string
 	*VariantPrint
-	of int
+	of  int
+	own *VariantPrint
 }
 
 // newIndex indexes the variants' landmarks.
 func newIndex(p Params, vs []variant) (*Index, error) {
 	for _, c := range vs {
-		if len(c.Samples) > maxClipSeconds*p.Rate {
+		if c.Length > maxClipSeconds*p.Rate {
 			return nil, fmt.Errorf("locate: clip %s is longer than %d s", c.name, maxClipSeconds)
 		}
 	}
@@ -279,10 +343,20 @@ func newIndex(p Params, vs []variant) (*Index, error) {
 	}
 	x := &Index{p: p, start: make([]uint32, 1<<HashBits+1), discount: math.Log10(float64(p.variants()))}
 	for _, c := range vs {
-		frames := int32((len(c.Samples) + p.Hop - 1) / p.Hop)
+		frames := int32((c.Length + p.Hop - 1) / p.Hop)
 		scale := scaleRange(p, c.Speed)
-		x.clips = append(x.clips, indexedClip{name: c.name, of: c.of, speed: c.Speed, scale: scale, reach: reachOf(frames, scale), frames: frames, hashes: c.Landmarks, samples: c.Samples,
-			excerpt: loudest(c.Samples, excerptLen(p)), env: c.Env})
+		w := waveIn(p, c.Samples)
+		if c.Samples == nil && c.Length > 0 {
+			// A speed variant of a kept print: the clip's own samples
+			// played at its speed, as PrintClip made them.
+			own, speed := c.own.Samples, c.Speed
+			w = waveOf(p, func() []float32 {
+				x, _ := atSpeed(own, p.Rate, speed) // in memory: cannot fail
+				return x
+			})
+		}
+		x.clips = append(x.clips, indexedClip{name: c.name, of: c.of, speed: c.Speed, scale: scale, reach: reachOf(frames, scale), frames: frames, hashes: c.Landmarks,
+			n: c.Length, wave: w, env: c.Env})
 		x.frames = max(x.frames, frames)
 		for _, h := range c.Hashes {
 			x.start[h.H+1]++
@@ -334,7 +408,7 @@ func (x *Index) indexHigh(prints []*ClipPrint) error {
 	var vs []variant
 	for i, c := range prints {
 		if len(c.High) > 0 {
-			vs = append(vs, variant{c.Name, &c.High[0], len(x.highOf)})
+			vs = append(vs, variant{c.Name, &c.High[0], len(x.highOf), &c.High[0]})
 			x.highOf = append(x.highOf, i)
 		}
 	}
@@ -345,7 +419,7 @@ func (x *Index) indexHigh(prints []*ClipPrint) error {
 	for k := range p.Speeds {
 		for j, i := range x.highOf {
 			if c := prints[i]; len(c.High) == 1+len(p.Speeds) {
-				vs = append(vs, variant{c.Name, &c.High[1+k], j})
+				vs = append(vs, variant{c.Name, &c.High[1+k], j, &c.High[0]})
 			}
 		}
 	}

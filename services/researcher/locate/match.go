@@ -582,7 +582,7 @@ func (m *Matcher) decide(c int, cd candidate) (scored, bool) {
 	lambda = math.Max(lambda, st.localRate(cd.o))
 	sig := -poissonTailLog10(int(cd.window), 3*lambda) - m.x.discount
 	landmarks := confidenceOf(sig)
-	o := Occurrence{Clip: ic.of, Name: ic.name, Duration: float64(len(ic.samples)) / float64(m.p.Rate),
+	o := Occurrence{Clip: ic.of, Name: ic.name, Duration: float64(ic.n) / float64(m.p.Rate),
 		Votes: int(cd.window), Hashes: ic.hashes, Speed: ic.speed, Tempo: 1}
 	if landmarks < min(m.MinConfidence, Threshold, heardAt) {
 		m.refuse(c, cd, lambda, o, landmarks, "landmarks")
@@ -676,7 +676,7 @@ func (m *Matcher) decide(c int, cd candidate) (scored, bool) {
 		if rs, at, w, p, ok := m.respeed(ic, cd.o, int64(cd.o+ic.reach+1)*int64(m.p.Hop)); ok && w > o.Waveform {
 			r, startFrame = rs.speed/ic.speed, int32(at/int64(m.p.Hop))
 			start, o.Refined, o.Waveform, projection, compared = at, true, w, p, true
-			o.Duration = float64(len(rs.samples)) / float64(m.p.Rate)
+			o.Duration = float64(rs.n) / float64(m.p.Rate)
 			o.Speed = rs.speed
 			searched = respeedTrials
 		}
@@ -701,7 +701,7 @@ func (m *Matcher) decide(c int, cd candidate) (scored, bool) {
 	// can gather as many landmarks a beat off its place as at it, and
 	// has too few for the difference to tell: once it is confident, its
 	// samples are searched a quarter second either way.
-	if len(ic.samples) < shortClip*m.p.Rate && r == 1 {
+	if ic.n < shortClip*m.p.Rate && r == 1 {
 		if s, ok := m.refine(ic, start, int64(placeHops*m.p.Hop)); ok && s != start {
 			if w, p, ok := m.waveCorr(ic, s); ok && w > o.Waveform {
 				start, o.Refined, o.Waveform, projection = s, true, w, p
@@ -922,12 +922,12 @@ func samplesPlaceBetter(a, b scored) bool {
 // compared is false, and both 0, where the samples are no longer (or not
 // yet) at hand, or either is silent.
 func (m *Matcher) waveCorr(ic *indexedClip, start int64) (corr, projection float64, compared bool) {
-	n := int64(len(ic.samples))
+	n := int64(ic.n)
 	seg, at := m.samplesIn(start, start+n)
 	if at != start || int64(len(seg)) != n || n == 0 {
 		return 0, 0, false
 	}
-	c, e1, e2 := dots(ic.samples, seg)
+	c, e1, e2 := dots(ic.samples(), seg)
 	if e1 <= 0 || e2 <= 0 {
 		return 0, 0, false
 	}
@@ -1031,14 +1031,14 @@ func (m *Matcher) waveThroughout(ic *indexedClip, start int64, whole float64) bo
 	if whole < unlike {
 		return false
 	}
-	n := int64(len(ic.samples))
+	n := int64(ic.n)
 	q := n / 4
 	for _, from := range []int64{0, n - q} {
 		seg, at := m.samplesIn(start+from, start+from+q)
 		if at != start+from || int64(len(seg)) != q {
 			return false
 		}
-		c, e1, e2 := dots(ic.samples[from:from+q], seg)
+		c, e1, e2 := dots(ic.samples()[from:from+q], seg)
 		if e1 <= 0 || e2 <= 0 || math.Abs(c)/math.Sqrt(e1*e2) < whole/2 {
 			return false
 		}
@@ -1178,7 +1178,7 @@ const (
 // all, places it alike.
 func (m *Matcher) pin(ic *indexedClip, t0, e0, a0, da float64, limit int64) (pinned, bool) {
 	win := int(pinLen * float64(m.p.Rate))
-	starts := stretchesOf(ic.samples, win)
+	starts := stretchesOf(ic.samples(), win)
 	if starts == nil {
 		return pinned{}, false
 	}
@@ -1205,7 +1205,7 @@ func (m *Matcher) pin(ic *indexedClip, t0, e0, a0, da float64, limit int64) (pin
 		if len(seg) < win+1 {
 			continue
 		}
-		x := ic.samples[int(t) : int(t)+win]
+		x := ic.samples()[int(t) : int(t)+win]
 		d, v := bestLag(x, seg, 0, int64(len(seg)-win))
 		if v < pinClear {
 			continue
@@ -1260,7 +1260,7 @@ func (m *Matcher) pin(ic *indexedClip, t0, e0, a0, da float64, limit int64) (pin
 // at frame f at factor sr (scaleSearch): from the middle of the clip,
 // where the envelopes' fit pivots, the samples' factor within 1 % of sr.
 func (m *Matcher) pinAt(ic *indexedClip, f int32, sr float64, limit int64) (pinned, bool) {
-	half := float64(len(ic.samples)) / 2
+	half := float64(ic.n) / 2
 	return m.pin(ic, half, float64(f)*float64(m.p.Hop)+half/sr, 1/sr, 0.01, limit)
 }
 
@@ -1288,7 +1288,7 @@ const repinGain = 0.02
 // there or else by the envelopes alone. It is false where neither places
 // it, or places it within repinFrom of the variant's factor.
 func (m *Matcher) repin(ic *indexedClip, o int32, start, limit int64, byEnvelopes bool) (pinned, bool) {
-	t0 := float64(ic.excerpt) + float64(min(excerptLen(m.p), len(ic.samples)-ic.excerpt))/2
+	t0 := float64(ic.excerpt()) + float64(min(excerptLen(m.p), ic.n-ic.excerpt()))/2
 	pl, ok := m.pin(ic, t0, float64(start)+t0, 1, scaleRange(m.p, ic.speed), limit)
 	if !ok && !byEnvelopes {
 		return pinned{}, false
@@ -1347,13 +1347,13 @@ func (m *Matcher) onLine(ic *indexedClip, s, a float64, limit int64) int {
 	win := int(pinLen * float64(m.p.Rate))
 	tol := int64(pinTol * float64(m.p.Rate))
 	found := 0
-	for _, t := range stretchesOf(ic.samples, win) {
+	for _, t := range stretchesOf(ic.samples(), win) {
 		want := int64(math.Round(s + a*float64(t)))
 		seg, _ := m.samplesIn(want-tol, min(want+tol+int64(win), limit))
 		if len(seg) < win+1 {
 			continue
 		}
-		if _, v := bestLag(ic.samples[t:t+win], seg, 0, int64(len(seg)-win)); v >= pinClear {
+		if _, v := bestLag(ic.samples()[t:t+win], seg, 0, int64(len(seg)-win)); v >= pinClear {
 			found++
 		}
 	}
@@ -1392,12 +1392,12 @@ func (m *Matcher) respeed(ic *indexedClip, o int32, limit int64) (rs indexedClip
 		// this one's: that one's candidate is the clip's.
 		return rs, 0, 0, 0, false
 	}
-	orig := m.x.clips[ic.of].samples
+	orig := m.x.clips[ic.of].samples()
 	at1 := func(speed float64) indexedClip {
 		c := *ic
 		c.speed = speed
-		c.samples = stretch(orig, speed)
-		c.excerpt = min(int(math.Round(float64(ic.excerpt)*ic.speed/speed)), len(c.samples)-1)
+		x := stretch(orig, speed)
+		c.n, c.wave = len(x), waveWith(x, min(int(math.Round(float64(ic.excerpt())*ic.speed/speed)), len(x)-1))
 		return c
 	}
 	speed, at := ic.speed*sr, int64(f)*int64(m.p.Hop)
@@ -1408,17 +1408,17 @@ func (m *Matcher) respeed(ic *indexedClip, o int32, limit int64) (rs indexedClip
 			return rs, 0, 0, 0, false
 		}
 		at = s
-		n, win := len(rs.samples), min(len(rs.samples)/4, m.p.Rate/2)
+		n, win := rs.n, min(rs.n/4, m.p.Rate/2)
 		var pts []point
 		for k := range 4 {
 			t := k * (n - win) / 3
-			reach := int64(slack*math.Abs(float64(t-rs.excerpt))) + 16
+			reach := int64(slack*math.Abs(float64(t-rs.excerpt()))) + 16
 			want := at + int64(t)
 			seg, from := m.samplesIn(want-reach, min(want+reach+int64(win), limit))
 			if len(seg) < win+1 {
 				continue
 			}
-			d, v := bestLag(rs.samples[t:t+win], seg, 0, int64(len(seg)-win))
+			d, v := bestLag(rs.samples()[t:t+win], seg, 0, int64(len(seg)-win))
 			if v < respeedClear {
 				continue
 			}
@@ -1438,7 +1438,7 @@ func (m *Matcher) respeed(ic *indexedClip, o int32, limit int64) (rs indexedClip
 	if s, ok := m.refine(&rs, at, int64(m.p.Hop/4)); ok {
 		at = s
 	}
-	if at+int64(len(rs.samples)) > limit {
+	if at+int64(rs.n) > limit {
 		// Beyond what streaming has analysed when it decides (where its
 		// samples are not at hand): a replay, which has them, decides
 		// alike.
@@ -1715,14 +1715,14 @@ func lgamma(x float64) float64 { v, _ := math.Lgamma(x); return v }
 // (8.6 ms for a music clip whose samples then correlated 0.26 instead of
 // 0.98).
 func (m *Matcher) refine(ic *indexedClip, start, r int64) (int64, bool) {
-	n := min(excerptLen(m.p), len(ic.samples)-ic.excerpt)
+	n := min(excerptLen(m.p), ic.n-ic.excerpt())
 	if n < m.p.Rate/4 {
 		return 0, false
 	}
-	ex := ic.samples[ic.excerpt : ic.excerpt+n]
+	ex := ic.samples()[ic.excerpt() : ic.excerpt()+n]
 	// The passage the excerpt may lie in, within what is at hand (at
 	// the start of the episode, less before the candidate).
-	seg, lo := m.samplesIn(start+int64(ic.excerpt)-r, start+int64(ic.excerpt)+r+int64(n))
+	seg, lo := m.samplesIn(start+int64(ic.excerpt())-r, start+int64(ic.excerpt())+r+int64(n))
 	if len(seg) < n {
 		return 0, false
 	}
@@ -1749,7 +1749,7 @@ func (m *Matcher) refine(ic *indexedClip, start, r int64) (int64, bool) {
 	if v < 0.05 {
 		return 0, false
 	}
-	return lo + best - int64(ic.excerpt), true
+	return lo + best - int64(ic.excerpt()), true
 }
 
 // aligned is an empty slice of capacity n whose first element is at an

@@ -52,7 +52,7 @@ func TestSamplesPlaceAClipAlignedAtItsLoudest(t *testing.T) {
 			m.Write(ep)
 			ic := &x.clips[0]
 			// Where the clip's loudest 2 s play, aligned at factor 1.
-			ex := float64(ic.excerpt)
+			ex := float64(ic.excerpt())
 			guess := int64(pos*rate + ex/c.tempo - ex)
 			start, ok := m.refine(ic, guess, int64(m.p.Hop))
 			if !ok {
