@@ -78,7 +78,7 @@ func (c *ClipPrint) UnmarshalBinary(b []byte) error {
 		v.Landmarks = int(d.u32())
 		if n := d.peek(); n&omitted != 0 {
 			d.u32()
-			if i == 0 || i >= int(nLow) {
+			if i == 0 || i >= int(nLow) || n == omitted {
 				return fmt.Errorf("%w: variant %d: %d samples left out", errClipPrint, i, n&^omitted)
 			}
 			v.Length = int(n &^ omitted)
@@ -136,6 +136,7 @@ func (d *decoder) peek() uint32 {
 	}
 	return binary.LittleEndian.Uint32(d.b)
 }
+
 func (d *decoder) u64() uint64 { return binary.LittleEndian.Uint64(d.take(8)) }
 
 // count reads a count of items of size bytes each, at most what is left.

@@ -18,7 +18,8 @@ import (
 // an index of the prints as made finds in an episode where the clips play
 // at a variant's speed, between two variants (its samples stretched from
 // the clip's own) and as they are, to the last field. A print written
-// before, with every variant's samples, decodes as it did.
+// before, with every variant's samples, decodes as it did; one leaving
+// out the clip's own samples, or a variant of none, is refused.
 func TestAKeptClipPrintLeavesItsSpeedsSamplesOut(t *testing.T) {
 	const rate = 8000
 	p, err := DefaultParams.Spanning(0.1)
@@ -131,7 +132,8 @@ func TestAKeptClipPrintLeavesItsSpeedsSamplesOut(t *testing.T) {
 	if !reflect.DeepEqual(&old, cp) {
 		t.Error("a print with every variant's samples decodes unlike the print it was made of")
 	}
-	// A count left out of the clip as it is: not a print.
+	// Samples left out of the clip as it is, or a variant of no samples
+	// left out: not a print.
 	b = binary.LittleEndian.AppendUint32(nil, 1)
 	b = binary.LittleEndian.AppendUint32(b, 0)
 	b = binary.LittleEndian.AppendUint64(b, math.Float64bits(1))
@@ -139,5 +141,17 @@ func TestAKeptClipPrintLeavesItsSpeedsSamplesOut(t *testing.T) {
 	b = binary.LittleEndian.AppendUint32(b, 100|omitted)
 	if err := new(ClipPrint).UnmarshalBinary(b); err == nil {
 		t.Error("a print leaving out the samples of the clip as it is decoded")
+	}
+	b, err = made[1].MarshalBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	at1 := 8 + 8 + 4 + 4 + 4*len(made[1].Low[0].Samples) + 4 + 8*len(made[1].Low[0].Hashes) + 4 + 4*len(made[1].Low[0].Env) + 8 + 4
+	if got := binary.LittleEndian.Uint32(b[at1:]); got != uint32(len(made[1].Low[1].Samples))|omitted {
+		t.Fatalf("the second variant's samples: %#x at byte %d, want %d left out", got, at1, len(made[1].Low[1].Samples))
+	}
+	binary.LittleEndian.PutUint32(b[at1:], omitted)
+	if err := new(ClipPrint).UnmarshalBinary(b); err == nil {
+		t.Error("a print leaving out a variant of no samples decoded")
 	}
 }

@@ -7,7 +7,6 @@ import (
 	"math"
 	mathbits "math/bits"
 	"slices"
-	"sync"
 
 	"github.com/archivist/archivist/services/researcher/audio"
 )
@@ -81,7 +80,10 @@ func highBand(wide []float32) ([]float32, error) {
 // was missed wherever it played under the bed).
 const highShare = 1.0
 
-// Index holds the landmark hashes of a set of clips, by hash.
+// Index holds the landmark hashes of a set of clips, by hash. Its
+// matchers run one at a time: a speed variant's samples are made in it
+// when they are first compared (it holds no lock; the locator starts no
+// goroutine).
 type Index struct {
 	p     Params
 	clips []indexedClip
@@ -133,22 +135,22 @@ type indexedClip struct {
 // stretch (loudest), made when a candidate of the variant is first
 // compared with the episode: a speed variant of a kept print has only
 // its length (its samples are the clip's own played at its speed, which
-// make, the first time, makes again). Reading every variant's samples
+// made, the first time, makes again). Reading every variant's samples
 // from its clip's print and scanning them for their loudest stretch, for
 // every item, cost more than making again those a candidate compares
 // (1,000 known clips at ten variants: 0.92× the CPU; new clips, whose
 // prints are written, 0.73×; docs/PERFORMANCE.md).
 type wave struct {
-	once    sync.Once
-	make    func() []float32
+	made    func() []float32 // the samples, made (nil once they are)
 	samples []float32
 	excerpt int
 	span    int // excerptLen
 }
 
-// waveOf is a wave of samples at p's rate made by make when first needed.
-func waveOf(p Params, make func() []float32) *wave {
-	return &wave{make: make, span: excerptLen(p)}
+// waveOf is a wave of samples at p's rate that made makes when first
+// needed.
+func waveOf(p Params, made func() []float32) *wave {
+	return &wave{made: made, span: excerptLen(p)}
 }
 
 // waveIn is a wave of samples at hand.
@@ -158,17 +160,16 @@ func waveIn(p Params, samples []float32) *wave {
 
 // waveWith is a wave of samples at hand whose excerpt is known.
 func waveWith(samples []float32, excerpt int) *wave {
-	w := &wave{samples: samples, excerpt: excerpt}
-	w.once.Do(func() {})
-	return w
+	return &wave{samples: samples, excerpt: excerpt}
 }
 
+// load makes the samples if they are not yet.
 func (w *wave) load() {
-	w.once.Do(func() {
-		w.samples = w.make()
+	if w.made != nil {
+		w.samples = w.made()
 		w.excerpt = loudest(w.samples, w.span)
-		w.make = nil
-	})
+		w.made = nil
+	}
 }
 
 // samples are the variant's samples (made the first time).
