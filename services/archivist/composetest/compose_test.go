@@ -232,6 +232,16 @@ func newSystem(t *testing.T, name string, files ...string) *system {
 		if t.Failed() {
 			out, _ := s.composeOut("logs", "--no-color", "--tail", "40")
 			t.Logf("compose logs:\n%s", out)
+			// The auditor's whole log: its checks' rows and attempts, and
+			// when each object's recorded event reached it (a cluster run
+			// once found 12 objects "not yet captured" on their last
+			// attempt, and 40 lines did not tell why).
+			out, _ = s.composeOut("logs", "--no-color", "auditor")
+			t.Logf("the auditor's log:\n%s", out)
+			// And where each consumer stood (pending, acknowledged, its
+			// leader): whether the events were delivered at all.
+			out, _ = s.composeOut("exec", "-T", "nats", "wget", "-qO-", "http://localhost:8222/jsz?accounts=true&streams=true&consumers=true")
+			t.Logf("JetStream's consumers:\n%s", out)
 		}
 		t0 := time.Now()
 		s.down()
