@@ -21,6 +21,16 @@ import (
 
 const objectARK = "ark:/99999/fk4inv1"
 
+// newInventory is a database of the curator's schema and a store.
+func newInventory(t *testing.T) (*pgxpool.Pool, blob.Store) {
+	t.Helper()
+	bs, err := blob.NewLocal(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return testenv.DB(t, migrations.Schema), bs
+}
+
 // newJob inserts a job of objectARK in state storing and returns its row.
 func newJob(t *testing.T, db *pgxpool.Pool, files ...ingest.File) *ingest.JobRow {
 	t.Helper()
@@ -38,11 +48,7 @@ func newJob(t *testing.T, db *pgxpool.Pool, files ...ingest.File) *ingest.JobRow
 func TestOneJobAtATimeStoresAVersion(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	db := testenv.DB(t, migrations.Schema)
-	bs, err := blob.NewLocal(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
+	db, bs := newInventory(t)
 	a := newJob(t, db)
 	b := newJob(t, db, ingest.File{Name: "two.txt"})
 
@@ -125,11 +131,7 @@ func TestOneJobAtATimeStoresAVersion(t *testing.T) {
 func TestAHoldWaitingOnAWithdrawalSeesIt(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	db := testenv.DB(t, migrations.Schema)
-	bs, err := blob.NewLocal(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
+	db, bs := newInventory(t)
 	a := newJob(t, db)
 	if v, err := inventory.Hold(ctx, db, bs, a); err != nil || v != 1 {
 		t.Fatalf("the first job's hold: v%d, %v; want v1", v, err)
