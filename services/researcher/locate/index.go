@@ -87,12 +87,17 @@ const highShare = 1.0
 type Index struct {
 	p     Params
 	clips []indexedClip
-	start []uint32 // postings of hash h: post[start[h]:start[h+1]]
-	post  []posting
-	// has marks the hashes with postings, a bit each: 128 KiB, where the
-	// episode's hashes are looked up first (start is 4 MiB, and most
-	// hashes of an episode have no posting in an item's index).
+	// has marks the hashes with postings, a bit each (128 KiB), where the
+	// episode's hashes are looked up first: most have no posting in an
+	// item's index. rank counts the marked hashes below each word of has,
+	// and a marked hash's postings are post[start[r]:start[r+1]], r its
+	// rank (postings). An item's index holds a few thousand of the
+	// million hashes: starts by hash were 4 MiB to clear and a million
+	// entries to sum, for every item.
 	has    []uint64
+	rank   []uint32
+	start  []uint32
+	post   []posting
 	frames int32 // the longest clip, in frames
 	// discount is log10 of how many speeds every clip is tried at: each
 	// variant is another chance of a coincidence at every place, so a
@@ -342,7 +347,7 @@ func newIndex(p Params, vs []variant) (*Index, error) {
 	if len(vs) > 1<<16 {
 		return nil, fmt.Errorf("locate: %d clips and variants, at most %d", len(vs), 1<<16)
 	}
-	x := &Index{p: p, start: make([]uint32, 1<<HashBits+1), discount: math.Log10(float64(p.variants()))}
+	x := &Index{p: p, has: make([]uint64, 1<<HashBits/64), rank: make([]uint32, 1<<HashBits/64), discount: math.Log10(float64(p.variants()))}
 	for _, c := range vs {
 		frames := int32((c.Length + p.Hop - 1) / p.Hop)
 		scale := scaleRange(p, c.Speed)
@@ -360,42 +365,60 @@ func newIndex(p Params, vs []variant) (*Index, error) {
 			n: c.Length, wave: w, env: c.Env})
 		x.frames = max(x.frames, frames)
 		for _, h := range c.Hashes {
-			x.start[h.H+1]++
+			x.has[h.H/64] |= 1 << (h.H % 64)
 		}
 	}
-	x.has = make([]uint64, 1<<HashBits/64)
-	for h := 1; h < len(x.start); h++ {
-		if x.start[h] > 0 {
-			x.has[(h-1)/64] |= 1 << ((h - 1) % 64)
-		}
-		x.start[h] += x.start[h-1]
+	var n uint32
+	for w, bits := range x.has {
+		x.rank[w] = n
+		n += uint32(mathbits.OnesCount64(bits))
 	}
-	x.post = make([]posting, x.start[len(x.start)-1])
-	// Each hash's postings in place, start[h] its next free slot: after,
-	// start[h] is where hash h+1's begin, and moves up a slot.
+	x.start = make([]uint32, n+1)
+	for _, c := range vs {
+		for _, h := range c.Hashes {
+			x.start[x.rankOf(h.H)+1]++
+		}
+	}
+	for r := 1; r < len(x.start); r++ {
+		x.start[r] += x.start[r-1]
+	}
+	x.post = make([]posting, x.start[n])
+	// Each hash's postings in place, start[r] its next free slot: after,
+	// start[r] is where the next hash's begin, and moves up a slot.
 	for i, c := range vs {
 		for _, h := range c.Hashes {
-			x.post[x.start[h.H]] = posting{clip: uint16(i), t: uint16(h.T)}
-			x.start[h.H]++
+			r := x.rankOf(h.H)
+			x.post[x.start[r]] = posting{clip: uint16(i), t: uint16(h.T)}
+			x.start[r]++
 		}
 	}
-	copy(x.start[1:], x.start[:len(x.start)-1])
+	copy(x.start[1:], x.start[:n])
 	x.start[0] = 0
 	// By clip and frame within a hash: a landmark's shifts side by side
-	// (Matcher.vote counts them once). Only the hashes there are: an
-	// item's index has a few thousand of the million.
-	for w, bits := range x.has {
-		for bits != 0 {
-			h := w*64 + mathbits.TrailingZeros64(bits)
-			bits &= bits - 1
-			if ps := x.post[x.start[h]:x.start[h+1]]; len(ps) > 1 {
-				slices.SortFunc(ps, func(a, b posting) int {
-					return cmp.Or(cmp.Compare(a.clip, b.clip), cmp.Compare(a.t, b.t))
-				})
-			}
+	// (Matcher.vote counts them once).
+	for r := range n {
+		if ps := x.post[x.start[r]:x.start[r+1]]; len(ps) > 1 {
+			slices.SortFunc(ps, func(a, b posting) int {
+				return cmp.Or(cmp.Compare(a.clip, b.clip), cmp.Compare(a.t, b.t))
+			})
 		}
 	}
 	return x, nil
+}
+
+// rankOf is how many marked hashes (has) lie below h.
+func (x *Index) rankOf(h uint32) uint32 {
+	w := h / 64
+	return x.rank[w] + uint32(mathbits.OnesCount64(x.has[w]&(1<<(h%64)-1)))
+}
+
+// postings are hash h's postings (none where h is not marked).
+func (x *Index) postings(h uint32) []posting {
+	if x.has[h/64]&(1<<(h%64)) == 0 {
+		return nil
+	}
+	r := x.rankOf(h)
+	return x.post[x.start[r]:x.start[r+1]]
 }
 
 // indexHigh indexes the high band of the clips searched for there

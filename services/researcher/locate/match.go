@@ -358,7 +358,8 @@ func (m *Matcher) vote(h Hash) {
 		}
 	}
 	x := m.x
-	if x.has[h.H/64]&(1<<(h.H%64)) == 0 {
+	ps := x.postings(h.H)
+	if ps == nil {
 		return // no clip has this hash
 	}
 	// One landmark of the episode votes once for a clip at a place: its
@@ -366,7 +367,7 @@ func (m *Matcher) vote(h Hash) {
 	// most, and their postings of a hash are next to each other. Counted
 	// once, chance votes stay as independent as the landmarks are.
 	last, lastO := -1, int32(0)
-	for _, p := range x.post[x.start[h.H]:x.start[h.H+1]] {
+	for _, p := range ps {
 		o := h.T - int32(p.t)
 		if c := int(p.clip); c == last && o >= lastO-1 && o <= lastO+1 {
 			continue
