@@ -135,10 +135,8 @@ func (l *Locator) openClipPrint(ctx context.Context, key string) (*ClipPrint, er
 	if len(cp.Low) != l.Params.variants() {
 		return nil, fmt.Errorf("%w: %d variants, the parameters make %d", errClipPrint, len(cp.Low), l.Params.variants())
 	}
-	for _, v := range append(cp.Low[:len(cp.Low):len(cp.Low)], cp.High...) {
-		if v.Length > maxClipSeconds*l.Params.Rate {
-			return nil, fmt.Errorf("%w: a variant of %d samples, longer than a clip", errClipPrint, v.Length)
-		}
+	if n := cp.longest(); n > maxClipSeconds*l.Params.Rate {
+		return nil, fmt.Errorf("%w: a variant of %d samples, longer than a clip", errClipPrint, n)
 	}
 	return cp, nil
 }

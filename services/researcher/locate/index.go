@@ -272,10 +272,8 @@ func PrintClip(p Params, c Clip) (*ClipPrint, error) {
 			}
 		}
 	}
-	for _, v := range append(cp.Low[:len(cp.Low):len(cp.Low)], cp.High...) {
-		if v.Length > maxClipSeconds*p.Rate {
-			return nil, fmt.Errorf("locate: clip %s is longer than %d s", c.Name, maxClipSeconds)
-		}
+	if cp.longest() > maxClipSeconds*p.Rate {
+		return nil, fmt.Errorf("locate: clip %s is longer than %d s", c.Name, maxClipSeconds)
 	}
 	return cp, nil
 }
@@ -304,6 +302,15 @@ func printVariant(p Params, samples []float32, speed float64, shift bool) Varian
 		}
 	}
 	return v
+}
+
+// longest is the most samples any of its variants has.
+func (c *ClipPrint) longest() int {
+	n := 0
+	for _, v := range append(c.Low[:len(c.Low):len(c.Low)], c.High...) {
+		n = max(n, v.Length)
+	}
+	return n
 }
 
 // NewIndexOfPrints indexes the clips of the prints: the index NewIndex
@@ -412,12 +419,15 @@ func (x *Index) rankOf(h uint32) uint32 {
 	return x.rank[w] + uint32(mathbits.OnesCount64(x.has[w]&(1<<(h%64)-1)))
 }
 
-// postings are hash h's postings (none where h is not marked).
+// postings are hash h's postings (none where h is not marked): has's
+// word read once, on the matcher's path for every hash of an episode.
 func (x *Index) postings(h uint32) []posting {
-	if x.has[h/64]&(1<<(h%64)) == 0 {
+	w, bit := h/64, uint64(1)<<(h%64)
+	bits := x.has[w]
+	if bits&bit == 0 {
 		return nil
 	}
-	r := x.rankOf(h)
+	r := x.rank[w] + uint32(mathbits.OnesCount64(bits&(bit-1)))
 	return x.post[x.start[r]:x.start[r+1]]
 }
 
