@@ -121,11 +121,13 @@ func (g *Gate) watch(opened chan struct{}) {
 		if g.Check(context.Background()) != nil {
 			continue
 		}
+		// Logged before the gate opens, so that the line is written before
+		// any waiter goes on (a test's logger is gone once it returns).
+		g.log.Info("dependencies answer again: resuming", "paused_for", time.Since(since).Round(time.Millisecond))
 		g.mu.Lock()
 		g.down = nil
 		close(opened)
 		g.mu.Unlock()
-		g.log.Info("dependencies answer again: resuming", "paused_for", time.Since(since).Round(time.Millisecond))
 		return
 	}
 }
