@@ -97,6 +97,9 @@ type Matcher struct {
 	// (Misses).
 	Explain int
 	refused map[int][]Refused // by original clip
+	// stepEvery closes every clip with votes open offset by offset at
+	// every frame, quiet or not (as before quietTo): for tests.
+	stepEvery bool
 }
 
 type clipState struct {
@@ -109,6 +112,10 @@ type clipState struct {
 	cluster []candidate // candidates each within nms of the one before
 	nms     int32
 	hist    []int32 // closed counts by offset mod len: the local background
+	// wake is the offset up to which the clip's offsets close quiet (no
+	// vote, no window or cluster to decide: quietTo), as of its last
+	// close or vote: until its closing passes it, the clip is not stepped.
+	wake int32
 	// bestW and bestO are the most votes in a window and its offset
 	// (kept while the matcher explains its misses).
 	bestW, bestO int32
@@ -145,7 +152,7 @@ func NewMatcher(x *Index) *Matcher {
 	m.active = make([]uint64, (len(x.clips)+63)/64)
 	for i, c := range x.clips {
 		nms := max(c.frames-2, background)
-		m.clips[i] = clipState{votes: make([]int32, c.reach+16), closed: -2, nms: nms, hist: make([]int32, nms+background+8)}
+		m.clips[i] = clipState{votes: make([]int32, c.reach+16), closed: -2, wake: -2, nms: nms, hist: make([]int32, nms+background+8)}
 	}
 	m.ringKeep = int(5*x.frames+int32(x.p.MaxDT)+256) * x.p.Hop
 	m.ring = aligned(m.ringKeep + m.ringKeep/2 + 8) // never grown
@@ -340,13 +347,19 @@ func (m *Matcher) vote(h Hash) {
 		// idle one's offsets close alike, in one step when it next gets a
 		// vote (below), not one by one for every clip every frame (with
 		// 1,000 clips and ten speed variants, that was a third of the
-		// matcher's time).
+		// matcher's time). And of those only the ones whose closing
+		// reaches an offset with votes, or a window or cluster open: a
+		// chance vote keeps a clip open for a reach of frames, its
+		// offsets quiet but the one voted for; they close in one step
+		// when it is reached, or the clip gets another vote (below).
 		for wi, w := range m.active {
 			for w != 0 {
 				b := mathbits.TrailingZeros64(w)
 				w &= w - 1
 				c := wi*64 + b
-				m.closeUpTo(c, m.frontier-m.x.clips[c].reach-1)
+				if upTo := m.frontier - m.x.clips[c].reach - 1; upTo > m.clips[c].wake {
+					m.closeUpTo(c, upTo)
+				}
 				if m.clips[c].idle() {
 					m.active[wi] &^= 1 << b
 				}
@@ -374,28 +387,54 @@ func (m *Matcher) vote(h Hash) {
 		}
 		last, lastO = int(p.clip), o
 		st := &m.clips[p.clip]
-		if m.active[p.clip/64]&(1<<(p.clip%64)) == 0 {
-			m.closeUpTo(int(p.clip), m.frontier-x.clips[p.clip].reach-1)
-			m.active[p.clip/64] |= 1 << (p.clip % 64)
+		if upTo := m.frontier - x.clips[p.clip].reach - 1; st.closed < upTo {
+			m.closeUpTo(int(p.clip), upTo) // idle, or quiet: offsets left to close
 		}
+		m.active[p.clip/64] |= 1 << (p.clip % 64)
 		if o < st.closed || o < -1 {
 			continue
 		}
 		st.votes[int(o+1)%len(st.votes)]++
 		st.open++
+		st.wake = min(st.wake, o)
 	}
 }
 
 // idle says a clip has no votes at its open offsets, none in its last
 // two closed, and no cluster undecided: closing its offsets changes
-// nothing but their count and its background (skipIdle).
+// nothing but their count and its background (skipQuiet).
 func (st *clipState) idle() bool {
 	return st.open == 0 && st.prev == [2]int32{} && len(st.cluster) == 0
 }
 
-// skipIdle closes an idle clip's offsets below upTo at once: each adds a
-// closed offset without votes, as closeUpTo's loop would.
-func (st *clipState) skipIdle(upTo int32) {
+// quietTo is the first offset from closed on that closing must step
+// (closeUpTo's loop): the next with votes, while no window or cluster is
+// open (closed itself otherwise); math.MaxInt32 for an idle clip.
+func (st *clipState) quietTo() int32 {
+	if st.prev != [2]int32{} || len(st.cluster) > 0 {
+		return st.closed
+	}
+	if st.open == 0 {
+		return math.MaxInt32
+	}
+	// The votes open are at offsets closed to closed+len(votes)-1.
+	from := max(st.closed, -1)
+	i := int(from+1) % len(st.votes)
+	for o := from; o < from+int32(len(st.votes)); o++ {
+		if st.votes[i] != 0 {
+			return o
+		}
+		if i++; i == len(st.votes) {
+			i = 0
+		}
+	}
+	return st.closed
+}
+
+// skipQuiet closes the clip's offsets below upTo at once, none of which
+// has votes, a window or a cluster open (quietTo): each adds a closed
+// offset without votes, as closeUpTo's loop would.
+func (st *clipState) skipQuiet(upTo int32) {
 	from := max(st.closed, -1)
 	st.closed = upTo
 	n := int64(upTo - from)
@@ -407,22 +446,36 @@ func (st *clipState) skipIdle(upTo int32) {
 		clear(st.hist)
 		return
 	}
-	for o := from; o < upTo; o++ {
-		st.hist[int(o+1)%len(st.hist)] = 0
+	// hist[(o+1) mod len] for o from from to upTo-1: one or two runs.
+	i := int(from+1) % len(st.hist)
+	j := i + int(n)
+	if j <= len(st.hist) {
+		clear(st.hist[i:j])
+	} else {
+		clear(st.hist[i:])
+		clear(st.hist[:j-len(st.hist)])
 	}
 }
 
 // closeUpTo closes the clip's offsets below upTo.
 func (m *Matcher) closeUpTo(c int, upTo int32) {
 	st := &m.clips[c]
-	for st.closed < upTo {
-		if st.idle() {
-			st.skipIdle(upTo)
+	q := st.wake // quietTo, kept since the clip's last close and vote
+	for {
+		if m.stepEvery && q != math.MaxInt32 {
+			q = st.closed
+		}
+		if q > st.closed {
+			st.skipQuiet(min(q, upTo))
+		}
+		if st.closed >= upTo {
+			st.wake = q
 			return
 		}
 		o := st.closed
 		st.closed++
 		if o < -1 {
+			q = st.quietTo()
 			continue
 		}
 		slot := int(o+1) % len(st.votes)
@@ -451,6 +504,7 @@ func (m *Matcher) closeUpTo(c int, upTo int32) {
 		if w >= minWindowVotes {
 			st.cluster = append(st.cluster, cand)
 		}
+		q = st.quietTo()
 	}
 }
 
