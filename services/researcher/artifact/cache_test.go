@@ -80,6 +80,14 @@ func TestArtifactsRoundTrip(t *testing.T) {
 			if err != nil || !bytes.Equal(got, want) || string(meta) != fmt.Sprint("meta ", n) {
 				t.Errorf("%s, %d bytes: read %d bytes, meta %q, %v", name, n, len(got), meta, err)
 			}
+			f, err := c.Open(context.Background(), key)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if whole, err := f.Bytes(); err != nil || !bytes.Equal(whole, want) {
+				t.Errorf("%s, %d bytes: read whole %d bytes, %v", name, n, len(whole), err)
+			}
+			f.Close()
 		}
 	}
 	if _, err := a.Open(context.Background(), "locate/v1/none"); !errors.Is(err, artifact.ErrNotFound) {
@@ -125,6 +133,9 @@ func TestCorruptArtifactsAreNeverTrusted(t *testing.T) {
 	buf := make([]byte, 10)
 	if _, err := f.ReadAt(buf, artifact.ChunkSize+95); !errors.Is(err, artifact.ErrCorrupt) {
 		t.Errorf("reading a flipped byte: %v, want ErrCorrupt", err)
+	}
+	if b, err := f.Bytes(); !errors.Is(err, artifact.ErrCorrupt) || b != nil {
+		t.Errorf("reading whole with a flipped byte: %d bytes, %v, want none and ErrCorrupt", len(b), err)
 	}
 	f.Close()
 	// The footer flipped: the next Open discards the local copy and

@@ -192,30 +192,40 @@ func (a *File) load(c int64) error {
 	a.at = -1
 	n := min(ChunkSize, a.size-c*ChunkSize)
 	if cap(a.buf) < int(n) {
-		a.buf = make([]byte, ChunkSize)
+		a.buf = make([]byte, n) // a small artifact's one chunk is small
 	}
 	a.buf = a.buf[:n]
-	if _, err := a.f.ReadAt(a.buf, c*ChunkSize); err != nil {
-		return fmt.Errorf("artifact %s: chunk %d: %w", a.f.Name(), c, err)
-	}
-	if crc32.Checksum(a.buf, castagnoli) != a.crcs[c] {
-		return fmt.Errorf("artifact %s: chunk %d fails its CRC: %w", a.f.Name(), c, ErrCorrupt)
+	if err := a.readChunk(a.buf, c); err != nil {
+		return err
 	}
 	a.at = c
+	return nil
+}
+
+// readChunk reads chunk c into p (its length) and verifies it.
+func (a *File) readChunk(p []byte, c int64) error {
+	if _, err := a.f.ReadAt(p, c*ChunkSize); err != nil {
+		return fmt.Errorf("artifact %s: chunk %d: %w", a.f.Name(), c, err)
+	}
+	if crc32.Checksum(p, castagnoli) != a.crcs[c] {
+		return fmt.Errorf("artifact %s: chunk %d fails its CRC: %w", a.f.Name(), c, ErrCorrupt)
+	}
 	return nil
 }
 
 // Reader reads the data from its start.
 func (a *File) Reader() io.Reader { return io.NewSectionReader(a, 0, a.size) }
 
-// Bytes reads the whole data (for a small artifact).
+// Bytes reads the whole data (for a small artifact), each chunk read
+// and verified in place.
 func (a *File) Bytes() ([]byte, error) {
 	b := make([]byte, a.size)
-	_, err := a.ReadAt(b, 0)
-	if err == io.EOF {
-		err = nil
+	for c := int64(0); c*ChunkSize < a.size; c++ {
+		if err := a.readChunk(b[c*ChunkSize:min((c+1)*ChunkSize, a.size)], c); err != nil {
+			return nil, err
+		}
 	}
-	return b, err
+	return b, nil
 }
 
 // verify reads every chunk.
