@@ -960,10 +960,15 @@ func placedBetter(a, b scored) bool {
 }
 
 // samplesPlaceBetter is placedBetter by the samples compared alone: a's
-// match the passage clearly, and clearly better than b's, and a's
-// landmarks are at least half as significant as b's, or both certain.
+// match the passage clearly, and clearly better than b's (by waveMargin,
+// or, where b's match clearly too, leaving at most half of what b's leave
+// unexplained), and a's landmarks are at least half as significant as
+// b's, or both certain. An alarm of 5.5 s beeping once a second, at 0 dB
+// SNR, gathered 11.3 of significance a beep before its place, its samples
+// correlating 0.877 there (4.5 of its 5.5 s on beeps), and 6.4 at its
+// place, 0.974.
 func samplesPlaceBetter(a, b scored) bool {
-	if a.wave < waveClear || a.wave < b.wave+waveMargin {
+	if a.wave < waveClear || a.wave < b.wave+waveMargin && (b.wave < waveClear || 1-a.wave > (1-b.wave)/2) {
 		return false
 	}
 	return 2*a.sig >= b.sig || min(a.sig, b.sig) >= certain
