@@ -13,8 +13,8 @@ import (
 // vote or it gets another; a matcher stepping every clip with votes open
 // at every frame (as before) decides each candidate at the same frame,
 // ends in the same state, clip by clip, and finds and explains the same,
-// to the last field. Many chance votes:
-// clips at eleven speeds, far below the reporting threshold.
+// to the last field. Many chance votes: clips at eleven speeds, far
+// below the reporting threshold.
 func TestQuietClipsAreNotSteppedFrameByFrame(t *testing.T) {
 	const rate = 8000
 	p, err := DefaultParams.Spanning(0.1)
