@@ -33,11 +33,7 @@ func TestAKeptClipPrintLeavesItsSpeedsSamplesOut(t *testing.T) {
 	ep := locatetest.Bed(41, 80, rate)
 	at := []float64{6, 24, 43, 61}
 	for i, speed := range []float64{0.94, 1.05, 1, 1.1} {
-		x, err := atSpeed(clips[i].Samples, rate, speed)
-		if err != nil {
-			t.Fatal(err)
-		}
-		locatetest.Insert(ep, x, int(at[i]*rate), 0.8)
+		locatetest.Insert(ep, atSpeedOf(t, clips[i].Samples, rate, speed), int(at[i]*rate), 0.8)
 	}
 	var made, kept []*ClipPrint
 	for _, c := range clips {
