@@ -135,6 +135,9 @@ type scored struct {
 	partial    bool // at its variant's factor, its samples match in part only (waveThroughout)
 	scaled     bool // decided at another factor than its variant's (scaleSearch)
 	repinned   bool // placed at another factor once reported at its variant's (repin)
+	// repinCorr is, for one repinned by its band envelopes alone, their
+	// similarity with the passage's where they placed it.
+	repinCorr float64
 }
 
 type candidate struct {
@@ -789,18 +792,21 @@ func (m *Matcher) decide(c int, cd candidate) (scored, bool) {
 	// factor it would reach past the episode's end: played faster at an
 	// episode's end, it does not (a 6.2 s clip at tempo 1.05 and 1.10,
 	// reported 0.2 and 0.5 s early).
-	decidedAt, repinned := r, false
+	decidedAt, repinned, repinCorr := r, false, 0.0
 	if r == 1 && ic.frames >= minScaleFrames && (!compared || o.Waveform < waveSure) {
 		if pl, ok := m.repin(ic, cd.o, start, int64(cd.o+ic.reach+1)*int64(m.p.Hop), !compared || !m.waveThroughout(ic, start, o.Waveform)); ok {
 			repinned = true
 			r, startFrame, start, o.Refined = pl.r, int32(pl.start/int64(m.p.Hop)), max(pl.start, 0), pl.bySamples
 			o.atFactor(ic.speed, r)
+			if !pl.bySamples {
+				repinCorr = m.similarityOf(ic, startFrame, r, 1, 0, int32(len(ic.env)/Bands))
+			}
 		}
 	}
 	o.Offset = float64(max(start, 0)) / float64(m.p.Rate)
 	o.Confidence = confidenceOf(sig + ws)
 	return scored{Occurrence: o, idx: c, sig: sig, corr: o.Similarity, wave: o.Waveform, projection: projection,
-		start: startFrame, end: startFrame + int32(float64(ic.frames)/r), pinned: decidedAt != 1 && o.Refined, respeeded: searched > 0, partial: partial && decidedAt == 1, scaled: decidedAt != 1, repinned: repinned}, true
+		start: startFrame, end: startFrame + int32(float64(ic.frames)/r), pinned: decidedAt != 1 && o.Refined, respeeded: searched > 0, partial: partial && decidedAt == 1, scaled: decidedAt != 1, repinned: repinned, repinCorr: repinCorr}, true
 }
 
 // atFactor is o placed at factor r of a variant of speed: its duration as
@@ -915,7 +921,13 @@ const certain = 2 * SignificanceAt
 // where its samples correlate 0.26 in part, and 150.2 at a place its
 // samples put at 0.948, to 9 ms. (Across variants a repinned candidate is
 // ranked as it was decided: the clip's own candidate, repinned to 1.0125,
-// took the place of its 1.02 variant's, 2 % fast, right one.)
+// took the place of its 1.02 variant's, 2 % fast, right one.) Its samples
+// must have placed it, though, where the other's band envelopes follow
+// the passage better than its own do where they placed it
+// (envelopesRepinnedWorse); and one its samples placed is the better
+// placed over one matching throughout too, where its samples matched
+// clearly and better than the other's before they moved it
+// (repinnedNearer).
 //
 // Of two certain alignments both placed at another factor, one by its
 // samples (pin) and one by its band envelopes alone, the one its samples
@@ -950,13 +962,48 @@ func placedBetter(a, b scored) bool {
 		}
 		return !plWins && samplesPlaceBetter(a, b) // its samples say more
 	}
+	if envelopesRepinnedWorse(a, b) || envelopesRepinnedWorse(b, a) {
+		return envelopesRepinnedWorse(b, a)
+	}
 	if a.idx == b.idx && a.repinned != b.repinned && (a.repinned && b.partial || b.repinned && a.partial) && min(a.sig, b.sig) >= certain {
 		return a.repinned
+	}
+	if repinnedNearer(a, b) || repinnedNearer(b, a) {
+		return repinnedNearer(a, b)
 	}
 	if a.scaled && b.scaled && a.pinned != b.pinned && min(a.sig, b.sig) >= certain {
 		return a.pinned && a.corr >= b.corr
 	}
 	return samplesPlaceBetter(a, b)
+}
+
+// repinnedNearer reports whether a, placed by its samples at another
+// factor once reported (repin), is placed better than b, an alignment of
+// the same variant at its factor, both certain, because at that factor
+// a's samples matched clearly and better than b's: aligned at its loudest
+// 2 s, a lay nearer the clip's place than b did before its samples moved
+// it. A 6.5 s clip of a tongue drum at tempo 0.95, a note a second,
+// gathered 247.9 of significance 0.25 s after its place, its samples
+// matching 0.58 throughout (the drum correlates at any shift of its
+// beat), and 123.5 one offset earlier, its samples 0.68 in part, whose
+// samples then placed it at 0.9492, to 2 ms.
+func repinnedNearer(a, b scored) bool {
+	return a.idx == b.idx && a.repinned && a.Refined && !b.repinned && !b.scaled &&
+		a.wave >= waveClear && a.wave > b.wave && min(a.sig, b.sig) >= certain
+}
+
+// envelopesRepinnedWorse reports whether a, placed at another factor by
+// its band envelopes alone once reported (repin), is placed worse than b,
+// an alignment of the same variant at its factor whose samples match in
+// part only, both certain, because b's envelopes follow the passage better
+// at its factor than a's do at theirs. A 4.0 s clip repeating a sound
+// every third of a second, at tempo 0.95, gathered 191.1 of significance
+// where its envelopes moved it to 0.899, 0.84 s after its place, following
+// the passage 0.583 there, and 157.8 62 ms after its place, its envelopes
+// following 0.868 at factor 1 (its samples 0.34, in part).
+func envelopesRepinnedWorse(a, b scored) bool {
+	return a.idx == b.idx && a.repinned && !a.Refined && !b.repinned && !b.scaled && b.partial &&
+		b.corr > a.repinCorr && min(a.sig, b.sig) >= certain
 }
 
 // samplesPlaceBetter is placedBetter by the samples compared alone: a's

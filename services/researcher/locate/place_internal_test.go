@@ -123,7 +123,7 @@ func TestRepinnedOverItsPartialSelf(t *testing.T) {
 		return scored{Occurrence: Occurrence{Clip: 7, Speed: 1, Tempo: 1}, idx: idx, start: start, end: start + 190, sig: sig, wave: wave, corr: 0.8, repinned: repinned, partial: partial}
 	}
 	placed, part := at(1, 9164, 150.2, 0.358, true, false), at(1, 9172, 210.7, 0.256, false, true)
-	placed.Tempo = 0.948
+	placed.Tempo, placed.Refined = 0.948, true // placed by its samples
 	if !placedBetter(placed, part) {
 		t.Error("the repinned alignment: not placed better")
 	}
@@ -140,5 +140,82 @@ func TestRepinnedOverItsPartialSelf(t *testing.T) {
 	}
 	if placedBetter(placed, whole) {
 		t.Error("over an alignment whose samples match throughout: placed better")
+	}
+}
+
+// TestRepinnedNearerThanAWholeMatch: of two certain alignments of one
+// variant of a clip at its factor, one whose samples match throughout but
+// less (a 6.5 s tongue drum at tempo 0.95, a note a second, on the corpus:
+// 247.9 of significance 0.25 s after its place, its samples 0.578) and
+// one whose samples matched clearly and better there, in part, and then
+// placed it at another factor (repin: 123.5, 0.675, at 0.9492, to 2 ms),
+// the one placed so is its place; not where its samples matched less
+// than clearly or no better, where its band envelopes alone moved it, for
+// another variant of the clip, short of certain, or over an alignment
+// placed at another factor too.
+func TestRepinnedNearerThanAWholeMatch(t *testing.T) {
+	at := func(start int32, sig, wave float64) scored {
+		return scored{Occurrence: Occurrence{Clip: 1, Speed: 1, Tempo: 1}, idx: 1, start: start, end: start + 203, sig: sig, wave: wave, corr: 0.54}
+	}
+	placed, whole := at(14537, 123.5, 0.675), at(14543, 247.9, 0.578)
+	placed.Tempo, placed.Refined, placed.repinned, placed.partial = 0.9492, true, true, true
+	if !placedBetter(placed, whole) {
+		t.Error("the repinned alignment: not placed better")
+	}
+	if placedBetter(whole, placed) {
+		t.Error("the alignment matching throughout: placed better")
+	}
+	unclear, worse, byEnvelopes, other, weak := placed, placed, placed, placed, placed
+	unclear.wave, worse.wave, byEnvelopes.Refined, other.idx, weak.sig = 0.45, 0.578, false, 2, certain/2
+	for name, c := range map[string]scored{"samples no better": worse,
+		"placed by its envelopes": byEnvelopes, "another variant's": other, "short of certain": weak} {
+		if placedBetter(c, whole) {
+			t.Errorf("%s: placed better", name)
+		}
+	}
+	if lower := at(14543, 247.9, 0.40); placedBetter(unclear, lower) {
+		t.Error("samples short of clear, over samples matching less: placed better")
+	}
+	moved, scaled := whole, whole
+	moved.repinned, moved.Refined, moved.Tempo, scaled.scaled, scaled.Tempo = true, true, 0.97, true, 0.97
+	if placedBetter(placed, moved) || placedBetter(placed, scaled) {
+		t.Error("over an alignment placed at another factor too: placed better")
+	}
+}
+
+// TestPartialOverItsEnvelopesRepinnedSelf: of two certain alignments of
+// one variant of a clip, one at its factor whose samples match in part
+// (a 4.0 s clip repeating a sound every third of a second, at tempo 0.95,
+// on the corpus: 157.8 of significance 62 ms after its place, its band
+// envelopes following 0.868) and one its envelopes alone placed at another
+// factor once reported (repin: 191.1, at 0.899 and 0.84 s late, its
+// envelopes following 0.583 there), the one at its factor is the better
+// placed; not where the other's envelopes follow as well, its samples
+// placed it, it is another variant's, or short of certain.
+func TestPartialOverItsEnvelopesRepinnedSelf(t *testing.T) {
+	at := func(start int32, sig, corr, wave float64) scored {
+		return scored{Occurrence: Occurrence{Clip: 13, Speed: 1, Tempo: 1}, idx: 3, start: start, end: start + 125, sig: sig, wave: wave, corr: corr}
+	}
+	part, moved := at(5732, 157.8, 0.868, 0.335), at(5774, 191.1, 0.538, 0.062)
+	part.partial, part.Refined = true, true
+	moved.Tempo, moved.repinned, moved.partial, moved.repinCorr = 0.899, true, true, 0.583
+	if !placedBetter(part, moved) {
+		t.Error("the partial alignment: not placed better")
+	}
+	if placedBetter(moved, part) {
+		t.Error("the alignment its envelopes repinned: placed better")
+	}
+	following, bySamples, other, weak := moved, moved, moved, moved
+	following.repinCorr, bySamples.Refined, other.idx, weak.sig = 0.9, true, 4, certain/2
+	for name, c := range map[string]scored{"its envelopes following better": following, "placed by its samples": bySamples,
+		"another variant's": other, "short of certain": weak} {
+		if placedBetter(part, c) {
+			t.Errorf("over one %s: placed better", name)
+		}
+	}
+	whole := part
+	whole.partial = false
+	if placedBetter(whole, moved) {
+		t.Error("an alignment matching throughout: placed better (its samples say which)")
 	}
 }
