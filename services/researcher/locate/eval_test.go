@@ -273,7 +273,8 @@ func (c *corpus) episodeFile(ep, cond string) string {
 // occurrence with its features and whether it was right (for a look at a
 // tuning corpus, never at the reported ones), tab-separated: corpus,
 // condition, episode, clip, clip seconds, confidence, votes, clip hashes,
-// band-envelope similarity, samples' correlation, tp or fp, offset,
+// band-envelope similarity, samples' correlation, tp, fp or same (a
+// clip found where another that holds its audio plays: see within), offset,
 // speed, tempo, and whether the samples placed it (refined).
 var dump = func() *os.File {
 	if p := os.Getenv("ARCHIVIST_LOCATE_DUMP"); p != "" {
@@ -403,6 +404,19 @@ func evaluate(t testing.TB, c *corpus, x *locate.Index, cond string, minConf flo
 	return s
 }
 
+// sameAudio reports whether o is its clip found where another clip that
+// holds its audio plays (within): neither a hit nor a false alarm.
+func (c *corpus) sameAudio(truth []truthOcc, o locate.Occurrence) bool {
+	for _, w := range c.within[o.Name] {
+		for _, tr := range truth {
+			if tr.clip == w.clip && math.Abs(tr.offset+w.offset-o.Offset) <= 0.1 {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // score adds to s what was found in an episode of a condition (seconds
 // long): a hit is right when its clip occurs within 0.1 s of it.
 func (c *corpus) score(s *score, ep, cond string, seconds float64, found []locate.Occurrence) {
@@ -417,6 +431,9 @@ func (c *corpus) score(s *score, ep, cond string, seconds float64, found []locat
 					right = "tp"
 				}
 			}
+			if right == "fp" && c.sameAudio(truth, o) {
+				right = "same"
+			}
 			fmt.Fprintf(dump, "%s\t%s\t%s\t%s\t%.1f\t%.4f\t%d\t%d\t%.4f\t%.4f\t%s\t%.3f\t%.4f\t%.4f\t%t\n", c.dir, cond, ep, o.Name, c.duration[o.Name], o.Confidence, o.Votes, o.Hashes, o.Similarity, o.Waveform, right, o.Offset, o.Speed, o.Tempo, o.Refined)
 		}
 		hit := false
@@ -427,18 +444,9 @@ func (c *corpus) score(s *score, ep, cond string, seconds float64, found []locat
 				break
 			}
 		}
-		if !hit {
-			for _, w := range c.within[o.Name] {
-				for _, tr := range truth {
-					if tr.clip == w.clip && math.Abs(tr.offset+w.offset-o.Offset) <= 0.1 {
-						hit = true
-					}
-				}
-			}
-			if hit {
-				s.sameAudio++
-				continue
-			}
+		if !hit && c.sameAudio(truth, o) {
+			s.sameAudio++
+			continue
 		}
 		if hit {
 			s.tp++
