@@ -219,3 +219,31 @@ func TestPartialOverItsEnvelopesRepinnedSelf(t *testing.T) {
 		t.Error("an alignment matching throughout: placed better (its samples say which)")
 	}
 }
+
+// TestEnvelopesRepinnedOverItsPartialSelf: the clip of
+// TestPartialOverItsEnvelopesRepinnedSelf at tempo 1.10: a certain
+// alignment at its factor whose samples match in part (36.2 of
+// significance 0.31 s late, its envelopes following 0.519) and one its
+// envelopes alone moved once reported, confident but short of certain
+// (24.2, to 9 ms at 1.105, following 0.634 there): the one they moved is
+// the better placed; not where its envelopes follow no better, it is not
+// confident, or the other is not certain.
+func TestEnvelopesRepinnedOverItsPartialSelf(t *testing.T) {
+	at := func(start int32, sig, corr, wave float64) scored {
+		return scored{Occurrence: Occurrence{Clip: 13, Speed: 1, Tempo: 1}, idx: 3, start: start, end: start + 125, sig: sig, wave: wave, corr: corr}
+	}
+	part, moved := at(4053, 36.2, 0.519, 0.123), at(4041, 24.2, 0.572, 0.233)
+	part.partial, part.Refined = true, true
+	moved.Tempo, moved.repinned, moved.repinCorr = 1.105, true, 0.634
+	if !placedBetter(moved, part) {
+		t.Error("the alignment its envelopes repinned: not placed better")
+	}
+	if placedBetter(part, moved) {
+		t.Error("the partial alignment: placed better")
+	}
+	following, faint, unsure := moved, moved, part
+	following.repinCorr, faint.sig, unsure.sig = 0.5, SignificanceAt-1, certain-1
+	if placedBetter(following, part) || placedBetter(faint, part) || placedBetter(moved, unsure) {
+		t.Error("its envelopes following no better, itself not confident, or the other not certain: placed better")
+	}
+}
