@@ -193,12 +193,7 @@ func TestRepinnedNearerThanAWholeMatch(t *testing.T) {
 // placed; not where the other's envelopes follow as well, its samples
 // placed it, it is another variant's, or short of certain.
 func TestPartialOverItsEnvelopesRepinnedSelf(t *testing.T) {
-	at := func(start int32, sig, corr, wave float64) scored {
-		return scored{Occurrence: Occurrence{Clip: 13, Speed: 1, Tempo: 1}, idx: 3, start: start, end: start + 125, sig: sig, wave: wave, corr: corr}
-	}
-	part, moved := at(5732, 157.8, 0.868, 0.335), at(5774, 191.1, 0.538, 0.062)
-	part.partial, part.Refined = true, true
-	moved.Tempo, moved.repinned, moved.partial, moved.repinCorr = 0.899, true, true, 0.583
+	part, moved := repeatingClip(alignment{5732, 157.8, 0.868, 0.335}, alignment{5774, 191.1, 0.538, 0.062}, 0.899, 0.583)
 	if !placedBetter(part, moved) {
 		t.Error("the partial alignment: not placed better")
 	}
@@ -229,12 +224,7 @@ func TestPartialOverItsEnvelopesRepinnedSelf(t *testing.T) {
 // the better placed; not where its envelopes follow no better, it is not
 // confident, or the other is not certain.
 func TestEnvelopesRepinnedOverItsPartialSelf(t *testing.T) {
-	at := func(start int32, sig, corr, wave float64) scored {
-		return scored{Occurrence: Occurrence{Clip: 13, Speed: 1, Tempo: 1}, idx: 3, start: start, end: start + 125, sig: sig, wave: wave, corr: corr}
-	}
-	part, moved := at(4053, 36.2, 0.519, 0.123), at(4041, 24.2, 0.572, 0.233)
-	part.partial, part.Refined = true, true
-	moved.Tempo, moved.repinned, moved.repinCorr = 1.105, true, 0.634
+	part, moved := repeatingClip(alignment{4053, 36.2, 0.519, 0.123}, alignment{4041, 24.2, 0.572, 0.233}, 1.105, 0.634)
 	if !placedBetter(moved, part) {
 		t.Error("the alignment its envelopes repinned: not placed better")
 	}
@@ -246,4 +236,27 @@ func TestEnvelopesRepinnedOverItsPartialSelf(t *testing.T) {
 	if placedBetter(following, part) || placedBetter(faint, part) || placedBetter(moved, unsure) {
 		t.Error("its envelopes following no better, itself not confident, or the other not certain: placed better")
 	}
+}
+
+// alignment is a candidate's start frame, significance, band envelopes'
+// similarity at its variant's factor and samples' correlation there.
+type alignment struct {
+	start           int32
+	sig, corr, wave float64
+}
+
+// repeatingClip is the pair TestPartialOverItsEnvelopesRepinnedSelf and
+// TestEnvelopesRepinnedOverItsPartialSelf weigh, of one variant of a 4.0 s
+// clip repeating a sound every third of a second: part, at its factor,
+// where its samples match in part and placed it; moved, moved by its band
+// envelopes alone to factor r once reported, following the passage rc
+// there.
+func repeatingClip(p, m alignment, r, rc float64) (part, moved scored) {
+	at := func(a alignment) scored {
+		return scored{Occurrence: Occurrence{Clip: 13, Speed: 1, Tempo: 1}, idx: 3, start: a.start, end: a.start + 125, sig: a.sig, wave: a.wave, corr: a.corr}
+	}
+	part, moved = at(p), at(m)
+	part.partial, part.Refined = true, true
+	moved.Tempo, moved.repinned, moved.repinCorr = r, true, rc
+	return part, moved
 }
