@@ -245,12 +245,12 @@ type alignment struct {
 	sig, corr, wave float64
 }
 
-// repeatingClip is the pair TestPartialOverItsEnvelopesRepinnedSelf and
-// TestEnvelopesRepinnedOverItsPartialSelf weigh, of one variant of a 4.0 s
-// clip repeating a sound every third of a second: part, at its factor,
-// where its samples match in part and placed it; moved, moved by its band
-// envelopes alone to factor r once reported, following the passage rc
-// there.
+// repeatingClip is the pair the tests of a 4.0 s clip repeating a sound
+// every third of a second weigh (TestPartialOverItsEnvelopesRepinnedSelf,
+// TestEnvelopesRepinnedOverItsPartialSelf, TestStretchesPlaceOverEnvelopes),
+// of one variant of it: part, at its factor, where its samples match in
+// part and placed it; moved, moved by its band envelopes alone to factor r
+// once reported, following the passage rc there.
 func repeatingClip(p, m alignment, r, rc float64) (part, moved scored) {
 	at := func(a alignment) scored {
 		return scored{Occurrence: Occurrence{Clip: 13, Speed: 1, Tempo: 1}, idx: 3, start: a.start, end: a.start + 125, sig: a.sig, wave: a.wave, corr: a.corr}
@@ -259,4 +259,30 @@ func repeatingClip(p, m alignment, r, rc float64) (part, moved scored) {
 	part.partial, part.Refined = true, true
 	moved.Tempo, moved.repinned, moved.repinCorr = r, true, rc
 	return part, moved
+}
+
+// TestStretchesPlaceOverEnvelopes: the clip of repeatingClip at tempo
+// 1.10 in another corpus: one alignment its band envelopes alone placed at
+// 1.105, 0.27 s early (43.0 of significance, 6 of its 12 stretches on its
+// line), and one its samples repinned to 1.0973, to 1 ms (32.1, 10 on
+// theirs): the one its samples placed is the better placed; not with as
+// few stretches on its line, short of certain, where its envelopes placed
+// it too, or for another variant.
+func TestStretchesPlaceOverEnvelopes(t *testing.T) {
+	bySamples, byEnvelopes := repeatingClip(alignment{9745, 32.1, 0.436, 0.181}, alignment{9727, 43.0, 0.567, 0}, 1.105, 0)
+	bySamples.partial, bySamples.repinned, bySamples.Tempo, bySamples.onLine = false, true, 1.0973, 10
+	byEnvelopes.repinned, byEnvelopes.scaled, byEnvelopes.onLine = false, true, 6
+	if !placedBetter(bySamples, byEnvelopes) {
+		t.Error("the alignment its samples placed: not placed better")
+	}
+	if placedBetter(byEnvelopes, bySamples) {
+		t.Error("the alignment its envelopes placed: placed better")
+	}
+	fewer, weak, envelopesToo, other := bySamples, bySamples, bySamples, bySamples
+	fewer.onLine, weak.sig, envelopesToo.Refined, other.idx = 6, certain-1, false, 4
+	for name, c := range map[string]scored{"as few stretches": fewer, "short of certain": weak, "placed by its envelopes too": envelopesToo, "another variant's": other} {
+		if placedBetter(c, byEnvelopes) {
+			t.Errorf("%s: placed better", name)
+		}
+	}
 }
