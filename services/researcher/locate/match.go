@@ -944,7 +944,9 @@ const certain = 2 * SignificanceAt
 // least as well: a 30 s clip of music played 10 % fast gathered 66.3 of
 // significance a bar after its start, where the music repeats itself and
 // its envelopes follow 0.60, and 45.0 at its start, placed by its samples
-// to 1 ms, its envelopes following 0.93.
+// to 1 ms, its envelopes following 0.93. Where one of the two was
+// repinned, more of pin's stretches on its line place it
+// (stretchesPlaceBetter).
 //
 // A clip resampled to the speed found (respeed) whose samples match
 // clearly, and clearly better than the other's, is the better placed
