@@ -1019,8 +1019,15 @@ func repinnedNearer(a, b scored) bool {
 // the passage 0.583 there, and 157.8 62 ms after its place, its envelopes
 // following 0.868 at factor 1 (its samples 0.34, in part).
 func envelopesRepinnedWorse(a, b scored) bool {
-	return a.idx == b.idx && a.repinned && !a.Refined && !b.repinned && !b.scaled && b.partial &&
-		b.corr > a.repinCorr && min(a.sig, b.sig) >= certain
+	return envelopesAgainstPartial(a, b) && b.corr > a.repinCorr && min(a.sig, b.sig) >= certain
+}
+
+// envelopesAgainstPartial reports whether a was placed at another factor
+// by its band envelopes alone once reported (repin) and b is an alignment
+// of the same variant at its factor whose samples match in part only: the
+// two envelopesRepinnedWorse and envelopesRepinnedBetter weigh.
+func envelopesAgainstPartial(a, b scored) bool {
+	return a.idx == b.idx && a.repinned && !a.Refined && !b.repinned && !b.scaled && b.partial
 }
 
 // envelopesRepinnedBetter reports whether a, placed at another factor by
@@ -1034,8 +1041,7 @@ func envelopesRepinnedWorse(a, b scored) bool {
 // envelopes moved it to 1.105, to 9 ms, following 0.634, against 36.2 at
 // factor 1, 0.31 s late, following 0.519.
 func envelopesRepinnedBetter(a, b scored) bool {
-	return a.idx == b.idx && a.repinned && !a.Refined && !b.repinned && !b.scaled && b.partial &&
-		a.repinCorr > b.corr && b.sig >= certain && a.sig >= SignificanceAt && a.sig < certain
+	return envelopesAgainstPartial(a, b) && a.repinCorr > b.corr && b.sig >= certain && a.sig >= SignificanceAt && a.sig < certain
 }
 
 // stretchesPlaceBetter reports whether a, placed at another factor by its
