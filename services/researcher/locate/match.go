@@ -798,12 +798,12 @@ func (m *Matcher) decide(c int, cd candidate) (scored, bool) {
 	// reported 0.2 and 0.5 s early).
 	decidedAt, repinned, repinCorr := r, false, 0.0
 	if r == 1 && ic.frames >= minScaleFrames && (!compared || o.Waveform < waveSure) {
-		if pl, ok := m.repin(ic, cd.o, start, int64(cd.o+ic.reach+1)*int64(m.p.Hop), !compared || !m.waveThroughout(ic, start, o.Waveform)); ok {
+		if pl, sim, ok := m.repin(ic, cd.o, start, int64(cd.o+ic.reach+1)*int64(m.p.Hop), !compared || !m.waveThroughout(ic, start, o.Waveform)); ok {
 			repinned = true
 			r, startFrame, start, o.Refined = pl.r, int32(pl.start/int64(m.p.Hop)), max(pl.start, 0), pl.bySamples
 			o.atFactor(ic.speed, r)
 			if !pl.bySamples {
-				repinCorr = m.similarityOf(ic, startFrame, r, 1, 0, int32(len(ic.env)/Bands))
+				repinCorr = sim
 			}
 		}
 	}
@@ -973,25 +973,35 @@ func placedBetter(a, b scored) bool {
 		}
 		return !plWins && samplesPlaceBetter(a, b) // its samples say more
 	}
-	if envelopesRepinnedWorse(a, b) || envelopesRepinnedWorse(b, a) {
-		return envelopesRepinnedWorse(b, a)
+	if worse, ok := either(envelopesRepinnedWorse, a, b); ok {
+		return !worse
 	}
-	if envelopesRepinnedBetter(a, b) || envelopesRepinnedBetter(b, a) {
-		return envelopesRepinnedBetter(a, b)
+	if better, ok := either(envelopesRepinnedBetter, a, b); ok {
+		return better
 	}
 	if a.idx == b.idx && a.repinned != b.repinned && (a.repinned && b.partial || b.repinned && a.partial) && min(a.sig, b.sig) >= certain {
 		return a.repinned
 	}
-	if repinnedNearer(a, b) || repinnedNearer(b, a) {
-		return repinnedNearer(a, b)
+	if better, ok := either(repinnedNearer, a, b); ok {
+		return better
 	}
 	if a.scaled && b.scaled && a.pinned != b.pinned && min(a.sig, b.sig) >= certain {
 		return a.pinned && a.corr >= b.corr
 	}
-	if stretchesPlaceBetter(a, b) || stretchesPlaceBetter(b, a) {
-		return stretchesPlaceBetter(a, b)
+	if better, ok := either(stretchesPlaceBetter, a, b); ok {
+		return better
 	}
 	return samplesPlaceBetter(a, b)
+}
+
+// either reports whether rule holds for a against b (holds), where it
+// holds one way or the other (decided): the rules of placedBetter that
+// weigh two kinds of alignment, whichever comes first.
+func either(rule func(a, b scored) bool, a, b scored) (holds, decided bool) {
+	if rule(a, b) {
+		return true, true
+	}
+	return false, rule(b, a)
 }
 
 // repinnedNearer reports whether a, placed by its samples at another
@@ -1446,32 +1456,33 @@ const repinGain = 0.02
 // byEnvelopes (not where its samples match throughout: see decide), at
 // the factor and start its band envelopes follow clearly better than the
 // variant's (scaleSearch, as a certain candidate's), by its samples from
-// there or else by the envelopes alone. It is false where neither places
-// it, or places it within repinFrom of the variant's factor.
-func (m *Matcher) repin(ic *indexedClip, o int32, start, limit int64, byEnvelopes bool) (pinned, bool) {
+// there or else by the envelopes alone; sim is how well its band
+// envelopes follow the passage placed so. It is false where neither
+// places it, or places it within repinFrom of the variant's factor.
+func (m *Matcher) repin(ic *indexedClip, o int32, start, limit int64, byEnvelopes bool) (pl pinned, sim float64, ok bool) {
 	t0 := float64(ic.excerpt()) + float64(min(excerptLen(m.p), ic.n-ic.excerpt()))/2
-	pl, ok := m.pin(ic, t0, float64(start)+t0, 1, scaleRange(m.p, ic.speed), limit)
+	pl, ok = m.pin(ic, t0, float64(start)+t0, 1, scaleRange(m.p, ic.speed), limit)
 	if !ok && !byEnvelopes {
-		return pinned{}, false
+		return pinned{}, 0, false
 	}
 	if !ok {
 		f, sr, sim, at1 := m.scaleSearch(ic, o)
 		if sr == 1 || sim < at1+repinGain {
-			return pinned{}, false
+			return pinned{}, 0, false
 		}
 		if pl, ok = m.pinAt(ic, f, sr, limit); !ok {
 			pl = pinned{start: int64(f) * int64(m.p.Hop), r: sr}
 		}
 	}
 	if math.Abs(pl.r-1) < repinFrom {
-		return pinned{}, false
+		return pinned{}, 0, false
 	}
 	// The band envelopes follow the passage better placed so than where
 	// refine put the clip: a jingle's repeated notes can line the samples'
 	// stretches up a few percent off a clip played as it is.
 	n := int32(len(ic.env) / Bands)
-	if m.similarityOf(ic, int32(pl.start/int64(m.p.Hop)), pl.r, 1, 0, n) <= m.atOwnFactor(ic, int32(start/int64(m.p.Hop))) {
-		return pinned{}, false
+	if sim = m.similarityOf(ic, int32(pl.start/int64(m.p.Hop)), pl.r, 1, 0, n); sim <= m.atOwnFactor(ic, int32(start/int64(m.p.Hop))) {
+		return pinned{}, 0, false
 	}
 	// And more of the stretches pin looks for lie on its line than on the
 	// line at the variant's factor through where refine put it (a 4 s
@@ -1481,9 +1492,9 @@ func (m *Matcher) repin(ic *indexedClip, o int32, start, limit int64, byEnvelope
 	// do: a clip overlaid on another sound may keep few stretches that
 	// correlate on either.
 	if on1, on := m.onLine(ic, float64(start), 1, limit), m.onLine(ic, float64(pl.start), 1/pl.r, limit); on1 > on || on1 == on && pl.bySamples {
-		return pinned{}, false
+		return pinned{}, 0, false
 	}
-	return pl, true
+	return pl, sim, true
 }
 
 // stretchesOf is where the stretches of win samples that pin looks for

@@ -61,7 +61,7 @@ func TestSamplesPlaceAClipAlignedAtItsLoudest(t *testing.T) {
 			if _, _, compared := m.waveCorr(ic, start); compared == c.atEnd {
 				t.Fatalf("samples compared at factor 1: %v, want %v", compared, !c.atEnd)
 			}
-			pl, ok := m.repin(ic, int32(start/int64(m.p.Hop)), start, math.MaxInt64, true)
+			pl, _, ok := m.repin(ic, int32(start/int64(m.p.Hop)), start, math.MaxInt64, true)
 			if c.tempo == 1 {
 				if ok {
 					t.Errorf("placed at %.3f s, factor %.4f: want it left at its own factor", float64(pl.start)/rate, pl.r)
@@ -84,7 +84,7 @@ func TestSamplesPlaceAClipAlignedAtItsLoudest(t *testing.T) {
 			// Where its samples match throughout at factor 1, only they
 			// place it, from its loudest 2 s: where they do, as before;
 			// never where the envelopes alone did.
-			if again, ok := m.repin(ic, int32(start/int64(m.p.Hop)), start, math.MaxInt64, false); ok && (again != pl || !pl.bySamples) {
+			if again, _, ok := m.repin(ic, int32(start/int64(m.p.Hop)), start, math.MaxInt64, false); ok && (again != pl || !pl.bySamples) {
 				t.Errorf("by its samples alone: placed at %.3f s, factor %.4f; by both at %.3f s, factor %.4f, by samples %v", float64(again.start)/rate, again.r, float64(pl.start)/rate, pl.r, pl.bySamples)
 			} else {
 				t.Logf("by its samples alone: placed %v", ok)
