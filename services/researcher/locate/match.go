@@ -1237,7 +1237,7 @@ func reachOf(frames int32, scale float64) int32 {
 // still place it at another (repin): a 1.9 s clip at tempo 1.10, aligned
 // at factor 1, starts 0.09 s off its place, a tenth of its length at most.
 func pinnable(p Params, n int) bool {
-	return n >= 2*pinWindows*int(pinLen*float64(p.Rate))
+	return holdsStretches(n, int(pinLen*float64(p.Rate)))
 }
 
 // atOwnFactor is the best similarity of the clip's band envelopes with
@@ -1515,15 +1515,21 @@ func (m *Matcher) repin(ic *indexedClip, o int32, start, limit int64, byEnvelope
 // start in clip x: in each of its pinWindows parts, where its energy rises
 // most (onset); none where a part is shorter than two stretches.
 func stretchesOf(x []float32, win int) []int {
-	part := len(x) / pinWindows
-	if part < 2*win {
+	if !holdsStretches(len(x), win) {
 		return nil
 	}
+	part := len(x) / pinWindows
 	starts := make([]int, pinWindows)
 	for k := range starts {
 		starts[k] = k*part + onset(x[k*part:(k+1)*part], win)
 	}
 	return starts
+}
+
+// holdsStretches tells whether each of the pinWindows parts of a clip of
+// n samples holds two stretches of win samples (stretchesOf).
+func holdsStretches(n, win int) bool {
+	return n/pinWindows >= 2*win
 }
 
 // onLine is how many of the clip's pinWindows stretches (those pin looks

@@ -73,12 +73,7 @@ func TestSamplesPlaceAClipAtAnotherTempo(t *testing.T) {
 		{"its samples throughout, against a factor placed", alike(at(1, 1, 1, 200, 0.82, false, false), 0.35), alike(at(1, 1, 1.011, 300, 0, true, false), 0.32)},
 		{"at tempo 0.9 and more alike, against its samples throughout", alike(at(1, 1, 0.9, 300, 0, true, false), 0.9), alike(at(1, 1, 1, 600, 0.56, false, false), 0.86)},
 	} {
-		if !placedBetter(c.place, c.off) {
-			t.Errorf("%s: not placed better", c.name)
-		}
-		if placedBetter(c.off, c.place) {
-			t.Errorf("%s: the other placed better too", c.name)
-		}
+		placesOver(t, c.place, c.off, c.name, c.name+": the other")
 	}
 	if weak := at(1, 1, 0.9, certain/2, 0, true, false); placedBetter(weak, at(1, 1, 1, 600, 0.56, false, true)) {
 		t.Error("a factor placed by samples, landmarks short of certain: placed better")
@@ -97,12 +92,7 @@ func TestSamplesPlaceOverEnvelopesAtOneFactor(t *testing.T) {
 		return scored{Occurrence: Occurrence{Clip: 7, Speed: 1, Tempo: 1.10}, idx: 1, start: start, end: start + 850, sig: sig, corr: corr, pinned: pinned, scaled: true}
 	}
 	bySamples, byEnvelopes := at(0, 45.0, 0.929, true), at(66, 66.3, 0.595, false)
-	if !placedBetter(bySamples, byEnvelopes) {
-		t.Error("the alignment the samples placed: not placed better")
-	}
-	if placedBetter(byEnvelopes, bySamples) {
-		t.Error("the alignment the envelopes alone placed: placed better")
-	}
+	placesOver(t, bySamples, byEnvelopes, "the alignment the samples placed", "the alignment the envelopes alone placed")
 	if worse := at(0, 45.0, 0.5, true); placedBetter(worse, byEnvelopes) {
 		t.Error("the samples' alignment, its envelopes following less well: placed better")
 	}
@@ -124,12 +114,7 @@ func TestRepinnedOverItsPartialSelf(t *testing.T) {
 	}
 	placed, part := at(1, 9164, 150.2, 0.358, true, false), at(1, 9172, 210.7, 0.256, false, true)
 	placed.Tempo, placed.Refined = 0.948, true // placed by its samples
-	if !placedBetter(placed, part) {
-		t.Error("the repinned alignment: not placed better")
-	}
-	if placedBetter(part, placed) {
-		t.Error("the partial alignment: placed better")
-	}
+	placesOver(t, placed, part, "the repinned alignment", "the partial alignment")
 	other, weak, whole := placed, placed, part
 	other.idx, weak.sig, whole.partial = 2, certain/2, false
 	if placedBetter(other, part) {
@@ -159,20 +144,11 @@ func TestRepinnedNearerThanAWholeMatch(t *testing.T) {
 	}
 	placed, whole := at(14537, 123.5, 0.675), at(14543, 247.9, 0.578)
 	placed.Tempo, placed.Refined, placed.repinned, placed.partial = 0.9492, true, true, true
-	if !placedBetter(placed, whole) {
-		t.Error("the repinned alignment: not placed better")
-	}
-	if placedBetter(whole, placed) {
-		t.Error("the alignment matching throughout: placed better")
-	}
+	placesOver(t, placed, whole, "the repinned alignment", "the alignment matching throughout")
 	unclear, worse, byEnvelopes, other, weak := placed, placed, placed, placed, placed
 	unclear.wave, worse.wave, byEnvelopes.Refined, other.idx, weak.sig = 0.45, 0.578, false, 2, certain/2
-	for name, c := range map[string]scored{"samples no better": worse,
-		"placed by its envelopes": byEnvelopes, "another variant's": other, "short of certain": weak} {
-		if placedBetter(c, whole) {
-			t.Errorf("%s: placed better", name)
-		}
-	}
+	noneOver(t, map[string]scored{"samples no better": worse,
+		"placed by its envelopes": byEnvelopes, "another variant's": other, "short of certain": weak}, whole)
 	if lower := at(14543, 247.9, 0.40); placedBetter(unclear, lower) {
 		t.Error("samples short of clear, over samples matching less: placed better")
 	}
@@ -194,12 +170,7 @@ func TestRepinnedNearerThanAWholeMatch(t *testing.T) {
 // placed it, it is another variant's, or short of certain.
 func TestPartialOverItsEnvelopesRepinnedSelf(t *testing.T) {
 	part, moved := repeatingClip(alignment{5732, 157.8, 0.868, 0.335}, alignment{5774, 191.1, 0.538, 0.062}, 0.899, 0.583)
-	if !placedBetter(part, moved) {
-		t.Error("the partial alignment: not placed better")
-	}
-	if placedBetter(moved, part) {
-		t.Error("the alignment its envelopes repinned: placed better")
-	}
+	placesOver(t, part, moved, "the partial alignment", "the alignment its envelopes repinned")
 	following, bySamples, other, weak := moved, moved, moved, moved
 	following.repinCorr, bySamples.Refined, other.idx, weak.sig = 0.9, true, 4, certain/2
 	for name, c := range map[string]scored{"its envelopes following better": following, "placed by its samples": bySamples,
@@ -225,12 +196,7 @@ func TestPartialOverItsEnvelopesRepinnedSelf(t *testing.T) {
 // confident, or the other is not certain.
 func TestEnvelopesRepinnedOverItsPartialSelf(t *testing.T) {
 	part, moved := repeatingClip(alignment{4053, 36.2, 0.519, 0.123}, alignment{4041, 24.2, 0.572, 0.233}, 1.105, 0.634)
-	if !placedBetter(moved, part) {
-		t.Error("the alignment its envelopes repinned: not placed better")
-	}
-	if placedBetter(part, moved) {
-		t.Error("the partial alignment: placed better")
-	}
+	placesOver(t, moved, part, "the alignment its envelopes repinned", "the partial alignment")
 	following, faint, unsure := moved, moved, part
 	following.repinCorr, faint.sig, unsure.sig = 0.5, SignificanceAt-1, certain-1
 	if placedBetter(following, part) || placedBetter(faint, part) || placedBetter(moved, unsure) {
@@ -272,16 +238,29 @@ func TestStretchesPlaceOverEnvelopes(t *testing.T) {
 	bySamples, byEnvelopes := repeatingClip(alignment{9745, 32.1, 0.436, 0.181}, alignment{9727, 43.0, 0.567, 0}, 1.105, 0)
 	bySamples.partial, bySamples.repinned, bySamples.Tempo, bySamples.onLine = false, true, 1.0973, 10
 	byEnvelopes.repinned, byEnvelopes.scaled, byEnvelopes.onLine = false, true, 6
-	if !placedBetter(bySamples, byEnvelopes) {
-		t.Error("the alignment its samples placed: not placed better")
-	}
-	if placedBetter(byEnvelopes, bySamples) {
-		t.Error("the alignment its envelopes placed: placed better")
-	}
+	placesOver(t, bySamples, byEnvelopes, "the alignment its samples placed", "the alignment its envelopes placed")
 	fewer, weak, envelopesToo, other := bySamples, bySamples, bySamples, bySamples
 	fewer.onLine, weak.sig, envelopesToo.Refined, other.idx = 6, certain-1, false, 4
-	for name, c := range map[string]scored{"as few stretches": fewer, "short of certain": weak, "placed by its envelopes too": envelopesToo, "another variant's": other} {
-		if placedBetter(c, byEnvelopes) {
+	noneOver(t, map[string]scored{"as few stretches": fewer, "short of certain": weak, "placed by its envelopes too": envelopesToo, "another variant's": other}, byEnvelopes)
+}
+
+// placesOver fails t unless placedBetter puts better over worse and not
+// worse over better; betterIs and worseIs name them in the failures.
+func placesOver(t *testing.T, better, worse scored, betterIs, worseIs string) {
+	t.Helper()
+	if !placedBetter(better, worse) {
+		t.Errorf("%s: not placed better", betterIs)
+	}
+	if placedBetter(worse, better) {
+		t.Errorf("%s: placed better", worseIs)
+	}
+}
+
+// noneOver fails t where placedBetter puts any of cs over other.
+func noneOver(t *testing.T, cs map[string]scored, other scored) {
+	t.Helper()
+	for name, c := range cs {
+		if placedBetter(c, other) {
 			t.Errorf("%s: placed better", name)
 		}
 	}
