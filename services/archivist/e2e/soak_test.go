@@ -568,12 +568,51 @@ func (s *soak) settle(start time.Time, d time.Duration) {
 	for _, p := range problems {
 		s.t.Error(p)
 	}
+	if st.unchecked > 0 || st.badChecks > 0 {
+		s.auditTrail(ctx, db, finalCheck)
+	}
 	if sent.Kills == 0 || sent.PGRestarts != 2 || sent.NATSRestarts != 1 || sent.BlobOutages != 1 || sent.Episodes == 0 || sent.Files == 0 || sent.WARCs == 0 {
 		s.t.Errorf("the soak did too little to prove anything: %+v", sent)
 	}
 	if s.t.Failed() {
 		s.dumpLogs()
 	}
+}
+
+// auditTrail logs, for up to 10 objects not checked since the final audit
+// check or whose last check failed, what the auditor's tables say of each,
+// in time order: its schedule, its checks (bit log) and its audit-queue
+// entries. A red soak then says what happened to the check that never came.
+func (s *soak) auditTrail(ctx context.Context, db *pgxpool.Pool, finalCheck time.Time) {
+	rows, err := db.Query(ctx, `WITH odd AS (
+			SELECT object FROM auditor.schedule WHERE checked_at IS NULL OR checked_at < $1
+			UNION SELECT object FROM (SELECT DISTINCT ON (object) object, success FROM auditor.bit_log ORDER BY object, id DESC) l WHERE NOT success
+			ORDER BY object LIMIT 10)
+		SELECT object, at, what FROM (
+			SELECT object, coalesce(checked_at, 'epoch') AS at, format('schedule: queued_for %s, checked_at %s, parked_at %s %s', queued_for, checked_at, parked_at, parked_reason) AS what
+				FROM auditor.schedule WHERE object IN (SELECT object FROM odd)
+			UNION ALL SELECT object, at, format('check: row %s, success %s, attempt %s, %s', row_no, success, attempt, note)
+				FROM auditor.bit_log WHERE object IN (SELECT object FROM odd)
+			UNION ALL SELECT object, created_at, format('audit queue: row %s, %s, done %s, outcome %s, failures %s, parked_at %s', row_no, reason, done, outcome, failures, parked_at)
+				FROM auditor.audit_queue WHERE object IN (SELECT object FROM odd)
+			UNION ALL SELECT object, updated_at, 'content index: '||checksum FROM auditor.content_index WHERE object IN (SELECT object FROM odd)
+		) t ORDER BY object, at`, finalCheck)
+	if err != nil {
+		s.t.Logf("the audit trail: %v", err)
+		return
+	}
+	defer rows.Close()
+	var b strings.Builder
+	for rows.Next() {
+		var object, what string
+		var at time.Time
+		if err := rows.Scan(&object, &at, &what); err != nil {
+			s.t.Logf("the audit trail: %v", err)
+			return
+		}
+		fmt.Fprintf(&b, "\n  %s %s: %s", at.UTC().Format("15:04:05.000"), object, what)
+	}
+	s.t.Logf("the audit trail of the objects unchecked or failed (the final check asked at %s):%s", finalCheck.UTC().Format("15:04:05.000"), b.String())
 }
 
 // observe reads the end state and lists what is not yet as it must be.
