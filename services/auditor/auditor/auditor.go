@@ -442,7 +442,7 @@ func (a *Auditor) capture(ctx context.Context, id int64, object string) (string,
 		Properties: info.Properties, Update: logged}); err != nil {
 		return "", err
 	}
-	if _, err := a.CheckNow(ctx, object, "", false); err != nil {
+	if err := a.checkChanged(ctx, object, fmt.Sprintf("captured:%d", id)); err != nil {
 		return "", fmt.Errorf("queue the check of %s: %w", object, err)
 	}
 	return "captured", nil

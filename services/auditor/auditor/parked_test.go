@@ -132,6 +132,65 @@ func TestAuditQueueIsProcessed(t *testing.T) {
 	}
 }
 
+// TestCheckAfterCaptureStandsAlone: a check asked before an object was
+// captured (an operator's, or the schedule's, waiting or retrying row 9
+// while the capture runs) looked before the capture; the capture's own
+// check is a task of its own, not dropped as its repeat. Both ids used to
+// name the object's last check, so JetStream dropped the second, and the
+// first recorded "not yet captured" for ever (the e2e soak at 0887fb1).
+// Asked again, an operator's check is still one task, and an entry worked
+// twice (a change of leader) queues its check once.
+func TestCheckAfterCaptureStandsAlone(t *testing.T) {
+	ctx := context.Background()
+	db := testenv.DB(t, migrations.Schema)
+	bs, err := blob.NewLocal(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := bs.Put(ctx, "objects/new", strings.NewReader("added at the provider"), nil); err != nil {
+		t.Fatal(err)
+	}
+	b := testenv.Bus(t, "auditor")
+	a := auditor.New(b, db, bs, nil, auditor.Config{Cycle: 720 * time.Hour, MaxOnDemand: 100}, testenv.Logger(t))
+	high, err := b.JetStream().Stream(ctx, events.StreamAuditHigh)
+	if err != nil {
+		t.Fatal(err)
+	}
+	queued := func(step string, want uint64) {
+		t.Helper()
+		st, err := high.Info(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.State.Msgs != want {
+			t.Errorf("%s: %d checks queued, want %d", step, st.State.Msgs, want)
+		}
+	}
+	if _, err := a.CheckNow(ctx, "objects/new", "", false); err != nil {
+		t.Fatal(err)
+	}
+	queued("an operator's check before the capture", 1)
+	if _, err := db.Exec(ctx, `INSERT INTO auditor.audit_queue (object, reason, row_no)
+		VALUES ('objects/new', 'added at the provider, not yet captured', 9)`); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := a.ProcessAuditQueue(ctx, 10); err != nil || n != 1 {
+		t.Fatalf("processed %d (%v), want 1", n, err)
+	}
+	queued("the capture's check", 2)
+	if _, err := a.CheckNow(ctx, "objects/new", "", false); err != nil {
+		t.Fatal(err)
+	}
+	queued("the operator's check asked again", 2)
+	if _, err := db.Exec(ctx, `UPDATE auditor.audit_queue SET done = false`); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := a.ProcessAuditQueue(ctx, 10); err != nil || n != 1 {
+		t.Fatalf("worked again: processed %d (%v), want 1", n, err)
+	}
+	queued("the entry worked again", 2)
+}
+
 // TestAuditQueueEntryFailsAlone: an entry that cannot be captured (here a
 // key no store accepts) used to stop the whole queue on every tick; it now
 // backs off alone, with its error, and the entries after it are captured.

@@ -91,7 +91,7 @@ func (a *Auditor) Work() *work.Store {
 func (a *Auditor) checkAfter(objects []string, note work.Note) func(context.Context) {
 	return func(ctx context.Context) {
 		for _, o := range objects {
-			if _, err := a.CheckNow(ctx, o, "", false); err != nil {
+			if err := a.checkChanged(ctx, o, fmt.Sprintf("action:%d", note.Action)); err != nil {
 				a.log.WarnContext(ctx, "an operator's retried check was not queued", "object", o, "action", note.Action, "err", err)
 			}
 		}
