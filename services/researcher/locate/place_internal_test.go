@@ -244,6 +244,28 @@ func TestStretchesPlaceOverEnvelopes(t *testing.T) {
 	noneOver(t, map[string]scored{"as few stretches": fewer, "short of certain": weak, "placed by its envelopes too": envelopesToo, "another variant's": other}, byEnvelopes)
 }
 
+// TestPinsPlaceRepeatingMusic: a 30 s clip of music repeating a bar, at
+// tempo 0.95 in seed 15's corpus: two certain alignments of one variant,
+// both placed by their samples at another factor (pin), one 9.7 s after
+// its place (136.2 of significance, 5 of its 12 stretches on its line,
+// its band envelopes following 0.379) and one at its place, to 2 ms
+// (65.2, 12, 0.910): the one with more stretches on its line and its
+// envelopes following better is the better placed; not with as few
+// stretches, envelopes following no better, short of certain, for another
+// variant, or resampled to another speed (respeed).
+func TestPinsPlaceRepeatingMusic(t *testing.T) {
+	at := func(start int32, sig, corr float64, on int) scored {
+		return scored{Occurrence: Occurrence{Clip: 30, Speed: 1, Tempo: 0.95, Refined: true}, idx: 5, start: start, end: start + 987,
+			sig: sig, corr: corr, pinned: true, scaled: true, onLine: on}
+	}
+	place, off := at(5459, 65.2, 0.910, 12), at(5762, 136.2, 0.379, 5)
+	placesOver(t, place, off, "its place", "9.7 s off")
+	fewer, alike, weak, other, resampled := place, place, place, place, place
+	fewer.onLine, alike.corr, weak.sig, other.idx, resampled.respeeded = 5, 0.379, certain-1, 6, true
+	noneOver(t, map[string]scored{"as few stretches": fewer, "envelopes no better": alike, "short of certain": weak,
+		"another variant's": other, "resampled": resampled}, off)
+}
+
 // placesOver fails t unless placedBetter puts better over worse and not
 // worse over better; betterIs and worseIs name them in the failures.
 func placesOver(t *testing.T, better, worse scored, betterIs, worseIs string) {
