@@ -929,7 +929,11 @@ const certain = 2 * SignificanceAt
 // first and last quarters, waveThroughout) or its band envelopes follow
 // the passage better (Similarity) at its factor. Otherwise, or where the
 // two factors are one (a speed variant placed at the clip's own speed),
-// the samples compared say more.
+// the samples compared say more. One repinned is not at its variant's
+// factor, whatever its samples did there: a clip repinned by its samples
+// to 0.8952, 39 ms from its place at tempo 0.90 (77.5 of significance, 12
+// stretches on its line), fell to one pinned at 0.9004 0.23 s early
+// (41.1, 9), as though it still matched in part at factor 1.
 //
 // Of two certain alignments of one variant at its factor, one whose
 // samples match in part only and one placed at another factor once
@@ -971,7 +975,7 @@ func placedBetter(a, b scored) bool {
 			return false
 		}
 	}
-	if a.pinned != b.pinned && math.Abs(a.Speed*a.Tempo-b.Speed*b.Tempo) >= minFactor {
+	if a.pinned != b.pinned && !a.repinned && !b.repinned && math.Abs(a.Speed*a.Tempo-b.Speed*b.Tempo) >= minFactor {
 		asIs, pl := b, a // the one at its variant's factor, the one placed at another
 		if b.pinned {
 			asIs, pl = a, b

@@ -57,7 +57,8 @@ func TestSamplesPlaceARepeatingClip(t *testing.T) {
 // throughout and look more alike (a clip under a bed: 0.82 on the
 // corpus), not short of certain, and not where the two factors are one (a
 // speed variant placed at the clip's own speed), where the samples
-// compared say more.
+// compared say more; nor over one matching in part that its samples then
+// repinned, no longer at its factor.
 func TestSamplesPlaceAClipAtAnotherTempo(t *testing.T) {
 	at := func(idx int, speed, tempo, sig, wave float64, pinned, partial bool) scored {
 		return scored{Occurrence: Occurrence{Clip: 7, Speed: speed, Tempo: tempo}, idx: idx, start: 100, end: 400, sig: sig, wave: wave, corr: 0.5, pinned: pinned, partial: partial}
@@ -77,6 +78,18 @@ func TestSamplesPlaceAClipAtAnotherTempo(t *testing.T) {
 	}
 	if weak := at(1, 1, 0.9, certain/2, 0, true, false); placedBetter(weak, at(1, 1, 1, 600, 0.56, false, true)) {
 		t.Error("a factor placed by samples, landmarks short of certain: placed better")
+	}
+	// One matching in part at its factor, then repinned by its samples,
+	// is not at its variant's factor: a clip at tempo 0.90 in seed 15's
+	// corpus, repinned to 0.8952, 39 ms from its place (77.5 of
+	// significance, 12 stretches on its line), fell to one pinned at
+	// 0.9004 0.23 s early (41.1, 9).
+	repinned := at(1, 1, 0.8952, 77.5, 0.002, false, true)
+	repinned.repinned, repinned.Refined, repinned.onLine = true, true, 12
+	early := alike(at(1, 1, 0.9004, 41.1, 0, true, false), 0.412)
+	early.scaled, early.Refined, early.onLine = true, true, 9
+	if placedBetter(early, repinned) {
+		t.Error("pinned 0.23 s early, against one its samples repinned near its place: placed better")
 	}
 }
 
