@@ -10,10 +10,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"github.com/archivist/archivist/devkit/blobtest"
 	"github.com/archivist/archivist/devkit/testenv"
 	"github.com/archivist/archivist/events"
 	"github.com/archivist/archivist/pkg/blob"
+	"github.com/archivist/archivist/pkg/bus"
 	"github.com/archivist/archivist/services/auditor/auditor"
 	"github.com/archivist/archivist/services/auditor/migrations"
 )
@@ -82,17 +85,7 @@ func TestObjectWhoseCheckKeepsFailingIsParkedNotRequeued(t *testing.T) {
 // queues a check to confirm; an object gone from the provider is marked so.
 func TestAuditQueueIsProcessed(t *testing.T) {
 	ctx := context.Background()
-	db := testenv.DB(t, migrations.Schema)
-	bs, err := blob.NewLocal(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	info, err := bs.Put(ctx, "objects/new", strings.NewReader("added at the provider"), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b := testenv.Bus(t, "auditor")
-	a := auditor.New(b, db, bs, nil, auditor.Config{Cycle: 720 * time.Hour, MaxOnDemand: 100}, testenv.Logger(t))
+	a, db, b, info := queueAuditor(t, "objects/new", "added at the provider")
 	if _, err := db.Exec(ctx, `INSERT INTO auditor.audit_queue (object, reason, row_no) VALUES
 		('objects/new', 'added at the provider, not yet captured', 9), ('objects/gone', 'the audit record was lost', 7)`); err != nil {
 		t.Fatal(err)
@@ -142,16 +135,7 @@ func TestAuditQueueIsProcessed(t *testing.T) {
 // twice (a change of leader) queues its check once.
 func TestCheckAfterCaptureStandsAlone(t *testing.T) {
 	ctx := context.Background()
-	db := testenv.DB(t, migrations.Schema)
-	bs, err := blob.NewLocal(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := bs.Put(ctx, "objects/new", strings.NewReader("added at the provider"), nil); err != nil {
-		t.Fatal(err)
-	}
-	b := testenv.Bus(t, "auditor")
-	a := auditor.New(b, db, bs, nil, auditor.Config{Cycle: 720 * time.Hour, MaxOnDemand: 100}, testenv.Logger(t))
+	a, db, b, _ := queueAuditor(t, "objects/new", "added at the provider")
 	high, err := b.JetStream().Stream(ctx, events.StreamAuditHigh)
 	if err != nil {
 		t.Fatal(err)
@@ -196,16 +180,7 @@ func TestCheckAfterCaptureStandsAlone(t *testing.T) {
 // backs off alone, with its error, and the entries after it are captured.
 func TestAuditQueueEntryFailsAlone(t *testing.T) {
 	ctx := context.Background()
-	db := testenv.DB(t, migrations.Schema)
-	bs, err := blob.NewLocal(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := bs.Put(ctx, "objects/fine", strings.NewReader("fine"), nil); err != nil {
-		t.Fatal(err)
-	}
-	b := testenv.Bus(t, "auditor")
-	a := auditor.New(b, db, bs, nil, auditor.Config{Cycle: 720 * time.Hour, MaxOnDemand: 100}, testenv.Logger(t))
+	a, db, _, _ := queueAuditor(t, "objects/fine", "fine")
 	if _, err := db.Exec(ctx, `INSERT INTO auditor.audit_queue (object, reason, row_no) VALUES
 		('objects//broken', 'the audit record was lost', 7), ('objects/fine', 'added at the provider, not yet captured', 9)`); err != nil {
 		t.Fatal(err)
@@ -286,4 +261,22 @@ func TestAuditQueueNeverCapturesOverTheRecord(t *testing.T) {
 		t.Errorf("outcome %q (want disputed), content index %s (want %s), audit log entries %d (want 1), open external tasks %d (want 1)",
 			outcome, indexed, sum, logs, tasks)
 	}
+}
+
+// queueAuditor is an auditor over a database of its own and a local blob
+// store holding one object, key (content), that no event recorded: what
+// the audit-queue tests capture. It returns the object's blob info too.
+func queueAuditor(t *testing.T, key, content string) (*auditor.Auditor, *pgxpool.Pool, *bus.Bus, blob.Info) {
+	t.Helper()
+	db := testenv.DB(t, migrations.Schema)
+	bs, err := blob.NewLocal(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := bs.Put(context.Background(), key, strings.NewReader(content), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := testenv.Bus(t, "auditor")
+	return auditor.New(b, db, bs, nil, auditor.Config{Cycle: 720 * time.Hour, MaxOnDemand: 100}, testenv.Logger(t)), db, b, info
 }

@@ -196,22 +196,12 @@ func (a *Auditor) checkNow(ctx context.Context, object, space string, light bool
 		next_attempt_at = '-infinity' WHERE NOT done AND object = ANY($1) AND (parked_at IS NOT NULL OR failures > 0)`, keys); err != nil {
 		return 0, fmt.Errorf("release audit-queue entries: %w", err)
 	}
-	last := map[string]time.Time{}
-	rows, err := a.db.Query(ctx, `SELECT object, checked_at FROM auditor.schedule WHERE object = ANY($1) AND checked_at IS NOT NULL`, keys)
-	if err != nil {
-		return 0, fmt.Errorf("last checks: %w", err)
-	}
-	for rows.Next() {
-		var o string
-		var at time.Time
-		if err := rows.Scan(&o, &at); err != nil {
-			rows.Close()
-			return 0, fmt.Errorf("last checks: %w", err)
+	var last map[string]time.Time
+	if cause == "" { // a change's check is named by its cause, not by the last check
+		var err error
+		if last, err = a.lastChecks(ctx, keys); err != nil {
+			return 0, err
 		}
-		last[o] = at
-	}
-	if err := rows.Err(); err != nil {
-		return 0, fmt.Errorf("last checks: %w", err)
 	}
 	var out []bus.Outgoing
 	for _, o := range keys {
@@ -219,16 +209,39 @@ func (a *Auditor) checkNow(ctx context.Context, object, space string, light bool
 		if err != nil {
 			return 0, err
 		}
-		env.ID = fmt.Sprintf("on-demand:%t:%s:%d", light, o, last[o].UnixMicro())
-		if at, ok := last[o]; !ok || at.IsZero() {
-			env.ID = fmt.Sprintf("on-demand:%t:%s:never", light, o)
-		}
-		if cause != "" {
+		switch at := last[o]; {
+		case cause != "":
 			env.ID = fmt.Sprintf("changed:%s:%t:%s", cause, light, o)
+		case at.IsZero():
+			env.ID = fmt.Sprintf("on-demand:%t:%s:never", light, o)
+		default:
+			env.ID = fmt.Sprintf("on-demand:%t:%s:%d", light, o, at.UnixMicro())
 		}
 		out = append(out, bus.Outgoing{Subject: events.SubjectAuditTaskHigh, Envelope: env})
 	}
 	return len(out), a.bus.PublishBatch(ctx, out)
+}
+
+// lastChecks is when each of objects was last checked (none where never).
+func (a *Auditor) lastChecks(ctx context.Context, objects []string) (map[string]time.Time, error) {
+	last := map[string]time.Time{}
+	rows, err := a.db.Query(ctx, `SELECT object, checked_at FROM auditor.schedule WHERE object = ANY($1) AND checked_at IS NOT NULL`, objects)
+	if err != nil {
+		return nil, fmt.Errorf("last checks: %w", err)
+	}
+	for rows.Next() {
+		var o string
+		var at time.Time
+		if err := rows.Scan(&o, &at); err != nil {
+			rows.Close()
+			return nil, fmt.Errorf("last checks: %w", err)
+		}
+		last[o] = at
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("last checks: %w", err)
+	}
+	return last, nil
 }
 
 // replyRead answers a read: v, or a 500 saying what could not be read (the
